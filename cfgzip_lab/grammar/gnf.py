@@ -1,0 +1,508 @@
+"""Greibach normal form in factored form.
+
+A GNF grammar has only productions ``A → a B1…Bn`` (a a byte set, Bi non-start
+nonterminals) plus ``S → ε`` when the language holds ε. Classic conversion lists
+every variant: ε-removal alone turns ``expr ::= term (ws op ws term)*`` chained
+nine levels deep into hundreds of thousands of productions. We never list them:
+each nonterminal A owns ONE right-hand-side set ``R_A`` (a finite set of symbol
+sequences, see :mod:`words`), and every step is a set operation on those DAGs.
+
+Symbols are ints: nonterminals ``>= 0``; byte classes ("atoms", bytes no terminal
+of the grammar tells apart) are ``-1 - k``. Pipeline (each step a pure function
+of the previous rule map, recorded with its size for the workbench):
+
+1. *terminal lifting*: every byte set X becomes a nonterminal ``N_X → atom`` for
+   each atom of X, so terminals never stand in tails; a fresh start ``S0 → root``
+   keeps the start symbol out of tails (``root`` may be referenced in bodies).
+2. *useless symbols*: keep generating symbols (a word of generating symbols
+   exists; fixpoint), then those reachable from S0.
+3. *ε-rules*: NULLABLE fixpoint; ``R_A := opt(R_A) \\ {ε}`` where ``opt`` lets
+   each nullable occurrence be present or absent. ``opt`` is memoised per DAG
+   node, so a word with k optional symbols costs O(k) nodes, not 2^k words.
+   Standard argument (Hopcroft & Ullman, Thm 4.3): L(A) \\ {ε} is unchanged.
+4. *unit rules*: ``R_A := (R_A \\ units) ∪ ⋃_{B ∈ unit*(A)} (R_B \\ units)``.
+5. *left recursion* (Paull's algorithm on sets): order nonterminals
+   topologically by the left-corner graph (SCCs in any order inside), then for
+   each A_i substitute leading A_j with j < i, and replace direct recursion
+   ``R = A·α ∪ β`` by ``R_A = β ∪ β·Z``, ``R_Z = α ∪ α·Z`` (ε dropped from α:
+   ``A → A`` adds nothing). L(A) = β α* is unchanged.
+6. *leading substitution*: in reverse order every leading nonterminal already
+   starts with atoms; substitute ``R_A := atom-led words ∪ ⋃_B R_B · R_A[B]``,
+   then the Z's in creation order (a Z may only lead with an older Z).
+7. *merging*: coarsest partition of nonterminals whose per-atom tail sets are
+   equal up to the partition (partition refinement / bisimulation). Merged
+   nonterminals derive the same strings (induction on string length: each GNF
+   step reads one byte), so classes only get coarser and stay exact.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .cfg import CFG, ByteSet, byte_classes, format_byteset
+from .words import EMPTY, EPSILON, WordStore
+
+
+def atom_symbol(k: int) -> int:
+    return -1 - k
+
+
+def atom_index(symbol: int) -> int:
+    return -1 - symbol
+
+
+@dataclass(frozen=True, slots=True)
+class GNFStep:
+    """One named step and the grammar's size after it."""
+
+    name: str
+    nonterminals: int
+    dag_nodes: int
+    productions: int  # listed productions the factored rules stand for
+    seconds: float
+
+
+@dataclass
+class GNF:
+    """A factored GNF grammar: ``table[A][atom]`` is the set of tails of ``A → atom · tail``."""
+
+    names: list[str]
+    start: int
+    accepts_empty: bool
+    atoms: list[ByteSet]
+    atom_of: list[int]  # byte value → atom index
+    table: list[dict[int, int]]  # nonterminal → {atom index: tail node}
+    store: WordStore
+    steps: list[GNFStep] = field(default_factory=list)
+
+    @property
+    def num_nonterminals(self) -> int:
+        return len(self.names)
+
+    @property
+    def dag_nodes(self) -> int:
+        return len(self.store.reachable(t for row in self.table for t in row.values()))
+
+    @property
+    def num_productions(self) -> int:
+        """Listed productions ``A → [bytes] B1..Bn``, atoms with equal tail sets merged."""
+        total = 0
+        for row in self.table:
+            for tail in set(row.values()):
+                total += self.store.count(tail)
+        return total + int(self.accepts_empty)
+
+    def productions(self, limit: int | None = None):
+        """Yield ``(A, ByteSet, (B1, ..., Bn))`` with names; for views and small tests."""
+        produced = 0
+        for a, row in enumerate(self.table):
+            by_tail: dict[int, int] = {}
+            for atom, tail in row.items():
+                by_tail[tail] = by_tail.get(tail, 0) | self.atoms[atom].bits
+            for tail, bits in by_tail.items():
+                for word in self.store.words(tail):
+                    yield self.names[a], ByteSet(bits), tuple(self.names[s] for s in word)
+                    produced += 1
+                    if limit is not None and produced >= limit:
+                        return
+
+    def to_text(self, limit: int = 200) -> str:
+        lines = [f"{a} -> {format_byteset(s)} {' '.join(w)}".rstrip() for a, s, w in self.productions(limit)]
+        if self.accepts_empty:
+            lines.insert(0, f"{self.names[self.start]} -> ε")
+        return "\n".join(lines)
+
+    def accepts(self, data: bytes, *, prefix: bool = False) -> bool:
+        """Run the GNF pushdown automaton on ``data`` (the set of stacks is one word set).
+
+        With ``prefix=True`` answers whether ``data`` is a prefix of some sentence.
+        """
+        store, table = self.store, self.table
+        stacks = store.word((self.start,))
+        if not data:
+            return prefix or self.accepts_empty
+        for byte in data:
+            atom = self.atom_of[byte]
+            nxt = EMPTY
+            for top, below in store.edges(stacks):
+                tail = table[top].get(atom)
+                if tail is not None:
+                    nxt = store.union(nxt, store.concat(tail, below))
+            stacks = nxt
+            if stacks == EMPTY:
+                return False
+        return prefix or store.accepts(stacks)
+
+
+class _Rules:
+    """Mutable rule map used while converting; owns names and symbol bookkeeping."""
+
+    def __init__(self, store: WordStore, atoms: list[ByteSet]):
+        self.store = store
+        self.atoms = atoms
+        self.names: list[str] = []
+        self.rhs: dict[int, int] = {}
+        self.z_ids: set[int] = set()  # nonterminals made by left-recursion removal
+
+    def add(self, name: str, rhs: int = EMPTY) -> int:
+        self.names.append(name)
+        nt = len(self.names) - 1
+        self.rhs[nt] = rhs
+        return nt
+
+    def symbols_of(self, node: int, memo: dict[int, frozenset]) -> frozenset:
+        got = memo.get(node)
+        if got is None:
+            acc = set()
+            for s, c in self.store.edges(node):
+                acc.add(s)
+                acc |= self.symbols_of(c, memo)
+            got = memo[node] = frozenset(acc)
+        return got
+
+    def size(self) -> tuple[int, int, int]:
+        nodes = self.store.reachable(self.rhs.values())
+        return len(self.rhs), len(nodes), sum(self.store.count(r) for r in self.rhs.values())
+
+
+def _lift_terminals(cfg: CFG, store: WordStore) -> tuple[_Rules, int, list[int]]:
+    """Build the initial rule sets; every byte set becomes a nonterminal over atoms."""
+    atoms = byte_classes(cfg.byte_sets())
+    atom_of = [0] * 256
+    for k, a in enumerate(atoms):
+        for b in a:
+            atom_of[b] = k
+    rules = _Rules(store, atoms)
+    ids = {name: rules.add(name) for name in cfg.rules}
+    start = rules.add("S0", store.word((ids[cfg.start],)))
+    lifted: dict[int, int] = {}
+
+    def symbol(s) -> int:
+        if isinstance(s, str):
+            return ids[s]
+        nt = lifted.get(s.bits)
+        if nt is None:
+            members = [k for k, a in enumerate(atoms) if a.bits & s.bits]
+            rhs = store.make(False, tuple((atom_symbol(k), EPSILON) for k in sorted(members, reverse=True))[::-1])
+            nt = lifted[s.bits] = rules.add(format_byteset(s), rhs)
+        return nt
+
+    for name, alts in cfg.rules.items():
+        rules.rhs[ids[name]] = store.union_all(store.word(symbol(s) for s in rhs) for rhs in alts)
+    return rules, start, atom_of
+
+
+def _remove_useless(rules: _Rules, start: int) -> None:
+    store = rules.store
+    generating: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        memo: dict[int, bool] = {}
+
+        def has_generating_word(node: int) -> bool:
+            got = memo.get(node)
+            if got is None:
+                accepts, edges = store.nodes[node]
+                got = accepts or any((s < 0 or s in generating) and has_generating_word(c) for s, c in edges)
+                memo[node] = got
+            return got
+
+        for a, r in rules.rhs.items():
+            if a not in generating and has_generating_word(r):
+                generating.add(a)
+                changed = True
+
+    restricted: dict[int, int] = {}
+
+    def restrict(node: int) -> int:
+        got = restricted.get(node)
+        if got is None:
+            accepts, edges = store.nodes[node]
+            got = store.make_edges(accepts, {s: restrict(c) for s, c in edges if s < 0 or s in generating})
+            restricted[node] = got
+        return got
+
+    rules.rhs = {a: restrict(r) for a, r in rules.rhs.items() if a in generating}
+    if start not in rules.rhs:
+        rules.rhs[start] = EMPTY  # empty language: keep the start, nothing else
+    memo_syms: dict[int, frozenset] = {}
+    reachable, frontier = {start}, [start]
+    while frontier:
+        a = frontier.pop()
+        for s in rules.symbols_of(rules.rhs[a], memo_syms):
+            if s >= 0 and s not in reachable:
+                reachable.add(s)
+                frontier.append(s)
+    rules.rhs = {a: r for a, r in rules.rhs.items() if a in reachable}
+
+
+def _remove_epsilon(rules: _Rules, start: int) -> bool:
+    store = rules.store
+    nullable: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        memo: dict[int, bool] = {}
+
+        def has_null_word(node: int) -> bool:
+            got = memo.get(node)
+            if got is None:
+                accepts, edges = store.nodes[node]
+                got = accepts or any(s in nullable and has_null_word(c) for s, c in edges)
+                memo[node] = got
+            return got
+
+        for a, r in rules.rhs.items():
+            if a not in nullable and has_null_word(r):
+                nullable.add(a)
+                changed = True
+
+    opt_memo: dict[int, int] = {}
+
+    def opt(node: int) -> int:
+        # Every word with any subset of its nullable occurrences deleted.
+        got = opt_memo.get(node)
+        if got is None:
+            accepts, edges = store.nodes[node]
+            got = store.make(accepts, tuple((s, opt(c)) for s, c in edges))
+            for s, c in edges:
+                if s in nullable:
+                    got = store.union(got, opt(c))
+            opt_memo[node] = got
+        return got
+
+    rules.rhs = {a: store.without_empty_word(opt(r)) for a, r in rules.rhs.items()}
+    return start in nullable
+
+
+def _remove_units(rules: _Rules) -> None:
+    store = rules.store
+    units: dict[int, set[int]] = {}
+    proper: dict[int, int] = {}
+    for a, r in rules.rhs.items():
+        accepts, edges = store.nodes[r]
+        units[a] = {s for s, c in edges if s >= 0 and store.accepts(c)}
+        proper[a] = store.make(accepts, tuple((s, store.without_empty_word(c)) if s >= 0 else (s, c) for s, c in edges if not (s >= 0 and c == EPSILON)))
+    for a in rules.rhs:
+        closure, frontier = {a}, [a]
+        while frontier:
+            for b in units[frontier.pop()]:
+                if b not in closure:
+                    closure.add(b)
+                    frontier.append(b)
+        rules.rhs[a] = store.union_all(proper[b] for b in sorted(closure))
+
+
+def _left_corner_order(rules: _Rules) -> list[int]:
+    """Nonterminals so that a rule's leading nonterminals come later, except inside SCCs (Tarjan)."""
+    store = rules.store
+    graph = {a: [s for s, _ in store.edges(r) if s >= 0] for a, r in rules.rhs.items()}
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    sccs: list[list[int]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack.add(v)
+            recurse = False
+            succ = graph[v]
+            while i < len(succ):
+                w = succ[i]
+                i += 1
+                if w not in index:
+                    work.append((v, i))
+                    work.append((w, 0))
+                    recurse = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if recurse:
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                sccs.append(sorted(comp))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    # Tarjan emits sinks first; sources first is what Paull's substitution wants.
+    return [a for comp in reversed(sccs) for a in comp]
+
+
+def _substitute_leading(store: WordStore, node: int, rhs: dict[int, int], which) -> int:
+    accepts, edges = store.nodes[node]
+    kept = store.make(accepts, tuple((s, c) for s, c in edges if not which(s)))
+    return store.union_all([kept] + [store.concat(rhs[s], c) for s, c in edges if which(s)])
+
+
+def _remove_left_recursion(rules: _Rules) -> list[int]:
+    store = rules.store
+    order = _left_corner_order(rules)
+    pos = {a: i for i, a in enumerate(order)}
+    zs: list[int] = []
+    for i, a in enumerate(order):
+        while True:
+            lower = [s for s, _ in store.edges(rules.rhs[a]) if s >= 0 and s in pos and pos[s] < i]
+            if not lower:
+                break
+            first = min(lower, key=pos.__getitem__)
+            rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s, f=first: s == f)
+        alpha = store.without_empty_word(store.child(rules.rhs[a], a))
+        beta = store.without_edge(rules.rhs[a], a)
+        if alpha != EMPTY:
+            z = rules.add(f"{rules.names[a]}'")
+            zword = store.word((z,))
+            rules.rhs[a] = store.union(beta, store.concat(beta, zword))
+            rules.rhs[z] = store.union(alpha, store.concat(alpha, zword))
+            zs.append(z)
+            rules.z_ids.add(z)
+        else:
+            rules.rhs[a] = beta
+    return order + zs
+
+
+def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
+    store = rules.store
+    # Original nonterminals from the back (their leading symbols come later in the
+    # order and are done already), then the Z's in creation order.
+    originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
+    zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
+    for a in originals[::-1] + zs:
+        rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s: s >= 0)
+        assert all(s < 0 for s, _ in store.edges(rules.rhs[a])), "leading substitution left a nonterminal"
+
+
+def _merge_equivalent(store: WordStore, table: list[dict[int, int]], start: int) -> tuple[list[int], list[dict[int, int]]]:
+    """Coarsest partition with equal tails up to the partition; returns (block_of, merged table)."""
+    n = len(table)
+    block = [0] * n
+    keys: dict = {}
+    for a in range(n):
+        block[a] = keys.setdefault((a == start, tuple(sorted(table[a]))), len(keys))
+    while True:
+        memo: dict[int, int] = {}
+
+        def rename(node: int) -> int:
+            got = memo.get(node)
+            if got is None:
+                accepts, edges = store.nodes[node]
+                merged: dict[int, int] = {}
+                for s, c in edges:
+                    rc = rename(c)
+                    merged[block[s]] = store.union(merged.get(block[s], EMPTY), rc)
+                got = memo[node] = store.make_edges(accepts, merged)
+            return got
+
+        keys = {}
+        new_block = [0] * n
+        for a in range(n):
+            sig = (block[a], tuple(sorted((atom, rename(t)) for atom, t in table[a].items())))
+            new_block[a] = keys.setdefault(sig, len(keys))
+        stable = len(keys) == len(set(block))
+        block = new_block
+        if stable:
+            break
+    merged_table: list[dict[int, int]] = [dict() for _ in range(len(set(block)))]
+    memo.clear()
+    for a in range(n):
+        merged_table[block[a]] = {atom: rename(t) for atom, t in table[a].items()}
+    return block, merged_table
+
+
+def to_gnf(cfg: CFG) -> GNF:
+    """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size."""
+    store = WordStore()
+    steps: list[GNFStep] = []
+    clock = time.perf_counter()
+
+    def record(name: str, rules: _Rules) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        nts, nodes, prods = rules.size()
+        steps.append(GNFStep(name, nts, nodes, prods, now - clock))
+        clock = now
+
+    steps.append(GNFStep("byte CFG", len(cfg.rules), 0, cfg.num_productions, 0.0))
+    rules, start, atom_of = _lift_terminals(cfg, store)
+    record("terminal lifting", rules)
+    _remove_useless(rules, start)
+    record("useless symbols", rules)
+    accepts_empty = _remove_epsilon(rules, start)
+    record("ε-rules", rules)
+    _remove_useless(rules, start)
+    _remove_units(rules)
+    _remove_useless(rules, start)
+    record("unit rules", rules)
+    order = _remove_left_recursion(rules)
+    record("left recursion", rules)
+    _substitute_all_leading(rules, order)
+    _remove_useless(rules, start)
+    record("leading substitution", rules)
+
+    # Dense renumbering, then the per-atom table.
+    live = sorted(rules.rhs, key=lambda a: (a != start, a))
+    dense = {a: i for i, a in enumerate(live)}
+    memo: dict[int, int] = {}
+
+    def renumber(node: int) -> int:
+        got = memo.get(node)
+        if got is None:
+            accepts, edges = store.nodes[node]
+            got = memo[node] = store.make(accepts, tuple(sorted((dense[s], renumber(c)) for s, c in edges)))
+        return got
+
+    table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
+    block, table = _merge_equivalent(store, table, 0)
+    names_by_block: dict[int, str] = {}
+    for a, b in zip(live, block):
+        names_by_block.setdefault(b, rules.names[a])
+    gnf = GNF(
+        names=[names_by_block[b] for b in range(len(table))],
+        start=block[0],
+        accepts_empty=accepts_empty,
+        atoms=rules.atoms,
+        atom_of=atom_of,
+        table=table,
+        store=store,
+        steps=steps,
+    )
+    now = time.perf_counter()
+    steps.append(GNFStep("merging", gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))
+    return gnf
+
+
+def is_gnf(g) -> bool:
+    """True for a :class:`GNF`, or for a listed CFG whose productions are all ``A → a B1..Bn``
+    with the start symbol only on the left (``S → ε`` allowed)."""
+    if isinstance(g, GNF):
+        tails = g.store.reachable(t for row in g.table for t in row.values())
+        return all(s >= 0 and s != g.start for n in tails for s, _ in g.store.edges(n))
+    if isinstance(g, CFG):
+        for name, alts in g.rules.items():
+            for rhs in alts:
+                if not rhs:
+                    if name != g.start:
+                        return False
+                    continue
+                if not isinstance(rhs[0], ByteSet):
+                    return False
+                if any(not isinstance(s, str) or s == g.start for s in rhs[1:]):
+                    return False
+        return True
+    raise TypeError(f"is_gnf expects a GNF or CFG, not {type(g).__name__}")

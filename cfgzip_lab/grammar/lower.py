@@ -1,0 +1,171 @@
+"""Lowering: grammar AST → byte-level CFG, with XGrammar's exact byte semantics.
+
+XGrammar reads a character class as a set of *code points* 0..0x10FFFF (the
+surrogates U+D800..U+DFFF included) and matches their standard UTF-8 encodings:
+overlong forms (C0/C1 leads, E0 80.., F0 80..), bytes F5..FF and anything beyond
+U+10FFFF are rejected. Those facts were checked against ``GrammarMatcher`` and are
+pinned by ``tests/test_lower.py``. A class therefore lowers to the UTF-8 byte
+sequences of exactly its code points; a lenient lowering (any lead byte C0..F7)
+would split token classes, because the engine rejects what we would accept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import tree
+from .cfg import CFG, ByteSet, Production, Symbol
+
+MAX_CODE_POINT = 0x10FFFF
+
+
+def encode_code_point(cp: int) -> bytes:
+    """UTF-8 of one code point, surrogates included (XGrammar accepts ED A0 80 for U+D800)."""
+    return chr(cp).encode("utf-8", "surrogatepass")
+
+
+def complement(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """Code points 0..0x10FFFF not in ``ranges``."""
+    out, nxt = [], 0
+    for lo, hi in sorted(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= MAX_CODE_POINT:
+        out.append((nxt, MAX_CODE_POINT))
+    return out
+
+
+def normalize(ranges) -> list[tuple[int, int]]:
+    """Sorted, merged, non-overlapping inclusive ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+_LENGTH_LIMITS = (0x7F, 0x7FF, 0xFFFF, MAX_CODE_POINT)
+
+
+def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
+    """Byte-range sequences whose concatenations are exactly the UTF-8 encodings of lo..hi.
+
+    The classic construction (as in RE2 and Rust's regex-syntax): split the range at
+    encoded-length boundaries, then until every continuation position spans a full
+    or aligned block, so that each piece is a product of per-position byte ranges.
+    """
+    out: list[tuple[tuple[int, int], ...]] = []
+    stack = [(lo, hi)]
+    while stack:
+        lo, hi = stack.pop()
+        for limit in _LENGTH_LIMITS[:-1]:
+            if lo <= limit < hi:
+                stack += [(limit + 1, hi), (lo, limit)]
+                break
+        else:
+            for i in (1, 2, 3):
+                mask = (1 << (6 * i)) - 1
+                if lo & ~mask != hi & ~mask:
+                    if lo & mask:
+                        stack += [((lo | mask) + 1, hi), (lo, lo | mask)]
+                        break
+                    if hi & mask != mask:
+                        stack += [(hi & ~mask, hi), (lo, (hi & ~mask) - 1)]
+                        break
+            else:
+                a, b = encode_code_point(lo), encode_code_point(hi)
+                out.append(tuple(zip(a, b)))
+    return out
+
+
+def class_sequences(ranges: list[tuple[int, int]]) -> list[tuple[ByteSet, ...]]:
+    """Per-position byte sets for a set of code points; one-byte pieces merged into one set."""
+    single = 0
+    multi: list[tuple[ByteSet, ...]] = []
+    for lo, hi in ranges:
+        for seq in utf8_sequences(lo, hi):
+            if len(seq) == 1:
+                single |= ByteSet.range(*seq[0]).bits
+            else:
+                multi.append(tuple(ByteSet.range(a, b) for a, b in seq))
+    return ([(ByteSet(single),)] if single else []) + multi
+
+
+@dataclass
+class _Lowerer:
+    cfg: CFG
+    counters: dict[str, int] = field(default_factory=dict)
+    class_cache: dict[tuple, str | ByteSet | None] = field(default_factory=dict)
+
+    def fresh(self, owner: str, alts: list[Production]) -> str:
+        n = self.counters.get(owner, 0) + 1
+        self.counters[owner] = n
+        name = f"{owner}@{n}"
+        self.cfg.rules[name] = alts
+        return name
+
+    def alternatives(self, owner: str, e: tree.Expr) -> list[Production]:
+        if isinstance(e, tree.Choice):
+            return [alt for o in e.options for alt in self.alternatives(owner, o)]
+        return [tuple(self.symbols(owner, e))]
+
+    def symbols(self, owner: str, e: tree.Expr) -> list[Symbol]:
+        if isinstance(e, tree.Literal):
+            return [ByteSet.of([b]) for b in e.text.encode("utf-8", "surrogatepass")]
+        if isinstance(e, tree.RuleRef):
+            return [e.name]
+        if isinstance(e, tree.Sequence):
+            return [s for item in e.items for s in self.symbols(owner, item)]
+        if isinstance(e, tree.Choice):
+            return [self.fresh(owner, self.alternatives(owner, e))]
+        if isinstance(e, tree.CharClass):
+            return self.char_class(owner, e)
+        if isinstance(e, tree.Repeat):
+            return self.repeat(owner, e)
+        raise TypeError(f"unknown grammar node {e!r}")
+
+    def char_class(self, owner: str, e: tree.CharClass) -> list[Symbol]:
+        key = (e.ranges, e.negated)
+        if key not in self.class_cache:
+            ranges = normalize(e.ranges)
+            seqs = class_sequences(complement(tuple(ranges)) if e.negated else ranges)
+            if not seqs:
+                # An empty class matches nothing: a nonterminal without productions.
+                self.class_cache[key] = self.fresh(owner, [])
+            elif len(seqs) == 1 and len(seqs[0]) == 1:
+                self.class_cache[key] = seqs[0][0]
+            else:
+                self.class_cache[key] = self.fresh(owner, list(seqs))
+        return [self.class_cache[key]]
+
+    def repeat(self, owner: str, e: tree.Repeat) -> list[Symbol]:
+        item = self.symbols(owner, e.item)
+        if len(item) != 1:
+            item = [self.fresh(owner, [tuple(item)])]
+        head = item * e.min
+        if e.max is None:
+            # X* as right recursion (star -> ε | X star): right recursion needs no
+            # left-recursion removal later and keeps GNF tails short.
+            star = self.fresh(owner, [()])
+            self.cfg.rules[star].append((item[0], star))
+            return head + [star]
+        tail: list[Symbol] = []
+        for _ in range(e.max - e.min):  # X{0,k} = ε | X X{0,k-1}
+            tail = [self.fresh(owner, [(), tuple(item + tail)])]
+        return head + tail
+
+
+def lower(ast: tree.GrammarAST) -> CFG:
+    """Byte-level CFG with the same language as ``ast`` under XGrammar's semantics.
+
+    Rule names are kept; helper nonterminals are named ``rule@n``.
+    """
+    cfg = CFG(start=ast.root)
+    lowerer = _Lowerer(cfg)
+    for name in ast.rules:
+        cfg.rules[name] = []
+    for name, rule in ast.rules.items():
+        cfg.rules[name] = lowerer.alternatives(name, rule.body)
+    return cfg

@@ -1,0 +1,196 @@
+"""Finite sets of symbol sequences as hash-consed minimal acyclic automata.
+
+Both the factored GNF (each production ``A → a · L`` keeps its tails L as one
+set) and displacement classing (each configuration set after a prefix is one set
+of words ``σ_out · SEP · reverse(σ_in)``) are built on this store.
+
+A node is ``(accepts_empty_word, ((symbol, child), ...))`` with edges sorted by
+symbol. Nodes are interned bottom-up, so the automaton is deterministic and every
+node's right language is unique: *equal node ids ⇔ equal sets* (the canonical
+minimal acyclic DFA; Daciuk et al. 2000). Every set operation is memoised on
+node ids, which is what keeps long runs of identical bytes and nested optional
+suffixes polynomial: repeated sub-sets are computed once and shared.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Iterator
+
+EMPTY = 0  # ∅
+EPSILON = 1  # {ε}
+
+Edges = tuple[tuple[int, int], ...]
+
+# Set operations recurse along word length (token bytes × tail length); Python
+# 3.11 runs pure-Python recursion off the C stack, so a higher limit is safe.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 100_000))
+
+
+class BudgetExceeded(Exception):
+    """Raised by :meth:`WordStore.make` when a caller's node budget runs out.
+
+    Memo tables only ever hold finished results, so the store stays consistent.
+    """
+
+
+class WordStore:
+    """Interning table and memoised set algebra over word-set nodes."""
+
+    __slots__ = ("nodes", "_index", "_union", "_concat", "_count", "created", "limit")
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple[bool, Edges]] = [(False, ()), (True, ())]
+        self._index: dict[tuple[bool, Edges], int] = {self.nodes[0]: EMPTY, self.nodes[1]: EPSILON}
+        self._union: dict[tuple[int, int], int] = {}
+        self._concat: dict[tuple[int, int], int] = {}
+        self._count: dict[int, int] = {EMPTY: 0, EPSILON: 1}
+        self.created = 0  # nodes interned so far; budgets read it
+        self.limit = float("inf")  # make() raises BudgetExceeded past this many nodes
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # -- construction -------------------------------------------------------
+    def make(self, accepts: bool, edges: Edges) -> int:
+        """Intern a node; ``edges`` must be sorted by symbol, children non-empty."""
+        key = (accepts, edges)
+        node = self._index.get(key)
+        if node is None:
+            node = len(self.nodes)
+            self.nodes.append(key)
+            self._index[key] = node
+            self.created += 1
+            if self.created > self.limit:
+                raise BudgetExceeded(self.created)
+        return node
+
+    def make_edges(self, accepts: bool, edges: dict[int, int]) -> int:
+        return self.make(accepts, tuple(sorted((s, c) for s, c in edges.items() if c != EMPTY)))
+
+    def word(self, symbols) -> int:
+        """The singleton set ``{symbols}``."""
+        node = EPSILON
+        for s in reversed(tuple(symbols)):
+            node = self.make(False, ((s, node),))
+        return node
+
+    def prefix(self, symbol: int, node: int) -> int:
+        """``symbol · node`` (every word of node with ``symbol`` in front)."""
+        return EMPTY if node == EMPTY else self.make(False, ((symbol, node),))
+
+    # -- queries ------------------------------------------------------------
+    def accepts(self, node: int) -> bool:
+        return self.nodes[node][0]
+
+    def edges(self, node: int) -> Edges:
+        return self.nodes[node][1]
+
+    def child(self, node: int, symbol: int) -> int:
+        for s, c in self.nodes[node][1]:
+            if s == symbol:
+                return c
+        return EMPTY
+
+    def count(self, node: int) -> int:
+        """Number of words in the set (can be astronomically large: a Python int)."""
+        got = self._count.get(node)
+        if got is None:
+            accepts, edges = self.nodes[node]
+            got = int(accepts) + sum(self.count(c) for _, c in edges)
+            self._count[node] = got
+        return got
+
+    def words(self, node: int, limit: int | None = None) -> Iterator[tuple[int, ...]]:
+        """Enumerate words (for tests, views and small explanations)."""
+        stack: list[tuple[int, tuple[int, ...]]] = [(node, ())]
+        produced = 0
+        while stack:
+            n, prefix = stack.pop()
+            accepts, edges = self.nodes[n]
+            if accepts:
+                yield prefix
+                produced += 1
+                if limit is not None and produced >= limit:
+                    return
+            for s, c in reversed(edges):
+                stack.append((c, prefix + (s,)))
+
+    def reachable(self, roots) -> set[int]:
+        """All nodes reachable from ``roots`` (the DAG size of a set of sets)."""
+        seen: set[int] = set()
+        stack = [r for r in roots if r > EPSILON]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            stack.extend(c for _, c in self.nodes[n][1] if c > EPSILON and c not in seen)
+        return seen
+
+    # -- set algebra --------------------------------------------------------
+    def union(self, a: int, b: int) -> int:
+        if a == b or b == EMPTY:
+            return a
+        if a == EMPTY:
+            return b
+        if a > b:
+            a, b = b, a
+        key = (a, b)
+        got = self._union.get(key)
+        if got is not None:
+            return got
+        acc_a, ea = self.nodes[a]
+        acc_b, eb = self.nodes[b]
+        merged: list[tuple[int, int]] = []
+        i = j = 0
+        while i < len(ea) and j < len(eb):
+            sa, ca = ea[i]
+            sb, cb = eb[j]
+            if sa == sb:
+                merged.append((sa, self.union(ca, cb)))
+                i += 1
+                j += 1
+            elif sa < sb:
+                merged.append(ea[i])
+                i += 1
+            else:
+                merged.append(eb[j])
+                j += 1
+        merged.extend(ea[i:])
+        merged.extend(eb[j:])
+        got = self.make(acc_a or acc_b, tuple(merged))
+        self._union[key] = got
+        return got
+
+    def union_all(self, nodes) -> int:
+        out = EMPTY
+        for n in nodes:
+            out = self.union(out, n)
+        return out
+
+    def concat(self, a: int, b: int) -> int:
+        """``{uv : u ∈ a, v ∈ b}``."""
+        if a == EMPTY or b == EMPTY:
+            return EMPTY
+        if a == EPSILON:
+            return b
+        if b == EPSILON:
+            return a
+        key = (a, b)
+        got = self._concat.get(key)
+        if got is not None:
+            return got
+        accepts, edges = self.nodes[a]
+        got = self.make(False, tuple((s, self.concat(c, b)) for s, c in edges))
+        if accepts:
+            got = self.union(got, b)
+        self._concat[key] = got
+        return got
+
+    def without_empty_word(self, node: int) -> int:
+        accepts, edges = self.nodes[node]
+        return self.make(False, edges) if accepts else node
+
+    def without_edge(self, node: int, symbol: int) -> int:
+        accepts, edges = self.nodes[node]
+        return self.make(accepts, tuple(e for e in edges if e[0] != symbol))
