@@ -1,0 +1,94 @@
+"""Grammar text → AST → byte CFG → GNF, and grammar + vocabulary → TokenClasses.
+
+The one place that strings the core stages together, so the CLI, the workbench
+and the benchmarks build exactly the same objects.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .classes.cache import grammar_sha256
+from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes
+from .grammar.cfg import CFG
+from .grammar.ebnf import parse_ebnf
+from .grammar.gnf import GNF, to_gnf
+from .grammar.lower import lower
+from .grammar.tree import GrammarAST
+
+GRAMMARS_DIR = Path(__file__).resolve().parent.parent / "grammars"
+
+
+@dataclass
+class CompiledGrammar:
+    """Every stage of one grammar text, with timings."""
+
+    text: str
+    ast: GrammarAST
+    cfg: CFG
+    gnf: GNF
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sha256(self) -> str:
+        return grammar_sha256(self.text)
+
+    @property
+    def warnings(self):
+        return self.ast.warnings
+
+    def stats(self) -> dict:
+        return {
+            "rules": len(self.ast.rules),
+            "cfg_nonterminals": len(self.cfg.rules),
+            "cfg_productions": self.cfg.num_productions,
+            "gnf_nonterminals": self.gnf.num_nonterminals,
+            "gnf_productions": self.gnf.num_productions,
+            "gnf_dag_nodes": self.gnf.dag_nodes,
+            "byte_classes": len(self.gnf.atoms),
+        }
+
+
+def compile_grammar(text: str, *, source: str = "<grammar>") -> CompiledGrammar:
+    """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics."""
+    t0 = time.perf_counter()
+    ast = parse_ebnf(text, source=source)
+    t1 = time.perf_counter()
+    cfg = lower(ast)
+    t2 = time.perf_counter()
+    gnf = to_gnf(cfg)
+    t3 = time.perf_counter()
+    return CompiledGrammar(text, ast, cfg, gnf, {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2})
+
+
+def build_classes(compiled: CompiledGrammar, vocab, *, budget: int = DEFAULT_TOKEN_BUDGET, progress=None, cancel=None) -> ClassingResult:
+    """Displacement classes of ``vocab`` (a VocabTable) under ``compiled``, with full metadata."""
+    result = compute_classes(compiled.gnf, vocab.token_bytes, vocab.kinds, budget=budget, progress=progress, cancel=cancel)
+    result.classes.metadata.update(
+        {
+            "grammar_sha256": compiled.sha256,
+            "vocab_fingerprint": vocab.fingerprint,
+            "tokenizer": vocab.name,
+            "gnf_seconds": round(compiled.seconds.get("gnf", 0.0), 4),
+        }
+    )
+    return result
+
+
+def bundled_grammars() -> dict[str, Path]:
+    """Name → path of the grammars shipped in ``grammars/``."""
+    return {p.stem: p for p in sorted(GRAMMARS_DIR.glob("*.ebnf"))}
+
+
+def resolve_grammar(name_or_path: str) -> Path:
+    """A path as given, or a bundled grammar by name (``json``, ``c_like``...)."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    bundled = bundled_grammars()
+    if name_or_path in bundled:
+        return bundled[name_or_path]
+    raise FileNotFoundError(
+        f"no grammar file {name_or_path!r} (bundled grammars: {', '.join(bundled) or 'none'})"
+    )
