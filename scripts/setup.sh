@@ -34,7 +34,7 @@ pip_install() { "$py" -m pip install --quiet --disable-pip-version-check "$@"; }
 if [ ! -x "$py" ]; then
   venv_args=()
   if [ "${CFGZIP_VENV_SYSTEM_SITE:-0}" = 1 ]; then venv_args+=(--system-site-packages); fi
-  say "creating .venv ${venv_args[*]}"
+  say "creating .venv" "${venv_args[@]}"
   python3 -m venv "${venv_args[@]}" "$venv"
 fi
 
