@@ -1,0 +1,474 @@
+"""Plain and compressed XGrammar engines behind one interface.
+
+:class:`PlainMatcher` runs XGrammar over the whole vocabulary table (the oracle);
+:class:`CompressedMatcher` runs XGrammar over the K class representatives and is fed the
+class of each sampled token. Both take and return *original* vocabulary ids, and both
+can produce the full-vocabulary packed bitmask (XGrammar's int32 format), so that they
+can be compared bit for bit (:mod:`cfgzip_lab.verify`) and swapped in a decode loop.
+
+How the vocabulary table becomes an XGrammar ``TokenizerInfo`` (checked against
+xgrammar 0.2.8, see ``tests/test_engine.py``):
+
+- ``VocabType.RAW``: token bytes are taken as they are. Text such as ``b"<s>"`` or
+  ``b"<|endoftext|>"`` is matched as *text*; only ids listed as stop tokens are special.
+- XGrammar marks every id whose bytes are empty, and every id in
+  ``[len(encoded_vocab), vocab_size)``, as a *special token*: never in a mask, and
+  ``accept_token`` rejects it (with a warning on stderr). An empty-bytes id that is
+  listed in ``stop_token_ids`` is a stop token instead.
+- ``stop_token_ids=None`` makes XGrammar *guess* stop tokens from their text
+  (``</s>``, ``<|endoftext|>``…); we always pass an explicit list, possibly empty.
+- A stop token is only ever a stop token: its text is never matched by the grammar.
+
+So the plain engine passes ``b""`` for every SPECIAL and PADDING id (whatever text the
+tokenizer gives them) and the table's stop ids; the compressed engine passes ``b""`` for
+BLOCKED and STOP classes, the representative's bytes for NORMAL classes, and the STOP
+classes as stop ids. Special, padding and dead tokens are thereby never allowed in
+either engine, and both are built from the same table.
+
+Other XGrammar behaviour the interface smooths over:
+
+- ``fill_next_token_bitmask`` leaves bits at or past ``vocab_size`` in the last word as
+  they were (``allocate_token_bitmask`` fills them with 1s); :meth:`Engine.next_vocab_bitmask`
+  clears them.
+- Filling a mask after the stop token was accepted raises ``RuntimeError``; so does
+  rolling back more tokens than were accepted. A rejected token leaves the state as it was.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import torch
+import xgrammar as xgr
+
+from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
+from .expand import Expander, apply_vocab_bitmask_inplace
+from .vocab import PADDING as _VOCAB_PADDING
+from .vocab import SPECIAL as _VOCAB_SPECIAL
+
+if TYPE_CHECKING:
+    from .vocab import VocabTable
+
+__all__ = [
+    "Engine",
+    "PlainMatcher",
+    "CompressedMatcher",
+    "BatchMatcher",
+    "CompiledEngines",
+    "GrammarCompileError",
+    "compile_engines",
+    "clear_engine_cache",
+    "grammar_sha256",
+    "classes_digest",
+]
+
+
+
+class GrammarCompileError(ValueError):
+    """XGrammar refused the grammar text (its message names line and column)."""
+
+
+def grammar_sha256(grammar_text: str) -> str:
+    return hashlib.sha256(grammar_text.encode("utf-8")).hexdigest()
+
+
+def classes_digest(classes: TokenClasses) -> str:
+    """sha256 over class_of, representatives and class kinds (what the engine depends on)."""
+    h = hashlib.sha256()
+    for array, dtype in (
+        (classes.class_of, np.int32),
+        (classes.representatives, np.int32),
+        (classes.class_kind, np.uint8),
+    ):
+        a = np.ascontiguousarray(array, dtype=dtype)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _never_allowed_ids(vocab: VocabTable) -> np.ndarray:
+    kinds = np.asarray(vocab.kinds)
+    return (kinds == _VOCAB_SPECIAL) | (kinds == _VOCAB_PADDING)
+
+
+# ---------------------------------------------------------------------------------------
+# Engines
+# ---------------------------------------------------------------------------------------
+class Engine(ABC):
+    """One constrained-decoding matcher; token ids are always original vocabulary ids.
+
+    ``fill_next_token_bitmask`` fills the engine's *native* mask (vocabulary bits for the
+    plain engine, class bits for the compressed one) in XGrammar's format; allocate it
+    with :meth:`allocate_bitmask`. :meth:`next_vocab_bitmask` returns the
+    full-vocabulary packed mask for comparison, and :meth:`apply_bitmask_inplace` masks
+    logits with a native mask.
+    """
+
+    kind: Literal["plain", "compressed"]
+
+    def __init__(self, compiled: xgr.CompiledGrammar, vocab_size: int, native_size: int) -> None:
+        self._matcher = xgr.GrammarMatcher(compiled)
+        self.vocab_size = vocab_size
+        self.native_size = native_size
+        self.bitmask_size = math.ceil(native_size / 32)
+        self.vocab_bitmask_size = math.ceil(vocab_size / 32)
+        self._native_buffer = xgr.allocate_token_bitmask(1, native_size)
+
+    @abstractmethod
+    def native_id(self, token_id: int) -> int:
+        """The id this engine's XGrammar matcher sees for ``token_id``; -1 if never allowed."""
+
+    @abstractmethod
+    def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        """Native mask ``(…, bitmask_size)`` → vocabulary mask ``(…, ceil(V/32))``, tail bits 0."""
+
+    @abstractmethod
+    def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+        """Mask ``logits`` ``(…, V)`` in place with a native mask (moved to their device)."""
+
+    def allocate_bitmask(self, batch_size: int = 1) -> torch.Tensor:
+        """A native bitmask ``(batch_size, bitmask_size)`` int32 on CPU, all ones."""
+        return xgr.allocate_token_bitmask(batch_size, self.native_size)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) if the grammar does not allow it."""
+        native = self.native_id(token_id)
+        if native < 0:
+            return False
+        return bool(self._matcher.accept_token(native))
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> bool:
+        """Fill row ``index`` of the native ``bitmask``; returns XGrammar's ``need_apply``."""
+        return bool(self._matcher.fill_next_token_bitmask(bitmask, index))
+
+    def next_vocab_bitmask(self) -> torch.Tensor:
+        """The full-vocabulary packed mask for the next token: int32 ``(ceil(V/32),)`` on CPU."""
+        self._matcher.fill_next_token_bitmask(self._native_buffer, 0)
+        return self.to_vocab_bitmask(self._native_buffer[0])
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        self._matcher.rollback(num_tokens)
+
+    def reset(self) -> None:
+        self._matcher.reset()
+
+    def is_terminated(self) -> bool:
+        """True once a stop token has been accepted."""
+        return bool(self._matcher.is_terminated())
+
+    def is_completed(self) -> bool:
+        """True when the input so far is a complete sentence (a stop token may follow)."""
+        return bool(self._matcher.is_completed())
+
+
+class PlainMatcher(Engine):
+    """XGrammar over the full vocabulary: the oracle. Build with :func:`compile_engines`."""
+
+    kind = "plain"
+
+    def __init__(self, compiled: xgr.CompiledGrammar, vocab: VocabTable) -> None:
+        super().__init__(compiled, vocab.vocab_size, vocab.vocab_size)
+        self.vocab = vocab
+        self._blocked = _never_allowed_ids(vocab)
+        tail = self.vocab_size % 32
+        self._tail_word_mask = -1 if tail == 0 else (1 << tail) - 1
+
+    def native_id(self, token_id: int) -> int:
+        if not 0 <= token_id < self.vocab_size or self._blocked[token_id]:
+            return -1  # XGrammar would reject it too, with a warning on stderr
+        return int(token_id)
+
+    def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        out = bitmask.clone()
+        out[..., -1] &= self._tail_word_mask
+        return out
+
+    def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+        return apply_vocab_bitmask_inplace(logits, bitmask, self.vocab_size)
+
+
+class CompressedMatcher(Engine):
+    """XGrammar over the K class representatives, fed the class of each token."""
+
+    kind = "compressed"
+
+    def __init__(
+        self,
+        compiled: xgr.CompiledGrammar,
+        vocab: VocabTable,
+        classes: TokenClasses,
+        expander: Expander | None = None,
+    ) -> None:
+        super().__init__(compiled, vocab.vocab_size, classes.num_classes)
+        self.vocab = vocab
+        self.classes = classes
+        self.expander = expander or Expander(classes)
+        self._class_of = np.asarray(classes.class_of)
+        self._class_blocked = np.asarray(classes.class_kind) == BLOCKED
+
+    def native_id(self, token_id: int) -> int:
+        if not 0 <= token_id < self.vocab_size:
+            return -1
+        k = int(self._class_of[token_id])
+        return -1 if self._class_blocked[k] else k
+
+    def class_of(self, token_id: int) -> int:
+        return int(self._class_of[token_id])
+
+    def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        return self.expander.to_vocab_bitmask(bitmask)
+
+    def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+        return self.expander.mask_logits_(logits, bitmask)
+
+
+class BatchMatcher:
+    """A batch of engines of one kind, filled in parallel by ``xgrammar.BatchGrammarMatcher``.
+
+    Row ``i`` is ``matchers[i]``; token ids are original vocabulary ids.
+    """
+
+    def __init__(self, matchers: Sequence[Engine], *, max_threads: int | Literal["auto"] = "auto") -> None:
+        if not matchers:
+            raise ValueError("a batch needs at least one matcher")
+        kinds = {type(m) for m in matchers}
+        if len(kinds) != 1:
+            raise ValueError("all matchers of a batch must be of one kind")
+        self.matchers = list(matchers)
+        self._first = self.matchers[0]
+        self._batch = xgr.BatchGrammarMatcher(max_threads)
+        self._native_buffer = self._first.allocate_bitmask(len(self.matchers))
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.matchers)
+
+    @property
+    def kind(self) -> str:
+        return self._first.kind
+
+    @property
+    def vocab_size(self) -> int:
+        return self._first.vocab_size
+
+    @property
+    def bitmask_size(self) -> int:
+        return self._first.bitmask_size
+
+    def allocate_bitmask(self) -> torch.Tensor:
+        return self._first.allocate_bitmask(self.batch_size)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> list[bool]:
+        """Row ``i`` accepts ``token_ids[i]``; returns who accepted."""
+        if len(token_ids) != self.batch_size:
+            raise ValueError(f"expected {self.batch_size} tokens, got {len(token_ids)}")
+        natives = [m.native_id(int(t)) for m, t in zip(self.matchers, token_ids)]
+        rows = [i for i, n in enumerate(natives) if n >= 0]
+        accepted = [False] * self.batch_size
+        if rows:
+            result = xgr.BatchGrammarMatcher.batch_accept_token(
+                [self.matchers[i]._matcher for i in rows], [natives[i] for i in rows]
+            )
+            for i, ok in zip(rows, result):
+                accepted[i] = bool(ok)
+        return accepted
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, indices: Sequence[int] | None = None) -> None:
+        """Fill native masks: row ``i`` of ``bitmask`` from matcher ``i`` (or only ``indices``).
+
+        Terminated matchers cannot be filled (XGrammar raises); leave them out with ``indices``.
+        """
+        if indices is None:
+            matchers = [m._matcher for m in self.matchers]
+            self._batch.batch_fill_next_token_bitmask(matchers, bitmask)
+        else:
+            matchers = [self.matchers[i]._matcher for i in indices]
+            self._batch.batch_fill_next_token_bitmask(matchers, bitmask, list(indices))
+
+    def next_vocab_bitmask(self) -> torch.Tensor:
+        """Full-vocabulary packed masks ``(B, ceil(V/32))``; rows of terminated matchers are 0."""
+        live = [i for i, m in enumerate(self.matchers) if not m.is_terminated()]
+        buffer = self._native_buffer
+        buffer.zero_()
+        if live:
+            self.fill_next_token_bitmask(buffer, live)
+        return self._first.to_vocab_bitmask(buffer)
+
+    def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+        return self._first.apply_bitmask_inplace(logits, bitmask)
+
+    def rollback(self, num_tokens: int | Sequence[int] = 1) -> None:
+        xgr.BatchGrammarMatcher.batch_rollback([m._matcher for m in self.matchers], num_tokens if isinstance(num_tokens, int) else list(num_tokens))
+
+    def reset(self, index: int | None = None) -> None:
+        for m in self.matchers if index is None else [self.matchers[index]]:
+            m.reset()
+
+    def is_terminated(self) -> list[bool]:
+        return [m.is_terminated() for m in self.matchers]
+
+
+# ---------------------------------------------------------------------------------------
+# Compilation, cached
+# ---------------------------------------------------------------------------------------
+_CACHE_LIMIT = 32
+_cache_lock = threading.Lock()
+_compilers: OrderedDict[tuple, xgr.GrammarCompiler] = OrderedDict()
+_compiled: OrderedDict[tuple, xgr.CompiledGrammar] = OrderedDict()
+
+
+def _lru_get(cache: OrderedDict, key: tuple, build):
+    with _cache_lock:
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = build()  # outside the lock: compiling can take seconds
+    with _cache_lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _CACHE_LIMIT:
+            cache.popitem(last=False)
+    return value
+
+
+def clear_engine_cache() -> None:
+    """Forget cached tokenizer infos, compilers and compiled grammars."""
+    with _cache_lock:
+        _compilers.clear()
+        _compiled.clear()
+
+
+def plain_tokenizer_info(vocab: VocabTable) -> xgr.TokenizerInfo:
+    """The full vocabulary table as XGrammar sees it: special and padding ids blanked."""
+    blocked = _never_allowed_ids(vocab)
+    stops = {int(s) for s in vocab.stop_ids}
+    encoded = [
+        b"" if blocked[i] and i not in stops else bytes(b) for i, b in enumerate(vocab.token_bytes)
+    ]
+    return xgr.TokenizerInfo(
+        encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size, stop_token_ids=sorted(stops)
+    )
+
+
+def compressed_tokenizer_info(vocab: VocabTable, classes: TokenClasses) -> xgr.TokenizerInfo:
+    """The K representatives as a vocabulary: NORMAL → its bytes, STOP → stop id, BLOCKED → special."""
+    kinds = np.asarray(classes.class_kind)
+    reps = np.asarray(classes.representatives)
+    encoded = [
+        bytes(vocab.token_bytes[int(reps[k])]) if kinds[k] == NORMAL else b""
+        for k in range(classes.num_classes)
+    ]
+    stops = [int(k) for k in np.flatnonzero(kinds == STOP)]
+    return xgr.TokenizerInfo(
+        encoded, xgr.VocabType.RAW, vocab_size=classes.num_classes, stop_token_ids=stops
+    )
+
+
+def _validate_classes(vocab: VocabTable, classes: TokenClasses) -> None:
+    class_of = np.asarray(classes.class_of)
+    reps = np.asarray(classes.representatives)
+    kinds = np.asarray(classes.class_kind)
+    k = classes.num_classes
+    if class_of.shape != (vocab.vocab_size,):
+        raise ValueError(
+            f"classes cover {class_of.shape[0]} ids but vocabulary {vocab.name!r} has {vocab.vocab_size}"
+        )
+    if kinds.shape != (k,):
+        raise ValueError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
+    if k == 0 or class_of.min() < 0 or class_of.max() >= k:
+        raise ValueError(f"class_of has ids outside [0, {k})")
+    if not np.isin(kinds, (NORMAL, STOP, BLOCKED)).all():
+        raise ValueError("class_kind has values other than NORMAL, STOP, BLOCKED")
+    if reps.min() < 0 or reps.max() >= vocab.vocab_size or not (class_of[reps] == np.arange(k)).all():
+        raise ValueError("representatives[k] must be a member of class k")
+
+
+@dataclass
+class CompiledEngines:
+    """One grammar compiled against one vocabulary table (and optionally its classes).
+
+    Each XGrammar compilation happens on first use and is cached process-wide by
+    (grammar sha256, vocabulary fingerprint[, classes digest]); each call of
+    :meth:`plain` / :meth:`compressed` returns a fresh matcher in the initial state.
+    """
+
+    grammar_text: str
+    vocab: VocabTable
+    classes: TokenClasses | None = None
+    max_threads: int = 8
+    grammar_sha256: str = field(init=False)
+    classes_digest: str | None = field(init=False)
+    _expander: Expander | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.grammar_sha256 = grammar_sha256(self.grammar_text)
+        self.classes_digest = None
+        if self.classes is not None:
+            _validate_classes(self.vocab, self.classes)
+            self.classes_digest = classes_digest(self.classes)
+
+    def _compile(self, key: tuple, info_builder) -> xgr.CompiledGrammar:
+        def build_compiled() -> xgr.CompiledGrammar:
+            compiler = _lru_get(
+                _compilers, key[1:], lambda: xgr.GrammarCompiler(info_builder(), max_threads=self.max_threads)
+            )
+            try:
+                return compiler.compile_grammar(self.grammar_text)
+            except RuntimeError as err:
+                raise GrammarCompileError(str(err).split("\n")[0]) from err
+
+        return _lru_get(_compiled, key, build_compiled)
+
+    @property
+    def plain_grammar(self) -> xgr.CompiledGrammar:
+        key = (self.grammar_sha256, "plain", self.vocab.fingerprint)
+        return self._compile(key, lambda: plain_tokenizer_info(self.vocab))
+
+    @property
+    def compressed_grammar(self) -> xgr.CompiledGrammar:
+        if self.classes is None:
+            raise ValueError("compressed engines need TokenClasses")
+        key = (self.grammar_sha256, "compressed", self.vocab.fingerprint, self.classes_digest)
+        return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes))
+
+    @property
+    def expander(self) -> Expander:
+        if self.classes is None:
+            raise ValueError("expansion needs TokenClasses")
+        if self._expander is None:
+            self._expander = Expander(self.classes)
+        return self._expander
+
+    def plain(self) -> PlainMatcher:
+        return PlainMatcher(self.plain_grammar, self.vocab)
+
+    def compressed(self) -> CompressedMatcher:
+        return CompressedMatcher(self.compressed_grammar, self.vocab, self.classes, self.expander)
+
+    def plain_batch(self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto") -> BatchMatcher:
+        return BatchMatcher([self.plain() for _ in range(batch_size)], max_threads=max_threads)
+
+    def compressed_batch(self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto") -> BatchMatcher:
+        return BatchMatcher([self.compressed() for _ in range(batch_size)], max_threads=max_threads)
+
+
+def compile_engines(
+    grammar_text: str, vocab: VocabTable, classes: TokenClasses | None = None, *, max_threads: int = 8
+) -> CompiledEngines:
+    """Compile ``grammar_text`` (XGrammar EBNF, root rule ``root``) for both engines.
+
+    Compilation is lazy and cached; raises :class:`GrammarCompileError` on first use if
+    XGrammar refuses the grammar, and ``ValueError`` at once if ``classes`` does not fit
+    ``vocab``.
+
+    >>> engines = compile_engines(text, load_vocab("llama3"), classes)   # doctest: +SKIP
+    >>> plain, compressed = engines.plain(), engines.compressed()
+    """
+    return CompiledEngines(grammar_text, vocab, classes, max_threads=max_threads)

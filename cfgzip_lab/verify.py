@@ -1,0 +1,371 @@
+"""Lossless check: the compressed engine's expanded mask equals plain XGrammar's, bit for bit.
+
+Random constrained walks are driven by the PLAIN matcher (the oracle). At every step both
+engines fill their next mask; the compressed one is expanded to the vocabulary and the
+two packed masks are compared word for word, stop-token bits included; ``is_terminated``
+must agree too. Walks pick among the allowed tokens with a bias toward long tokens and,
+as a walk goes on, toward finishing (a stop token when one is allowed, tokens that close
+brackets or quotes otherwise). They also roll back a few tokens now and then (in both
+engines, the masks are then re-checked), and try a disallowed token in both engines
+(both must reject it). Tokenized documents are replayed step by step with the same
+comparison. Everything is deterministic for a seed.
+
+The check is only as strong as the states it visits: it samples, it does not prove.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
+from .engine import CompiledEngines, Engine, compile_engines
+from .expand import unpack_bitmask
+from .vocab import NORMAL as TOKEN_NORMAL
+from .vocab import STOP as TOKEN_STOP
+
+if TYPE_CHECKING:
+    from .vocab import VocabTable
+
+__all__ = ["VerifyReport", "verify_lossless", "verify_engines", "identity_classes", "duplicate_classes", "partition_classes"]
+
+# Bytes that close a structure in most grammars we ship (JSON, C-like, XML-ish, Python-ish).
+_CLOSERS = frozenset(b")]}>\"';\n")
+_MAX_LISTED_IDS = 16
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify_lossless` checked and the first difference it found.
+
+    ``first_mismatch`` is None when every step agreed; otherwise a dict with ``walk``
+    (``"walk 3"`` or ``"doc 0"``), ``step``, ``check`` (``"mask"``, ``"terminated"``,
+    ``"accept"`` or ``"reject"``), ``prefix`` (the text accepted so far),
+    ``prefix_ids``, and, for a mask difference, ``plain_only`` / ``compressed_only``
+    (token ids allowed by one engine only, at most 16 each, with their bytes and classes)
+    and ``differing_bits`` (how many tokens differ).
+    """
+
+    steps_checked: int = 0
+    mismatches: int = 0
+    first_mismatch: dict[str, Any] | None = None
+    walks: int = 0
+    docs: int = 0
+    docs_rejected: list[dict[str, Any]] = field(default_factory=list)
+    rollbacks: int = 0
+    rejections_checked: int = 0
+    stops_reached: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def partition_classes(vocab: VocabTable, key_of: Sequence[Any]) -> TokenClasses:
+    """Classes from any grouping key per NORMAL token; STOP ids form one class, SPECIAL and
+    PADDING ids the BLOCKED class. Numbered BLOCKED, STOP, then by representative id
+    (byte-wise shortest member, ties to the lowest id), like displacement classing.
+
+    Grammar-blind: a reference for tests and baselines, not a classing algorithm.
+    """
+    kinds = np.asarray(vocab.kinds)
+    token_bytes = vocab.token_bytes
+    groups: dict[Any, list[int]] = {}
+    blocked, stops = [], []
+    for tid in range(vocab.vocab_size):
+        if kinds[tid] == TOKEN_STOP:
+            stops.append(tid)
+        elif kinds[tid] != TOKEN_NORMAL or not token_bytes[tid]:  # SPECIAL, PADDING
+            blocked.append(tid)
+        else:
+            groups.setdefault(key_of[tid], []).append(tid)
+
+    def representative(members: list[int]) -> int:
+        return min(members, key=lambda t: (len(token_bytes[t]), t))
+
+    ordered: list[tuple[int, int, list[int]]] = []
+    if blocked:
+        ordered.append((BLOCKED, min(blocked), blocked))
+    if stops:
+        ordered.append((STOP, min(stops), stops))
+    ordered += sorted(((NORMAL, representative(m), m) for m in groups.values()), key=lambda x: x[1])
+    class_of = np.empty(vocab.vocab_size, dtype=np.int32)
+    for k, (_, _, members) in enumerate(ordered):
+        class_of[members] = k
+    reps = np.array([rep for _, rep, _ in ordered], dtype=np.int32)
+    kinds_out = np.array([kind for kind, _, _ in ordered], dtype=np.uint8)
+    return TokenClasses(class_of, reps, kinds_out, {"partition": "reference"})
+
+
+def identity_classes(vocab: VocabTable) -> TokenClasses:
+    """Every NORMAL token its own class (trivially lossless, no compression)."""
+    return partition_classes(vocab, range(vocab.vocab_size))
+
+
+def duplicate_classes(vocab: VocabTable) -> TokenClasses:
+    """NORMAL tokens with byte-identical contents share a class (lossless for any grammar)."""
+    return partition_classes(vocab, vocab.token_bytes)
+
+
+class _TokenStats:
+    """Per-token lengths and 'closes a structure' flags, computed once per vocabulary."""
+
+    _cache: dict[str, _TokenStats] = {}
+
+    def __init__(self, vocab: VocabTable) -> None:
+        self.length = np.fromiter((len(b) for b in vocab.token_bytes), dtype=np.float64, count=vocab.vocab_size)
+        self.closes = np.fromiter(
+            (bool(b) and b[-1] in _CLOSERS for b in vocab.token_bytes), dtype=bool, count=vocab.vocab_size
+        )
+        self.is_stop = np.zeros(vocab.vocab_size, dtype=bool)
+        self.is_stop[list(vocab.stop_ids)] = True
+
+    @classmethod
+    def of(cls, vocab: VocabTable) -> _TokenStats:
+        stats = cls._cache.get(vocab.fingerprint)
+        if stats is None:
+            stats = cls._cache[vocab.fingerprint] = cls(vocab)
+        return stats
+
+
+class _Checker:
+    """Runs both engines in lockstep and records the first difference."""
+
+    def __init__(self, engines: CompiledEngines, report: VerifyReport) -> None:
+        self.vocab = engines.vocab
+        self.classes = engines.classes
+        self.plain: Engine = engines.plain()
+        self.compressed: Engine = engines.compressed()
+        self.report = report
+        self.history: list[int] = []
+        self.label = ""
+
+    def reset(self, label: str) -> None:
+        self.plain.reset()
+        self.compressed.reset()
+        self.history = []
+        self.label = label
+
+    def _record(self, check: str, **details: Any) -> None:
+        self.report.mismatches += 1
+        if self.report.first_mismatch is None:
+            prefix = self.vocab.decode(self.history)
+            self.report.first_mismatch = {
+                "walk": self.label,
+                "step": len(self.history),
+                "check": check,
+                "prefix": prefix.decode("utf-8", errors="replace"),
+                "prefix_ids": list(self.history),
+                **details,
+            }
+
+    def _describe(self, ids: np.ndarray) -> list[dict[str, Any]]:
+        out = []
+        for t in ids[:_MAX_LISTED_IDS]:
+            t = int(t)
+            out.append(
+                {
+                    "id": t,
+                    "bytes": self.vocab.token_bytes[t].decode("utf-8", errors="backslashreplace"),
+                    "class": int(self.classes.class_of[t]),
+                }
+            )
+        return out
+
+    def check_state(self) -> tuple[bool, np.ndarray | None]:
+        """Compare termination and masks; returns (agreed, allowed token ids or None if terminated)."""
+        self.report.steps_checked += 1
+        term_p, term_c = self.plain.is_terminated(), self.compressed.is_terminated()
+        if term_p != term_c:
+            self._record("terminated", plain_terminated=term_p, compressed_terminated=term_c)
+            return False, None
+        if term_p:
+            return True, None
+        plain_mask = self.plain.next_vocab_bitmask()
+        compressed_mask = self.compressed.next_vocab_bitmask()
+        plain_bits = unpack_bitmask(plain_mask, self.vocab.vocab_size)
+        if not np.array_equal(plain_mask.numpy(), compressed_mask.numpy()):
+            compressed_bits = unpack_bitmask(compressed_mask, self.vocab.vocab_size)
+            plain_only = np.flatnonzero(plain_bits & ~compressed_bits)
+            compressed_only = np.flatnonzero(compressed_bits & ~plain_bits)
+            self._record(
+                "mask",
+                differing_bits=int(plain_only.size + compressed_only.size),
+                plain_allowed=int(plain_bits.sum()),
+                compressed_allowed=int(compressed_bits.sum()),
+                plain_only=self._describe(plain_only),
+                compressed_only=self._describe(compressed_only),
+            )
+            return False, None
+        return True, np.flatnonzero(plain_bits)
+
+    def accept(self, token_id: int) -> tuple[bool, bool]:
+        """Both engines accept ``token_id``; returns (agreed, accepted)."""
+        a_p = self.plain.accept_token(token_id)
+        a_c = self.compressed.accept_token(token_id)
+        if a_p != a_c:
+            self._record("accept", token=self._describe(np.array([token_id]))[0], plain=a_p, compressed=a_c)
+            return False, a_p
+        if a_p:
+            self.history.append(int(token_id))
+        return True, a_p
+
+    def check_reject(self, token_id: int) -> bool:
+        """A token outside the mask: both must reject it (and stay where they are)."""
+        self.report.rejections_checked += 1
+        agreed, accepted = self.accept(token_id)
+        if agreed and accepted:  # both accepted a token outside the plain mask
+            self._record("reject", token=self._describe(np.array([token_id]))[0])
+            return False
+        return agreed
+
+    def rollback(self, k: int) -> None:
+        self.plain.rollback(k)
+        self.compressed.rollback(k)
+        del self.history[-k:]
+        self.report.rollbacks += 1
+
+
+def _choose(
+    rng: np.random.Generator, allowed: np.ndarray, stats: _TokenStats, progress: float
+) -> int:
+    """Pick a token among ``allowed``: long tokens favoured, finishing favoured as progress → 1."""
+    stop_allowed = allowed[stats.is_stop[allowed]]
+    if stop_allowed.size and rng.random() < 0.1 + 0.8 * progress:
+        return int(rng.choice(stop_allowed))
+    if rng.random() < 0.3:  # plain uniform picks keep short tokens in play
+        return int(rng.choice(allowed))
+    weights = stats.length[allowed] ** 1.5 + 1e-3
+    weights = weights * (1.0 + 8.0 * progress * stats.closes[allowed])
+    weights /= weights.sum()
+    return int(allowed[rng.choice(allowed.size, p=weights)])
+
+
+def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps: int, rollback_prob: float) -> None:
+    vocab_size = checker.vocab.vocab_size
+    for step in range(steps):
+        agreed, allowed = checker.check_state()
+        if not agreed:
+            return
+        if checker.history and rng.random() < rollback_prob:
+            checker.rollback(int(rng.integers(1, min(len(checker.history), 4) + 1)))
+            continue
+        if allowed is None:  # terminated: walk over
+            checker.report.stops_reached += 1
+            return
+        if allowed.size == 0:
+            return
+        if allowed.size < vocab_size and rng.random() < 0.2:
+            for _ in range(4):  # a token the plain mask refuses
+                t = int(rng.integers(vocab_size))
+                if t not in allowed:
+                    if not checker.check_reject(t):
+                        return
+                    break
+        token = _choose(rng, allowed, stats, step / max(steps - 1, 1))
+        agreed, accepted = checker.accept(token)
+        if not (agreed and accepted):  # plain refused its own mask's token: record nothing more
+            return
+    checker.check_state()
+
+
+def _replay(checker: _Checker, ids: Sequence[int], stop_ids: Sequence[int], report: VerifyReport, doc_index: int) -> None:
+    for position, token in enumerate(ids):
+        agreed, allowed = checker.check_state()
+        if not agreed:
+            return
+        agreed, accepted = checker.accept(int(token))
+        if not agreed:
+            return
+        if not accepted:
+            report.docs_rejected.append({"doc": doc_index, "position": position, "token": int(token)})
+            return
+    agreed, allowed = checker.check_state()
+    if agreed and allowed is not None:
+        stops = [s for s in stop_ids if s in allowed]
+        if stops:
+            checker.accept(stops[0])
+            checker.check_state()
+
+
+def verify_engines(
+    engines: CompiledEngines,
+    *,
+    walks: int = 20,
+    steps: int = 64,
+    seed: int = 0,
+    docs: Iterable[str | bytes] = (),
+    rollback_prob: float = 0.1,
+) -> VerifyReport:
+    """:func:`verify_lossless` on already compiled engines (see there)."""
+    if engines.classes is None:
+        raise ValueError("verification needs TokenClasses")
+    start = time.perf_counter()
+    report = VerifyReport()
+    checker = _Checker(engines, report)
+    stats = _TokenStats.of(engines.vocab)
+    rng = np.random.default_rng(seed)
+    for w in range(walks):
+        checker.reset(f"walk {w}")
+        _walk(checker, rng, stats, steps, rollback_prob)
+        report.walks += 1
+    for d, doc in enumerate(docs):
+        text = doc.decode("utf-8") if isinstance(doc, bytes) else doc
+        checker.reset(f"doc {d}")
+        _replay(checker, engines.vocab.encode(text), engines.vocab.stop_ids, report, d)
+        report.docs += 1
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def verify_lossless(
+    grammar_text: str,
+    vocab: VocabTable,
+    classes: TokenClasses,
+    *,
+    walks: int = 20,
+    steps: int = 64,
+    seed: int = 0,
+    docs: Iterable[str | bytes] = (),
+    rollback_prob: float = 0.1,
+) -> VerifyReport:
+    """Check that the compressed engine masks exactly like plain XGrammar.
+
+    Parameters
+    ----------
+    grammar_text : str
+        XGrammar EBNF, root rule ``root``.
+    vocab : VocabTable
+        The vocabulary table both engines are built from.
+    classes : TokenClasses
+        The partition under test.
+    walks, steps : int
+        Number of random constrained walks and the most tokens each takes.
+    seed : int
+        Seed of the walks; the report is a function of the inputs and the seed.
+    docs : iterable of str or bytes
+        Documents to tokenize with ``vocab.encode`` and replay token by token; a document
+        the grammar refuses is replayed up to the refused token and listed in
+        ``docs_rejected`` (not a mismatch, unless the engines disagree about it).
+    rollback_prob : float
+        Chance per step of rolling back 1–4 tokens in both engines.
+
+    Returns
+    -------
+    VerifyReport
+        ``mismatches == 0`` when every checked step agreed.
+
+    Raises
+    ------
+    GrammarCompileError
+        If XGrammar refuses the grammar.
+    """
+    engines = compile_engines(grammar_text, vocab, classes)
+    return verify_engines(engines, walks=walks, steps=steps, seed=seed, docs=docs, rollback_prob=rollback_prob)

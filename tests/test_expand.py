@@ -1,0 +1,184 @@
+"""Expansion of class bitmasks: equal to a naive numpy reference, in every output form."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import xgrammar as xgr
+
+from cfgzip_lab.classes.classing import BLOCKED, NORMAL, TokenClasses
+from cfgzip_lab.expand import (
+    Expander,
+    apply_vocab_bitmask_inplace,
+    pack_bool_mask,
+    time_expansion,
+    unpack_bitmask,
+)
+
+
+def random_classes(vocab_size: int, num_classes: int, seed: int) -> TokenClasses:
+    rng = np.random.default_rng(seed)
+    class_of = rng.integers(0, num_classes, vocab_size).astype(np.int32)
+    class_of[:num_classes] = np.arange(num_classes)  # every class has a member
+    reps = np.array([np.flatnonzero(class_of == k)[0] for k in range(num_classes)], dtype=np.int32)
+    kinds = np.full(num_classes, NORMAL, dtype=np.uint8)
+    kinds[0] = BLOCKED
+    return TokenClasses(class_of, reps, kinds)
+
+
+def naive_allowed(class_of: np.ndarray, class_words: np.ndarray) -> np.ndarray:
+    """Bit by bit, the way the format is defined: bit j of word w is class 32w+j."""
+    rows = np.atleast_2d(class_words).astype(np.int64) & 0xFFFFFFFF
+    out = np.zeros((rows.shape[0], class_of.shape[0]), dtype=bool)
+    for b in range(rows.shape[0]):
+        for t, k in enumerate(class_of):
+            out[b, t] = (rows[b, k // 32] >> (k % 32)) & 1
+    return out if np.ndim(class_words) == 2 else out[0]
+
+
+def naive_pack(allowed: np.ndarray) -> np.ndarray:
+    rows = np.atleast_2d(allowed)
+    words = math.ceil(rows.shape[1] / 32)
+    out = np.zeros((rows.shape[0], words), dtype=np.int64)
+    for b in range(rows.shape[0]):
+        for t in np.flatnonzero(rows[b]):
+            out[b, t // 32] |= 1 << (t % 32)
+    out = np.where(out >= 1 << 31, out - (1 << 32), out).astype(np.int32)
+    return out if allowed.ndim == 2 else out[0]
+
+
+def random_class_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    # Full-range words: bit 31 (the sign bit) and padding bits past K included.
+    return torch.from_numpy(rng.integers(-(2**31), 2**31, shape, dtype=np.int64).astype(np.int32))
+
+
+# vocab_size__num_classes: sizes that end inside a word, on a word boundary, and tiny.
+SIZES = [(1000, 37), (1024, 64), (33, 1), (31, 5), (4097, 300)]
+
+
+@pytest.mark.parametrize("vocab_size, num_classes", SIZES)
+@pytest.mark.parametrize("batch", [None, 3])
+def test_vocab_bitmask_equals_naive_reference(vocab_size, num_classes, batch):
+    classes = random_classes(vocab_size, num_classes, seed=vocab_size)
+    expander = Expander(classes)
+    rng = np.random.default_rng(num_classes)
+    shape = (expander.class_bitmask_size,) if batch is None else (batch, expander.class_bitmask_size)
+    for _ in range(3):
+        class_mask = random_class_mask(rng, shape)
+        allowed = naive_allowed(classes.class_of, class_mask.numpy())
+        packed = expander.to_vocab_bitmask(class_mask)
+        assert packed.dtype == torch.int32
+        assert packed.shape == shape[:-1] + (math.ceil(vocab_size / 32),)
+        np.testing.assert_array_equal(packed.numpy(), naive_pack(allowed))
+        np.testing.assert_array_equal(expander.to_allowed(class_mask).numpy(), allowed)
+        # numpy input gives the same
+        np.testing.assert_array_equal(expander.to_vocab_bitmask(class_mask.numpy()).numpy(), packed.numpy())
+
+
+@pytest.mark.parametrize("vocab_size, num_classes", SIZES)
+def test_logits_bias_and_inplace_mask_equal_reference(vocab_size, num_classes):
+    classes = random_classes(vocab_size, num_classes, seed=1)
+    expander = Expander(classes)
+    rng = np.random.default_rng(2)
+    class_mask = random_class_mask(rng, (2, expander.class_bitmask_size))
+    allowed = naive_allowed(classes.class_of, class_mask.numpy())
+
+    bias = expander.to_logits_bias(class_mask)
+    assert bias.shape == (2, vocab_size) and bias.dtype == torch.float32
+    np.testing.assert_array_equal(bias.numpy(), np.where(allowed, 0.0, -np.inf).astype(np.float32))
+
+    logits = torch.randn(2, vocab_size)
+    expected = torch.where(torch.from_numpy(allowed), logits, torch.tensor(float("-inf")))
+    assert expander.mask_logits_(logits, class_mask) is logits
+    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
+
+
+def test_inplace_mask_matches_xgrammar_kernel_on_expanded_bitmask():
+    classes = random_classes(5000, 123, seed=3)
+    expander = Expander(classes)
+    class_mask = random_class_mask(np.random.default_rng(4), (4, expander.class_bitmask_size))
+    logits = torch.randn(4, 5000)
+    ours = expander.mask_logits_(logits.clone(), class_mask)
+    theirs = apply_vocab_bitmask_inplace(logits.clone(), expander.to_vocab_bitmask(class_mask), 5000)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_logits(dtype):
+    classes = random_classes(300, 20, seed=5)
+    expander = Expander(classes)
+    class_mask = random_class_mask(np.random.default_rng(6), (expander.class_bitmask_size,))
+    allowed = torch.from_numpy(naive_allowed(classes.class_of, class_mask.numpy()))
+    logits = torch.randn(300).to(dtype)
+    expected = logits.masked_fill(~allowed, float("-inf"))
+    expander.mask_logits_(logits, class_mask)
+    assert logits.dtype == dtype
+    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
+    assert expander.to_logits_bias(class_mask, dtype=dtype).dtype == dtype
+
+
+def test_broadcast_one_class_mask_over_a_batch_of_logits():
+    classes = random_classes(200, 10, seed=7)
+    expander = Expander(classes)
+    class_mask = random_class_mask(np.random.default_rng(8), (expander.class_bitmask_size,))
+    logits = torch.randn(3, 200)
+    allowed = torch.from_numpy(naive_allowed(classes.class_of, class_mask.numpy()))
+    expander.mask_logits_(logits, class_mask)
+    assert torch.isinf(logits[:, ~allowed]).all() and torch.isfinite(logits[:, allowed]).all()
+
+
+def test_torch_backend_equals_numpy_backend():
+    # The device path (torch ops) runs on any device; exercise it on CPU tensors directly.
+    classes = random_classes(4097, 300, seed=9)
+    expander = Expander(classes)
+    class_mask = random_class_mask(np.random.default_rng(10), (2, expander.class_bitmask_size))
+    np.testing.assert_array_equal(
+        expander._to_vocab_bitmask_torch(class_mask).numpy(), expander.to_vocab_bitmask(class_mask).numpy()
+    )
+    np.testing.assert_array_equal(
+        expander._allowed_torch(class_mask).numpy(), expander.to_allowed(class_mask).numpy()
+    )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_stays_on_device_and_equals_cpu():
+    classes = random_classes(128_256, 3000, seed=11)
+    expander = Expander(classes)
+    class_mask = random_class_mask(np.random.default_rng(12), (8, expander.class_bitmask_size))
+    cuda_mask = class_mask.cuda()
+    packed = expander.to_vocab_bitmask(cuda_mask)
+    assert packed.device.type == "cuda"
+    np.testing.assert_array_equal(packed.cpu().numpy(), expander.to_vocab_bitmask(class_mask).numpy())
+    logits = torch.randn(8, 128_256)
+    expected = expander.mask_logits_(logits.clone(), class_mask)
+    on_device = logits.cuda()
+    expander.mask_logits_(on_device, class_mask)  # class mask moved to the logits' device
+    torch.testing.assert_close(on_device.cpu(), expected, rtol=0, atol=0)
+    bias = expander.to_logits_bias(cuda_mask)
+    assert bias.device.type == "cuda"
+    torch.testing.assert_close(bias.cpu(), expander.to_logits_bias(class_mask), rtol=0, atol=0)
+
+
+def test_pack_and_unpack_round_trip_xgrammar_format():
+    rng = np.random.default_rng(13)
+    allowed = rng.random((2, 77)) < 0.5
+    packed = pack_bool_mask(allowed)
+    assert packed.shape == xgr.get_bitmask_shape(2, 77)
+    np.testing.assert_array_equal(packed.numpy(), naive_pack(allowed))
+    np.testing.assert_array_equal(unpack_bitmask(packed, 77), allowed)
+
+
+def test_wrong_widths_are_refused():
+    expander = Expander(random_classes(100, 40, seed=14))
+    with pytest.raises(ValueError, match="words"):
+        expander.to_vocab_bitmask(torch.zeros(5, dtype=torch.int32))
+    with pytest.raises(ValueError, match="columns"):
+        expander.mask_logits_(torch.zeros(99), torch.zeros(2, dtype=torch.int32))
+
+
+def test_timing_helper_reports_every_step():
+    result = time_expansion(Expander(random_classes(2000, 50, seed=15)), repeats=5)
+    for step in ("to_vocab_bitmask", "to_logits_bias", "mask_logits_"):
+        assert result[step]["median_us"] > 0
