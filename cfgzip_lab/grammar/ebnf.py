@@ -1,0 +1,668 @@
+"""XGrammar's EBNF dialect → grammar AST, with diagnostics an editor can show.
+
+CFGzip must class tokens for exactly the language XGrammar enforces, so this front
+end reads the dialect ``xgrammar.Grammar.from_ebnf`` reads (checked by experiment
+against xgrammar 0.2.8, whose parser is ``cpp/grammar_parser.cc``) and refuses what
+it cannot reproduce instead of approximating it.
+
+The dialect, as XGrammar reads it:
+
+- ``name ::= body``; a rule ends where the next ``name ::=`` starts, so bodies span
+  lines freely, but a rule name must be the first token on its line. Names use
+  letters, digits (not first), ``_``, ``-`` and ``.``. ``#`` starts a comment.
+- ``|``, juxtaposition, ``( )`` (``()`` is ε), ``*`` ``+`` ``?`` ``{m}`` ``{m,}``
+  ``{m,n}`` and ``{m,-1}`` (unbounded, as XGrammar's printer writes it). There is
+  no ``{,n}``, no single-quoted string, and a quantifier cannot follow another.
+- Strings ``"..."`` (one line) accept the escapes ``\\n \\t \\r \\a \\b \\e \\f \\v
+  \\0 \\" \\' \\? \\/ \\\\``, ``\\uHHHH``, ``\\UHHHHHHHH`` and ``\\xH...``. Classes
+  ``[...]``/``[^...]`` accept those plus ``\\$ \\( \\) \\* \\+ \\- \\. \\[ \\] \\^ \\{
+  \\| \\}``; ``\\d \\s \\w`` and friends are rejected. A ``-`` is a range only between
+  two members (``[a-]`` holds ``a`` and ``-``); ``[]`` is the empty set.
+- ``\\x`` takes *every* following hex digit (``"\\x41BC"`` is U+41BC, not ``"ABC"``
+  as in llama.cpp's GBNF), and the number is a code point: ``"\\xff"`` and
+  ``[\\xff]`` match the UTF-8 bytes C3 BF, never the byte FF (verified by feeding
+  bytes to a ``GrammarMatcher``). Literal text in the AST therefore holds code
+  points; a ``\\x`` escape with more than two digits gets a warning.
+- ``rule ::= body (= lookahead)``: a lookahead assertion, only at the end of a rule.
+- Rule attributes ``name[max_tokens=N]`` and ``name[capture]``/``[capture="c"]``.
+- Macros ``TagDispatch(...)``, ``TokenTagDispatch(...)``, ``Token(...)``,
+  ``ExcludeToken(...)``, ``Regex(...)``: a macro name is always a call, never a rule
+  reference. ``true``/``false`` are reserved words.
+
+cfgzip refuses (error) the macros, ``<...>`` token references and ``max_tokens``
+(see ``_REFUSED_BECAUSE``), and drops (warning) lookaheads and ``capture``, which
+leave the language alone or only restrict it. Code points above U+10FFFF and
+repetition bounds above 2**31-1 are errors: XGrammar accepts them but silently
+produces a different grammar (an invalid code point, a wrapped 32-bit bound).
+Surrogate code points (``"\\uD800"``) are kept: XGrammar matches their 3-byte
+encoding and the lowering encodes them with ``surrogatepass``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import NamedTuple, Union
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
+from .diagnostics import Diagnostic, GrammarError, Severity, position_of
+from .tree import (
+    CharClass,
+    Choice,
+    Expr,
+    GrammarAST,
+    Literal,
+    Repeat,
+    Rule,
+    RuleRef,
+    Sequence,
+    Span,
+)
+
+__all__ = [
+    "parse_ebnf",
+    "check_ebnf",
+    "XGRAMMAR_MACROS",
+    "MAX_REPEAT_BOUND",
+    "REFUSAL",
+    "LOOKAHEAD_DROPPED",
+    "CAPTURE_DROPPED",
+]
+
+XGRAMMAR_MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex")
+MAX_REPEAT_BOUND = 2**31 - 1  # XGrammar stores bounds as int32 and wraps larger ones
+_MAX_CODE_POINT = 0x10FFFF
+_RESERVED_WORDS = ("true", "false")  # XGrammar lexes them as booleans, never as names
+
+_NAME = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
+
+# Whitespace and comments between tokens. A comment must run to the end of its line:
+# otherwise "# # # #" could split in exponentially many ways when a lookahead fails.
+_GAP = r"(?:[ \t\r\n]|#[^\r\n]*(?![^\r\n]))*"
+
+# One LALR(1) grammar. Strings and classes are single terminals because whitespace
+# inside them is significant; their contents are decoded by the regexes further
+# down. RULE_NAME looks ahead for ``::=`` (possibly after an attribute block,
+# whitespace or comments): that lookahead is what ends a rule body at the next
+# rule head without needing a second token of lookahead in the parser.
+_LARK_GRAMMAR = rf"""
+start: rule*
+rule: RULE_NAME ATTRIBUTES? ASSIGN choices lookahead?
+lookahead: LOOKAHEAD choices RPAR
+choices: sequence (VBAR sequence)*
+sequence: item+
+item: atom quantifier?
+quantifier: STAR | PLUS | QMARK | LBRACE INT (COMMA (INT | NAME)?)? RBRACE
+?atom: STRING                     -> literal
+     | CHAR_CLASS                 -> char_class
+     | NAME                       -> rule_ref
+     | TOKEN_REF                  -> token_ref
+     | LPAR choices? RPAR         -> group
+     | MACRO LPAR macro_arg* RPAR -> macro_call
+macro_arg: STRING | INT | NAME | MACRO | COMMA | EQUAL | LPAR macro_arg* RPAR
+
+RULE_NAME.4: /{_NAME}(?=\[[^\]\r\n]*\][ \t]*::=|{_GAP}::=)/
+ATTRIBUTES.3: /\[[^\]\r\n]*\](?=[ \t]*::=)/
+MACRO.2: /(?:{"|".join(XGRAMMAR_MACROS)})(?![A-Za-z0-9_.\-])/
+NAME: /{_NAME}/
+INT: /[0-9]+/
+STRING: /"(?:[^"\\\r\n]|\\[^\r\n])*"/
+CHAR_CLASS: /\[(?:[^\]\\\r\n]|\\[^\r\n])*\]/
+TOKEN_REF: /<[^<>\r\n]*>/
+ASSIGN: "::="
+LOOKAHEAD: "(="
+LPAR: "("
+RPAR: ")"
+VBAR: "|"
+STAR: "*"
+PLUS: "+"
+QMARK: "?"
+LBRACE: "{{"
+RBRACE: "}}"
+COMMA: ","
+EQUAL: "="
+%ignore /[ \t\r\n]+/
+%ignore /#[^\r\n]*/
+"""
+
+# A line that starts a rule. Used only to cut the text into one chunk per rule so that
+# a syntax error in one rule still lets every other rule be checked (LALR stops at the
+# first error). Strings, classes and comments never span lines, so a line matching this
+# is a rule head in XGrammar too.
+_RULE_HEAD = re.compile(rf"^[ \t]*({_NAME})(?:\[[^\]\r\n]*\])?[ \t]*::=", re.MULTILINE)
+
+_STRING_ESCAPES = {
+    "'": "'", '"': '"', "?": "?", "\\": "\\", "/": "/", "0": "\0",
+    "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+}  # fmt: skip
+_CLASS_ESCAPES = _STRING_ESCAPES | {c: c for c in "$()*+-.[]^{|}"}
+_CLASS_SHORTHANDS = "dDsSwW"  # regex shorthands that XGrammar rejects inside classes
+
+# One character of a string or class body: an escape (``\x`` greedy, as in XGrammar)
+# or a plain character. The STRING and CHAR_CLASS terminals guarantee that every
+# backslash has a character after it; "\x" without digits falls to the "." branch
+# and is reported as a bad escape.
+_CHAR = r"\\(?:x[0-9A-Fa-f]+|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)|[^\\]"
+_CHAR_RE = re.compile(_CHAR, re.DOTALL)
+# A class member: a range ``lo-hi`` (either end may be an unescaped ``-``) tried before
+# a single character, left to right; this gives XGrammar's reading of ``[a-c-e]`` as
+# ``a-c``, ``-``, ``e`` and of ``[a-]`` as ``a``, ``-``.
+_CLASS_MEMBER_RE = re.compile(rf"(?P<lo>{_CHAR})-(?P<hi>{_CHAR})|(?P<one>{_CHAR})", re.DOTALL)
+
+# One attribute of ``name[...] ::=`` followed by a comma or the end of the block.
+_ATTRIBUTE_RE = re.compile(
+    r'\s*(?:(?P<max_tokens>max_tokens\s*=\s*[0-9]+)|capture(?:\s*=\s*"[^"\\\r\n]*")?)\s*(?:,|$)'
+)
+
+REFUSAL = (
+    "cfgzip cannot reproduce the language of {what} exactly; "
+    "ignoring it would make token classes unsound"
+)
+# Why each refused construct is out of reach, appended to REFUSAL.
+_REFUSED_BECAUSE = {
+    "TagDispatch": "it scans free text for tags with an automaton XGrammar builds itself",
+    "TokenTagDispatch": "it dispatches on token ids, not on bytes",
+    "Token": "it matches token ids, not bytes",
+    "ExcludeToken": "it excludes token ids, not bytes",
+    "Regex": "its regex dialect is compiled by XGrammar itself and is not parsed here",
+    "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
+    "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
+}
+LOOKAHEAD_DROPPED = (
+    "lookahead assertion dropped: it only restricts the language; "
+    "the lossless verifier checks the classes"
+)
+CAPTURE_DROPPED = "capture attribute dropped: it names a match and leaves the language unchanged"
+
+_ELEMENT_STARTS = frozenset({"STRING", "CHAR_CLASS", "NAME", "LPAR", "MACRO", "TOKEN_REF"})
+_QUANTIFIERS = frozenset({"STAR", "PLUS", "QMARK", "LBRACE"})
+# How a syntax error names what the parser wanted, in the order it lists them.
+_EXPECTED_WORDS = {
+    "ELEMENT": "an element (string, character class, rule name or '(')",
+    "QUANTIFIER": "a quantifier",
+    "RULE_NAME": "a rule definition 'name ::= ...'",
+    "ATTRIBUTES": "a rule attribute block",
+    "ASSIGN": "'::='",
+    "INT": "an integer",
+    "NAME": "a name",
+    "STRING": "a string",
+    "COMMA": "','",
+    "EQUAL": "'='",
+    "VBAR": "'|'",
+    "RBRACE": "'}'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LOOKAHEAD": "a lookahead '(= ...)'",
+    "$END": "the end of the grammar",
+}
+_UNEXPECTED_CHARACTER = {
+    '"': "unterminated string literal (a string must close on its own line)",
+    "[": "unterminated character class (a class must close on its own line)",
+    "'": "single-quoted strings are not part of XGrammar's EBNF; use double quotes",
+    ":": "expected '::='",
+}
+
+
+class _Quantifier(NamedTuple):
+    min: int
+    max: int | None
+    end: int  # offset just past the quantifier
+
+
+class _Lookahead(NamedTuple):
+    body: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class _Definition:
+    """A parsed rule plus what the AST drops but the checks still need."""
+
+    rule: Rule
+    name_span: Span
+    lookahead: Expr | None
+    macro_refs: tuple[RuleRef, ...]  # rule names passed to refused macros such as TagDispatch
+
+
+@cache
+def _parser() -> Lark:
+    return Lark(_LARK_GRAMMAR, parser="lalr", lexer="basic", maybe_placeholders=False)
+
+
+def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> GrammarAST:
+    """Parse an XGrammar EBNF grammar into a :class:`GrammarAST`.
+
+    Parameters
+    ----------
+    text : str
+        The grammar, in the dialect ``xgrammar.Grammar.from_ebnf`` accepts.
+    root : str, keyword-only
+        The start rule; it may also be referenced inside bodies.
+    source : str, keyword-only
+        A file name for rendered diagnostics.
+
+    Returns
+    -------
+    GrammarAST
+        Rules in source order; warnings (unreachable rules, dropped lookaheads and
+        attributes, long ``\\x`` escapes) in ``warnings``.
+
+    Raises
+    ------
+    GrammarError
+        With every diagnostic found (errors and warnings) when there is any error,
+        including constructs cfgzip refuses because it cannot reproduce them exactly.
+
+    Examples
+    --------
+    >>> parse_ebnf('root ::= "a" [0-9]*').rules["root"].body.items[1].min
+    0
+    """
+    ast, diagnostics = _analyse(text, root)
+    if any(d.severity == "error" for d in diagnostics):
+        raise GrammarError(diagnostics, text, source)
+    ast.warnings = diagnostics
+    return ast
+
+
+def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> list[Diagnostic]:
+    """Every error and warning for ``text``, by position; never raises (for a live editor).
+
+    ``source`` is accepted for symmetry with :func:`parse_ebnf`; diagnostics do not
+    store it, views pass it to ``Diagnostic.render``.
+    """
+    del source
+    try:
+        return _analyse(text, root)[1]
+    except Exception as error:  # a front-end bug must not take the editor down
+        return [Diagnostic(1, 1, f"internal error in the EBNF front end: {error!r}")]
+
+
+def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
+    """Parse chunk by chunk, then run the whole-grammar checks."""
+    diagnostics: list[Diagnostic] = []
+    definitions: list[_Definition] = []
+    broken_names: set[str] = set()  # defined in a chunk that did not parse
+    for start, end in _rule_chunks(text):
+        builder = _Builder(text, start, diagnostics)
+        try:
+            builder.transform(_parser().parse(text[start:end]))
+        except UnexpectedInput as error:
+            diagnostics.append(_syntax_diagnostic(text, start, end, error))
+            broken_names.update(m.group(1) for m in _RULE_HEAD.finditer(text, start, end))
+        except VisitError as error:  # a bug in _Builder, not in the grammar
+            raise error.orig_exc from error
+        definitions += builder.definitions
+    rules = _check_rules(text, root, definitions, broken_names, diagnostics)
+    diagnostics.sort(key=lambda d: (d.line, d.column))
+    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+
+
+def _rule_chunks(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets: the text before the first rule head, then one per head."""
+    cuts = [0] + [m.start() for m in _RULE_HEAD.finditer(text) if m.start() > 0] + [len(text)]
+    return list(zip(cuts, cuts[1:]))
+
+
+def _diagnostic(text: str, span: Span, message: str, severity: Severity = "error") -> Diagnostic:
+    line, column = position_of(text, span[0])
+    return Diagnostic(line, column, message, severity, span)
+
+
+def _syntax_diagnostic(text: str, start: int, end: int, error: UnexpectedInput) -> Diagnostic:
+    """Say what lark found and what it expected, at the offending position in ``text``."""
+    if isinstance(error, UnexpectedCharacters):
+        at = start + error.pos_in_stream
+        char = text[at]
+        message = _UNEXPECTED_CHARACTER.get(char, f"unexpected character {char!r}")
+        return _diagnostic(text, (at, at + 1), message)
+    assert isinstance(error, UnexpectedToken)
+    token = error.token
+    if token.type == "$END":  # lark borrows the last token's position for the end
+        at = start + (token.end_pos or 0)
+        last = end == len(text)
+        found = "end of the grammar" if last else "end of the rule (the next rule starts below)"
+        span = (at, at)
+    else:
+        at = start + token.start_pos
+        span = (at, start + token.end_pos)
+        if token.type == "ASSIGN":
+            return _diagnostic(text, span, "'::=' needs a rule name right before it")
+        found = f"{token.value!r}"
+    expected = _describe_expected(set(error.expected))
+    return _diagnostic(text, span, f"unexpected {found}; expected {expected}")
+
+
+def _describe_expected(expected: set[str]) -> str:
+    if _ELEMENT_STARTS <= expected:
+        expected = (expected - _ELEMENT_STARTS) | {"ELEMENT"}
+    if _QUANTIFIERS <= expected:
+        expected = (expected - _QUANTIFIERS) | {"QUANTIFIER"}
+    words = [word for name, word in _EXPECTED_WORDS.items() if name in expected]
+    words += sorted(name for name in expected if name not in _EXPECTED_WORDS)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+_Located = Union[Token, Expr, Span]
+
+
+@v_args(inline=True)
+class _Builder(Transformer):
+    """Turns one chunk's parse tree into AST nodes whose spans are offsets in the whole text.
+
+    Problems local to one construct (bad escapes, bounds, refused constructs) become
+    diagnostics here and the node is replaced by a placeholder so that checking goes on.
+    """
+
+    def __init__(self, text: str, offset: int, diagnostics: list[Diagnostic]) -> None:
+        super().__init__(visit_tokens=False)
+        self.text = text
+        self.offset = offset
+        self.diagnostics = diagnostics
+        self.definitions: list[_Definition] = []
+        self._macro_refs: list[RuleRef] = []  # of the rule being built
+
+    def _span(self, first: _Located, last: _Located | None = None) -> Span:
+        """From the start of ``first`` to the end of ``last`` (default ``first``), in the text."""
+
+        def bounds(x: _Located) -> Span:
+            if isinstance(x, Token):
+                return self.offset + x.start_pos, self.offset + x.end_pos
+            if isinstance(x, tuple):
+                return x
+            assert x.span is not None
+            return x.span
+
+        return bounds(first)[0], bounds(last if last is not None else first)[1]
+
+    def _report(self, span: Span, message: str, severity: Severity = "error") -> None:
+        self.diagnostics.append(_diagnostic(self.text, span, message, severity))
+
+    def _refuse(self, what: str, span: Span) -> Literal:
+        why = _REFUSED_BECAUSE[what.split("(")[0]]
+        self._report(span, f"{REFUSAL.format(what=what)}: {why}")
+        return Literal("", span)
+
+    # ---- atoms -------------------------------------------------------------------------
+
+    def literal(self, token: Token) -> Literal:
+        span = self._span(token)
+        code_points = self._decode(token.value[1:-1], span[0] + 1, _STRING_ESCAPES)
+        return Literal("".join(map(chr, code_points)), span)
+
+    def char_class(self, token: Token) -> CharClass:
+        span = self._span(token)
+        body, start = token.value[1:-1], span[0] + 1
+        negated = body.startswith("^")
+        if negated:
+            body, start = body[1:], start + 1
+        ranges = []
+        for member in _CLASS_MEMBER_RE.finditer(body):
+            if member.group("one") is not None:
+                cp = self._decode_one(member, "one", start)
+                ranges.append((cp, cp))
+                continue
+            lo, hi = self._decode_one(member, "lo", start), self._decode_one(member, "hi", start)
+            if lo > hi:
+                where = (start + member.start(), start + member.end())
+                message = f"inverted character range {member.group()!r}: U+{lo:04X} > U+{hi:04X}"
+                self._report(where, message)
+            ranges.append((lo, hi))
+        return CharClass(tuple(ranges), negated, span)
+
+    def _decode_one(self, member: re.Match[str], group: str, start: int) -> int:
+        """The code point of one class character; 0 stands in for a reported bad escape."""
+        code_points = self._decode(member.group(group), start + member.start(group), _CLASS_ESCAPES)
+        return code_points[0] if code_points else 0
+
+    def _decode(self, body: str, start: int, escapes: dict[str, str]) -> list[int]:
+        """Code points of a string or class body; bad escapes are reported and skipped."""
+        out = []
+        for match in _CHAR_RE.finditer(body):
+            piece, at = match.group(), start + match.start()
+            where = (at, at + len(piece))
+            if not piece.startswith("\\"):
+                out.append(ord(piece))
+            elif piece[1:2] in escapes:
+                out.append(ord(escapes[piece[1]]))
+            elif len(piece) > 2:  # \x..., \uHHHH, \UHHHHHHHH
+                cp = int(piece[2:], 16)
+                if cp > _MAX_CODE_POINT:
+                    self._report(where, f"escape {piece} is beyond U+10FFFF, the last code point")
+                    continue
+                if piece[1] == "x" and len(piece) > 4:
+                    message = (
+                        f"{piece} is read as the code point U+{cp:04X}: XGrammar's \\x takes every "
+                        "following hex digit (split the string if you meant a byte, then text)"
+                    )
+                    self._report(where, message, "warning")
+                out.append(cp)
+            else:
+                self._report(where, _bad_escape_message(piece, escapes))
+        return out
+
+    def rule_ref(self, token: Token) -> RuleRef:
+        span = self._span(token)
+        if token.value in _RESERVED_WORDS:
+            self._report(span, f"{token.value!r} is a boolean in XGrammar's EBNF, not a rule name")
+        return RuleRef(token.value, span)
+
+    def token_ref(self, token: Token) -> Literal:
+        return self._refuse("<token>", self._span(token))
+
+    def macro_call(self, name: Token, *rest: Token | Tree) -> Literal:
+        # Rule names among the arguments still count as references, so that an undefined
+        # one is reported and the rules a TagDispatch dispatches to are not called unreachable.
+        tokens = [
+            token
+            for part in rest
+            for token in (part.scan_values(_is_token) if isinstance(part, Tree) else [part])
+        ]
+        for token, following in zip(tokens, tokens[1:]):
+            is_key = following.type == "EQUAL"  # loop_after_dispatch=..., excludes=...
+            if token.type == "NAME" and not is_key and token.value not in _RESERVED_WORDS:
+                self._macro_refs.append(RuleRef(token.value, self._span(token)))
+        closer = rest[-1]
+        assert isinstance(closer, Token)
+        return self._refuse(f"{name.value}(...)", self._span(name, closer))
+
+    def group(self, lpar: Token, *rest: Expr | Token) -> Expr:
+        """The inner expression, its span widened to the parentheses; ``()`` is ε."""
+        inner, rpar = rest[0], rest[-1]
+        assert isinstance(rpar, Token)
+        span = self._span(lpar, rpar)
+        if isinstance(inner, Token):  # "()": XGrammar's other spelling of ""
+            return Literal("", span)
+        return replace(inner, span=span)
+
+    # ---- composites --------------------------------------------------------------------
+
+    def quantifier(self, *tokens: Token) -> _Quantifier:
+        end = self._span(tokens[-1])[1]
+        kind = tokens[0].type
+        if kind != "LBRACE":
+            return _Quantifier(*{"STAR": (0, None), "PLUS": (1, None), "QMARK": (0, 1)}[kind], end)
+        low = self._bound(tokens[1])
+        if len(tokens) == 3:  # {m}
+            return _Quantifier(low, low, end)
+        if len(tokens) == 4 or tokens[3].value == "-1":  # {m,} or {m,-1}
+            return _Quantifier(low, None, end)
+        upper = tokens[3]
+        if upper.type == "NAME":
+            self._report(self._span(upper), f"expected an upper bound or -1, got {upper.value!r}")
+            return _Quantifier(low, None, end)
+        high = self._bound(upper)
+        if low > high:
+            message = f"invalid repetition bounds {{{low},{high}}}: {low} is larger than {high}"
+            self._report(self._span(upper), message)
+            high = low
+        return _Quantifier(low, high, end)
+
+    def _bound(self, token: Token) -> int:
+        value = int(token.value)
+        if value > MAX_REPEAT_BOUND:
+            message = f"repetition bound {value} is too large: XGrammar wraps bounds above 2**31-1"
+            self._report(self._span(token), message)
+            return MAX_REPEAT_BOUND
+        return value
+
+    def item(self, atom: Expr, quantifier: _Quantifier | None = None) -> Expr:
+        if quantifier is None:
+            return atom
+        return Repeat(atom, quantifier.min, quantifier.max, self._span(atom, (0, quantifier.end)))
+
+    def sequence(self, *items: Expr) -> Expr:
+        return items[0] if len(items) == 1 else Sequence(items, self._span(items[0], items[-1]))
+
+    def choices(self, *children: Expr | Token) -> Expr:
+        options = tuple(c for c in children if not isinstance(c, Token))  # drop the '|'s
+        if len(options) == 1:
+            return options[0]
+        return Choice(options, self._span(options[0], options[-1]))
+
+    def lookahead(self, opener: Token, body: Expr, closer: Token) -> _Lookahead:
+        span = self._span(opener, closer)
+        # XGrammar's parser accepts these but its grammar checks reject them afterwards.
+        if isinstance(body, Choice):
+            self._report(span, "XGrammar does not support choices in a lookahead assertion")
+        elif isinstance(body, Literal) and not body.text:
+            self._report(span, "XGrammar does not allow an empty lookahead assertion")
+        self._report(span, LOOKAHEAD_DROPPED, "warning")
+        return _Lookahead(body, span)
+
+    def rule(self, name: Token, *rest: Token | Expr | _Lookahead) -> None:
+        name_span = self._span(name)
+        line_start = self.text.rfind("\n", 0, name_span[0]) + 1
+        if self.text[line_start : name_span[0]].strip():
+            self._report(name_span, f"rule {name.value!r} must start on a new line")
+        # A rule may be named like a macro (XGrammar allows it) but never referenced: a
+        # reference would read as a macro call.
+        if name.value in _RESERVED_WORDS:
+            self._report(name_span, f"{name.value!r} is reserved in XGrammar's EBNF")
+        if isinstance(rest[0], Token) and rest[0].type == "ATTRIBUTES":
+            self._attributes(rest[0])
+        lookahead = rest[-1] if isinstance(rest[-1], _Lookahead) else None
+        body = rest[-2] if lookahead else rest[-1]
+        assert not isinstance(body, (Token, _Lookahead))
+        end = lookahead.span[1] if lookahead else body.span[1]  # type: ignore[index]
+        rule = Rule(name.value, body, (name_span[0], end))
+        macro_refs, self._macro_refs = tuple(self._macro_refs), []
+        hidden = lookahead.body if lookahead else None
+        self.definitions.append(_Definition(rule, name_span, hidden, macro_refs))
+
+    def _attributes(self, token: Token) -> None:
+        """Refuse ``max_tokens=N``; drop ``capture`` with a warning (the language is unchanged)."""
+        span = self._span(token)
+        body, position = token.value[1:-1], 0
+        while position < len(body) or position == 0:
+            match = _ATTRIBUTE_RE.match(body, position)
+            if match is None or match.end() == position:
+                message = f"unknown rule attributes {token.value}"
+                self._report(span, f"{message}: XGrammar knows max_tokens and capture")
+                return
+            if match.group("max_tokens"):
+                self._refuse("max_tokens", span)
+            else:
+                self._report(span, CAPTURE_DROPPED, "warning")
+            position = match.end()
+
+
+def _is_token(value: object) -> bool:
+    return isinstance(value, Token)
+
+
+def _bad_escape_message(piece: str, escapes: dict[str, str]) -> str:
+    letter = piece[1]
+    if letter == "x":
+        return "bad escape \\x: expected at least one hex digit"
+    if letter in "uU":
+        return f"bad escape \\{letter}: expected {4 if letter == 'u' else 8} hex digits"
+    if letter in _CLASS_SHORTHANDS and escapes is _CLASS_ESCAPES:
+        return f"bad escape {piece}: XGrammar's EBNF has no class shorthands; spell the ranges out"
+    where = "character class" if escapes is _CLASS_ESCAPES else "string"
+    return f"bad escape {piece} in a {where}"
+
+
+def _check_rules(
+    text: str,
+    root: str,
+    definitions: list[_Definition],
+    broken_names: set[str],
+    diagnostics: list[Diagnostic],
+) -> dict[str, Rule]:
+    """Duplicates, undefined references, the root rule and reachability, over the whole grammar."""
+    rules: dict[str, Rule] = {}
+    first_span: dict[str, Span] = {}
+    for definition in definitions:
+        name = definition.rule.name
+        if name in rules:
+            line, _ = position_of(text, first_span[name][0])
+            message = f"rule {name!r} is defined twice (first on line {line})"
+            diagnostics.append(_diagnostic(text, definition.name_span, message))
+            continue
+        rules[name] = definition.rule
+        first_span[name] = definition.name_span
+    known = rules.keys() | broken_names
+    for definition in definitions:
+        for ref in _references(definition.rule.body, definition.lookahead) + definition.macro_refs:
+            if ref.name not in known and ref.name not in _RESERVED_WORDS:
+                assert ref.span is not None
+                diagnostics.append(_diagnostic(text, ref.span, f"undefined rule {ref.name!r}"))
+    if root not in known:
+        diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
+    elif not broken_names:  # with unparsed rules we cannot know who references whom
+        _warn_unreachable(text, root, definitions, rules, first_span, diagnostics)
+    return rules
+
+
+def _warn_unreachable(
+    text: str,
+    root: str,
+    definitions: list[_Definition],
+    rules: dict[str, Rule],
+    name_spans: dict[str, Span],
+    diagnostics: list[Diagnostic],
+) -> None:
+    """Warn at each rule the root cannot reach; say so when a dropped or refused construct did."""
+    hidden = {d.rule.name: d.macro_refs + _references(d.lookahead) for d in definitions}
+    in_language = _reachable(root, rules, {})
+    with_hidden = _reachable(root, rules, hidden)
+    for name in rules.keys() - in_language:
+        note = " (only dropped or refused constructs use it)" if name in with_hidden else ""
+        message = f"rule {name!r} is unreachable from {root!r}{note}"
+        diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
+
+
+def _reachable(
+    root: str, rules: dict[str, Rule], hidden: dict[str, tuple[RuleRef, ...]]
+) -> set[str]:
+    """Names reachable from ``root`` through bodies and, per rule, its ``hidden`` references."""
+    seen, todo = {root}, [root]
+    while todo:
+        rule = rules.get(todo.pop())
+        if rule is None:
+            continue
+        for ref in _references(rule.body) + hidden.get(rule.name, ()):
+            if ref.name not in seen:
+                seen.add(ref.name)
+                todo.append(ref.name)
+    return seen
+
+
+def _references(*exprs: Expr | None) -> tuple[RuleRef, ...]:
+    """Every RuleRef in the given expressions, in source order."""
+    out: list[RuleRef] = []
+    todo = [e for e in reversed(exprs) if e is not None]
+    while todo:
+        expr = todo.pop()
+        if isinstance(expr, RuleRef):
+            out.append(expr)
+        elif isinstance(expr, Sequence):
+            todo += reversed(expr.items)
+        elif isinstance(expr, Choice):
+            todo += reversed(expr.options)
+        elif isinstance(expr, Repeat):
+            todo.append(expr.item)
+    return tuple(out)
