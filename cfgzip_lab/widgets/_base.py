@@ -1,0 +1,55 @@
+"""What every panel shares: display by composition, buttons that call one method, an error box.
+
+A panel is a plain object holding ``widget`` (its root box); it is not a ``VBox`` subclass,
+so nothing collides with widget traits. Each button calls exactly one public method of the
+panel, through :meth:`Panel._handler`, which catches the exception and records it in the
+session so the panel's error box shows it.
+"""
+from __future__ import annotations
+
+import ipywidgets as w
+
+from ._format import CSS, error_html
+
+
+class Panel:
+    """Base of the workbench panels (composition: the root widget is ``self.widget``)."""
+
+    #: the session ``ErrorRecord.where`` names this panel shows in its error box
+    error_sources: tuple[str, ...] = ()
+    widget: w.Widget
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.error_box = w.HTML()
+        self.error_box.add_class("cfgzip-error")
+        session.on("error", self._show_errors)
+
+    def _show_errors(self) -> None:
+        mine = [e for e in self.session.errors if e.where in self.error_sources]
+        self.error_box.value = error_html(mine[-1]) if mine else ""
+
+    def _handler(self, where: str, method):
+        """A widget callback that calls ``method()`` and records (never raises) its error."""
+
+        def handle(*_event):
+            try:
+                method()
+            except Exception as exc:
+                self.session.record_error(where, exc)
+
+        return handle
+
+    def _button(self, description: str, css: str, method, *, where: str, icon: str = "", style: str = "", tooltip: str = "") -> w.Button:
+        button = w.Button(description=description, icon=icon, button_style=style, tooltip=tooltip or description)
+        button.add_class(css)
+        button.on_click(self._handler(where, method))
+        return button
+
+    def display(self) -> None:
+        from IPython.display import display
+
+        display(w.VBox([w.HTML(CSS), self.widget]))
+
+    def _repr_mimebundle_(self, **kwargs):
+        return w.VBox([w.HTML(CSS), self.widget])._repr_mimebundle_(**kwargs)

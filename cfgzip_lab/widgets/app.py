@@ -1,0 +1,156 @@
+"""The workbench: every panel on one shared session, in tabs.
+
+>>> from cfgzip_lab.widgets import Workbench
+>>> Workbench()          # in a notebook cell: the whole app       # doctest: +SKIP
+
+The app object is not a widget (composition): ``app.widget`` is the root, ``app.editor``,
+``app.samples``, ``app.structure``, ``app.classes``, ``app.decoder``, ``app.timings`` and
+``app.export`` are the panels, and ``app.session`` is what they share. Every button is one
+public method of a panel; the most used ones are also methods of the app.
+"""
+from __future__ import annotations
+
+import ipywidgets as w
+
+from ..vocab_sources import vocab_cache_dir
+from ._format import CSS, esc, fmt_seconds
+from .classes_panel import ClassesPanel
+from .decoder import DecoderPanel
+from .editor import EditorPanel
+from .export import ExportPanel
+from .samples import SamplesPanel
+from .session import WorkbenchSession
+from .structure import StructurePanel
+from .timings import TimingsPanel
+
+__all__ = ["Workbench"]
+
+TABS = ("Grammar", "Samples", "Structure", "Classes", "Decoder", "Timings", "Export")
+
+
+class Workbench:
+    """The whole workbench.
+
+    Parameters
+    ----------
+    text : str, optional
+        Grammar text to start with (default: the bundled JSON grammar).
+    tokenizer : str
+        Tokenizer picked for classing (default ``smollm2``, the default model's).
+    delay : float
+        Seconds after the last keystroke before the editor re-checks the grammar.
+    draft : bool
+        Write every checked text to ``~/.cache/cfgzip_lab/workbench_draft.ebnf`` too, so
+        nothing typed is lost if the kernel dies ("Restore draft" reads it back).
+    session : WorkbenchSession, optional
+        Share a session with other views.
+    """
+
+    def __init__(
+        self,
+        text: str | None = None,
+        *,
+        tokenizer: str = "smollm2",
+        delay: float = 0.4,
+        draft: bool = True,
+        session: WorkbenchSession | None = None,
+        model: str = "smollm2",
+        cache_path: str = "cfgzip_classes.npz",
+        report_path: str = "cfgzip_report.json",
+    ) -> None:
+        draft_path = vocab_cache_dir() / "workbench_draft.ebnf" if draft else None
+        self.session = session or WorkbenchSession(text, tokenizer=tokenizer, draft_path=draft_path)
+        s = self.session
+        s.checker.warm_up()
+        self.editor = EditorPanel(s, delay=delay)
+        self.samples = SamplesPanel(s)
+        self.structure = StructurePanel(s)
+        self.classes = ClassesPanel(s)
+        self.decoder = DecoderPanel(s, model=model)
+        self.timings = TimingsPanel(s)
+        self.export = ExportPanel(s, cache_path=cache_path, report_path=report_path)
+        panels = [self.editor, self.samples, self.structure, self.classes, self.decoder, self.timings, self.export]
+        self.tabs = w.Tab(children=[p.widget for p in panels], titles=TABS)
+        self.tabs.add_class("cfgzip-tabs")
+        self.status = w.HTML()
+        self.status.add_class("cfgzip-status")
+        self.widget = w.VBox([w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs])
+        self.widget.add_class("cfgzip-app")
+        for topic in ("grammar", "classes", "job", "decoder", "error"):
+            s.on(topic, self._show_status)
+        s.compile()
+
+    # -- the main actions, one call each ------------------------------------------------
+
+    def compile(self) -> bool:
+        return self.editor.compile()
+
+    def check_samples(self):
+        return self.samples.check_samples()
+
+    def run_classing(self, *, wait: bool = False):
+        return self.classes.run_classing(wait=wait)
+
+    def cancel(self) -> None:
+        self.session.cancel()
+
+    def search(self, query: str):
+        return self.classes.search(query)
+
+    def step(self):
+        return self.decoder.step()
+
+    def run_steps(self, n: int | None = None, *, wait: bool = False):
+        return self.decoder.run_steps(n, wait=wait)
+
+    def rollback(self):
+        return self.decoder.rollback()
+
+    def reset(self):
+        return self.decoder.reset()
+
+    def export_cache(self, path=None):
+        return self.export.export_cache(path)
+
+    def export_report(self, path=None):
+        return self.export.export_report(path)
+
+    def select(self, tab: str) -> None:
+        """Show the tab titled ``tab`` ("Grammar", "Classes", …)."""
+        self.tabs.selected_index = TABS.index(tab)
+
+    # -- display ------------------------------------------------------------------------
+
+    def display(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def close(self) -> None:
+        self.session.close()
+        self.widget.close_all() if hasattr(self.widget, "close_all") else self.widget.close()
+
+    # -- status line ---------------------------------------------------------------------
+
+    def _show_status(self) -> None:
+        s = self.session
+        parts = []
+        if s.grammar_ok:
+            parts.append(f'<span class="cfgzip-ok">grammar ✓</span> {esc(s.source)}')
+        elif s.checked_text is not None:
+            parts.append(f'<span class="cfgzip-bad">grammar ✗</span> {esc(s.source)}')
+        if s.classes is not None:
+            mark = "" if s.classes_current else " (stale)"
+            parts.append(f"{s.classes.num_classes:,} classes · {esc(s.tokenizer)}{mark}")
+        for name, job in s.jobs.items():
+            if job.running and name != "xgrammar":
+                pct = f" {100 * job.fraction:.0f}%" if job.total else ""
+                parts.append(f"<i>{esc(name)}{pct}…</i>")
+        if s.errors:
+            parts.append(f'<span class="cfgzip-bad">{len(s.errors)} error(s)</span> — last: {esc(s.errors[-1].where)}')
+        if "classing" in s.timings:
+            parts.append(f"classing {fmt_seconds(s.timings['classing'])}")
+        self.status.value = " · ".join(parts)

@@ -1,0 +1,213 @@
+"""Grammar editor: a text area, bundled grammars, file load/save, live diagnostics, XGrammar's verdict.
+
+Typing re-checks the grammar ``delay`` seconds after the last keystroke (debounced;
+``delay=0`` checks at once, for tests). Every diagnostic is listed with its line and
+column and the offending line with a caret under the column. XGrammar's own compile
+result is shown beside ours; it comes from a child process (see
+:mod:`.xgrammar_worker`), because some grammars crash xgrammar 0.2.8.
+
+The text typed is the session's text from the first keystroke on: a failed check, a
+load (undo with "Undo load") or a re-run never drops it, and each check also writes it to
+the session's draft file when there is one.
+"""
+from __future__ import annotations
+
+import threading
+
+import ipywidgets as w
+
+from ..pipeline import bundled_grammars
+from ._base import Panel
+from ._format import diagnostic_html, esc, fmt_seconds
+
+__all__ = ["EditorPanel"]
+
+_CHOOSE = "— bundled grammar —"
+
+
+class EditorPanel(Panel):
+    """The grammar editor. Public methods: :meth:`compile`, :meth:`load_bundled`,
+    :meth:`load_file`, :meth:`save_file`, :meth:`undo_load`, :meth:`restore_draft`, :meth:`flush`."""
+
+    error_sources = ("compile", "load grammar", "save grammar", "xgrammar")
+
+    def __init__(self, session, *, delay: float = 0.4) -> None:
+        super().__init__(session)
+        self.delay = delay
+        self._timer: threading.Timer | None = None
+        self._timer_lock = threading.Lock()
+        self._syncing = False
+
+        self.bundled = w.Dropdown(options=[_CHOOSE, *bundled_grammars()], value=_CHOOSE, description="Load")
+        self.bundled.add_class("cfgzip-bundled")
+        self.bundled.observe(self._on_bundled, names="value")
+        self.path = w.Text(placeholder="path/to/grammar.ebnf", description="File")
+        self.path.add_class("cfgzip-grammar-path")
+        load = self._button("Open", "cfgzip-open-file", self.load_file, where="load grammar", icon="folder-open")
+        save = self._button("Save", "cfgzip-save-file", self.save_file, where="save grammar", icon="save")
+        undo = self._button("Undo load", "cfgzip-undo-load", self.undo_load, where="load grammar", icon="undo")
+        check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
+
+        self.text = w.Textarea(value=session.text, continuous_update=True, layout=w.Layout(width="100%", height="480px"))
+        self.text.add_class("cfgzip-editor-text")
+        self.text.observe(self._on_text, names="value")
+
+        self.status = w.HTML()
+        self.status.add_class("cfgzip-grammar-status")
+        self.diagnostics = w.HTML()
+        self.diagnostics.add_class("cfgzip-diagnostics")
+        self.xgrammar = w.HTML()
+        self.xgrammar.add_class("cfgzip-xgrammar")
+
+        side = w.VBox(
+            [w.HTML("<b>cfgzip</b>"), self.status, self.diagnostics, w.HTML("<b>XGrammar 0.2.8</b>"), self.xgrammar],
+            layout=w.Layout(width="40%", padding="0 0 0 10px", overflow="auto", max_height="500px"),
+        )
+        self.widget = w.VBox(
+            [
+                w.HBox([self.bundled, self.path, load, save, undo, check]),
+                w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
+                self.error_box,
+            ]
+        )
+        self.widget.add_class("cfgzip-editor")
+        session.on("grammar", self._show_ours)
+        session.on("xgrammar", self._show_xgrammar)
+        session.on("text", self._on_session_text)
+        self._show_ours()
+        self._show_xgrammar()
+
+    # -- public methods (one per UI event) ---------------------------------------------
+
+    def compile(self) -> bool:
+        """Check and compile the text now (the "Check now" button; the debounce ends here)."""
+        self._cancel_timer()
+        self.session.set_text(self.text.value)
+        return self.session.compile()
+
+    def load_bundled(self, name: str) -> None:
+        self.session.load_bundled(name)
+
+    def load_file(self, path: str | None = None) -> None:
+        self.session.load_file(path or self.path.value)
+
+    def save_file(self, path: str | None = None):
+        self.session.set_text(self.text.value)
+        saved = self.session.save_file(path or self.path.value)
+        self.path.value = str(saved)
+        self.status.value = f'<span class="cfgzip-ok">saved</span> {esc(saved)}'
+        return saved
+
+    def undo_load(self) -> bool:
+        return self.session.restore_previous()
+
+    def restore_draft(self) -> bool:
+        return self.session.restore_draft()
+
+    def set_text(self, text: str) -> None:
+        """What typing does: set the text and schedule a check after ``delay`` seconds."""
+        self.text.value = text
+
+    def flush(self) -> None:
+        """Run a pending debounced check now (tests; also harmless when none is pending)."""
+        if self._cancel_timer():
+            self.compile()
+
+    @property
+    def pending(self) -> bool:
+        return self._timer is not None
+
+    # -- events -----------------------------------------------------------------------
+
+    def _on_text(self, change) -> None:
+        self.session.set_text(change["new"])
+        if self._syncing:
+            return
+        self.status.value = '<span class="cfgzip-muted">editing…</span>'
+        if self.delay <= 0:
+            self._guarded_compile()
+            return
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self.delay, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._timer_lock:
+            self._timer = None
+        self._guarded_compile()
+
+    def _guarded_compile(self) -> None:
+        try:
+            self.session.compile()
+        except Exception as exc:
+            self.session.record_error("compile", exc)
+
+    def _cancel_timer(self) -> bool:
+        with self._timer_lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        return timer is not None
+
+    def _on_bundled(self, change) -> None:
+        if change["new"] == _CHOOSE:
+            return
+        self._handler("load grammar", lambda: self.load_bundled(change["new"]))()
+        self.bundled.value = _CHOOSE
+
+    def _on_session_text(self) -> None:
+        """The session's text was replaced by a load: show it and check it."""
+        self._cancel_timer()
+        self._syncing = True
+        try:
+            self.text.value = self.session.text
+        finally:
+            self._syncing = False
+        self._guarded_compile()
+
+    # -- views ------------------------------------------------------------------------
+
+    def _show_ours(self) -> None:
+        s = self.session
+        text = s.checked_text or ""
+        errors = [d for d in s.diagnostics if d.severity == "error"]
+        warnings = [d for d in s.diagnostics if d.severity != "error"]
+        if s.compiled is not None and s.compiled.text == text:
+            st = s.compiled.stats()
+            took = sum(s.compiled.seconds.values())
+            self.status.value = (
+                f'<span class="cfgzip-ok">✓ compiles</span> in {fmt_seconds(took)}: {st["rules"]} rules, '
+                f'{st["gnf_nonterminals"]} GNF nonterminals, {st["gnf_productions"]} GNF productions'
+                + (f', <span class="cfgzip-warn">{len(warnings)} warning(s)</span>' if warnings else "")
+            )
+        elif s.checked_text is None:
+            self.status.value = '<span class="cfgzip-muted">not checked yet</span>'
+        else:
+            self.status.value = f'<span class="cfgzip-bad">✗ {len(errors)} error(s)</span>' + (
+                f", {len(warnings)} warning(s)" if warnings else ""
+            )
+        self.diagnostics.value = "".join(diagnostic_html(d, text) for d in s.diagnostics)
+
+    def _show_xgrammar(self) -> None:
+        s = self.session
+        verdict = s.xgrammar
+        if verdict is None or s.xgrammar_text != s.text:
+            self.xgrammar.value = '<span class="cfgzip-muted">checking…</span>' if s.checked_text else ""
+            return
+        ours_ok = s.grammar_ok
+        if verdict.ok:
+            head = f'<span class="cfgzip-ok">✓ compiles</span> in {fmt_seconds(verdict.seconds)}'
+        elif verdict.crashed:
+            head = f'<span class="cfgzip-bad">✗ crashed</span> ({esc(verdict.message)}) — in a child process; the kernel is fine'
+        else:
+            where = f"<b>line {verdict.line}, column {verdict.column}</b>: " if verdict.line else ""
+            head = f'<span class="cfgzip-bad">✗ refused</span>: {where}{esc(verdict.message)}'
+        agree = (
+            '<span class="cfgzip-ok">agrees with cfgzip</span>'
+            if verdict.ok == ours_ok
+            else '<span class="cfgzip-warn">disagrees with cfgzip</span>'
+        )
+        self.xgrammar.value = f"{head}<br>{agree}"

@@ -1,0 +1,486 @@
+"""The workbench's shared state: one :class:`WorkbenchSession` that every panel reads and drives.
+
+The session holds what the panels show (grammar text, compiled grammar, diagnostics,
+XGrammar's verdict, vocabulary, classes, the step decoder, timings, errors) and does the
+work behind each button, so the panels stay thin views. It never imports ipywidgets or
+plotly: a session can be driven from a script or a test on its own.
+
+Long work (classing, loading a model, running decode steps) runs in a background thread
+as a :class:`Job` with progress and cancel; its exception is kept in ``session.errors``
+and announced to the panels (topic ``"error"``) instead of being lost in a log.
+
+Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the text was
+replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
+``"job"`` (progress), ``"decoder"``, ``"error"``. Callbacks may run in a worker thread.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..classes.displacement import Displacer
+from ..grammar.diagnostics import Diagnostic, GrammarError
+from ..grammar.ebnf import check_ebnf
+from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
+from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
+
+__all__ = ["WorkbenchSession", "Job", "ErrorRecord", "DEFAULT_GRAMMAR", "DEFAULT_TOKENIZER"]
+
+DEFAULT_GRAMMAR = "json"
+DEFAULT_TOKENIZER = "smollm2"  # the default model's own vocabulary: the decoder reuses its classes
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """An error caught in a button handler or a worker, kept for the panel that shows it."""
+
+    where: str
+    message: str
+    details: str = ""
+    at: float = field(default_factory=time.time)
+
+
+class Job:
+    """One piece of background work: a thread, its progress, a cancel flag and its outcome.
+
+    ``fn(job)`` runs in the thread; it reports with ``job.progress(done, total)`` and
+    polls ``job.cancelled``. ``status`` is ``"running"``, ``"done"``, ``"cancelled"`` or
+    ``"failed"`` (then ``error`` holds the :class:`ErrorRecord`).
+    """
+
+    def __init__(self, name: str, fn: Callable[["Job"], Any], session: "WorkbenchSession", on_done=None) -> None:
+        self.name = name
+        self.session = session
+        self.done = 0
+        self.total = 0
+        self.message = ""
+        self.status = "running"
+        self.result: Any = None
+        self.error: ErrorRecord | None = None
+        self.started = time.perf_counter()
+        self.seconds = 0.0
+        self._cancel = threading.Event()
+        self._finished = threading.Event()
+        self._fn = fn
+        self._on_done = on_done
+        self.thread = threading.Thread(target=self._run, name=f"cfgzip-{name}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.result = self._fn(self)
+            self.status = "cancelled" if self._cancel.is_set() else "done"
+            if self._on_done is not None and self.status == "done":
+                self._on_done(self.result)
+        except InterruptedError:
+            self.status = "cancelled"
+        except Exception as exc:
+            self.status = "failed"
+            self.error = self.session.record_error(self.name, exc)
+        finally:
+            self.seconds = time.perf_counter() - self.started
+            self._finished.set()
+            self.session.emit("job")
+
+    def progress(self, done: int, total: int, message: str = "") -> None:
+        self.done, self.total = done, total
+        if message:
+            self.message = message
+        self.session.emit("job")
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else (1.0 if not self.running else 0.0)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def running(self) -> bool:
+        return not self._finished.is_set()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job ends; True if it did within ``timeout``."""
+        return self._finished.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"Job({self.name!r}, {self.status}, {self.done}/{self.total})"
+
+
+class WorkbenchSession:
+    """Everything the workbench panels share; every panel action is one method here.
+
+    Parameters
+    ----------
+    text : str, optional
+        Initial grammar text; default: the bundled ``json`` grammar.
+    tokenizer : str
+        Vocabulary name for classing (see ``cfgzip_lab.vocab.available_vocabs``).
+    checker : XGrammarChecker, optional
+        Where XGrammar compiles grammars (a child process); default: one per kernel.
+    draft_path : path, optional
+        Where each checked text is also written, so a kernel crash loses nothing.
+    """
+
+    def __init__(
+        self,
+        text: str | None = None,
+        *,
+        source: str | None = None,
+        tokenizer: str = DEFAULT_TOKENIZER,
+        checker: XGrammarChecker | None = None,
+        draft_path: str | Path | None = None,
+    ) -> None:
+        if text is None:
+            source = source or DEFAULT_GRAMMAR
+            text = bundled_grammars()[DEFAULT_GRAMMAR].read_text(encoding="utf-8")
+        self.text = text
+        self.source = source or "<grammar>"
+        self.previous_text: str | None = None
+        self.draft_path = Path(draft_path) if draft_path else None
+        # grammar
+        self.compiled: CompiledGrammar | None = None
+        self.diagnostics: list[Diagnostic] = []
+        self.checked_text: str | None = None
+        self.checker = checker or default_checker()
+        self.xgrammar: XGrammarVerdict | None = None
+        self.xgrammar_text: str | None = None
+        # vocabulary and classes
+        self.tokenizer = tokenizer
+        self.vocab = None
+        self.classing = None  # ClassingResult of the last run (None after loading a cache)
+        self.classes = None  # TokenClasses
+        self.classes_key: tuple[str, str] | None = None  # (grammar sha256, vocab fingerprint)
+        self.classes_source = ""  # "classing" or the cache path
+        self._displacer: tuple[str, Displacer] | None = None
+        # decoding (see decoder panel)
+        self.decoder: Any = None  # a DecoderState from .decoder, created on first use
+        # bookkeeping
+        self.timings: dict[str, float] = {}
+        self.errors: list[ErrorRecord] = []
+        self.jobs: dict[str, Job] = {}
+        self._listeners: dict[str, list[Callable[[], None]]] = defaultdict(list)
+        self._lock = threading.RLock()
+
+    # -- events -----------------------------------------------------------------------
+
+    def on(self, topic: str, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever ``topic`` happens (possibly from a worker thread)."""
+        self._listeners[topic].append(callback)
+
+    def emit(self, topic: str) -> None:
+        for callback in list(self._listeners.get(topic, ())):
+            try:
+                callback()
+            except Exception as exc:  # a broken view must not break the session
+                if topic != "error":
+                    self.record_error(f"view of {topic!r}", exc)
+
+    def record_error(self, where: str, exc: BaseException) -> ErrorRecord:
+        record = ErrorRecord(where, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        self.errors.append(record)
+        self.emit("error")
+        return record
+
+    @property
+    def last_error(self) -> ErrorRecord | None:
+        return self.errors[-1] if self.errors else None
+
+    def clear_errors(self) -> None:
+        self.errors.clear()
+        self.emit("error")
+
+    # -- jobs -------------------------------------------------------------------------
+
+    def start_job(self, name: str, fn: Callable[[Job], Any], *, on_done=None) -> Job:
+        """Run ``fn(job)`` in a thread; refuses a second job of the same name while one runs."""
+        current = self.jobs.get(name)
+        if current is not None and current.running:
+            raise RuntimeError(f"{name} is already running")
+        job = Job(name, fn, self, on_done)
+        self.jobs[name] = job
+        job.thread.start()
+        self.emit("job")
+        return job
+
+    def cancel(self, name: str | None = None) -> None:
+        """Ask the running job ``name`` (every running job if None) to stop."""
+        for job_name, job in self.jobs.items():
+            if (name is None or job_name == name) and job.running:
+                job.cancel()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no job runs; True if that happened within ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in list(self.jobs.values()):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not job.wait(left):
+                return False
+        return True
+
+    # -- grammar text -----------------------------------------------------------------
+
+    def set_text(self, text: str) -> None:
+        """The editor's current text (kept at once: nothing typed is lost by a failed check)."""
+        self.text = text
+
+    def replace_text(self, text: str, source: str) -> None:
+        """Replace the text by a loaded one; the replaced text stays in ``previous_text``."""
+        if text != self.text:
+            self.previous_text = self.text
+        self.text = text
+        self.source = source
+        self.emit("text")
+
+    def restore_previous(self) -> bool:
+        """Undo the last load: bring back the text it replaced."""
+        if self.previous_text is None:
+            return False
+        self.text, self.previous_text = self.previous_text, self.text
+        self.source = "<restored>"
+        self.emit("text")
+        return True
+
+    def load_bundled(self, name: str) -> None:
+        path = bundled_grammars()[name]
+        self.replace_text(path.read_text(encoding="utf-8"), name)
+
+    def load_file(self, path: str | Path) -> None:
+        path = Path(path).expanduser()
+        self.replace_text(path.read_text(encoding="utf-8"), str(path))
+
+    def save_file(self, path: str | Path) -> Path:
+        path = Path(path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.text, encoding="utf-8")
+        self.source = str(path)
+        return path
+
+    def restore_draft(self) -> bool:
+        """Load the draft written by the last check (after a kernel crash or restart)."""
+        if self.draft_path is None or not self.draft_path.exists():
+            return False
+        self.replace_text(self.draft_path.read_text(encoding="utf-8"), "<draft>")
+        return True
+
+    # -- checking and compiling -------------------------------------------------------
+
+    def compile(self, text: str | None = None, *, xgrammar: bool = True) -> bool:
+        """Check and compile the current text (or ``text``); True if it compiled.
+
+        Our diagnostics come at once (``check_ebnf`` never raises); XGrammar's verdict
+        follows from the child process (topic ``"xgrammar"``) unless ``xgrammar=False``.
+        """
+        with self._lock:
+            if text is not None:
+                self.text = text
+            text = self.text
+            self._write_draft(text)
+            diagnostics = check_ebnf(text, source=self.source)
+            compiled = None
+            if not any(d.severity == "error" for d in diagnostics):
+                try:
+                    compiled = compile_grammar(text, source=self.source)
+                except GrammarError as error:
+                    diagnostics = error.diagnostics
+                except Exception as exc:  # a core bug: show it as a diagnostic, keep going
+                    self.record_error("compile", exc)
+                    diagnostics = diagnostics + [Diagnostic(1, 1, f"internal error while compiling: {exc!r}")]
+            self.diagnostics = diagnostics
+            self.compiled = compiled
+            self.checked_text = text
+            if compiled is not None:
+                self.timings.update({f"compile_{k}": v for k, v in compiled.seconds.items()})
+        self.emit("grammar")
+        if xgrammar:
+            self.check_xgrammar()
+        return compiled is not None
+
+    def check_xgrammar(self, *, wait: bool = False) -> Job | XGrammarVerdict:
+        """XGrammar's verdict on the current text, from the child process."""
+        text = self.text
+
+        def work(job: Job) -> XGrammarVerdict:
+            verdict = self.checker.check(text)
+            if text == self.text:  # a newer text's verdict must not be overwritten
+                self.xgrammar, self.xgrammar_text = verdict, text
+                self.timings["xgrammar_compile"] = verdict.seconds
+                self.emit("xgrammar")
+            return verdict
+
+        if wait:
+            return work(None)
+        return self.start_job_queued("xgrammar", work)
+
+    def start_job_queued(self, name: str, fn: Callable[[Job], Any]) -> Job:
+        """Like :meth:`start_job`, but waits for a running job of that name instead of refusing."""
+        previous = self.jobs.get(name)
+
+        def after_previous(job: Job):
+            if previous is not None:
+                previous.wait()
+            return fn(job)
+
+        job = Job(name, after_previous, self)
+        self.jobs[name] = job
+        job.thread.start()
+        return job
+
+    def xgrammar_ok(self) -> bool:
+        """Whether XGrammar compiles the current text (asks the child if it was not asked yet).
+
+        Everything that compiles XGrammar *inside* the kernel (engines, the step decoder)
+        checks this first: a grammar that crashes XGrammar must crash the child only.
+        """
+        if self.xgrammar is None or self.xgrammar_text != self.text:
+            verdict = self.checker.check(self.text)
+            self.xgrammar, self.xgrammar_text = verdict, self.text
+            self.emit("xgrammar")
+        return self.xgrammar.ok
+
+    @property
+    def grammar_ok(self) -> bool:
+        """The current text compiled (by us) without errors."""
+        return self.compiled is not None and self.compiled.text == self.text
+
+    def require_grammar(self) -> CompiledGrammar:
+        if self.checked_text != self.text:
+            self.compile(xgrammar=False)
+        if not self.grammar_ok:
+            first = next((d for d in self.diagnostics if d.severity == "error"), None)
+            where = f" (line {first.line}, column {first.column}: {first.message})" if first else ""
+            raise ValueError(f"the grammar has errors{where}; fix them first")
+        return self.compiled
+
+    def _write_draft(self, text: str) -> None:
+        if self.draft_path is None:
+            return
+        try:
+            self.draft_path.parent.mkdir(parents=True, exist_ok=True)
+            self.draft_path.write_text(text, encoding="utf-8")
+        except OSError:
+            pass  # a draft is a convenience; never fail a check over it
+
+    # -- vocabulary and classes -------------------------------------------------------
+
+    def load_vocab(self, name: str | None = None):
+        from ..vocab import load_vocab
+
+        name = name or self.tokenizer
+        vocab = load_vocab(name)
+        if name == self.tokenizer:
+            self.vocab = vocab
+        return vocab
+
+    def run_classing(self, tokenizer: str | None = None, *, wait: bool = False) -> Job:
+        """Class the tokenizer's vocabulary under the current grammar, in the background."""
+        if tokenizer is not None:
+            self.tokenizer = tokenizer
+        compiled = self.require_grammar()
+        name = self.tokenizer
+
+        def work(job: Job):
+            job.progress(0, 0, f"loading the {name} vocabulary")
+            started = time.perf_counter()
+            vocab = self.load_vocab(name)
+            self.timings["vocab_load"] = time.perf_counter() - started
+            job.progress(0, 1, "classing")
+            started = time.perf_counter()
+            result = build_classes(
+                compiled,
+                vocab,
+                progress=lambda done, total: job.progress(done, total, "classing"),
+                cancel=lambda: job.cancelled,
+            )
+            self.timings["classing"] = time.perf_counter() - started
+            with self._lock:
+                self.vocab = vocab
+                self.classing = result
+                self.classes = result.classes
+                self.classes_key = (compiled.sha256, vocab.fingerprint)
+                self.classes_source = "classing"
+            self.emit("classes")
+            return result
+
+        job = self.start_job("classing", work)
+        if wait:
+            job.wait()
+        return job
+
+    def set_classes(self, classes, vocab, source: str) -> None:
+        """Use classes from elsewhere (a cache); they must be for the current grammar."""
+        compiled = self.require_grammar()
+        with self._lock:
+            self.vocab = vocab
+            self.tokenizer = vocab.name
+            self.classing = None
+            self.classes = classes
+            self.classes_key = (compiled.sha256, vocab.fingerprint)
+            self.classes_source = source
+        self.emit("classes")
+
+    @property
+    def classes_current(self) -> bool:
+        """Classes exist and were made for the current grammar text and tokenizer."""
+        if self.classes is None or self.vocab is None or not self.grammar_ok:
+            return False
+        return self.classes_key == (self.compiled.sha256, self.vocab.fingerprint)
+
+    def displacer(self) -> Displacer:
+        """A Displacer for the current grammar (the classing run's, or a fresh one)."""
+        compiled = self.require_grammar()
+        if self.classing is not None and self.classes_current:
+            return self.classing.displacer
+        if self._displacer is None or self._displacer[0] != compiled.sha256:
+            self._displacer = (compiled.sha256, Displacer(compiled.gnf))
+        return self._displacer[1]
+
+    def classes_for(self, vocab, job: Job | None = None):
+        """Classes of ``vocab`` under the current grammar: the session's if they fit, else built."""
+        compiled = self.require_grammar()
+        if self.classes is not None and self.classes_key == (compiled.sha256, vocab.fingerprint):
+            return self.classes
+        result = build_classes(
+            compiled,
+            vocab,
+            progress=(lambda d, t: job.progress(d, t, f"classing {vocab.name}")) if job else None,
+            cancel=(lambda: job.cancelled) if job else None,
+        )
+        return result.classes
+
+    # -- summaries --------------------------------------------------------------------
+
+    def summary(self) -> dict:
+        """What the report and the status line show: grammar, tokenizer, counts."""
+        out: dict[str, Any] = {"grammar_source": self.source, "grammar_ok": self.grammar_ok}
+        if self.compiled is not None:
+            out["grammar_sha256"] = self.compiled.sha256
+            out["grammar_stats"] = self.compiled.stats()
+        if self.classes is not None:
+            meta = self.classes.metadata
+            out.update(
+                {
+                    "tokenizer": self.tokenizer,
+                    "vocab_size": self.classes.vocab_size,
+                    "classes": self.classes.num_classes,
+                    "compression_ratio": round(self.classes.compression_ratio, 3),
+                    "dead_tokens": meta.get("dead_tokens"),
+                    "stop_tokens": meta.get("stop_tokens"),
+                    "special_tokens": meta.get("special_tokens"),
+                    "blocked_tokens": meta.get("blocked_tokens"),
+                    "fallback_singletons": meta.get("fallback_singletons"),
+                    "classes_current": self.classes_current,
+                }
+            )
+        return out
+
+    def close(self) -> None:
+        self.cancel()

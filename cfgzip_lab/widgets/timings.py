@@ -1,0 +1,201 @@
+"""Timings: per-step mask time, plain XGrammar vs CFGzip, over the decode steps taken so far,
+plus a side-by-side batch benchmark.
+
+The per-step records come from the step decoder (``session.decode_log``, one dict per step
+with ``plain_s``, ``compressed_s``, ``identical``). "Compressed" is the whole CFGzip path:
+XGrammar over the K representatives *and* the expansion to the vocabulary mask.
+
+The batch benchmark walks B matchers of each engine along one random grammar-valid token
+path (the same for every row) and times one mask fill per step for the batch, side by
+side in this process. It reports medians; it never asserts on wall time.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import ipywidgets as w
+import numpy as np
+import plotly.graph_objects as go
+
+from ._base import Panel
+from ._format import esc, table
+
+__all__ = ["TimingsPanel", "step_summary", "benchmark_batches"]
+
+
+def step_summary(session) -> dict:
+    """Medians and speed-up of the decode steps' mask times; {} before the first step."""
+    log = [r for r in getattr(session, "decode_log", []) if r.get("plain_s") is not None and r.get("compressed_s") is not None]
+    if not log:
+        return {}
+    plain = [r["plain_s"] for r in log]
+    compressed = [r["compressed_s"] for r in log]
+    med_p, med_c = statistics.median(plain), statistics.median(compressed)
+    return {
+        "steps": len(log),
+        "median_plain_us": round(med_p * 1e6, 2),
+        "median_compressed_us": round(med_c * 1e6, 2),
+        "total_plain_ms": round(sum(plain) * 1e3, 3),
+        "total_compressed_ms": round(sum(compressed) * 1e3, 3),
+        "speedup_median": round(med_p / med_c, 3) if med_c > 0 else None,
+        "masks_identical": sum(1 for r in log if r.get("identical")),
+    }
+
+
+def benchmark_batches(engines, batch_sizes=(1, 4, 16), *, steps: int = 16, seed: int = 0, cancel=None) -> list[dict]:
+    """Median mask time per step for each batch size, plain vs compressed (with expansion).
+
+    ``engines`` is a :class:`cfgzip_lab.engine.CompiledEngines` with classes. Each step
+    fills the whole batch's masks (the compressed engine's class masks are expanded to
+    vocabulary bitmasks, as a serving engine would need them), then every row accepts the
+    same random allowed token.
+    """
+    from ..expand import unpack_bitmask
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for size in batch_sizes:
+        plain = engines.plain_batch(size)
+        compressed = engines.compressed_batch(size)
+        plain_mask = plain.allocate_bitmask()
+        class_mask = compressed.allocate_bitmask()
+        expander = engines.expander
+        times_p, times_c = [], []
+        for _ in range(steps):
+            if cancel is not None and cancel():
+                raise InterruptedError("benchmark cancelled")
+            if any(plain.is_terminated()):
+                break
+            t0 = time.perf_counter()
+            plain.fill_next_token_bitmask(plain_mask)
+            t1 = time.perf_counter()
+            compressed.fill_next_token_bitmask(class_mask)
+            expander.to_vocab_bitmask(class_mask)
+            t2 = time.perf_counter()
+            times_p.append(t1 - t0)
+            times_c.append(t2 - t1)
+            allowed = np.flatnonzero(unpack_bitmask(plain_mask[0], plain.vocab_size))
+            if allowed.size == 0:
+                break
+            token = int(rng.choice(allowed))
+            plain.accept_tokens([token] * size)
+            compressed.accept_tokens([token] * size)
+        if not times_p:
+            continue
+        med_p, med_c = statistics.median(times_p), statistics.median(times_c)
+        out.append(
+            {
+                "batch_size": size,
+                "steps": len(times_p),
+                "plain_us": round(med_p * 1e6, 1),
+                "compressed_us": round(med_c * 1e6, 1),
+                "speedup": round(med_p / med_c, 2) if med_c > 0 else None,
+            }
+        )
+    return out
+
+
+class TimingsPanel(Panel):
+    """Timings. Public methods: :meth:`refresh`, :meth:`benchmark`."""
+
+    error_sources = ("benchmark", "timings view")
+
+    def __init__(self, session) -> None:
+        super().__init__(session)
+        self.batch_results: list[dict] = []
+        self.summary = w.HTML()
+        self.summary.add_class("cfgzip-timings-summary")
+        layout = dict(height=300, margin=dict(l=55, r=20, t=50, b=50), legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+        self.line = go.FigureWidget(layout=go.Layout(title="Mask time per decode step", xaxis=dict(title="step"), yaxis=dict(title="µs"), **layout))
+        self.line.add_scatter(x=[], y=[], mode="lines+markers", name="plain XGrammar (V tokens)")
+        self.line.add_scatter(x=[], y=[], mode="lines+markers", name="CFGzip (K classes + expand)")
+        self.hist = go.FigureWidget(layout=go.Layout(title="Distribution", barmode="overlay", xaxis=dict(title="µs"), yaxis=dict(title="steps"), **layout))
+        self.hist.add_histogram(x=[], name="plain", opacity=0.6)
+        self.hist.add_histogram(x=[], name="CFGzip", opacity=0.6)
+        charts = w.HBox([w.Box([self.line]), w.Box([self.hist])])
+        charts.add_class("cfgzip-timings-charts")
+        self.batch_sizes = w.Text(value="1, 4, 16", description="Batch sizes")
+        self.batch_sizes.add_class("cfgzip-batch-sizes")
+        self.bench_steps = w.BoundedIntText(value=16, min=1, max=1000, description="Steps")
+        run = self._button("Benchmark", "cfgzip-benchmark", self.benchmark, where="benchmark", icon="tachometer")
+        self.batch_output = w.HTML()
+        self.batch_output.add_class("cfgzip-batch-results")
+        self.widget = w.VBox(
+            [
+                self.summary,
+                charts,
+                w.HTML("<b>Batch benchmark</b> (current grammar and classes; one random valid path per batch)"),
+                w.HBox([self.batch_sizes, self.bench_steps, run]),
+                self.batch_output,
+                self.error_box,
+            ]
+        )
+        self.widget.add_class("cfgzip-timings")
+        session.on("decoder", self._guarded_refresh)
+        self._guarded_refresh()
+
+    def _guarded_refresh(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:
+            self.session.record_error("timings view", exc)
+
+    def refresh(self) -> None:
+        log = [r for r in getattr(self.session, "decode_log", []) if r.get("plain_s") is not None]
+        steps = [r["step"] for r in log]
+        plain = [r["plain_s"] * 1e6 for r in log]
+        compressed = [r["compressed_s"] * 1e6 for r in log]
+        with self.line.batch_update():
+            self.line.data[0].x, self.line.data[0].y = steps, plain
+            self.line.data[1].x, self.line.data[1].y = steps, compressed
+        with self.hist.batch_update():
+            self.hist.data[0].x = plain
+            self.hist.data[1].x = compressed
+        summary = step_summary(self.session)
+        if not summary:
+            self.summary.value = '<span class="cfgzip-muted">no decode steps yet: step the decoder to fill these charts</span>'
+            return
+        speed = summary["speedup_median"]
+        self.summary.value = (
+            f"<b>{summary['steps']}</b> steps · median mask time plain <b>{summary['median_plain_us']:.0f} µs</b>, "
+            f"CFGzip <b>{summary['median_compressed_us']:.0f} µs</b> · speed-up (median) "
+            f"<b>{speed:.2f}×</b> · masks identical in {summary['masks_identical']}/{summary['steps']} steps"
+            if speed
+            else f"{summary['steps']} steps"
+        )
+
+    def benchmark(self, batch_sizes=None, *, steps: int | None = None, wait: bool = False):
+        """Time plain vs CFGzip mask fills for each batch size (background job)."""
+        s = self.session
+        if batch_sizes is None:
+            batch_sizes = [int(x) for x in self.batch_sizes.value.replace(",", " ").split()]
+        steps = steps or self.bench_steps.value
+        if not s.classes_current:
+            raise ValueError("run classing for the current grammar first")
+        if not s.xgrammar_ok():
+            raise ValueError(f"XGrammar cannot compile this grammar: {s.xgrammar.summary()}")
+        from ..engine import compile_engines
+
+        engines = compile_engines(s.text, s.vocab, s.classes)
+
+        def work(job):
+            job.progress(0, 1, "benchmark")
+            results = benchmark_batches(engines, batch_sizes, steps=steps, cancel=lambda: job.cancelled)
+            self.batch_results = results
+            self._show_batches()
+            return results
+
+        job = s.start_job("benchmark", work)
+        if wait:
+            job.wait()
+        return job
+
+    def _show_batches(self) -> None:
+        rows = [
+            [r["batch_size"], r["steps"], f"{r['plain_us']:,.0f}", f"{r['compressed_us']:,.0f}", f"{r['speedup']:.2f}×" if r["speedup"] else "–"]
+            for r in self.batch_results
+        ]
+        vocab = self.session.vocab
+        head = f"<p>{esc(vocab.name)}: V = {vocab.vocab_size:,} tokens, K = {self.session.classes.num_classes:,} classes</p>"
+        self.batch_output.value = head + table(["batch", "steps", "plain µs/step", "CFGzip µs/step", "speed-up"], rows, numeric=(0, 1, 2, 3, 4))
