@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -109,6 +109,10 @@ class Expander:
     ----------
     classes : TokenClasses
         The partition; ``class_of`` has one entry per logits position (padding included).
+    backend : {"auto", "numpy", "torch"}
+        ``auto``: numpy for CPU tensors, torch ops on the tensor's device otherwise.
+        ``torch`` forces the device code path (also on CPU: how tests cover it without
+        a GPU); ``numpy`` goes through the CPU for every device.
 
     Examples
     --------
@@ -117,7 +121,10 @@ class Expander:
     >>> ex.mask_logits_(logits, class_bits)          # -inf where the class is not allowed
     """
 
-    def __init__(self, classes: TokenClasses) -> None:
+    def __init__(self, classes: TokenClasses, *, backend: Literal["auto", "numpy", "torch"] = "auto") -> None:
+        if backend not in ("auto", "numpy", "torch"):
+            raise ValueError(f"unknown backend {backend!r}")
+        self.backend = backend
         class_of = np.asarray(classes.class_of)
         if class_of.ndim != 1:
             raise ValueError("class_of must be one-dimensional")
@@ -213,6 +220,15 @@ class Expander:
         return self._class_bits_torch(class_bitmask).index_select(-1, t["index"]).to(torch.bool)
 
     # -- public API -------------------------------------------------------------------
+    def _on_numpy(self, device: torch.device) -> bool:
+        return self.backend == "numpy" or (self.backend == "auto" and device.type == "cpu")
+
+    @staticmethod
+    def _as_tensor(class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
+        if isinstance(class_bitmask, np.ndarray):
+            return torch.from_numpy(np.ascontiguousarray(class_bitmask, dtype=np.int32))
+        return class_bitmask
+
     def to_vocab_bitmask(self, class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
         """Packed class bitmask ``(…, W_K)`` → packed vocabulary bitmask ``(…, ceil(V/32))``.
 
@@ -220,20 +236,19 @@ class Expander:
         Bits past ``V`` in the last word are 0.
         """
         self._check(class_bitmask)
-        if isinstance(class_bitmask, np.ndarray):
-            return torch.from_numpy(self._to_vocab_bitmask_np(class_bitmask))
-        if class_bitmask.device.type == "cpu":
-            return torch.from_numpy(self._to_vocab_bitmask_np(class_bitmask.numpy()))
+        class_bitmask = self._as_tensor(class_bitmask)
+        if self._on_numpy(class_bitmask.device):
+            packed = self._to_vocab_bitmask_np(class_bitmask.cpu().numpy())
+            return torch.from_numpy(packed).to(class_bitmask.device)
         return self._to_vocab_bitmask_torch(class_bitmask)
 
     def to_allowed(self, class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
         """Class bitmask ``(…, W_K)`` → bool tensor ``(…, V)``, True where the token is allowed."""
         self._check(class_bitmask)
-        if isinstance(class_bitmask, torch.Tensor) and class_bitmask.device.type != "cpu":
-            return self._allowed_torch(class_bitmask)
-        if isinstance(class_bitmask, torch.Tensor):
-            class_bitmask = class_bitmask.numpy()
-        return torch.from_numpy(self._allowed_np(class_bitmask))
+        class_bitmask = self._as_tensor(class_bitmask)
+        if self._on_numpy(class_bitmask.device):
+            return torch.from_numpy(self._allowed_np(class_bitmask.cpu().numpy())).to(class_bitmask.device)
+        return self._allowed_torch(class_bitmask)
 
     def to_logits_bias(
         self,
@@ -247,12 +262,11 @@ class Expander:
         Computed on ``device`` (default: the class bitmask's device).
         """
         self._check(class_bitmask)
-        if isinstance(class_bitmask, np.ndarray):
-            class_bitmask = torch.from_numpy(np.ascontiguousarray(class_bitmask, dtype=np.int32))
+        class_bitmask = self._as_tensor(class_bitmask)
         device = torch.device(device) if device is not None else class_bitmask.device
-        if device.type == "cpu":
+        if self._on_numpy(device):
             bias = torch.from_numpy(self._bias_np(class_bitmask.cpu().numpy()))
-            return bias if dtype == torch.float32 else bias.to(dtype)
+            return bias.to(device=device, dtype=dtype)
         class_bitmask = class_bitmask.to(device, non_blocking=True)
         t = self._tensors(device)
         bits = self._class_bits_torch(class_bitmask)[..., : self.num_classes]
@@ -265,18 +279,17 @@ class Expander:
     ) -> torch.Tensor:
         """Mask ``logits`` ``(…, V)`` in place on their own device: ``-inf`` where not allowed.
 
-        The class bitmask (tiny: K bits a row) is moved to the logits' device. Disallowed
-        entries become ``logit + (-inf)``, which is ``-inf`` for every finite logit (a
-        ``+inf`` logit would become NaN, where XGrammar's kernel would write ``-inf``).
-        Returns ``logits``.
+        The class bitmask (tiny: K bits a row) is moved to the logits' device. On the
+        numpy backend disallowed entries become ``logit + (-inf)``, which is ``-inf`` for
+        every finite logit (a ``+inf`` logit would become NaN, where XGrammar's kernel
+        writes ``-inf``); the torch backend writes ``-inf``. Returns ``logits``.
         """
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, expected {self.vocab_size}")
-        if logits.device.type == "cpu":
-            if isinstance(class_bitmask, torch.Tensor):
-                class_bitmask = class_bitmask.cpu().numpy()
-            self._check(class_bitmask)
-            bias = self._bias_np(class_bitmask)
+        self._check(class_bitmask)
+        class_bitmask = self._as_tensor(class_bitmask)
+        if self._on_numpy(logits.device) and logits.device.type == "cpu":
+            bias = self._bias_np(class_bitmask.cpu().numpy())
             if logits.dtype in (torch.float32, torch.float16, torch.float64):
                 # numpy's add stays on this thread; torch's add_ wakes its thread pool,
                 # which costs milliseconds at p90 on a busy machine.
@@ -285,9 +298,6 @@ class Expander:
             else:
                 logits.add_(torch.from_numpy(bias))
             return logits
-        if isinstance(class_bitmask, np.ndarray):
-            class_bitmask = torch.from_numpy(np.ascontiguousarray(class_bitmask, dtype=np.int32))
-        self._check(class_bitmask)
         allowed = self._allowed_torch(class_bitmask.to(logits.device, non_blocking=True))
         logits.masked_fill_(~allowed, _NEG_INF)
         return logits

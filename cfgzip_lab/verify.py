@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
 from .engine import CompiledEngines, Engine, compile_engines
@@ -58,6 +59,7 @@ class VerifyReport:
     rollbacks: int = 0
     rejections_checked: int = 0
     stops_reached: int = 0
+    plain_cache_hits: int = 0
     seconds: float = 0.0
 
     @property
@@ -146,6 +148,11 @@ class _Checker:
         self.report = report
         self.history: list[int] = []
         self.label = ""
+        # The oracle's mask depends only on the accepted prefix: keep it, so that states
+        # revisited after a rollback (and the shared first state of every walk) cost the
+        # slow plain fill once. The compressed engine is filled afresh every time.
+        self._plain_masks: dict[tuple[int, ...], torch.Tensor] = {}
+        self._plain_cache_limit = max(64, (64 << 20) // (4 * max(1, self.plain.vocab_bitmask_size)))
 
     def reset(self, label: str) -> None:
         self.plain.reset()
@@ -188,7 +195,15 @@ class _Checker:
             return False, None
         if term_p:
             return True, None
-        plain_mask = self.plain.next_vocab_bitmask()
+        key = tuple(self.history)
+        plain_mask = self._plain_masks.get(key)
+        if plain_mask is None:
+            plain_mask = self.plain.next_vocab_bitmask()
+            if len(self._plain_masks) >= self._plain_cache_limit:
+                self._plain_masks.pop(next(iter(self._plain_masks)))
+            self._plain_masks[key] = plain_mask
+        else:
+            self.report.plain_cache_hits += 1
         compressed_mask = self.compressed.next_vocab_bitmask()
         plain_bits = unpack_bitmask(plain_mask, self.vocab.vocab_size)
         if not np.array_equal(plain_mask.numpy(), compressed_mask.numpy()):
@@ -276,7 +291,11 @@ def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps
     checker.check_state()
 
 
-def _replay(checker: _Checker, ids: Sequence[int], stop_ids: Sequence[int], report: VerifyReport, doc_index: int) -> None:
+def _replay(
+    checker: _Checker, ids: Sequence[int], stop_ids: Sequence[int], report: VerifyReport, doc_index: int, limit: int | None
+) -> None:
+    truncated = limit is not None and len(ids) > limit
+    ids = ids[:limit] if truncated else ids
     for position, token in enumerate(ids):
         agreed, allowed = checker.check_state()
         if not agreed:
@@ -288,6 +307,8 @@ def _replay(checker: _Checker, ids: Sequence[int], stop_ids: Sequence[int], repo
             report.docs_rejected.append({"doc": doc_index, "position": position, "token": int(token)})
             return
     agreed, allowed = checker.check_state()
+    if truncated:
+        return
     if agreed and allowed is not None:
         stops = [s for s in stop_ids if s in allowed]
         if stops:
@@ -303,6 +324,7 @@ def verify_engines(
     seed: int = 0,
     docs: Iterable[str | bytes] = (),
     rollback_prob: float = 0.1,
+    max_doc_tokens: int | None = None,
 ) -> VerifyReport:
     """:func:`verify_lossless` on already compiled engines (see there)."""
     if engines.classes is None:
@@ -319,7 +341,7 @@ def verify_engines(
     for d, doc in enumerate(docs):
         text = doc.decode("utf-8") if isinstance(doc, bytes) else doc
         checker.reset(f"doc {d}")
-        _replay(checker, engines.vocab.encode(text), engines.vocab.stop_ids, report, d)
+        _replay(checker, engines.vocab.encode(text), engines.vocab.stop_ids, report, d, max_doc_tokens)
         report.docs += 1
     report.seconds = time.perf_counter() - start
     return report
@@ -335,6 +357,7 @@ def verify_lossless(
     seed: int = 0,
     docs: Iterable[str | bytes] = (),
     rollback_prob: float = 0.1,
+    max_doc_tokens: int | None = None,
 ) -> VerifyReport:
     """Check that the compressed engine masks exactly like plain XGrammar.
 
@@ -356,6 +379,9 @@ def verify_lossless(
         ``docs_rejected`` (not a mismatch, unless the engines disagree about it).
     rollback_prob : float
         Chance per step of rolling back 1–4 tokens in both engines.
+    max_doc_tokens : int, optional
+        Replay at most this many tokens of each document (plain XGrammar over a large
+        vocabulary can take 0.1–1 s per mask on a big grammar: the oracle sets the pace).
 
     Returns
     -------
@@ -368,4 +394,6 @@ def verify_lossless(
         If XGrammar refuses the grammar.
     """
     engines = compile_engines(grammar_text, vocab, classes)
-    return verify_engines(engines, walks=walks, steps=steps, seed=seed, docs=docs, rollback_prob=rollback_prob)
+    return verify_engines(
+        engines, walks=walks, steps=steps, seed=seed, docs=docs, rollback_prob=rollback_prob, max_doc_tokens=max_doc_tokens
+    )

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 import xgrammar as xgr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, TokenClasses
 from cfgzip_lab.expand import (
@@ -77,6 +79,23 @@ def test_vocab_bitmask_equals_naive_reference(vocab_size, num_classes, batch):
         np.testing.assert_array_equal(expander.to_vocab_bitmask(class_mask.numpy()).numpy(), packed.numpy())
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    class_of=st.lists(st.integers(0, 69), min_size=1, max_size=200),
+    words=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=3, max_size=3),
+    backend=st.sampled_from(["numpy", "torch"]),
+)
+def test_expansion_is_the_gather_property(class_of, words, backend):
+    num_classes = max(class_of) + 1
+    class_of = np.array(class_of, dtype=np.int32)
+    reps = np.array([np.flatnonzero(class_of == k)[0] if (class_of == k).any() else 0 for k in range(num_classes)])
+    expander = Expander(TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8)), backend=backend)
+    class_mask = torch.tensor(words[: expander.class_bitmask_size], dtype=torch.int32)
+    allowed = naive_allowed(class_of, class_mask.numpy())
+    np.testing.assert_array_equal(expander.to_vocab_bitmask(class_mask).numpy(), naive_pack(allowed))
+    np.testing.assert_array_equal(expander.to_allowed(class_mask).numpy(), allowed)
+
+
 @pytest.mark.parametrize("vocab_size, num_classes", SIZES)
 def test_logits_bias_and_inplace_mask_equal_reference(vocab_size, num_classes):
     classes = random_classes(vocab_size, num_classes, seed=1)
@@ -129,17 +148,23 @@ def test_broadcast_one_class_mask_over_a_batch_of_logits():
     assert torch.isinf(logits[:, ~allowed]).all() and torch.isfinite(logits[:, allowed]).all()
 
 
-def test_torch_backend_equals_numpy_backend():
-    # The device path (torch ops) runs on any device; exercise it on CPU tensors directly.
-    classes = random_classes(4097, 300, seed=9)
-    expander = Expander(classes)
-    class_mask = random_class_mask(np.random.default_rng(10), (2, expander.class_bitmask_size))
-    np.testing.assert_array_equal(
-        expander._to_vocab_bitmask_torch(class_mask).numpy(), expander.to_vocab_bitmask(class_mask).numpy()
-    )
-    np.testing.assert_array_equal(
-        expander._allowed_torch(class_mask).numpy(), expander.to_allowed(class_mask).numpy()
-    )
+@pytest.mark.parametrize("vocab_size, num_classes", SIZES)
+def test_torch_backend_equals_numpy_backend(vocab_size, num_classes):
+    # The device path (torch ops, what CUDA runs) forced on CPU tensors.
+    classes = random_classes(vocab_size, num_classes, seed=9)
+    numpy_side, torch_side = Expander(classes), Expander(classes, backend="torch")
+    rng = np.random.default_rng(10)
+    for shape in [(numpy_side.class_bitmask_size,), (2, numpy_side.class_bitmask_size)]:
+        class_mask = random_class_mask(rng, shape)
+        for method in ("to_vocab_bitmask", "to_allowed", "to_logits_bias"):
+            a = getattr(numpy_side, method)(class_mask)
+            b = getattr(torch_side, method)(class_mask)
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        logits = torch.randn(shape[:-1] + (vocab_size,))
+        a = numpy_side.mask_logits_(logits.clone(), class_mask)
+        b = torch_side.mask_logits_(logits.clone(), class_mask)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -193,3 +193,11 @@ def test_real_vocabulary_json(name):
     wrong = merged(duplicate_classes(vocab), vocab, vocab.encode("{")[0], vocab.encode("a")[0])
     bad = verify_lossless(JSON_GRAMMAR, vocab, wrong, walks=2, steps=8, seed=0)
     assert not bad.ok and bad.first_mismatch["step"] == 0
+
+
+def test_document_replay_can_be_capped(toy):
+    full = run(JSON_GRAMMAR, toy, duplicate_classes(toy), walks=0, docs=['{"a": [10, true]}'])
+    capped = run(JSON_GRAMMAR, toy, duplicate_classes(toy), walks=0, docs=['{"a": [10, true]}'], max_doc_tokens=3)
+    assert full.ok and capped.ok
+    assert capped.steps_checked == 4 < full.steps_checked  # 3 tokens: 4 states
+    assert capped.docs_rejected == []
