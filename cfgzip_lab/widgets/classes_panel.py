@@ -84,9 +84,11 @@ class ClassesPanel(Panel):
         self.histogram_box.add_class("cfgzip-class-histogram")
         self.largest_table = w.HTML()
         self.largest_table.add_class("cfgzip-largest-classes")
-        self.query = w.Text(placeholder="token text (\\n, \\t escapes) or id, e.g. 2524 or '\", \"'", description="Token")
+        self.query = w.Text(placeholder="token text (\\n, \\t escapes) or id, e.g. 1904 or '\",\"'", description="Token")
         self.query.add_class("cfgzip-search-input")
-        self.query.on_submit(lambda _: self._handler("search", self.search)())
+        self.query.continuous_update = False  # Enter (or leaving the box) searches
+        self._setting_query = False
+        self.query.observe(self._on_query, names="value")
         find = self._button("Find", "cfgzip-search", self.search, where="search", icon="search")
         self.search_output = w.HTML()
         self.search_output.add_class("cfgzip-search-result")
@@ -119,8 +121,12 @@ class ClassesPanel(Panel):
 
     def search(self, query: str | None = None) -> list[dict]:
         """Token text or id → class, representative, members and displacement pairs."""
-        if query is not None:
-            self.query.value = query
+        if query is not None and query != self.query.value:
+            self._setting_query = True
+            try:
+                self.query.value = query
+            finally:
+                self._setting_query = False
         query = self.query.value
         s = self.session
         if s.classes is None or s.vocab is None:
@@ -157,6 +163,10 @@ class ClassesPanel(Panel):
         )
 
     # -- helpers ----------------------------------------------------------------------
+
+    def _on_query(self, _change) -> None:
+        if not self._setting_query and self.query.value.strip():
+            self._handler("search", self.search)()
 
     def _guarded_refresh(self) -> None:
         try:
@@ -209,14 +219,16 @@ class ClassesPanel(Panel):
             if not 0 <= tid < vocab.vocab_size:
                 raise ValueError(f"token id {tid} is outside the vocabulary (0..{vocab.vocab_size - 1})")
             return [tid], ""
-        if len(query) >= 2 and query[0] == query[-1] and query[0] in "'\"":
-            query = query[1:-1]
+        # The text as typed first; then with \n-style escapes decoded; then without quotes.
         candidates = [query]
-        if "\\" in query:
-            try:
-                candidates.append(codecs.decode(query, "unicode_escape").encode("latin-1").decode("utf-8"))
-            except (UnicodeError, ValueError):
-                pass
+        if len(query) >= 2 and query[0] == query[-1] and query[0] in "'\"":
+            candidates.append(query[1:-1])
+        for text in list(candidates):
+            if "\\" in text:
+                try:
+                    candidates.append(codecs.decode(text, "unicode_escape").encode("latin-1").decode("utf-8"))
+                except (UnicodeError, ValueError):
+                    pass
         index = self._bytes_index()
         for text in candidates:
             tid = index.get(text.encode("utf-8"))

@@ -51,7 +51,7 @@ class StructurePanel(Panel):
         preview = w.Accordion(children=[self.preview], titles=("GNF productions (first lines)",))
         preview.selected_index = None
         self.widget = w.VBox(
-            [w.HBox([self.stats, self.steps], layout=w.Layout(gap="20px")), self.figure_box, preview, self.error_box]
+            [w.HBox([self.stats, w.HTML("&nbsp;" * 6), self.steps]), self.figure_box, preview, self.error_box]
         )
         self.widget.add_class("cfgzip-structure")
         session.on("grammar", self._guarded_refresh)

@@ -1,0 +1,432 @@
+"""Headless tests of the workbench: build each panel, set values, call the method behind each
+button, assert on the session and on the figures' data. No browser, no kernel."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from cfgzip_lab.pipeline import bundled_grammars  # noqa: E402
+from cfgzip_lab.widgets.session import WorkbenchSession  # noqa: E402
+from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
+
+JSON_TEXT = bundled_grammars()["json"].read_text(encoding="utf-8")
+BROKEN_JSON = JSON_TEXT.replace("root ::= object | array", "root ::= object | arrey")
+CRASHING = "root ::= (y{2,3}){2}\ny ::= root\n"  # segfaults xgrammar 0.2.8 when compiled
+
+
+@pytest.fixture(scope="module")
+def checker():
+    c = XGrammarChecker()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def session(checker):
+    s = WorkbenchSession(JSON_TEXT, source="json", tokenizer="llama3", checker=checker)
+    yield s
+    s.close()
+    s.wait(30)
+
+
+@pytest.fixture(scope="module")
+def classed(checker):
+    """One session with json + llama3 classes, shared by the read-only class tests."""
+    s = WorkbenchSession(JSON_TEXT, source="json", tokenizer="llama3", checker=checker)
+    s.compile(xgrammar=False)
+    job = s.run_classing(wait=True)
+    assert job.status == "done", s.errors
+    return s
+
+
+# --------------------------------------------------------------------------- core stays pure
+
+
+def test_core_imports_no_widgets_or_plotly():
+    code = (
+        "import sys, cfgzip_lab, cfgzip_lab.pipeline, cfgzip_lab.engine, cfgzip_lab.expand, cfgzip_lab.vocab, "
+        "cfgzip_lab.classes.cache, cfgzip_lab.widgets.session\n"
+        "bad = [m for m in ('ipywidgets', 'plotly') if m in sys.modules]\n"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------- XGrammar child
+
+
+def test_xgrammar_child_reports_errors_with_position(checker):
+    verdict = checker.check('root ::= "a" | b\n')
+    assert not verdict.ok and not verdict.crashed
+    assert (verdict.line, verdict.column) == (1, 16)
+    assert "not defined" in verdict.message
+
+
+def test_xgrammar_crash_stays_in_the_child(checker):
+    verdict = checker.check(CRASHING)
+    assert verdict.crashed and not verdict.ok
+    assert "SIGSEGV" in verdict.message or "signal" in verdict.message.lower() or verdict.message
+    # the next request gets a fresh child
+    assert checker.check(JSON_TEXT).ok
+
+
+def test_xgrammar_child_matches_samples(checker):
+    verdict = checker.check(JSON_TEXT, [b'{"a": 1}', b'{"a": ', b'{"a" x'])
+    assert [(m.accepted_bytes, m.complete) for m in verdict.samples] == [(8, True), (6, False), (5, False)]
+
+
+# ------------------------------------------------------------------------------------- editor
+
+
+def test_editor_shows_diagnostic_with_line_and_caret(session):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    editor = EditorPanel(session, delay=0)
+    editor.set_text(BROKEN_JSON)
+    assert not session.grammar_ok
+    (diag,) = [d for d in session.diagnostics if d.severity == "error"]
+    line = BROKEN_JSON.splitlines().index("root ::= object | arrey") + 1
+    assert (diag.line, diag.column) == (line, 19)
+    assert f"line {line}, column 19" in editor.diagnostics.value
+    assert f'data-line="{line}"' in editor.diagnostics.value
+    assert "^</pre>" in editor.diagnostics.value  # the caret excerpt
+    assert "error" in editor.status.value
+    # XGrammar's verdict arrives beside ours and agrees
+    session.jobs["xgrammar"].wait(60)
+    assert session.xgrammar is not None and not session.xgrammar.ok
+    assert "agrees" in editor.xgrammar.value and f"line {line}" in editor.xgrammar.value
+    # fixing it
+    editor.set_text(JSON_TEXT)
+    assert session.grammar_ok and editor.diagnostics.value == ""
+    assert "compiles" in editor.status.value
+
+
+def test_editor_debounces_and_flush(session):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    checks = []
+    session.on("grammar", lambda: checks.append(session.checked_text))
+    editor = EditorPanel(session, delay=0.3)
+    for i in range(5):
+        editor.set_text(JSON_TEXT + f"\n# edit {i}\n")
+    assert editor.pending and checks == []
+    assert session.text.endswith("# edit 4\n")  # the text is kept at once, before any check
+    time.sleep(0.8)
+    assert len(checks) == 1 and checks[0].endswith("# edit 4\n")
+    editor.set_text(BROKEN_JSON)
+    editor.flush()
+    assert not editor.pending and len(checks) == 2 and not session.grammar_ok
+
+
+def test_editor_never_loses_text(session, tmp_path):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    editor = EditorPanel(session, delay=0)
+    mine = BROKEN_JSON + "\n# my work\n"
+    editor.set_text(mine)
+    assert session.text == mine  # a failed check keeps it
+    editor.load_bundled("xml")
+    assert session.text.startswith("#") and "xml" in session.source
+    assert editor.text.value == session.text  # the text area follows a load
+    assert editor.undo_load()
+    assert editor.text.value == mine and session.text == mine
+    # save and load a file
+    path = tmp_path / "g.ebnf"
+    editor.save_file(str(path))
+    assert path.read_text(encoding="utf-8") == mine
+    editor.load_bundled("json")
+    editor.load_file(str(path))
+    assert editor.text.value == mine
+
+
+def test_editor_draft_survives(checker, tmp_path):
+    draft = tmp_path / "draft.ebnf"
+    s = WorkbenchSession(JSON_TEXT, checker=checker, draft_path=draft)
+    s.compile("root ::= \"x\"  # typed\n", xgrammar=False)
+    fresh = WorkbenchSession(JSON_TEXT, checker=checker, draft_path=draft)
+    assert fresh.restore_draft() and fresh.text == 'root ::= "x"  # typed\n'
+
+
+def test_crashing_grammar_does_not_kill_the_kernel(session):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    editor = EditorPanel(session, delay=0)
+    editor.set_text(CRASHING)
+    session.jobs["xgrammar"].wait(60)
+    assert session.xgrammar.crashed
+    assert "crashed" in editor.xgrammar.value
+    assert not session.xgrammar_ok()  # what the decoder asks before compiling in-process
+
+
+# ------------------------------------------------------------------------------------ samples
+
+
+def test_samples_panel_verdicts(session):
+    from cfgzip_lab.widgets.samples import SamplesPanel, split_samples
+
+    session.compile(xgrammar=False)
+    panel = SamplesPanel(session)
+    bundled = panel.load_bundled_samples("json")
+    assert len(split_samples(panel.text.value)) == len(bundled) >= 3
+    panel.set_samples(['{"a": [1, 2.5e3, "x"]}', '{"a": ', '{"a": 1,,}', "[tru", "x"])
+    results = panel.check_samples()
+    kinds = [r.ours.kind for r in results]
+    assert kinds == ["accepted", "prefix", "rejected", "prefix", "rejected"]
+    assert all(r.agree for r in results), [(r.ours, r.xgrammar) for r in results]
+    assert (results[2].ours.line, results[2].ours.column) == (1, 9)
+    assert "rejected at line 1, column 9" in panel.output.value
+    assert "valid prefix" in panel.output.value
+
+
+def test_samples_multiline_position(session):
+    from cfgzip_lab.widgets.samples import gnf_verdict
+
+    session.compile(xgrammar=False)
+    v = gnf_verdict(session.compiled.gnf, '{\n  "é": 1,\n  "b": ]\n}'.encode())
+    assert v.kind == "rejected" and (v.line, v.column) == (3, 8)
+
+
+# ---------------------------------------------------------------------------------- structure
+
+
+def test_structure_panel_table_and_chart(session):
+    from cfgzip_lab.widgets.structure import StructurePanel
+
+    session.compile(xgrammar=False)
+    panel = StructurePanel(session)
+    steps = session.compiled.gnf.steps
+    assert list(panel.figure.data[1].x) == [s.name for s in steps]
+    assert list(panel.figure.data[1].y) == [s.productions for s in steps]
+    assert "GNF productions" in panel.stats.value and steps[-1].name in panel.steps.value
+    assert panel.preview.value.strip()
+    session.compile(BROKEN_JSON, xgrammar=False)
+    assert list(panel.figure.data[1].y) == [] and "does not compile" in panel.stats.value
+
+
+# ------------------------------------------------------------------------------------ classes
+
+
+def test_classing_json_llama3(classed):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    panel = ClassesPanel(classed)
+    classes = classed.classes
+    assert classed.classes_current and classes.vocab_size == 128_256
+    assert 50 < classes.num_classes < 5000
+    assert f"{classes.num_classes:,}" in panel.summary.value and "compression" in panel.summary.value
+    assert "dead" in panel.summary.value and "special" in panel.summary.value
+    assert sum(panel.histogram.data[0].y) == classes.num_classes
+    assert "Largest classes" in panel.largest_table.value
+
+
+def test_class_search_text_id_and_why(classed):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    panel = ClassesPanel(classed)
+    vocab, classes = classed.vocab, classed.classes
+    (hit,) = panel.search('","')
+    tid = hit["token_id"]
+    assert vocab.token_bytes[tid] == b'","'
+    assert hit["class"] == classes.class_of[tid]
+    assert hit["representative"] == classes.representatives[hit["class"]]
+    assert hit["num_pairs"] > 0 and hit["pairs"]
+    assert "consumes" in panel.search_output.value and "→" in panel.search_output.value
+    # the same class by id, and every member has the same displacement
+    (by_id,) = panel.search(str(tid))
+    assert by_id["class"] == hit["class"]
+    displacer = classed.displacer()
+    nodes = {displacer.of_bytes(vocab.token_bytes[t]) for t in classes.members(hit["class"])[:50]}
+    assert len(nodes) == 1
+    # a stop token and a dead one explain themselves
+    (stop,) = panel.search(str(vocab.stop_ids[0]))
+    assert "stop token" in stop["why"]
+    blocked = classes.blocked_class()
+    dead_id = next(int(t) for t in classes.members(blocked) if vocab.token_bytes[t])
+    (dead,) = panel.search(str(dead_id))
+    assert dead["class_kind"] == "blocked" and "dead" in dead["why"]
+    # text that is no single token: each of its tokens
+    several = panel.search("true false")
+    assert len(several) >= 2 and "tokenizes as" in panel.search_output.value
+
+
+def test_classing_cancel(session):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    session.compile(xgrammar=False)
+    panel = ClassesPanel(session)
+
+    def cancel_on_progress():
+        job = session.jobs.get("classing")
+        if job is not None and job.total > 0 and job.running:
+            panel.cancel()
+
+    session.on("job", cancel_on_progress)
+    job = panel.run_classing()
+    assert job.wait(120)
+    assert job.status == "cancelled" and session.classes is None
+    assert panel.progress.bar_style == "warning" and not panel.run_button.disabled
+
+
+def test_worker_error_is_shown_in_the_panel(session, monkeypatch):
+    from cfgzip_lab.widgets import session as session_module
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    session.compile(xgrammar=False)
+    panel = ClassesPanel(session)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom in the worker")
+
+    monkeypatch.setattr(session_module, "build_classes", broken)
+    job = panel.run_classing(wait=True)
+    assert job.status == "failed" and "boom in the worker" in job.error.message
+    assert "boom in the worker" in panel.error_box.value and "traceback" in panel.error_box.value
+    assert panel.progress.bar_style == "danger"
+
+
+def test_classing_refuses_a_broken_grammar(session):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    panel = ClassesPanel(session)
+    session.set_text(BROKEN_JSON)
+    panel._handler("classing", panel.run_classing)()  # what the button does
+    assert "fix them first" in panel.error_box.value and "line" in panel.error_box.value
+
+
+def test_size_histogram_buckets():
+    from cfgzip_lab.widgets.classes_panel import size_histogram
+
+    labels, counts = size_histogram(np.array([1, 1, 2, 3, 4, 9]))
+    assert labels == ["1", "2–3", "4–7", "8–15"] and counts == [2, 2, 1, 1]
+
+
+# ------------------------------------------------------------------------------------- export
+
+
+def test_export_cache_report_and_load(classed, tmp_path):
+    from cfgzip_lab.widgets.export import ExportPanel
+
+    panel = ExportPanel(classed)
+    path = panel.export_cache(tmp_path / "classes.npz")
+    assert path.exists()
+    before = classed.classes
+    loaded = panel.load_cache(path)
+    assert np.array_equal(loaded.class_of, before.class_of) and classed.classes_current
+    report_path = panel.export_report(tmp_path / "report.json")
+    report = json.loads(report_path.read_text())
+    assert report["grammar_sha256"] == classed.compiled.sha256
+    assert report["tokenizer"] == "llama3" and report["classes"] == before.num_classes
+    assert report["dead_tokens"] == before.metadata["dead_tokens"]
+    assert "compile_gnf" in report["timings_seconds"] and "classing" in report["timings_seconds"]
+
+
+def test_load_cache_for_another_grammar_fails_clearly(classed, checker, tmp_path):
+    from cfgzip_lab.widgets.export import ExportPanel
+
+    path = ExportPanel(classed).export_cache(tmp_path / "c.npz")
+    other = WorkbenchSession(bundled_grammars()["xml"].read_text(encoding="utf-8"), checker=checker, tokenizer="llama3")
+    other.compile(xgrammar=False)
+    panel = ExportPanel(other)
+    panel._handler("load cache", lambda: panel.load_cache(path))()
+    assert "another grammar" in panel.error_box.value and other.classes is None
+
+
+# ------------------------------------------------------------------------------------ timings
+
+
+def test_timings_panel_from_decode_log(session):
+    from cfgzip_lab.widgets.timings import TimingsPanel, step_summary
+
+    panel = TimingsPanel(session)
+    assert "no decode steps" in panel.summary.value
+    session.decode_log = [
+        {"step": i + 1, "token_id": 1, "plain_s": 4e-4, "compressed_s": 1e-4, "identical": True} for i in range(5)
+    ]
+    session.emit("decoder")
+    assert list(panel.line.data[0].y) == pytest.approx([400.0] * 5)
+    assert list(panel.hist.data[1].x) == pytest.approx([100.0] * 5)
+    summary = step_summary(session)
+    assert summary["speedup_median"] == pytest.approx(4.0) and summary["masks_identical"] == 5
+    assert "4.00×" in panel.summary.value
+
+
+def test_batch_benchmark(checker):
+    from cfgzip_lab.widgets.timings import TimingsPanel
+
+    s = WorkbenchSession(JSON_TEXT, checker=checker, tokenizer="smollm2")
+    s.compile(xgrammar=False)
+    s.run_classing(wait=True)
+    panel = TimingsPanel(s)
+    job = panel.benchmark([1, 2], steps=4, wait=True)
+    assert job.status == "done", s.errors
+    assert [r["batch_size"] for r in panel.batch_results] == [1, 2]
+    assert all(r["plain_us"] > 0 and r["compressed_us"] > 0 for r in panel.batch_results)
+    assert "speed-up" in panel.batch_output.value
+
+
+# ---------------------------------------------------------------------------------------- app
+
+
+def test_workbench_composes_every_panel(checker):
+    from cfgzip_lab.widgets import Workbench
+    from cfgzip_lab.widgets.app import TABS
+
+    session = WorkbenchSession(JSON_TEXT, checker=checker, tokenizer="llama3")
+    app = Workbench(session=session, delay=0, draft=False)
+    assert app.tabs.titles == TABS and len(app.tabs.children) == len(TABS)
+    bundle = app._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert session.grammar_ok and "grammar ✓" in app.status.value
+    assert "cfgzip-app" in app.widget._dom_classes
+    app.select("Classes")
+    assert app.tabs.selected_index == TABS.index("Classes")
+
+
+# -------------------------------------------------------------------------------- the decoder
+
+
+@pytest.mark.slow
+def test_decoder_steps_rollback_reset(checker):
+    pytest.importorskip("cfgzip_lab.decode")
+    from cfgzip_lab.widgets.decoder import DecoderPanel
+    from cfgzip_lab.widgets.timings import TimingsPanel
+
+    s = WorkbenchSession(JSON_TEXT, checker=checker, tokenizer="smollm2")
+    s.compile(xgrammar=False)
+    panel = DecoderPanel(s, prompt="A cat as JSON.", top_k=5)
+    timings = TimingsPanel(s)
+    results = [panel.step() for _ in range(3)]
+    assert len(panel.results) == 3 and len(s.decode_log) == 3
+    assert all(r["identical"] for r in s.decode_log), s.decode_log
+    before, after = panel.chart.data
+    assert len(before.x) == 5 and 1 <= len(after.x) <= 5
+    assert panel.tokens.value.count("cfgzip-tok") == 3
+    assert "✓ masks identical" in panel.step_info.value
+    generated = b"".join(s.decoder_model[2].token_bytes[r["token_id"]] for r in s.decode_log)
+    assert generated and s.compiled.gnf.accepts(generated, prefix=True)
+    assert len(timings.line.data[0].x) == 3
+    panel.rollback()
+    assert len(panel.results) == 2 and len(s.decode_log) == 2
+    again = panel.step()  # greedy: the same token comes back
+    assert s.decode_log[-1]["token_id"] == _token_of(results[2])
+    job = panel.run_steps(4, wait=True)
+    assert job.status == "done", s.errors and len(s.decode_log) >= 4
+    panel.reset()
+    assert panel.results == [] and s.decode_log == [] and panel.tokens.value == ""
+    del again
+
+
+def _token_of(result):
+    from cfgzip_lab.widgets.decoder import _get
+
+    return _get(result, "token_id", "chosen_id", "chosen")
