@@ -235,7 +235,9 @@ class BatchMatcher:
     Row ``i`` is ``matchers[i]``; token ids are original vocabulary ids.
     """
 
-    def __init__(self, matchers: Sequence[Engine], *, max_threads: int | Literal["auto"] = "auto") -> None:
+    def __init__(
+        self, matchers: Sequence[Engine], *, max_threads: int | Literal["auto"] = "auto"
+    ) -> None:
         if not matchers:
             raise ValueError("a batch needs at least one matcher")
         kinds = {type(m) for m in matchers}
@@ -280,7 +282,9 @@ class BatchMatcher:
                 accepted[i] = bool(ok)
         return accepted
 
-    def fill_next_token_bitmask(self, bitmask: torch.Tensor, indices: Sequence[int] | None = None) -> None:
+    def fill_next_token_bitmask(
+        self, bitmask: torch.Tensor, indices: Sequence[int] | None = None
+    ) -> None:
         """Fill native masks: row ``i`` of ``bitmask`` from matcher ``i`` (or only ``indices``).
 
         Terminated matchers cannot be filled (XGrammar raises); leave them out with ``indices``.
@@ -305,7 +309,9 @@ class BatchMatcher:
         return self._first.apply_bitmask_inplace(logits, bitmask)
 
     def rollback(self, num_tokens: int | Sequence[int] = 1) -> None:
-        xgr.BatchGrammarMatcher.batch_rollback([m._matcher for m in self.matchers], num_tokens if isinstance(num_tokens, int) else list(num_tokens))
+        """Roll every row back by ``num_tokens`` (one count for all, or one per row)."""
+        counts = num_tokens if isinstance(num_tokens, int) else [int(n) for n in num_tokens]
+        xgr.BatchGrammarMatcher.batch_rollback([m._matcher for m in self.matchers], counts)
 
     def reset(self, index: int | None = None) -> None:
         for m in self.matchers if index is None else [self.matchers[index]]:
@@ -417,7 +423,12 @@ class CompiledEngines:
     def _compile(self, key: tuple, info_builder) -> xgr.CompiledGrammar:
         def build_compiled() -> xgr.CompiledGrammar:
             compiler = _lru_get(
-                _compilers, key[1:], lambda: xgr.GrammarCompiler(info_builder(), max_threads=self.max_threads)
+                _compilers,
+                key[1:],
+                # XGrammar's own cache off: compiled grammars are kept in ``_compiled``.
+                lambda: xgr.GrammarCompiler(
+                    info_builder(), max_threads=self.max_threads, cache_enabled=False
+                ),
             )
             try:
                 return compiler.compile_grammar(self.grammar_text)
@@ -452,10 +463,14 @@ class CompiledEngines:
     def compressed(self) -> CompressedMatcher:
         return CompressedMatcher(self.compressed_grammar, self.vocab, self.classes, self.expander)
 
-    def plain_batch(self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto") -> BatchMatcher:
+    def plain_batch(
+        self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto"
+    ) -> BatchMatcher:
         return BatchMatcher([self.plain() for _ in range(batch_size)], max_threads=max_threads)
 
-    def compressed_batch(self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto") -> BatchMatcher:
+    def compressed_batch(
+        self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto"
+    ) -> BatchMatcher:
         return BatchMatcher([self.compressed() for _ in range(batch_size)], max_threads=max_threads)
 
 

@@ -271,7 +271,8 @@ class Expander:
         t = self._tensors(device)
         bits = self._class_bits_torch(class_bitmask)[..., : self.num_classes]
         zero = torch.zeros((), dtype=dtype, device=device)
-        class_bias = torch.where(bits.to(torch.bool), zero, torch.full((), _NEG_INF, dtype=dtype, device=device))
+        neg_inf = torch.full((), _NEG_INF, dtype=dtype, device=device)
+        class_bias = torch.where(bits.to(torch.bool), zero, neg_inf)
         return class_bias.index_select(-1, t["index"])
 
     def mask_logits_(

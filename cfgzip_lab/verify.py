@@ -31,7 +31,14 @@ from .vocab import STOP as TOKEN_STOP
 if TYPE_CHECKING:
     from .vocab import VocabTable
 
-__all__ = ["VerifyReport", "verify_lossless", "verify_engines", "identity_classes", "duplicate_classes", "partition_classes"]
+__all__ = [
+    "VerifyReport",
+    "verify_lossless",
+    "verify_engines",
+    "identity_classes",
+    "duplicate_classes",
+    "partition_classes",
+]
 
 # Bytes that close a structure in most grammars we ship (JSON, C-like, XML-ish, Python-ish).
 _CLOSERS = frozenset(b")]}>\"';\n")
@@ -122,11 +129,12 @@ class _TokenStats:
     _cache: dict[str, _TokenStats] = {}
 
     def __init__(self, vocab: VocabTable) -> None:
-        self.length = np.fromiter((len(b) for b in vocab.token_bytes), dtype=np.float64, count=vocab.vocab_size)
+        size = vocab.vocab_size
+        self.length = np.fromiter((len(b) for b in vocab.token_bytes), dtype=np.float64, count=size)
         self.closes = np.fromiter(
-            (bool(b) and b[-1] in _CLOSERS for b in vocab.token_bytes), dtype=bool, count=vocab.vocab_size
+            (bool(b) and b[-1] in _CLOSERS for b in vocab.token_bytes), dtype=bool, count=size
         )
-        self.is_stop = np.zeros(vocab.vocab_size, dtype=bool)
+        self.is_stop = np.zeros(size, dtype=bool)
         self.is_stop[list(vocab.stop_ids)] = True
 
     @classmethod
@@ -263,7 +271,9 @@ def _choose(
     return int(allowed[rng.choice(allowed.size, p=weights)])
 
 
-def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps: int, rollback_prob: float) -> None:
+def _walk(
+    checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps: int, rollback_prob: float
+) -> None:
     vocab_size = checker.vocab.vocab_size
     for step in range(steps):
         agreed, allowed = checker.check_state()
@@ -292,7 +302,12 @@ def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps
 
 
 def _replay(
-    checker: _Checker, ids: Sequence[int], stop_ids: Sequence[int], report: VerifyReport, doc_index: int, limit: int | None
+    checker: _Checker,
+    ids: Sequence[int],
+    stop_ids: Sequence[int],
+    report: VerifyReport,
+    doc_index: int,
+    limit: int | None,
 ) -> None:
     truncated = limit is not None and len(ids) > limit
     ids = ids[:limit] if truncated else ids
@@ -395,5 +410,11 @@ def verify_lossless(
     """
     engines = compile_engines(grammar_text, vocab, classes)
     return verify_engines(
-        engines, walks=walks, steps=steps, seed=seed, docs=docs, rollback_prob=rollback_prob, max_doc_tokens=max_doc_tokens
+        engines,
+        walks=walks,
+        steps=steps,
+        seed=seed,
+        docs=docs,
+        rollback_prob=rollback_prob,
+        max_doc_tokens=max_doc_tokens,
     )
