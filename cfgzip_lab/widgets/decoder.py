@@ -20,21 +20,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ._base import Panel
-from ._format import esc, fmt_seconds, show_bytes
+from ._format import esc, fmt_seconds, show_bytes, table
 
 __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
 DEFAULT_PROMPT = "Describe a cat as a JSON object with a name, an age and a list of toys."
-
-
-def _get(obj, *names, default=None):
-    """The first attribute of ``obj`` among ``names`` (StepResult field names, tolerant)."""
-    for name in names:
-        if isinstance(obj, dict) and name in obj:
-            return obj[name]
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    return default
 
 
 class DecoderPanel(Panel):
@@ -49,7 +39,6 @@ class DecoderPanel(Panel):
         self.results: list = []  # StepResult of every step taken since the last reset
         self._stepper_key = None
         self._lock = threading.RLock()
-        session.decode_log = []  # what the timings panel and the report read
 
         self.model = w.Combobox(value=model, options=["smollm2"], description="Model", ensure_option=False)
         self.model.add_class("cfgzip-model")
@@ -73,6 +62,8 @@ class DecoderPanel(Panel):
         self.text.add_class("cfgzip-decoder-text")
         self.tokens = w.HTML()
         self.tokens.add_class("cfgzip-decoder-tokens")
+        self.allowed = w.HTML()
+        self.allowed.add_class("cfgzip-decoder-allowed")
         fig = make_subplots(rows=1, cols=2, subplot_titles=("top-k logits before the mask", "top-k logits after the mask"), horizontal_spacing=0.22)
         self.chart = go.FigureWidget(fig)
         self.chart.add_bar(x=[], y=[], orientation="h", name="before", marker_color=[], row=1, col=1)
@@ -89,7 +80,7 @@ class DecoderPanel(Panel):
                 self.status,
                 self.error_box,
                 self.step_info,
-                self.chart_box,
+                w.HBox([self.chart_box, self.allowed]),
                 w.HTML("<b>Text so far</b> (prompt in grey, generated in green)"),
                 self.text,
                 w.HTML("<b>Tokens</b>"),
@@ -125,7 +116,7 @@ class DecoderPanel(Panel):
 
         s = self.session
         key = (self.model.value, self.device.value)
-        if getattr(s, "decoder_model_key", None) != key:
+        if s.decoder_model_key != key:
             self.status.value = f"loading {esc(self.model.value)}…"
             started = time.perf_counter()
             model, tokenizer, vocab = load_model(self.model.value, device=self._device())
@@ -144,10 +135,12 @@ class DecoderPanel(Panel):
         if not s.xgrammar_ok():
             raise ValueError(f"XGrammar cannot compile this grammar, so it cannot decode with it: {s.xgrammar.summary()}")
         model, tokenizer, vocab = self._ensure_model()
-        key = (compiled.sha256, vocab.fingerprint, s.decoder_model_key, self.prompt.value, self.top_k.value)
+        key = (compiled.sha256, vocab.fingerprint, s.decoder_model_key)  # prompt, top-k: at Reset
         if self.stepper is None or self._stepper_key != key:
             classes = s.classes_for(vocab, job)
-            self.stepper = Stepper(model, tokenizer, compiled, classes, vocab=vocab, prompt=self.prompt.value, top_k=self.top_k.value)
+            self.stepper = Stepper(
+                model, tokenizer, compiled, classes, vocab=vocab, prompt=self.prompt.value, top_k=self.top_k.value
+            )
             self._stepper_key = key
             self.results = []
             s.decode_log = []
@@ -193,14 +186,16 @@ class DecoderPanel(Panel):
         with self._lock:
             if self.stepper is None or not self.results:
                 return None
+            n = min(n, len(self.results))
             self.stepper.rollback(n)
-            del self.results[-n:]
-            del self.session.decode_log[-n:]
+            self.results = self.stepper.history
+            del self.session.decode_log[len(self.results):]
+            self.session.emit("decoder")
         self._show(self.results[-1] if self.results else None)
         return self.results[-1] if self.results else None
 
     def reset(self):
-        """Back to the prompt (a changed prompt, model or grammar is picked up here)."""
+        """Back to the prompt; a changed prompt, top-k, model or grammar is picked up here."""
         with self._lock:
             self._stepper_key = None  # rebuild on the next step: picks up every setting
             if self.stepper is not None:
@@ -211,6 +206,7 @@ class DecoderPanel(Panel):
             self.stepper = None
             self.results = []
             self.session.decode_log = []
+        self.session.emit("decoder")
         self._show(None)
 
     def cancel(self) -> None:
@@ -219,24 +215,25 @@ class DecoderPanel(Panel):
     # -- recording and drawing -----------------------------------------------------------
 
     def _finished(self) -> bool:
-        return bool(self.results) and bool(_get(self.results[-1], "finished", "done", "terminated", default=False))
+        return bool(self.results) and self.results[-1].terminated
 
     def _record(self, result) -> None:
         self.results.append(result)
         self.session.decode_log.append(
             {
                 "step": len(self.results),
-                "token_id": _get(result, "token_id", "chosen_id", "chosen"),
-                "plain_s": _get(result, "plain_seconds", "mask_seconds_plain", "plain_mask_seconds"),
-                "compressed_s": _get(result, "compressed_seconds", "mask_seconds_compressed", "compressed_mask_seconds"),
-                "identical": _get(result, "masks_identical", "identical"),
+                "token_id": result.token_id,
+                "plain_s": result.plain_mask_seconds,
+                "compressed_s": result.compressed_mask_seconds,
+                "identical": result.masks_identical,
+                "forward_s": result.forward_seconds,
             }
         )
         self.session.emit("decoder")
 
     def _show_status(self) -> None:
         s = self.session
-        model = getattr(s, "decoder_model", None)
+        model = s.decoder_model
         if model is None:
             self.status.value = '<span class="cfgzip-muted">no model loaded yet (Step loads it)</span>'
             return
@@ -260,11 +257,6 @@ class DecoderPanel(Panel):
         elif job is not None and job.name == "load model" and job.status == "done":
             self._show_status()
 
-    def _label(self, token_id: int) -> str:
-        vocab = self.session.decoder_model[2]
-        data = vocab.token_bytes[int(token_id)]
-        return repr(data.decode("utf-8", "backslashreplace")) if data else f"<{token_id}>"
-
     def _show(self, result) -> None:
         if result is None:
             with self.chart.batch_update():
@@ -273,85 +265,56 @@ class DecoderPanel(Panel):
             self.step_info.value = ""
             self.text.value = ""
             self.tokens.value = ""
+            self.allowed.value = ""
             return
         self._show_chart(result)
         self._show_step(result)
-        self._show_text()
+        self._show_text(result)
 
-    def _pairs(self, result, *names):
-        """Top-k as [(label, logit, allowed)], whatever shape the StepResult gives them in."""
-        top = _get(result, *names, default=[]) or []
-        out = []
-        for item in top:
-            if isinstance(item, dict):
-                tid, logit = item.get("token_id", item.get("id")), item.get("logit", item.get("score"))
-                allowed = item.get("allowed", True)
-            else:
-                tid, logit, *rest = item
-                allowed = rest[0] if rest else True
-            out.append((f"{self._label(tid)} #{tid}", float(logit), bool(allowed)))
-        return out
+    @staticmethod
+    def _bars(top) -> tuple[list[str], list[float]]:
+        # Category labels must be unique: the id keeps two tokens with one text apart.
+        return [f"{t.text!r} #{t.token_id}" for t in top], [t.logit for t in top]
 
     def _show_chart(self, result) -> None:
-        before = self._pairs(result, "top_before", "topk_before", "before")
-        after = self._pairs(result, "top_after", "topk_after", "after")
+        before_y, before_x = self._bars(result.top_before)
+        after_y, after_x = self._bars(result.top_after)
         with self.chart.batch_update():
-            b, a = self.chart.data
-            b.y = [lbl for lbl, _, _ in before]
-            b.x = [v for _, v, _ in before]
-            b.marker.color = ["#1a7f37" if ok else "#cf222e" for _, _, ok in before]
-            a.y = [lbl for lbl, _, _ in after]
-            a.x = [v for _, v, _ in after]
+            before, after = self.chart.data
+            before.y, before.x = before_y, before_x
+            before.marker.color = ["#1a7f37" if t.allowed else "#cf222e" for t in result.top_before]
+            after.y, after.x = after_y, after_x
 
     def _show_step(self, result) -> None:
-        rec = self.session.decode_log[-1] if self.session.decode_log else {}
-        tid = rec.get("token_id")
-        identical = rec.get("identical")
         mark = (
             '<span class="cfgzip-ok cfgzip-identical">✓ masks identical</span>'
-            if identical
-            else ('<span class="cfgzip-bad">✗ masks differ</span>' if identical is not None else "")
+            if result.masks_identical
+            else '<span class="cfgzip-bad">✗ masks differ</span>'
         )
-        allowed_classes = _get(result, "allowed_classes", "num_allowed_classes")
-        allowed_tokens = _get(result, "allowed_tokens", "num_allowed_tokens")
-        k = _get(result, "num_classes")
-        v = _get(result, "vocab_size")
-
-        def count(x, total):
-            n = len(x) if hasattr(x, "__len__") else x
-            return "?" if n is None else (f"{n:,}" + (f" / {total:,}" if total else ""))
-
-        plain, compressed = rec.get("plain_s"), rec.get("compressed_s")
-        times = ""
-        if plain is not None and compressed is not None:
-            speed = f" ({plain / compressed:.1f}× faster)" if compressed > 0 else ""
-            times = f"mask time: plain {fmt_seconds(plain)} · CFGzip {fmt_seconds(compressed)}{speed}"
-        chosen = esc(self._label(tid)) if tid is not None else "–"
+        plain, compressed = result.plain_mask_seconds, result.compressed_mask_seconds
+        speed = f" ({plain / compressed:.1f}× faster)" if compressed > 0 else ""
+        end = " · <b>stop token: done</b>" if result.terminated else (" · complete sentence so far" if result.completed else "")
         self.step_info.value = (
-            f"<b>step {len(self.results)}</b>: chose <span class='cfgzip-tok'>{chosen}</span> #{tid} · "
-            f"allowed classes {count(allowed_classes, k)} · allowed tokens {count(allowed_tokens, v)} · {times} {mark}"
+            f"<b>step {len(self.results)}</b>: chose <span class='cfgzip-tok'>{esc(repr(result.token_text))}</span> "
+            f"#{result.token_id} · allowed classes <b>{result.allowed_classes:,}</b> / {result.num_classes:,} · "
+            f"allowed tokens <b>{result.allowed_tokens:,}</b> / {result.vocab_size:,}<br>"
+            f"mask time: plain XGrammar {fmt_seconds(plain)} · CFGzip {fmt_seconds(compressed)}{speed} · "
+            f"forward {fmt_seconds(result.forward_seconds)} · {mark}{end}"
         )
+        rows = [
+            [ex.class_id, f"<span class='cfgzip-tok'>{esc(repr(ex.text))}</span> #{ex.representative}", f"{ex.size:,}"]
+            for ex in result.class_examples
+        ]
+        self.allowed.value = "<b>Largest allowed classes</b>" + table(["class", "representative", "tokens"], rows, numeric=(0, 2)) if rows else ""
 
-    def _show_text(self) -> None:
-        if not self.results:
-            return
-        last = self.results[-1]
-        generated = _get(last, "text", "generated_text", "text_so_far", default="")
-        prompt = _get(last, "prompt", default=self.prompt.value)
-        if isinstance(generated, bytes):
-            generated = generated.decode("utf-8", "replace")
+    def _show_text(self, result) -> None:
+        prompt = self.stepper.prompt if self.stepper is not None else self.prompt.value
         self.text.value = (
-            f'<pre class="cfgzip-code" style="white-space:pre-wrap"><span class="cfgzip-muted">{html.escape(str(prompt))}</span>'
-            f'<span class="cfgzip-generated">{html.escape(str(generated))}</span></pre>'
+            f'<pre class="cfgzip-code" style="white-space:pre-wrap"><span class="cfgzip-muted">{html.escape(prompt)}</span>\n'
+            f'<span class="cfgzip-generated">{html.escape(result.text)}</span></pre>'
         )
-        vocab = self.session.decoder_model[2]
         chips = []
-        for rec in self.session.decode_log:
-            tid = rec.get("token_id")
-            if tid is None:
-                continue
-            data = vocab.token_bytes[int(tid)]
-            label = show_bytes(data) if data else f"<{tid}>"
-            ok = "" if rec.get("identical", True) else " style='outline:1px solid red'"
-            chips.append(f"<span class='cfgzip-tok' title='#{tid}'{ok}>{esc(label)}</span>")
+        for r in self.results:
+            bad = "" if r.masks_identical else " style='outline:1px solid red'"
+            chips.append(f"<span class='cfgzip-tok' title='#{r.token_id}'{bad}>{esc(show_bytes(r.token_text.encode()) or r.token_text)}</span>")
         self.tokens.value = " ".join(chips)

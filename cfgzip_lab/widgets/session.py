@@ -161,8 +161,11 @@ class WorkbenchSession:
         self.classes_key: tuple[str, str] | None = None  # (grammar sha256, vocab fingerprint)
         self.classes_source = ""  # "classing" or the cache path
         self._displacer: tuple[str, Displacer] | None = None
-        # decoding (see decoder panel)
-        self.decoder: Any = None  # a DecoderState from .decoder, created on first use
+        # decoding (driven by the decoder panel)
+        self.decoder: Any = None  # the cfgzip_lab.decode.Stepper in use
+        self.decoder_model: tuple | None = None  # (model, tokenizer, vocab) from hf.load_model
+        self.decoder_model_key: tuple | None = None  # (model name, device) it was loaded for
+        self.decode_log: list[dict] = []  # one record per decode step: mask times, identical
         # bookkeeping
         self.timings: dict[str, float] = {}
         self.errors: list[ErrorRecord] = []
