@@ -39,30 +39,7 @@ OUR_GRAMMARS = REPO / "grammars"
 THIRD_PARTY = REPO.parent / "shared" / "grammars" / "third_party"
 REFUSED_PREFIX = REFUSAL.split("{what}")[0]
 
-
-def xgrammar_accepts_ebnf(text: str) -> bool:
-    try:
-        xgrammar.Grammar.from_ebnf(text)
-    except Exception:  # XGrammar raises RuntimeError, sometimes other types
-        return False
-    return True
-
-
-def xgrammar_matcher(text: str) -> xgrammar.GrammarMatcher:
-    """A matcher that accepts raw bytes (an empty vocabulary; we only call accept_string)."""
-    compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False)
-    compiled = compiler.compile_grammar(xgrammar.Grammar.from_ebnf(text))
-    return xgrammar.GrammarMatcher(compiled, terminate_without_stop_token=True)
-
-
-def xgrammar_matches(matcher: xgrammar.GrammarMatcher, data: bytes) -> bool:
-    matcher.reset()
-    return matcher.accept_string(data) and matcher.is_terminated()
-
-
-def utf8(text: str) -> bytes:
-    # XGrammar matches a surrogate code point as its 3-byte encoding, as the lowering does.
-    return text.encode("utf-8", "surrogatepass")
+from grammar_tools import PROBES, class_members, sample, utf8, xgrammar_accepts_ebnf, xgrammar_matcher, xgrammar_matches  # noqa: E402
 
 
 # ---- errors --------------------------------------------------------------------------------
@@ -308,11 +285,6 @@ class_source__negated__ranges = [
     ("[^]", True, ()),
     ("[#]", False, ((0x23, 0x23),)),
 ]
-PROBES = sorted(
-    set(range(0x80)) | {0xA0, 0xE9, 0xFC, 0xFF, 0x100, 0x41A, 0x41B, 0x4E2D, 0x1F600, 0x10FFFF}
-)
-
-
 @pytest.mark.parametrize("class_source, negated, ranges", class_source__negated__ranges)
 def test_character_classes(class_source: str, negated: bool, ranges: tuple) -> None:
     grammar = f"root ::= {class_source}"
@@ -422,75 +394,6 @@ def test_rule_heads_across_lines_and_comments() -> None:
 
 
 # ---- cross-checks against XGrammar on sampled strings ----------------------------------------
-
-
-def min_heights(ast: GrammarAST) -> dict[str, float]:
-    """Least derivation height of each rule (inf if it derives nothing): a fixpoint."""
-    heights = {name: math.inf for name in ast.rules}
-    changed = True
-    while changed:
-        changed = False
-        for name, rule in ast.rules.items():
-            height = expr_height(rule.body, heights)
-            if height < heights[name]:
-                heights[name], changed = height, True
-    return heights
-
-
-def expr_height(expr: Expr, heights: dict[str, float]) -> float:
-    if isinstance(expr, Literal):
-        return 0
-    if isinstance(expr, CharClass):
-        return 0 if class_members(expr) else math.inf
-    if isinstance(expr, RuleRef):
-        return heights[expr.name] + 1
-    if isinstance(expr, Sequence):
-        return max((expr_height(item, heights) for item in expr.items), default=0)
-    if isinstance(expr, Choice):
-        return min(expr_height(option, heights) for option in expr.options)
-    assert isinstance(expr, Repeat)
-    return 0 if expr.min == 0 else expr_height(expr.item, heights)
-
-
-def class_members(expr: CharClass) -> list[int]:
-    """A few code points the class matches (enough to sample from)."""
-    ends = {cp for lo, hi in expr.ranges for cp in (lo, hi, (lo + hi) // 2)}
-    return [
-        cp
-        for cp in sorted(set(PROBES) | ends)
-        if any(lo <= cp <= hi for lo, hi in expr.ranges) != expr.negated
-        and not 0xD800 <= cp <= 0xDFFF  # XGrammar takes them; left out for readable failures
-    ]
-
-
-def sample(ast: GrammarAST, rng: random.Random, *, free_depth: int = 6) -> str:
-    """One random string of the AST's language; past ``free_depth`` take the shortest way out."""
-    heights = min_heights(ast)
-    assert heights[ast.root] < math.inf, "the language is empty"
-
-    def generate(expr: Expr, depth: int) -> str:
-        free = depth < free_depth
-        if isinstance(expr, Literal):
-            return expr.text
-        if isinstance(expr, CharClass):
-            return chr(rng.choice(class_members(expr)))
-        if isinstance(expr, RuleRef):
-            return generate(ast.rules[expr.name].body, depth + 1)
-        if isinstance(expr, Sequence):
-            return "".join(generate(item, depth) for item in expr.items)
-        if isinstance(expr, Choice):
-            finite = [o for o in expr.options if expr_height(o, heights) < math.inf]
-            lowest = min(expr_height(o, heights) for o in finite)
-            pool = finite if free else [o for o in finite if expr_height(o, heights) == lowest]
-            return generate(rng.choice(pool), depth)
-        assert isinstance(expr, Repeat)
-        extra = rng.randint(0, 2) if free else 0
-        count = expr.min + extra if expr.max is None else min(expr.max, expr.min + extra)
-        if expr_height(expr.item, heights) == math.inf:
-            count = 0
-        return "".join(generate(expr.item, depth + 1) for _ in range(count))
-
-    return generate(ast.rules[ast.root].body, 0)
 
 
 # Keep bounded repetitions away from recursive rules here: xgrammar 0.2.8 segfaults on
