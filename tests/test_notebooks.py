@@ -3,9 +3,7 @@ no outputs, no execution counts, no saved widget state."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -32,7 +30,7 @@ def test_notebook_is_committed_clean(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])
-def test_notebook_runs(path, tmp_path, monkeypatch):
+def test_notebook_runs(path, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     # Run a copy in a scratch folder: whatever a notebook writes lands there.
@@ -44,9 +42,7 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
         timeout=600,
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
-    )
-    # The python3 kernelspec runs "python": make that this interpreter (the .venv's).
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    )  # jupyter_client starts a kernelspec's "python" as sys.executable: the .venv's
     started = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - started
