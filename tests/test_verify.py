@@ -201,3 +201,33 @@ def test_document_replay_can_be_capped(toy):
     assert full.ok and capped.ok
     assert capped.steps_checked == 4 < full.steps_checked  # 3 tokens: 4 states
     assert capped.docs_rejected == []
+
+
+# -- displacement classing, end to end -----------------------------------------------------
+def _displacement_classes(grammar: str, vocab):
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+
+    return build_classes(compile_grammar(grammar), vocab).classes
+
+
+@pytest.mark.parametrize("grammar", [JSON_GRAMMAR, ARITH], ids=["json", "arith"])
+def test_displacement_classes_pass_on_the_toy_vocabulary(toy, grammar):
+    classes = _displacement_classes(grammar, toy)
+    assert classes.num_classes < duplicate_classes(toy).num_classes  # it did merge something
+    report = run(grammar, toy, classes, walks=40, docs=['{"a": [10, true, null]}', "(12+1)*0"])
+    assert report.ok, report.first_mismatch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grammar_name", ["json", "arithmetic_left_recursive"])
+def test_displacement_classes_pass_with_llama3(grammar_name):
+    vocab = _load("llama3")
+    path = ROOT / "grammars" / f"{grammar_name}.ebnf"
+    if not path.exists():
+        pytest.skip(f"{path} missing")
+    grammar = path.read_text()
+    classes = _displacement_classes(grammar, vocab)
+    samples = sorted((ROOT / "grammars" / "samples" / grammar_name).glob("*"))
+    docs = [p.read_text() for p in samples[:2]]
+    report = verify_lossless(grammar, vocab, classes, walks=3, steps=16, seed=0, docs=docs, max_doc_tokens=24)
+    assert report.ok, report.first_mismatch
