@@ -85,31 +85,40 @@ def partition_classes(vocab: VocabTable, key_of: Sequence[Any]) -> TokenClasses:
     Grammar-blind: a reference for tests and baselines, not a classing algorithm.
     """
     kinds = np.asarray(vocab.kinds)
-    token_bytes = vocab.token_bytes
-    groups: dict[Any, list[int]] = {}
-    blocked, stops = [], []
-    for tid in range(vocab.vocab_size):
-        if kinds[tid] == TOKEN_STOP:
-            stops.append(tid)
-        elif kinds[tid] != TOKEN_NORMAL or not token_bytes[tid]:  # SPECIAL, PADDING
-            blocked.append(tid)
-        else:
-            groups.setdefault(key_of[tid], []).append(tid)
-
-    def representative(members: list[int]) -> int:
-        return min(members, key=lambda t: (len(token_bytes[t]), t))
-
-    ordered: list[tuple[int, int, list[int]]] = []
-    if blocked:
-        ordered.append((BLOCKED, min(blocked), blocked))
-    if stops:
-        ordered.append((STOP, min(stops), stops))
-    ordered += sorted(((NORMAL, representative(m), m) for m in groups.values()), key=lambda x: x[1])
-    class_of = np.empty(vocab.vocab_size, dtype=np.int32)
-    for k, (_, _, members) in enumerate(ordered):
-        class_of[members] = k
-    reps = np.array([rep for _, rep, _ in ordered], dtype=np.int32)
-    kinds_out = np.array([kind for kind, _, _ in ordered], dtype=np.uint8)
+    size = vocab.vocab_size
+    lengths = np.fromiter(map(len, vocab.token_bytes), dtype=np.int64, count=size)
+    normal = (kinds == TOKEN_NORMAL) & (lengths > 0)
+    stop = kinds == TOKEN_STOP
+    blocked = ~normal & ~stop  # SPECIAL, PADDING
+    # group id per NORMAL token, in order of first appearance of its key
+    first_of: dict[Any, int] = {}
+    group = np.full(size, -1, dtype=np.int64)
+    for tid in np.flatnonzero(normal).tolist():
+        group[tid] = first_of.setdefault(key_of[tid], len(first_of))
+    members = np.flatnonzero(normal)
+    # representative: byte-wise shortest member, ties to the lowest id
+    order = members[np.lexsort((members, lengths[members], group[members]))]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = group[order[1:]] != group[order[:-1]]
+    reps_of_group = np.empty(len(first_of), dtype=np.int64)
+    reps_of_group[group[order[first]]] = order[first]
+    # number the classes: BLOCKED, STOP, then NORMAL groups by representative id
+    rank = np.empty(len(first_of), dtype=np.int64)
+    rank[np.argsort(reps_of_group, kind="stable")] = np.arange(len(first_of))
+    offset = int(blocked.any()) + int(stop.any())
+    class_of = np.empty(size, dtype=np.int32)
+    class_of[normal] = offset + rank[group[normal]]
+    reps, kinds_out = [], []
+    if blocked.any():
+        class_of[blocked] = 0
+        reps.append(int(np.flatnonzero(blocked)[0]))
+        kinds_out.append(BLOCKED)
+    if stop.any():
+        class_of[stop] = offset - 1
+        reps.append(int(np.flatnonzero(stop)[0]))
+        kinds_out.append(STOP)
+    reps = np.concatenate([np.array(reps, dtype=np.int64), np.sort(reps_of_group)]).astype(np.int32)
+    kinds_out = np.concatenate([np.array(kinds_out, dtype=np.uint8), np.full(len(first_of), NORMAL, np.uint8)])
     return TokenClasses(class_of, reps, kinds_out, {"partition": "reference"})
 
 
