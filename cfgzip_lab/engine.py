@@ -67,6 +67,8 @@ __all__ = [
     "clear_engine_cache",
     "grammar_sha256",
     "classes_digest",
+    "plain_tokenizer_info",
+    "compressed_tokenizer_info",
 ]
 
 
@@ -153,7 +155,13 @@ class Engine(ABC):
         self._matcher.fill_next_token_bitmask(self._native_buffer, 0)
         return self.to_vocab_bitmask(self._native_buffer[0])
 
+    @property
+    def xgrammar_matcher(self) -> xgr.GrammarMatcher:
+        """The underlying matcher (its token ids are native ids: classes when compressed)."""
+        return self._matcher
+
     def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (a stop token included)."""
         self._matcher.rollback(num_tokens)
 
     def reset(self) -> None:
