@@ -37,10 +37,20 @@ def esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def show_bytes(data: bytes) -> str:
-    """A token's bytes as readable text: UTF-8 where it decodes, ``\\xNN`` elsewhere, escapes visible."""
-    text = data.decode("utf-8", "backslashreplace")
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") if text else ""
+    """A token's bytes as readable text: UTF-8 where it decodes, ``\\xNN`` for the other bytes,
+    and ``\\n \\r \\t \\\\`` escaped so that whitespace stays visible."""
+    out = []
+    for ch in data.decode("utf-8", "surrogateescape"):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 here
+            out.append(f"\\x{code - 0xDC00:02x}")
+        else:
+            out.append(_ESCAPES.get(ch, ch))
+    return "".join(out)
 
 
 def token_label(vocab, token_id: int) -> str:
@@ -71,12 +81,13 @@ def token_html(vocab, token_id: int, *, with_id: bool = True) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence], *, css: str = "", numeric: Sequence[int] = ()) -> str:
     """An HTML table; cells are inserted as given (escape them first), ``numeric`` columns right-aligned."""
-    head = "".join(f"<th>{h}</th>" for h in headers)
+    head = "".join(f"<th>{h}</th>" for h in headers) if any(headers) else ""
     body = []
     for row in rows:
         cells = "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
-    return f'<table class="cfgzip-table {css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    thead = f"<thead><tr>{head}</tr></thead>" if head else ""
+    return f'<table class="cfgzip-table {css}">{thead}<tbody>{"".join(body)}</tbody></table>'
 
 
 def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1) -> str:
@@ -105,6 +116,18 @@ def error_html(record) -> str:
         f'<div class="cfgzip-error-box"><span class="cfgzip-bad">{esc(record.where)} failed</span>: '
         f"{esc(record.message)}<details><summary>traceback</summary><pre>{esc(record.details)}</pre></details></div>"
     )
+
+
+def figure_layout(title: str, **extra) -> dict:
+    """Plotly layout shared by the panels: the title above a horizontal legend, no overlap."""
+    layout = dict(
+        title=dict(text=title, y=0.97, yanchor="top", x=0.02, font=dict(size=14)),
+        margin=dict(l=55, r=20, t=80, b=50),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+        height=320,
+    )
+    layout.update(extra)
+    return layout
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -130,8 +130,15 @@ class Workbench:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def close(self) -> None:
+        """Cancel running jobs and close this app's widgets (not other widgets of the kernel)."""
         self.session.close()
-        self.widget.close_all() if hasattr(self.widget, "close_all") else self.widget.close()
+
+        def close_tree(widget) -> None:
+            for child in getattr(widget, "children", ()):
+                close_tree(child)
+            widget.close()
+
+        close_tree(self.widget)
 
     # -- status line ---------------------------------------------------------------------
 

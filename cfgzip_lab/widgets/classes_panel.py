@@ -22,7 +22,7 @@ from ..vocab import NORMAL as TOKEN_NORMAL
 from ..vocab import STOP as TOKEN_STOP
 from ..vocab import available_vocabs
 from ._base import Panel
-from ._format import esc, fmt_seconds, table, token_html, token_label
+from ._format import esc, figure_layout, fmt_seconds, table, token_html, token_label
 
 __all__ = ["ClassesPanel", "size_histogram"]
 
@@ -49,7 +49,7 @@ class ClassesPanel(Panel):
 
     error_sources = ("classing", "search", "classes view")
 
-    def __init__(self, session, *, largest: int = 12, sample_members: int = 8, pair_limit: int = 24) -> None:
+    def __init__(self, session, *, largest: int = 10, sample_members: int = 6, pair_limit: int = 12) -> None:
         super().__init__(session)
         self.largest = largest
         self.sample_members = sample_members
@@ -65,22 +65,22 @@ class ClassesPanel(Panel):
         self.run_button = self._button("Run classing", "cfgzip-run-classing", self.run_classing, where="classing", icon="play", style="primary")
         self.cancel_button = self._button("Cancel", "cfgzip-cancel-classing", self.cancel, where="classing", icon="stop")
         self.cancel_button.disabled = True
-        self.progress = w.IntProgress(value=0, min=0, max=1000, description="", layout=w.Layout(width="260px"))
+        self.progress = w.IntProgress(value=0, min=0, max=1000, description="", layout=w.Layout(width="200px"))
         self.progress.add_class("cfgzip-classing-progress")
         self.progress_label = w.HTML()
         self.summary = w.HTML()
         self.summary.add_class("cfgzip-class-count")
         self.histogram = go.FigureWidget(
-            layout=go.Layout(
-                title="Class sizes (tokens per class)",
-                height=300,
-                margin=dict(l=50, r=20, t=50, b=60),
-                xaxis=dict(title="class size"),
+            layout=figure_layout(
+                "Class sizes: how many classes hold 1, 2–3, 4–7… tokens",
+                width=480,
+                showlegend=False,
+                xaxis=dict(title="tokens in the class"),
                 yaxis=dict(title="classes", type="log"),
             )
         )
         self.histogram.add_bar(x=[], y=[], name="classes", marker_color="#4c78a8")
-        self.histogram_box = w.Box([self.histogram])
+        self.histogram_box = w.Box([self.histogram], layout=w.Layout(min_width="490px"))
         self.histogram_box.add_class("cfgzip-class-histogram")
         self.largest_table = w.HTML()
         self.largest_table.add_class("cfgzip-largest-classes")
@@ -98,10 +98,10 @@ class ClassesPanel(Panel):
                 w.HBox([self.tokenizer, self.run_button, self.cancel_button, self.progress, self.progress_label]),
                 self.summary,
                 self.error_box,
-                w.HBox([self.histogram_box, self.largest_table]),
-                w.HTML("<b>Why is a token in its class?</b>"),
+                w.HTML("<b>Why is a token in its class?</b> Type its text or its id."),
                 w.HBox([self.query, find]),
                 self.search_output,
+                w.HBox([self.histogram_box, self.largest_table]),
             ]
         )
         self.widget.add_class("cfgzip-classes")

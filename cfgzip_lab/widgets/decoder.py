@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ._base import Panel
-from ._format import esc, fmt_seconds, show_bytes, table
+from ._format import esc, fmt_seconds, show_bytes, table, token_label
 
 __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
@@ -64,7 +64,7 @@ class DecoderPanel(Panel):
         self.tokens.add_class("cfgzip-decoder-tokens")
         self.allowed = w.HTML()
         self.allowed.add_class("cfgzip-decoder-allowed")
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("top-k logits before the mask", "top-k logits after the mask"), horizontal_spacing=0.22)
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("top-k logits before the mask (red: masked out)", "top-k logits after the mask"), horizontal_spacing=0.22)
         self.chart = go.FigureWidget(fig)
         self.chart.add_bar(x=[], y=[], orientation="h", name="before", marker_color=[], row=1, col=1)
         self.chart.add_bar(x=[], y=[], orientation="h", name="after", marker_color="#1a7f37", row=1, col=2)
@@ -271,10 +271,12 @@ class DecoderPanel(Panel):
         self._show_step(result)
         self._show_text(result)
 
-    @staticmethod
-    def _bars(top) -> tuple[list[str], list[float]]:
+    def _label(self, token_id: int) -> str:
+        return token_label(self.stepper.vocab, token_id)
+
+    def _bars(self, top) -> tuple[list[str], list[float]]:
         # Category labels must be unique: the id keeps two tokens with one text apart.
-        return [f"{t.text!r} #{t.token_id}" for t in top], [t.logit for t in top]
+        return [f"{self._label(t.token_id)} #{t.token_id}" for t in top], [t.logit for t in top]
 
     def _show_chart(self, result) -> None:
         before_y, before_x = self._bars(result.top_before)
@@ -292,17 +294,17 @@ class DecoderPanel(Panel):
             else '<span class="cfgzip-bad">✗ masks differ</span>'
         )
         plain, compressed = result.plain_mask_seconds, result.compressed_mask_seconds
-        speed = f" ({plain / compressed:.1f}× faster)" if compressed > 0 else ""
+        speed = f" (speed-up {plain / compressed:.2f}×)" if compressed > 0 else ""
         end = " · <b>stop token: done</b>" if result.terminated else (" · complete sentence so far" if result.completed else "")
         self.step_info.value = (
-            f"<b>step {len(self.results)}</b>: chose <span class='cfgzip-tok'>{esc(repr(result.token_text))}</span> "
+            f"<b>step {len(self.results)}</b>: chose <span class='cfgzip-tok'>{esc(self._label(result.token_id))}</span> "
             f"#{result.token_id} · allowed classes <b>{result.allowed_classes:,}</b> / {result.num_classes:,} · "
             f"allowed tokens <b>{result.allowed_tokens:,}</b> / {result.vocab_size:,}<br>"
             f"mask time: plain XGrammar {fmt_seconds(plain)} · CFGzip {fmt_seconds(compressed)}{speed} · "
             f"forward {fmt_seconds(result.forward_seconds)} · {mark}{end}"
         )
         rows = [
-            [ex.class_id, f"<span class='cfgzip-tok'>{esc(repr(ex.text))}</span> #{ex.representative}", f"{ex.size:,}"]
+            [ex.class_id, f"<span class='cfgzip-tok'>{esc(self._label(ex.representative))}</span> #{ex.representative}", f"{ex.size:,}"]
             for ex in result.class_examples
         ]
         self.allowed.value = "<b>Largest allowed classes</b>" + table(["class", "representative", "tokens"], rows, numeric=(0, 2)) if rows else ""
@@ -314,7 +316,10 @@ class DecoderPanel(Panel):
             f'<span class="cfgzip-generated">{html.escape(result.text)}</span></pre>'
         )
         chips = []
+        vocab = self.stepper.vocab
         for r in self.results:
+            data = vocab.token_bytes[r.token_id]
+            label = show_bytes(data) if data else token_label(vocab, r.token_id)
             bad = "" if r.masks_identical else " style='outline:1px solid red'"
-            chips.append(f"<span class='cfgzip-tok' title='#{r.token_id}'{bad}>{esc(show_bytes(r.token_text.encode()) or r.token_text)}</span>")
+            chips.append(f"<span class='cfgzip-tok' title='#{r.token_id}'{bad}>{esc(label)}</span>")
         self.tokens.value = " ".join(chips)

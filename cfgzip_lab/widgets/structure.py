@@ -5,7 +5,7 @@ import ipywidgets as w
 import plotly.graph_objects as go
 
 from ._base import Panel
-from ._format import esc, fmt_seconds, table
+from ._format import esc, figure_layout, fmt_seconds, table
 
 __all__ = ["StructurePanel"]
 
@@ -33,14 +33,7 @@ class StructurePanel(Panel):
         self.steps = w.HTML()
         self.steps.add_class("cfgzip-gnf-steps")
         self.figure = go.FigureWidget(
-            layout=go.Layout(
-                title="GNF steps: size after each step",
-                barmode="group",
-                height=340,
-                margin=dict(l=50, r=20, t=50, b=80),
-                yaxis=dict(title="count"),
-                legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
-            )
+            layout=figure_layout("GNF steps: size after each step", barmode="group", height=360, width=760, yaxis=dict(title="count"))
         )
         for name in ("nonterminals", "productions", "DAG nodes"):
             self.figure.add_bar(name=name, x=[], y=[])

@@ -19,7 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ._base import Panel
-from ._format import esc, table
+from ._format import esc, figure_layout, table
 
 __all__ = ["TimingsPanel", "step_summary", "benchmark_batches"]
 
@@ -106,14 +106,17 @@ class TimingsPanel(Panel):
         self.batch_results: list[dict] = []
         self.summary = w.HTML()
         self.summary.add_class("cfgzip-timings-summary")
-        layout = dict(height=300, margin=dict(l=55, r=20, t=50, b=50), legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
-        self.line = go.FigureWidget(layout=go.Layout(title="Mask time per decode step", xaxis=dict(title="step"), yaxis=dict(title="µs"), **layout))
+        self.line = go.FigureWidget(
+            layout=figure_layout("Mask time per decode step", width=480, xaxis=dict(title="step"), yaxis=dict(title="µs", rangemode="tozero"))
+        )
         self.line.add_scatter(x=[], y=[], mode="lines+markers", name="plain XGrammar (V tokens)")
         self.line.add_scatter(x=[], y=[], mode="lines+markers", name="CFGzip (K classes + expand)")
-        self.hist = go.FigureWidget(layout=go.Layout(title="Distribution", barmode="overlay", xaxis=dict(title="µs"), yaxis=dict(title="steps"), **layout))
-        self.hist.add_histogram(x=[], name="plain", opacity=0.6)
-        self.hist.add_histogram(x=[], name="CFGzip", opacity=0.6)
-        charts = w.HBox([w.Box([self.line]), w.Box([self.hist])])
+        self.hist = go.FigureWidget(
+            layout=figure_layout("Distribution of mask times", width=440, barmode="overlay", xaxis=dict(title="µs"), yaxis=dict(title="steps"))
+        )
+        self.hist.add_histogram(x=[], name="plain", opacity=0.6, nbinsx=30)
+        self.hist.add_histogram(x=[], name="CFGzip", opacity=0.6, nbinsx=30)
+        charts = w.HBox([w.Box([self.line], layout=w.Layout(min_width="490px")), w.Box([self.hist], layout=w.Layout(min_width="450px"))])
         charts.add_class("cfgzip-timings-charts")
         self.batch_sizes = w.Text(value="1, 4, 16", description="Batch sizes")
         self.batch_sizes.add_class("cfgzip-batch-sizes")

@@ -1,0 +1,268 @@
+"""The workbench in a real JupyterLab, driven by Playwright in Debian's chromium.
+
+The test starts JupyterLab on 127.0.0.1 (a free port, token auth off, no browser) in a
+temporary folder holding a copy of the notebooks, opens workbench.ipynb, runs all cells
+and walks the scenario of issue 5: an error typed into the grammar shows a diagnostic
+with its line; fixing it and running classing shows the class count; three decoder steps
+show tokens and the before/after chart; export writes the cache file. It saves a
+screenshot of each panel under artifacts/screenshots/ (git-ignored, kept by CI) and
+stops JupyterLab (and its kernels) whatever happens.
+
+Playwright's own browser download is never used: ``executable_path="/usr/bin/chromium"``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+CHROMIUM = os.environ.get("CFGZIP_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TYPED_ERROR = '\nextra ::= "a" missing_rule'
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 5.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read() or b"null")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """(base URL, root folder) of a JupyterLab started for this test, stopped afterwards."""
+    pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM} (Debian: apt-get install chromium)")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    for nb in (REPO / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, root / nb.name)
+    # No "news?" toast over the screenshots.
+    notification = base / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port = _free_port()
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        JUPYTER_CONFIG_DIR=str(base / "config"),  # nobody's own settings or workspaces
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+    )
+    log = (base / "jupyterlab.log").open("wb")
+    cmd = [
+        sys.executable, "-m", "jupyter", "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--port-retries=0",
+        f"--ServerApp.root_dir={root}",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        "--ServerApp.disable_check_xsrf=True",
+        f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        f"--LabApp.user_settings_dir={base / 'settings'}",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly",  # no PyPI look-ups
+    ]  # fmt: skip
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # CI containers run as root
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {proc.returncode}; see {base / 'jupyterlab.log'}")
+            try:
+                _get(f"{url}/api/status")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("JupyterLab did not answer within 120 s") from None
+                time.sleep(0.5)
+        yield url, root
+    finally:
+        _stop(proc, url)
+        log.close()
+        print(f"JupyterLab log: {base / 'jupyterlab.log'}")
+
+
+def _stop(proc: subprocess.Popen, url: str) -> None:
+    """Shut the kernels down through the API, then the server; kill what is left."""
+    try:
+        for kernel in _get(f"{url}/api/kernels") or []:
+            req = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}", method="DELETE")
+            urllib.request.urlopen(req, timeout=10).close()
+    except OSError:
+        pass
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/api/shutdown", method="POST"), timeout=10).close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def page(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 2000})
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
+def _shot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.locator(".cfgzip-app").screenshot(path=str(path))
+    print(f"screenshot: {path}")
+    return path
+
+
+def _tab(page, title: str) -> None:
+    page.locator(".cfgzip-tabs .lm-TabBar-tab", has_text=title).first.click()
+    page.wait_for_timeout(400)
+
+
+def _button(page, css: str):
+    return page.locator(f"button.{css}").first
+
+
+def test_workbench_in_jupyterlab(lab, page):
+    url, root = lab
+    started = time.monotonic()
+    page.goto(f"{url}/lab/tree/workbench.ipynb")
+    page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+    page.wait_for_timeout(1500)  # the kernel connects
+
+    # Run ▸ Run All Cells
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    app = page.locator(".cfgzip-app")
+    app.wait_for(timeout=180_000)
+    page.locator(".cfgzip-grammar-status", has_text="compiles").wait_for(timeout=60_000)
+    page.locator(".cfgzip-xgrammar", has_text="agrees").wait_for(timeout=60_000)
+    _shot(page, "editor")
+
+    # An error typed into the grammar → a diagnostic naming its line.
+    editor = page.locator(".cfgzip-editor-text textarea")
+    original = editor.input_value()
+    editor.click()
+    editor.press("Control+End")
+    editor.type(TYPED_ERROR, delay=15)
+    line = (original + TYPED_ERROR).splitlines().index(TYPED_ERROR.strip()) + 1
+    diagnostic = page.locator(f'.cfgzip-diagnostics .cfgzip-diag.error[data-line="{line}"]')
+    diagnostic.wait_for(timeout=30_000)
+    assert f"line {line}, column" in diagnostic.inner_text()
+    assert "missing_rule" in diagnostic.inner_text()
+    page.locator(".cfgzip-xgrammar", has_text="refused").wait_for(timeout=60_000)
+    _shot(page, "editor_error")
+
+    # Fix it: the diagnostics go away and the grammar compiles again.
+    editor.fill(original)
+    page.locator(".cfgzip-grammar-status", has_text="compiles").wait_for(timeout=30_000)
+    assert page.locator(".cfgzip-diagnostics .cfgzip-diag.error").count() == 0
+
+    # Samples
+    _tab(page, "Samples")
+    _button(page, "cfgzip-load-samples").click()
+    page.wait_for_timeout(500)
+    _button(page, "cfgzip-check-samples").click()
+    page.locator(".cfgzip-samples-results table").wait_for(timeout=60_000)
+    assert "accepted" in page.locator(".cfgzip-samples-results").inner_text()
+    _shot(page, "samples")
+
+    # Structure
+    _tab(page, "Structure")
+    page.locator(".cfgzip-structure-chart .main-svg").first.wait_for(timeout=30_000)
+    page.locator(".cfgzip-gnf-steps table").wait_for(timeout=10_000)
+    _shot(page, "structure")
+
+    # Classes: run classing → the class count appears; then ask why for one token.
+    _tab(page, "Classes")
+    _button(page, "cfgzip-run-classing").click()
+    count = page.locator(".cfgzip-class-count-value")
+    count.wait_for(timeout=240_000)
+    assert int(count.inner_text().replace(",", "")) > 10
+    page.locator(".cfgzip-class-histogram .main-svg").first.wait_for(timeout=30_000)
+    search = page.locator(".cfgzip-search-input input")
+    search.fill('":')
+    search.press("Enter")
+    page.locator(".cfgzip-search-result", has_text="Why").wait_for(timeout=30_000)
+    assert "consumes" in page.locator(".cfgzip-search-result").inner_text()
+    _shot(page, "classes")
+
+    # Decoder: three steps → three tokens and the before/after chart.
+    _tab(page, "Decoder")
+    step = _button(page, "cfgzip-step")
+    for i in range(1, 4):
+        step.click()
+        page.locator(".cfgzip-decoder-step", has_text=f"step {i}:").wait_for(timeout=300_000)
+    tokens = page.locator(".cfgzip-decoder-tokens .cfgzip-tok")
+    assert tokens.count() == 3
+    page.locator(".cfgzip-decoder-chart .main-svg").first.wait_for(timeout=30_000)
+    bars = page.locator(".cfgzip-decoder-chart g.trace.bars")
+    assert bars.count() == 2  # before and after the mask
+    assert page.locator(".cfgzip-decoder-chart g.trace.bars g.point").count() >= 4
+    assert page.locator(".cfgzip-decoder-step .cfgzip-identical").count() == 1
+    _shot(page, "decoder")
+
+    # Timings: the three steps, plus a small batch benchmark.
+    _tab(page, "Timings")
+    page.locator(".cfgzip-timings-summary", has_text="3").wait_for(timeout=30_000)
+    page.locator(".cfgzip-batch-sizes input").fill("1, 4")
+    _button(page, "cfgzip-benchmark").click()
+    page.locator(".cfgzip-batch-results table").wait_for(timeout=120_000)
+    _shot(page, "timings")
+
+    # Export: the cache file and the report exist.
+    _tab(page, "Export")
+    _button(page, "cfgzip-export-cache").click()
+    page.locator(".cfgzip-export-status", has_text="saved").wait_for(timeout=30_000)
+    _button(page, "cfgzip-export-report").click()
+    page.locator(".cfgzip-export-status", has_text="report written").wait_for(timeout=30_000)
+    assert (root / "cfgzip_classes.npz").stat().st_size > 0
+    report = json.loads((root / "cfgzip_report.json").read_text())
+    assert report["classes"] == int(count.inner_text().replace(",", "")) and report["decode"]["steps"] == 3
+    _shot(page, "export")
+    assert page.locator(".cfgzip-error .cfgzip-error-box").count() == 0
+    print(f"browser scenario: {time.monotonic() - started:.1f} s")
