@@ -19,7 +19,23 @@ from cfgzip_lab.pipeline import bundled_grammars  # noqa: E402
 from cfgzip_lab.widgets.session import WorkbenchSession  # noqa: E402
 from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
 
-JSON_TEXT = bundled_grammars()["json"].read_text(encoding="utf-8")
+# A JSON grammar of its own, so that edits to grammars/json.ebnf do not move these tests.
+JSON_TEXT = r"""# JSON (the test's own copy)
+root ::= object | array
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws (member (ws "," ws member)* ws)? "}"
+member ::= string ws ":" ws value
+array ::= "[" ws (value (ws "," ws value)* ws)? "]"
+string ::= "\"" char* "\""
+char ::= [^"\\\0-\x1f] | "\\" escape
+escape ::= ["\\/bfnrt] | "u" hex hex hex hex
+hex ::= [0-9A-Fa-f]
+number ::= "-"? integer fraction? exponent?
+integer ::= "0" | [1-9] [0-9]*
+fraction ::= "." [0-9]+
+exponent ::= [eE] [+-]? [0-9]+
+ws ::= [ \n\r\t]*
+"""
 BROKEN_JSON = JSON_TEXT.replace("root ::= object | array", "root ::= object | arrey")
 CRASHING = "root ::= (y{2,3}){2}\ny ::= root\n"  # segfaults xgrammar 0.2.8 when compiled
 
@@ -328,6 +344,7 @@ def test_export_cache_report_and_load(classed, tmp_path):
     assert report["tokenizer"] == "llama3" and report["classes"] == before.num_classes
     assert report["dead_tokens"] == before.metadata["dead_tokens"]
     assert "compile_gnf" in report["timings_seconds"] and "classing" in report["timings_seconds"]
+    assert report["xgrammar_version"] == "0.2.8"
 
 
 def test_load_cache_for_another_grammar_fails_clearly(classed, checker, tmp_path):

@@ -1,6 +1,7 @@
 """Export: save and load the class cache (``.npz`` + metadata), and a small JSON report."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import platform
 import time
@@ -21,10 +22,8 @@ def build_report(session) -> dict:
     from .timings import step_summary
 
     try:
-        import xgrammar
-
-        xgr_version = xgrammar.__version__
-    except Exception:  # the report must not fail over a version string
+        xgr_version = importlib.metadata.version("xgrammar")
+    except importlib.metadata.PackageNotFoundError:
         xgr_version = None
     report = {
         "cfgzip_lab_version": __version__,
