@@ -41,7 +41,9 @@ class Panel:
         return handle
 
     def _button(self, description: str, css: str, method, *, where: str, icon: str = "", style: str = "", tooltip: str = "") -> w.Button:
-        button = w.Button(description=description, icon=icon, button_style=style, tooltip=tooltip or description)
+        button = w.Button(
+            description=description, icon=icon, button_style=style, tooltip=tooltip or description, layout=w.Layout(width="auto", flex="0 0 auto")
+        )
         button.add_class(css)
         button.on_click(self._handler(where, method))
         return button

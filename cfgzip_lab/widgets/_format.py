@@ -11,7 +11,7 @@ from ..grammar.diagnostics import Diagnostic
 CSS = """
 <style>
 .cfgzip-app { font-size: 13px; }
-.cfgzip-editor-text textarea { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.4; }
+.cfgzip-editor-text textarea { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.4; white-space: pre; overflow-wrap: normal; overflow-x: auto; }
 .cfgzip-samples-text textarea { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
 .cfgzip-table { border-collapse: collapse; margin: 4px 0; font-size: 12px; }
 .cfgzip-table th, .cfgzip-table td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }

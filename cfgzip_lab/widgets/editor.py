@@ -38,10 +38,12 @@ class EditorPanel(Panel):
         self._timer_lock = threading.Lock()
         self._syncing = False
 
-        self.bundled = w.Dropdown(options=[_CHOOSE, *bundled_grammars()], value=_CHOOSE, description="Load")
+        self.bundled = w.Dropdown(
+            options=[_CHOOSE, *bundled_grammars()], value=_CHOOSE, description="Load", layout=w.Layout(width="250px")
+        )
         self.bundled.add_class("cfgzip-bundled")
         self.bundled.observe(self._on_bundled, names="value")
-        self.path = w.Text(placeholder="path/to/grammar.ebnf", description="File")
+        self.path = w.Text(placeholder="path/to/grammar.ebnf", description="File", layout=w.Layout(width="280px"))
         self.path.add_class("cfgzip-grammar-path")
         load = self._button("Open", "cfgzip-open-file", self.load_file, where="load grammar", icon="folder-open")
         save = self._button("Save", "cfgzip-save-file", self.save_file, where="save grammar", icon="save")
@@ -65,7 +67,7 @@ class EditorPanel(Panel):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.bundled, self.path, load, save, undo, check]),
+                w.HBox([self.bundled, self.path, load, save, undo, check], layout=w.Layout(flex_flow="row wrap")),
                 w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
                 self.error_box,
             ]
