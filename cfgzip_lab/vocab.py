@@ -237,7 +237,7 @@ class VocabTable:
             self.token_bytes,
             xgrammar.VocabType.RAW,
             vocab_size=self.vocab_size,
-            stop_token_ids=list(self.stop_ids) or None,
+            stop_token_ids=list(self.stop_ids),  # [] means none; None would make XGrammar guess by text
         )
 
 

@@ -1,0 +1,66 @@
+"""Lowering matches XGrammar's byte semantics exactly, boundary code points and bad UTF-8 included."""
+from __future__ import annotations
+
+import pytest
+from grammar_tools import xgrammar_matcher
+
+from cfgzip_lab.grammar.lower import MAX_CODE_POINT, utf8_sequences
+from cfgzip_lab.pipeline import compile_grammar
+
+BOUNDARIES = [0x0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]
+INVALID = [b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xf0\x80\x80\x80",
+           b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xfe", b"\xc2", b"\xe0\xa0",
+           b"\xed\xa0\x80", b"\xc2\x41"]
+
+CLASSES = [
+    "[^a]",
+    "[\\u0080-\\u07FF]",
+    "[\\u07F0-\\u0810]",
+    "[\\uD7F0-\\uE010]",
+    "[\\uFFF0-\\U00010010]",
+    "[^\\u0000-\\u007F]",
+    "[\\U0010FFF0-\\U0010FFFF]",
+    "[\\x00-\\x7f]",
+]
+
+
+def encodings() -> list[bytes]:
+    out = []
+    for cp in BOUNDARIES:
+        for d in (-1, 0, 1):
+            if 0 <= cp + d <= MAX_CODE_POINT:
+                out.append(chr(cp + d).encode("utf-8", "surrogatepass"))
+    return out + INVALID
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_class_bytes_match_xgrammar(cls: str) -> None:
+    text = f"root ::= {cls}\n"
+    gnf = compile_grammar(text).gnf
+    matcher = xgrammar_matcher(text)
+    for data in encodings():
+        matcher.reset()
+        xg_prefix = matcher.accept_string(data)
+        xg_full = xg_prefix and matcher.is_terminated()
+        assert (gnf.accepts(data, prefix=True), gnf.accepts(data)) == (xg_prefix, xg_full), (cls, data)
+
+
+def test_utf8_sequences_cover_exactly_the_range() -> None:
+    for lo, hi in [(0, MAX_CODE_POINT), (0x70, 0x900), (0x7F0, 0x810), (0xFFF0, 0x10010)]:
+        seqs = utf8_sequences(lo, hi)
+        covered = 0
+        for seq in seqs:
+            n = 1
+            for a, b in seq:
+                n *= b - a + 1
+            covered += n
+        assert covered == hi - lo + 1
+        for cp in {lo, hi, (lo + hi) // 2}:
+            data = chr(cp).encode("utf-8", "surrogatepass")
+            assert any(len(s) == len(data) and all(a <= x <= b for x, (a, b) in zip(data, s)) for s in seqs)
+
+
+def test_literal_escapes_are_code_points() -> None:
+    gnf = compile_grammar('root ::= "\\xff" "\\u00e9" "\\U0001F600"\n').gnf
+    assert gnf.accepts("ÿé😀".encode())
+    assert not gnf.accepts(b"\xff\xc3\xa9\xf0\x9f\x98\x80")
