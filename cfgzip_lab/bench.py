@@ -1,0 +1,406 @@
+"""Per-step mask cost, plain XGrammar vs the compressed engine, measured side by side.
+
+A pure core for ``cfgzip-lab bench`` and ``benchmarks/``: nothing here prints, and nothing
+is ever asserted on wall time. The replay:
+
+1. Token paths: the documents given (tokenized with ``vocab.encode``), else the grammar's
+   samples, else seeded random walks driven by the plain matcher.
+2. For each batch size B, B plain and B compressed matchers (XGrammar's
+   ``BatchGrammarMatcher`` for B > 1, a single matcher for B = 1: what a decode loop uses)
+   replay the same paths; at every step, one after the other in the same process:
+
+   - plain fill                     (vocabulary bitmask, ``fill_next_token_bitmask``)
+   - plain apply                    (``apply_token_bitmask_inplace`` on float32 logits (B, V))
+   - compressed fill                (class bitmask)
+   - compressed expand + apply      (:meth:`Expander.mask_logits_` on the same logits)
+
+   then every row accepts the path's next token (not timed).
+3. Median and p90 of each, and the ratios plain fill / compressed total at median and p90
+   (a ratio of the two distributions' quantiles, not of paired steps).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .engine import BatchMatcher, CompiledEngines, Engine, compile_engines
+from .expand import time_expansion, unpack_bitmask
+
+if TYPE_CHECKING:
+    from .classes.classing import TokenClasses
+    from .vocab import VocabTable
+
+__all__ = [
+    "Quantiles",
+    "BatchBench",
+    "EngineBench",
+    "E2EBench",
+    "token_paths",
+    "bench_engines",
+    "bench_e2e",
+    "machine_info",
+    "sample_docs",
+]
+
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "grammars" / "samples"
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """Median and p90 of per-step times, in microseconds."""
+
+    median_us: float
+    p90_us: float
+
+    @staticmethod
+    def of(seconds: Sequence[float]) -> Quantiles:
+        us = np.asarray(seconds, dtype=np.float64) * 1e6
+        if us.size == 0:
+            return Quantiles(float("nan"), float("nan"))
+        return Quantiles(float(np.median(us)), float(np.percentile(us, 90)))
+
+
+@dataclass
+class BatchBench:
+    """One batch size: per-step quantiles of the four measurements and the ratios."""
+
+    batch: int
+    steps: int
+    plain_fill: Quantiles
+    plain_total: Quantiles
+    compressed_fill: Quantiles
+    compressed_total: Quantiles
+    expansion: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def speedup_median(self) -> float:
+        return self.plain_fill.median_us / self.compressed_total.median_us
+
+    @property
+    def speedup_p90(self) -> float:
+        return self.plain_fill.p90_us / self.compressed_total.p90_us
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup_median"] = self.speedup_median
+        d["speedup_p90"] = self.speedup_p90
+        return d
+
+
+@dataclass
+class EngineBench:
+    """What :func:`bench_engines` measured for one grammar and one vocabulary."""
+
+    tokenizer: str
+    vocab_size: int
+    num_classes: int
+    source: str  # "docs", "samples" or "walks"
+    paths: int
+    path_tokens: int
+    batches: list[BatchBench]
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["batches"] = [b.to_dict() for b in self.batches]
+        return d
+
+
+@dataclass
+class E2EBench:
+    """End-to-end greedy decoding, tokens/s per engine (``"none"`` = unconstrained)."""
+
+    model: str
+    device: str
+    max_new_tokens: int
+    tokens_per_second: dict[str, float]
+    tokens: dict[str, int]
+    mask_ms_median: dict[str, float]
+    same_text: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, torch threads, GPU (if any), library versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        xgrammar_version = version("xgrammar")
+    except PackageNotFoundError:
+        xgrammar_version = "?"
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "xgrammar": xgrammar_version,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+    return info
+
+
+def sample_docs(grammar_path: str | Path) -> list[str]:
+    """The bundled sample documents of a grammar (``grammars/samples/<stem>/*.txt``), sorted."""
+    folder = SAMPLES_DIR / Path(grammar_path).stem
+    return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.txt"))] if folder.is_dir() else []
+
+
+def _walk_paths(engines: CompiledEngines, walks: int, steps: int, seed: int) -> list[list[int]]:
+    """Seeded random walks of the plain matcher, long tokens favoured; stop tokens excluded."""
+    vocab = engines.vocab
+    lengths = np.array([len(b) for b in vocab.token_bytes], dtype=np.float64)
+    stops = set(int(s) for s in vocab.stop_ids)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for _ in range(walks):
+        m = engines.plain()
+        path: list[int] = []
+        for _ in range(steps):
+            allowed = np.flatnonzero(unpack_bitmask(m.next_vocab_bitmask(), vocab.vocab_size))
+            if stops:
+                allowed = allowed[~np.isin(allowed, list(stops))]
+            if allowed.size == 0:
+                break
+            w = lengths[allowed] + 1.0
+            token = int(allowed[rng.choice(allowed.size, p=w / w.sum())])
+            if not m.accept_token(token):
+                break
+            path.append(token)
+        if path:
+            paths.append(path)
+    return paths
+
+
+def token_paths(
+    engines: CompiledEngines,
+    docs: Iterable[str] = (),
+    *,
+    steps: int = 200,
+    seed: int = 0,
+    walks: int = 4,
+) -> list[list[int]]:
+    """Token paths to replay, ``steps`` tokens at most in all.
+
+    Each document is tokenized, given an equal share of ``steps``, and cut where the
+    plain matcher refuses a token (a document outside the grammar still gives its valid
+    prefix). With no documents,
+    ``walks`` seeded random walks of ``ceil(steps / walks)`` tokens.
+    """
+    vocab = engines.vocab
+    docs = list(docs)
+    paths: list[list[int]] = []
+    budget = steps
+    per_doc = -(-steps // max(len(docs), 1))  # every document gets its share of the steps
+    for doc in docs:
+        if budget <= 0:
+            break
+        m = engines.plain()
+        path = []
+        for t in vocab.encode(doc)[: min(budget, per_doc)]:
+            if not m.accept_token(int(t)):
+                break
+            path.append(int(t))
+        if path:
+            paths.append(path)
+            budget -= len(path)
+    if not paths:
+        paths = _walk_paths(engines, walks, -(-steps // walks), seed)
+    return paths
+
+
+def _replay(
+    plain: Engine | BatchMatcher,
+    compressed: Engine | BatchMatcher,
+    plain_new,
+    compressed_new,
+    paths: Sequence[Sequence[int]],
+    batch: int,
+    vocab_size: int,
+) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {k: [] for k in ("plain_fill", "plain_apply", "compressed_fill", "compressed_apply")}
+    plain_mask = plain.allocate_bitmask() if isinstance(plain, BatchMatcher) else plain.allocate_bitmask(1)
+    comp_mask = compressed.allocate_bitmask() if isinstance(compressed, BatchMatcher) else compressed.allocate_bitmask(1)
+    logits = torch.zeros(batch, vocab_size, dtype=torch.float32)
+    clock = time.perf_counter
+    for path in paths:
+        p, c = plain_new(), compressed_new()
+        for token in path:
+            t0 = clock()
+            p.fill_next_token_bitmask(plain_mask)
+            t1 = clock()
+            p.apply_bitmask_inplace(logits, plain_mask)
+            t2 = clock()
+            c.fill_next_token_bitmask(comp_mask)
+            t3 = clock()
+            c.apply_bitmask_inplace(logits, comp_mask)
+            t4 = clock()
+            times["plain_fill"].append(t1 - t0)
+            times["plain_apply"].append(t2 - t1)
+            times["compressed_fill"].append(t3 - t2)
+            times["compressed_apply"].append(t4 - t3)
+            if isinstance(p, BatchMatcher):
+                ok = all(p.accept_tokens([token] * batch)) and all(c.accept_tokens([token] * batch))
+            else:
+                ok = p.accept_token(token) and c.accept_token(token)
+            if not ok:  # cannot happen for paths from token_paths; stop this path if it does
+                break
+            logits.zero_()  # fresh finite logits each step (not timed)
+    return times
+
+
+def bench_engines(
+    grammar_text: str,
+    vocab: VocabTable,
+    classes: TokenClasses,
+    *,
+    docs: Iterable[str] = (),
+    source: str = "docs",
+    batch_sizes: Sequence[int] = (1,),
+    steps: int = 200,
+    seed: int = 0,
+    expansion_repeats: int = 100,
+    engines: CompiledEngines | None = None,
+) -> EngineBench:
+    """Replay token paths through both engines for each batch size (see the module doc).
+
+    Parameters
+    ----------
+    docs : iterable of str
+        Documents to replay; empty → seeded random walks (``source`` becomes ``"walks"``).
+    source : str
+        A label for where ``docs`` came from (``"docs"``, ``"samples"``).
+    steps : int
+        Tokens replayed per batch size, at most (the paths are the same for every size).
+    expansion_repeats : int
+        Repeats of :func:`cfgzip_lab.expand.time_expansion` per batch size (0: skip).
+
+    Raises
+    ------
+    GrammarCompileError
+        If XGrammar refuses the grammar.
+    """
+    start = time.perf_counter()
+    engines = engines or compile_engines(grammar_text, vocab, classes)
+    docs = list(docs)
+    paths = token_paths(engines, docs, steps=steps, seed=seed)
+    if not docs:
+        source = "walks"
+    results = []
+    for batch in batch_sizes:
+        if batch < 1:
+            raise ValueError(f"batch sizes must be positive, got {batch}")
+        if batch == 1:
+            plain0, comp0 = engines.plain(), engines.compressed()
+
+            def plain_new(m=plain0):
+                m.reset()
+                return m
+
+            def comp_new(m=comp0):
+                m.reset()
+                return m
+        else:
+            pb, cb = engines.plain_batch(batch), engines.compressed_batch(batch)
+
+            def plain_new(b=pb):
+                b.reset()
+                return b
+
+            def comp_new(b=cb):
+                b.reset()
+                return b
+
+            plain0, comp0 = pb, cb
+        times = _replay(plain0, comp0, plain_new, comp_new, paths, batch, vocab.vocab_size)
+        plain_total = [a + b for a, b in zip(times["plain_fill"], times["plain_apply"])]
+        comp_total = [a + b for a, b in zip(times["compressed_fill"], times["compressed_apply"])]
+        expansion = (
+            time_expansion(engines.expander, batch_size=batch, repeats=expansion_repeats)
+            if expansion_repeats
+            else {}
+        )
+        results.append(
+            BatchBench(
+                batch=batch,
+                steps=len(plain_total),
+                plain_fill=Quantiles.of(times["plain_fill"]),
+                plain_total=Quantiles.of(plain_total),
+                compressed_fill=Quantiles.of(times["compressed_fill"]),
+                compressed_total=Quantiles.of(comp_total),
+                expansion=expansion,
+            )
+        )
+    return EngineBench(
+        tokenizer=vocab.name,
+        vocab_size=vocab.vocab_size,
+        num_classes=classes.num_classes,
+        source=source,
+        paths=len(paths),
+        path_tokens=sum(map(len, paths)),
+        batches=results,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def bench_e2e(
+    grammar_text: str,
+    prompt: str,
+    *,
+    model_name: str = "smollm2",
+    max_new_tokens: int = 32,
+    threads: int | None = 1,
+) -> E2EBench:
+    """Greedy decoding with the model unconstrained, with plain XGrammar, and compressed.
+
+    ``torch.set_num_threads(threads)`` during the runs (restored after), so that the
+    measurement does not depend on how busy the other cores are. One warm-up generation
+    per engine (compilation, classing, caches) is left out of the timing.
+    """
+    from .hf import constrained_generate, load_model
+
+    model, tokenizer, vocab = load_model(model_name)
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        rates, tokens, mask_ms, texts = {}, {}, {}, {}
+        for engine in (None, "plain", "compressed"):
+            kw = dict(vocab=vocab, engine=engine, max_new_tokens=max_new_tokens, do_sample=False)
+            constrained_generate(model, tokenizer, grammar_text, prompt, **{**kw, "max_new_tokens": 2})
+            result = constrained_generate(model, tokenizer, grammar_text, prompt, **kw)
+            name = engine or "none"
+            rates[name] = result.tokens_per_second
+            tokens[name] = len(result.token_ids)
+            mask_ms[name] = float(np.median(result.mask_seconds) * 1e3) if result.mask_seconds else 0.0
+            texts[name] = result.text
+    finally:
+        torch.set_num_threads(old_threads)
+    device = str(next(model.parameters()).device)
+    return E2EBench(
+        model=model_name,
+        device=device,
+        max_new_tokens=max_new_tokens,
+        tokens_per_second=rates,
+        tokens=tokens,
+        mask_ms_median=mask_ms,
+        same_text=texts["plain"] == texts["compressed"],
+    )

@@ -1,0 +1,213 @@
+"""``cfgzip-lab verify`` and ``cfgzip-lab bench``: the engine commands of the CLI.
+
+Thin views over :mod:`cfgzip_lab.verify` and :mod:`cfgzip_lab.bench`; registered by
+:func:`cfgzip_lab.cli.build_parser` through :func:`add_commands`.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from .cli import UsageError, _emit, _load_vocab, _read_grammar
+
+__all__ = ["add_commands", "cmd_verify", "cmd_bench"]
+
+
+def _read_docs(files: list[str] | None) -> list[str]:
+    docs = []
+    for name in files or []:
+        try:
+            docs.append(Path(name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read document: {exc}") from None
+    return docs
+
+
+def _classes_for(args, compiled, vocab):
+    """The --classes cache (checked against grammar and vocabulary), else built now."""
+    if getattr(args, "classes", None):
+        from .classes.cache import CacheError, load_classes
+
+        try:
+            return load_classes(args.classes, grammar_text=compiled.text, vocab=vocab)
+        except CacheError as exc:
+            raise UsageError(str(exc)) from None
+    from .pipeline import build_classes
+
+    return build_classes(compiled, vocab).classes
+
+
+def _setup(args):
+    """Grammar, vocabulary, classes and documents; every bad input → UsageError."""
+    from .bench import sample_docs
+
+    path, compiled = _read_grammar(args.grammar)
+    vocab = _load_vocab(args.tokenizer)
+    docs = _read_docs(args.docs)
+    source = "docs"
+    if not args.docs:
+        docs, source = sample_docs(path), "samples"
+    classes = _classes_for(args, compiled, vocab)
+    return path, compiled, vocab, classes, docs, source
+
+
+def cmd_verify(args) -> int:
+    from .engine import GrammarCompileError
+    from .verify import verify_lossless
+
+    t0 = time.perf_counter()
+    path, compiled, vocab, classes, docs, source = _setup(args)
+    try:
+        report = verify_lossless(
+            compiled.text,
+            vocab,
+            classes,
+            walks=args.walks,
+            steps=args.steps,
+            seed=args.seed,
+            docs=docs,
+            max_doc_tokens=args.max_doc_tokens,
+        )
+    except GrammarCompileError as exc:
+        raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
+    seconds = time.perf_counter() - t0
+    verdict = "LOSSLESS on every checked step" if report.ok else f"{report.mismatches} MISMATCHES"
+    human = [
+        f"{path} × {vocab.name}: {classes.num_classes} classes for {vocab.vocab_size} tokens",
+        f"  {report.walks} walks (≤{args.steps} steps, seed {args.seed}), {report.docs} {source} documents, "
+        f"{report.rollbacks} rollbacks, {report.rejections_checked} rejections, {report.stops_reached} stops",
+        f"  {report.steps_checked} steps checked: {verdict} ({seconds:.1f} s)",
+    ]
+    for rejected in report.docs_rejected:
+        human.append(f"  note: document {rejected['doc']} is refused by the grammar at token {rejected['position']}")
+    if report.first_mismatch is not None:
+        m = report.first_mismatch
+        human.append(f"  first mismatch: {m.get('walk')} step {m.get('step')} ({m.get('check')}), prefix {m.get('prefix')!r}")
+    _emit(args, human, {
+        "grammar": str(path),
+        "tokenizer": vocab.name,
+        "steps_checked": report.steps_checked,
+        "mismatches": report.mismatches,
+        "first_mismatch": report.first_mismatch,
+    })
+    return 0 if report.ok else 1
+
+
+def _parse_batches(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--batch takes sizes separated by commas, like 1,8,16 (got {text!r})") from None
+    if not sizes or min(sizes) < 1:
+        raise UsageError(f"--batch sizes must be positive integers (got {text!r})")
+    return sizes
+
+
+def _e2e_prompt(path: Path, docs: list[str]) -> str:
+    head = docs[0][:300] if docs else ""
+    example = f" like this one:\n{head}" if head else "."
+    return f"Write a short document in the language of the grammar {path.stem}{example}"
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench_e2e, bench_engines, machine_info
+    from .engine import GrammarCompileError
+
+    batches = _parse_batches(args.batch)
+    path, compiled, vocab, classes, docs, source = _setup(args)
+    try:
+        result = bench_engines(
+            compiled.text, vocab, classes, docs=docs, source=source, batch_sizes=batches, steps=args.steps, seed=args.seed
+        )
+    except GrammarCompileError as exc:
+        raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
+    machine = machine_info()
+    human = [
+        f"{path} × {vocab.name}: {vocab.vocab_size} tokens → {classes.num_classes} classes; "
+        f"{result.path_tokens} tokens replayed from {result.paths} {result.source} paths",
+        f"{'batch':>5} {'steps':>5} | {'plain fill':>19} {'plain+apply':>19} | {'comp. fill':>19} {'comp.+expand+apply':>19} | "
+        f"{'ratio med':>9} {'ratio p90':>9}",
+        f"{'':>5} {'':>5} | {'median / p90 µs':>19} {'median / p90 µs':>19} | {'median / p90 µs':>19} {'median / p90 µs':>19} |",
+    ]
+    for b in result.batches:
+        def q(x):
+            return f"{x.median_us:8.1f} / {x.p90_us:8.1f}"
+
+        human.append(
+            f"{b.batch:>5} {b.steps:>5} | {q(b.plain_fill):>17} {q(b.plain_total):>17} | {q(b.compressed_fill):>17} "
+            f"{q(b.compressed_total):>19} | {b.speedup_median:>8.2f}x {b.speedup_p90:>8.2f}x"
+        )
+    for b in result.batches:
+        e = b.expansion
+        if e:
+            human.append(
+                f"expansion alone, batch {b.batch}: to_vocab_bitmask {e['to_vocab_bitmask']['median_us']:.1f} µs, "
+                f"mask_logits_ {e['mask_logits_']['median_us']:.1f} µs (median, {e['vocab_size']} tokens)"
+            )
+    record = {
+        "grammar": str(path),
+        "tokenizer": vocab.name,
+        "batch": result.batches[0].batch,
+        "plain_fill_median_us": round(result.batches[0].plain_fill.median_us, 2),
+        "compressed_total_median_us": round(result.batches[0].compressed_total.median_us, 2),
+        "speedup_median": round(result.batches[0].speedup_median, 3),
+        "speedup_p90": round(result.batches[0].speedup_p90, 3),
+        "batches": [
+            {
+                "batch": b.batch,
+                "steps": b.steps,
+                "plain_fill_median_us": round(b.plain_fill.median_us, 2),
+                "plain_fill_p90_us": round(b.plain_fill.p90_us, 2),
+                "plain_total_median_us": round(b.plain_total.median_us, 2),
+                "compressed_fill_median_us": round(b.compressed_fill.median_us, 2),
+                "compressed_total_median_us": round(b.compressed_total.median_us, 2),
+                "compressed_total_p90_us": round(b.compressed_total.p90_us, 2),
+                "speedup_median": round(b.speedup_median, 3),
+                "speedup_p90": round(b.speedup_p90, 3),
+                "expansion_median_us": round(b.expansion["mask_logits_"]["median_us"], 2) if b.expansion else None,
+            }
+            for b in result.batches
+        ],
+        "classes": classes.num_classes,
+        "machine": machine,
+    }
+    if args.e2e:
+        try:
+            e2e = bench_e2e(compiled.text, _e2e_prompt(path, docs), max_new_tokens=32)
+        except Exception as exc:  # missing model package, conversion failure
+            raise UsageError(f"end-to-end benchmark needs SmolLM2: {exc}") from None
+        human.append(f"end to end, {e2e.model} on {e2e.device}, greedy, {e2e.max_new_tokens} new tokens, 1 torch thread:")
+        for name, rate in e2e.tokens_per_second.items():
+            human.append(f"  {name:<10} {rate:8.1f} tokens/s  ({e2e.tokens[name]} tokens, mask {e2e.mask_ms_median[name]:.2f} ms median)")
+        human.append(f"  plain and compressed texts identical: {e2e.same_text}")
+        record["e2e"] = e2e.to_dict()
+    human.append("ratio = plain fill / (compressed fill + expand + apply), at the median and at p90")
+    human.append(f"machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, xgrammar {machine['xgrammar']}")
+    _emit(args, human, record)
+    return 0
+
+
+def add_commands(sub, common) -> None:
+    """Register ``verify`` and ``bench`` on the ``cfgzip-lab`` subparsers."""
+    v = common(sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit"))
+    v.add_argument("grammar", help="grammar file, or a bundled grammar name")
+    v.add_argument("--tokenizer", required=True)
+    v.add_argument("--walks", type=int, default=20, help="random constrained walks")
+    v.add_argument("--steps", type=int, default=64, help="tokens per walk, at most")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")
+    v.add_argument("--classes", metavar="CACHE", help="a class cache from `compress` (default: class now)")
+    v.add_argument("--max-doc-tokens", type=int, default=None, help="replay at most this many tokens per document")
+    v.set_defaults(func=cmd_verify)
+
+    b = common(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
+    b.add_argument("grammar")
+    b.add_argument("--tokenizer", required=True)
+    b.add_argument("--batch", default="1", help="batch sizes, comma separated (default 1)")
+    b.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")
+    b.add_argument("--classes", metavar="CACHE", help="a class cache from `compress` (default: class now)")
+    b.add_argument("--steps", type=int, default=200, help="tokens replayed per batch size, at most")
+    b.add_argument("--seed", type=int, default=0, help="seed of the random walks (grammars without documents)")
+    b.add_argument("--e2e", action="store_true", help="also end-to-end tokens/s with SmolLM2")
+    b.set_defaults(func=cmd_bench)
