@@ -48,6 +48,10 @@ class EditorPanel(Panel):
         load = self._button("Open", "cfgzip-open-file", self.load_file, where="load grammar", icon="folder-open")
         save = self._button("Save", "cfgzip-save-file", self.save_file, where="save grammar", icon="save")
         undo = self._button("Undo load", "cfgzip-undo-load", self.undo_load, where="load grammar", icon="undo")
+        draft = self._button(
+            "Restore draft", "cfgzip-restore-draft", self.restore_draft, where="load grammar", icon="history",
+            tooltip="the text of the last check, kept on disk (after a kernel restart)",
+        )
         check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
 
         self.text = w.Textarea(value=session.text, continuous_update=True, layout=w.Layout(width="100%", height="480px"))
@@ -67,7 +71,7 @@ class EditorPanel(Panel):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.bundled, self.path, load, save, undo, check], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox([self.bundled, self.path, load, save, undo, draft, check], layout=w.Layout(flex_flow="row wrap")),
                 w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
                 self.error_box,
             ]
@@ -104,7 +108,11 @@ class EditorPanel(Panel):
         return self.session.restore_previous()
 
     def restore_draft(self) -> bool:
-        return self.session.restore_draft()
+        """Bring back the text of the last check from the draft file (after a kernel restart)."""
+        if not self.session.restore_draft():
+            self.status.value = '<span class="cfgzip-muted">no draft saved yet</span>'
+            return False
+        return True
 
     def set_text(self, text: str) -> None:
         """What typing does: set the text and schedule a check after ``delay`` seconds."""
