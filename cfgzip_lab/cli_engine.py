@@ -9,9 +9,28 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import UsageError, _emit, _load_vocab, _read_grammar
+from . import cli as _cli
 
 __all__ = ["add_commands", "cmd_verify", "cmd_bench"]
+
+
+# Under ``python -m cfgzip_lab.cli`` the running CLI is the module ``__main__``, not
+# ``cfgzip_lab.cli``: its ``main`` catches *its own* ``UsageError``. add_commands() binds
+# to the module that called it, so that errors raised here are the ones main() catches.
+def UsageError(message: str) -> Exception:  # noqa: N802 - stands for the class
+    return _cli.UsageError(message)
+
+
+def _emit(*args, **kwargs):
+    return _cli._emit(*args, **kwargs)
+
+
+def _read_grammar(name: str):
+    return _cli._read_grammar(name)
+
+
+def _load_vocab(name: str):
+    return _cli._load_vocab(name)
 
 
 def _read_docs(files: list[str] | None) -> list[str]:
@@ -190,6 +209,8 @@ def cmd_bench(args) -> int:
 
 def add_commands(sub, common) -> None:
     """Register ``verify`` and ``bench`` on the ``cfgzip-lab`` subparsers."""
+    global _cli
+    _cli = sys.modules.get(getattr(common, "__module__", ""), _cli)
     v = common(sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit"))
     v.add_argument("grammar", help="grammar file, or a bundled grammar name")
     v.add_argument("--tokenizer", required=True)

@@ -1,0 +1,253 @@
+"""The ``cfgzip-lab`` command line: JSON records, exit codes, bad-input messages, and the
+lossless check over every bundled and third-party grammar.
+
+The CLI runs as a subprocess (``python -m cfgzip_lab.cli``, the same ``main`` as the
+``cfgzip-lab`` script); the big verify table calls :func:`verify_lossless` in-process to
+avoid one process start (and one vocabulary load) per grammar. Nothing asserts on times.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLED = sorted((REPO / "grammars").glob("*.ebnf"))
+THIRD_PARTY_DIR = REPO.parent / "shared" / "grammars" / "third_party"
+THIRD_PARTY = sorted(THIRD_PARTY_DIR.rglob("*.ebnf")) + sorted(THIRD_PARTY_DIR.rglob("*.gbnf"))
+SAMPLES = REPO / "grammars" / "samples"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+SMALL = dict(walks=2, steps=12, max_doc_tokens=24)
+
+
+def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cfgzip_lab.cli", *args],
+        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=timeout,
+    )
+
+
+def last_json(proc: subprocess.CompletedProcess) -> dict:
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def json_cache(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cache") / "json.npz"
+    proc = cli("compress", "json", "--tokenizer", "llama3", "-o", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+# -- JSON records ---------------------------------------------------------------------
+def test_gnf_json_last_line_keys():
+    proc = cli("gnf", "json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert set(last_json(proc)) >= {
+        "grammar", "rules", "cfg_productions", "gnf_productions", "gnf_nonterminals", "gnf_dag_nodes", "seconds",
+    }
+
+
+def test_compress_json_keys_and_the_cache_loads(json_cache):
+    from cfgzip_lab.classes.cache import load_classes
+    from cfgzip_lab.vocab import load_vocab
+
+    proc = cli("compress", "json", "--tokenizer", "llama3", "-o", str(json_cache), "--json")
+    record = last_json(proc)
+    assert set(record) == {
+        "grammar", "tokenizer", "vocab_size", "classes", "dead_tokens", "fallback_singletons", "seconds", "peak_rss_mb",
+    }
+    vocab = load_vocab("llama3")
+    classes = load_classes(json_cache, grammar_text=(REPO / "grammars" / "json.ebnf").read_text(), vocab=vocab)
+    assert classes.num_classes == record["classes"]
+    assert classes.vocab_size == record["vocab_size"] == vocab.vocab_size
+
+
+def test_verify_json_record_with_cache(json_cache):
+    proc = cli("verify", "json", "--tokenizer", "llama3", "--classes", str(json_cache),
+               "--walks", "2", "--steps", "12", "--max-doc-tokens", "24", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = last_json(proc)
+    assert set(record) == {"grammar", "tokenizer", "steps_checked", "mismatches", "first_mismatch"}
+    assert record["mismatches"] == 0 and record["first_mismatch"] is None
+    assert record["steps_checked"] > 24
+
+
+def test_verify_with_given_docs(tmp_path):
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": [1, 2.5, true, null, "x\\n"]}')
+    proc = cli("verify", "json", "--tokenizer", "llama3", "--walks", "0", "--docs", str(doc), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert last_json(proc)["steps_checked"] >= 10
+
+
+def test_verify_exits_1_on_a_mismatch(tmp_path):
+    """A cache whose partition merges ``{`` with ``[`` (told apart by JSON) must fail."""
+    from cfgzip_lab.classes.cache import save_classes
+    from cfgzip_lab.classes.classing import TokenClasses
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.vocab import load_vocab
+
+    vocab = load_vocab("llama3")
+    text = (REPO / "grammars" / "json.ebnf").read_text()
+    classes = build_classes(compile_grammar(text), vocab).classes
+    a, b = vocab.encode("{")[0], vocab.encode("[")[0]
+    class_of = classes.class_of.copy()
+    class_of[b] = class_of[a]
+    used, class_of = np.unique(class_of, return_inverse=True)
+    class_of = class_of.astype(np.int32)
+    reps = np.array([np.flatnonzero(class_of == k)[0] for k in range(used.size)], dtype=np.int32)
+    reps[class_of[a]] = a
+    wrong = TokenClasses(class_of, reps, classes.class_kind[used].astype(np.uint8), metadata=dict(classes.metadata))
+    path = save_classes(wrong, tmp_path / "wrong.npz", grammar_text=text, vocab=vocab)
+    proc = cli("verify", "json", "--tokenizer", "llama3", "--classes", str(path),
+               "--walks", "2", "--steps", "8", "--max-doc-tokens", "8", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    record = last_json(proc)
+    assert record["mismatches"] > 0 and record["first_mismatch"] is not None
+
+
+def test_bench_json_keys_only():
+    proc = cli("bench", "json", "--tokenizer", "llama3", "--steps", "8", "--batch", "1,2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = last_json(proc)
+    assert {"grammar", "tokenizer", "batch", "plain_fill_median_us", "compressed_total_median_us",
+            "speedup_median", "speedup_p90"} <= set(record)
+    assert record["batch"] == 1
+    assert [b["batch"] for b in record["batches"]] == [1, 2]
+    assert "machine:" in proc.stdout
+
+
+# -- bad input: exit 2, a message, no traceback ----------------------------------------
+BAD_GRAMMAR = 'root ::= "a" value\nvalue ::= "b" | (\n'
+
+
+def test_missing_grammar_file():
+    for command in (["verify"], ["bench"], ["compress", "-o", "/tmp/never.npz"]):
+        proc = cli(*command, "/nonexistent/grammar.ebnf", "--tokenizer", "llama3")
+        assert_usage_error(proc, "cannot read grammar", "/nonexistent/grammar.ebnf")
+
+
+def test_grammar_error_names_line_and_column(tmp_path):
+    path = tmp_path / "bad.ebnf"
+    path.write_text(BAD_GRAMMAR)
+    for command in ("verify", "bench"):
+        proc = cli(command, str(path), "--tokenizer", "llama3")
+        assert_usage_error(proc, f"{path}:2:")
+
+
+def test_unknown_tokenizer():
+    proc = cli("verify", "json", "--tokenizer", "no-such-tokenizer")
+    assert_usage_error(proc, "cannot load tokenizer 'no-such-tokenizer'")
+
+
+def test_missing_docs_file():
+    proc = cli("verify", "json", "--tokenizer", "llama3", "--docs", "/nonexistent/doc.txt")
+    assert_usage_error(proc, "cannot read document")
+
+
+def test_bad_batch_sizes():
+    proc = cli("bench", "json", "--tokenizer", "llama3", "--batch", "1,x")
+    assert_usage_error(proc, "--batch")
+
+
+def test_corrupt_cache(tmp_path):
+    path = tmp_path / "corrupt.npz"
+    path.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    proc = cli("verify", "json", "--tokenizer", "llama3", "--classes", str(path))
+    assert_usage_error(proc, str(path))
+
+
+def test_cache_built_for_another_grammar(json_cache):
+    proc = cli("verify", "xml", "--tokenizer", "llama3", "--classes", str(json_cache))
+    assert_usage_error(proc, "another grammar")
+
+
+def test_cache_built_for_another_vocabulary(json_cache):
+    proc = cli("verify", "json", "--tokenizer", "smollm2", "--classes", str(json_cache))
+    assert_usage_error(proc, "another vocabulary")
+
+
+def test_xgrammar_refusing_the_grammar(monkeypatch, capsys):
+    """XGrammar refusing a grammar our front end accepts: exit 2 and its message, no traceback.
+
+    In-process, with XGrammar's refusal simulated (every grammar we ship and all 40
+    third-party ones are accepted by XGrammar 0.2.8, so there is no real one to use).
+    """
+    import cfgzip_lab.verify
+    from cfgzip_lab import cli as cli_module
+    from cfgzip_lab.engine import GrammarCompileError
+
+    def refuse(*args, **kwargs):
+        raise GrammarCompileError("EBNF parser error at line 1, column 10: simulated refusal")
+
+    monkeypatch.setattr(cfgzip_lab.verify, "verify_lossless", refuse)
+    status = cli_module.main(["verify", "json", "--tokenizer", "llama3", "--walks", "1", "--steps", "2"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "XGrammar refuses grammar" in err and "line 1, column 10" in err
+
+
+# -- lossless on every grammar -----------------------------------------------------------
+@lru_cache(maxsize=None)
+def _vocab(name: str):
+    from cfgzip_lab.vocab import load_vocab
+
+    return load_vocab(name)
+
+
+def _verify_in_process(path: Path, tokenizer: str, docs: int = 2):
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.verify import verify_lossless
+
+    text = path.read_text(encoding="utf-8")
+    vocab = _vocab(tokenizer)
+    classes = build_classes(compile_grammar(text, source=str(path)), vocab).classes
+    samples = [p.read_text(encoding="utf-8") for p in sorted((SAMPLES / path.stem).glob("*.txt"))][:docs]
+    if path.parent != REPO / "grammars":
+        samples = []  # samples belong to the bundled grammars only
+    report = verify_lossless(text, vocab, classes, docs=samples, seed=0, **SMALL)
+    assert report.mismatches == 0, report.first_mismatch
+    assert report.steps_checked > 0
+    return report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BUNDLED + THIRD_PARTY, ids=lambda p: str(p.relative_to(p.parents[1] if "third_party" not in str(p) else THIRD_PARTY_DIR)))
+def test_path__llama3__lossless(path):
+    _verify_in_process(path, "llama3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokenizer", ["qwen3", "smollm2"])
+@pytest.mark.parametrize("grammar", ["json", "c_like", "xml"])
+def test_grammar__tokenizer__lossless(grammar, tokenizer):
+    _verify_in_process(REPO / "grammars" / f"{grammar}.ebnf", tokenizer, docs=1)
+
+
+def test_third_party_grammars_are_all_there():
+    assert len(THIRD_PARTY) == 40 or not THIRD_PARTY_DIR.exists()
+    if THIRD_PARTY_DIR.exists():
+        assert THIRD_PARTY_DIR / "xgrammar_builtin_json.ebnf" in THIRD_PARTY
+
+
+@pytest.mark.parametrize("grammar", ["c_like", "../shared/grammars/third_party/xgrammar_builtin_json.ebnf"])
+def test_verify_cli__grammar(grammar):
+    if grammar.startswith("..") and not (REPO / grammar).exists():
+        pytest.skip("third-party grammars not present")
+    proc = cli("verify", grammar, "--tokenizer", "llama3", "--walks", "2", "--steps", "10", "--max-doc-tokens", "12", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert last_json(proc)["mismatches"] == 0
