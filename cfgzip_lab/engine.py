@@ -313,6 +313,10 @@ class BatchMatcher:
             self.fill_next_token_bitmask(buffer, live)
         return self._first.to_vocab_bitmask(buffer)
 
+    def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        """Native masks ``(B, bitmask_size)`` → vocabulary masks ``(B, ceil(V/32))``."""
+        return self._first.to_vocab_bitmask(bitmask)
+
     def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
         return self._first.apply_bitmask_inplace(logits, bitmask)
 

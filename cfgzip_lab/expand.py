@@ -121,7 +121,13 @@ class Expander:
     >>> ex.mask_logits_(logits, class_bits)          # -inf where the class is not allowed
     """
 
-    def __init__(self, classes: TokenClasses, *, backend: Literal["auto", "numpy", "torch"] = "auto") -> None:
+    def __init__(
+        self,
+        classes: TokenClasses,
+        *,
+        backend: Literal["auto", "numpy", "torch"] = "auto",
+        memo_bytes: int = 32 << 20,
+    ) -> None:
         if backend not in ("auto", "numpy", "torch"):
             raise ValueError(f"unknown backend {backend!r}")
         self.backend = backend
@@ -143,6 +149,8 @@ class Expander:
         tail = self.vocab_size % 32
         self._tail_word_mask = np.int32(-1 if tail == 0 else (1 << tail) - 1)
         self._device_cache: dict[torch.device, dict[str, torch.Tensor]] = {}
+        self._row_memo: dict[str, dict[bytes, np.ndarray]] = {}
+        self.memo_bytes = memo_bytes
 
     # -- device tensors, built once per device ----------------------------------------
     def _tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
@@ -168,41 +176,64 @@ class Expander:
             )
 
     # -- numpy (CPU) backend ------------------------------------------------------------
-    # One row at a time: np.take over a 1-D table is the fastest gather numpy has (about
-    # 50 us for 128k tokens on one core); a 2-D take and take(out=...) are 15-30% slower,
-    # so a single row returns the take's own result and only batches write into rows.
+    # Per class-mask row, memoised: decoding revisits the same grammar states over and
+    # over (inside identifiers, strings, whitespace), so most steps expand a class mask
+    # seen before and cost one hash of K bits instead of a 128k-entry gather. The memo
+    # is bounded (least recently used out first) and holds read-only arrays.
+    def _memo(self, kind: str, row: np.ndarray, build) -> np.ndarray:
+        cache = self._row_memo.setdefault(kind, {})
+        key = row.tobytes()
+        got = cache.pop(key, None)
+        if got is None:
+            got = build(row)
+            got.flags.writeable = False
+            limit = max(1, self.memo_bytes // max(1, got.nbytes))
+            while len(cache) >= limit:
+                cache.pop(next(iter(cache)))
+        cache[key] = got
+        return got
+
     def _class_bits_np(self, class_row: np.ndarray) -> np.ndarray:
         words = np.ascontiguousarray(class_row, dtype=np.int32)
         return np.unpackbits(words.view(np.uint8), bitorder="little")
 
-    def _gather_rows(
-        self, class_bitmask: np.ndarray, table_of_row, index: np.ndarray, dtype
-    ) -> np.ndarray:
-        """``table_of_row(class row)[index]`` for every row of ``class_bitmask``."""
-        rows = class_bitmask.reshape(-1, self.class_bitmask_size)
-        if rows.shape[0] == 1:
-            out = np.take(table_of_row(rows[0]), index)[None]
-        else:
-            out = np.empty((rows.shape[0], index.shape[0]), dtype=dtype)
-            for i, row in enumerate(rows):
-                np.take(table_of_row(row), index, out=out[i])
-        return out.reshape(class_bitmask.shape[:-1] + (index.shape[0],))
+    def _vocab_row(self, row: np.ndarray) -> np.ndarray:
+        def build(r):
+            # np.take over a 1-D table is the fastest gather numpy has (about 50 us for
+            # 128k tokens on one core).
+            packed = np.packbits(np.take(self._class_bits_np(r), self._index_packed), bitorder="little").view(np.int32)
+            packed[-1] &= self._tail_word_mask
+            return packed
+
+        return self._memo("vocab", row, build)
+
+    def _allowed_row(self, row: np.ndarray) -> np.ndarray:
+        return self._memo("allowed", row, lambda r: np.take(self._class_bits_np(r), self._index).view(bool))
+
+    def _bias_row(self, row: np.ndarray) -> np.ndarray:
+        def build(r):
+            bits = self._class_bits_np(r)[: self.num_classes].view(bool)
+            return np.take(np.where(bits, np.float32(0.0), np.float32(_NEG_INF)), self._index)
+
+        return self._memo("bias", row, build)
+
+    def _rows(self, class_bitmask: np.ndarray, row_fn) -> np.ndarray:
+        """``row_fn(row)`` for every row of ``class_bitmask``, in a fresh writable array."""
+        rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.class_bitmask_size)
+        out = np.stack([row_fn(r) for r in rows])
+        return out.reshape(class_bitmask.shape[:-1] + out.shape[-1:])
 
     def _to_vocab_bitmask_np(self, class_bitmask: np.ndarray) -> np.ndarray:
-        allowed = self._gather_rows(class_bitmask, self._class_bits_np, self._index_packed, np.uint8)
-        packed = np.packbits(allowed, axis=-1, bitorder="little").view(np.int32)
-        packed[..., -1] &= self._tail_word_mask
-        return packed
+        return self._rows(class_bitmask, self._vocab_row)
 
     def _allowed_np(self, class_bitmask: np.ndarray) -> np.ndarray:
-        return self._gather_rows(class_bitmask, self._class_bits_np, self._index, np.uint8).view(bool)
-
-    def _class_bias_np(self, class_row: np.ndarray) -> np.ndarray:
-        bits = self._class_bits_np(class_row)[: self.num_classes].view(bool)
-        return np.where(bits, np.float32(0.0), np.float32(_NEG_INF))
+        return self._rows(class_bitmask, self._allowed_row)
 
     def _bias_np(self, class_bitmask: np.ndarray) -> np.ndarray:
-        return self._gather_rows(class_bitmask, self._class_bias_np, self._index, np.float32)
+        rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.class_bitmask_size)
+        if rows.shape[0] == 1:
+            return self._bias_row(rows[0]).reshape(class_bitmask.shape[:-1] + (self.vocab_size,))
+        return self._rows(class_bitmask, self._bias_row)
 
     # -- torch (device) backend ---------------------------------------------------------
     def _class_bits_torch(self, class_bitmask: torch.Tensor) -> torch.Tensor:
@@ -269,7 +300,8 @@ class Expander:
         class_bitmask = self._as_tensor(class_bitmask)
         device = torch.device(device) if device is not None else class_bitmask.device
         if self._on_numpy(device):
-            bias = torch.from_numpy(self._bias_np(class_bitmask.cpu().numpy()))
+            # A copy: the memo's rows are read-only and shared.
+            bias = torch.from_numpy(np.array(self._bias_np(class_bitmask.cpu().numpy())))
             return bias.to(device=device, dtype=dtype)
         class_bitmask = class_bitmask.to(device, non_blocking=True)
         t = self._tensors(device)
@@ -301,7 +333,7 @@ class Expander:
                 view = logits.detach().numpy()
                 np.add(view, bias, out=view, casting="same_kind")
             else:
-                logits.add_(torch.from_numpy(bias))
+                logits.add_(torch.from_numpy(np.array(bias)))  # memo rows are read-only
             return logits
         allowed = self._allowed_torch(class_bitmask.to(logits.device, non_blocking=True))
         logits.masked_fill_(~allowed, _NEG_INF)
@@ -320,7 +352,9 @@ def time_expansion(
     """Median and p90 wall time (µs) of each expansion step on random class masks.
 
     A helper for benchmarks and notebooks, never asserted on. Keys: ``to_vocab_bitmask``,
-    ``to_logits_bias``, ``mask_logits_``, each ``{"median_us", "p90_us"}``, plus the sizes.
+    ``to_logits_bias``, ``mask_logits_``, each ``{"median_us", "p90_us"}`` measured cold
+    (the row memo cleared before every call: a class mask never seen before), and the
+    same names with ``_memo`` measured warm (the mask seen before), plus the sizes.
     """
     device = torch.device(device)
     rng = np.random.default_rng(seed)
@@ -345,18 +379,21 @@ def time_expansion(
         "torch_threads": torch.get_num_threads(),
     }
     for name, step in steps.items():
-        for _ in range(min(20, repeats)):
-            step()
-        sync()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            step()
+        for cold in (True, False):
+            for _ in range(min(20, repeats)):
+                step()
             sync()
-            times.append(time.perf_counter() - start)
-        times_us = np.asarray(times) * 1e6
-        result[name] = {
-            "median_us": float(np.median(times_us)),
-            "p90_us": float(np.percentile(times_us, 90)),
-        }
+            times = []
+            for _ in range(repeats):
+                if cold:
+                    expander._row_memo.clear()
+                start = time.perf_counter()
+                step()
+                sync()
+                times.append(time.perf_counter() - start)
+            times_us = np.asarray(times) * 1e6
+            result[name if cold else f"{name}_memo"] = {
+                "median_us": float(np.median(times_us)),
+                "p90_us": float(np.percentile(times_us, 90)),
+            }
     return result

@@ -207,3 +207,22 @@ def test_timing_helper_reports_every_step():
     result = time_expansion(Expander(random_classes(2000, 50, seed=15)), repeats=5)
     for step in ("to_vocab_bitmask", "to_logits_bias", "mask_logits_"):
         assert result[step]["median_us"] > 0
+
+
+def test_row_memo_returns_equal_fresh_results_and_stays_bounded() -> None:
+    """A class mask seen before is served from the memo: same bits, caller-owned output."""
+    rng = np.random.default_rng(5)
+    class_of = rng.integers(0, 70, size=5000).astype(np.int32)
+    class_of[:70] = np.arange(70)
+    classes = TokenClasses(class_of, np.arange(70, dtype=np.int32), np.zeros(70, dtype=np.uint8))
+    expander = Expander(classes, backend="numpy", memo_bytes=3 * 640)  # room for 3 packed rows
+    masks = [pack_bool_mask(rng.random((1, 96)) < 0.5) for _ in range(5)]
+    first = [expander.to_vocab_bitmask(m).clone() for m in masks]
+    again = [expander.to_vocab_bitmask(m) for m in masks]
+    for a, b, m in zip(first, again, masks):
+        assert torch.equal(a, b)
+        expected = pack_bool_mask(unpack_bitmask(m.numpy(), 70)[..., class_of].astype(bool))
+        assert torch.equal(b, expected)
+    again[0][0, 0] = 0  # the caller may write into what it got
+    assert torch.equal(expander.to_vocab_bitmask(masks[0]), first[0])
+    assert len(expander._row_memo["vocab"]) <= 3
