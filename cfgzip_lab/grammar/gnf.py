@@ -197,26 +197,35 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     return rules, start, atom_of
 
 
-def _remove_useless(rules: _Rules, start: int) -> None:
+def _closure(rules: _Rules, counts) -> set[int]:
+    """Least fixpoint: nonterminals whose rule set has a word all of whose symbols
+    ``counts(symbol, found_so_far)``. GENERATING and NULLABLE are both of this shape."""
     store = rules.store
-    generating: set[int] = set()
+    found: set[int] = set()
     changed = True
     while changed:
         changed = False
         memo: dict[int, bool] = {}
 
-        def has_generating_word(node: int) -> bool:
+        def has_word(node: int) -> bool:
             got = memo.get(node)
             if got is None:
                 accepts, edges = store.nodes[node]
-                got = accepts or any((s < 0 or s in generating) and has_generating_word(c) for s, c in edges)
+                got = accepts or any(counts(s, found) and has_word(c) for s, c in edges)
                 memo[node] = got
             return got
 
         for a, r in rules.rhs.items():
-            if a not in generating and has_generating_word(r):
-                generating.add(a)
+            if a not in found and has_word(r):
+                found.add(a)
                 changed = True
+    return found
+
+
+def _remove_useless(rules: _Rules, start: int) -> None:
+    store = rules.store
+    # GENERATING: a nonterminal with a word of atoms and generating nonterminals.
+    generating = _closure(rules, lambda s, known: s < 0 or s in known)
 
     restricted: dict[int, int] = {}
 
@@ -244,24 +253,8 @@ def _remove_useless(rules: _Rules, start: int) -> None:
 
 def _remove_epsilon(rules: _Rules, start: int) -> bool:
     store = rules.store
-    nullable: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        memo: dict[int, bool] = {}
-
-        def has_null_word(node: int) -> bool:
-            got = memo.get(node)
-            if got is None:
-                accepts, edges = store.nodes[node]
-                got = accepts or any(s in nullable and has_null_word(c) for s, c in edges)
-                memo[node] = got
-            return got
-
-        for a, r in rules.rhs.items():
-            if a not in nullable and has_null_word(r):
-                nullable.add(a)
-                changed = True
+    # NULLABLE: a nonterminal with a word of nullable nonterminals only.
+    nullable = _closure(rules, lambda s, known: s in known)
 
     opt_memo: dict[int, int] = {}
 
@@ -488,7 +481,11 @@ def _merge_equivalent(store: WordStore, table: list[dict[int, int]], start: int)
 
 
 def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) -> GNF:
-    """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size."""
+    """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size.
+
+    ``lift_per_occurrence=False`` (one lifted nonterminal per distinct byte set) and
+    ``merge=False`` exist for ablations: both give the same language, and more classes.
+    """
     store = WordStore()
     steps: list[GNFStep] = []
     clock = time.perf_counter()
