@@ -42,6 +42,16 @@ from typing import Any
 
 import numpy as np
 
+# Re-exported from vocab_sources, imported on first use (see __getattr__).
+_FROM_VOCAB_SOURCES = (
+    "load_vocab",
+    "available_vocabs",
+    "VocabInfo",
+    "UnknownVocabError",
+    "VocabLoadError",
+    "MissingVocabPackageError",
+)
+
 __all__ = [
     "NORMAL",
     "STOP",
@@ -53,13 +63,7 @@ __all__ = [
     "vocab_from_tokenizer",
     "byte_level_decoder",
     "token_string_to_bytes",
-    # re-exported from vocab_sources (imported on first use, see __getattr__)
-    "load_vocab",
-    "available_vocabs",
-    "VocabInfo",
-    "UnknownVocabError",
-    "VocabLoadError",
-    "MissingVocabPackageError",
+    *_FROM_VOCAB_SOURCES,
 ]
 
 NORMAL, STOP, SPECIAL, PADDING = 0, 1, 2, 3
@@ -482,14 +486,7 @@ def _backend_encoder(backend: Any) -> Callable[[str], list[int]]:
 
 def __getattr__(name: str) -> Any:
     # The registry imports this module; importing it back lazily avoids the cycle.
-    if name in {
-        "load_vocab",
-        "available_vocabs",
-        "VocabInfo",
-        "UnknownVocabError",
-        "VocabLoadError",
-        "MissingVocabPackageError",
-    }:
+    if name in _FROM_VOCAB_SOURCES:
         from . import vocab_sources
 
         return getattr(vocab_sources, name)
