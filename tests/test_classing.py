@@ -123,3 +123,18 @@ def test_long_runs_of_identical_bytes_stay_exact(llama3) -> None:
     spaces = [t for t, b in enumerate(llama3.token_bytes) if b and set(b) == {0x20}]
     assert len(spaces) > 10 and max(len(llama3.token_bytes[t]) for t in spaces) >= 64
     assert len({int(classes.class_of[t]) for t in spaces if len(llama3.token_bytes[t]) >= 2}) <= 3
+
+
+def test_per_occurrence_lifting_and_context_merging_give_fewer_classes(llama3) -> None:
+    """Sharing one lifted nonterminal per byte set chains keyword letters through stack
+    adjacency (``i g n i t e d``) and splits classes; the default keeps them apart."""
+    from cfgzip_lab.grammar.gnf import to_gnf
+
+    compiled = compile_grammar((REPO / "grammars" / "c_like.ebnf").read_text())
+    shared = compute_classes(to_gnf(compiled.cfg, lift_per_occurrence=False), llama3.token_bytes, llama3.kinds)
+    default = build_classes(compiled, llama3)
+    assert default.classes.num_classes * 1.5 < shared.classes.num_classes
+    ids = {b: t for t, b in enumerate(llama3.token_bytes)}
+    ignited, excited = ids[b" ignited"], ids[b" excited"]
+    assert default.classes.class_of[ignited] == default.classes.class_of[excited]
+    assert shared.classes.class_of[ignited] != shared.classes.class_of[excited]
