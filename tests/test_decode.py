@@ -8,35 +8,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import xgrammar as xgr
 
 from cfgzip_lab.decode import DecodingFinished, Stepper, StepResult, token_text
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.hf import cached_classes, load_model, vocab_for
 from cfgzip_lab.vocab_sources import available_vocabs
+from reference_tools import is_prefix
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_GRAMMAR = (ROOT / "grammars" / "json.ebnf").read_text()
 YES_NO = 'root ::= "yes" | "no"\n'
 SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: on a shared two-core runner two threads spin (5-8x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def is_prefix(grammar_text: str, data: bytes, vocab) -> bool:
-    """XGrammar's own matcher, fed bytes: is ``data`` a prefix of a sentence?"""
-    compiled = xgr.GrammarCompiler(vocab.to_xgrammar()).compile_grammar(grammar_text)
-    return not data or bool(xgr.GrammarMatcher(compiled).accept_string(data))
 
 
 def check_step(result: StepResult, stepper: Stepper, oracle) -> None:

