@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -19,7 +20,9 @@ class UsageError(Exception):
 
 
 def _peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    """Peak resident memory of this process or of its largest finished child (classing workers)."""
+    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return round(peak / 1024, 1)
 
 
 def _read_grammar(name: str):
@@ -98,7 +101,7 @@ def cmd_compress(args) -> int:
             bar.n = done
             bar.refresh()
 
-    result = build_classes(compiled, vocab, budget=args.budget, progress=progress)
+    result = build_classes(compiled, vocab, budget=args.budget, progress=progress, workers=args.workers)
     classes = result.classes
     classes.metadata["build_seconds"] = round(time.perf_counter() - t0, 4)
     out = save_classes(classes, args.output, grammar_text=compiled.text, vocab=vocab)
@@ -170,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .classes.classing import DEFAULT_TOKEN_BUDGET
 
     c.add_argument("--budget", type=int, default=DEFAULT_TOKEN_BUDGET, help="new DAG nodes per token before it becomes a singleton class")
+    c.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                   help="processes for classing (default: 2 where there are 2 cores; same classes either way)")
     c.set_defaults(func=cmd_compress)
 
     i = common(sub.add_parser("inspect", help="show a class cache's metadata and largest classes"))

@@ -62,9 +62,16 @@ def compile_grammar(text: str, *, source: str = "<grammar>") -> CompiledGrammar:
     return CompiledGrammar(text, ast, cfg, gnf, {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2})
 
 
-def build_classes(compiled: CompiledGrammar, vocab, *, budget: int = DEFAULT_TOKEN_BUDGET, progress=None, cancel=None) -> ClassingResult:
-    """Displacement classes of ``vocab`` (a VocabTable) under ``compiled``, with full metadata."""
-    result = compute_classes(compiled.gnf, vocab.token_bytes, vocab.kinds, budget=budget, progress=progress, cancel=cancel)
+def build_classes(
+    compiled: CompiledGrammar, vocab, *, budget: int = DEFAULT_TOKEN_BUDGET, progress=None, cancel=None, workers: int = 1
+) -> ClassingResult:
+    """Displacement classes of ``vocab`` (a VocabTable) under ``compiled``, with full metadata.
+
+    ``workers > 1`` forks processes (see :func:`compute_classes`); keep 1 in threads.
+    """
+    result = compute_classes(
+        compiled.gnf, vocab.token_bytes, vocab.kinds, budget=budget, progress=progress, cancel=cancel, workers=workers
+    )
     result.classes.metadata.update(
         {
             "grammar_sha256": compiled.sha256,

@@ -138,3 +138,14 @@ def test_per_occurrence_lifting_and_context_merging_give_fewer_classes(llama3) -
     ignited, excited = ids[b" ignited"], ids[b" excited"]
     assert default.classes.class_of[ignited] == default.classes.class_of[excited]
     assert shared.classes.class_of[ignited] != shared.classes.class_of[excited]
+
+
+def test_two_workers_give_the_one_process_partition(llama3) -> None:
+    """Forked workers re-intern their DAG nodes in the parent: same sets, same ids."""
+    gnf = compile_grammar((REPO / "grammars" / "xml.ebnf").read_text()).gnf
+    one = compute_classes(gnf, llama3.token_bytes, llama3.kinds, workers=1).classes
+    gnf = compile_grammar((REPO / "grammars" / "xml.ebnf").read_text()).gnf
+    two = compute_classes(gnf, llama3.token_bytes, llama3.kinds, workers=2).classes
+    assert two.metadata["workers"] == 2
+    assert np.array_equal(one.class_of, two.class_of)
+    assert np.array_equal(one.representatives, two.representatives)

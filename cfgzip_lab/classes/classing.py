@@ -91,6 +91,7 @@ def compute_classes(
     budget: int = DEFAULT_TOKEN_BUDGET,
     progress: Callable[[int, int], None] | None = None,
     cancel: Callable[[], bool] | None = None,
+    workers: int = 1,
 ) -> ClassingResult:
     """Partition a vocabulary by displacement (exact; see :mod:`.displacement`).
 
@@ -102,6 +103,13 @@ def compute_classes(
     put in a class of its own (sound: a singleton never merges anything) and
     counted in ``metadata["fallback_singletons"]``. ``progress(done, total)`` is
     called now and then; ``cancel()`` returning True stops with ``InterruptedError``.
+
+    ``workers > 1`` splits the sorted strings into that many runs (cut where the
+    first byte class changes, so prefixes stay shared) and walks them in forked
+    processes (POSIX only; call it from a process without other busy threads, e.g.
+    the CLI). Each worker sends back the DAG nodes it created, children first, and
+    the parent interns them again: interning is canonical, so equal sets get equal
+    ids across workers and the partition is exactly the one-process partition.
     """
     started = time.perf_counter()
     displacer = Displacer(gnf)
@@ -116,7 +124,38 @@ def compute_classes(
         if kinds[tid] == _TOKEN_NORMAL and data:
             by_atoms.setdefault(data.translate(table), []).append(tid)
     keys = sorted(by_atoms)
-    fallback: list[int] = []
+    runs = _split_runs(keys, workers)
+    if len(runs) > 1 and _can_fork():
+        if progress is not None:
+            progress(0, len(keys))
+        node_by_key, fallback_keys = _walk_parallel(displacer, runs, budget)
+    else:
+        node_by_key, fallback_keys = _walk(displacer, keys, budget, progress, cancel)
+    if progress is not None:
+        progress(len(keys), len(keys))
+    for key, node in node_by_key.items():
+        node_of[by_atoms[key]] = node
+    fallback = [tid for key in fallback_keys for tid in by_atoms[key]]
+
+    classes = _assemble(token_bytes, kinds, node_of, fallback)
+    classes.metadata.update(
+        {
+            "fallback_singletons": len(fallback),
+            "classing_seconds": round(time.perf_counter() - started, 4),
+            "distinct_byte_class_strings": len(keys),
+            "byte_classes": len(gnf.atoms),
+            "dag_nodes": len(store),
+            "workers": len(runs) if _can_fork() else 1,
+        }
+    )
+    return ClassingResult(classes, displacer, node_of)
+
+
+def _walk(displacer: Displacer, keys: list[bytes], budget: int, progress=None, cancel=None) -> tuple[dict[bytes, int], list[bytes]]:
+    """Displacement node of every sorted byte-class string; strings past the budget apart."""
+    store = displacer.store
+    node_by_key: dict[bytes, int] = {}
+    fallback: list[bytes] = []
     path = [displacer.initial]
     previous = b""
     step = displacer.step
@@ -138,29 +177,94 @@ def compute_classes(
                     node = step(node, atom)
                 path.append(node)
         except BudgetExceeded:
-            fallback.extend(by_atoms[key])
-            node = -2
-            path.append(-2)  # never resumed from: the next key recomputes past `common`
-            del path[common + 1:]
+            fallback.append(key)
+            del path[common + 1:]  # never resumed from: the next key recomputes past `common`
+            previous = b""
+            continue
         finally:
             store.limit = float("inf")
-        previous = key if node != -2 else b""
-        if node != -2:
-            node_of[by_atoms[key]] = node
-    if progress is not None:
-        progress(len(keys), len(keys))
+        previous = key
+        node_by_key[key] = node
+    return node_by_key, fallback
 
-    classes = _assemble(token_bytes, kinds, node_of, fallback)
-    classes.metadata.update(
-        {
-            "fallback_singletons": len(fallback),
-            "classing_seconds": round(time.perf_counter() - started, 4),
-            "distinct_byte_class_strings": len(keys),
-            "byte_classes": len(gnf.atoms),
-            "dag_nodes": len(store),
-        }
-    )
-    return ClassingResult(classes, displacer, node_of)
+
+def _split_runs(keys: list[bytes], workers: int) -> list[list[bytes]]:
+    """``workers`` contiguous runs of about equal size, cut where the first byte class changes."""
+    if workers <= 1 or len(keys) < 4096:
+        return [keys]
+    runs, start = [], 0
+    for w in range(1, workers):
+        cut = max(start, len(keys) * w // workers)
+        while 0 < cut < len(keys) and keys[cut][:1] == keys[cut - 1][:1]:
+            cut += 1
+        runs.append(keys[start:cut])
+        start = cut
+    runs.append(keys[start:])
+    return [r for r in runs if r]
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+_FORKED: tuple[Displacer, int] | None = None  # what forked workers inherit
+
+
+def _walk_in_worker(keys: list[bytes]):
+    displacer, budget = _FORKED
+    store = displacer.store
+    base = len(store)  # nodes below this id exist, with the same ids, in the parent
+    node_by_key, fallback = _walk(displacer, keys, budget)
+    # Export the new nodes reachable from the results, children before parents.
+    order: dict[int, int] = {}
+    exported: list[tuple[bool, tuple[tuple[int, int], ...]]] = []
+
+    def ref(node: int) -> int:  # parent-side reference: an old id, or -1 - export index
+        return node if node < base else -1 - order[node]
+
+    for root in set(node_by_key.values()):
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if node < base or (node in order and not done):
+                continue
+            accepts, edges = store.nodes[node]
+            if done:
+                if node not in order:
+                    order[node] = len(exported)
+                    exported.append((accepts, tuple((s, ref(c)) for s, c in edges)))
+                continue
+            stack.append((node, True))
+            stack.extend((c, False) for _, c in edges if c >= base and c not in order)
+    return exported, {key: ref(node) for key, node in node_by_key.items()}, fallback
+
+
+def _walk_parallel(displacer: Displacer, runs: list[list[bytes]], budget: int) -> tuple[dict[bytes, int], list[bytes]]:
+    import multiprocessing
+
+    global _FORKED
+    _FORKED = (displacer, budget)
+    try:
+        with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
+            results = pool.map(_walk_in_worker, runs)
+    finally:
+        _FORKED = None
+    store = displacer.store
+    node_by_key: dict[bytes, int] = {}
+    fallback: list[bytes] = []
+    for exported, refs, run_fallback in results:
+        ids: list[int] = []
+
+        def resolve(r: int) -> int:
+            return r if r >= 0 else ids[-1 - r]
+
+        for accepts, edges in exported:
+            ids.append(store.make(accepts, tuple((s, resolve(c)) for s, c in edges)))
+        node_by_key.update((key, resolve(r)) for key, r in refs.items())
+        fallback.extend(run_fallback)
+    return node_by_key, fallback
 
 
 def _assemble(token_bytes: list[bytes], kinds: np.ndarray, node_of: np.ndarray, fallback: list[int]) -> TokenClasses:
