@@ -1,8 +1,6 @@
 """Plain and compressed engines over real XGrammar: one interface, same masks, batch = single."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -22,12 +20,8 @@ from cfgzip_lab.engine import (
 from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.verify import duplicate_classes, identity_classes
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
+from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
 
-ROOT = Path(__file__).resolve().parents[1]
-JSON_BUILTIN = Path("/work/shared/grammars/third_party/xgrammar_builtin_json.ebnf")
-if not JSON_BUILTIN.exists():  # the repository's own copy of the same language
-    JSON_BUILTIN = ROOT / "grammars" / "json.ebnf"
-JSON_GRAMMAR = JSON_BUILTIN.read_text()
 PARENS = 'root ::= item+\nitem ::= "(" item* ")" | "a" | "<s>"\n'
 
 TOY_TOKENS = [

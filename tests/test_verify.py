@@ -15,12 +15,9 @@ from cfgzip_lab.verify import (
     verify_lossless,
 )
 from cfgzip_lab.vocab import vocab_from_bytes
+from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
 
 ROOT = Path(__file__).resolve().parents[1]
-JSON_BUILTIN = Path("/work/shared/grammars/third_party/xgrammar_builtin_json.ebnf")
-if not JSON_BUILTIN.exists():
-    JSON_BUILTIN = ROOT / "grammars" / "json.ebnf"
-JSON_GRAMMAR = JSON_BUILTIN.read_text()
 ARITH = (
     'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
     'factor ::= [0-9]+ | "(" expr ")"\n'
