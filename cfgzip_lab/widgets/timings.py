@@ -5,17 +5,15 @@ The per-step records come from the step decoder (``session.decode_log``, one dic
 with ``plain_s``, ``compressed_s``, ``identical``). "Compressed" is the whole CFGzip path:
 XGrammar over the K representatives *and* the expansion to the vocabulary mask.
 
-The batch benchmark walks B matchers of each engine along one random grammar-valid token
-path (the same for every row) and times one mask fill per step for the batch, side by
-side in this process. It reports medians; it never asserts on wall time.
+The batch benchmark is :func:`cfgzip_lab.bench.bench_engines`: B matchers of each engine
+replay the same seeded random grammar-valid token paths, one mask fill per step for the
+batch, side by side in this process. It reports medians; it never asserts on wall time.
 """
 from __future__ import annotations
 
 import statistics
-import time
 
 import ipywidgets as w
-import numpy as np
 import plotly.graph_objects as go
 
 from ._base import Panel
@@ -46,51 +44,33 @@ def step_summary(session) -> dict:
 def benchmark_batches(engines, batch_sizes=(1, 4, 16), *, steps: int = 16, seed: int = 0, cancel=None) -> list[dict]:
     """Median mask time per step for each batch size, plain vs compressed (with expansion).
 
-    ``engines`` is a :class:`cfgzip_lab.engine.CompiledEngines` with classes. Each step
-    fills the whole batch's masks (the compressed engine's class masks are expanded to
-    vocabulary bitmasks, as a serving engine would need them), then every row accepts the
-    same random allowed token.
+    ``engines`` is a :class:`cfgzip_lab.engine.CompiledEngines` with classes. One
+    :func:`cfgzip_lab.bench.bench_engines` replay per batch size (seeded random walks,
+    ``steps`` tokens at most); ``plain_us`` is the plain fill, ``compressed_us`` the class
+    fill plus the expansion to a vocabulary bitmask, ``speedup`` their ratio at the median.
+    ``cancel()`` is asked before each batch size.
     """
-    from ..expand import unpack_bitmask
+    from ..bench import bench_engines
 
-    rng = np.random.default_rng(seed)
     out = []
     for size in batch_sizes:
-        plain = engines.plain_batch(size)
-        compressed = engines.compressed_batch(size)
-        plain_mask = plain.allocate_bitmask()
-        class_mask = compressed.allocate_bitmask()
-        expander = engines.expander
-        times_p, times_c = [], []
-        for _ in range(steps):
-            if cancel is not None and cancel():
-                raise InterruptedError("benchmark cancelled")
-            if any(plain.is_terminated()):
-                break
-            t0 = time.perf_counter()
-            plain.fill_next_token_bitmask(plain_mask)
-            t1 = time.perf_counter()
-            compressed.fill_next_token_bitmask(class_mask)
-            expander.to_vocab_bitmask(class_mask)
-            t2 = time.perf_counter()
-            times_p.append(t1 - t0)
-            times_c.append(t2 - t1)
-            allowed = np.flatnonzero(unpack_bitmask(plain_mask[0], plain.vocab_size))
-            if allowed.size == 0:
-                break
-            token = int(rng.choice(allowed))
-            plain.accept_tokens([token] * size)
-            compressed.accept_tokens([token] * size)
-        if not times_p:
+        if cancel is not None and cancel():
+            raise InterruptedError("benchmark cancelled")
+        bench = bench_engines(
+            engines.grammar_text, engines.vocab, engines.classes,
+            engines=engines, batch_sizes=(size,), steps=steps, seed=seed, expansion_repeats=0,
+        )
+        (b,) = bench.batches
+        if not b.steps:
             continue
-        med_p, med_c = statistics.median(times_p), statistics.median(times_c)
+        med_p, med_c = b.plain_fill.median_us, b.compressed_expanded.median_us
         out.append(
             {
                 "batch_size": size,
-                "steps": len(times_p),
-                "plain_us": round(med_p * 1e6, 1),
-                "compressed_us": round(med_c * 1e6, 1),
-                "speedup": round(med_p / med_c, 2) if med_c > 0 else None,
+                "steps": b.steps,
+                "plain_us": round(med_p, 1),
+                "compressed_us": round(med_c, 1),
+                "speedup": round(b.speedup_median, 2) if med_c > 0 else None,
             }
         )
     return out
@@ -128,7 +108,7 @@ class TimingsPanel(Panel):
             [
                 self.summary,
                 charts,
-                w.HTML("<b>Batch benchmark</b> (current grammar and classes; one random valid path per batch)"),
+                w.HTML("<b>Batch benchmark</b> (current grammar and classes; the same seeded random valid paths for every batch size)"),
                 w.HBox([self.batch_sizes, self.bench_steps, run]),
                 self.batch_output,
                 self.error_box,
