@@ -208,7 +208,6 @@ def cmd_bench(args) -> int:
             human.append(f"  {name:<10} {rate:8.1f} tokens/s  ({e2e.tokens[name]} tokens, mask {e2e.mask_ms_median[name]:.2f} ms median)")
         human.append(f"  plain and compressed texts identical: {e2e.same_text}")
         record["e2e"] = e2e.to_dict()
-    human.append("ratio = plain fill / (compressed fill + expand + apply), at the median and at p90")
     human.append(f"machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, xgrammar {machine['xgrammar']}")
     _emit(args, human, record)
     return 0
