@@ -76,6 +76,9 @@ def load_classes(path, *, grammar_text: str | None = None, vocab=None):
     path = Path(path)
     if not path.is_file():
         raise CacheError(f"class cache {path} does not exist")
+    if not zipfile.is_zipfile(path):
+        # np.load would try the file as a pickle and suggest allow_pickle: never do that.
+        raise CacheError(f"class cache {path} is truncated or not a cfgzip_lab cache (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in ("class_of", "representatives", "class_kind", "metadata")}
