@@ -61,7 +61,13 @@ def _setup(args):
     """Grammar, vocabulary, classes and documents; every bad input → UsageError."""
     from .bench import sample_docs
 
+    from .engine import GrammarCompileError, probe_xgrammar
+
     path, compiled = _read_grammar(args.grammar)
+    try:
+        probe_xgrammar(compiled.text)
+    except GrammarCompileError as exc:
+        raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
     vocab = _load_vocab(args.tokenizer)
     docs = _read_docs(args.docs)
     source = "docs"

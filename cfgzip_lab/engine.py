@@ -77,6 +77,37 @@ class GrammarCompileError(ValueError):
     """XGrammar refused the grammar text (its message names line and column)."""
 
 
+_PROBE = """
+import sys, xgrammar
+text = sys.stdin.read()
+info = xgrammar.TokenizerInfo([b"a"], xgrammar.VocabType.RAW, vocab_size=1, stop_token_ids=[])
+xgrammar.GrammarCompiler(info, cache_enabled=False).compile_grammar(text)
+"""
+
+
+def probe_xgrammar(grammar_text: str, *, timeout: float = 120.0) -> None:
+    """Compile ``grammar_text`` with XGrammar in a child process first.
+
+    xgrammar 0.2.8 kills the whole process with a segmentation fault on some grammars;
+    a command that compiles user grammars in-process calls this first so that a crash
+    becomes a :class:`GrammarCompileError` with a message instead.
+    """
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE], input=grammar_text, text=True, capture_output=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise GrammarCompileError(f"XGrammar did not finish compiling the grammar within {timeout:.0f} s") from None
+    if done.returncode < 0:
+        raise GrammarCompileError(f"XGrammar crashed (signal {-done.returncode}) while compiling the grammar")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
+        raise GrammarCompileError(last)
+
+
 def grammar_sha256(grammar_text: str) -> str:
     return hashlib.sha256(grammar_text.encode("utf-8")).hexdigest()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from .classes.cache import grammar_sha256
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes
 from .grammar.cfg import CFG
+from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import GNF, to_gnf
 from .grammar.lower import lower
@@ -59,6 +60,13 @@ def compile_grammar(text: str, *, source: str = "<grammar>") -> CompiledGrammar:
     t2 = time.perf_counter()
     gnf = to_gnf(cfg)
     t3 = time.perf_counter()
+    if not gnf.table[gnf.start] and not gnf.accepts_empty:
+        # Nothing to class, and XGrammar 0.2.8 can crash on such grammars (unbounded
+        # recursion with no way out): say so at the root rule instead.
+        rule = ast.rules[ast.root]
+        line, column = position_of(text, rule.span[0] if rule.span else 0)
+        message = f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
+        raise GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
     return CompiledGrammar(text, ast, cfg, gnf, {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2})
 
 

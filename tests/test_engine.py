@@ -277,3 +277,15 @@ def test_llama3_json_engines_agree_on_a_document():
     stop = vocab.stop_ids[0]
     assert stop in bits(plain.next_vocab_bitmask(), vocab.vocab_size)
     assert plain.accept_token(stop) and compressed.accept_token(stop)
+
+
+def test_probe_turns_an_xgrammar_crash_into_an_error(monkeypatch) -> None:
+    """xgrammar 0.2.8 can die with SIGSEGV on some grammars: the probe runs it in a child."""
+    import cfgzip_lab.engine as engine
+
+    engine.probe_xgrammar('root ::= "a" | "b"\n')  # compiles: no error
+    with pytest.raises(engine.GrammarCompileError, match="EBNF parser error at line"):
+        engine.probe_xgrammar('root ::= "a" |\n')
+    monkeypatch.setattr(engine, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(engine.GrammarCompileError, match="crashed \\(signal 11\\)"):
+        engine.probe_xgrammar('root ::= "a"\n')

@@ -135,3 +135,13 @@ def test_precedence_chain_stays_factored() -> None:
     assert gnf.num_productions > 20 * gnf.dag_nodes  # what listing would cost vs what we hold
     assert gnf.dag_nodes < 5000
     assert gnf.accepts(b"1 + 2*(3 /* c */ % 4)")
+
+
+def test_empty_language_is_a_diagnostic_at_root() -> None:
+    from cfgzip_lab.grammar.diagnostics import GrammarError
+
+    text = '# comment\nroot ::= (y{2,3}){2}\ny ::= root\n'
+    with pytest.raises(GrammarError) as info:
+        compile_grammar(text)
+    (diag,) = info.value.diagnostics
+    assert (diag.line, diag.column) == (2, 1) and "language of 'root' is empty" in diag.message
