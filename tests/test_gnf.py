@@ -145,3 +145,13 @@ def test_empty_language_is_a_diagnostic_at_root() -> None:
         compile_grammar(text)
     (diag,) = info.value.diagnostics
     assert (diag.line, diag.column) == (2, 1) and "language of 'root' is empty" in diag.message
+
+
+@pytest.mark.parametrize("path", OURS, ids=lambda p: p.name)
+def test_word_dag_nodes_are_canonical(path: Path) -> None:
+    """Interning is only canonical (equal ids ⇔ equal sets) if every node's edges are
+    sorted by symbol with no symbol twice; a lifted terminal once broke the order."""
+    store = compile_grammar(path.read_text(encoding="utf-8")).gnf.store
+    for _, edges in store.nodes:
+        symbols = [s for s, _ in edges]
+        assert symbols == sorted(set(symbols))

@@ -188,7 +188,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         nt = None if per_occurrence else lifted.get(s.bits)
         if nt is None:
             members = [k for k, a in enumerate(atoms) if a.bits & s.bits]
-            rhs = store.make(False, tuple((atom_symbol(k), EPSILON) for k in sorted(members, reverse=True))[::-1])
+            rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
             nt = lifted[s.bits] = rules.add(format_byteset(s), rhs)
         return nt
 

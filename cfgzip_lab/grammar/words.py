@@ -74,10 +74,6 @@ class WordStore:
             node = self.make(False, ((s, node),))
         return node
 
-    def prefix(self, symbol: int, node: int) -> int:
-        """``symbol · node`` (every word of node with ``symbol`` in front)."""
-        return EMPTY if node == EMPTY else self.make(False, ((symbol, node),))
-
     # -- queries ------------------------------------------------------------
     def accepts(self, node: int) -> bool:
         return self.nodes[node][0]
