@@ -124,8 +124,8 @@ def compute_classes(
         if kinds[tid] == _TOKEN_NORMAL and data:
             by_atoms.setdefault(data.translate(table), []).append(tid)
     keys = sorted(by_atoms)
-    runs = _split_runs(keys, workers)
-    if len(runs) > 1 and _can_fork():
+    runs = _split_runs(keys, workers) if _can_fork() else [keys]
+    if len(runs) > 1:
         if progress is not None:
             progress(0, len(keys))
         node_by_key, fallback_keys = _walk_parallel(displacer, runs, budget)
@@ -145,7 +145,7 @@ def compute_classes(
             "distinct_byte_class_strings": len(keys),
             "byte_classes": len(gnf.atoms),
             "dag_nodes": len(store),
-            "workers": len(runs) if _can_fork() else 1,
+            "workers": len(runs),
         }
     )
     return ClassingResult(classes, displacer, node_of)

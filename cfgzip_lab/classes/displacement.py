@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON
-from .adjacency import BOTTOM, stack_adjacency
+from .adjacency import stack_adjacency
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,4 +119,4 @@ class Displacer:
         return self.store.count(node)
 
 
-__all__ = ["Displacer", "DisplacementPair", "BOTTOM"]
+__all__ = ["Displacer", "DisplacementPair"]
