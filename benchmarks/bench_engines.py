@@ -1,6 +1,6 @@
 """Plain XGrammar vs the compressed engine, per decode step, over several grammars.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_engines.py [--steps 80] [--batch 1,8] [GRAMMAR ...]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_engines.py [--steps 200] [--batch 1,8] [GRAMMAR ...]
 
 Runs :func:`cfgzip_lab.bench.bench_engines` (the grammar's sample documents replayed,
 plain fill / plain fill + apply / compressed fill / compressed fill + expand + apply timed
@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("grammars", nargs="*", default=["json", "c_like", "bython", "xml"])
     ap.add_argument("--tokenizer", default="llama3")
     ap.add_argument("--batch", default="1,8")
-    ap.add_argument("--steps", type=int, default=80, help="tokens replayed per grammar and batch size")
+    ap.add_argument("--steps", type=int, default=200,
+                    help="steps timed per grammar and batch size, spread evenly over the whole samples (0: all)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -4,10 +4,14 @@ A pure core for ``cfgzip-lab bench`` and ``benchmarks/``: nothing here prints, a
 is ever asserted on wall time. The replay:
 
 1. Token paths: the documents given (tokenized with ``vocab.encode``), else the grammar's
-   samples, else seeded random walks driven by the plain matcher.
+   samples, else seeded random walks driven by the plain matcher. Documents are replayed
+   whole; ``steps`` timed steps are spread evenly over all their positions. A document's
+   head is not a fair sample of it (a C file opens with comments and ``#include`` lines,
+   which cost plain XGrammar 50 times less than a statement does), so timing only the
+   first tokens of each document would measure the wrong distribution.
 2. For each batch size B, B plain and B compressed matchers (XGrammar's
    ``BatchGrammarMatcher`` for B > 1, a single matcher for B = 1: what a decode loop uses)
-   replay the same paths; at every step, one after the other in the same process:
+   replay the same paths; at every timed step, one after the other in the same process:
 
    - plain fill                     (vocabulary bitmask, ``fill_next_token_bitmask``)
    - plain apply                    (``apply_token_bitmask_inplace`` on float32 logits (B, V))
@@ -46,6 +50,7 @@ __all__ = [
     "EngineBench",
     "E2EBench",
     "token_paths",
+    "timed_positions",
     "bench_engines",
     "bench_e2e",
     "machine_info",
@@ -211,33 +216,47 @@ def token_paths(
     seed: int = 0,
     walks: int = 4,
 ) -> list[list[int]]:
-    """Token paths to replay, ``steps`` tokens at most in all.
+    """Token paths to replay: every document, tokenized, whole.
 
-    Each document is tokenized, given an equal share of ``steps``, and cut where the
-    plain matcher refuses a token (a document outside the grammar still gives its valid
-    prefix). With no documents,
-    ``walks`` seeded random walks of ``ceil(steps / walks)`` tokens.
+    A document is cut where the plain matcher refuses a token (one outside the grammar still
+    gives its valid prefix). With no documents, ``walks`` seeded random walks of
+    ``ceil(steps / walks)`` tokens (200 in all for ``steps <= 0``): walking needs a plain
+    fill per token, so it is bounded.
     """
     vocab = engines.vocab
-    docs = list(docs)
     paths: list[list[int]] = []
-    budget = steps
-    per_doc = -(-steps // max(len(docs), 1))  # every document gets its share of the steps
     for doc in docs:
-        if budget <= 0:
-            break
         m = engines.plain()
         path = []
-        for t in vocab.encode(doc)[: min(budget, per_doc)]:
+        for t in vocab.encode(doc):
             if not m.accept_token(int(t)):
                 break
             path.append(int(t))
         if path:
             paths.append(path)
-            budget -= len(path)
     if not paths:
-        paths = _walk_paths(engines, walks, -(-steps // walks), seed)
+        walk_tokens = steps if steps > 0 else 200
+        paths = _walk_paths(engines, walks, -(-walk_tokens // walks), seed)
     return paths
+
+
+def timed_positions(paths: Sequence[Sequence[int]], steps: int) -> list[set[int]]:
+    """Which steps of each path to time: ``steps`` positions spread evenly over all paths.
+
+    ``steps <= 0`` or more steps than tokens times every step. Deterministic, so the plain
+    and compressed engines (and every batch size) are timed at the same states.
+    """
+    total = sum(len(p) for p in paths)
+    if steps <= 0 or steps >= total:
+        return [set(range(len(p))) for p in paths]
+    chosen = np.unique(np.linspace(0, total - 1, steps).round().astype(np.int64))
+    timed: list[set[int]] = []
+    start = 0
+    for p in paths:
+        inside = chosen[(chosen >= start) & (chosen < start + len(p))] - start
+        timed.append(set(int(i) for i in inside))
+        start += len(p)
+    return timed
 
 
 def _replay(
@@ -246,6 +265,7 @@ def _replay(
     plain_new,
     compressed_new,
     paths: Sequence[Sequence[int]],
+    timed: Sequence[set[int]],
     batch: int,
     vocab_size: int,
 ) -> dict[str, list[float]]:
@@ -256,9 +276,14 @@ def _replay(
     comp_mask = compressed.allocate_bitmask() if isinstance(compressed, BatchMatcher) else compressed.allocate_bitmask(1)
     logits = torch.zeros(batch, vocab_size, dtype=torch.float32)
     clock = time.perf_counter
-    for path in paths:
+    for path, when in zip(paths, timed):
         p, c = plain_new(), compressed_new()
-        for token in path:
+        for i, token in enumerate(path):
+            if i not in when:  # untimed: just advance both engines
+                ok = _accept(p, c, token, batch)
+                if not ok:
+                    break
+                continue
             t0 = clock()
             p.fill_next_token_bitmask(plain_mask)
             t1 = clock()
@@ -275,14 +300,16 @@ def _replay(
             times["compressed_fill"].append(t3 - t2)
             times["compressed_expand"].append(t4 - t3)
             times["compressed_apply"].append(t5 - t4)
-            if isinstance(p, BatchMatcher):
-                ok = all(p.accept_tokens([token] * batch)) and all(c.accept_tokens([token] * batch))
-            else:
-                ok = p.accept_token(token) and c.accept_token(token)
-            if not ok:  # cannot happen for paths from token_paths; stop this path if it does
+            if not _accept(p, c, token, batch):  # cannot happen for paths from token_paths
                 break
             logits.zero_()  # fresh finite logits each step (not timed)
     return times
+
+
+def _accept(p, c, token: int, batch: int) -> bool:
+    if isinstance(p, BatchMatcher):
+        return all(p.accept_tokens([token] * batch)) and all(c.accept_tokens([token] * batch))
+    return p.accept_token(token) and c.accept_token(token)
 
 
 def bench_engines(
@@ -307,7 +334,9 @@ def bench_engines(
     source : str
         A label for where ``docs`` came from (``"docs"``, ``"samples"``).
     steps : int
-        Tokens replayed per batch size, at most (the paths are the same for every size).
+        Steps timed per batch size, spread evenly over the whole documents (0: every step);
+        without documents, the length of the random walks in all. The paths and the timed
+        positions are the same for every batch size.
     expansion_repeats : int
         Repeats of :func:`cfgzip_lab.expand.time_expansion` per batch size (0: skip).
 
@@ -320,6 +349,7 @@ def bench_engines(
     engines = engines or compile_engines(grammar_text, vocab, classes)
     docs = list(docs)
     paths = token_paths(engines, docs, steps=steps, seed=seed)
+    timed = timed_positions(paths, steps)
     if not docs:
         source = "walks"
     results = []
@@ -348,7 +378,7 @@ def bench_engines(
                 return b
 
             plain0, comp0 = pb, cb
-        times = _replay(plain0, comp0, plain_new, comp_new, paths, batch, vocab.vocab_size)
+        times = _replay(plain0, comp0, plain_new, comp_new, paths, timed, batch, vocab.vocab_size)
         plain_total = [a + b for a, b in zip(times["plain_fill"], times["plain_apply"])]
         comp_expanded = [a + b for a, b in zip(times["compressed_fill"], times["compressed_expand"])]
         comp_total = [a + b for a, b in zip(times["compressed_fill"], times["compressed_apply"])]

@@ -150,7 +150,8 @@ def cmd_bench(args) -> int:
     machine = machine_info()
     human = [
         f"{path} × {vocab.name}: {vocab.vocab_size} tokens → {classes.num_classes} classes; "
-        f"{result.path_tokens} tokens replayed from {result.paths} {result.source} paths",
+        f"{result.path_tokens} tokens replayed from {result.paths} {result.source} paths, "
+        f"{result.batches[0].steps} steps timed (spread evenly over them)",
         f"{'batch':>5} {'steps':>5} | {'plain fill':>19} {'plain+apply':>19} | {'comp. fill':>19} {'comp.+expand':>19} "
         f"{'comp.+expand+apply':>19} | {'fill ratio':>19} {'total ratio':>19}",
         f"{'':>5} {'':>5} | {'median / p90 µs':>19} {'median / p90 µs':>19} | {'median / p90 µs':>19} {'median / p90 µs':>19} "
@@ -240,7 +241,8 @@ def add_commands(sub, common) -> None:
     b.add_argument("--batch", default="1", help="batch sizes, comma separated (default 1)")
     b.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")
     b.add_argument("--classes", metavar="CACHE", help="a class cache from `compress` (default: class now)")
-    b.add_argument("--steps", type=int, default=200, help="tokens replayed per batch size, at most")
+    b.add_argument("--steps", type=int, default=200,
+                   help="steps timed per batch size, spread evenly over the whole documents (0: every step)")
     b.add_argument("--seed", type=int, default=0, help="seed of the random walks (grammars without documents)")
     b.add_argument("--e2e", action="store_true", help="also end-to-end tokens/s with SmolLM2")
     b.set_defaults(func=cmd_bench)

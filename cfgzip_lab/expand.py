@@ -15,15 +15,28 @@ device) and turns a class bitmask of shape ``(W_K,)`` or ``(B, W_K)`` into
 - an additive logits bias (0 where allowed, ``-inf`` elsewhere), or
 - in-place masking of a logits tensor of shape ``(…, V)`` on its own device.
 
-Two backends, chosen by the device of the input: on CPU, numpy (``np.unpackbits`` →
-``np.take`` → ``np.packbits``; ``np.take`` gathers 128k bytes about 5x faster than
-``torch.index_select`` on one core); on any other device, torch ops that stay on the
-device (unpack with shifts, ``index_select``, repack with a weighted sum).
+Two backends, chosen by the device of the input. On any device but the CPU, torch ops that
+stay on the device (unpack with shifts, ``index_select``, repack with a weighted sum): a
+GPU gathers 128k entries in a few microseconds. On the CPU a plain gather is the cost
+(about 40–65 µs for 128k tokens on one core, however it is written: numpy's ``take``,
+torch's ``index_select``), so the numpy backend splits the vocabulary instead:
+
+- the few *large* classes (at least ``LARGE_CLASS_TOKENS`` tokens each; a handful of them
+  hold 90% of a vocabulary) are packed four at a time into tables of all 16 unions of
+  their vocabulary bitmasks, so their part of the answer is one row lookup and one OR of
+  ``ceil(V / 32)`` words per four classes (the "four Russians" trick);
+- the tokens of the many small classes are gathered and scattered one by one into a
+  scratch byte row whose other positions stay zero, then packed.
+
+Both parts are exact, so the result is the gather's, bit for bit (tested against the plain
+gather); 12 µs instead of 50 for the JSON grammar's 324 classes, 27 µs for C-like's 4,001.
+The logits paths (bias, in-place masking, bool rows) are derived from that packed row.
 """
 from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from typing import Any, Literal
 
@@ -44,6 +57,11 @@ if sys.byteorder != "little":  # pragma: no cover - every platform XGrammar ship
     raise ImportError("cfgzip_lab.expand assumes a little-endian machine (XGrammar does too)")
 
 _NEG_INF = float("-inf")
+
+LARGE_CLASS_TOKENS = 256
+"""Classes with at least this many tokens go into the numpy backend's union tables."""
+MAX_LARGE_CLASSES = 64
+"""At most this many large classes (16 tables of 16 rows: 4 MB for a 128k vocabulary)."""
 
 
 def unpack_bitmask(bitmask: np.ndarray | torch.Tensor, size: int) -> np.ndarray:
@@ -113,6 +131,11 @@ class Expander:
         ``auto``: numpy for CPU tensors, torch ops on the tensor's device otherwise.
         ``torch`` forces the device code path (also on CPU: how tests cover it without
         a GPU); ``numpy`` goes through the CPU for every device.
+    memo_bytes : int
+        Bound on each memo of expanded rows (packed, bool, bias), least recently used out.
+    large_class_tokens : int
+        Size from which a class goes into the numpy backend's union tables (see the module
+        doc); any value gives the same bits, only the speed changes.
 
     Examples
     --------
@@ -127,6 +150,7 @@ class Expander:
         *,
         backend: Literal["auto", "numpy", "torch"] = "auto",
         memo_bytes: int = 32 << 20,
+        large_class_tokens: int = LARGE_CLASS_TOKENS,
     ) -> None:
         if backend not in ("auto", "numpy", "torch"):
             raise ValueError(f"unknown backend {backend!r}")
@@ -151,6 +175,45 @@ class Expander:
         self._device_cache: dict[torch.device, dict[str, torch.Tensor]] = {}
         self._row_memo: dict[str, dict[bytes, np.ndarray]] = {}
         self.memo_bytes = memo_bytes
+        self._split_by_size(self._index, max(1, int(large_class_tokens)))
+        self._scratch = threading.local()
+
+    def _split_by_size(self, class_of: np.ndarray, large_class_tokens: int) -> None:
+        """Union tables for the large classes, position/class lists for the small ones."""
+        sizes = np.bincount(class_of, minlength=self.num_classes) if self.vocab_size else np.zeros(0, np.intp)
+        by_size = np.argsort(-sizes, kind="stable")
+        large = by_size[: MAX_LARGE_CLASSES][sizes[by_size[: MAX_LARGE_CLASSES]] >= large_class_tokens]
+        groups = -(-len(large) // 4)
+        # Pad the last group by repeating a class of it: a union with itself changes nothing.
+        members = np.resize(large, groups * 4) if groups else np.zeros(0, np.intp)
+        if groups:
+            members[len(large):] = large[-1]
+        self._large_groups = members.reshape(groups, 4).astype(np.intp)
+        self._large_tables = np.zeros((groups, 16, self.vocab_bitmask_size), dtype=np.int32)
+        padded = np.full(self.vocab_bitmask_size * 32, -1, dtype=np.intp)
+        padded[: self.vocab_size] = class_of
+        for g in range(groups):
+            rows = self._large_tables[g]
+            for code in range(1, 16):
+                low = code & -code
+                member = self._large_groups[g, low.bit_length() - 1]
+                own = np.packbits(padded == member, bitorder="little").view(np.int32)
+                rows[code] = rows[code & (code - 1)] | own
+        self._code_weights = np.array([1, 2, 4, 8], dtype=np.uint8)
+        is_small = np.ones(self.num_classes, dtype=bool)
+        is_small[large] = False
+        self._small_positions = np.flatnonzero(is_small[class_of]).astype(np.intp)
+        self._small_classes = np.ascontiguousarray(class_of[self._small_positions], dtype=np.intp)
+        # A scatter costs about twice a gather per token: when small classes hold most of
+        # the vocabulary (many classes, none large), one plain gather of the row is faster.
+        self._gather_whole_row = self._small_positions.size > self.vocab_size // 4
+
+    def _scratch_row(self) -> np.ndarray:
+        """This thread's byte row for the small classes; positions of large ones stay 0."""
+        row = getattr(self._scratch, "row", None)
+        if row is None:
+            row = self._scratch.row = np.zeros(self.vocab_bitmask_size * 32, dtype=np.uint8)
+        return row
 
     # -- device tensors, built once per device ----------------------------------------
     def _tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
@@ -199,22 +262,43 @@ class Expander:
 
     def _vocab_row(self, row: np.ndarray) -> np.ndarray:
         def build(r):
-            # np.take over a 1-D table is the fastest gather numpy has; mode="wrap" skips
-            # its bounds check (every index is a class id, inside the table): about 38 us
-            # instead of 48 us for 128k tokens on one core.
-            packed = np.packbits(np.take(self._class_bits_np(r), self._index_packed, mode="wrap"), bitorder="little").view(np.int32)
-            packed[-1] &= self._tail_word_mask
+            bits = self._class_bits_np(r)
+            if self._gather_whole_row:
+                # np.take's mode="wrap" skips its bounds check (every index is a class id).
+                packed = np.packbits(np.take(bits, self._index_packed, mode="wrap"), bitorder="little").view(np.int32)
+                packed[-1] &= self._tail_word_mask
+                return packed
+            groups = len(self._large_groups)
+            if groups:
+                codes = bits[self._large_groups] @ self._code_weights
+                packed = self._large_tables[0, codes[0]].copy()
+                for g in range(1, groups):
+                    np.bitwise_or(packed, self._large_tables[g, codes[g]], out=packed)
+            else:
+                packed = np.zeros(self.vocab_bitmask_size, dtype=np.int32)
+            if self._small_positions.size:
+                scratch = self._scratch_row()
+                # Fancy assignment: about twice as fast as np.put for 12k positions.
+                scratch[self._small_positions] = np.take(bits, self._small_classes, mode="wrap")
+                packed |= np.packbits(scratch, bitorder="little").view(np.int32)
             return packed
 
         return self._memo("vocab", row, build)
 
     def _allowed_row(self, row: np.ndarray) -> np.ndarray:
-        return self._memo("allowed", row, lambda r: np.take(self._class_bits_np(r), self._index, mode="wrap").view(bool))
+        def build(r):
+            packed = self._vocab_row(r)
+            return np.unpackbits(packed.view(np.uint8), bitorder="little")[: self.vocab_size].view(bool)
+
+        return self._memo("allowed", row, build)
 
     def _bias_row(self, row: np.ndarray) -> np.ndarray:
         def build(r):
-            bits = self._class_bits_np(r)[: self.num_classes].view(bool)
-            return np.take(np.where(bits, np.float32(0.0), np.float32(_NEG_INF)), self._index, mode="wrap")
+            # As float32 bit patterns: allowed, 1 - 1 = 0 is 0.0; not allowed, 0 - 1 wraps
+            # to 0xFFFFFFFF, and & 0xFF800000 leaves exactly -inf. Two passes, no gather.
+            bias = np.subtract(self._allowed_row(r).view(np.uint8), np.uint32(1), dtype=np.uint32)
+            bias &= np.uint32(0xFF800000)
+            return bias.view(np.float32)
 
         return self._memo("bias", row, build)
 
@@ -327,13 +411,25 @@ class Expander:
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
         if self._on_numpy(logits.device) and logits.device.type == "cpu":
-            bias = self._bias_np(class_bitmask.cpu().numpy())
+            class_rows = np.ascontiguousarray(class_bitmask.cpu().numpy(), dtype=np.int32)
+            class_rows = class_rows.reshape(-1, self.class_bitmask_size)
             if logits.dtype in (torch.float32, torch.float16, torch.float64):
                 # numpy's add stays on this thread; torch's add_ wakes its thread pool,
-                # which costs milliseconds at p90 on a busy machine.
+                # which costs milliseconds at p90 on a busy machine. Row by row, so a
+                # batch never stacks its bias rows (512 KB each) into a new array.
                 view = logits.detach().numpy()
-                np.add(view, bias, out=view, casting="same_kind")
+                rows = view.reshape(-1, self.vocab_size)  # a copy if the logits are strided
+                in_place = np.may_share_memory(rows, view)
+                if in_place and class_rows.shape[0] == 1:
+                    np.add(rows, self._bias_row(class_rows[0]), out=rows, casting="same_kind")
+                elif in_place and class_rows.shape[0] == rows.shape[0]:
+                    for logit_row, class_row in zip(rows, class_rows):
+                        np.add(logit_row, self._bias_row(class_row), out=logit_row, casting="same_kind")
+                else:
+                    bias = self._bias_np(class_bitmask.cpu().numpy())
+                    np.add(view, bias, out=view, casting="same_kind")
             else:
+                bias = self._bias_np(class_bitmask.cpu().numpy())
                 logits.add_(torch.from_numpy(np.array(bias)))  # memo rows are read-only
             return logits
         allowed = self._allowed_torch(class_bitmask.to(logits.device, non_blocking=True))

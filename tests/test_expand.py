@@ -79,21 +79,63 @@ def test_vocab_bitmask_equals_naive_reference(vocab_size, num_classes, batch):
         np.testing.assert_array_equal(expander.to_vocab_bitmask(class_mask.numpy()).numpy(), packed.numpy())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     class_of=st.lists(st.integers(0, 69), min_size=1, max_size=200),
     words=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=3, max_size=3),
     backend=st.sampled_from(["numpy", "torch"]),
+    large_class_tokens=st.integers(1, 8),
 )
-def test_expansion_is_the_gather_property(class_of, words, backend):
+def test_expansion_is_the_gather_property(class_of, words, backend, large_class_tokens):
     num_classes = max(class_of) + 1
     class_of = np.array(class_of, dtype=np.int32)
     reps = np.array([np.flatnonzero(class_of == k)[0] if (class_of == k).any() else 0 for k in range(num_classes)])
-    expander = Expander(TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8)), backend=backend)
+    expander = Expander(
+        TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8)),
+        backend=backend,
+        large_class_tokens=large_class_tokens,  # small thresholds put classes in the union tables
+    )
     class_mask = torch.tensor(words[: expander.class_bitmask_size], dtype=torch.int32)
     allowed = naive_allowed(class_of, class_mask.numpy())
     np.testing.assert_array_equal(expander.to_vocab_bitmask(class_mask).numpy(), naive_pack(allowed))
     np.testing.assert_array_equal(expander.to_allowed(class_mask).numpy(), allowed)
+
+
+def skewed_classes(seed: int) -> TokenClasses:
+    """A vocabulary's shape: 70 classes of 256+ tokens (more than the union tables take),
+    600 small ones, ids shuffled over 60,000 tokens."""
+    rng = np.random.default_rng(seed)
+    sizes = np.concatenate([rng.integers(256, 3000, 70), rng.integers(1, 40, 600)])
+    class_of = rng.permutation(np.repeat(np.arange(sizes.size), sizes))[:60_000].astype(np.int32)
+    num_classes = int(class_of.max()) + 1
+    reps = np.array([np.flatnonzero(class_of == k)[0] if (class_of == k).any() else 0 for k in range(num_classes)])
+    return TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8))
+
+
+@pytest.mark.parametrize("large_class_tokens", [256, 1, 10**9])
+def test_union_tables_give_the_gather_bit_for_bit(large_class_tokens):
+    """Large classes through the 16-row union tables, small ones scattered: every output form
+    equals the direct definition, for masks with none, all and random classes allowed."""
+    classes = skewed_classes(seed=large_class_tokens % 97)
+    class_of = np.asarray(classes.class_of)
+    expander = Expander(classes, backend="numpy", large_class_tokens=large_class_tokens)
+    if large_class_tokens == 256:
+        assert expander._large_groups.shape == (16, 4)  # 64 of the 70 large classes
+    # Split into tables + scatter, except when no class counts as large: one whole gather.
+    assert expander._gather_whole_row == (large_class_tokens == 10**9)
+    rng = np.random.default_rng(3)
+    w = expander.class_bitmask_size
+    masks = [np.zeros((1, w), np.int32), np.full((1, w), -1, np.int32), random_class_mask(rng, (4, w)).numpy()]
+    for class_mask in masks:
+        bits = unpack_bitmask(class_mask, w * 32)
+        allowed = bits[:, class_of]
+        np.testing.assert_array_equal(expander.to_vocab_bitmask(class_mask).numpy(), pack_bool_mask(allowed).numpy())
+        np.testing.assert_array_equal(expander.to_allowed(class_mask).numpy(), allowed)
+        bias = expander.to_logits_bias(class_mask).numpy()
+        np.testing.assert_array_equal(bias, np.where(allowed, np.float32(0), np.float32(-np.inf)))
+        logits = torch.randn(class_mask.shape[0], class_of.size)
+        expected = torch.where(torch.from_numpy(allowed), logits, torch.tensor(float("-inf")))
+        assert torch.equal(expander.mask_logits_(logits, class_mask), expected)
 
 
 @pytest.mark.parametrize("vocab_size, num_classes", SIZES)
@@ -226,3 +268,16 @@ def test_row_memo_returns_equal_fresh_results_and_stays_bounded() -> None:
     again[0][0, 0] = 0  # the caller may write into what it got
     assert torch.equal(expander.to_vocab_bitmask(masks[0]), first[0])
     assert len(expander._row_memo["vocab"]) <= 3
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_mask_logits_writes_every_row_of_a_batch_in_place(strided):
+    """One class mask per row, contiguous or transposed logits: the caller's tensor changes."""
+    classes = random_classes(1000, 37, seed=1)
+    expander = Expander(classes, backend="numpy")
+    class_mask = random_class_mask(np.random.default_rng(0), (3, expander.class_bitmask_size))
+    logits = torch.randn(1000, 3).t() if strided else torch.randn(3, 1000)
+    before = logits.clone()
+    allowed = unpack_bitmask(class_mask.numpy(), 64)[:, classes.class_of]
+    assert expander.mask_logits_(logits, class_mask) is logits
+    assert torch.equal(logits, torch.where(torch.from_numpy(allowed), before, torch.tensor(float("-inf"))))
