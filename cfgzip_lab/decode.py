@@ -308,7 +308,7 @@ class Stepper:
         num_classes = self.classes.num_classes
         class_allowed = unpack_bitmask(self._class_buffer[0], num_classes)
         masked = logits.clone()
-        self.compressed.expander.mask_logits_(masked, self._class_buffer[0])
+        self.compressed.apply_bitmask_inplace(masked, self._class_buffer[0])
 
         token = self._choose(masked)
         ok_plain = self.plain.accept_token(token)

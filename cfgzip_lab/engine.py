@@ -25,6 +25,18 @@ BLOCKED and STOP classes, the representative's bytes for NORMAL classes, and the
 classes as stop ids. Special, padding and dead tokens are thereby never allowed in
 either engine, and both are built from the same table.
 
+XGrammar 0.2.8 is not vocabulary-independent: whether it allows a token can depend on
+which other tokens the vocabulary holds. With ``root ::= "a" [^\n]+ "\n"`` and the
+vocabulary ``["a\n", "aa\n"]`` it refuses ``"aa\n"`` at the start, which the grammar
+allows and which it does allow once ``"aa"`` or ``"a"`` is in the vocabulary too
+(``tests/test_engine.py`` pins this). Over the representatives alone such a token can then be
+refused where the full vocabulary allows it: the verifier found it on llama.cpp's
+``list.gbnf`` with SmolLM2 (``"  \n"`` after ``"-"``, once ``" \n"`` was a representative and
+``"  "`` was not). The compressed vocabulary therefore also lists :func:`shadow_prefixes`
+(every vocabulary token that is a proper prefix of a representative), so it is
+prefix-closed like the full one; every disagreement we have seen went away. The verifier
+stays the check that this holds on a given grammar and tokenizer.
+
 Other XGrammar behaviour the interface smooths over:
 
 - ``fill_next_token_bitmask`` leaves bits at or past ``vocab_size`` in the last word as
@@ -69,6 +81,7 @@ __all__ = [
     "classes_digest",
     "plain_tokenizer_info",
     "compressed_tokenizer_info",
+    "shadow_prefixes",
 ]
 
 
@@ -245,12 +258,18 @@ class CompressedMatcher(Engine):
         classes: TokenClasses,
         expander: Expander | None = None,
     ) -> None:
-        super().__init__(compiled, vocab.vocab_size, classes.num_classes)
+        # XGrammar's ids: the K classes, then the shadow prefixes (never read, never fed).
+        super().__init__(compiled, vocab.vocab_size, int(compiled.tokenizer_info.vocab_size))
         self.vocab = vocab
         self.classes = classes
+        self.num_classes = int(classes.num_classes)
         self.expander = expander or Expander(classes)
         self._class_of = np.asarray(classes.class_of)
         self._class_blocked = np.asarray(classes.class_kind) == BLOCKED
+        self.class_bitmask_size = math.ceil(self.num_classes / 32)
+        tail = self.num_classes % 32
+        clear_tail = self.native_size > self.num_classes and tail != 0
+        self._class_tail_mask = ((1 << tail) - 1) if clear_tail else None
 
     def native_id(self, token_id: int) -> int:
         if not 0 <= token_id < self.vocab_size:
@@ -261,11 +280,19 @@ class CompressedMatcher(Engine):
     def class_of(self, token_id: int) -> int:
         return int(self._class_of[token_id])
 
+    def class_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        """Native mask ``(…, bitmask_size)`` → the K class bits ``(…, ceil(K/32))``, shadow bits 0."""
+        classes = bitmask[..., : self.class_bitmask_size]
+        if self._class_tail_mask is not None:
+            classes = classes.clone()
+            classes[..., -1] &= self._class_tail_mask
+        return classes
+
     def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
-        return self.expander.to_vocab_bitmask(bitmask)
+        return self.expander.to_vocab_bitmask(self.class_bitmask(bitmask))
 
     def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
-        return self.expander.mask_logits_(logits, bitmask)
+        return self.expander.mask_logits_(logits, self.class_bitmask(bitmask))
 
 
 class BatchMatcher:
@@ -406,18 +433,44 @@ def plain_tokenizer_info(vocab: VocabTable) -> xgr.TokenizerInfo:
     )
 
 
+def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
+    """Tokens of the vocabulary that are proper prefixes of a representative and not one.
+
+    XGrammar 0.2.8 decides some tokens differently depending on which *other* tokens are
+    in the vocabulary (see the module doc). Listing these prefixes after the K
+    representatives, as tokens nobody ever samples, makes the compressed vocabulary
+    prefix-closed like the full one; that removed every such disagreement we found, at a
+    cost of 1–6% more tokens (C-like: 210 on 4,001). Sorted, so the vocabulary is
+    deterministic.
+    """
+    kinds = np.asarray(classes.class_kind)
+    reps = np.asarray(classes.representatives)
+    blocked = _never_allowed_ids(vocab)
+    stops = {int(s) for s in vocab.stop_ids}
+    present = {bytes(b) for i, b in enumerate(vocab.token_bytes) if b and not blocked[i] and i not in stops}
+    rep_bytes = {bytes(vocab.token_bytes[int(reps[k])]) for k in np.flatnonzero(kinds == NORMAL)}
+    shadows = {
+        rep[:i] for rep in rep_bytes for i in range(1, len(rep)) if rep[:i] in present and rep[:i] not in rep_bytes
+    }
+    return sorted(shadows)
+
+
 def compressed_tokenizer_info(vocab: VocabTable, classes: TokenClasses) -> xgr.TokenizerInfo:
-    """The K representatives as a vocabulary: NORMAL → its bytes, STOP → stop id, BLOCKED → special."""
+    """The K representatives as a vocabulary, then the shadow prefixes.
+
+    Class ``k`` is id ``k``: NORMAL → its representative's bytes, STOP → a stop id,
+    BLOCKED → special. Ids ``K, K+1, …`` are :func:`shadow_prefixes`: their bits are
+    never read and their ids never fed to the matcher.
+    """
     kinds = np.asarray(classes.class_kind)
     reps = np.asarray(classes.representatives)
     encoded = [
         bytes(vocab.token_bytes[int(reps[k])]) if kinds[k] == NORMAL else b""
         for k in range(classes.num_classes)
     ]
+    encoded += shadow_prefixes(vocab, classes)
     stops = [int(k) for k in np.flatnonzero(kinds == STOP)]
-    return xgr.TokenizerInfo(
-        encoded, xgr.VocabType.RAW, vocab_size=classes.num_classes, stop_token_ids=stops
-    )
+    return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(encoded), stop_token_ids=stops)
 
 
 def _validate_classes(vocab: VocabTable, classes: TokenClasses) -> None:
