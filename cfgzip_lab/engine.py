@@ -439,9 +439,10 @@ def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
     XGrammar 0.2.8 decides some tokens differently depending on which *other* tokens are
     in the vocabulary (see the module doc). Listing these prefixes after the K
     representatives, as tokens nobody ever samples, makes the compressed vocabulary
-    prefix-closed like the full one; that removed every such disagreement we found, at a
-    cost of 1–6% more tokens (C-like: 210 on 4,001). Sorted, so the vocabulary is
-    deterministic.
+    prefix-closed like the full one; that removed every such disagreement we found. Cost:
+    XGrammar checks these tokens too, 5% more for C-like with Llama-3 (210 on 4,001
+    classes), up to 31% on llama.cpp's Java grammar with SmolLM2 (1,180 on 3,756).
+    Sorted, so the vocabulary is deterministic.
     """
     kinds = np.asarray(classes.class_kind)
     reps = np.asarray(classes.representatives)
