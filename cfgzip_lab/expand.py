@@ -180,33 +180,31 @@ class Expander:
 
     def _split_by_size(self, class_of: np.ndarray, large_class_tokens: int) -> None:
         """Union tables for the large classes, position/class lists for the small ones."""
-        sizes = np.bincount(class_of, minlength=self.num_classes) if self.vocab_size else np.zeros(0, np.intp)
-        by_size = np.argsort(-sizes, kind="stable")
-        large = by_size[: MAX_LARGE_CLASSES][sizes[by_size[: MAX_LARGE_CLASSES]] >= large_class_tokens]
-        groups = -(-len(large) // 4)
-        # Pad the last group by repeating a class of it: a union with itself changes nothing.
-        members = np.resize(large, groups * 4) if groups else np.zeros(0, np.intp)
-        if groups:
-            members[len(large):] = large[-1]
-        self._large_groups = members.reshape(groups, 4).astype(np.intp)
-        self._large_tables = np.zeros((groups, 16, self.vocab_bitmask_size), dtype=np.int32)
-        padded = np.full(self.vocab_bitmask_size * 32, -1, dtype=np.intp)
-        padded[: self.vocab_size] = class_of
-        for g in range(groups):
-            rows = self._large_tables[g]
-            for code in range(1, 16):
-                low = code & -code
-                member = self._large_groups[g, low.bit_length() - 1]
-                own = np.packbits(padded == member, bitorder="little").view(np.int32)
-                rows[code] = rows[code & (code - 1)] | own
-        self._code_weights = np.array([1, 2, 4, 8], dtype=np.uint8)
+        sizes = np.bincount(class_of, minlength=self.num_classes)
+        largest = np.argsort(-sizes, kind="stable")[:MAX_LARGE_CLASSES]
+        large = largest[sizes[largest] >= large_class_tokens]
         is_small = np.ones(self.num_classes, dtype=bool)
         is_small[large] = False
-        self._small_positions = np.flatnonzero(is_small[class_of]).astype(np.intp)
+        self._small_positions = np.flatnonzero(is_small[class_of])
         self._small_classes = np.ascontiguousarray(class_of[self._small_positions], dtype=np.intp)
         # A scatter costs about twice a gather per token: when small classes hold most of
         # the vocabulary (many classes, none large), one plain gather of the row is faster.
         self._gather_whole_row = self._small_positions.size > self.vocab_size // 4
+        if self._gather_whole_row:
+            large = large[:0]
+        groups = -(-large.size // 4)
+        # The last group is padded with its last class again: a union with itself is itself.
+        members = np.concatenate([large, np.repeat(large[-1:], groups * 4 - large.size)])
+        self._large_groups = members.reshape(groups, 4).astype(np.intp)
+        self._large_tables = np.zeros((groups, 16, self.vocab_bitmask_size), dtype=np.int32)
+        for g in range(groups):
+            rows = self._large_tables[g]
+            for code in range(1, 16):
+                member = self._large_groups[g, (code & -code).bit_length() - 1]  # lowest set bit
+                own = np.packbits(self._index_packed == member, bitorder="little").view(np.int32)
+                own[-1] &= self._tail_word_mask  # the padding past V points at class 0
+                rows[code] = rows[code & (code - 1)] | own
+        self._code_weights = np.array([1, 2, 4, 8], dtype=np.uint8)
 
     def _scratch_row(self) -> np.ndarray:
         """This thread's byte row for the small classes; positions of large ones stay 0."""

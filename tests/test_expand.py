@@ -103,10 +103,10 @@ def test_expansion_is_the_gather_property(class_of, words, backend, large_class_
 
 def skewed_classes(seed: int) -> TokenClasses:
     """A vocabulary's shape: 70 classes of 256+ tokens (more than the union tables take),
-    600 small ones, ids shuffled over 60,000 tokens."""
+    600 small ones, ids shuffled over 60,001 tokens."""
     rng = np.random.default_rng(seed)
     sizes = np.concatenate([rng.integers(256, 3000, 70), rng.integers(1, 40, 600)])
-    class_of = rng.permutation(np.repeat(np.arange(sizes.size), sizes))[:60_000].astype(np.int32)
+    class_of = rng.permutation(np.repeat(np.arange(sizes.size), sizes))[:60_001].astype(np.int32)  # V % 32 != 0: padding bits
     num_classes = int(class_of.max()) + 1
     reps = np.array([np.flatnonzero(class_of == k)[0] if (class_of == k).any() else 0 for k in range(num_classes)])
     return TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8))
