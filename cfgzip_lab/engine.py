@@ -267,9 +267,6 @@ class CompressedMatcher(Engine):
         self._class_of = np.asarray(classes.class_of)
         self._class_blocked = np.asarray(classes.class_kind) == BLOCKED
         self.class_bitmask_size = math.ceil(self.num_classes / 32)
-        tail = self.num_classes % 32
-        clear_tail = self.native_size > self.num_classes and tail != 0
-        self._class_tail_mask = ((1 << tail) - 1) if clear_tail else None
 
     def native_id(self, token_id: int) -> int:
         if not 0 <= token_id < self.vocab_size:
@@ -280,19 +277,13 @@ class CompressedMatcher(Engine):
     def class_of(self, token_id: int) -> int:
         return int(self._class_of[token_id])
 
-    def class_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
-        """Native mask ``(…, bitmask_size)`` → the K class bits ``(…, ceil(K/32))``, shadow bits 0."""
-        classes = bitmask[..., : self.class_bitmask_size]
-        if self._class_tail_mask is not None:
-            classes = classes.clone()
-            classes[..., -1] &= self._class_tail_mask
-        return classes
-
+    # Only the shadow words are cut off: expansion reads the bits of class ids, never a
+    # bit past K, so shadow bits left in the last class word need no clearing.
     def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
-        return self.expander.to_vocab_bitmask(self.class_bitmask(bitmask))
+        return self.expander.to_vocab_bitmask(bitmask[..., : self.class_bitmask_size])
 
     def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
-        return self.expander.mask_logits_(logits, self.class_bitmask(bitmask))
+        return self.expander.mask_logits_(logits, bitmask[..., : self.class_bitmask_size])
 
 
 class BatchMatcher:
