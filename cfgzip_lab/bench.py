@@ -280,8 +280,7 @@ def _replay(
         p, c = plain_new(), compressed_new()
         for i, token in enumerate(path):
             if i not in when:  # untimed: just advance both engines
-                ok = _accept(p, c, token, batch)
-                if not ok:
+                if not _accept(p, c, token, batch):
                     break
                 continue
             t0 = clock()

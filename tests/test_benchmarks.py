@@ -7,7 +7,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from cfgzip_lab.bench import timed_positions
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def test_timed_positions_spread_over_every_document():
+    paths = [[0] * 50, [0] * 10, [0] * 40]  # 100 tokens
+    timed = timed_positions(paths, 10)
+    assert sum(map(len, timed)) == 10
+    assert [len(t) for t in timed] == [5, 1, 4]  # in proportion to length, not the heads
+    assert min(timed[0]) == 0 and max(timed[2]) == 39  # first and last token of all
+    assert all(0 <= i < len(p) for p, t in zip(paths, timed) for i in t)
+
+
+@pytest.mark.parametrize("steps", [0, -1, 100, 1000])
+def test_timed_positions_time_every_step_when_asked_or_short(steps):
+    paths = [[0] * 60, [0] * 40]
+    assert timed_positions(paths, steps) == [set(range(60)), set(range(40))]
 
 
 def test_bench_engines_script_prints_a_row_per_grammar_and_batch():
