@@ -28,8 +28,9 @@ either engine, and both are built from the same table.
 XGrammar 0.2.8 is not vocabulary-independent: whether it allows a token can depend on
 which other tokens the vocabulary holds. With ``root ::= "a" [^\n]+ "\n"`` and the
 vocabulary ``["a\n", "aa\n"]`` it refuses ``"aa\n"`` at the start, which the grammar
-allows and which it does allow once ``"aa"`` or ``"a"`` is in the vocabulary too
-(``tests/test_engine.py`` pins this). Over the representatives alone such a token can then be
+allows and which it does allow once ``"aa"`` is in the vocabulary too (``"a"`` does
+not help: what seems to matter is the token sorted right before; ``tests/test_engine.py``
+pins these cases). Over the representatives alone such a token can then be
 refused where the full vocabulary allows it: the verifier found it on llama.cpp's
 ``list.gbnf`` with SmolLM2 (``"  \n"`` after ``"-"``, once ``" \n"`` was a representative and
 ``"  "`` was not). The compressed vocabulary therefore also lists :func:`shadow_prefixes`
