@@ -177,50 +177,34 @@ def _strip_lookaheads(text: str) -> tuple[str, int]:
     """Drop XGrammar lookahead assertions ``(= ...)`` (the reference cannot parse them).
 
     A lookahead only narrows where a rule may end, so the reference then classes a
-    superset language; the table marks such rows.
+    superset language; the table marks such rows. One scan: strings and character
+    classes (with their escapes) are skipped, and ``depth`` counts the parentheses of
+    the lookahead being dropped.
     """
-    out, i, count = [], 0, 0
+    out, i, count, depth = [], 0, 0, 0
     quote = bracket = False
     while i < len(text):
         ch = text[i]
-        if ch == "\\" and (quote or bracket):
-            out.append(text[i : i + 2])
-            i += 2
-            continue
-        if quote:
-            quote = ch != '"'
-        elif bracket:
-            bracket = ch != "]"
-        elif ch == '"':
-            quote = True
-        elif ch == "[":
-            bracket = True
-        elif text.startswith("(=", i):
-            depth, j, q, b = 0, i, False, False
-            while j < len(text):
-                c = text[j]
-                if c == "\\" and (q or b):
-                    j += 2
-                    continue
-                if q:
-                    q = c != '"'
-                elif b:
-                    b = c != "]"
-                elif c == '"':
-                    q = True
-                elif c == "[":
-                    b = True
-                elif c == "(":
-                    depth += 1
-                elif c == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            i, count = j + 1, count + 1
-            continue
-        out.append(ch)
-        i += 1
+        step = 2 if ch == "\\" and (quote or bracket) else 1
+        dropping = depth > 0
+        if step == 1:
+            if quote:
+                quote = ch != '"'
+            elif bracket:
+                bracket = ch != "]"
+            elif ch == '"':
+                quote = True
+            elif ch == "[":
+                bracket = True
+            elif ch == "(" and (dropping or text.startswith("(=", i)):
+                count += not dropping
+                depth += 1
+                dropping = True
+            elif ch == ")" and dropping:
+                depth -= 1
+        if not dropping:
+            out.append(text[i : i + step])
+        i += step
     return "".join(out), count
 
 
