@@ -7,4 +7,7 @@ cd "$root"
 bash scripts/setup.sh
 # Vocabularies come from installed packages; set HF_HUB_OFFLINE=0 to let Hugging Face download.
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
-exec .venv/bin/jupyter lab notebooks/workbench.ipynb "$@"
+# Containers run as root, where JupyterLab refuses to start without --allow-root.
+extra=()
+if [ "$(id -u)" = 0 ]; then extra+=(--allow-root); fi
+exec .venv/bin/jupyter lab "${extra[@]}" notebooks/workbench.ipynb "$@"
