@@ -35,9 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from corpus import THIRD_PARTY
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
-THIRD_PARTY = ROOT.parent / "shared" / "grammars" / "third_party"
 DEFAULT_GRAMMARS = ["json", "c_like", "bython", "xml", "sql_select", str(THIRD_PARTY / "xgrammar_builtin_json.ebnf")]
 MODEL_ID = "cfgzip-lab/llama3-local"
 FAKE_COMMIT = "0" * 40

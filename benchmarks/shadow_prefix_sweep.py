@@ -19,14 +19,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-REPO = Path(__file__).resolve().parents[1]
-THIRD_PARTY = REPO.parent / "shared" / "grammars" / "third_party"
+from corpus import all_grammars, grammar_name  # noqa: E402
 
 
 def default_grammars() -> list[Path]:
-    bundled = sorted((REPO / "grammars").glob("*.ebnf"))
-    third = sorted(p for p in THIRD_PARTY.rglob("*.*bnf") if "SMILES" not in p.parts) if THIRD_PARTY.is_dir() else []
-    return bundled + third
+    return [p for p in all_grammars() if "SMILES" not in p.parts]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         totals[0] += steps
         totals[1] += mismatches["reps alone"]
         totals[2] += mismatches["with shadows"]
-        resolved, third_party = path.resolve(), THIRD_PARTY.resolve()
-        name = str(resolved.relative_to(third_party)) if third_party in resolved.parents else path.stem
+        name = grammar_name(path)
         print(f"{name:<32} {k:>6} {len(shadow_prefixes(vocab, classes)):>7} {steps:>6} | "
               f"{'':>19}{mismatches['reps alone']:>10} {mismatches['with shadows']:>12}", flush=True)
     print(f"{'all':<32} {'':>6} {'':>7} {totals[0]:>6} | {'':>19}{totals[1]:>10} {totals[2]:>12}")

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from .bundled import bundled_samples
 from .engine import BatchMatcher, CompiledEngines, Engine, compile_engines
 from .expand import time_expansion, unpack_bitmask
 
@@ -56,9 +57,6 @@ __all__ = [
     "machine_info",
     "sample_docs",
 ]
-
-SAMPLES_DIR = Path(__file__).resolve().parents[1] / "grammars" / "samples"
-
 
 @dataclass(frozen=True)
 class Quantiles:
@@ -177,9 +175,8 @@ def machine_info() -> dict[str, Any]:
 
 
 def sample_docs(grammar_path: str | Path) -> list[str]:
-    """The bundled sample documents of a grammar (``grammars/samples/<stem>/*.txt``), sorted."""
-    folder = SAMPLES_DIR / Path(grammar_path).stem
-    return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.txt"))] if folder.is_dir() else []
+    """The bundled sample documents of a grammar (by its file's stem, see :func:`.bundled.bundled_samples`), sorted."""
+    return [p.read_text(encoding="utf-8") for p in bundled_samples(grammar_path)]
 
 
 def _walk_paths(engines: CompiledEngines, walks: int, steps: int, seed: int) -> list[list[int]]:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bundled import bundled_grammars
 from .classes.cache import grammar_sha256
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes
 from .grammar.cfg import CFG
@@ -17,9 +18,6 @@ from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.tree import GrammarAST
-
-GRAMMARS_DIR = Path(__file__).resolve().parent.parent / "grammars"
-
 
 @dataclass
 class CompiledGrammar:
@@ -89,11 +87,6 @@ def build_classes(
         }
     )
     return result
-
-
-def bundled_grammars() -> dict[str, Path]:
-    """Name → path of the grammars shipped in ``grammars/``."""
-    return {p.stem: p for p in sorted(GRAMMARS_DIR.glob("*.ebnf"))}
 
 
 def resolve_grammar(name_or_path: str) -> Path:

@@ -2,14 +2,13 @@
 grammar, and XGrammar as referee over a vocabulary table."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import xgrammar as xgr
+from paths import BUILTIN_JSON, BUNDLED_DIR
 
-ROOT = Path(__file__).resolve().parents[1]
-JSON_BUILTIN = Path("/work/shared/grammars/third_party/xgrammar_builtin_json.ebnf")
-if not JSON_BUILTIN.exists():  # the repository's own copy of the same language
-    JSON_BUILTIN = ROOT / "grammars" / "json.ebnf"
+JSON_BUILTIN = BUILTIN_JSON
+if not JSON_BUILTIN.exists():  # the package's own copy of the same language
+    JSON_BUILTIN = BUNDLED_DIR / "json.ebnf"
 #: XGrammar's built-in JSON grammar where the shared copy is at hand, else ours.
 JSON_BUILTIN_GRAMMAR = JSON_BUILTIN.read_text()
 

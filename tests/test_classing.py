@@ -15,10 +15,7 @@ import xgrammar
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, compute_classes
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import load_vocab, vocab_from_bytes
-
-REPO = Path(__file__).resolve().parents[1]
-BUNDLED = sorted((REPO / "grammars").glob("*.ebnf"))
-BUILTIN_JSON = REPO.parent / "shared" / "grammars" / "third_party" / "xgrammar_builtin_json.ebnf"
+from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +78,7 @@ def test_json_class_count_and_kinds(llama3) -> None:
 
 
 def test_classing_is_deterministic(llama3) -> None:
-    text = (REPO / "grammars" / "json.ebnf").read_text()
+    text = (BUNDLED_DIR / "json.ebnf").read_text()
     a = build_classes(compile_grammar(text), llama3).classes
     b = build_classes(compile_grammar(text), llama3).classes
     assert np.array_equal(a.class_of, b.class_of) and np.array_equal(a.representatives, b.representatives)
@@ -117,7 +114,7 @@ def test_budget_overflow_makes_counted_singletons() -> None:
 
 def test_long_runs_of_identical_bytes_stay_exact(llama3) -> None:
     """The 128-space token and friends: no fallback, and equal runs share classes."""
-    text = (REPO / "grammars" / "xml.ebnf").read_text()
+    text = (BUNDLED_DIR / "xml.ebnf").read_text()
     classes = build_classes(compile_grammar(text), llama3).classes
     assert classes.metadata["fallback_singletons"] == 0
     spaces = [t for t, b in enumerate(llama3.token_bytes) if b and set(b) == {0x20}]
@@ -130,7 +127,7 @@ def test_per_occurrence_lifting_and_context_merging_give_fewer_classes(llama3) -
     adjacency (``i g n i t e d``) and splits classes; the default keeps them apart."""
     from cfgzip_lab.grammar.gnf import to_gnf
 
-    compiled = compile_grammar((REPO / "grammars" / "c_like.ebnf").read_text())
+    compiled = compile_grammar((BUNDLED_DIR / "c_like.ebnf").read_text())
     shared = compute_classes(to_gnf(compiled.cfg, lift_per_occurrence=False), llama3.token_bytes, llama3.kinds)
     default = build_classes(compiled, llama3)
     assert default.classes.num_classes * 1.5 < shared.classes.num_classes
@@ -142,9 +139,9 @@ def test_per_occurrence_lifting_and_context_merging_give_fewer_classes(llama3) -
 
 def test_two_workers_give_the_one_process_partition(llama3) -> None:
     """Forked workers re-intern their DAG nodes in the parent: same sets, same ids."""
-    gnf = compile_grammar((REPO / "grammars" / "xml.ebnf").read_text()).gnf
+    gnf = compile_grammar((BUNDLED_DIR / "xml.ebnf").read_text()).gnf
     one = compute_classes(gnf, llama3.token_bytes, llama3.kinds, workers=1).classes
-    gnf = compile_grammar((REPO / "grammars" / "xml.ebnf").read_text()).gnf
+    gnf = compile_grammar((BUNDLED_DIR / "xml.ebnf").read_text()).gnf
     two = compute_classes(gnf, llama3.token_bytes, llama3.kinds, workers=2).classes
     assert two.metadata["workers"] == 2
     assert np.array_equal(one.class_of, two.class_of)

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR, bundled_samples, third_party_grammars
+from paths import THIRD_PARTY as THIRD_PARTY_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED = sorted((REPO / "grammars").glob("*.ebnf"))
-THIRD_PARTY_DIR = REPO.parent / "shared" / "grammars" / "third_party"
-THIRD_PARTY = sorted(THIRD_PARTY_DIR.rglob("*.ebnf")) + sorted(THIRD_PARTY_DIR.rglob("*.gbnf"))
-SAMPLES = REPO / "grammars" / "samples"
+THIRD_PARTY = third_party_grammars()
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 SMALL = dict(walks=2, steps=12, max_doc_tokens=24)
 # Plain XGrammar (the oracle) takes 0.3-0.5 s per fill over Llama-3 on the SMILES grammars,
@@ -74,7 +73,7 @@ def test_compress_json_keys_and_the_cache_loads(json_cache):
         "grammar", "tokenizer", "vocab_size", "classes", "dead_tokens", "fallback_singletons", "seconds", "peak_rss_mb",
     }
     vocab = load_vocab("llama3")
-    classes = load_classes(json_cache, grammar_text=(REPO / "grammars" / "json.ebnf").read_text(), vocab=vocab)
+    classes = load_classes(json_cache, grammar_text=(BUNDLED_DIR / "json.ebnf").read_text(), vocab=vocab)
     assert classes.num_classes == record["classes"]
     assert classes.vocab_size == record["vocab_size"] == vocab.vocab_size
 
@@ -105,7 +104,7 @@ def test_verify_exits_1_on_a_mismatch(tmp_path):
     from cfgzip_lab.vocab import load_vocab
 
     vocab = load_vocab("llama3")
-    text = (REPO / "grammars" / "json.ebnf").read_text()
+    text = (BUNDLED_DIR / "json.ebnf").read_text()
     classes = build_classes(compile_grammar(text), vocab).classes
     a, b = vocab.encode("{")[0], vocab.encode("[")[0]
     class_of = classes.class_of.copy()
@@ -219,8 +218,8 @@ def _verify_in_process(path: Path, tokenizer: str, docs: int = 2):
     text = path.read_text(encoding="utf-8")
     vocab = _vocab(tokenizer)
     classes = build_classes(compile_grammar(text, source=str(path)), vocab).classes
-    samples = [p.read_text(encoding="utf-8") for p in sorted((SAMPLES / path.stem).glob("*.txt"))][:docs]
-    if path.parent != REPO / "grammars":
+    samples = [p.read_text(encoding="utf-8") for p in bundled_samples(path.stem)][:docs]
+    if path.parent != BUNDLED_DIR:
         samples = []  # samples belong to the bundled grammars only
     settings = SMALLER if "SMILES" in path.parts else SMALL
     report = verify_lossless(text, vocab, classes, docs=samples, seed=0, **settings)
@@ -250,7 +249,7 @@ def test_third_party_grammars_are_all_there():
         assert THIRD_PARTY_DIR / "xgrammar_builtin_json.ebnf" in THIRD_PARTY
 
 
-@pytest.mark.parametrize("grammar", ["c_like", "../shared/grammars/third_party/xgrammar_builtin_json.ebnf"])
+@pytest.mark.parametrize("grammar", ["c_like", os.path.relpath(BUILTIN_JSON, REPO)])
 def test_verify_cli__grammar(grammar):
     if grammar.startswith("..") and not (REPO / grammar).exists():
         pytest.skip("third-party grammars not present")

@@ -3,7 +3,6 @@ model on SmolLM2's tokenizer (fast) and SmolLM2 itself (slow)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,13 +14,13 @@ from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.hf import cached_classes, load_model, vocab_for
 from cfgzip_lab.vocab_sources import available_vocabs
 from reference_tools import is_prefix
+from paths import BUNDLED_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-ROOT = Path(__file__).resolve().parents[1]
-JSON_GRAMMAR = (ROOT / "grammars" / "json.ebnf").read_text()
+JSON_GRAMMAR = (BUNDLED_DIR / "json.ebnf").read_text()
 YES_NO = 'root ::= "yes" | "no"\n'
 SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 

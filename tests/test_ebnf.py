@@ -34,9 +34,9 @@ from cfgzip_lab.grammar.tree import (
     Sequence,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-OUR_GRAMMARS = REPO / "grammars"
-THIRD_PARTY = REPO.parent / "shared" / "grammars" / "third_party"
+from paths import BUNDLED_DIR, THIRD_PARTY
+
+OUR_GRAMMARS = BUNDLED_DIR
 REFUSED_PREFIX = REFUSAL.split("{what}")[0]
 
 from grammar_tools import PROBES, class_members, sample, utf8, xgrammar_accepts_ebnf, xgrammar_matcher, xgrammar_matches  # noqa: E402

@@ -1,8 +1,6 @@
 """Plain and compressed engines over real XGrammar: one interface, same masks, batch = single."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -24,8 +22,7 @@ from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.verify import duplicate_classes, identity_classes
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
 from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
-
-THIRD_PARTY = Path(__file__).resolve().parents[2] / "shared" / "grammars" / "third_party"
+from paths import THIRD_PARTY
 
 PARENS = 'root ::= item+\nitem ::= "(" item* ")" | "a" | "<s>"\n'
 

@@ -15,11 +15,10 @@ from grammar_tools import earley_accepts, mutations, sample, xgrammar_matcher
 from cfgzip_lab.grammar.cfg import CFG, ByteSet
 from cfgzip_lab.grammar.gnf import is_gnf, to_gnf
 from cfgzip_lab.pipeline import compile_grammar
+from paths import BUNDLED, BUNDLED_DIR, THIRD_PARTY, third_party_grammars
 
-REPO = Path(__file__).resolve().parents[1]
-THIRD_PARTY = REPO.parent / "shared" / "grammars" / "third_party"
-OURS = sorted((REPO / "grammars").glob("*.ebnf"))
-THEIRS = sorted(p for p in THIRD_PARTY.rglob("*") if p.suffix in (".ebnf", ".gbnf"))
+OURS = BUNDLED
+THEIRS = third_party_grammars()
 
 
 def xgrammar_verdicts(matcher, data: bytes) -> tuple[bool, bool]:
@@ -49,7 +48,7 @@ def test_xgrammar_cfg_and_gnf_agree(path: Path) -> None:
     assert is_gnf(compiled.gnf)
     rng = random.Random(7)
     samples = [sample(compiled.ast, rng, free_depth=4) for _ in range(6)]
-    sample_dir = REPO / "grammars" / "samples" / path.stem
+    sample_dir = BUNDLED_DIR / "samples" / path.stem
     if path in OURS and sample_dir.is_dir():
         samples += [p.read_text(encoding="utf-8")[:300] for p in sorted(sample_dir.glob("*.txt"))[:2]]
     lookaheads = any("lookahead" in w.message for w in compiled.warnings)
@@ -116,7 +115,7 @@ def test_empty_language_and_epsilon() -> None:
 
 
 def test_steps_are_recorded_with_sizes() -> None:
-    compiled = compile_grammar((REPO / "grammars" / "json.ebnf").read_text())
+    compiled = compile_grammar((BUNDLED_DIR / "json.ebnf").read_text())
     names = [s.name for s in compiled.gnf.steps]
     assert names == ["byte CFG", "terminal lifting", "useless symbols", "ε-rules", "unit rules",
                      "left recursion", "leading substitution", "merging"]

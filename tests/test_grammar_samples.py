@@ -15,20 +15,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from paths import BUILTIN_JSON, BUNDLED_DIR
 
 xgr = pytest.importorskip("xgrammar")
 
-REPO = Path(__file__).resolve().parents[1]
-GRAMMAR_DIR = REPO / "grammars"
+GRAMMAR_DIR = BUNDLED_DIR
 SAMPLE_DIR = GRAMMAR_DIR / "samples"
-BUILTIN_JSON = next(
-    (
-        base / "shared" / "grammars" / "third_party" / "xgrammar_builtin_json.ebnf"
-        for base in (REPO, REPO.parent)
-        if (base / "shared" / "grammars" / "third_party" / "xgrammar_builtin_json.ebnf").exists()
-    ),
-    REPO / "shared" / "grammars" / "third_party" / "xgrammar_builtin_json.ebnf",
-)
 
 GRAMMARS = [
     "json",

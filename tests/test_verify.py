@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ from cfgzip_lab.verify import (
 )
 from cfgzip_lab.vocab import vocab_from_bytes
 from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
+from paths import BUNDLED_DIR
 
-ROOT = Path(__file__).resolve().parents[1]
 ARITH = (
     'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
     'factor ::= [0-9]+ | "(" expr ")"\n'
@@ -219,12 +218,12 @@ def test_displacement_classes_pass_on_the_toy_vocabulary(toy, grammar):
 @pytest.mark.parametrize("grammar_name", ["json", "arithmetic_left_recursive"])
 def test_displacement_classes_pass_with_llama3(grammar_name):
     vocab = _load("llama3")
-    path = ROOT / "grammars" / f"{grammar_name}.ebnf"
+    path = BUNDLED_DIR / f"{grammar_name}.ebnf"
     if not path.exists():
         pytest.skip(f"{path} missing")
     grammar = path.read_text()
     classes = _displacement_classes(grammar, vocab)
-    samples = sorted((ROOT / "grammars" / "samples" / grammar_name).glob("*"))
+    samples = sorted((BUNDLED_DIR / "samples" / grammar_name).glob("*"))
     docs = [p.read_text() for p in samples[:2]]
     report = verify_lossless(grammar, vocab, classes, walks=3, steps=16, seed=0, docs=docs, max_doc_tokens=24)
     assert report.ok, report.first_mismatch

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from ..grammar.diagnostics import position_of
-from ..pipeline import GRAMMARS_DIR
+from ..bundled import bundled_grammars, bundled_samples
 from ._base import Panel
 from ._format import esc, table
 
@@ -120,7 +120,7 @@ class SamplesPanel(Panel):
             layout=w.Layout(width="100%", height="220px"),
         )
         self.text.add_class("cfgzip-samples-text")
-        sets = sorted(p.name for p in (GRAMMARS_DIR / "samples").iterdir() if p.is_dir()) if (GRAMMARS_DIR / "samples").is_dir() else []
+        sets = [name for name in bundled_grammars() if bundled_samples(name)]
         self.sample_set = w.Dropdown(options=sets, value="json" if "json" in sets else (sets[0] if sets else None), description="Samples of")
         load = self._button("Load", "cfgzip-load-samples", self.load_bundled_samples, where="samples", icon="folder-open")
         run = self._button("Check samples", "cfgzip-check-samples", self.check_samples, where="samples", icon="play", style="primary")
@@ -136,8 +136,7 @@ class SamplesPanel(Panel):
 
     def load_bundled_samples(self, name: str | None = None) -> list[str]:
         name = name or self.sample_set.value
-        paths = sorted((GRAMMARS_DIR / "samples" / name).glob("*.txt"))
-        samples = [p.read_text(encoding="utf-8") for p in paths]
+        samples = [p.read_text(encoding="utf-8") for p in bundled_samples(name)]
         self.set_samples(samples)
         return samples
 
