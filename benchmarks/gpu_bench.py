@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu_bench.py [--grammar c_like] [--tokens 32]
 
-Expansion: :func:`cfgzip_lab.expand.time_expansion` on the GPU for the Llama-3 and
+Expansion: :func:`cfgzip_lab.bench.time_expansion` on the GPU for the Llama-3 and
 SmolLM2 vocabularies at batch 1 and 8 (class masks of each grammar's real size).
 Decoding: :func:`cfgzip_lab.bench.bench_e2e` with the model on the GPU, greedy.
 On a machine without CUDA it says so and exits 0. Never asserts on times.
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: nothing to measure (gpu_bench.py runs on a machine with a GPU)")
         return 0
 
-    from cfgzip_lab.bench import bench_e2e, machine_info, sample_docs
-    from cfgzip_lab.expand import Expander, time_expansion
+    from cfgzip_lab.bench import bench_e2e, machine_info, sample_docs, time_expansion
+    from cfgzip_lab.expand import Expander
     from cfgzip_lab.pipeline import build_classes, compile_grammar, resolve_grammar
     from cfgzip_lab.vocab import load_vocab
 

@@ -39,7 +39,7 @@ import torch
 
 from .bundled import bundled_samples
 from .engine import BatchMatcher, CompiledEngines, Engine, compile_engines
-from .expand import time_expansion, unpack_bitmask
+from .expand import Expander, pack_bool_mask, unpack_bitmask
 
 if TYPE_CHECKING:
     from .classes.classing import TokenClasses
@@ -56,6 +56,7 @@ __all__ = [
     "bench_e2e",
     "machine_info",
     "sample_docs",
+    "time_expansion",
 ]
 
 @dataclass(frozen=True)
@@ -334,7 +335,7 @@ def bench_engines(
         without documents, the length of the random walks in all. The paths and the timed
         positions are the same for every batch size.
     expansion_repeats : int
-        Repeats of :func:`cfgzip_lab.expand.time_expansion` per batch size (0: skip).
+        Repeats of :func:`time_expansion` per batch size (0: skip).
 
     Raises
     ------
@@ -450,3 +451,66 @@ def bench_e2e(
         mask_ms_median=mask_ms,
         same_text=texts["plain"] == texts["compressed"],
     )
+
+
+def time_expansion(
+    expander: Expander,
+    *,
+    batch_size: int = 1,
+    repeats: int = 200,
+    density: float = 0.5,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> dict[str, Any]:
+    """Median and p90 wall time (µs) of each expansion step on random class masks.
+
+    For benchmarks and notebooks, never asserted on. Keys: ``to_vocab_bitmask``,
+    ``to_logits_bias``, ``mask_logits_``, each ``{"median_us", "p90_us"}`` measured cold
+    (the numpy backend's row memo cleared before every call: a class mask never seen
+    before), and the same names with ``_memo`` measured warm (the mask seen before), plus
+    the sizes and ``backend``, the expander's backend on ``device``. Host wall time around
+    each call and a device synchronisation: on CUDA this includes the launch overhead
+    (``benchmarks/gpu_e2e.py`` also times the kernels alone with CUDA events).
+    """
+    device = torch.device(device)
+    rng = np.random.default_rng(seed)
+    bits = rng.random((batch_size, expander.class_bitmask_size * 32)) < density
+    class_mask = pack_bool_mask(bits).to(device)
+    logits = torch.randn(batch_size, expander.vocab_size, device=device)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    steps = {
+        "to_vocab_bitmask": lambda: expander.to_vocab_bitmask(class_mask),
+        "to_logits_bias": lambda: expander.to_logits_bias(class_mask),
+        "mask_logits_": lambda: expander.mask_logits_(logits, class_mask),
+    }
+    result: dict[str, Any] = {
+        "vocab_size": expander.vocab_size,
+        "num_classes": expander.num_classes,
+        "batch_size": batch_size,
+        "device": str(device),
+        "backend": expander.backend_on(device),
+        "torch_threads": torch.get_num_threads(),
+    }
+    for name, step in steps.items():
+        for cold in (True, False):
+            for _ in range(min(20, repeats)):
+                step()
+            sync()
+            times = []
+            for _ in range(repeats):
+                if cold:
+                    expander.clear_memo()
+                start = time.perf_counter()
+                step()
+                sync()
+                times.append(time.perf_counter() - start)
+            times_us = np.asarray(times) * 1e6
+            result[name if cold else f"{name}_memo"] = {
+                "median_us": float(np.median(times_us)),
+                "p90_us": float(np.percentile(times_us, 90)),
+            }
+    return result

@@ -6,7 +6,7 @@ exactly when its class is, so expanding is one gather::
 
     allowed[t] = class_bit[class_of[t]]
 
-:class:`Expander` builds the index arrays once per :class:`TokenClasses` (and once per
+:class:`Expander` builds the index data once per :class:`TokenClasses` (and once per
 device) and turns a class bitmask of shape ``(W_K,)`` or ``(B, W_K)`` into
 
 - a packed vocabulary bitmask in XGrammar's int32 format, ``(…, ceil(V / 32))``, that any
@@ -15,53 +15,47 @@ device) and turns a class bitmask of shape ``(W_K,)`` or ``(B, W_K)`` into
 - an additive logits bias (0 where allowed, ``-inf`` elsewhere), or
 - in-place masking of a logits tensor of shape ``(…, V)`` on its own device.
 
-Two backends, chosen by the device of the input. On any device but the CPU, torch ops that
-stay on the device (unpack with shifts, ``index_select``, repack with a weighted sum): a
-GPU gathers 128k entries in a few microseconds. On the CPU a plain gather is the cost
-(about 40–65 µs for 128k tokens on one core, however it is written: numpy's ``take``,
-torch's ``index_select``), so the numpy backend splits the vocabulary instead:
+The work itself is done by one of the backends in :mod:`cfgzip_lab.kernels` (one file
+each, chosen by the device of the input through a dispatch table):
 
-- the few *large* classes (at least ``LARGE_CLASS_TOKENS`` tokens each; a handful of them
-  hold 90% of a vocabulary) are packed four at a time into tables of all 16 unions of
-  their vocabulary bitmasks, so their part of the answer is one row lookup and one OR of
-  ``ceil(V / 32)`` words per four classes (the "four Russians" trick);
-- the tokens of the many small classes are gathered and scattered one by one into a
-  scratch byte row whose other positions stay zero, then packed.
+- ``numpy`` on the CPU: a plain gather costs 40–65 µs for 128k tokens on one core, so the
+  vocabulary is split into a few large classes served from 16-row union tables and many
+  small ones scattered (12 µs for JSON's 324 classes, 27 µs for C-like's 4,001), with a
+  bounded memo of rows seen before;
+- ``triton`` on CUDA: one launch for the whole batch (packed mask, or logits masked in
+  place), CUDA-graph capturable;
+- ``torch`` anywhere else, and as the reference for the Triton kernel: about ten device
+  ops per call, launch-bound on a GPU (104–334 µs measured on an H200).
 
-Both parts are exact, so the result is the gather's, bit for bit (tested against the plain
-gather); 12 µs instead of 50 for the JSON grammar's 324 classes, 27 µs for C-like's 4,001.
-The logits paths (bias, in-place masking, bool rows) are derived from that packed row.
+All backends give the same bits (tested against each other and a naive reference).
 """
 from __future__ import annotations
 
 import math
 import sys
-import threading
-import time
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 
 from .classes.classing import TokenClasses
+from .kernels import backend_for
+from .kernels.cpu import LARGE_CLASS_TOKENS, MAX_LARGE_CLASSES, CpuExpansion
+from .kernels.tables import ExpansionTables
+from .kernels.torch import TorchExpansion
 
 __all__ = [
     "Expander",
     "apply_vocab_bitmask_inplace",
     "pack_bool_mask",
     "unpack_bitmask",
-    "time_expansion",
+    "LARGE_CLASS_TOKENS",
+    "MAX_LARGE_CLASSES",
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - every platform XGrammar ships for
     raise ImportError("cfgzip_lab.expand assumes a little-endian machine (XGrammar does too)")
 
-_NEG_INF = float("-inf")
-
-LARGE_CLASS_TOKENS = 256
-"""Classes with at least this many tokens go into the numpy backend's union tables."""
-MAX_LARGE_CLASSES = 64
-"""At most this many large classes (16 tables of 16 rows: 4 MB for a 128k vocabulary)."""
 
 
 def unpack_bitmask(bitmask: np.ndarray | torch.Tensor, size: int) -> np.ndarray:
@@ -127,15 +121,18 @@ class Expander:
     ----------
     classes : TokenClasses
         The partition; ``class_of`` has one entry per logits position (padding included).
-    backend : {"auto", "numpy", "torch"}
-        ``auto``: numpy for CPU tensors, torch ops on the tensor's device otherwise.
-        ``torch`` forces the device code path (also on CPU: how tests cover it without
-        a GPU); ``numpy`` goes through the CPU for every device.
+    backend : {"auto", "numpy", "torch", "triton"}
+        ``auto``: numpy for CPU tensors, the Triton kernel on CUDA (torch ops when Triton
+        is missing), torch ops on other devices. ``torch`` forces the device code path
+        (also on CPU: how tests cover it without a GPU); ``numpy`` goes through the CPU for
+        every device; ``triton`` falls back to torch off CUDA. Triton does the packed mask
+        and in-place masking; ``to_allowed`` and ``to_logits_bias`` use torch ops there.
     memo_bytes : int
-        Bound on each memo of expanded rows (packed, bool, bias), least recently used out.
+        Bound on each memo of expanded rows (packed, bool, bias) of the numpy backend,
+        least recently used out.
     large_class_tokens : int
-        Size from which a class goes into the numpy backend's union tables (see the module
-        doc); any value gives the same bits, only the speed changes.
+        Size from which a class goes into the numpy backend's union tables (see
+        :mod:`cfgzip_lab.kernels.cpu`); any value gives the same bits, only the speed changes.
 
     Examples
     --------
@@ -148,11 +145,11 @@ class Expander:
         self,
         classes: TokenClasses,
         *,
-        backend: Literal["auto", "numpy", "torch"] = "auto",
+        backend: Literal["auto", "numpy", "torch", "triton"] = "auto",
         memo_bytes: int = 32 << 20,
         large_class_tokens: int = LARGE_CLASS_TOKENS,
     ) -> None:
-        if backend not in ("auto", "numpy", "torch"):
+        if backend not in ("auto", "numpy", "torch", "triton"):
             raise ValueError(f"unknown backend {backend!r}")
         self.backend = backend
         class_of = np.asarray(classes.class_of)
@@ -162,72 +159,29 @@ class Expander:
         self.num_classes = int(classes.num_classes)
         if self.vocab_size and (class_of.min() < 0 or class_of.max() >= self.num_classes):
             raise ValueError(f"class_of has ids outside [0, {self.num_classes})")
-        self.class_bitmask_size = math.ceil(self.num_classes / 32)
-        self.vocab_bitmask_size = math.ceil(self.vocab_size / 32)
-        # Gather indices for the packed output, padded to whole words. The padding points
-        # at class 0; its bits are cleared afterwards with ``_tail_word_mask``.
-        padded = np.zeros(self.vocab_bitmask_size * 32, dtype=np.intp)
-        padded[: self.vocab_size] = class_of
-        self._index_packed = padded
-        self._index = np.ascontiguousarray(class_of, dtype=np.intp)
-        tail = self.vocab_size % 32
-        self._tail_word_mask = np.int32(-1 if tail == 0 else (1 << tail) - 1)
-        self._device_cache: dict[torch.device, dict[str, torch.Tensor]] = {}
-        self._row_memo: dict[str, dict[bytes, np.ndarray]] = {}
-        self.memo_bytes = memo_bytes
-        self._split_by_size(self._index, max(1, int(large_class_tokens)))
-        self._scratch = threading.local()
+        self.tables = ExpansionTables.build(class_of, self.num_classes)
+        self.class_bitmask_size = self.tables.class_bitmask_size
+        self.vocab_bitmask_size = self.tables.vocab_bitmask_size
+        self.cpu = CpuExpansion(self.tables, memo_bytes=memo_bytes, large_class_tokens=large_class_tokens)
+        self.torch = TorchExpansion(self.tables)
+        self._triton = None
 
-    def _split_by_size(self, class_of: np.ndarray, large_class_tokens: int) -> None:
-        """Union tables for the large classes, position/class lists for the small ones."""
-        sizes = np.bincount(class_of, minlength=self.num_classes)
-        largest = np.argsort(-sizes, kind="stable")[:MAX_LARGE_CLASSES]
-        large = largest[sizes[largest] >= large_class_tokens]
-        is_small = np.ones(self.num_classes, dtype=bool)
-        is_small[large] = False
-        self._small_positions = np.flatnonzero(is_small[class_of])
-        self._small_classes = np.ascontiguousarray(class_of[self._small_positions], dtype=np.intp)
-        # A scatter costs about twice a gather per token: when small classes hold most of
-        # the vocabulary (many classes, none large), one plain gather of the row is faster.
-        self._gather_whole_row = self._small_positions.size > self.vocab_size // 4
-        if self._gather_whole_row:
-            large = large[:0]
-        groups = -(-large.size // 4)
-        # The last group is padded with its last class again: a union with itself is itself.
-        members = np.concatenate([large, np.repeat(large[-1:], groups * 4 - large.size)])
-        self._large_groups = members.reshape(groups, 4).astype(np.intp)
-        self._large_tables = np.zeros((groups, 16, self.vocab_bitmask_size), dtype=np.int32)
-        for g in range(groups):
-            rows = self._large_tables[g]
-            for code in range(1, 16):
-                member = self._large_groups[g, (code & -code).bit_length() - 1]  # lowest set bit
-                own = np.packbits(self._index_packed == member, bitorder="little").view(np.int32)
-                own[-1] &= self._tail_word_mask  # the padding past V points at class 0
-                rows[code] = rows[code & (code - 1)] | own
-        self._code_weights = np.array([1, 2, 4, 8], dtype=np.uint8)
+    @property
+    def triton(self):
+        """The Triton backend (:class:`cfgzip_lab.kernels.triton.TritonExpansion`), built on first use."""
+        if self._triton is None:
+            from .kernels.triton import TritonExpansion
 
-    def _scratch_row(self) -> np.ndarray:
-        """This thread's byte row for the small classes; positions of large ones stay 0."""
-        row = getattr(self._scratch, "row", None)
-        if row is None:
-            row = self._scratch.row = np.zeros(self.vocab_bitmask_size * 32, dtype=np.uint8)
-        return row
+            self._triton = TritonExpansion(self.tables)
+        return self._triton
 
-    # -- device tensors, built once per device ----------------------------------------
-    def _tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
-        cached = self._device_cache.get(device)
-        if cached is None:
-            shifts = torch.arange(32, dtype=torch.int32, device=device)
-            weights = torch.ones(32, dtype=torch.int64, device=device) << shifts.to(torch.int64)
-            weights[31] = -(1 << 31)  # sums of distinct bits then land in int32's range
-            cached = {
-                "index": torch.from_numpy(self._index.astype(np.int64)).to(device),
-                "index_packed": torch.from_numpy(self._index_packed.astype(np.int64)).to(device),
-                "shifts": shifts,
-                "weights": weights,
-            }
-            self._device_cache[device] = cached
-        return cached
+    def backend_on(self, device: torch.device | str) -> str:
+        """Which backend this expander uses for tensors on ``device`` (``numpy``, ``torch``, ``triton``)."""
+        return backend_for(self.backend, torch.device(device))
+
+    def clear_memo(self) -> None:
+        """Forget the numpy backend's memoised rows (benchmarks time cold expansion this way)."""
+        self.cpu.row_memo.clear()
 
     def _check(self, class_bitmask: torch.Tensor | np.ndarray) -> None:
         if class_bitmask.shape[-1] != self.class_bitmask_size:
@@ -236,137 +190,45 @@ class Expander:
                 f"{self.class_bitmask_size} for {self.num_classes} classes"
             )
 
-    # -- numpy (CPU) backend ------------------------------------------------------------
-    # Per class-mask row, memoised: decoding revisits the same grammar states over and
-    # over (inside identifiers, strings, whitespace), so most steps expand a class mask
-    # seen before and cost one hash of K bits instead of a 128k-entry gather. The memo
-    # is bounded (least recently used out first) and holds read-only arrays.
-    def _memo(self, kind: str, row: np.ndarray, build) -> np.ndarray:
-        cache = self._row_memo.setdefault(kind, {})
-        key = row.tobytes()
-        got = cache.pop(key, None)
-        if got is None:
-            got = build(row)
-            got.flags.writeable = False
-            limit = max(1, self.memo_bytes // max(1, got.nbytes))
-            while len(cache) >= limit:
-                cache.pop(next(iter(cache)))
-        cache[key] = got
-        return got
-
-    def _class_bits_np(self, class_row: np.ndarray) -> np.ndarray:
-        words = np.ascontiguousarray(class_row, dtype=np.int32)
-        return np.unpackbits(words.view(np.uint8), bitorder="little")
-
-    def _vocab_row(self, row: np.ndarray) -> np.ndarray:
-        def build(r):
-            bits = self._class_bits_np(r)
-            if self._gather_whole_row:
-                # np.take's mode="wrap" skips its bounds check (every index is a class id).
-                packed = np.packbits(np.take(bits, self._index_packed, mode="wrap"), bitorder="little").view(np.int32)
-                packed[-1] &= self._tail_word_mask
-                return packed
-            groups = len(self._large_groups)
-            if groups:
-                codes = bits[self._large_groups] @ self._code_weights
-                packed = self._large_tables[0, codes[0]].copy()
-                for g in range(1, groups):
-                    np.bitwise_or(packed, self._large_tables[g, codes[g]], out=packed)
-            else:
-                packed = np.zeros(self.vocab_bitmask_size, dtype=np.int32)
-            if self._small_positions.size:
-                scratch = self._scratch_row()
-                # Fancy assignment: about twice as fast as np.put for 12k positions.
-                scratch[self._small_positions] = np.take(bits, self._small_classes, mode="wrap")
-                packed |= np.packbits(scratch, bitorder="little").view(np.int32)
-            return packed
-
-        return self._memo("vocab", row, build)
-
-    def _allowed_row(self, row: np.ndarray) -> np.ndarray:
-        def build(r):
-            packed = self._vocab_row(r)
-            return np.unpackbits(packed.view(np.uint8), bitorder="little")[: self.vocab_size].view(bool)
-
-        return self._memo("allowed", row, build)
-
-    def _bias_row(self, row: np.ndarray) -> np.ndarray:
-        def build(r):
-            # As float32 bit patterns: allowed, 1 - 1 = 0 is 0.0; not allowed, 0 - 1 wraps
-            # to 0xFFFFFFFF, and & 0xFF800000 leaves exactly -inf. Two passes, no gather.
-            bias = np.subtract(self._allowed_row(r).view(np.uint8), np.uint32(1), dtype=np.uint32)
-            bias &= np.uint32(0xFF800000)
-            return bias.view(np.float32)
-
-        return self._memo("bias", row, build)
-
-    def _rows(self, class_bitmask: np.ndarray, row_fn) -> np.ndarray:
-        """``row_fn(row)`` for every row of ``class_bitmask``, in a fresh writable array."""
-        rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.class_bitmask_size)
-        out = np.stack([row_fn(r) for r in rows])
-        return out.reshape(class_bitmask.shape[:-1] + out.shape[-1:])
-
-    def _to_vocab_bitmask_np(self, class_bitmask: np.ndarray) -> np.ndarray:
-        return self._rows(class_bitmask, self._vocab_row)
-
-    def _allowed_np(self, class_bitmask: np.ndarray) -> np.ndarray:
-        return self._rows(class_bitmask, self._allowed_row)
-
-    def _bias_np(self, class_bitmask: np.ndarray) -> np.ndarray:
-        rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.class_bitmask_size)
-        if rows.shape[0] == 1:
-            return self._bias_row(rows[0]).reshape(class_bitmask.shape[:-1] + (self.vocab_size,))
-        return self._rows(class_bitmask, self._bias_row)
-
-    # -- torch (device) backend ---------------------------------------------------------
-    def _class_bits_torch(self, class_bitmask: torch.Tensor) -> torch.Tensor:
-        t = self._tensors(class_bitmask.device)
-        bits = (class_bitmask.to(torch.int32).unsqueeze(-1) >> t["shifts"]) & 1
-        return bits.reshape(*class_bitmask.shape[:-1], -1)
-
-    def _to_vocab_bitmask_torch(self, class_bitmask: torch.Tensor) -> torch.Tensor:
-        t = self._tensors(class_bitmask.device)
-        bits = self._class_bits_torch(class_bitmask)
-        allowed = bits.index_select(-1, t["index_packed"])
-        allowed = allowed.reshape(*allowed.shape[:-1], self.vocab_bitmask_size, 32)
-        packed = (allowed.to(torch.int64) * t["weights"]).sum(-1).to(torch.int32)
-        packed[..., -1] &= int(self._tail_word_mask)
-        return packed
-
-    def _allowed_torch(self, class_bitmask: torch.Tensor) -> torch.Tensor:
-        t = self._tensors(class_bitmask.device)
-        return self._class_bits_torch(class_bitmask).index_select(-1, t["index"]).to(torch.bool)
-
-    # -- public API -------------------------------------------------------------------
-    def _on_numpy(self, device: torch.device) -> bool:
-        return self.backend == "numpy" or (self.backend == "auto" and device.type == "cpu")
-
     @staticmethod
     def _as_tensor(class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
         if isinstance(class_bitmask, np.ndarray):
             return torch.from_numpy(np.ascontiguousarray(class_bitmask, dtype=np.int32))
         return class_bitmask
 
-    def to_vocab_bitmask(self, class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
+    # -- public API -------------------------------------------------------------------
+    def to_vocab_bitmask(
+        self, class_bitmask: torch.Tensor | np.ndarray, *, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Packed class bitmask ``(…, W_K)`` → packed vocabulary bitmask ``(…, ceil(V/32))``.
 
         int32, XGrammar's format, on the device of the input (numpy input → CPU tensor).
-        Bits past ``V`` in the last word are 0.
+        Bits past ``V`` in the last word are 0. ``out``: where to write (same shape, int32,
+        same device); with the Triton backend that makes the call allocation-free, hence
+        CUDA-graph capturable.
         """
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
-        if self._on_numpy(class_bitmask.device):
-            packed = self._to_vocab_bitmask_np(class_bitmask.cpu().numpy())
-            return torch.from_numpy(packed).to(class_bitmask.device)
-        return self._to_vocab_bitmask_torch(class_bitmask)
+        backend = self.backend_on(class_bitmask.device)
+        if backend == "triton":
+            return self.triton.to_vocab_bitmask(class_bitmask, out=out)
+        if backend == "numpy":
+            packed = self.cpu.to_vocab_bitmask(class_bitmask.cpu().numpy())
+            result = torch.from_numpy(packed).to(class_bitmask.device)
+        else:
+            result = self.torch.to_vocab_bitmask(class_bitmask)
+        if out is None:
+            return result
+        out.copy_(result)
+        return out
 
     def to_allowed(self, class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
         """Class bitmask ``(…, W_K)`` → bool tensor ``(…, V)``, True where the token is allowed."""
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
-        if self._on_numpy(class_bitmask.device):
-            return torch.from_numpy(self._allowed_np(class_bitmask.cpu().numpy())).to(class_bitmask.device)
-        return self._allowed_torch(class_bitmask)
+        if self.backend_on(class_bitmask.device) == "numpy":
+            return torch.from_numpy(self.cpu.to_allowed(class_bitmask.cpu().numpy())).to(class_bitmask.device)
+        return self.torch.to_allowed(class_bitmask)
 
     def to_logits_bias(
         self,
@@ -382,113 +244,41 @@ class Expander:
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
         device = torch.device(device) if device is not None else class_bitmask.device
-        if self._on_numpy(device):
+        if self.backend_on(device) == "numpy":
             # A copy: the memo's rows are read-only and shared.
-            bias = torch.from_numpy(np.array(self._bias_np(class_bitmask.cpu().numpy())))
+            bias = torch.from_numpy(np.array(self.cpu.to_logits_bias(class_bitmask.cpu().numpy())))
             return bias.to(device=device, dtype=dtype)
-        class_bitmask = class_bitmask.to(device, non_blocking=True)
-        t = self._tensors(device)
-        bits = self._class_bits_torch(class_bitmask)[..., : self.num_classes]
-        zero = torch.zeros((), dtype=dtype, device=device)
-        neg_inf = torch.full((), _NEG_INF, dtype=dtype, device=device)
-        class_bias = torch.where(bits.to(torch.bool), zero, neg_inf)
-        return class_bias.index_select(-1, t["index"])
+        return self.torch.to_logits_bias(class_bitmask.to(device, non_blocking=True), dtype)
 
     def mask_logits_(
         self, logits: torch.Tensor, class_bitmask: torch.Tensor | np.ndarray
     ) -> torch.Tensor:
         """Mask ``logits`` ``(…, V)`` in place on their own device: ``-inf`` where not allowed.
 
-        The class bitmask (tiny: K bits a row) is moved to the logits' device. On the
-        numpy backend disallowed entries become ``logit + (-inf)``, which is ``-inf`` for
-        every finite logit (a ``+inf`` logit would become NaN, where XGrammar's kernel
-        writes ``-inf``); the torch backend writes ``-inf``. Returns ``logits``.
+        The class bitmask (tiny: K bits a row; one row may serve a whole batch) is moved to
+        the logits' device. On the numpy backend disallowed entries become
+        ``logit + (-inf)``, which is ``-inf`` for every finite logit (a ``+inf`` logit would
+        become NaN, where XGrammar's kernel writes ``-inf``); the torch and Triton backends
+        write ``-inf``. Returns ``logits``.
         """
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, expected {self.vocab_size}")
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
-        if self._on_numpy(logits.device) and logits.device.type == "cpu":
-            class_rows = np.ascontiguousarray(class_bitmask.cpu().numpy(), dtype=np.int32)
-            class_rows = class_rows.reshape(-1, self.class_bitmask_size)
-            if logits.dtype in (torch.float32, torch.float16, torch.float64):
-                # numpy's add stays on this thread; torch's add_ wakes its thread pool,
-                # which costs milliseconds at p90 on a busy machine. Row by row, so a
-                # batch never stacks its bias rows (512 KB each) into a new array.
-                view = logits.detach().numpy()
-                rows = view.reshape(-1, self.vocab_size)  # a copy if the logits are strided
-                in_place = np.may_share_memory(rows, view)
-                if in_place and class_rows.shape[0] == 1:
-                    np.add(rows, self._bias_row(class_rows[0]), out=rows, casting="same_kind")
-                elif in_place and class_rows.shape[0] == rows.shape[0]:
-                    for logit_row, class_row in zip(rows, class_rows):
-                        np.add(logit_row, self._bias_row(class_row), out=logit_row, casting="same_kind")
-                else:
-                    bias = self._bias_np(class_bitmask.cpu().numpy())
-                    np.add(view, bias, out=view, casting="same_kind")
-            else:
-                bias = self._bias_np(class_bitmask.cpu().numpy())
-                logits.add_(torch.from_numpy(np.array(bias)))  # memo rows are read-only
-            return logits
-        allowed = self._allowed_torch(class_bitmask.to(logits.device, non_blocking=True))
-        logits.masked_fill_(~allowed, _NEG_INF)
-        return logits
+        backend = self.backend_on(logits.device)
+        if backend == "numpy" and logits.device.type == "cpu":
+            return self.cpu.mask_logits_(logits, class_bitmask.cpu().numpy())
+        class_bitmask = class_bitmask.to(logits.device, non_blocking=True)
+        if backend == "triton" and _unit_stride_rows(logits, self.vocab_size):
+            return self.triton.mask_logits_(logits, class_bitmask)
+        return self.torch.mask_logits_(logits, class_bitmask)
 
 
-def time_expansion(
-    expander: Expander,
-    *,
-    batch_size: int = 1,
-    repeats: int = 200,
-    density: float = 0.5,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-) -> dict[str, Any]:
-    """Median and p90 wall time (µs) of each expansion step on random class masks.
-
-    A helper for benchmarks and notebooks, never asserted on. Keys: ``to_vocab_bitmask``,
-    ``to_logits_bias``, ``mask_logits_``, each ``{"median_us", "p90_us"}`` measured cold
-    (the row memo cleared before every call: a class mask never seen before), and the
-    same names with ``_memo`` measured warm (the mask seen before), plus the sizes.
-    """
-    device = torch.device(device)
-    rng = np.random.default_rng(seed)
-    bits = rng.random((batch_size, expander.class_bitmask_size * 32)) < density
-    class_mask = pack_bool_mask(bits).to(device)
-    logits = torch.randn(batch_size, expander.vocab_size, device=device)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    steps = {
-        "to_vocab_bitmask": lambda: expander.to_vocab_bitmask(class_mask),
-        "to_logits_bias": lambda: expander.to_logits_bias(class_mask),
-        "mask_logits_": lambda: expander.mask_logits_(logits, class_mask),
-    }
-    result: dict[str, Any] = {
-        "vocab_size": expander.vocab_size,
-        "num_classes": expander.num_classes,
-        "batch_size": batch_size,
-        "device": str(device),
-        "torch_threads": torch.get_num_threads(),
-    }
-    for name, step in steps.items():
-        for cold in (True, False):
-            for _ in range(min(20, repeats)):
-                step()
-            sync()
-            times = []
-            for _ in range(repeats):
-                if cold:
-                    expander._row_memo.clear()
-                start = time.perf_counter()
-                step()
-                sync()
-                times.append(time.perf_counter() - start)
-            times_us = np.asarray(times) * 1e6
-            result[name if cold else f"{name}_memo"] = {
-                "median_us": float(np.median(times_us)),
-                "p90_us": float(np.percentile(times_us, 90)),
-            }
-    return result
+def _unit_stride_rows(logits: torch.Tensor, vocab_size: int) -> bool:
+    """Whether ``logits`` views as ``(rows, V)`` rows of unit stride (what the kernel writes)."""
+    if logits.dim() == 0 or logits.stride(-1) != 1:
+        return False
+    if logits.dim() == 1:
+        return True
+    rows = logits.reshape(-1, vocab_size)
+    return rows.untyped_storage().data_ptr() == logits.untyped_storage().data_ptr() and rows.data_ptr() == logits.data_ptr()

@@ -15,9 +15,9 @@ from cfgzip_lab.expand import (
     Expander,
     apply_vocab_bitmask_inplace,
     pack_bool_mask,
-    time_expansion,
     unpack_bitmask,
 )
+from cfgzip_lab.bench import time_expansion
 
 
 def random_classes(vocab_size: int, num_classes: int, seed: int) -> TokenClasses:
@@ -120,9 +120,9 @@ def test_union_tables_give_the_gather_bit_for_bit(large_class_tokens):
     class_of = np.asarray(classes.class_of)
     expander = Expander(classes, backend="numpy", large_class_tokens=large_class_tokens)
     if large_class_tokens == 256:
-        assert expander._large_groups.shape == (16, 4)  # 64 of the 70 large classes
+        assert expander.cpu.large_groups.shape == (16, 4)  # 64 of the 70 large classes
     # Split into tables + scatter, except when no class counts as large: one whole gather.
-    assert expander._gather_whole_row == (large_class_tokens == 10**9)
+    assert expander.cpu.gather_whole_row == (large_class_tokens == 10**9)
     rng = np.random.default_rng(3)
     w = expander.class_bitmask_size
     masks = [np.zeros((1, w), np.int32), np.full((1, w), -1, np.int32), random_class_mask(rng, (4, w)).numpy()]
@@ -267,7 +267,7 @@ def test_row_memo_returns_equal_fresh_results_and_stays_bounded() -> None:
         assert torch.equal(b, expected)
     again[0][0, 0] = 0  # the caller may write into what it got
     assert torch.equal(expander.to_vocab_bitmask(masks[0]), first[0])
-    assert len(expander._row_memo["vocab"]) <= 3
+    assert len(expander.cpu.row_memo["vocab"]) <= 3
 
 
 @pytest.mark.parametrize("strided", [False, True])

@@ -1,0 +1,190 @@
+"""Expansion on the CPU with numpy: union tables for the large classes, a scatter for the rest.
+
+A plain gather of 128k entries costs 40–65 µs on one core however it is written (numpy's
+``take``, torch's ``index_select``), so this backend splits the vocabulary:
+
+- the few *large* classes (at least ``large_class_tokens`` tokens each; a handful of them
+  hold 90% of a vocabulary) are packed four at a time into tables of all 16 unions of
+  their vocabulary bitmasks, so their part of the answer is one row lookup and one OR of
+  ``ceil(V / 32)`` words per four classes (the "four Russians" trick);
+- the tokens of the many small classes are gathered and scattered one by one into a
+  scratch byte row whose other positions stay zero, then packed.
+
+Both parts are exact, so the result is the gather's, bit for bit (tested against the plain
+gather); 12 µs instead of 50 for the JSON grammar's 324 classes, 27 µs for C-like's 4,001.
+
+Per class-mask row the results are memoised: decoding revisits the same grammar states
+over and over (inside identifiers, strings, whitespace), so most steps expand a class mask
+seen before and cost one hash of K bits instead of a 128k-entry gather. The memo is
+bounded (least recently used out first) and holds read-only arrays.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from .tables import ExpansionTables
+
+__all__ = ["CpuExpansion", "LARGE_CLASS_TOKENS", "MAX_LARGE_CLASSES"]
+
+LARGE_CLASS_TOKENS = 256
+"""Classes with at least this many tokens go into the union tables."""
+MAX_LARGE_CLASSES = 64
+"""At most this many large classes (16 tables of 16 rows: 4 MB for a 128k vocabulary)."""
+
+
+class CpuExpansion:
+    """The numpy backend of :class:`~cfgzip_lab.expand.Expander` (CPU tensors, any device via copies)."""
+
+    name = "numpy"
+
+    def __init__(self, tables: ExpansionTables, *, memo_bytes: int, large_class_tokens: int) -> None:
+        self.t = tables
+        self.memo_bytes = memo_bytes
+        self.row_memo: dict[str, dict[bytes, np.ndarray]] = {}
+        self._scratch = threading.local()
+        self._split_by_size(tables.class_of, max(1, int(large_class_tokens)))
+
+    def _split_by_size(self, class_of: np.ndarray, large_class_tokens: int) -> None:
+        """Union tables for the large classes, position/class lists for the small ones."""
+        t = self.t
+        sizes = np.bincount(class_of, minlength=t.num_classes)
+        largest = np.argsort(-sizes, kind="stable")[:MAX_LARGE_CLASSES]
+        large = largest[sizes[largest] >= large_class_tokens]
+        is_small = np.ones(t.num_classes, dtype=bool)
+        is_small[large] = False
+        self.small_positions = np.flatnonzero(is_small[class_of])
+        self.small_classes = np.ascontiguousarray(class_of[self.small_positions], dtype=np.intp)
+        # A scatter costs about twice a gather per token: when small classes hold most of
+        # the vocabulary (many classes, none large), one plain gather of the row is faster.
+        self.gather_whole_row = self.small_positions.size > t.vocab_size // 4
+        if self.gather_whole_row:
+            large = large[:0]
+        groups = -(-large.size // 4)
+        # The last group is padded with its last class again: a union with itself is itself.
+        members = np.concatenate([large, np.repeat(large[-1:], groups * 4 - large.size)])
+        self.large_groups = members.reshape(groups, 4).astype(np.intp)
+        self.large_tables = np.zeros((groups, 16, t.vocab_bitmask_size), dtype=np.int32)
+        tail = np.int32(t.tail_word_mask)
+        for g in range(groups):
+            rows = self.large_tables[g]
+            for code in range(1, 16):
+                member = self.large_groups[g, (code & -code).bit_length() - 1]  # lowest set bit
+                own = np.packbits(t.index_packed == member, bitorder="little").view(np.int32)
+                own[-1] &= tail  # the padding past V points at class 0
+                rows[code] = rows[code & (code - 1)] | own
+        self._code_weights = np.array([1, 2, 4, 8], dtype=np.uint8)
+
+    def _scratch_row(self) -> np.ndarray:
+        """This thread's byte row for the small classes; positions of large ones stay 0."""
+        row = getattr(self._scratch, "row", None)
+        if row is None:
+            row = self._scratch.row = np.zeros(self.t.vocab_bitmask_size * 32, dtype=np.uint8)
+        return row
+
+    def _memo(self, kind: str, row: np.ndarray, build) -> np.ndarray:
+        cache = self.row_memo.setdefault(kind, {})
+        key = row.tobytes()
+        got = cache.pop(key, None)
+        if got is None:
+            got = build(row)
+            got.flags.writeable = False
+            limit = max(1, self.memo_bytes // max(1, got.nbytes))
+            while len(cache) >= limit:
+                cache.pop(next(iter(cache)))
+        cache[key] = got
+        return got
+
+    @staticmethod
+    def _class_bits(class_row: np.ndarray) -> np.ndarray:
+        words = np.ascontiguousarray(class_row, dtype=np.int32)
+        return np.unpackbits(words.view(np.uint8), bitorder="little")
+
+    # -- one row ------------------------------------------------------------------------
+    def vocab_row(self, row: np.ndarray) -> np.ndarray:
+        """One packed class row → its packed vocabulary row (read-only, memoised)."""
+        t = self.t
+
+        def build(r):
+            bits = self._class_bits(r)
+            if self.gather_whole_row:
+                # np.take's mode="wrap" skips its bounds check (every index is a class id).
+                packed = np.packbits(np.take(bits, t.index_packed, mode="wrap"), bitorder="little").view(np.int32)
+                packed[-1] &= np.int32(t.tail_word_mask)
+                return packed
+            groups = len(self.large_groups)
+            if groups:
+                codes = bits[self.large_groups] @ self._code_weights
+                packed = self.large_tables[0, codes[0]].copy()
+                for g in range(1, groups):
+                    np.bitwise_or(packed, self.large_tables[g, codes[g]], out=packed)
+            else:
+                packed = np.zeros(t.vocab_bitmask_size, dtype=np.int32)
+            if self.small_positions.size:
+                scratch = self._scratch_row()
+                # Fancy assignment: about twice as fast as np.put for 12k positions.
+                scratch[self.small_positions] = np.take(bits, self.small_classes, mode="wrap")
+                packed |= np.packbits(scratch, bitorder="little").view(np.int32)
+            return packed
+
+        return self._memo("vocab", row, build)
+
+    def allowed_row(self, row: np.ndarray) -> np.ndarray:
+        def build(r):
+            packed = self.vocab_row(r)
+            return np.unpackbits(packed.view(np.uint8), bitorder="little")[: self.t.vocab_size].view(bool)
+
+        return self._memo("allowed", row, build)
+
+    def bias_row(self, row: np.ndarray) -> np.ndarray:
+        def build(r):
+            # As float32 bit patterns: allowed, 1 - 1 = 0 is 0.0; not allowed, 0 - 1 wraps
+            # to 0xFFFFFFFF, and & 0xFF800000 leaves exactly -inf. Two passes, no gather.
+            bias = np.subtract(self.allowed_row(r).view(np.uint8), np.uint32(1), dtype=np.uint32)
+            bias &= np.uint32(0xFF800000)
+            return bias.view(np.float32)
+
+        return self._memo("bias", row, build)
+
+    # -- whole masks --------------------------------------------------------------------
+    def _rows(self, class_bitmask: np.ndarray, row_fn) -> np.ndarray:
+        """``row_fn(row)`` for every row of ``class_bitmask``, in a fresh writable array."""
+        rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.t.class_bitmask_size)
+        out = np.stack([row_fn(r) for r in rows])
+        return out.reshape(class_bitmask.shape[:-1] + out.shape[-1:])
+
+    def to_vocab_bitmask(self, class_bitmask: np.ndarray) -> np.ndarray:
+        return self._rows(class_bitmask, self.vocab_row)
+
+    def to_allowed(self, class_bitmask: np.ndarray) -> np.ndarray:
+        return self._rows(class_bitmask, self.allowed_row)
+
+    def to_logits_bias(self, class_bitmask: np.ndarray) -> np.ndarray:
+        """Read-only for a single row (the memo's own), a fresh array otherwise."""
+        rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.t.class_bitmask_size)
+        if rows.shape[0] == 1:
+            return self.bias_row(rows[0]).reshape(class_bitmask.shape[:-1] + (self.t.vocab_size,))
+        return self._rows(class_bitmask, self.bias_row)
+
+    def mask_logits_(self, logits: torch.Tensor, class_bitmask: np.ndarray) -> torch.Tensor:
+        """Mask CPU ``logits`` in place: disallowed entries become ``logit + (-inf)``."""
+        class_rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.t.class_bitmask_size)
+        if logits.dtype in (torch.float32, torch.float16, torch.float64):
+            # numpy's add stays on this thread; torch's add_ wakes its thread pool,
+            # which costs milliseconds at p90 on a busy machine. Row by row, so a
+            # batch never stacks its bias rows (512 KB each) into a new array.
+            view = logits.detach().numpy()
+            rows = view.reshape(-1, self.t.vocab_size)  # a copy if the logits are strided
+            in_place = np.may_share_memory(rows, view)
+            if in_place and class_rows.shape[0] == 1:
+                np.add(rows, self.bias_row(class_rows[0]), out=rows, casting="same_kind")
+            elif in_place and class_rows.shape[0] == rows.shape[0]:
+                for logit_row, class_row in zip(rows, class_rows):
+                    np.add(logit_row, self.bias_row(class_row), out=logit_row, casting="same_kind")
+            else:
+                np.add(view, self.to_logits_bias(class_bitmask), out=view, casting="same_kind")
+        else:
+            logits.add_(torch.from_numpy(np.array(self.to_logits_bias(class_bitmask))))  # memo rows are read-only
+        return logits

@@ -1,0 +1,46 @@
+"""The index data every expansion backend reads: built once per :class:`TokenClasses`.
+
+``class_of[t]`` is token ``t``'s class; the packed output has ``ceil(V / 32)`` words, so the
+gather index is padded to whole words with class 0, whose bits past ``V`` are then cleared
+with ``tail_word_mask`` (XGrammar's format keeps them 0).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ExpansionTables"]
+
+
+@dataclass(frozen=True)
+class ExpansionTables:
+    """Sizes and index arrays shared by the numpy, torch and Triton backends."""
+
+    vocab_size: int
+    num_classes: int
+    class_bitmask_size: int
+    vocab_bitmask_size: int
+    class_of: np.ndarray  # intp (V,)
+    index_packed: np.ndarray  # intp (32 * vocab_bitmask_size,), padding → class 0
+    tail_word_mask: int  # as a signed int32 value
+
+    @staticmethod
+    def build(class_of: np.ndarray, num_classes: int) -> ExpansionTables:
+        """From a checked ``class_of`` (:class:`~cfgzip_lab.expand.Expander` checks it)."""
+        class_of = np.asarray(class_of)
+        vocab_size = int(class_of.shape[0])
+        vocab_words = math.ceil(vocab_size / 32)
+        padded = np.zeros(vocab_words * 32, dtype=np.intp)
+        padded[:vocab_size] = class_of
+        tail = vocab_size % 32
+        return ExpansionTables(
+            vocab_size=vocab_size,
+            num_classes=int(num_classes),
+            class_bitmask_size=math.ceil(num_classes / 32),
+            vocab_bitmask_size=vocab_words,
+            class_of=np.ascontiguousarray(class_of, dtype=np.intp),
+            index_packed=padded,
+            tail_word_mask=int(np.int32(-1 if tail == 0 else (1 << tail) - 1)),
+        )
