@@ -15,7 +15,7 @@ The check is only as strong as the states it visits: it samples, it does not pro
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,7 @@ class VerifyReport:
     stops_reached: int = 0
     plain_cache_hits: int = 0
     seconds: float = 0.0
+    engine: str = "compressed"
 
     @property
     def ok(self) -> bool:
@@ -157,11 +158,12 @@ class _TokenStats:
 class _Checker:
     """Runs both engines in lockstep and records the first difference."""
 
-    def __init__(self, engines: CompiledEngines, report: VerifyReport) -> None:
+    def __init__(self, engines: CompiledEngines, report: VerifyReport, candidate: Callable[[], Any] | None = None) -> None:
         self.vocab = engines.vocab
         self.classes = engines.classes
         self.plain: Engine = engines.plain()
-        self.compressed: Engine = engines.compressed()
+        # The engine under test: the compressed one, or any other with the Engine interface.
+        self.compressed: Engine = candidate() if candidate is not None else engines.compressed()
         self.report = report
         self.history: list[int] = []
         self.label = ""
@@ -349,13 +351,19 @@ def verify_engines(
     docs: Iterable[str | bytes] = (),
     rollback_prob: float = 0.1,
     max_doc_tokens: int | None = None,
+    candidate: Callable[[], Any] | None = None,
+    candidate_name: str = "compressed",
 ) -> VerifyReport:
-    """:func:`verify_lossless` on already compiled engines (see there)."""
+    """:func:`verify_lossless` on already compiled engines (see there).
+
+    ``candidate`` makes the matcher under test (default ``engines.compressed``), e.g. a
+    native engine's ``matcher``; ``candidate_name`` labels the report.
+    """
     if engines.classes is None:
         raise ValueError("verification needs TokenClasses")
     start = time.perf_counter()
-    report = VerifyReport()
-    checker = _Checker(engines, report)
+    report = VerifyReport(engine=candidate_name)
+    checker = _Checker(engines, report, candidate)
     stats = _TokenStats.of(engines.vocab)
     rng = np.random.default_rng(seed)
     for w in range(walks):

@@ -1,0 +1,23 @@
+"""The native displacement engine: next-token masks from the classes' displacements, no XGrammar.
+
+``index`` (the σ_in trie), ``walk`` (the state DAG and its memos), ``rows`` (class set →
+packed vocabulary row), ``matcher`` (the Engine interface, single and batch), ``engine``
+(what the requests of one grammar share). See the native-engine issue and DESIGN.md.
+"""
+from .engine import NativeEngine, build_native_engine
+from .index import SigmaInIndex, build_index
+from .matcher import DisplacementBatchMatcher, DisplacementMatcher, NativeBatchMatcher, NativeMatcher
+from .walk import StateBudgetExceeded, WalkLimits
+
+__all__ = [
+    "NativeEngine",
+    "build_native_engine",
+    "SigmaInIndex",
+    "build_index",
+    "DisplacementMatcher",
+    "DisplacementBatchMatcher",
+    "NativeMatcher",
+    "NativeBatchMatcher",
+    "StateBudgetExceeded",
+    "WalkLimits",
+]

@@ -1,0 +1,119 @@
+"""NativeEngine: one grammar + vocabulary + classes, ready to hand out native matchers.
+
+Holds what every request of a grammar shares: the GNF and its word store, the σ_in index,
+the state walker with its memos, the row cache, and (built on first need) the compressed
+XGrammar engines that serve a request past the state budget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..classes.classing import TokenClasses
+from ..classes.displacement import Displacer
+from ..expand import Expander
+from .index import SigmaInIndex, build_index, gnf_digest
+from .matcher import DisplacementBatchMatcher, DisplacementMatcher
+from .rows import RowCache
+from .walk import StateWalker, WalkLimits
+
+if TYPE_CHECKING:
+    from ..classes.classing import ClassingResult
+    from ..engine import CompiledEngines, CompressedMatcher
+    from ..pipeline import CompiledGrammar
+    from ..vocab import VocabTable
+
+__all__ = ["NativeEngine", "build_native_engine"]
+
+
+@dataclass
+class NativeEngine:
+    """Shared state of the native engine for one grammar, vocabulary and partition.
+
+    ``fallbacks`` counts requests handed to the compressed XGrammar engine because their
+    state grew past ``limits`` (see :mod:`.walk`).
+    """
+
+    compiled: CompiledGrammar
+    vocab: VocabTable
+    classes: TokenClasses
+    index: SigmaInIndex
+    limits: WalkLimits = WalkLimits()
+    expander: Expander | None = None
+    xgrammar_engines: CompiledEngines | None = None
+    displacer: Displacer | None = None
+    fallbacks: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.index.gnf_digest != gnf_digest(self.compiled.gnf):
+            raise ValueError("the native index was built for another normal form of the grammar")
+        if self.index.num_classes != self.classes.num_classes:
+            raise ValueError(
+                f"the native index covers {self.index.num_classes} classes, the partition has {self.classes.num_classes}"
+            )
+        if self.classes.vocab_size != self.vocab.vocab_size:
+            raise ValueError(
+                f"classes cover {self.classes.vocab_size} ids but vocabulary {self.vocab.name!r} has {self.vocab.vocab_size}"
+            )
+        self.vocab_size = self.vocab.vocab_size
+        self.class_of = np.asarray(self.classes.class_of).tolist()  # list indexing: ~3x numpy's
+        self.class_kind = np.asarray(self.classes.class_kind).tolist()
+        self.walker = StateWalker(
+            self.compiled.gnf, self.classes, self.vocab.token_bytes, self.index, self.limits, self.displacer
+        )
+        self.expander = self.expander or Expander(self.classes)
+        self.rows = RowCache(self.expander)
+
+    def matcher(self) -> DisplacementMatcher:
+        """A fresh matcher in the initial state."""
+        return DisplacementMatcher(self)
+
+    def batch(self, batch_size: int) -> DisplacementBatchMatcher:
+        return DisplacementBatchMatcher([self.matcher() for _ in range(batch_size)])
+
+    def fallback_matcher(self) -> CompressedMatcher:
+        """A compressed XGrammar matcher (compiled on first use) for a request past the budget."""
+        if self.xgrammar_engines is None:
+            from ..engine import compile_engines
+
+            self.xgrammar_engines = compile_engines(self.compiled.text, self.vocab, self.classes)
+        return self.xgrammar_engines.compressed()
+
+    def stats(self) -> dict:
+        return {
+            "fallbacks": self.fallbacks,
+            "trie_nodes": self.index.num_nodes,
+            "index_build_seconds": self.index.build_seconds,
+            "store_nodes": len(self.walker.store),
+            "row_cache_misses": self.rows.misses,
+            **self.walker.stats,
+        }
+
+
+def build_native_engine(
+    compiled: CompiledGrammar,
+    vocab: VocabTable,
+    classes: TokenClasses,
+    *,
+    classing: ClassingResult | None = None,
+    index: SigmaInIndex | None = None,
+    limits: WalkLimits = WalkLimits(),
+    xgrammar_engines: CompiledEngines | None = None,
+) -> NativeEngine:
+    """The native engine for ``compiled`` and ``classes``; builds the σ_in index unless given.
+
+    ``classing`` (the result that produced ``classes``) lends its displacement nodes and
+    displacer, so the index is read off them; without it the representatives are run again.
+    """
+    displacer = classing.displacer if classing is not None else Displacer(compiled.gnf)
+    if index is None:
+        index = build_index(
+            compiled.gnf,
+            classes,
+            vocab.token_bytes,
+            token_node=classing.token_node if classing is not None else None,
+            displacer=displacer,
+        )
+    return NativeEngine(compiled, vocab, classes, index, limits, xgrammar_engines=xgrammar_engines, displacer=displacer)

@@ -1,0 +1,266 @@
+"""The σ_in index: which classes a stack top admits, as a trie over stack symbols (top first).
+
+Every pair (σ_in, σ_out) of a class's displacement Δ(k) says: a token of class k can be
+read from any stack whose top |σ_in| symbols are σ_in (every GNF nonterminal is productive,
+so every stack in a parser state is completable; see the native-engine issue). The mask of
+a state is therefore the OR of the class sets stored at the trie nodes that the tops of its
+stacks reach. The σ_out side is never listed (on c_like a median class has ~10^5 pairs);
+the σ_in side is small: a displacement node's words are ``σ_out · SEP · reverse(σ_in)``, so
+walking only output symbols from the class's node up to a SEP edge gives the set of
+``reverse(σ_in)`` words, whose word sets are small (measured with Llama-3: json 232 distinct
+σ_in, c_like ≥ 35,000, mostly 1–3 symbols, the longest 32).
+
+A class whose displacement is unknown (a classing fallback singleton: its token ran past the
+per-token budget) is listed in :attr:`SigmaInIndex.unindexed`; the walk decides those
+classes by running the representative's bytes.
+
+Layout: trie node 0 is the root; ``edges`` is an ``int32[E, 3]`` table of ``(parent,
+symbol, child)``, ``bits_indptr``/``bits_classes`` a CSR list of the classes at each node.
+These arrays are what the class cache stores; :meth:`SigmaInIndex.from_arrays` rebuilds the
+dicts the walk reads.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..classes.classing import NORMAL, TokenClasses
+from ..classes.displacement import Displacer
+from ..grammar.gnf import GNF
+from ..grammar.words import EMPTY
+
+__all__ = ["SigmaInIndex", "IndexError_", "gnf_digest", "build_index"]
+
+INDEX_FORMAT = 1
+
+
+class IndexError_(ValueError):
+    """An index that does not fit the grammar or classes it is used with."""
+
+
+def gnf_digest(gnf: GNF) -> str:
+    """sha256 over the GNF's nonterminal names and start: trie symbols are GNF ids.
+
+    The GNF of a grammar text is deterministic, so an index saved with the classes stays valid
+    as long as this digest matches (a change to the normal form renumbers nonterminals).
+    """
+    h = hashlib.sha256()
+    h.update(f"{gnf.start}|{gnf.accepts_empty}|{len(gnf.atoms)}|".encode())
+    h.update("\x00".join(gnf.names).encode("utf-8"))
+    return h.hexdigest()
+
+
+@dataclass
+class SigmaInIndex:
+    """A trie of σ_in (top of stack first) whose nodes carry the set of classes with that σ_in.
+
+    ``children[t]`` maps a GNF nonterminal to the child trie node; ``bits[t]`` is the class
+    set at ``t`` as a Python int (bit k = class k; OR of 4,000-bit ints costs ~0.1 µs);
+    ``has_children[t]`` says whether the walk needs to go deeper from ``t``.
+    """
+
+    num_classes: int
+    children: list[dict[int, int]]
+    bits: list[int]
+    unindexed: np.ndarray  # int32: NORMAL classes decided by running their representative
+    gnf_digest: str
+    build_seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.children)
+
+    @property
+    def has_children(self) -> list[bool]:
+        return [bool(c) for c in self.children]
+
+    # -- arrays for the cache ------------------------------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
+        edges = [(p, s, c) for p, kids in enumerate(self.children) for s, c in kids.items()]
+        edge_arr = np.array(edges, dtype=np.int32).reshape(-1, 3)
+        counts = np.zeros(self.num_nodes, dtype=np.int64)
+        classes: list[np.ndarray] = []
+        for t, b in enumerate(self.bits):
+            ks = _bits_to_ids(b, self.num_classes)
+            counts[t] = ks.size
+            classes.append(ks)
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        flat = np.concatenate(classes).astype(np.int32) if classes else np.zeros(0, np.int32)
+        return {
+            "native_edges": edge_arr,
+            "native_bits_indptr": indptr,
+            "native_bits_classes": flat,
+            "native_unindexed": np.asarray(self.unindexed, dtype=np.int32),
+        }
+
+    def metadata(self) -> dict:
+        return {
+            "native_index_format": INDEX_FORMAT,
+            "native_gnf_digest": self.gnf_digest,
+            "native_num_classes": self.num_classes,
+            "native_trie_nodes": self.num_nodes,
+            "native_build_seconds": round(self.build_seconds, 4),
+        }
+
+    @staticmethod
+    def from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> "SigmaInIndex":
+        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`IndexError_` if inconsistent."""
+        if meta.get("native_index_format") != INDEX_FORMAT:
+            raise IndexError_(f"native index format {meta.get('native_index_format')!r}, expected {INDEX_FORMAT}")
+        k = int(meta["native_num_classes"])
+        nodes = int(meta["native_trie_nodes"])
+        edges = np.asarray(arrays["native_edges"], dtype=np.int64).reshape(-1, 3)
+        indptr = np.asarray(arrays["native_bits_indptr"], dtype=np.int64)
+        flat = np.asarray(arrays["native_bits_classes"], dtype=np.int64)
+        if indptr.shape != (nodes + 1,) or (edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)):
+            raise IndexError_("native index arrays do not match their node count")
+        if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
+            raise IndexError_("native index lists classes outside its class count")
+        children: list[dict[int, int]] = [{} for _ in range(nodes)]
+        for p, s, c in edges.tolist():
+            children[p][s] = c
+        bits = [_ids_to_bits(flat[indptr[t] : indptr[t + 1]], k) for t in range(nodes)]
+        return SigmaInIndex(
+            num_classes=k,
+            children=children,
+            bits=bits,
+            unindexed=np.asarray(arrays["native_unindexed"], dtype=np.int32),
+            gnf_digest=str(meta["native_gnf_digest"]),
+            build_seconds=float(meta.get("native_build_seconds", 0.0)),
+        )
+
+
+def _ids_to_bits(ids: np.ndarray, k: int) -> int:
+    if ids.size == 0:
+        return 0
+    flags = np.zeros(-(-k // 8) * 8, dtype=bool)
+    flags[ids] = True
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
+def _bits_to_ids(bits: int, k: int) -> np.ndarray:
+    if bits == 0:
+        return np.zeros(0, dtype=np.int64)
+    raw = np.frombuffer(bits.to_bytes(-(-k // 8), "little"), dtype=np.uint8)
+    return np.flatnonzero(np.unpackbits(raw, bitorder="little")[:k])
+
+
+def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[int]]) -> frozenset[int]:
+    """The nodes after a SEP edge reachable from ``node`` over output symbols: sets of reverse(σ_in)."""
+    got = memo.get(node)
+    if got is not None:
+        return got
+    store, n, sep = displacer.store, displacer.n, displacer.sep
+    found: set[int] = set()
+    seen = {node}
+    todo = [node]
+    while todo:
+        x = todo.pop()
+        for sym, child in store.edges(x):
+            if sym == sep:
+                found.add(child)
+            elif sym < n and child not in seen:
+                seen.add(child)
+                todo.append(child)
+    got = memo[node] = frozenset(found)
+    return got
+
+
+def build_index(
+    gnf: GNF,
+    classes: TokenClasses,
+    token_bytes,
+    *,
+    token_node: np.ndarray | None = None,
+    displacer: Displacer | None = None,
+    max_words_per_node: int = 1_000_000,
+) -> SigmaInIndex:
+    """Build the σ_in trie of ``classes`` under ``gnf``.
+
+    Parameters
+    ----------
+    token_node : int64[V], optional
+        Displacement node of each token from classing (``ClassingResult.token_node``); without
+        it each NORMAL class's representative is run through a displacer (K tokens, shared
+        prefixes memoised), which is what loading a cache without an index does.
+    max_words_per_node : int
+        A class whose σ_in set is larger than this is left to the walk (listed in
+        ``unindexed``) rather than enumerated.
+    """
+    started = time.perf_counter()
+    displacer = displacer or Displacer(gnf)
+    store, n = displacer.store, displacer.n
+    kinds = np.asarray(classes.class_kind)
+    reps = np.asarray(classes.representatives)
+    k_total = classes.num_classes
+    rest_memo: dict[int, frozenset[int]] = {}
+    words_memo: dict[int, list[tuple[int, ...]] | None] = {}
+    children: list[dict[int, int]] = [{}]
+    members: list[list[int]] = [[]]
+    unindexed: list[int] = []
+    sigma_in_seen: set[tuple[int, ...]] = set()
+    longest = 0
+    for k in np.flatnonzero(kinds == NORMAL).tolist():
+        rep = int(reps[k])
+        node = int(token_node[rep]) if token_node is not None else -1
+        if node < 0:
+            # Not known from classing (cache load, or a fallback singleton): compute it, under
+            # the same kind of budget classing uses; past it the class is decided by the walk.
+            from ..grammar.words import BudgetExceeded
+
+            store.limit = store.created + 200_000
+            try:
+                node = displacer.of_bytes(bytes(token_bytes[rep]))
+            except BudgetExceeded:
+                unindexed.append(k)
+                continue
+            finally:
+                store.limit = float("inf")
+        if node == EMPTY:
+            continue  # a dead class never has its bit set (classing puts dead tokens in BLOCKED)
+        rests = _reversed_inputs(displacer, node, rest_memo)
+        sigma_ins: list[tuple[int, ...]] = []
+        too_many = False
+        for rest in rests:
+            words = words_memo.get(rest, ())
+            if words == ():
+                words = None if store.count(rest) > max_words_per_node else [
+                    tuple(s - n - 1 for s in reversed(w)) for w in store.words(rest)
+                ]
+                words_memo[rest] = words
+            if words is None:
+                too_many = True
+                break
+            sigma_ins.extend(words)
+        if too_many:
+            unindexed.append(k)
+            continue
+        for sigma_in in sorted(set(sigma_ins)):  # sorted: the trie's numbering is a function of the classes
+            t = 0
+            for sym in sigma_in:
+                nxt = children[t].get(sym)
+                if nxt is None:
+                    nxt = len(children)
+                    children[t][sym] = nxt
+                    children.append({})
+                    members.append([])
+                t = nxt
+            members[t].append(k)
+            sigma_in_seen.add(sigma_in)
+            longest = max(longest, len(sigma_in))
+    bits = [_ids_to_bits(np.asarray(m, dtype=np.int64), k_total) if m else 0 for m in members]
+    seconds = time.perf_counter() - started
+    return SigmaInIndex(
+        num_classes=k_total,
+        children=children,
+        bits=bits,
+        unindexed=np.asarray(sorted(unindexed), dtype=np.int32),
+        gnf_digest=gnf_digest(gnf),
+        build_seconds=seconds,
+        stats={"distinct_sigma_in": len(sigma_in_seen), "longest_sigma_in": longest, "trie_nodes": len(children)},
+    )

@@ -1,0 +1,260 @@
+"""DisplacementMatcher: the next-token mask looked up from the classes' displacements, no XGrammar.
+
+Same interface as :class:`cfgzip_lab.engine.PlainMatcher` / ``CompressedMatcher`` (original
+vocabulary ids everywhere), with one difference in what "native" means: this engine's native
+mask *is* the full-vocabulary packed bitmask (XGrammar's int32 layout, stop bits included,
+bits past V zero), so ``fill_next_token_bitmask`` writes what vLLM/SGLang take and
+``to_vocab_bitmask`` is a copy.
+
+State: a history of state nodes (:mod:`.walk`), one per accepted token, so ``rollback(n)``
+pops n entries; a stop token pushes :data:`_STOPPED`. When a token would grow the state past
+the walk's budgets, the request moves to the compressed XGrammar engine: it is built, fed the
+accepted tokens again, and answers every call until :meth:`reset` (counted in
+``fallbacks`` here and on the engine; never a wrong mask).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..classes.classing import BLOCKED, NORMAL, STOP
+from ..expand import apply_vocab_bitmask_inplace
+from ..grammar.words import EMPTY
+from .walk import StateBudgetExceeded
+
+if TYPE_CHECKING:
+    from ..engine import CompressedMatcher
+    from .engine import NativeEngine
+
+__all__ = ["DisplacementMatcher", "DisplacementBatchMatcher", "NativeMatcher", "NativeBatchMatcher"]
+
+_STOPPED = -1  # history entry after a stop token
+
+
+class DisplacementMatcher:
+    """One request decoded by the native engine. Build with :meth:`NativeEngine.matcher`."""
+
+    kind = "native"
+
+    def __init__(self, engine: NativeEngine) -> None:
+        self.engine = engine
+        self.walker = engine.walker
+        self.rows = engine.rows
+        self.vocab_size = engine.vocab_size
+        self.native_size = engine.vocab_size
+        self.bitmask_size = math.ceil(self.vocab_size / 32)
+        self.vocab_bitmask_size = self.bitmask_size
+        self._class_of = engine.class_of
+        self._class_kind = engine.class_kind
+        self._history: list[int] = [self.walker.initial]
+        self._tokens: list[int] = []
+        self._spent = 0  # store nodes this request created (the request budget)
+        self._fallback: CompressedMatcher | None = None
+        self.fallbacks = 0
+        self.fallback_reason: str | None = None
+
+    # -- the Engine interface --------------------------------------------------------
+    def native_id(self, token_id: int) -> int:
+        """``token_id`` if this engine can ever allow it, else -1 (special, padding, dead)."""
+        if not 0 <= token_id < self.vocab_size:
+            return -1
+        return -1 if self._class_kind[self._class_of[token_id]] == BLOCKED else int(token_id)
+
+    def allocate_bitmask(self, batch_size: int = 1) -> torch.Tensor:
+        return torch.full((batch_size, self.bitmask_size), -1, dtype=torch.int32)
+
+    @property
+    def in_fallback(self) -> bool:
+        """True while this request is served by the compressed XGrammar engine."""
+        return self._fallback is not None
+
+    def is_terminated(self) -> bool:
+        if self._fallback is not None:
+            return self._fallback.is_terminated()
+        return self._history[-1] == _STOPPED
+
+    def is_completed(self) -> bool:
+        if self._fallback is not None:
+            return self._fallback.is_completed()
+        state = self._history[-1]
+        return state == _STOPPED or self.walker.accepts_stop(state)
+
+    def vocab_row(self) -> np.ndarray:
+        """The packed vocabulary mask of the next token (read-only, shared; copy before writing)."""
+        if self._fallback is not None:
+            return self._fallback.next_vocab_bitmask().numpy()
+        state = self._history[-1]
+        if state == _STOPPED:
+            raise RuntimeError("the matcher is terminated: a stop token was accepted")
+        try:
+            return self.rows.vocab_row(self.walker.class_mask(state))
+        except StateBudgetExceeded as exc:
+            self._fall_back(str(exc))
+            return self._fallback.next_vocab_bitmask().numpy()
+
+    def class_set(self) -> int:
+        """The allowed classes as an int (bit k = class k); for views and tests."""
+        state = self._history[-1]
+        if state == _STOPPED:
+            raise RuntimeError("the matcher is terminated: a stop token was accepted")
+        return self.walker.class_mask(state)
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> bool:
+        """Write the next token's full-vocabulary mask into row ``index`` of ``bitmask``."""
+        row = self.vocab_row()
+        bitmask.numpy()[index, : row.shape[0]] = row
+        return True
+
+    def next_vocab_bitmask(self) -> torch.Tensor:
+        """The full-vocabulary packed mask for the next token: int32 ``(ceil(V/32),)``, a fresh tensor."""
+        return torch.from_numpy(np.array(self.vocab_row()))
+
+    def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        return bitmask.clone()
+
+    def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+        return apply_vocab_bitmask_inplace(logits, bitmask, self.vocab_size)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) if the grammar does not allow it."""
+        if self._fallback is not None:
+            return self._accept_fallback(token_id)
+        state = self._history[-1]
+        if state == _STOPPED or not 0 <= token_id < self.vocab_size:
+            return False
+        kind = self._class_kind[self._class_of[token_id]]
+        if kind == STOP:
+            if not self.walker.accepts_stop(state):
+                return False
+            new = _STOPPED
+        elif kind == NORMAL:
+            try:
+                new, created = self.walker.advance(state, int(token_id), self._spent)
+            except StateBudgetExceeded as exc:
+                self._fall_back(str(exc))
+                return self._accept_fallback(token_id)
+            if new == EMPTY:
+                return False
+            self._spent += created
+        else:
+            return False
+        self._history.append(new)
+        self._tokens.append(int(token_id))
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (a stop token included)."""
+        if self._fallback is not None:
+            self._fallback.rollback(num_tokens)
+            del self._tokens[len(self._tokens) - num_tokens :]
+            return
+        if num_tokens < 0 or num_tokens > len(self._tokens):
+            raise RuntimeError(f"cannot roll back {num_tokens} tokens: {len(self._tokens)} accepted")
+        if num_tokens:
+            del self._history[-num_tokens:]
+            del self._tokens[-num_tokens:]
+
+    def reset(self) -> None:
+        self._history = [self.walker.initial]
+        self._tokens = []
+        self._spent = 0
+        self._fallback = None
+        self.fallback_reason = None
+
+    @property
+    def accepted_tokens(self) -> list[int]:
+        return list(self._tokens)
+
+    # -- fallback ----------------------------------------------------------------------
+    def _fall_back(self, reason: str) -> None:
+        matcher = self.engine.fallback_matcher()
+        for t in self._tokens:
+            if not matcher.accept_token(t):  # pragma: no cover - both engines are exact
+                raise RuntimeError(f"the fallback engine refused token {t} the native engine had accepted")
+        self._fallback = matcher
+        self.fallbacks += 1
+        self.fallback_reason = reason
+        self.engine.fallbacks += 1
+
+    def _accept_fallback(self, token_id: int) -> bool:
+        ok = self._fallback.accept_token(token_id)
+        if ok:
+            self._tokens.append(int(token_id))
+        return ok
+
+
+class DisplacementBatchMatcher:
+    """A batch of native matchers with :class:`cfgzip_lab.engine.BatchMatcher`'s interface.
+
+    Rows are filled one after the other on this thread: a row costs microseconds, so
+    thread hand-offs would cost more than they save.
+    """
+
+    kind = "native"
+
+    def __init__(self, matchers: Sequence[DisplacementMatcher]) -> None:
+        if not matchers:
+            raise ValueError("a batch needs at least one matcher")
+        self.matchers = list(matchers)
+        self._first = self.matchers[0]
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.matchers)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._first.vocab_size
+
+    @property
+    def bitmask_size(self) -> int:
+        return self._first.bitmask_size
+
+    def allocate_bitmask(self) -> torch.Tensor:
+        return self._first.allocate_bitmask(self.batch_size)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> list[bool]:
+        if len(token_ids) != self.batch_size:
+            raise ValueError(f"expected {self.batch_size} tokens, got {len(token_ids)}")
+        return [m.accept_token(int(t)) for m, t in zip(self.matchers, token_ids)]
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, indices: Sequence[int] | None = None) -> None:
+        """Fill row ``i`` of ``bitmask`` from matcher ``i`` (or only ``indices``)."""
+        out = bitmask.numpy()
+        for i in range(self.batch_size) if indices is None else indices:
+            row = self.matchers[i].vocab_row()
+            out[i, : row.shape[0]] = row
+
+    def next_vocab_bitmask(self) -> torch.Tensor:
+        """Masks ``(B, ceil(V/32))``; rows of terminated matchers are 0."""
+        out = torch.zeros((self.batch_size, self.bitmask_size), dtype=torch.int32)
+        live = [i for i, m in enumerate(self.matchers) if not m.is_terminated()]
+        if live:
+            self.fill_next_token_bitmask(out, live)
+        return out
+
+    def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
+        return bitmask.clone()
+
+    def apply_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+        return self._first.apply_bitmask_inplace(logits, bitmask)
+
+    def rollback(self, num_tokens: int | Sequence[int] = 1) -> None:
+        counts = [num_tokens] * self.batch_size if isinstance(num_tokens, int) else list(num_tokens)
+        for m, n in zip(self.matchers, counts):
+            m.rollback(int(n))
+
+    def reset(self, index: int | None = None) -> None:
+        for m in self.matchers if index is None else [self.matchers[index]]:
+            m.reset()
+
+    def is_terminated(self) -> list[bool]:
+        return [m.is_terminated() for m in self.matchers]
+
+
+NativeMatcher = DisplacementMatcher
+NativeBatchMatcher = DisplacementBatchMatcher

@@ -1,0 +1,177 @@
+"""The parser state as one word DAG of GNF stacks, advanced by bytes and masked through the σ_in trie.
+
+A state is a node of the grammar's hash-consed word store (:mod:`cfgzip_lab.grammar.words`)
+whose words are the stacks (top first, GNF nonterminal ids) the PDA may be in after the
+prefix; the empty word is in it exactly when the prefix is a complete sentence. Reading a
+byte is :meth:`Displacer.step` on such a node: a word ``B · rest`` becomes ``tail(B, atom) ·
+rest``, so the unchanged rest of every stack keeps its node ids from one step to the next
+and every memo keyed by node stays warm.
+
+The class mask of a state is the OR of the trie nodes' class sets reached by a product walk of
+the state's DAG with the σ_in trie (:mod:`.index`), memoised by (state node, trie node): a
+new state pays only for its new top nodes, the rest is looked up.
+
+Bounds (the DAG stays small on real documents: deep nesting is a path, not a blow-up; an
+ambiguous grammar is where it grows): each accepted token may create at most
+``token_budget`` new store nodes and a request at most ``request_budget``; past either,
+:class:`StateBudgetExceeded` is raised before anything changes, and the matcher hands the
+request to the compressed XGrammar engine. Memo tables are bounded and dropped whole when full
+(they only hold finished results, so dropping them never changes an answer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..classes.classing import STOP, TokenClasses
+from ..classes.displacement import Displacer
+from ..grammar.gnf import GNF
+from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
+from .index import SigmaInIndex
+
+__all__ = ["StateWalker", "StateBudgetExceeded", "WalkLimits"]
+
+
+class StateBudgetExceeded(Exception):
+    """Advancing the state would create more DAG nodes than the limits allow."""
+
+
+@dataclass(frozen=True)
+class WalkLimits:
+    """Bounds on state growth and memo sizes (entries)."""
+
+    token_budget: int = 50_000
+    request_budget: int = 2_000_000
+    memo_entries: int = 400_000
+
+
+class StateWalker:
+    """Shared by every matcher of one grammar + classes: the store, the trie, and the memos.
+
+    Not thread-safe beyond what the GIL gives dict operations: the word store's node budget
+    (``store.limit``) is process-wide state, so two threads must not advance states of one
+    grammar at once (classing in another thread included).
+    """
+
+    def __init__(self, gnf: GNF, classes: TokenClasses, token_bytes, index: SigmaInIndex,
+                 limits: WalkLimits = WalkLimits(), displacer: Displacer | None = None) -> None:
+        self.gnf = gnf
+        self.displacer = displacer or Displacer(gnf)
+        self.store = self.displacer.store
+        self.index = index
+        self.limits = limits
+        self.num_classes = classes.num_classes
+        self._class_of = np.asarray(classes.class_of)
+        kinds = np.asarray(classes.class_kind)
+        stop = np.flatnonzero(kinds == STOP)
+        self.stop_class = int(stop[0]) if stop.size else -1
+        self.stop_bit = (1 << self.stop_class) if stop.size else 0
+        self._is_stop_class = kinds == STOP
+        self._token_bytes = token_bytes
+        self._atoms: dict[int, bytes] = {}
+        self._children = index.children
+        self._bits = index.bits
+        self._deep = [bool(c) for c in index.children]
+        self._unindexed = [(int(k), bytes(token_bytes[int(classes.representatives[k])])) for k in index.unindexed]
+        # The start state: {[S]}, plus the empty stack when the language holds ε.
+        start_word = self.store.word((gnf.start,))
+        self.initial = self.store.union(start_word, EPSILON) if gnf.accepts_empty else start_word
+        self._mask_memo: dict[int, int] = {}
+        self._product_memo: dict[tuple[int, int], int] = {}
+        self._advance_memo: dict[tuple[int, int], int] = {}
+        self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
+
+    # -- masks --------------------------------------------------------------------
+    def accepts_stop(self, state: int) -> bool:
+        return self.store.accepts(state)
+
+    def class_mask(self, state: int) -> int:
+        """Class set allowed after ``state`` as a Python int (bit k = class k), stop class included."""
+        got = self._mask_memo.get(state)
+        if got is not None:
+            self.stats["mask_memo_hits"] += 1
+            return got
+        self.stats["mask_walks"] += 1
+        got = self._product(state, 0)
+        if self._unindexed:
+            for k, data in self._unindexed:
+                if self._run(state, data, self.limits.token_budget)[0] != EMPTY:
+                    got |= 1 << k
+        if self.store.accepts(state):
+            got |= self.stop_bit
+        if len(self._mask_memo) >= self.limits.memo_entries:
+            self._mask_memo.clear()
+            self.stats["memo_drops"] += 1
+        self._mask_memo[state] = got
+        return got
+
+    def _product(self, node: int, t: int) -> int:
+        """OR of the class sets of trie nodes below ``t`` that words of ``node`` spell out."""
+        kids = self._children[t]
+        bits, deep = self._bits, self._deep
+        memo = self._product_memo
+        acc = 0
+        for sym, child in self.store.nodes[node][1]:
+            nt = kids.get(sym)
+            if nt is None:
+                continue
+            acc |= bits[nt]
+            if deep[nt] and child != EPSILON:
+                key = (child, nt)
+                sub = memo.get(key)
+                if sub is None:
+                    sub = self._product(child, nt)
+                    if len(memo) >= self.limits.memo_entries:
+                        memo.clear()
+                        self.stats["memo_drops"] += 1
+                    memo[key] = sub
+                acc |= sub
+        return acc
+
+    # -- advancing ----------------------------------------------------------------
+    def atoms_of(self, token_id: int) -> bytes:
+        got = self._atoms.get(token_id)
+        if got is None:
+            got = self._atoms[token_id] = bytes(self._token_bytes[token_id]).translate(self.displacer.atom_table)
+        return got
+
+    def _run(self, state: int, atoms_or_bytes: bytes, budget: int, *, atoms: bool = False) -> tuple[int, int]:
+        """Run bytes (or atoms) from ``state``; returns (new state, nodes created)."""
+        store = self.store
+        data = atoms_or_bytes if atoms else atoms_or_bytes.translate(self.displacer.atom_table)
+        step = self.displacer.step
+        before = store.created
+        store.limit = before + budget
+        try:
+            for a in data:
+                state = step(state, a)
+                if state == EMPTY:
+                    break
+        except BudgetExceeded:
+            raise StateBudgetExceeded(f"a token would create more than {budget} state nodes") from None
+        finally:
+            store.limit = float("inf")
+        return state, store.created - before
+
+    def advance(self, state: int, token_id: int, spent: int) -> tuple[int, int]:
+        """State after a NORMAL token (EMPTY: not allowed) and the nodes it created.
+
+        ``spent`` is what the request created so far; raises :class:`StateBudgetExceeded`
+        past :attr:`WalkLimits.request_budget` or the per-token budget.
+        """
+        key = (state, token_id)
+        got = self._advance_memo.get(key)
+        if got is not None:
+            self.stats["advance_memo_hits"] += 1
+            return got, 0
+        self.stats["advances"] += 1
+        budget = min(self.limits.token_budget, self.limits.request_budget - spent)
+        if budget <= 0:
+            raise StateBudgetExceeded(f"the request created more than {self.limits.request_budget} state nodes")
+        new, created = self._run(state, self.atoms_of(token_id), budget, atoms=True)
+        if len(self._advance_memo) >= self.limits.memo_entries:
+            self._advance_memo.clear()
+            self.stats["memo_drops"] += 1
+        self._advance_memo[key] = new
+        return new, created

@@ -1,0 +1,275 @@
+"""The native displacement engine: masks bit-identical to plain XGrammar, bounded, and its parts.
+
+Every exactness test compares against real XGrammar (``PlainMatcher`` over the full
+vocabulary) through :func:`cfgzip_lab.verify.verify_engines` with the native matcher as the
+engine under test: random constrained walks with rollbacks and rejected tokens, and whole or
+capped sample documents.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cfgzip_lab.classes.classing import STOP
+from cfgzip_lab.engine import compile_engines
+from cfgzip_lab.native import (
+    DisplacementBatchMatcher,
+    SigmaInIndex,
+    WalkLimits,
+    build_index,
+    build_native_engine,
+)
+from cfgzip_lab.pipeline import build_classes, compile_grammar
+from cfgzip_lab.verify import verify_engines
+from cfgzip_lab.vocab import vocab_from_bytes
+from paths import BUNDLED, bundled_samples, third_party_grammars
+
+JSON_SMALL = (
+    'root ::= value\nvalue ::= object | array | string | number | "true" | "false" | "null"\n'
+    'object ::= "{" ws ( member ( "," ws member )* )? "}"\nmember ::= string ws ":" ws value ws\n'
+    'array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"\nstring ::= "\\"" [a-z]* "\\""\n'
+    'number ::= "-"? [0-9]+\nws ::= [ \\n]*\n'
+)
+ARITH = (
+    'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
+    'factor ::= [0-9]+ | "(" expr ")"\n'
+)
+TOY_TOKENS = [
+    b"{", b"}", b"[", b"]", b'"', b":", b",", b" ", b"a", b"b", b"ab", b'"a"', b"1", b"0",
+    b"true", b"null", b'{"', b'":', b"\n", b"(", b")", b"+", b"*", b"12", b"10", b"0)", b"1+",
+    b"\xc3\xa9", b"a", b"", b"", b"[[", b"]]", b"((", b"))",
+]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return vocab_from_bytes(TOY_TOKENS, stop_ids=[29], special_ids=[30], vocab_size=36, name="toy")
+
+
+def _load(name: str):
+    from cfgzip_lab.vocab import load_vocab
+
+    try:
+        return load_vocab(name)
+    except Exception as err:  # pragma: no cover - depends on the machine's offline files
+        pytest.skip(f"{name} vocabulary unavailable: {err}")
+
+
+_BUILT: dict = {}
+
+
+def _build(text: str, vocab, limits: WalkLimits = WalkLimits()):
+    """(XGrammar engines, native engine) for a grammar text and vocabulary, cached per module run."""
+    key = (text, vocab.fingerprint, limits)
+    if key not in _BUILT:
+        compiled = compile_grammar(text)
+        result = build_classes(compiled, vocab)
+        engines = compile_engines(text, vocab, result.classes)
+        native = build_native_engine(compiled, vocab, result.classes, classing=result, limits=limits, xgrammar_engines=engines)
+        _BUILT[key] = (engines, native)
+    return _BUILT[key]
+
+
+def _verify(engines, native, **kw):
+    kw = {"walks": 20, "steps": 40, "seed": 0, "rollback_prob": 0.15, **kw}
+    report = verify_engines(engines, candidate=native.matcher, candidate_name="native", **kw)
+    assert report.ok, report.first_mismatch
+    assert report.steps_checked > 0
+    return report
+
+
+# -- small vocabularies: every interface detail against XGrammar --------------------------------
+@pytest.mark.parametrize("grammar", [JSON_SMALL, ARITH], ids=["json", "arith"])
+def test_toy_vocabulary_walks_and_docs(toy, grammar):
+    engines, native = _build(grammar, toy)
+    docs = ['{"ab": [10, true, null], "a": {}}', "[[1], [[]]]", "(12+1)*0", "((1))"]
+    report = _verify(engines, native, walks=60, docs=docs)
+    assert report.rollbacks > 0 and report.rejections_checked > 0
+    assert native.fallbacks == 0
+
+
+def test_interface_follows_xgrammar(toy):
+    engines, native = _build(JSON_SMALL, toy)
+    plain, m = engines.plain(), native.matcher()
+    assert m.kind == "native" and m.bitmask_size == plain.bitmask_size
+    for t in toy.encode("[1"):
+        assert plain.accept_token(t) and m.accept_token(t)
+    assert not m.is_completed() and not plain.is_completed()
+    assert not m.accept_token(toy.encode("}")[0]) and not plain.accept_token(toy.encode("}")[0])
+    assert m.accept_token(toy.encode("]")[0]) and plain.accept_token(toy.encode("]")[0])
+    assert m.is_completed() == plain.is_completed() is True
+    assert not m.accept_token(30)  # a special token is never allowed
+    assert m.native_id(30) == -1 and m.native_id(0) == 0
+    assert m.accept_token(29) and plain.accept_token(29)  # stop
+    assert m.is_terminated() and plain.is_terminated()
+    assert m.is_completed() == plain.is_completed()
+    with pytest.raises(RuntimeError):
+        m.next_vocab_bitmask()
+    assert not m.accept_token(29)
+    m.rollback(1)
+    plain.rollback(1)
+    assert not m.is_terminated()
+    assert torch.equal(m.next_vocab_bitmask(), plain.next_vocab_bitmask())
+    with pytest.raises(RuntimeError):
+        m.rollback(10)
+    m.reset()
+    assert torch.equal(m.next_vocab_bitmask(), engines.plain().next_vocab_bitmask())
+    # fill writes the packed vocabulary mask into the requested row; bits past V are 0
+    buf = m.allocate_bitmask(3)
+    assert m.fill_next_token_bitmask(buf, 2)
+    assert torch.equal(buf[2], m.next_vocab_bitmask()) and (buf[0] == -1).all()
+    assert int(buf[2, -1]) >> (toy.vocab_size % 32) == 0
+
+
+def test_stop_allowed_at_the_start_when_the_language_holds_the_empty_string(toy):
+    engines, native = _build('root ::= ("a" | "b")*\n', toy)
+    m = native.matcher()
+    assert m.is_completed() and engines.plain().is_completed()
+    _verify(engines, native, walks=20, docs=["", "abba"])
+
+
+def test_batch_rows_match_single_matchers(toy):
+    engines, native = _build(JSON_SMALL, toy)
+    batch = native.batch(3)
+    assert isinstance(batch, DisplacementBatchMatcher) and batch.batch_size == 3
+    paths = [toy.encode("[1, 10"), toy.encode('{"a"'), toy.encode("[[")]
+    plains = [engines.plain() for _ in paths]
+    for step in range(max(map(len, paths))):
+        tokens = [p[step] if step < len(p) else toy.encode(" ")[0] for p in paths]
+        want = [pm.accept_token(t) for pm, t in zip(plains, tokens)]
+        assert batch.accept_tokens(tokens) == want
+    got = batch.next_vocab_bitmask()
+    for row, pm in zip(got, plains):
+        assert torch.equal(row, pm.next_vocab_bitmask())
+    batch.rollback([1, 0, 2])
+    for pm, n in zip(plains, [1, 0, 2]):
+        pm.rollback(n)
+    buf = batch.allocate_bitmask()
+    batch.fill_next_token_bitmask(buf)
+    for row, pm in zip(buf, plains):
+        assert torch.equal(row, pm.next_vocab_bitmask())
+    logits = torch.zeros(3, toy.vocab_size)
+    batch.apply_bitmask_inplace(logits, buf)
+    assert torch.isinf(logits).any(dim=1).all()
+
+
+def test_index_round_trips_through_arrays_and_rebuilds_without_classing(toy):
+    compiled = compile_grammar(JSON_SMALL)
+    result = build_classes(compiled, toy)
+    index = build_index(compiled.gnf, result.classes, toy.token_bytes, token_node=result.token_node, displacer=result.displacer)
+    again = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
+    assert again.children == index.children and again.bits == index.bits
+    fresh = build_index(compile_grammar(JSON_SMALL).gnf, result.classes, toy.token_bytes)  # a new GNF, no classing
+    assert fresh.children == index.children and fresh.bits == index.bits
+    assert index.stats["distinct_sigma_in"] > 0 and index.stats["longest_sigma_in"] >= 1
+
+
+# -- the state bound and the fallback -----------------------------------------------------------
+def test_past_the_state_budget_the_request_moves_to_the_compressed_engine(toy):
+    engines, native = _build(JSON_SMALL, toy, WalkLimits(token_budget=50_000, request_budget=40))
+    m = native.matcher()
+    ids = toy.encode('{"ab": [10, [true], null], "a": {}}')
+    plain = engines.plain()
+    for t in ids:
+        assert torch.equal(m.next_vocab_bitmask(), plain.next_vocab_bitmask())
+        assert m.accept_token(t) and plain.accept_token(t)
+    assert m.in_fallback and m.fallbacks == 1 and native.fallbacks >= 1
+    assert m.fallback_reason and "state nodes" in m.fallback_reason
+    m.rollback(2)
+    plain.rollback(2)
+    assert torch.equal(m.next_vocab_bitmask(), plain.next_vocab_bitmask())
+    m.reset()
+    assert not m.in_fallback
+    # walks and docs stay exact with the fallback kicking in mid-request
+    _verify(engines, native, walks=20, docs=['{"ab": [10, true, null], "a": {}}'])
+
+
+# -- real tokenizers ----------------------------------------------------------------------------
+_CAPS = {"c_like": 80, "bython": 80, "xml": 120, "sql_select": 160}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.stem for p in BUNDLED])
+def test_bundled_grammars_llama3(path):
+    vocab = _load("llama3")
+    engines, native = _build(path.read_text(), vocab)
+    docs = [p.read_text() for p in bundled_samples(path)]
+    cap = _CAPS.get(path.stem)
+    heavy = path.stem in _CAPS
+    _verify(engines, native, walks=3 if heavy else 10, steps=24 if heavy else 48, docs=docs, max_doc_tokens=cap)
+    assert native.fallbacks == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokenizer", ["qwen3", "smollm2"])
+@pytest.mark.parametrize("name", ["json", "xml", "sql_select"])
+def test_other_tokenizers(tokenizer, name):
+    vocab = _load(tokenizer)
+    path = next(p for p in BUNDLED if p.stem == name)
+    engines, native = _build(path.read_text(), vocab)
+    docs = [p.read_text() for p in bundled_samples(path)]
+    _verify(engines, native, walks=4, steps=32, docs=docs, max_doc_tokens=_CAPS.get(name, 200))
+
+
+_THIRD = third_party_grammars()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _THIRD, ids=[p.name for p in _THIRD])
+def test_third_party_grammars_llama3(path):
+    from cfgzip_lab.grammar.diagnostics import GrammarError
+
+    vocab = _load("llama3")
+    try:
+        engines, native = _build(path.read_text(), vocab)
+    except GrammarError as err:  # lookaheads and other constructs the lowering refuses
+        pytest.skip(f"not lowered: {str(err)[:80]}")
+    _verify(engines, native, walks=4, steps=32)
+
+
+# -- deep nesting and long documents ------------------------------------------------------------
+def _replay_checked(engines, native, ids, every: int):
+    """Replay ``ids`` in both engines; compare masks every ``every`` steps and at the end."""
+    plain, m = engines.plain(), native.matcher()
+    checked = 0
+    for i, t in enumerate(ids):
+        if i % every == 0:
+            assert torch.equal(m.next_vocab_bitmask(), plain.next_vocab_bitmask()), i
+            checked += 1
+        assert plain.accept_token(t) and m.accept_token(t), i
+    assert torch.equal(m.next_vocab_bitmask(), plain.next_vocab_bitmask())
+    assert m.is_completed() == plain.is_completed()
+    return m, checked
+
+
+@pytest.mark.slow
+def test_thousand_levels_of_brackets():
+    vocab = _load("llama3")
+    path = next(p for p in BUNDLED if p.stem == "json")
+    engines, native = _build(path.read_text(), vocab)
+    doc = "[" * 1000 + "1" + "]" * 1000
+    ids = vocab.encode(doc)
+    m, checked = _replay_checked(engines, native, ids, every=7)
+    assert m.is_completed() and not m.in_fallback and checked > 50
+    # a path of ~1,000 stack symbols: the request grew the store by a few nodes per level
+    assert m._spent < 40 * 1000
+
+
+@pytest.mark.slow
+def test_long_document_20k_tokens():
+    vocab = _load("llama3")
+    path = next(p for p in BUNDLED if p.stem == "json")
+    engines, native = _build(path.read_text(), vocab)
+    rows = ", ".join(f'{{"id": {i}, "name": "item{i}", "tags": ["a{i % 7}", {i * 0.5}], "ok": {str(i % 2 == 0).lower()}}}' for i in range(1200))
+    ids = vocab.encode("[" + rows + "]")
+    assert len(ids) >= 20_000
+    m, checked = _replay_checked(engines, native, ids, every=401)
+    assert m.is_completed() and not m.in_fallback
+    stats = native.stats()
+    assert stats["mask_memo_hits"] > 0 and stats["advance_memo_hits"] > len(ids) // 2
+
+
+def test_stop_class_exists_in_the_toy_partition(toy):
+    _, native = _build(JSON_SMALL, toy)
+    assert (np.asarray(native.classes.class_kind) == STOP).sum() == 1
