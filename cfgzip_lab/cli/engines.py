@@ -1,75 +1,47 @@
-"""``cfgzip-lab verify`` and ``cfgzip-lab bench``: the engine commands of the CLI.
+"""``cfgzip-lab verify`` and ``cfgzip-lab bench``: the engine commands.
 
-Thin views over :mod:`cfgzip_lab.verify` and :mod:`cfgzip_lab.bench`; registered by
-:func:`cfgzip_lab.cli.build_parser` through :func:`add_commands`.
+Thin views over :mod:`cfgzip_lab.verify` and :mod:`cfgzip_lab.bench`. Both share
+:func:`_setup` (grammar, vocabulary, classes, documents: every bad input a usage error);
+an engine choice (a flag such as ``--engine`` or ``--engines a,b``, parsed with
+:func:`._common.parse_list`) goes in :func:`register` and is read in the ``cmd_*``.
 """
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from pathlib import Path
 
-from . import cli as _cli
+from ._common import UsageError, add_json_flag, emit, load_vocab, parse_list, read_docs, read_grammar
 
-__all__ = ["add_commands", "cmd_verify", "cmd_bench"]
-
-
-# Under ``python -m cfgzip_lab.cli`` the running CLI is the module ``__main__``, not
-# ``cfgzip_lab.cli``: its ``main`` catches *its own* ``UsageError``. add_commands() binds
-# to the module that called it, so that errors raised here are the ones main() catches.
-def UsageError(message: str) -> Exception:  # noqa: N802 - stands for the class
-    return _cli.UsageError(message)
-
-
-def _emit(*args, **kwargs):
-    return _cli._emit(*args, **kwargs)
-
-
-def _read_grammar(name: str):
-    return _cli._read_grammar(name)
-
-
-def _load_vocab(name: str):
-    return _cli._load_vocab(name)
-
-
-def _read_docs(files: list[str] | None) -> list[str]:
-    docs = []
-    for name in files or []:
-        try:
-            docs.append(Path(name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read document: {exc}") from None
-    return docs
+__all__ = ["register", "cmd_verify", "cmd_bench"]
 
 
 def _classes_for(args, compiled, vocab):
     """The --classes cache (checked against grammar and vocabulary), else built now."""
     if getattr(args, "classes", None):
-        from .classes.cache import CacheError, load_classes
+        from ..classes.cache import CacheError, load_classes
 
         try:
             return load_classes(args.classes, grammar_text=compiled.text, vocab=vocab)
         except CacheError as exc:
             raise UsageError(str(exc)) from None
-    from .pipeline import build_classes
+    from ..pipeline import build_classes
 
     return build_classes(compiled, vocab).classes
 
 
 def _setup(args):
     """Grammar, vocabulary, classes and documents; every bad input → UsageError."""
-    from .bench import sample_docs
+    from ..bench import sample_docs
+    from ..engine import GrammarCompileError, probe_xgrammar
 
-    from .engine import GrammarCompileError, probe_xgrammar
-
-    path, compiled = _read_grammar(args.grammar)
+    path, compiled = read_grammar(args.grammar)
     try:
         probe_xgrammar(compiled.text)
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
-    vocab = _load_vocab(args.tokenizer)
-    docs = _read_docs(args.docs)
+    vocab = load_vocab(args.tokenizer)
+    docs = read_docs(args.docs)
     source = "docs"
     if not args.docs:
         docs, source = sample_docs(path), "samples"
@@ -78,8 +50,8 @@ def _setup(args):
 
 
 def cmd_verify(args) -> int:
-    from .engine import GrammarCompileError
-    from .verify import verify_lossless
+    from ..engine import GrammarCompileError
+    from ..verify import verify_lossless
 
     t0 = time.perf_counter()
     path, compiled, vocab, classes, docs, source = _setup(args)
@@ -109,7 +81,7 @@ def cmd_verify(args) -> int:
     if report.first_mismatch is not None:
         m = report.first_mismatch
         human.append(f"  first mismatch: {m.get('walk')} step {m.get('step')} ({m.get('check')}), prefix {m.get('prefix')!r}")
-    _emit(args, human, {
+    emit(args, human, {
         "grammar": str(path),
         "tokenizer": vocab.name,
         "steps_checked": report.steps_checked,
@@ -120,10 +92,7 @@ def cmd_verify(args) -> int:
 
 
 def _parse_batches(text: str) -> list[int]:
-    try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"--batch takes sizes separated by commas, like 1,8,16 (got {text!r})") from None
+    sizes = parse_list(text, int, "--batch", "sizes separated by commas, like 1,8,16")
     if not sizes or min(sizes) < 1:
         raise UsageError(f"--batch sizes must be positive integers (got {text!r})")
     return sizes
@@ -136,8 +105,8 @@ def _e2e_prompt(path: Path, docs: list[str]) -> str:
 
 
 def cmd_bench(args) -> int:
-    from .bench import bench_e2e, bench_engines, machine_info
-    from .engine import GrammarCompileError
+    from ..bench import bench_e2e, bench_engines, machine_info
+    from ..engine import GrammarCompileError
 
     batches = _parse_batches(args.batch)
     path, compiled, vocab, classes, docs, source = _setup(args)
@@ -216,15 +185,12 @@ def cmd_bench(args) -> int:
         human.append(f"  plain and compressed texts identical: {e2e.same_text}")
         record["e2e"] = e2e.to_dict()
     human.append(f"machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, xgrammar {machine['xgrammar']}")
-    _emit(args, human, record)
+    emit(args, human, record)
     return 0
 
 
-def add_commands(sub, common) -> None:
-    """Register ``verify`` and ``bench`` on the ``cfgzip-lab`` subparsers."""
-    global _cli
-    _cli = sys.modules.get(getattr(common, "__module__", ""), _cli)
-    v = common(sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit"))
+def register(sub: argparse._SubParsersAction) -> None:
+    v = add_json_flag(sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit"))
     v.add_argument("grammar", help="grammar file, or a bundled grammar name")
     v.add_argument("--tokenizer", required=True)
     v.add_argument("--walks", type=int, default=20, help="random constrained walks")
@@ -235,7 +201,7 @@ def add_commands(sub, common) -> None:
     v.add_argument("--max-doc-tokens", type=int, default=None, help="replay at most this many tokens per document")
     v.set_defaults(func=cmd_verify)
 
-    b = common(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
+    b = add_json_flag(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
     b.add_argument("grammar")
     b.add_argument("--tokenizer", required=True)
     b.add_argument("--batch", default="1", help="batch sizes, comma separated (default 1)")

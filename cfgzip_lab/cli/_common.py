@@ -1,0 +1,106 @@
+"""What every ``cfgzip-lab`` command shares: the usage error, the ``--json`` flag and record,
+reading a grammar, a tokenizer and documents, and parsing comma-separated lists.
+
+Every helper turns bad input into :class:`UsageError`, which :func:`cfgzip_lab.cli.main`
+prints as one message with exit status 2: a user never sees a traceback for a typo.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ..pipeline import CompiledGrammar
+    from ..vocab import VocabTable
+
+__all__ = [
+    "UsageError",
+    "add_json_flag",
+    "emit",
+    "peak_rss_mb",
+    "read_grammar",
+    "load_vocab",
+    "read_docs",
+    "parse_list",
+]
+
+T = TypeVar("T")
+
+
+class UsageError(Exception):
+    """Bad input: printed as is, exit status 2."""
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Give a command the ``--json`` flag every command has; returns the parser."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    return parser
+
+
+def emit(args: argparse.Namespace, human: list[str], record: dict[str, Any]) -> None:
+    """Print the human lines, then (with ``--json``) the record as the last line."""
+    for line in human:
+        print(line)
+    if args.json:
+        print(json.dumps(record))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process or of its largest finished child (classing workers)."""
+    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return round(peak / 1024, 1)
+
+
+def read_grammar(name: str) -> tuple[Path, CompiledGrammar]:
+    """A grammar file or bundled grammar name, compiled to GNF; warnings go to stderr."""
+    from ..grammar.diagnostics import GrammarError
+    from ..pipeline import compile_grammar, resolve_grammar
+
+    try:
+        path = resolve_grammar(name)
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise UsageError(f"cannot read grammar: {exc}") from None
+    try:
+        compiled = compile_grammar(text, source=str(path))
+    except GrammarError as exc:
+        raise UsageError(f"grammar {path} has errors:\n{exc.render()}") from None
+    for w in compiled.warnings:
+        print(w.render(text, str(path)), file=sys.stderr)
+    return path, compiled
+
+
+def load_vocab(name: str) -> VocabTable:
+    """A registered tokenizer name or a tokenizer folder, as a vocabulary table."""
+    from .. import vocab as vocab_mod
+
+    try:
+        return vocab_mod.load_vocab(name)
+    except Exception as exc:  # unknown name, missing package, unreadable folder
+        raise UsageError(f"cannot load tokenizer {name!r}: {exc}") from None
+
+
+def read_docs(files: Sequence[str] | None) -> list[str]:
+    """The text of each document file given on the command line."""
+    docs = []
+    for name in files or []:
+        try:
+            docs.append(Path(name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read document: {exc}") from None
+    return docs
+
+
+def parse_list(text: str, item: Callable[[str], T], flag: str, syntax: str) -> list[T]:
+    """``"1,8,16"`` → ``[1, 8, 16]``, ``item`` converting each part; a ValueError from it is a
+    usage error naming ``flag`` and the ``syntax`` expected. Empty parts are skipped, so the
+    list may be empty: the caller knows what its flag needs (``--batch``, ``--engines``)."""
+    try:
+        return [item(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} takes {syntax} (got {text!r})") from None
