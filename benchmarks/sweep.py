@@ -1,0 +1,281 @@
+"""Exactness at scale: every grammar × every tokenizer × every engine, checked against plain XGrammar.
+
+    HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/sweep.py [--tokenizers llama3,qwen3,smollm2]
+        [--engines compressed,native] [--target-steps 1000] [--max-seconds 60] [--walks 4] [--steps 64]
+        [--max-doc-tokens 400]
+        [--workers 2] [--json sweep.json] [GRAMMAR ...]
+    .venv/bin/python benchmarks/sweep.py --random-grammars 5000    # the random-grammar property, longer
+
+For each grammar (default: the 7 bundled ones and the 40 of ``../shared/grammars/third_party``)
+and tokenizer, one job builds the displacement classes and runs :func:`cfgzip_lab.verify.verify_engines`
+for each engine: rounds of seeded random walks driven by plain XGrammar (with rollbacks and
+refused tokens) until ``--target-steps`` steps or ``--max-seconds`` (plain fills cost 1 ms on
+small grammars and 50-500 ms on C-like ones), and, for the bundled grammars, their sample
+documents replayed token by token; at every
+step the engine's expanded mask must equal plain XGrammar's bit for bit, stop bits and
+termination included. Jobs run in parallel processes (``--workers``). Prints one row per
+grammar × tokenizer × engine (steps checked, mismatching steps, seconds) and the totals, and
+writes the same table as JSON (``--json``). Exit status 1 when any step mismatches or a job fails.
+
+Engines are looked up by name in :data:`ENGINES`: ``compressed`` (XGrammar over the class
+representatives) always; ``native`` (``cfgzip_lab.native``, masks from the displacements
+without XGrammar) when that package is importable. A new engine is one more entry: a function
+from the job's compiled objects to a factory of fresh matchers with the Engine interface.
+
+Plain XGrammar fills cost 0.3-0.5 s each over the large vocabularies on the SMILES grammars,
+so their jobs walk ``--slow-fraction`` of the steps (and never replay documents).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from corpus import REPO, all_grammars, grammar_name  # noqa: E402
+
+DEFAULT_TOKENIZERS = ("llama3", "qwen3", "smollm2")
+SLOW_PARTS = ("SMILES",)  # path parts of grammars whose plain fills take ~0.4 s each
+
+
+@dataclass
+class JobContext:
+    """What one grammar × tokenizer job has built, handed to an engine's factory."""
+
+    compiled: Any  # cfgzip_lab.pipeline.CompiledGrammar
+    vocab: Any  # cfgzip_lab.vocab.VocabTable
+    classing: Any  # cfgzip_lab.classes.classing.ClassingResult
+    engines: Any  # cfgzip_lab.engine.CompiledEngines (the plain oracle and the compressed engine)
+
+
+def _compressed(ctx: JobContext) -> Callable[[], Any]:
+    return ctx.engines.compressed
+
+
+def _native(ctx: JobContext) -> Callable[[], Any]:
+    from cfgzip_lab.native import build_native_engine
+
+    engine = build_native_engine(ctx.compiled, ctx.vocab, ctx.classing.classes, classing=ctx.classing)
+    return engine.matcher
+
+
+#: Engine name → (module that must be importable, factory of a matcher factory).
+ENGINES: dict[str, tuple[str, Callable[[JobContext], Callable[[], Any]]]] = {
+    "compressed": ("cfgzip_lab.engine", _compressed),
+    "native": ("cfgzip_lab.native", _native),
+}
+
+
+def present_engines() -> list[str]:
+    """The engines whose module can be imported here, in :data:`ENGINES` order."""
+    return [name for name, (module, _) in ENGINES.items() if importlib.util.find_spec(module) is not None]
+
+
+@dataclass
+class Job:
+    grammar: str  # a path
+    tokenizer: str
+    engines: tuple[str, ...]
+    walks: int
+    steps: int
+    max_doc_tokens: int | None
+    seed: int
+    target_steps: int
+    max_seconds: float
+
+
+@dataclass
+class Row:
+    """One grammar × tokenizer × engine: what was checked and what differed."""
+
+    grammar: str
+    tokenizer: str
+    engine: str
+    steps: int = 0
+    mismatches: int = 0
+    walks: int = 0
+    docs: int = 0
+    rollbacks: int = 0
+    rejections: int = 0
+    stops: int = 0
+    classes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    first_mismatch: dict[str, Any] | None = field(default=None)
+
+
+_VOCABS: dict[str, Any] = {}  # per worker process: each vocabulary loads once
+
+
+def run_job(job: Job) -> list[Row]:
+    """Classes for one grammar and tokenizer, then every engine verified; errors become rows."""
+    import torch
+
+    from cfgzip_lab.bench import sample_docs
+    from cfgzip_lab.bundled import bundled_dir
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.verify import verify_engines
+    from cfgzip_lab.vocab import load_vocab
+
+    path = Path(job.grammar)
+    name = grammar_name(path)
+    rows: list[Row] = []
+    t0 = time.perf_counter()
+    torch.set_num_threads(1)  # one core per worker
+    try:
+        vocab = _VOCABS.get(job.tokenizer)
+        if vocab is None:
+            vocab = _VOCABS[job.tokenizer] = load_vocab(job.tokenizer)
+        text = path.read_text(encoding="utf-8")
+        compiled = compile_grammar(text, source=str(path))
+        classing = build_classes(compiled, vocab)
+        engines = compile_engines(text, vocab, classing.classes)
+        ctx = JobContext(compiled, vocab, classing, engines)
+        slow = any(part in path.parts for part in SLOW_PARTS)
+        bundled = path.resolve().parent == bundled_dir().resolve()  # samples belong to the bundled grammars only
+        docs = sample_docs(path) if bundled and not slow else []
+    except Exception as exc:  # a job that cannot start is a row with its error, not a dead sweep
+        return [Row(name, job.tokenizer, e, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0) for e in job.engines]
+    for engine in job.engines:
+        t1 = time.perf_counter()
+        row = Row(name, job.tokenizer, engine, classes=classing.classes.num_classes)
+        try:
+            factory = ENGINES[engine][1](ctx)
+            # Rounds of `walks` walks (seeds seed, seed+1, ...; the documents in round 0) until
+            # the job has checked `target_steps` steps or spent `max_seconds`: cheap grammars
+            # get many steps, the expensive ones (plain fills of 50-500 ms) a bounded time.
+            for round_ in range(10_000):
+                report = verify_engines(
+                    engines, walks=job.walks, steps=job.steps, seed=job.seed * 10_000 + round_,
+                    docs=docs if round_ == 0 else (), max_doc_tokens=job.max_doc_tokens,
+                    candidate=factory, candidate_name=engine,
+                )
+                row.steps += report.steps_checked
+                row.mismatches += report.mismatches
+                row.walks, row.docs, row.rollbacks = row.walks + report.walks, row.docs + report.docs, row.rollbacks + report.rollbacks
+                row.rejections, row.stops = row.rejections + report.rejections_checked, row.stops + report.stops_reached
+                row.first_mismatch = row.first_mismatch or report.first_mismatch
+                if row.steps >= job.target_steps or time.perf_counter() - t1 >= job.max_seconds:
+                    break
+        except Exception as exc:
+            row.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        row.seconds = round(time.perf_counter() - t1, 2)
+        rows.append(row)
+    return rows
+
+
+def _print_row(row: Row) -> None:
+    status = "ERROR " + row.error.splitlines()[0] if row.error else ("ok" if row.mismatches == 0 else "MISMATCH")
+    print(f"{row.grammar:<42} {row.tokenizer:<8} {row.engine:<10} {row.classes:>6} {row.steps:>7} "
+          f"{row.mismatches:>6} {row.seconds:>8.1f}  {status}", flush=True)
+
+
+def run_random_grammars(examples: int) -> int:
+    """The random-grammar property test of the test suite with ``examples`` examples."""
+    env = {**os.environ, "CFGZIP_RANDOM_GRAMMAR_EXAMPLES": str(examples), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(REPO / "tests" / "test_random_grammars.py")]
+    return subprocess.call(cmd, cwd=REPO, env=env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("grammars", nargs="*", help="grammar files or bundled names (default: all 47)")
+    ap.add_argument("--tokenizers", default=",".join(DEFAULT_TOKENIZERS))
+    ap.add_argument("--engines", default=None, help=f"engines to check, by name (default: every one present; known: {', '.join(ENGINES)})")
+    ap.add_argument("--target-steps", type=int, default=1000, help="steps to check per grammar × tokenizer × engine")
+    ap.add_argument("--max-seconds", type=float, default=60.0,
+                    help="...unless this many seconds pass first (then at least one round of walks)")
+    ap.add_argument("--walks", type=int, default=4, help="random walks per round (rounds repeat up to the target)")
+    ap.add_argument("--steps", type=int, default=64, help="steps per walk (a walk may stop earlier)")
+    ap.add_argument("--max-doc-tokens", type=int, default=400, help="tokens replayed per sample document (0: all)")
+    ap.add_argument("--slow-fraction", type=float, default=0.25, help="share of walks and steps for the SMILES grammars")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--json", type=Path, default=None, help="write the table and totals here")
+    ap.add_argument("--random-grammars", type=int, default=0, metavar="N",
+                    help="instead: run the random-grammar property test with N examples")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.random_grammars:
+        return run_random_grammars(args.random_grammars)
+
+    from cfgzip_lab.pipeline import resolve_grammar
+
+    present = present_engines()
+    engines = tuple(args.engines.split(",")) if args.engines else tuple(present)
+    unknown = [e for e in engines if e not in ENGINES]
+    missing = [e for e in engines if e in ENGINES and e not in present]
+    if unknown or missing:
+        print(f"unknown engines {unknown} / not present here {missing}; known: {list(ENGINES)}, present: {present}", file=sys.stderr)
+        return 2
+    try:
+        paths = [resolve_grammar(g) for g in args.grammars] or all_grammars()
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    tokenizers = args.tokenizers.split(",")
+    jobs = []
+    for tokenizer in tokenizers:
+        for path in paths:
+            slow = any(part in path.parts for part in SLOW_PARTS)
+            f = args.slow_fraction if slow else 1.0
+            jobs.append(Job(str(path), tokenizer, engines, max(1, math.ceil(args.walks * f)),
+                            max(1, math.ceil(args.steps * f)), args.max_doc_tokens or None, args.seed,
+                            args.target_steps, args.max_seconds * f))
+    print(f"{len(paths)} grammars x {len(tokenizers)} tokenizers x engines {', '.join(engines)}: {len(jobs)} jobs on "
+          f"{args.workers} workers; rounds of {args.walks} walks x {args.steps} steps up to {args.target_steps} steps "
+          f"or {args.max_seconds:.0f} s per engine, documents up to {args.max_doc_tokens} tokens")
+    print(f"{'grammar':<42} {'tok':<8} {'engine':<10} {'K':>6} {'steps':>7} {'mism.':>6} {'seconds':>8}")
+    t0 = time.perf_counter()
+    rows: list[Row] = []
+    if args.workers > 1:
+        import multiprocessing as mp
+
+        # fork: workers inherit the imports; each loads a vocabulary once and keeps it
+        with mp.get_context("fork").Pool(args.workers, maxtasksperchild=None) as pool:
+            for result in pool.imap_unordered(run_job, jobs):
+                for row in result:
+                    _print_row(row)
+                rows += result
+    else:
+        for job in jobs:
+            result = run_job(job)
+            for row in result:
+                _print_row(row)
+            rows += result
+    wall = time.perf_counter() - t0
+    totals: dict[str, Any] = {"steps": sum(r.steps for r in rows), "mismatches": sum(r.mismatches for r in rows),
+                              "errors": sum(r.error is not None for r in rows), "rows": len(rows), "wall_seconds": round(wall, 1)}
+    totals["per_engine"] = {
+        e: {"steps": sum(r.steps for r in rows if r.engine == e), "mismatches": sum(r.mismatches for r in rows if r.engine == e)}
+        for e in engines
+    }
+    print(f"total: {totals['steps']} steps, {totals['mismatches']} mismatching, {totals['errors']} errors, "
+          f"{len(rows)} rows, {wall:.0f} s wall")
+    for e, t in totals["per_engine"].items():
+        print(f"  {e}: {t['steps']} steps, {t['mismatches']} mismatching")
+    if args.json:
+        from cfgzip_lab.bench import machine_info
+
+        args.json.write_text(json.dumps({
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "engines": list(engines), "machine": machine_info(), "totals": totals,
+            "rows": sorted((asdict(r) for r in rows), key=lambda r: (r["grammar"], r["tokenizer"], r["engine"])),
+        }, indent=1, default=str))
+        print(f"wrote {args.json}")
+    return 0 if totals["mismatches"] == 0 and totals["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
