@@ -19,7 +19,12 @@ is ever asserted on wall time. The replay:
    - compressed expand              (packed vocabulary bitmask, what vLLM/SGLang would take)
    - compressed expand + apply      (:meth:`Expander.mask_logits_` on the same logits)
 
-   then every row accepts the path's next token (not timed).
+   - native fill                    (the native engine's mask IS the packed vocabulary mask)
+   - native apply                   (``apply_token_bitmask_inplace`` with that mask)
+
+   then every row of every engine accepts the path's next token (timed at the same steps).
+   ``engine_names`` picks the engines (plain and compressed by default; ``"native"`` adds
+   :mod:`cfgzip_lab.native`); an engine left out has NaN quantiles.
 3. Median and p90 of each, and two ratios at median and p90 (ratios of the two
    distributions' quantiles, not of paired steps): plain fill / compressed (fill + expand),
    the issue's speed-up, and plain (fill + apply) / compressed (fill + expand + apply).
@@ -86,6 +91,35 @@ class BatchBench:
     compressed_expanded: Quantiles  # fill + expansion to a packed vocabulary bitmask
     compressed_total: Quantiles  # fill + expansion applied to the logits
     expansion: dict[str, Any] = field(default_factory=dict)
+    native_fill: Quantiles = Quantiles(float("nan"), float("nan"))  # packed vocabulary mask
+    native_total: Quantiles = Quantiles(float("nan"), float("nan"))  # fill + apply to the logits
+    plain_accept: Quantiles = Quantiles(float("nan"), float("nan"))
+    compressed_accept: Quantiles = Quantiles(float("nan"), float("nan"))
+    native_accept: Quantiles = Quantiles(float("nan"), float("nan"))
+    native_stats: dict[str, Any] = field(default_factory=dict)
+
+    def mask_quantiles(self, engine: str) -> Quantiles:
+        """The engine's packed vocabulary mask per step: plain fill, compressed fill + expand, native fill."""
+        return {"plain": self.plain_fill, "compressed": self.compressed_expanded, "native": self.native_fill}[engine]
+
+    def summary(self, engine_names: Sequence[str]) -> dict[str, float]:
+        """``E_total_median_us``, ``E_total_p90_us``, ``E_accept_median_us`` per engine, native ratios."""
+        out: dict[str, float] = {}
+        for e in engine_names:
+            q = self.mask_quantiles(e)
+            out[f"{e}_total_median_us"] = round(q.median_us, 2)
+            out[f"{e}_total_p90_us"] = round(q.p90_us, 2)
+            out[f"{e}_accept_median_us"] = round(getattr(self, f"{e}_accept").median_us, 2)
+        if "native" in engine_names:
+            n = self.native_fill
+            if "plain" in engine_names:
+                out["native_vs_plain_median"] = round(self.plain_fill.median_us / n.median_us, 2)
+                out["native_vs_plain_p90"] = round(self.plain_fill.p90_us / n.p90_us, 2)
+            if "compressed" in engine_names:
+                c = self.compressed_expanded
+                out["native_vs_compressed_median"] = round(c.median_us / n.median_us, 2)
+                out["native_vs_compressed_p90"] = round(c.p90_us / n.p90_us, 2)
+        return out
 
     @property
     def speedup_median(self) -> float:
@@ -257,56 +291,59 @@ def timed_positions(paths: Sequence[Sequence[int]], steps: int) -> list[set[int]
     return timed
 
 
+ENGINE_NAMES = ("plain", "compressed", "native")
+
+
 def _replay(
-    plain: Engine | BatchMatcher,
-    compressed: Engine | BatchMatcher,
-    plain_new,
-    compressed_new,
+    matchers: dict[str, Any],
     paths: Sequence[Sequence[int]],
     timed: Sequence[set[int]],
     batch: int,
     vocab_size: int,
 ) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {
-        k: [] for k in ("plain_fill", "plain_apply", "compressed_fill", "compressed_expand", "compressed_apply")
-    }
-    plain_mask = plain.allocate_bitmask() if isinstance(plain, BatchMatcher) else plain.allocate_bitmask(1)
-    comp_mask = compressed.allocate_bitmask() if isinstance(compressed, BatchMatcher) else compressed.allocate_bitmask(1)
+    """Replay every path through each named matcher (or batch), timing the chosen steps.
+
+    Keys of the result: ``E_fill``, ``E_apply``, ``E_accept`` per engine, and
+    ``compressed_expand`` (only the compressed engine's native mask needs expanding).
+    """
+    times: dict[str, list[float]] = {f"{e}_{k}": [] for e in matchers for k in ("fill", "apply", "accept")}
+    times["compressed_expand"] = []
+    masks = {e: m.allocate_bitmask() if batch > 1 else m.allocate_bitmask(1) for e, m in matchers.items()}
     logits = torch.zeros(batch, vocab_size, dtype=torch.float32)
     clock = time.perf_counter
+    tokens = None
     for path, when in zip(paths, timed):
-        p, c = plain_new(), compressed_new()
+        for m in matchers.values():
+            m.reset()
         for i, token in enumerate(path):
-            if i not in when:  # untimed: just advance both engines
-                if not _accept(p, c, token, batch):
-                    break
-                continue
-            t0 = clock()
-            p.fill_next_token_bitmask(plain_mask)
-            t1 = clock()
-            p.apply_bitmask_inplace(logits, plain_mask)
-            t2 = clock()
-            c.fill_next_token_bitmask(comp_mask)
-            t3 = clock()
-            c.to_vocab_bitmask(comp_mask)  # the packed vocabulary mask vLLM/SGLang would take
-            t4 = clock()
-            c.apply_bitmask_inplace(logits, comp_mask)  # what our logits processor does
-            t5 = clock()
-            times["plain_fill"].append(t1 - t0)
-            times["plain_apply"].append(t2 - t1)
-            times["compressed_fill"].append(t3 - t2)
-            times["compressed_expand"].append(t4 - t3)
-            times["compressed_apply"].append(t5 - t4)
-            if not _accept(p, c, token, batch):  # cannot happen for paths from token_paths
+            is_timed = i in when
+            if is_timed:
+                for e, m in matchers.items():
+                    mask = masks[e]
+                    t0 = clock()
+                    m.fill_next_token_bitmask(mask)
+                    t1 = clock()
+                    if e == "compressed":
+                        m.to_vocab_bitmask(mask)  # the packed vocabulary mask vLLM/SGLang would take
+                        times["compressed_expand"].append(clock() - t1)
+                    t2 = clock()
+                    m.apply_bitmask_inplace(logits, mask)  # compressed: expansion applied to the logits
+                    t3 = clock()
+                    times[f"{e}_fill"].append(t1 - t0)
+                    times[f"{e}_apply"].append(t3 - t2)
+                logits.zero_()  # fresh finite logits each step (not timed)
+            ok = True
+            if batch > 1:
+                tokens = [token] * batch
+            for e, m in matchers.items():
+                t0 = clock()
+                accepted = all(m.accept_tokens(tokens)) if batch > 1 else m.accept_token(token)
+                if is_timed:
+                    times[f"{e}_accept"].append(clock() - t0)
+                ok = ok and accepted
+            if not ok:  # cannot happen for paths from token_paths
                 break
-            logits.zero_()  # fresh finite logits each step (not timed)
     return times
-
-
-def _accept(p, c, token: int, batch: int) -> bool:
-    if isinstance(p, BatchMatcher):
-        return all(p.accept_tokens([token] * batch)) and all(c.accept_tokens([token] * batch))
-    return p.accept_token(token) and c.accept_token(token)
 
 
 def bench_engines(
@@ -321,8 +358,10 @@ def bench_engines(
     seed: int = 0,
     expansion_repeats: int = 100,
     engines: CompiledEngines | None = None,
+    engine_names: Sequence[str] = ("plain", "compressed"),
+    native: Any = None,
 ) -> EngineBench:
-    """Replay token paths through both engines for each batch size (see the module doc).
+    """Replay token paths through the engines for each batch size (see the module doc).
 
     Parameters
     ----------
@@ -336,6 +375,10 @@ def bench_engines(
         positions are the same for every batch size.
     expansion_repeats : int
         Repeats of :func:`time_expansion` per batch size (0: skip).
+    engine_names : sequence of str
+        Engines to time, any of ``"plain"``, ``"compressed"``, ``"native"``.
+    native : cfgzip_lab.native.NativeEngine, optional
+        The native engine to time (built from ``grammar_text`` and ``classes`` if needed).
 
     Raises
     ------
@@ -343,7 +386,16 @@ def bench_engines(
         If XGrammar refuses the grammar.
     """
     start = time.perf_counter()
+    engine_names = list(dict.fromkeys(engine_names))
+    unknown = [e for e in engine_names if e not in ENGINE_NAMES]
+    if unknown or not engine_names:
+        raise ValueError(f"unknown engines {unknown} (choose from {', '.join(ENGINE_NAMES)})")
     engines = engines or compile_engines(grammar_text, vocab, classes)
+    if "native" in engine_names and native is None:
+        from .native import build_native_engine
+        from .pipeline import compile_grammar
+
+        native = build_native_engine(compile_grammar(grammar_text), vocab, classes, xgrammar_engines=engines)
     docs = list(docs)
     paths = token_paths(engines, docs, steps=steps, seed=seed)
     timed = timed_positions(paths, steps)
@@ -353,47 +405,41 @@ def bench_engines(
     for batch in batch_sizes:
         if batch < 1:
             raise ValueError(f"batch sizes must be positive, got {batch}")
-        if batch == 1:
-            plain0, comp0 = engines.plain(), engines.compressed()
-
-            def plain_new(m=plain0):
-                m.reset()
-                return m
-
-            def comp_new(m=comp0):
-                m.reset()
-                return m
-        else:
-            pb, cb = engines.plain_batch(batch), engines.compressed_batch(batch)
-
-            def plain_new(b=pb):
-                b.reset()
-                return b
-
-            def comp_new(b=cb):
-                b.reset()
-                return b
-
-            plain0, comp0 = pb, cb
-        times = _replay(plain0, comp0, plain_new, comp_new, paths, timed, batch, vocab.vocab_size)
+        makers = {
+            "plain": (engines.plain, engines.plain_batch),
+            "compressed": (engines.compressed, engines.compressed_batch),
+            "native": (native.matcher, native.batch) if native is not None else None,
+        }
+        matchers = {e: makers[e][0]() if batch == 1 else makers[e][1](batch) for e in engine_names}
+        times = _replay(matchers, paths, timed, batch, vocab.vocab_size)
+        for e in ENGINE_NAMES:
+            for k in ("fill", "apply", "accept"):
+                times.setdefault(f"{e}_{k}", [])
+        native_total = [a + b for a, b in zip(times["native_fill"], times["native_apply"])]
         plain_total = [a + b for a, b in zip(times["plain_fill"], times["plain_apply"])]
         comp_expanded = [a + b for a, b in zip(times["compressed_fill"], times["compressed_expand"])]
         comp_total = [a + b for a, b in zip(times["compressed_fill"], times["compressed_apply"])]
         expansion = (
             time_expansion(engines.expander, batch_size=batch, repeats=expansion_repeats)
-            if expansion_repeats
+            if expansion_repeats and "compressed" in engine_names
             else {}
         )
         results.append(
             BatchBench(
                 batch=batch,
-                steps=len(plain_total),
+                steps=max(len(times[f"{e}_fill"]) for e in engine_names),
                 plain_fill=Quantiles.of(times["plain_fill"]),
                 plain_total=Quantiles.of(plain_total),
                 compressed_fill=Quantiles.of(times["compressed_fill"]),
                 compressed_expanded=Quantiles.of(comp_expanded),
                 compressed_total=Quantiles.of(comp_total),
                 expansion=expansion,
+                native_fill=Quantiles.of(times["native_fill"]),
+                native_total=Quantiles.of(native_total),
+                plain_accept=Quantiles.of(times["plain_accept"]),
+                compressed_accept=Quantiles.of(times["compressed_accept"]),
+                native_accept=Quantiles.of(times["native_accept"]),
+                native_stats=native.stats() if native is not None and "native" in engine_names else {},
             )
         )
     return EngineBench(
