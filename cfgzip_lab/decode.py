@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .engine import compile_engines
+from .errors import CfgzipError
 from .expand import unpack_bitmask
 from .hf.generate import _model_device, encode_prompt
 from .hf.models import vocab_for
@@ -56,7 +57,7 @@ def _cache_argument(model: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-class DecodingFinished(RuntimeError):
+class DecodingFinished(CfgzipError, RuntimeError):
     """``step()`` after the grammar has terminated (a stop token was chosen)."""
 
 

@@ -62,6 +62,7 @@ import torch
 import xgrammar as xgr
 
 from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
+from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
 from .vocab import PADDING as _VOCAB_PADDING
 from .vocab import SPECIAL as _VOCAB_SPECIAL
@@ -87,7 +88,7 @@ __all__ = [
 
 
 
-class GrammarCompileError(ValueError):
+class GrammarCompileError(CfgzipError, ValueError):
     """XGrammar refused the grammar text (its message names line and column)."""
 
 

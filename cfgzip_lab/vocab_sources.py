@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import CfgzipError
 from .vocab import NORMAL, PADDING, SPECIAL, VocabTable, _table, vocab_from_tokenizer
 
 __all__ = [
@@ -60,11 +61,11 @@ __all__ = [
 ]
 
 
-class UnknownVocabError(ValueError):
+class UnknownVocabError(CfgzipError, ValueError):
     """The name is no registered source, no existing path and no hub id."""
 
 
-class VocabLoadError(RuntimeError):
+class VocabLoadError(CfgzipError, RuntimeError):
     """A source exists but could not be loaded (hub unreachable, corrupt file, ...)."""
 
 
@@ -171,12 +172,12 @@ def load_vocab(name_or_path: str) -> VocabTable:
             return _MEMO[key]
         path = Path(key).expanduser()
         if key in _SOURCES:
-            table = _SOURCES[key].load()
+            table = _read_or_explain(key, _SOURCES[key].load)
         elif key.strip() and path.exists():  # (Path("") would be the working directory)
             key = f"path:{path.resolve()}"
             if key in _MEMO:
                 return _MEMO[key]
-            table = _load_path(path.resolve())
+            table = _read_or_explain(str(path), lambda: _load_path(path.resolve()))
         elif _HUB_ID.fullmatch(key):
             table = _load_hub(key)
         else:
@@ -187,6 +188,18 @@ def load_vocab(name_or_path: str) -> VocabTable:
             )
         _MEMO[key] = table
         return table
+
+
+def _read_or_explain(what: str, load: Callable[[], VocabTable]) -> VocabTable:
+    """``load()``, with the file errors a broken tokenizer gives (unreadable or malformed
+    JSON, a folder we may not read, bytes that are not UTF-8) as :class:`VocabLoadError`
+    naming ``what``: every bad tokenizer is one :class:`CfgzipError` for the caller."""
+    try:
+        return load()
+    except CfgzipError:
+        raise
+    except (OSError, ValueError, struct.error) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise VocabLoadError(f"{what}: cannot read this tokenizer ({type(exc).__name__}: {exc})") from exc
 
 
 # -- quicktok (tiktoken-style rank files) ----------------------------------------------------

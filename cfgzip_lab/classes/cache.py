@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CfgzipError
+
 FORMAT_VERSION = 1
 
 
-class CacheError(ValueError):
+class CacheError(CfgzipError, ValueError):
     """A class cache that cannot be used; the message says what is wrong."""
 
 

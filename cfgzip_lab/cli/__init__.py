@@ -5,7 +5,8 @@ One module per command group (:mod:`.gnf`, :mod:`.classes`, :mod:`.tokenizers`,
 share. A new command group is one more module in ``_GROUPS``.
 
 Bad input (missing file, grammar error, unknown tokenizer, corrupt cache) exits
-with status 2 and a message, never a traceback. With ``--json`` the LAST line
+with status 2 and a message, never a traceback: :func:`main` catches
+:class:`~cfgzip_lab.errors.CfgzipError`, of which :class:`UsageError` is one. With ``--json`` the LAST line
 printed is one JSON object, so scripts can ``tail -n1``.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import CfgzipError
 from . import classes, engines, gnf, tokenizers
 from ._common import UsageError
 
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except UsageError as exc:
+    except CfgzipError as exc:  # UsageError and every bad-input error the library raises
         print(f"cfgzip-lab {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..errors import CfgzipError
+
 if TYPE_CHECKING:
     from ..pipeline import CompiledGrammar
     from ..vocab import VocabTable
@@ -32,7 +34,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class UsageError(Exception):
+class UsageError(CfgzipError):
     """Bad input: printed as is, exit status 2."""
 
 
@@ -81,7 +83,7 @@ def load_vocab(name: str) -> VocabTable:
 
     try:
         return vocab_mod.load_vocab(name)
-    except Exception as exc:  # unknown name, missing package, unreadable folder
+    except CfgzipError as exc:  # unknown name, missing package, unreadable folder
         raise UsageError(f"cannot load tokenizer {name!r}: {exc}") from None
 
 

@@ -11,6 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
+from ..errors import CfgzipError
 from ._common import UsageError, add_json_flag, emit, load_vocab, parse_list, read_docs, read_grammar
 
 __all__ = ["register", "cmd_verify", "cmd_bench"]
@@ -177,7 +178,7 @@ def cmd_bench(args) -> int:
     if args.e2e:
         try:
             e2e = bench_e2e(compiled.text, _e2e_prompt(path, docs), max_new_tokens=32)
-        except Exception as exc:  # missing model package, conversion failure
+        except CfgzipError as exc:  # missing model package, conversion failure
             raise UsageError(f"end-to-end benchmark needs SmolLM2: {exc}") from None
         human.append(f"end to end, {e2e.model} on {e2e.device}, greedy, {e2e.max_new_tokens} new tokens, 1 torch thread:")
         for name, rate in e2e.tokens_per_second.items():

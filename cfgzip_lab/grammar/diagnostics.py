@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..errors import CfgzipError
+
 Severity = Literal["error", "warning"]
 
 
@@ -46,7 +48,7 @@ def position_of(text: str, offset: int) -> tuple[int, int]:
 
 
 @dataclass
-class GrammarError(Exception):
+class GrammarError(CfgzipError):
     """A grammar that cannot be used, with every diagnostic found (errors and warnings)."""
 
     diagnostics: list[Diagnostic] = field(default_factory=list)

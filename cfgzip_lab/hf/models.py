@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ..errors import CfgzipError
 from ..vocab import VocabTable, vocab_from_tokenizer
 
 __all__ = [
@@ -47,7 +48,7 @@ _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAMES: tuple[str, ...] = ("smollm2",)
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(CfgzipError, RuntimeError):
     """A model could not be loaded offline; the message says what is missing."""
 
 

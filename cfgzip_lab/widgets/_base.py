@@ -35,6 +35,9 @@ class Panel:
         def handle(*_event):
             try:
                 method()
+            # Last resort, on purpose: an exception escaping an ipywidgets callback only reaches
+            # the kernel's log, where nobody sees it. record_error shows a CfgzipError (bad
+            # input) as its message and anything else (a bug) with its traceback.
             except Exception as exc:
                 self.session.record_error(where, exc)
 

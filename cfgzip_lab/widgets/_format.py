@@ -68,7 +68,7 @@ def _special_names(vocab) -> dict[int, str]:
         cached = {int(i): s for s, i in dict(vocab.special_tokens).items()}
         try:
             object.__setattr__(vocab, "_cfgzip_special_names", cached)
-        except Exception:
+        except (AttributeError, TypeError):  # slots or a C type: recompute next time
             pass
     return cached
 
@@ -111,10 +111,13 @@ def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1) -> s
 
 
 def error_html(record) -> str:
-    """An ErrorRecord from a worker or a handler, with its traceback folded."""
+    """An ErrorRecord from a worker or a handler, with its traceback (if any) folded."""
+    details = (
+        f"<details><summary>traceback</summary><pre>{esc(record.details)}</pre></details>" if record.details else ""
+    )
     return (
         f'<div class="cfgzip-error-box"><span class="cfgzip-bad">{esc(record.where)} failed</span>: '
-        f"{esc(record.message)}<details><summary>traceback</summary><pre>{esc(record.details)}</pre></details></div>"
+        f"{esc(record.message)}{details}</div>"
     )
 
 

@@ -23,6 +23,7 @@ from ..vocab import STOP as TOKEN_STOP
 from ..vocab import available_vocabs
 from ._base import Panel
 from ._format import esc, figure_layout, fmt_seconds, table, token_html, token_label
+from .session import WorkbenchError
 
 __all__ = ["ClassesPanel", "size_histogram"]
 
@@ -130,7 +131,7 @@ class ClassesPanel(Panel):
         query = self.query.value
         s = self.session
         if s.classes is None or s.vocab is None:
-            raise ValueError("run classing first")
+            raise WorkbenchError("run classing first")
         ids, note = self._resolve(query)
         self.search_results = [self._explain(t) for t in ids]
         self.search_output.value = (f"<p>{esc(note)}</p>" if note else "") + "".join(self._explain_html(r) for r in self.search_results)
@@ -171,7 +172,7 @@ class ClassesPanel(Panel):
     def _guarded_refresh(self) -> None:
         try:
             self.refresh()
-        except Exception as exc:
+        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
             self.session.record_error("classes view", exc)
 
     def _show_summary(self) -> None:
@@ -217,7 +218,7 @@ class ClassesPanel(Panel):
         if found:
             tid = int(found.group(1))
             if not 0 <= tid < vocab.vocab_size:
-                raise ValueError(f"token id {tid} is outside the vocabulary (0..{vocab.vocab_size - 1})")
+                raise WorkbenchError(f"token id {tid} is outside the vocabulary (0..{vocab.vocab_size - 1})")
             return [tid], ""
         # The text as typed first; then with \n-style escapes decoded; then without quotes.
         candidates = [query]
@@ -235,7 +236,7 @@ class ClassesPanel(Panel):
             if tid is not None:
                 return [tid], ""
         if not query:
-            raise ValueError("type a token's text or id")
+            raise WorkbenchError("type a token's text or id")
         ids = vocab.encode(candidates[-1])[:8]
         labels = " ".join(token_label(vocab, t) for t in ids)
         return ids, f"no single token is {candidates[-1]!r}; it tokenizes as {labels} — each is shown below"

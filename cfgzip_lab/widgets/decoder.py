@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 
 from ._base import Panel
 from ._format import esc, fmt_seconds, show_bytes, table, token_label
+from .session import WorkbenchError
 
 __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
@@ -133,7 +134,7 @@ class DecoderPanel(Panel):
         s = self.session
         compiled = s.require_grammar()
         if not s.xgrammar_ok():
-            raise ValueError(f"XGrammar cannot compile this grammar, so it cannot decode with it: {s.xgrammar.summary()}")
+            raise WorkbenchError(f"XGrammar cannot compile this grammar, so it cannot decode with it: {s.xgrammar.summary()}")
         model, tokenizer, vocab = self._ensure_model()
         key = (compiled.sha256, vocab.fingerprint, s.decoder_model_key)  # prompt, top-k: at Reset
         if self.stepper is None or self._stepper_key != key:
@@ -198,10 +199,10 @@ class DecoderPanel(Panel):
         """Back to the prompt; a changed prompt, top-k, model or grammar is picked up here."""
         with self._lock:
             self._stepper_key = None  # rebuild on the next step: picks up every setting
-            if self.stepper is not None:
+            if self.stepper is not None:  # session.decoder may still point at it
                 try:
                     self.stepper.reset()
-                except Exception:
+                except ValueError:  # an empty prompt without a BOS id: the next step reports it
                     pass
             self.stepper = None
             self.results = []
@@ -240,7 +241,7 @@ class DecoderPanel(Panel):
         m, _, vocab = model
         try:
             device = next(m.parameters()).device
-        except Exception:
+        except (AttributeError, StopIteration):  # not a torch module, or one without parameters
             device = "?"
         classes = getattr(self.stepper, "classes", None)
         k = f" · K = {classes.num_classes:,} classes" if classes is not None else ""

@@ -152,7 +152,7 @@ class EditorPanel(Panel):
     def _guarded_compile(self) -> None:
         try:
             self.session.compile()
-        except Exception as exc:
+        except Exception as exc:  # last resort: this may run in the debounce timer's thread
             self.session.record_error("compile", exc)
 
     def _cancel_timer(self) -> bool:

@@ -13,6 +13,7 @@ from .. import __version__
 from ..classes.cache import load_classes, save_classes
 from ._base import Panel
 from ._format import esc
+from .session import WorkbenchError
 
 __all__ = ["ExportPanel", "build_report"]
 
@@ -77,9 +78,9 @@ class ExportPanel(Panel):
     def export_cache(self, path: str | Path | None = None) -> Path:
         s = self.session
         if s.classes is None:
-            raise ValueError("no classes to save: run classing first")
+            raise WorkbenchError("no classes to save: run classing first")
         if not s.classes_current:
-            raise ValueError("the classes are for an older grammar text: run classing again before saving")
+            raise WorkbenchError("the classes are for an older grammar text: run classing again before saving")
         target = save_classes(s.classes, path or self.cache_path.value, grammar_text=s.text, vocab=s.vocab)
         self.cache_path.value = str(target)
         self.status.value = f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to <code>{esc(target.resolve())}</code>'

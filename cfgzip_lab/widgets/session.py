@@ -24,20 +24,29 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..classes.displacement import Displacer
+from ..errors import CfgzipError
 from ..grammar.diagnostics import Diagnostic, GrammarError
 from ..grammar.ebnf import check_ebnf
 from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
 from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
 
-__all__ = ["WorkbenchSession", "Job", "ErrorRecord", "DEFAULT_GRAMMAR", "DEFAULT_TOKENIZER"]
+__all__ = ["WorkbenchSession", "Job", "ErrorRecord", "WorkbenchError", "DEFAULT_GRAMMAR", "DEFAULT_TOKENIZER"]
 
 DEFAULT_GRAMMAR = "json"
 DEFAULT_TOKENIZER = "smollm2"  # the default model's own vocabulary: the decoder reuses its classes
 
 
+class WorkbenchError(CfgzipError, ValueError):
+    """A workbench action that cannot run now (no classes yet, a grammar with errors, an empty
+    search, a job already running): shown in its panel as a message, without a traceback."""
+
+
 @dataclass(frozen=True)
 class ErrorRecord:
-    """An error caught in a button handler or a worker, kept for the panel that shows it."""
+    """An error caught in a button handler or a worker, kept for the panel that shows it.
+
+    ``details`` holds the traceback of an unexpected exception (a bug) and is empty for a
+    :class:`~cfgzip_lab.errors.CfgzipError`, whose message says all a user needs."""
 
     where: str
     message: str
@@ -78,7 +87,7 @@ class Job:
                 self._on_done(self.result)
         except InterruptedError:
             self.status = "cancelled"
-        except Exception as exc:
+        except Exception as exc:  # last resort: a worker thread's exception would otherwise vanish
             self.status = "failed"
             self.error = self.session.record_error(self.name, exc)
         finally:
@@ -188,7 +197,10 @@ class WorkbenchSession:
                     self.record_error(f"view of {topic!r}", exc)
 
     def record_error(self, where: str, exc: BaseException) -> ErrorRecord:
-        record = ErrorRecord(where, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        if isinstance(exc, CfgzipError):  # bad input: the message is the whole story
+            record = ErrorRecord(where, str(exc))
+        else:  # a bug: keep its type and traceback for the report
+            record = ErrorRecord(where, f"{type(exc).__name__}: {exc}", traceback.format_exc())
         self.errors.append(record)
         self.emit("error")
         return record
@@ -207,7 +219,7 @@ class WorkbenchSession:
         """Run ``fn(job)`` in a thread; refuses a second job of the same name while one runs."""
         current = self.jobs.get(name)
         if current is not None and current.running:
-            raise RuntimeError(f"{name} is already running")
+            raise WorkbenchError(f"{name} is already running")
         job = Job(name, fn, self, on_done)
         self.jobs[name] = job
         job.thread.start()
@@ -360,7 +372,7 @@ class WorkbenchSession:
         if not self.grammar_ok:
             first = next((d for d in self.diagnostics if d.severity == "error"), None)
             where = f" (line {first.line}, column {first.column}: {first.message})" if first else ""
-            raise ValueError(f"the grammar has errors{where}; fix them first")
+            raise WorkbenchError(f"the grammar has errors{where}; fix them first")
         return self.compiled
 
     def _write_draft(self, text: str) -> None:

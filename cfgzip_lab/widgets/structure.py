@@ -53,7 +53,7 @@ class StructurePanel(Panel):
     def _guarded_refresh(self) -> None:
         try:
             self.refresh()
-        except Exception as exc:
+        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
             self.session.record_error("structure", exc)
 
     def refresh(self) -> None:

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from ._base import Panel
 from ._format import esc, figure_layout, table
+from .session import WorkbenchError
 
 __all__ = ["TimingsPanel", "step_summary", "benchmark_batches"]
 
@@ -121,7 +122,7 @@ class TimingsPanel(Panel):
     def _guarded_refresh(self) -> None:
         try:
             self.refresh()
-        except Exception as exc:
+        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
             self.session.record_error("timings view", exc)
 
     def refresh(self) -> None:
@@ -155,9 +156,9 @@ class TimingsPanel(Panel):
             batch_sizes = [int(x) for x in self.batch_sizes.value.replace(",", " ").split()]
         steps = steps or self.bench_steps.value
         if not s.classes_current:
-            raise ValueError("run classing for the current grammar first")
+            raise WorkbenchError("run classing for the current grammar first")
         if not s.xgrammar_ok():
-            raise ValueError(f"XGrammar cannot compile this grammar: {s.xgrammar.summary()}")
+            raise WorkbenchError(f"XGrammar cannot compile this grammar: {s.xgrammar.summary()}")
         from ..engine import compile_engines
 
         engines = compile_engines(s.text, s.vocab, s.classes)

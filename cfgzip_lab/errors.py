@@ -1,0 +1,67 @@
+"""One base for every error cfgzip_lab raises on bad input: catch :class:`CfgzipError`.
+
+As in lark's ``exceptions.py``, callers (the CLI, the workbench, user code) catch one thing.
+Each error keeps its name, its module and its older standard base, so code that caught
+``ValueError`` or ``RuntimeError`` before still does::
+
+    CfgzipError
+    ├── GrammarError              grammar/diagnostics.py  our front end or GNF refuses the grammar
+    ├── GrammarCompileError       engine.py               XGrammar refuses the grammar   (ValueError)
+    ├── UnknownVocabError         vocab_sources.py        no such tokenizer              (ValueError)
+    ├── VocabLoadError            vocab_sources.py        a tokenizer that cannot be read (RuntimeError)
+    │   └── MissingVocabPackageError                      its PyPI package is missing     (ImportError)
+    ├── CacheError                classes/cache.py        a class cache that cannot be used (ValueError)
+    ├── ModelLoadError            hf/models.py            a model that cannot be loaded offline (RuntimeError)
+    ├── DecodingFinished          decode.py               ``step()`` after the grammar ended (RuntimeError)
+    ├── UsageError                cli/_common.py          bad command-line input (exit status 2)
+    └── WorkbenchError            widgets/session.py      a workbench action that cannot run now (ValueError)
+
+``grammar.words.BudgetExceeded`` is not one of them: it is control flow inside classing
+(a token over its budget becomes a singleton class) and never reaches a caller; if it
+ever did, that would be a bug, which must not pass for bad input.
+
+The subclasses live beside the code that raises them and are importable from here too
+(lazily, so ``import cfgzip_lab.errors`` stays cheap and cycle-free).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "CfgzipError",
+    "GrammarError",
+    "GrammarCompileError",
+    "UnknownVocabError",
+    "VocabLoadError",
+    "MissingVocabPackageError",
+    "CacheError",
+    "ModelLoadError",
+    "DecodingFinished",
+    "UsageError",
+    "WorkbenchError",
+]
+
+
+class CfgzipError(Exception):
+    """Bad input to cfgzip_lab: the message says what is wrong and where, for a user to read."""
+
+
+_HOMES = {
+    "GrammarError": "cfgzip_lab.grammar.diagnostics",
+    "GrammarCompileError": "cfgzip_lab.engine",
+    "UnknownVocabError": "cfgzip_lab.vocab_sources",
+    "VocabLoadError": "cfgzip_lab.vocab_sources",
+    "MissingVocabPackageError": "cfgzip_lab.vocab_sources",
+    "CacheError": "cfgzip_lab.classes.cache",
+    "ModelLoadError": "cfgzip_lab.hf.models",
+    "DecodingFinished": "cfgzip_lab.decode",
+    "UsageError": "cfgzip_lab.cli._common",
+    "WorkbenchError": "cfgzip_lab.widgets.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

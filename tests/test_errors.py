@@ -1,0 +1,64 @@
+"""One error base: every bad-input error is a CfgzipError and keeps its older standard base,
+and a broken tokenizer folder is one of them (the CLI turns it into exit status 2)."""
+from __future__ import annotations
+
+import pytest
+
+from cfgzip_lab import errors
+from cfgzip_lab.errors import CfgzipError
+
+
+@pytest.mark.parametrize(
+    "name__older_bases",
+    [
+        ("GrammarError", ()),
+        ("GrammarCompileError", (ValueError,)),
+        ("UnknownVocabError", (ValueError,)),
+        ("VocabLoadError", (RuntimeError,)),
+        ("MissingVocabPackageError", (RuntimeError, ImportError)),
+        ("CacheError", (ValueError,)),
+        ("ModelLoadError", (RuntimeError,)),
+        ("DecodingFinished", (RuntimeError,)),
+        ("UsageError", ()),
+        ("WorkbenchError", (ValueError,)),
+    ],
+    ids=lambda row: row[0],
+)
+def test_name__older_bases__is_a_cfgzip_error(name__older_bases):
+    name, older = name__older_bases
+    cls = getattr(errors, name)
+    assert issubclass(cls, CfgzipError)
+    for base in older:
+        assert issubclass(cls, base)
+
+
+def test_every_listed_error_is_importable_and_nothing_else():
+    assert set(errors.__all__) == {"CfgzipError", *errors._HOMES}
+    with pytest.raises(AttributeError):
+        errors.NoSuchError  # noqa: B018
+
+
+def test_budget_exceeded_is_control_flow_not_bad_input():
+    from cfgzip_lab.grammar.words import BudgetExceeded
+
+    assert not issubclass(BudgetExceeded, CfgzipError)
+
+
+@pytest.mark.parametrize(
+    "files__message",
+    [
+        ({"tokenizer_config.json": "{not json"}, "JSONDecodeError"),
+        ({"tokenizer.json": "{}", "config.json": "{bad"}, "JSONDecodeError"),
+        ({"tokenizer.json": "garbage"}, "not a Hugging Face tokenizer file"),
+    ],
+    ids=["bad_tokenizer_config", "bad_config", "bad_tokenizer_json"],
+)
+def test_broken_tokenizer_folder__message(tmp_path, files__message):
+    from cfgzip_lab.vocab_sources import VocabLoadError, load_vocab
+
+    files, message = files__message
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(VocabLoadError, match=message) as info:
+        load_vocab(str(tmp_path))
+    assert str(tmp_path) in str(info.value)
