@@ -1,0 +1,207 @@
+"""XGrammar's matcher API over our engines: a drop-in for serving engines' XGrammar backends.
+
+vLLM and SGLang drive XGrammar through ``GrammarMatcher`` (``accept_token``,
+``fill_next_token_bitmask(bitmask, index)``, ``rollback``, ``is_terminated``, ``reset``,
+``find_jump_forward_string``…), ``BatchGrammarMatcher`` and ``apply_token_bitmask_inplace``,
+with full-vocabulary packed bitmasks from ``allocate_token_bitmask``. This module offers the
+same names, signatures and shapes over any engine with the common interface of
+:class:`cfgzip_lab.engine.Engine` (``accept_token``, ``fill_next_token_bitmask`` into its
+native buffer, ``allocate_bitmask``, ``to_vocab_bitmask``, ``rollback``, ``reset``,
+``is_terminated``, ``is_completed``): the compressed engine (XGrammar over the class
+representatives), the plain one, or the native engine (``cfgzip_lab.native``), so that an
+engine's XGrammar backend can swap its import::
+
+    from cfgzip_lab import xgrammar_compat as xgr          # instead of: import xgrammar as xgr
+    matcher = xgr.GrammarMatcher(engines.compressed())      # instead of: xgr.GrammarMatcher(compiled)
+    bitmask = xgr.allocate_token_bitmask(batch, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask, i)
+    xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device))
+
+Only construction differs (an engine instead of a ``CompiledGrammar``). Results equal
+XGrammar's call for call, bitmask words included: bits past the vocabulary in the last word
+are left as they were, as XGrammar leaves them (``tests/test_xgrammar_compat.py`` runs one
+call sequence on both and compares every result).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import xgrammar as _xgr
+
+__all__ = [
+    "GrammarMatcher",
+    "BatchGrammarMatcher",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "get_bitmask_shape",
+    "reset_token_bitmask",
+    "bitmask_dtype",
+]
+
+allocate_token_bitmask = _xgr.allocate_token_bitmask
+get_bitmask_shape = _xgr.get_bitmask_shape
+reset_token_bitmask = _xgr.reset_token_bitmask
+bitmask_dtype = _xgr.bitmask_dtype
+
+
+def apply_token_bitmask_inplace(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    *,
+    vocab_size: int | None = None,
+    indices: list[int] | None = None,
+    backend: Literal["auto", "cpu", "cuda", "triton", "torch_compile", "torch_native"] = "auto",
+) -> None:
+    """``xgrammar.apply_token_bitmask_inplace``, same signature; ``auto`` picks a backend that
+    is installed here (XGrammar's own ``auto`` assumes Triton on CUDA)."""
+    if backend == "auto":
+        if logits.device.type == "cpu":
+            backend = "cpu"
+        elif logits.device.type == "cuda":
+            from .kernels.triton import available
+
+            backend = "triton" if available() else "torch_native"
+        else:
+            backend = "torch_native"
+    _xgr.apply_token_bitmask_inplace(
+        logits, bitmask.to(logits.device, non_blocking=True), vocab_size=vocab_size, indices=indices, backend=backend
+    )
+
+
+class GrammarMatcher:
+    """``xgrammar.GrammarMatcher``'s interface over one of our engines.
+
+    Parameters
+    ----------
+    engine
+        A matcher with the common interface (``engines.compressed()``, ``engines.plain()``,
+        a native matcher). Token ids are original vocabulary ids, as with XGrammar.
+
+    ``fill_next_token_bitmask`` writes the full-vocabulary mask (``ceil(V / 32)`` int32 words)
+    into ``bitmask[index]``; the engine's own mask (class bits, for the compressed engine)
+    stays inside.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.vocab_size = int(engine.vocab_size)
+        self._words = math.ceil(self.vocab_size / 32)
+        tail = self.vocab_size % 32
+        self._tail = np.int32(-1 if tail == 0 else (1 << tail) - 1)
+        self._native = engine.allocate_bitmask(1)
+
+    # -- state --------------------------------------------------------------------------
+    def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
+        return bool(self.engine.accept_token(int(token_id)))
+
+    def accept_string(self, input_str: str | bytes, *, debug_print: bool = False) -> bool:
+        """Delegated to the engine's XGrammar matcher (the grammar's bytes, no token ids)."""
+        own = getattr(self.engine, "accept_string", None)
+        if own is not None:
+            return bool(own(input_str))
+        return bool(self._xgrammar("accept_string").accept_string(input_str, debug_print=debug_print))
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        self.engine.rollback(num_tokens)
+
+    def reset(self) -> None:
+        self.engine.reset()
+
+    def is_terminated(self) -> bool:
+        return bool(self.engine.is_terminated())
+
+    def is_completed(self) -> bool:
+        return bool(self.engine.is_completed())
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        vocab = getattr(self.engine, "vocab", None) or self.engine.engine.vocab  # native matchers: .engine.vocab
+        return sorted(int(s) for s in vocab.stop_ids)  # XGrammar lists them sorted
+
+    @property
+    def max_rollback_tokens(self) -> int:
+        """-1: unlimited, as with XGrammar's default."""
+        matcher = getattr(self.engine, "xgrammar_matcher", None)
+        return int(matcher.max_rollback_tokens) if matcher is not None else -1
+
+    def find_jump_forward_string(self) -> str:
+        """The string the grammar forces next (grammar state only, so the class matcher's is the plain one's)."""
+        own = getattr(self.engine, "find_jump_forward_string", None)
+        if own is not None:
+            return own()
+        return self._xgrammar("find_jump_forward_string").find_jump_forward_string()
+
+    def _xgrammar(self, what: str) -> _xgr.GrammarMatcher:
+        matcher = getattr(self.engine, "xgrammar_matcher", None)
+        if matcher is None:
+            raise NotImplementedError(f"{type(self.engine).__name__} has no {what}")
+        return matcher
+
+    # -- masks --------------------------------------------------------------------------
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0, *, debug_print: bool = False) -> bool:
+        """Fill ``bitmask[index]`` (CPU int32, ``ceil(V / 32)`` words or more) with the vocabulary
+        mask; returns ``need_apply`` (False only when every token is allowed)."""
+        if bitmask.device.type != "cpu" or bitmask.dtype != torch.int32:
+            raise RuntimeError("the bitmask must be an int32 tensor on the CPU (allocate_token_bitmask)")
+        self.engine.fill_next_token_bitmask(self._native, 0)
+        row = self.engine.to_vocab_bitmask(self._native[0]).numpy()
+        return self._write(bitmask, index, row)
+
+    def _write(self, bitmask: torch.Tensor, index: int, row: np.ndarray) -> bool:
+        out = bitmask.numpy().reshape(-1, bitmask.shape[-1])[index]
+        words = self._words
+        out[: words - 1] = row[: words - 1]
+        # The last word: bits past the vocabulary keep what they were, as XGrammar keeps them.
+        out[words - 1] = (out[words - 1] & ~self._tail) | (row[words - 1] & self._tail)
+        full = np.all(row[: words - 1] == -1) and (row[words - 1] & self._tail) == self._tail
+        return not bool(full)
+
+
+class BatchGrammarMatcher:
+    """``xgrammar.BatchGrammarMatcher`` over :class:`GrammarMatcher` objects of this module.
+
+    When every matcher wraps an XGrammar-backed engine of one kind, the engines' own masks
+    are filled in parallel by XGrammar's batch matcher and then expanded row by row.
+    """
+
+    def __init__(self, max_threads: int | Literal["auto"] = "auto") -> None:
+        self._batch = _xgr.BatchGrammarMatcher(max_threads)
+
+    def batch_fill_next_token_bitmask(
+        self,
+        matchers: list[GrammarMatcher],
+        bitmask: torch.Tensor,
+        indices: list[int] | None = None,
+        debug_print: bool = False,
+    ) -> None:
+        rows = list(range(len(matchers))) if indices is None else list(indices)
+        inner = [getattr(m.engine, "xgrammar_matcher", None) for m in matchers]
+        if len(matchers) > 1 and all(x is not None for x in inner) and len({type(m.engine) for m in matchers}) == 1:
+            native = matchers[0].engine.allocate_bitmask(len(matchers))
+            self._batch.batch_fill_next_token_bitmask(inner, native)
+            vocab_rows = matchers[0].engine.to_vocab_bitmask(native).numpy()
+            for m, row, vocab_row in zip(matchers, rows, vocab_rows):
+                m._write(bitmask, row, vocab_row)
+            return
+        for m, row in zip(matchers, rows):
+            m.fill_next_token_bitmask(bitmask, row)
+
+    @staticmethod
+    def batch_accept_token(matchers: list[GrammarMatcher], tokens: list[int], debug_print: bool = False) -> list[bool]:
+        return [m.accept_token(t) for m, t in zip(matchers, tokens)]
+
+    @staticmethod
+    def batch_accept_string(
+        matchers: list[GrammarMatcher], strings: list[str | bytes], debug_print: bool = False
+    ) -> list[bool]:
+        return [m.accept_string(s) for m, s in zip(matchers, strings)]
+
+    @staticmethod
+    def batch_rollback(matchers: list[GrammarMatcher], num_tokens: Sequence[int] | int = 1) -> None:
+        counts = [num_tokens] * len(matchers) if isinstance(num_tokens, int) else list(num_tokens)
+        for m, n in zip(matchers, counts):
+            m.rollback(n)
