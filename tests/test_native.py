@@ -273,3 +273,43 @@ def test_long_document_20k_tokens():
 def test_stop_class_exists_in_the_toy_partition(toy):
     _, native = _build(JSON_SMALL, toy)
     assert (np.asarray(native.classes.class_kind) == STOP).sum() == 1
+
+
+# -- the index in the class cache -----------------------------------------------------------------
+def test_index_saved_in_the_cache_and_built_when_absent(toy, tmp_path):
+    from cfgzip_lab.classes.cache import FORMAT_VERSION, load_classes, save_classes
+    from cfgzip_lab.native.cache import load_index, native_engine_from_cache
+
+    engines, native = _build(JSON_SMALL, toy)
+    compiled = native.compiled
+    with_index = save_classes(native.classes, tmp_path / "with.npz", grammar_text=JSON_SMALL, vocab=toy, native_index=native.index)
+    without = save_classes(native.classes, tmp_path / "without.npz", grammar_text=JSON_SMALL, vocab=toy)
+    assert load_classes(with_index).metadata["format_version"] == FORMAT_VERSION == 2
+    loaded = load_index(with_index, compiled.gnf, native.classes)
+    assert loaded is not None and loaded.children == native.index.children and loaded.bits == native.index.bits
+    assert load_index(without, compiled.gnf, native.classes) is None
+    assert load_index(with_index, compile_grammar(ARITH).gnf, native.classes) is None  # another normal form
+    for path, source in ((with_index, "cache"), (without, "built")):
+        engine = native_engine_from_cache(path, compiled, toy, xgrammar_engines=engines)
+        assert engine.index_source == source
+        _verify(engines, engine, walks=10, docs=['{"ab": [10, true]}'])
+    # re-saving a loaded cache without an index drops the stale index metadata
+    again = save_classes(load_classes(with_index), tmp_path / "again.npz")
+    assert not any(k.startswith("native_") for k in load_classes(again).metadata)
+
+
+def test_format_1_cache_still_loads(toy, tmp_path):
+    import json as _json
+
+    from cfgzip_lab.classes.cache import load_classes
+    from cfgzip_lab.native.cache import native_engine_from_cache
+
+    engines, native = _build(JSON_SMALL, toy)
+    meta = {"format_version": 1, "grammar_sha256": native.compiled.sha256, "vocab_fingerprint": toy.fingerprint}
+    path = tmp_path / "v1.npz"
+    np.savez_compressed(
+        path, class_of=native.classes.class_of, representatives=native.classes.representatives,
+        class_kind=native.classes.class_kind, metadata=np.frombuffer(_json.dumps(meta).encode(), dtype=np.uint8),
+    )
+    assert load_classes(path, grammar_text=JSON_SMALL, vocab=toy).num_classes == native.classes.num_classes
+    assert native_engine_from_cache(path, native.compiled, toy).index_source == "built"

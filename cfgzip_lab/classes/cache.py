@@ -16,7 +16,9 @@ import numpy as np
 
 from ..errors import CfgzipError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 adds the native engine's σ_in index (arrays ``native_*``, metadata ``native_*``), optional;
+version-1 caches load unchanged (without an index, the native engine builds one on load)."""
 
 
 class CacheError(CfgzipError, ValueError):
@@ -33,11 +35,12 @@ def _package_version() -> str:
     return __version__
 
 
-def save_classes(classes, path, *, grammar_text: str | None = None, vocab=None) -> Path:
+def save_classes(classes, path, *, grammar_text: str | None = None, vocab=None, native_index=None) -> Path:
     """Write ``classes`` to ``path`` (``.npz`` appended if missing).
 
     ``grammar_text`` and ``vocab`` (a VocabTable) fill in the fingerprints when the
-    metadata does not hold them yet.
+    metadata does not hold them yet. ``native_index`` (a :class:`cfgzip_lab.native.SigmaInIndex`)
+    is stored beside the classes, read back by :func:`cfgzip_lab.native.cache.load_index`.
     """
     path = Path(path)
     if path.suffix != ".npz":
@@ -52,6 +55,12 @@ def save_classes(classes, path, *, grammar_text: str | None = None, vocab=None) 
         meta.setdefault("tokenizer", vocab.name)
     meta["vocab_size"] = classes.vocab_size
     meta["classes"] = classes.num_classes
+    extra = {}
+    for key in [k for k in meta if k.startswith("native_")]:  # a loaded cache's index is not carried over
+        del meta[key]
+    if native_index is not None:
+        extra = native_index.to_arrays()
+        meta.update(native_index.metadata())
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as fh:
         np.savez_compressed(
@@ -60,6 +69,7 @@ def save_classes(classes, path, *, grammar_text: str | None = None, vocab=None) 
             representatives=classes.representatives.astype(np.int32),
             class_kind=classes.class_kind.astype(np.uint8),
             metadata=np.frombuffer(json.dumps(meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
+            **extra,
         )
     return path
 

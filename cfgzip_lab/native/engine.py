@@ -45,6 +45,7 @@ class NativeEngine:
     xgrammar_engines: CompiledEngines | None = None
     displacer: Displacer | None = None
     fallbacks: int = field(default=0, init=False)
+    index_source: str = field(default="given", init=False)  # "built" now, "given", or "cache"
 
     def __post_init__(self) -> None:
         if self.index.gnf_digest != gnf_digest(self.compiled.gnf):
@@ -86,6 +87,7 @@ class NativeEngine:
             "fallbacks": self.fallbacks,
             "trie_nodes": self.index.num_nodes,
             "index_build_seconds": self.index.build_seconds,
+            "index_source": self.index_source,
             "store_nodes": len(self.walker.store),
             "row_cache_misses": self.rows.misses,
             **self.walker.stats,
@@ -108,6 +110,7 @@ def build_native_engine(
     displacer, so the index is read off them; without it the representatives are run again.
     """
     displacer = classing.displacer if classing is not None else Displacer(compiled.gnf)
+    source = "given" if index is not None else "built"
     if index is None:
         index = build_index(
             compiled.gnf,
@@ -116,4 +119,6 @@ def build_native_engine(
             token_node=classing.token_node if classing is not None else None,
             displacer=displacer,
         )
-    return NativeEngine(compiled, vocab, classes, index, limits, xgrammar_engines=xgrammar_engines, displacer=displacer)
+    engine = NativeEngine(compiled, vocab, classes, index, limits, xgrammar_engines=xgrammar_engines, displacer=displacer)
+    engine.index_source = source
+    return engine

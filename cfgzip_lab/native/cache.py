@@ -1,0 +1,68 @@
+"""The σ_in index in the class cache: read it back, or build it when the cache has none.
+
+Cache format 2 (:mod:`cfgzip_lab.classes.cache`) stores the index beside the classes as
+``native_*`` arrays and metadata. The index's trie symbols are GNF nonterminal ids, so it is
+used only when its GNF digest matches the grammar's normal form as compiled now; a format-1
+cache, a cache written without an index, or one whose digest no longer matches gets a freshly
+built index (the representatives run through the displacer: K tokens, not the vocabulary).
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .engine import NativeEngine, build_native_engine
+from .index import IndexError_, SigmaInIndex, gnf_digest
+
+if TYPE_CHECKING:
+    from ..classes.classing import TokenClasses
+    from ..pipeline import CompiledGrammar
+    from ..vocab import VocabTable
+
+__all__ = ["load_index", "native_engine_from_cache"]
+
+_ARRAYS = ("native_edges", "native_bits_indptr", "native_bits_classes", "native_unindexed")
+
+
+def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
+    """The index stored in the cache at ``path``, or None when it has none that fits ``gnf`` and ``classes``.
+
+    The file is opened with ``allow_pickle=False``; the classes themselves are loaded and
+    checked by :func:`cfgzip_lab.classes.cache.load_classes`.
+    """
+    path = Path(path)
+    if not zipfile.is_zipfile(path):
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        if not all(name in data.files for name in _ARRAYS):
+            return None
+        arrays = {name: data[name] for name in _ARRAYS}
+        meta = json.loads(data["metadata"].tobytes().decode("utf-8"))
+    if meta.get("native_gnf_digest") != gnf_digest(gnf) or meta.get("native_num_classes") != classes.num_classes:
+        return None
+    try:
+        return SigmaInIndex.from_arrays(arrays, meta)
+    except (IndexError_, KeyError, ValueError):
+        return None
+
+
+def native_engine_from_cache(
+    path, compiled: CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None = None, **kw
+) -> NativeEngine:
+    """A native engine from a class cache: its stored index when it fits, else one built now.
+
+    ``classes`` defaults to the cache's (loaded and checked against the grammar and vocabulary).
+    ``engine.index_source`` says which: ``"cache"`` or ``"built"``.
+    """
+    from ..classes.cache import load_classes
+
+    if classes is None:
+        classes = load_classes(path, grammar_text=compiled.text, vocab=vocab)
+    index = load_index(path, compiled.gnf, classes)
+    engine = build_native_engine(compiled, vocab, classes, index=index, **kw)
+    engine.index_source = "cache" if index is not None else "built"
+    return engine
