@@ -37,7 +37,7 @@ from .errors import CfgzipError
 from .expand import unpack_bitmask
 from .hf.generate import _model_device, encode_prompt
 from .hf.models import vocab_for
-from .hf.processors import cached_classes, check_classes_fit, grammar_text_of
+from .hf.processors import cached_classes, grammar_text_of
 from .vocab import KIND_NAMES, NORMAL, VocabTable
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ class Stepper:
         self.grammar_text = grammar_text_of(grammar)
         if classes is None:
             classes = cached_classes(grammar, self.vocab)
-        check_classes_fit(classes, self.grammar_text, self.vocab)
+        classes.check_fits(self.grammar_text, self.vocab)
         self.classes = classes
         self.engines = compile_engines(self.grammar_text, self.vocab, classes)
         self.plain = self.engines.plain()

@@ -48,7 +48,6 @@ Other XGrammar behaviour the interface smooths over:
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -61,7 +60,7 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
+from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses, grammar_sha256
 from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
 from .vocab import PADDING as _VOCAB_PADDING
@@ -80,7 +79,6 @@ __all__ = [
     "compile_engines",
     "clear_engine_cache",
     "grammar_sha256",
-    "classes_digest",
     "plain_tokenizer_info",
     "compressed_tokenizer_info",
     "shadow_prefixes",
@@ -121,24 +119,6 @@ def probe_xgrammar(grammar_text: str, *, timeout: float = 120.0) -> None:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
         raise GrammarCompileError(last)
-
-
-def grammar_sha256(grammar_text: str) -> str:
-    return hashlib.sha256(grammar_text.encode("utf-8")).hexdigest()
-
-
-def classes_digest(classes: TokenClasses) -> str:
-    """sha256 over class_of, representatives and class kinds (what the engine depends on)."""
-    h = hashlib.sha256()
-    for array, dtype in (
-        (classes.class_of, np.int32),
-        (classes.representatives, np.int32),
-        (classes.class_kind, np.uint8),
-    ):
-        a = np.ascontiguousarray(array, dtype=dtype)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def _never_allowed_ids(vocab: VocabTable) -> np.ndarray:
@@ -467,25 +447,6 @@ def compressed_tokenizer_info(vocab: VocabTable, classes: TokenClasses) -> xgr.T
     return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(encoded), stop_token_ids=stops)
 
 
-def _validate_classes(vocab: VocabTable, classes: TokenClasses) -> None:
-    class_of = np.asarray(classes.class_of)
-    reps = np.asarray(classes.representatives)
-    kinds = np.asarray(classes.class_kind)
-    k = classes.num_classes
-    if class_of.shape != (vocab.vocab_size,):
-        raise ValueError(
-            f"classes cover {class_of.shape[0]} ids but vocabulary {vocab.name!r} has {vocab.vocab_size}"
-        )
-    if kinds.shape != (k,):
-        raise ValueError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
-    if k == 0 or class_of.min() < 0 or class_of.max() >= k:
-        raise ValueError(f"class_of has ids outside [0, {k})")
-    if not np.isin(kinds, (NORMAL, STOP, BLOCKED)).all():
-        raise ValueError("class_kind has values other than NORMAL, STOP, BLOCKED")
-    if reps.min() < 0 or reps.max() >= vocab.vocab_size or not (class_of[reps] == np.arange(k)).all():
-        raise ValueError("representatives[k] must be a member of class k")
-
-
 @dataclass
 class CompiledEngines:
     """One grammar compiled against one vocabulary table (and optionally its classes).
@@ -507,8 +468,8 @@ class CompiledEngines:
         self.grammar_sha256 = grammar_sha256(self.grammar_text)
         self.classes_digest = None
         if self.classes is not None:
-            _validate_classes(self.vocab, self.classes)
-            self.classes_digest = classes_digest(self.classes)
+            self.classes.validate(self.vocab.vocab_size)
+            self.classes_digest = self.classes.digest()
 
     def _compile(self, key: tuple, info_builder) -> xgr.CompiledGrammar:
         def build_compiled() -> xgr.CompiledGrammar:
@@ -570,8 +531,8 @@ def compile_engines(
     """Compile ``grammar_text`` (XGrammar EBNF, root rule ``root``) for both engines.
 
     Compilation is lazy and cached; raises :class:`GrammarCompileError` on first use if
-    XGrammar refuses the grammar, and ``ValueError`` at once if ``classes`` does not fit
-    ``vocab``.
+    XGrammar refuses the grammar, and :class:`~cfgzip_lab.classes.classing.ClassesError` (a
+    ``ValueError``) at once if ``classes`` is no partition of ``vocab``'s ids.
 
     >>> engines = compile_engines(text, load_vocab("llama3"), classes)   # doctest: +SKIP
     >>> plain, compressed = engines.plain(), engines.compressed()

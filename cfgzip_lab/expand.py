@@ -152,13 +152,10 @@ class Expander:
         if backend not in ("auto", "numpy", "torch", "triton"):
             raise ValueError(f"unknown backend {backend!r}")
         self.backend = backend
+        classes.validate(representatives=False)  # ids outside [0, K) would read past the tables' rows
         class_of = np.asarray(classes.class_of)
-        if class_of.ndim != 1:
-            raise ValueError("class_of must be one-dimensional")
         self.vocab_size = int(class_of.shape[0])
         self.num_classes = int(classes.num_classes)
-        if self.vocab_size and (class_of.min() < 0 or class_of.max() >= self.num_classes):
-            raise ValueError(f"class_of has ids outside [0, {self.num_classes})")
         self.tables = ExpansionTables.build(class_of, self.num_classes)
         self.class_bitmask_size = self.tables.class_bitmask_size
         self.vocab_bitmask_size = self.tables.vocab_bitmask_size

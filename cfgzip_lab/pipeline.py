@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bundled import bundled_grammars
-from .classes.cache import grammar_sha256
-from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes
+from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .grammar.cfg import CFG
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf

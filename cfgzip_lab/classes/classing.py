@@ -1,15 +1,27 @@
-"""TokenClasses: the result of displacement classing, and what every engine consumes."""
+"""TokenClasses: the result of displacement classing, and what every engine consumes.
+
+TokenClasses is also the one home of the classes' identity and checks: :func:`grammar_sha256`
+(the grammar a partition was built for), :meth:`TokenClasses.digest` (the arrays),
+:meth:`TokenClasses.validate` (is it a partition with representatives?) and
+:meth:`TokenClasses.check_fits` (was it built for this grammar and vocabulary?). The
+engines, the cache, the logits processors and the workbench call these, never their own.
+"""
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, BudgetExceeded
 from .displacement import Displacer
+
+if TYPE_CHECKING:
+    from ..vocab import VocabTable
 
 # Class kinds. The BLOCKED class holds tokens no engine may ever allow: dead tokens
 # (empty displacement: in no sentence of the grammar), special/added tokens that are
@@ -21,6 +33,16 @@ NORMAL, STOP, BLOCKED = 0, 1, 2
 _TOKEN_NORMAL, _TOKEN_STOP = 0, 1
 
 DEFAULT_TOKEN_BUDGET = 200_000  # new DAG nodes one token may create before it falls back
+
+
+class ClassesError(CfgzipError, ValueError):
+    """Classes that are no valid partition, or that were built for another grammar or vocabulary."""
+
+
+def grammar_sha256(text: str) -> str:
+    """The identity of a grammar text (UTF-8 bytes, hex sha256): classes record the grammar
+    they were built for by it, and compiled engines are cached by it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -64,16 +86,81 @@ class TokenClasses:
         hits = np.flatnonzero(self.class_kind == STOP)
         return int(hits[0]) if hits.size else None
 
-    def save(self, path, **kw) -> None:
-        from .cache import save_classes
+    def digest(self) -> str:
+        """sha256 over ``class_of``, ``representatives`` and ``class_kind`` (shapes included),
+        as int32, int32 and uint8: what a compiled engine depends on, and what a cache
+        records to notice a changed byte in its arrays."""
+        h = hashlib.sha256()
+        for array, dtype in (
+            (self.class_of, np.int32),
+            (self.representatives, np.int32),
+            (self.class_kind, np.uint8),
+        ):
+            a = np.ascontiguousarray(array, dtype=dtype)
+            h.update(str(a.shape).encode())
+            h.update(a.tobytes())
+        return h.hexdigest()
 
-        save_classes(self, path, **kw)
+    def validate(self, vocab_size: int | None = None, *, representatives: bool = True) -> None:
+        """Raise :class:`ClassesError` unless the arrays form a partition with representatives.
 
-    @staticmethod
-    def load(path, **kw) -> "TokenClasses":
-        from .cache import load_classes
+        Checked: one-dimensional integer arrays; ``class_kind`` has one entry per class, each
+        NORMAL, STOP or BLOCKED; every ``class_of`` id is a class; every representative is a
+        token of its own class; the metadata's ``vocab_size`` / ``classes`` counts (when
+        present) match the arrays; and, with ``vocab_size`` given, the classes cover exactly
+        that many ids. Anything else would mask wrong tokens without any error from XGrammar.
+        ``representatives=False`` skips the representatives: expansion reads only ``class_of``
+        and ``class_kind``, and its tables may be built for any class map (empty classes too).
+        """
+        class_of, reps, kinds = (np.asarray(a) for a in (self.class_of, self.representatives, self.class_kind))
+        for name, a in (("class_of", class_of), ("representatives", reps), ("class_kind", kinds)):
+            if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+                raise ClassesError(f"{name} must be a one-dimensional integer array (it is {a.dtype}{list(a.shape)})")
+        v, k = class_of.shape[0], reps.shape[0]
+        if vocab_size is not None and v != vocab_size:
+            raise ClassesError(f"classes cover {v} ids but the vocabulary has {vocab_size}")
+        if kinds.shape != (k,):
+            raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
+        if v and (k == 0 or class_of.min() < 0 or class_of.max() >= k):
+            raise ClassesError(f"class_of has ids outside [0, {k})")
+        if k and not np.isin(kinds, (NORMAL, STOP, BLOCKED)).all():
+            raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
+        if representatives and k and (reps.min() < 0 or reps.max() >= v or not np.array_equal(class_of[reps], np.arange(k))):
+            raise ClassesError("representatives[k] must be a member of class k")
+        for key, actual in (("vocab_size", v), ("classes", k)):
+            said = self.metadata.get(key)
+            if said is not None and said != actual:
+                raise ClassesError(f"metadata says {key} {said}, the arrays hold {actual}")
 
-        return load_classes(path, **kw)
+    def check_fits(self, grammar_text: str | None, vocab: VocabTable | None, *, strict: bool = False) -> None:
+        """Raise :class:`ClassesError` unless these classes fit ``grammar_text`` and ``vocab``.
+
+        The metadata's grammar sha256 and vocabulary fingerprint against the given ones (either
+        may be None: not checked; a fingerprint names what differs, so it goes first), then
+        :meth:`validate` against ``vocab.vocab_size``.
+        Classes built for another grammar would mask wrongly without any error from XGrammar.
+        Classes made by hand carry no fingerprints and pass, unless ``strict`` (a cache file
+        must say what it was built for).
+        """
+        meta = self.metadata
+        if grammar_text is not None:
+            sha, given = meta.get("grammar_sha256"), grammar_sha256(grammar_text)
+            if sha is None and strict:
+                raise ClassesError("the classes do not say which grammar they were built for (no grammar_sha256)")
+            if sha is not None and sha != given:
+                raise ClassesError(
+                    f"the classes were built for another grammar (theirs: sha256 {str(sha)[:12]}…, given: {given[:12]}…)"
+                )
+        if vocab is not None:
+            fp = meta.get("vocab_fingerprint")
+            if fp is None and strict:
+                raise ClassesError("the classes do not say which vocabulary they were built for (no vocab_fingerprint)")
+            if fp is not None and fp != vocab.fingerprint:
+                raise ClassesError(
+                    f"the classes were built for another vocabulary (theirs: {meta.get('tokenizer', '?')} fingerprint "
+                    f"{str(fp)[:12]}…, given: {vocab.name} fingerprint {vocab.fingerprint[:12]}…)"
+                )
+        self.validate(None if vocab is None else vocab.vocab_size)
 
 
 @dataclass

@@ -27,7 +27,6 @@ from .processors import (
     GrammarLogitsProcessor,
     PlainLogitsProcessor,
     cached_classes,
-    check_classes_fit,
     clear_classes_cache,
     grammar_text_of,
 )
@@ -46,7 +45,6 @@ __all__ = [
     "vocab_for",
     "cached_classes",
     "clear_classes_cache",
-    "check_classes_fit",
     "grammar_text_of",
     "encode_prompt",
     "constrained_generate",

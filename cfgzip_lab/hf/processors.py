@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from ..engine import BatchMatcher, CompiledEngines, Engine, compile_engines, grammar_sha256
+from ..classes.classing import grammar_sha256
+from ..engine import BatchMatcher, CompiledEngines, Engine, compile_engines
 from ..vocab import STOP, VocabTable
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ __all__ = [
     "CompressedLogitsProcessor",
     "cached_classes",
     "clear_classes_cache",
-    "check_classes_fit",
     "grammar_text_of",
 ]
 
@@ -73,23 +73,6 @@ def clear_classes_cache() -> None:
         _CLASSES.clear()
 
 
-def check_classes_fit(classes: TokenClasses, grammar_text: str, vocab: VocabTable) -> None:
-    """Raise ``ValueError`` when ``classes``' metadata names another grammar or vocabulary.
-
-    Classes built for another grammar would mask wrongly without any error from XGrammar.
-    """
-    meta = classes.metadata or {}
-    sha = meta.get("grammar_sha256")
-    if sha and sha != grammar_sha256(grammar_text):
-        raise ValueError(f"the classes were built for another grammar (sha256 {sha[:12]}…)")
-    fp = meta.get("vocab_fingerprint")
-    if fp and fp != vocab.fingerprint:
-        raise ValueError(
-            f"the classes were built for another vocabulary (fingerprint {fp[:12]}…, "
-            f"this one is {vocab.fingerprint[:12]}…)"
-        )
-
-
 def _engines_for(
     grammar: str | CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None, need_classes: bool
 ) -> CompiledEngines:
@@ -97,7 +80,7 @@ def _engines_for(
     if classes is None and need_classes:
         classes = cached_classes(grammar, vocab)
     if classes is not None:
-        check_classes_fit(classes, text, vocab)
+        classes.check_fits(text, vocab)
     return compile_engines(text, vocab, classes)
 
 

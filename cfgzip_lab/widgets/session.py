@@ -431,8 +431,9 @@ class WorkbenchSession:
         return job
 
     def set_classes(self, classes, vocab, source: str) -> None:
-        """Use classes from elsewhere (a cache); they must be for the current grammar."""
+        """Use classes from elsewhere (a cache); they must be for the current grammar and ``vocab``."""
         compiled = self.require_grammar()
+        classes.check_fits(compiled.text, vocab)
         with self._lock:
             self.vocab = vocab
             self.tokenizer = vocab.name

@@ -1,0 +1,73 @@
+"""TokenClasses' own checks: validate() (a partition with representatives) and check_fits()
+(built for this grammar and vocabulary), from a table of known-bad classes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, ClassesError, TokenClasses, grammar_sha256
+from cfgzip_lab.vocab import vocab_from_bytes
+
+GRAMMAR = 'root ::= "a" | "b"\n'
+
+
+def good() -> TokenClasses:
+    # 6 tokens: class 0 blocked {0}, class 1 stop {1}, class 2 {2, 4}, class 3 {3, 5}
+    return TokenClasses(
+        np.array([0, 1, 2, 3, 2, 3], np.int32),
+        np.array([0, 1, 2, 3], np.int32),
+        np.array([BLOCKED, STOP, NORMAL, NORMAL], np.uint8),
+        {"vocab_size": 6, "classes": 4},
+    )
+
+
+def with_(**changes) -> TokenClasses:
+    c = good()
+    for name, value in changes.items():
+        setattr(c, name, value)
+    return c
+
+
+@pytest.mark.parametrize(
+    "classes__vocab_size__error",
+    [
+        (with_(class_of=np.array([[0, 1, 2, 3, 2, 3]])), None, "one-dimensional integer"),
+        (with_(class_of=np.array([0.0, 1, 2, 3, 2, 3])), None, "one-dimensional integer"),
+        (good(), 7, "cover 6 ids but the vocabulary has 7"),
+        (with_(class_kind=np.array([BLOCKED, STOP, NORMAL], np.uint8)), None, "3 entries for 4 classes"),
+        (with_(class_of=np.array([0, 1, 2, 4, 2, 3], np.int32)), None, r"outside \[0, 4\)"),
+        (with_(class_of=np.array([0, 1, 2, -1, 2, 3], np.int32)), None, r"outside \[0, 4\)"),
+        (with_(class_kind=np.array([BLOCKED, STOP, NORMAL, 7], np.uint8)), None, "other than NORMAL"),
+        (with_(representatives=np.array([0, 1, 3, 2], np.int32)), None, "member of class"),
+        (with_(representatives=np.array([0, 1, 2, 9], np.int32)), None, "member of class"),
+        (with_(metadata={"vocab_size": 5}), None, "metadata says vocab_size 5"),
+        (with_(metadata={"classes": 3}), None, "metadata says classes 3"),
+    ],
+    ids=["2d", "float", "size", "kinds_short", "id_high", "id_negative", "kind_value", "rep_swapped",
+         "rep_outside", "meta_vocab", "meta_classes"],
+)
+def test_classes__vocab_size__error(classes__vocab_size__error):
+    classes, vocab_size, error = classes__vocab_size__error
+    with pytest.raises(ClassesError, match=error):
+        classes.validate(vocab_size)
+
+
+def test_a_good_partition_passes_and_its_digest_follows_the_arrays():
+    good().validate(6)
+    assert good().digest() == good().digest()
+    assert with_(class_of=np.array([0, 1, 2, 3, 3, 2], np.int32)).digest() != good().digest()
+
+
+def test_check_fits_names_what_differs():
+    vocab = vocab_from_bytes([b"<s>", b"</s>", b"a", b"b", b"aa", b"bb"], name="toy", stop_ids=[1])
+    other = vocab_from_bytes([b"<s>", b"</s>", b"a", b"b", b"aa", b"cc"], name="toy2", stop_ids=[1])
+    classes = good()
+    classes.check_fits(GRAMMAR, vocab)  # no fingerprints: nothing to compare
+    with pytest.raises(ClassesError, match="which grammar"):
+        classes.check_fits(GRAMMAR, vocab, strict=True)
+    classes.metadata.update(grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy")
+    classes.check_fits(GRAMMAR, vocab, strict=True)
+    with pytest.raises(ClassesError, match="another grammar"):
+        classes.check_fits('root ::= "c"', vocab)
+    with pytest.raises(ClassesError, match="another vocabulary.*toy2"):
+        classes.check_fits(GRAMMAR, other)
