@@ -60,11 +60,10 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses, grammar_sha256
+from .classes.classing import ClassKind, TokenClasses, grammar_sha256
 from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
-from .vocab import PADDING as _VOCAB_PADDING
-from .vocab import SPECIAL as _VOCAB_SPECIAL
+from .vocab import TokenKind
 
 if TYPE_CHECKING:
     from .vocab import VocabTable
@@ -123,7 +122,7 @@ def probe_xgrammar(grammar_text: str, *, timeout: float = 120.0) -> None:
 
 def _never_allowed_ids(vocab: VocabTable) -> np.ndarray:
     kinds = np.asarray(vocab.kinds)
-    return (kinds == _VOCAB_SPECIAL) | (kinds == _VOCAB_PADDING)
+    return (kinds == TokenKind.SPECIAL) | (kinds == TokenKind.PADDING)
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,7 +246,7 @@ class CompressedMatcher(Engine):
         self.num_classes = int(classes.num_classes)
         self.expander = expander or Expander(classes)
         self._class_of = np.asarray(classes.class_of)
-        self._class_blocked = np.asarray(classes.class_kind) == BLOCKED
+        self._class_blocked = np.asarray(classes.class_kind) == ClassKind.BLOCKED
         self.class_bitmask_size = math.ceil(self.num_classes / 32)
 
     def native_id(self, token_id: int) -> int:
@@ -422,7 +421,7 @@ def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
     blocked = _never_allowed_ids(vocab)
     stops = {int(s) for s in vocab.stop_ids}
     present = {bytes(b) for i, b in enumerate(vocab.token_bytes) if b and not blocked[i] and i not in stops}
-    rep_bytes = {bytes(vocab.token_bytes[int(reps[k])]) for k in np.flatnonzero(kinds == NORMAL)}
+    rep_bytes = {bytes(vocab.token_bytes[int(reps[k])]) for k in np.flatnonzero(kinds == ClassKind.NORMAL)}
     shadows = {
         rep[:i] for rep in rep_bytes for i in range(1, len(rep)) if rep[:i] in present and rep[:i] not in rep_bytes
     }
@@ -438,12 +437,10 @@ def compressed_tokenizer_info(vocab: VocabTable, classes: TokenClasses) -> xgr.T
     """
     kinds = np.asarray(classes.class_kind)
     reps = np.asarray(classes.representatives)
-    encoded = [
-        bytes(vocab.token_bytes[int(reps[k])]) if kinds[k] == NORMAL else b""
-        for k in range(classes.num_classes)
-    ]
+    normal = (kinds == ClassKind.NORMAL).tolist()
+    encoded = [bytes(vocab.token_bytes[int(reps[k])]) if normal[k] else b"" for k in range(classes.num_classes)]
     encoded += shadow_prefixes(vocab, classes)
-    stops = [int(k) for k in np.flatnonzero(kinds == STOP)]
+    stops = [int(k) for k in np.flatnonzero(kinds == ClassKind.STOP)]
     return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(encoded), stop_token_ids=stops)
 
 

@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
+from .classes.classing import ClassKind, TokenClasses
 from .engine import CompiledEngines, Engine, compile_engines
 from .expand import unpack_bitmask
-from .vocab import NORMAL as TOKEN_NORMAL
-from .vocab import STOP as TOKEN_STOP
+from .vocab import TokenKind
 
 if TYPE_CHECKING:
     from .vocab import VocabTable
@@ -88,8 +87,8 @@ def partition_classes(vocab: VocabTable, key_of: Sequence[Any]) -> TokenClasses:
     kinds = np.asarray(vocab.kinds)
     size = vocab.vocab_size
     lengths = np.fromiter(map(len, vocab.token_bytes), dtype=np.int64, count=size)
-    normal = (kinds == TOKEN_NORMAL) & (lengths > 0)
-    stop = kinds == TOKEN_STOP
+    normal = (kinds == TokenKind.NORMAL) & (lengths > 0)
+    stop = kinds == TokenKind.STOP
     blocked = ~normal & ~stop  # SPECIAL, PADDING
     # group id per NORMAL token, in order of first appearance of its key
     first_of: dict[Any, int] = {}
@@ -113,13 +112,13 @@ def partition_classes(vocab: VocabTable, key_of: Sequence[Any]) -> TokenClasses:
     if blocked.any():
         class_of[blocked] = 0
         reps.append(int(np.flatnonzero(blocked)[0]))
-        kinds_out.append(BLOCKED)
+        kinds_out.append(ClassKind.BLOCKED)
     if stop.any():
         class_of[stop] = offset - 1
         reps.append(int(np.flatnonzero(stop)[0]))
-        kinds_out.append(STOP)
+        kinds_out.append(ClassKind.STOP)
     reps = np.concatenate([np.array(reps, dtype=np.int64), np.sort(reps_of_group)]).astype(np.int32)
-    kinds_out = np.concatenate([np.array(kinds_out, dtype=np.uint8), np.full(len(first_of), NORMAL, np.uint8)])
+    kinds_out = np.concatenate([np.array(kinds_out, dtype=np.uint8), np.full(len(first_of), ClassKind.NORMAL, np.uint8)])
     return TokenClasses(class_of, reps, kinds_out, {"partition": "reference"})
 
 

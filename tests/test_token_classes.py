@@ -71,3 +71,15 @@ def test_check_fits_names_what_differs():
         classes.check_fits('root ::= "c"', vocab)
     with pytest.raises(ClassesError, match="another vocabulary.*toy2"):
         classes.check_fits(GRAMMAR, other)
+
+
+def test_kind_values_are_the_stored_ones():
+    """Caches and vocabulary tables store kinds as uint8: the values never change."""
+    from cfgzip_lab.classes import classing
+    from cfgzip_lab.vocab import KIND_NAMES, TokenKind
+
+    assert {k.name: int(k) for k in TokenKind} == {"NORMAL": 0, "STOP": 1, "SPECIAL": 2, "PADDING": 3}
+    assert {k.name: int(k) for k in classing.ClassKind} == {"NORMAL": 0, "STOP": 1, "BLOCKED": 2}
+    assert KIND_NAMES == ("normal", "stop", "special", "padding")
+    assert (classing.NORMAL, classing.STOP, classing.BLOCKED) == (0, 1, 2)
+    assert type(classing.BLOCKED) is int  # plain ints for per-element numpy code

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -18,19 +19,30 @@ import numpy as np
 from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, BudgetExceeded
+from ..vocab import TokenKind
 from .displacement import Displacer
 
 if TYPE_CHECKING:
     from ..vocab import VocabTable
 
-# Class kinds. The BLOCKED class holds tokens no engine may ever allow: dead tokens
-# (empty displacement: in no sentence of the grammar), special/added tokens that are
-# never generated as text, and padding ids beyond the tokenizer. STOP holds the stop
-# tokens (EOS, end-of-turn), allowed exactly when the grammar can end.
-NORMAL, STOP, BLOCKED = 0, 1, 2
+class ClassKind(IntEnum):
+    """What a class is; ``TokenClasses.class_kind`` stores these values as uint8.
 
-# Vocabulary token kinds (cfgzip_lab.vocab uses the same numbers).
-_TOKEN_NORMAL, _TOKEN_STOP = 0, 1
+    The BLOCKED class holds tokens no engine may ever allow: dead tokens (empty
+    displacement: in no sentence of the grammar), special/added tokens that are never
+    generated as text, and padding ids beyond the tokenizer. STOP holds the stop tokens
+    (EOS, end-of-turn), allowed exactly when the grammar can end. Not
+    :class:`cfgzip_lab.vocab.TokenKind`, the kind of a token.
+    """
+
+    NORMAL = 0
+    STOP = 1
+    BLOCKED = 2
+
+
+# Plain-int spellings of the same values, for per-element numpy code (see
+# cfgzip_lab.vocab.NORMAL: numpy is slow to compare a scalar with an IntEnum member).
+NORMAL, STOP, BLOCKED = (int(k) for k in ClassKind)
 
 DEFAULT_TOKEN_BUDGET = 200_000  # new DAG nodes one token may create before it falls back
 
@@ -51,7 +63,7 @@ class TokenClasses:
 
     ``class_of[token_id]`` is the class of each id (length = logits size, padding
     included); ``representatives[k]`` is the byte-wise shortest member of class k
-    (ties to the lowest id); ``class_kind[k]`` is NORMAL, STOP or BLOCKED.
+    (ties to the lowest id); ``class_kind[k]`` is a :class:`ClassKind` value.
     ``metadata`` holds counts, fingerprints and timings (see :mod:`.cache`).
     """
 
@@ -79,11 +91,11 @@ class TokenClasses:
         return np.bincount(self.class_of, minlength=self.num_classes)
 
     def blocked_class(self) -> int | None:
-        hits = np.flatnonzero(self.class_kind == BLOCKED)
+        hits = np.flatnonzero(self.class_kind == ClassKind.BLOCKED)
         return int(hits[0]) if hits.size else None
 
     def stop_class(self) -> int | None:
-        hits = np.flatnonzero(self.class_kind == STOP)
+        hits = np.flatnonzero(self.class_kind == ClassKind.STOP)
         return int(hits[0]) if hits.size else None
 
     def digest(self) -> str:
@@ -123,7 +135,7 @@ class TokenClasses:
             raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
         if v and (k == 0 or class_of.min() < 0 or class_of.max() >= k):
             raise ClassesError(f"class_of has ids outside [0, {k})")
-        if k and not np.isin(kinds, (NORMAL, STOP, BLOCKED)).all():
+        if k and not np.isin(kinds, [int(c) for c in ClassKind]).all():
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
         if representatives and k and (reps.min() < 0 or reps.max() >= v or not np.array_equal(class_of[reps], np.arange(k))):
             raise ClassesError("representatives[k] must be a member of class k")
@@ -207,8 +219,9 @@ def compute_classes(
 
     by_atoms: dict[bytes, list[int]] = {}
     table = displacer.atom_table
-    for tid, data in enumerate(token_bytes):
-        if kinds[tid] == _TOKEN_NORMAL and data:
+    # kinds as Python ints: numpy is slow to compare a scalar with an enum member
+    for tid, (data, kind) in enumerate(zip(token_bytes, kinds.tolist())):
+        if kind == TokenKind.NORMAL and data:
             by_atoms.setdefault(data.translate(table), []).append(tid)
     keys = sorted(by_atoms)
     runs = _split_runs(keys, workers) if _can_fork() else [keys]
@@ -362,11 +375,12 @@ def _assemble(token_bytes: list[bytes], kinds: np.ndarray, node_of: np.ndarray, 
     blocked: list[int] = []
     stops: list[int] = []
     dead = 0
+    kind_of = np.asarray(kinds).tolist()  # Python ints: numpy is slow to compare a scalar with an enum member
     for tid in range(vocab_size):
-        kind = kinds[tid]
-        if kind == _TOKEN_STOP:
+        kind = kind_of[tid]
+        if kind == TokenKind.STOP:
             stops.append(tid)
-        elif kind != _TOKEN_NORMAL or not token_bytes[tid]:
+        elif kind != TokenKind.NORMAL or not token_bytes[tid]:
             blocked.append(tid)
         elif tid in fallback_set:
             groups[-3 - tid] = [tid]
@@ -379,16 +393,16 @@ def _assemble(token_bytes: list[bytes], kinds: np.ndarray, node_of: np.ndarray, 
     def representative(members: list[int]) -> int:
         return min(members, key=lambda t: (len(token_bytes[t]), t))
 
-    ordered: list[tuple[int, list[int]]] = []
+    ordered: list[tuple[ClassKind, list[int]]] = []
     if blocked:
         # Prefer a dead text token as the blocked representative: every engine
         # rejects it on its own, with no special-token handling involved.
-        dead_members = [t for t in blocked if kinds[t] == _TOKEN_NORMAL and token_bytes[t]]
-        ordered.append((BLOCKED, [representative(dead_members) if dead_members else min(blocked)] + blocked))
+        dead_members = [t for t in blocked if kind_of[t] == TokenKind.NORMAL and token_bytes[t]]
+        ordered.append((ClassKind.BLOCKED, [representative(dead_members) if dead_members else min(blocked)] + blocked))
     if stops:
-        ordered.append((STOP, [representative(stops)] + stops))
+        ordered.append((ClassKind.STOP, [representative(stops)] + stops))
     normal = sorted(((representative(m), m) for m in groups.values()), key=lambda x: x[0])
-    ordered += [(NORMAL, [rep] + members) for rep, members in normal]
+    ordered += [(ClassKind.NORMAL, [rep] + members) for rep, members in normal]
 
     class_of = np.empty(vocab_size, dtype=np.int32)
     reps = np.empty(len(ordered), dtype=np.int32)
@@ -396,13 +410,13 @@ def _assemble(token_bytes: list[bytes], kinds: np.ndarray, node_of: np.ndarray, 
     for k, (kind, (rep, *members)) in enumerate(ordered):
         class_of[members] = k
         reps[k] = rep
-        kinds_out[k] = kind
+        kinds_out[k] = int(kind)
     metadata = {
         "vocab_size": vocab_size,
         "classes": len(ordered),
         "dead_tokens": dead,
         "stop_tokens": len(stops),
         "blocked_tokens": len(blocked),
-        "special_tokens": int(np.count_nonzero((kinds != _TOKEN_NORMAL) & (kinds != _TOKEN_STOP))),
+        "special_tokens": int(np.count_nonzero((kinds != TokenKind.NORMAL) & (kinds != TokenKind.STOP))),
     }
     return TokenClasses(class_of, reps, kinds_out, metadata)

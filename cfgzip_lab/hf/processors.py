@@ -17,7 +17,7 @@ from transformers import LogitsProcessor
 
 from ..classes.classing import grammar_sha256
 from ..engine import BatchMatcher, CompiledEngines, Engine, compile_engines
-from ..vocab import STOP, VocabTable
+from ..vocab import TokenKind, VocabTable
 
 if TYPE_CHECKING:
     from ..classes.classing import TokenClasses
@@ -108,7 +108,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
     def __init__(self, engines: CompiledEngines) -> None:
         self.engines = engines
         self.vocab = engines.vocab
-        self._is_stop = np.asarray(self.vocab.kinds) == STOP
+        self._is_stop = np.asarray(self.vocab.kinds) == TokenKind.STOP
         self.reset()
 
     def _new_engine(self) -> Engine:

@@ -16,18 +16,16 @@ import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
 
-from ..classes.classing import BLOCKED, NORMAL, STOP
+from ..classes.classing import ClassKind
 from ..grammar.words import EMPTY
-from ..vocab import NORMAL as TOKEN_NORMAL
-from ..vocab import STOP as TOKEN_STOP
-from ..vocab import available_vocabs
+from ..vocab import TokenKind, available_vocabs
 from ._base import Panel
 from ._format import esc, figure_layout, fmt_seconds, table, token_html, token_label
 from .session import WorkbenchError
 
 __all__ = ["ClassesPanel", "size_histogram"]
 
-_KIND_NAMES = {NORMAL: "normal", STOP: "stop", BLOCKED: "blocked"}
+_KIND_NAMES = {int(k): k.name.lower() for k in ClassKind}
 
 
 def size_histogram(sizes: np.ndarray) -> tuple[list[str], list[int]]:
@@ -272,9 +270,9 @@ class ClassesPanel(Panel):
             "num_pairs": 0,
             "why": "",
         }
-        if token_kind == TOKEN_STOP:
+        if token_kind == TokenKind.STOP:
             info["why"] = "a stop token: allowed exactly when the grammar can end; all stop tokens share one class"
-        elif token_kind != TOKEN_NORMAL:
+        elif token_kind != TokenKind.NORMAL:
             info["why"] = "a special/added token (no text): never allowed by either engine, so it sits in the blocked class"
         elif s.grammar_ok:
             displacer = s.displacer()
@@ -286,7 +284,7 @@ class ClassesPanel(Panel):
                 info["pairs"] = [(p.consumed, p.pushed) for p in displacer.pairs(node, self.pair_limit)]
                 same = "every member of the class has exactly these pairs" if members.size > 1 else "no other token has exactly these pairs"
                 info["why"] = f"its displacement has {info['num_pairs']:,} pair(s) (σ_in, σ_out); {same}"
-                if kind == NORMAL and members.size == 1 and classes.metadata.get("fallback_singletons"):
+                if kind == ClassKind.NORMAL and members.size == 1 and classes.metadata.get("fallback_singletons"):
                     info["why"] += " (or it went over the per-token budget and was given its own class)"
         else:
             info["why"] = "the current grammar text does not compile, so its displacement cannot be shown"
