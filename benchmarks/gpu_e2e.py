@@ -171,15 +171,21 @@ def run_mode(model, cache_name, prompt, forced, batch, mode, matchers_for, worke
 # ---------------------------------------------------------------------------------------
 # Expansion kernels
 # ---------------------------------------------------------------------------------------
-def time_kernels(expander, batches, calls, device) -> list[dict[str, Any]]:
-    """Median / p90 µs per call of each backend, packed mask and in-place bf16 masking."""
+def time_kernels(expander, batches, calls, device, backends=("numpy", "torch", "triton", "triton_bound")):
+    """Median / p90 µs per call of each backend, packed mask and in-place bf16 masking.
+
+    ``triton_bound``: the same kernels through :meth:`TritonExpansion.bind` (compiled once
+    for fixed buffers, launched without Triton's per-call dispatch), checked equal to the
+    JIT launch's result before it is timed.
+    """
     import numpy as np
     import torch
 
     rows = []
     rng = np.random.default_rng(0)
     cuda = device.type == "cuda"
-    backends = ["numpy", "torch"] + (["triton"] if cuda and expander.backend_on(device) == "triton" else [])
+    has_triton = cuda and expander.backend_on(device) == "triton"
+    backends = [b for b in backends if has_triton or not b.startswith("triton")]
     for batch in batches:
         words = rng.integers(-(2**31), 2**31, (batch, expander.class_bitmask_size), dtype=np.int64)
         class_cpu = torch.from_numpy(words.astype(np.int32))
@@ -188,6 +194,7 @@ def time_kernels(expander, batches, calls, device) -> list[dict[str, Any]]:
         out_dev = torch.empty(batch, expander.vocab_bitmask_size, dtype=torch.int32, device=device)
         for backend in backends:
             for op in ("to_vocab_bitmask", "mask_logits_"):
+                row = {"backend": backend, "op": op, "batch": batch, "calls": calls}
                 if backend == "numpy":
                     logits_cpu = torch.randn(batch, expander.vocab_size)
 
@@ -203,15 +210,31 @@ def time_kernels(expander, batches, calls, device) -> list[dict[str, Any]]:
                             expander.torch.to_vocab_bitmask(class_dev)
                         else:
                             expander.torch.mask_logits_(logits_dev, class_dev)
-                else:
+                elif backend == "triton":
                     def call():
                         if op == "to_vocab_bitmask":
                             expander.triton.to_vocab_bitmask(class_dev, out=out_dev)
                         else:
                             expander.triton.mask_logits_(logits_dev, class_dev)
-                row = {"backend": backend, "op": op, "batch": batch, "calls": calls}
-                row.update(_time_calls(call, calls, cuda and backend != "numpy"))
-                if cuda and backend == "triton":
+                else:
+                    try:
+                        if op == "to_vocab_bitmask":
+                            call = expander.triton.bind(op, class_dev, out_dev)
+                            call()
+                            row["equal_to_jit"] = bool(torch.equal(out_dev, expander.triton.to_vocab_bitmask(class_dev)))
+                        else:
+                            probe = torch.randn_like(logits_dev)
+                            reference = expander.triton.mask_logits_(probe.clone(), class_dev)
+                            call = expander.triton.bind(op, probe, class_dev)
+                            call()
+                            row["equal_to_jit"] = bool(torch.equal(probe, reference))
+                            call = expander.triton.bind(op, logits_dev, class_dev)
+                    except Exception as exc:  # noqa: BLE001 - reported, the other rows still run
+                        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                        rows.append(row)
+                        continue
+                row.update(_time_calls(call, calls if backend != "numpy" else min(calls, 100), cuda and backend != "numpy"))
+                if cuda and backend.startswith("triton"):
                     row.update(_time_graph(call, calls))
                 rows.append(row)
     return rows
@@ -286,9 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grammars", default="c_like,bython")
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--steps", type=int, default=48)
-    ap.add_argument("--modes", default="none,plain,compressed,compressed_overlap,native,native_overlap")
+    ap.add_argument("--modes", default="none,plain,compressed,compressed_overlap,native,native_overlap,none_again")
     ap.add_argument("--expansion-calls", type=int, default=500)
     ap.add_argument("--expansion-batches", default="1,8,32,64")
+    ap.add_argument("--expansion-backends", default="numpy,torch,triton,triton_bound")
+    ap.add_argument("--plain-batches", default="8b=1,8;1b=1",
+                    help="where plain XGrammar runs (shape=batches;...): its fill costs seconds a step at p90")
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip measurements that would start after this")
     ap.add_argument("--json", default="gpu_e2e.json")
     ap.add_argument("--tiny", action="store_true", help="CPU, a 2-layer model, 6 steps, batch 1 and 2")
@@ -315,7 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: run with --tiny on a CPU machine")
         return 0
     shapes = args.shapes.split(",")
+    plain_batches = {}
+    for part in filter(None, args.plain_batches.split(";")):
+        shape_name, _, listed = part.partition("=")
+        plain_batches[shape_name] = {int(b) for b in listed.split(",") if b}
     batches = [int(b) for b in args.batches.split(",")]
+    if args.tiny:
+        plain_batches = {"tiny": set(batches)}
     modes = args.modes.split(",")
     try:
         import cfgzip_lab.native as native  # noqa: F401
@@ -375,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def make(mode: str, batch: int):
             base = mode.removesuffix("_overlap")
-            if base == "none":
+            if base.startswith("none"):  # "none", and "none_again" (the baseline again, last)
                 return None
             if base == "plain":
                 return BatchMatcher([engines.plain() for _ in range(batch)])
@@ -396,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ex = entry["engines"].expander
         exp_batches = [int(b) for b in args.expansion_batches.split(",")]
-        for row in time_kernels(ex, exp_batches, args.expansion_calls, device):
+        if not args.expansion_calls:
+            break
+        for row in time_kernels(ex, exp_batches, args.expansion_calls, device, args.expansion_backends.split(",")):
             row.update(grammar=name, classes=ex.num_classes, vocab=ex.vocab_size)
             result["expansion"].append(row)
         save()
@@ -420,14 +454,21 @@ def main(argv: list[str] | None = None) -> int:
         cut = max(1, (len(tokens) - steps) // 2)
         prompt, forced = tokens[:cut], tokens[cut: cut + steps]
         rows = []
+        model = models[shape]
+        if left() > 20:
+            # One whole untimed run first: the KV cache grows a step at a time, and the first
+            # run at a new prompt length or batch pays cudaMalloc for every new size (measured
+            # on an H200: the first mode of each configuration ran at a third of the speed).
+            run_mode(model, cache_name, prompt, forced, batch, "none", matchers_for(grammar), worker, device)
         for mode in modes:
             if mode.startswith("native") and entry["native"] is None:
+                continue
+            if mode.startswith("plain") and batch not in plain_batches.get(shape, ()):
                 continue
             if left() < 20:
                 result["skipped"].append(f"{shape} {grammar} b{batch} {mode}")
                 continue
-            model = models[shape]
-            # Warm-up (compilation, autotuning, allocator) left out of the timing.
+            # Warm-up (compilation, autotuning) left out of the timing.
             run_mode(model, cache_name, prompt, forced[:2], batch, mode, matchers_for(grammar), worker, device)
             r = run_mode(model, cache_name, prompt, forced, batch, mode, matchers_for(grammar), worker, device)
             r.update(shape=shape, grammar=grammar)

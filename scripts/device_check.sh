@@ -8,6 +8,7 @@
 # Results (JSON and logs) go to $OUT (default ./artifacts/device). Environment knobs:
 #   E2E_ARGS   extra arguments for gpu_e2e.py (default: the run, budget 330 s)
 #   TINY=1     everything small, on CPU (how this script is tried on a machine without a GPU)
+#   TESTS      test files to run (default: tests/test_expand.py tests/test_kernels.py); SKIP_GIL=1 skips the probe
 set -u -o pipefail
 OUT="${OUT:-artifacts/device}"
 mkdir -p "$OUT"
@@ -33,12 +34,14 @@ except ImportError:
 PYEOF
 
 log "tests"
-timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q -p no:cacheprovider tests/test_expand.py tests/test_kernels.py \
+timeout "${TEST_TIMEOUT:-150}" "$PY" -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_expand.py tests/test_kernels.py} \
   -x --junitxml="$OUT/tests.xml" 2>&1 | tail -25 | tee -a "$OUT/device.log"
 log "tests exit ${PIPESTATUS[0]}"
 
-log "gil probe"
-timeout 90 "$PY" benchmarks/gil_probe.py --json "$OUT/gil_probe.json" 2>&1 | tee -a "$OUT/device.log"
+if [ "${SKIP_GIL:-0}" != 1 ]; then
+  log "gil probe"
+  timeout 90 "$PY" benchmarks/gil_probe.py --json "$OUT/gil_probe.json" 2>&1 | tee -a "$OUT/device.log"
+fi
 
 log "gpu_e2e"
 if [ "${TINY:-0}" = 1 ]; then

@@ -164,6 +164,31 @@ def test_triton_expansion_is_cuda_graph_capturable():
         assert torch.equal(static_logits.cpu(), logits.masked_fill(~cpu.to_allowed(class_mask), float("-inf")))
 
 
+@needs_cuda_triton
+def test_bound_launchers_follow_their_buffers():
+    """bind(): compiled once for fixed buffers, each call reads their current contents."""
+    classes = llama_sized_classes(4001, seed=7)
+    cpu, gpu = Expander(classes, backend="numpy"), Expander(classes)
+    w, batch, vocab = cpu.class_bitmask_size, 4, classes.class_of.shape[0]
+    class_mask = torch.zeros(batch, w, dtype=torch.int32, device="cuda")
+    out = torch.empty(batch, gpu.vocab_bitmask_size, dtype=torch.int32, device="cuda")
+    logits = torch.zeros(batch, vocab, dtype=torch.bfloat16, device="cuda")
+    to_vocab = gpu.triton.bind("to_vocab_bitmask", class_mask, out)
+    mask = gpu.triton.bind("mask_logits_", logits, class_mask)
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        words = random_class_mask(rng, (batch, w))
+        fresh = torch.randn(batch, vocab).to(torch.bfloat16)
+        class_mask.copy_(words)
+        logits.copy_(fresh)
+        to_vocab()
+        mask()
+        assert torch.equal(out.cpu(), cpu.to_vocab_bitmask(words))
+        assert torch.equal(logits.cpu(), fresh.masked_fill(~cpu.to_allowed(words), float("-inf")))
+    with pytest.raises(ValueError, match="int32 class mask"):
+        gpu.triton.bind("to_vocab_bitmask", class_mask.to(torch.int64), out)
+
+
 @needs_cuda
 def test_torch_backend_on_cuda_equals_cpu():
     """The fallback when Triton is missing stays exact too."""

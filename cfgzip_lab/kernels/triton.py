@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -137,11 +138,7 @@ class TritonExpansion:
                     self._class_of[device] = table
         return table
 
-    def to_vocab_bitmask(self, class_bitmask: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Packed class mask ``(…, W_K)`` on the device → packed vocabulary mask ``(…, W_V)``.
-
-        ``out`` (int32, contiguous rows, same device) makes the call allocation-free.
-        """
+    def _vocab_bitmask_launch(self, class_bitmask: torch.Tensor, out: torch.Tensor | None):
         t = self.t
         lead = class_bitmask.shape[:-1]
         n_rows = math.prod(lead) if lead else 1
@@ -150,30 +147,67 @@ class TritonExpansion:
             out = torch.empty(lead + (t.vocab_bitmask_size,), dtype=torch.int32, device=class_bitmask.device)
         out2 = out.view(-1, t.vocab_bitmask_size)
         grid = (triton_cdiv(t.vocab_bitmask_size, BLOCK_WORDS), triton_cdiv(n_rows, ROWS_PER_PROGRAM))
-        _kernels()["vocab_bitmask"][grid](
-            cm, cm_stride, self.class_of(cm.device), out2, out2.stride(0),
-            t.vocab_size, t.vocab_bitmask_size, t.tail_word_mask, n_rows,
-            ROWS=ROWS_PER_PROGRAM, BLOCK_WORDS=BLOCK_WORDS,
-        )
+        args = (cm, cm_stride, self.class_of(cm.device), out2, out2.stride(0),
+                t.vocab_size, t.vocab_bitmask_size, t.tail_word_mask, n_rows, ROWS_PER_PROGRAM, BLOCK_WORDS)
+        return "vocab_bitmask", grid, args, out
+
+    def _mask_logits_launch(self, logits: torch.Tensor, class_bitmask: torch.Tensor):
+        t = self.t
+        rows = logits.reshape(-1, t.vocab_size)
+        if rows.stride(-1) != 1 or rows.data_ptr() != logits.data_ptr() or not _is_view(rows, logits):
+            raise ValueError("Triton masking needs logits that view as (rows, V) rows of unit stride")
+        n_rows = rows.shape[0]
+        cm, cm_stride = _rows_of(class_bitmask, n_rows, t.class_bitmask_size)
+        grid = (triton_cdiv(t.vocab_size, BLOCK_TOKENS), triton_cdiv(n_rows, ROWS_PER_PROGRAM))
+        args = (rows, rows.stride(0), cm, cm_stride, self.class_of(cm.device),
+                t.vocab_size, n_rows, ROWS_PER_PROGRAM, BLOCK_TOKENS)
+        return "mask_logits", grid, args, logits
+
+    @staticmethod
+    def _launch(name: str, grid, args):
+        """One launch through Triton's JIT (specialises on the arguments, compiles once); returns the compiled kernel."""
+        *values, rows, block = args
+        if name == "vocab_bitmask":
+            return _kernels()[name][grid](*values, ROWS=rows, BLOCK_WORDS=block)
+        return _kernels()[name][grid](*values, ROWS=rows, BLOCK=block)
+
+    def to_vocab_bitmask(self, class_bitmask: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Packed class mask ``(…, W_K)`` on the device → packed vocabulary mask ``(…, W_V)``.
+
+        ``out`` (int32, contiguous rows, same device) makes the call allocation-free.
+        """
+        name, grid, args, out = self._vocab_bitmask_launch(class_bitmask, out)
+        self._launch(name, grid, args)
         return out
 
     def mask_logits_(self, logits: torch.Tensor, class_bitmask: torch.Tensor) -> torch.Tensor:
         """``-inf`` where not allowed, in place; one class row may serve every logits row."""
-        t = self.t
-        rows = logits.reshape(-1, t.vocab_size)
-        if rows.stride(-1) != 1 or (rows.data_ptr() != logits.data_ptr()):
-            raise ValueError("Triton masking needs logits rows with unit stride")
-        if not _is_view(rows, logits):
-            raise ValueError("Triton masking needs logits that reshape to (rows, V) without a copy")
-        n_rows = rows.shape[0]
-        cm, cm_stride = _rows_of(class_bitmask, n_rows, t.class_bitmask_size)
-        grid = (triton_cdiv(t.vocab_size, BLOCK_TOKENS), triton_cdiv(n_rows, ROWS_PER_PROGRAM))
-        _kernels()["mask_logits"][grid](
-            rows, rows.stride(0), cm, cm_stride, self.class_of(cm.device),
-            t.vocab_size, n_rows,
-            ROWS=ROWS_PER_PROGRAM, BLOCK=BLOCK_TOKENS,
-        )
+        name, grid, args, logits = self._mask_logits_launch(logits, class_bitmask)
+        self._launch(name, grid, args)
         return logits
+
+    def bind(self, op: str, *tensors: torch.Tensor) -> Callable[[], None]:
+        """A zero-argument launcher of ``op`` on fixed device buffers: bind once, launch many.
+
+        ``bind("to_vocab_bitmask", class_mask, out)`` or ``bind("mask_logits_", logits,
+        class_mask)``: the kernel is compiled (and run once) for exactly these tensors, and
+        each call then launches the compiled kernel directly, skipping Triton's per-call
+        argument specialisation and cache lookup (most of the eager launch cost). For a
+        serving engine's persistent buffers, like a CUDA graph but without capture; the
+        buffers' contents may change between calls, their shapes and addresses may not.
+        """
+        if op == "to_vocab_bitmask":
+            name, grid, args, _ = self._vocab_bitmask_launch(*tensors)
+            class_arg, class_tensor = args[0], tensors[0]
+        elif op == "mask_logits_":
+            name, grid, args, _ = self._mask_logits_launch(*tensors)
+            class_arg, class_tensor = args[2], tensors[1]
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        if class_arg.data_ptr() != class_tensor.data_ptr():  # a converted copy would go stale
+            raise ValueError("bind needs an int32 class mask with unit-stride rows")
+        runner = self._launch(name, grid, args)[grid]
+        return lambda: runner(*args)
 
 
 def _is_view(rows: torch.Tensor, logits: torch.Tensor) -> bool:
