@@ -313,3 +313,40 @@ def test_format_1_cache_still_loads(toy, tmp_path):
     )
     assert load_classes(path, grammar_text=JSON_SMALL, vocab=toy).num_classes == native.classes.num_classes
     assert native_engine_from_cache(path, native.compiled, toy).index_source == "built"
+
+
+# -- the command line -------------------------------------------------------------------------------
+def _cli(*args: str):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "cfgzip_lab.cli", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], env=env, timeout=600)
+    record = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    return proc, record
+
+
+@pytest.mark.slow
+def test_cli_compress_verify_and_bench_with_the_native_engine(tmp_path):
+    cache = tmp_path / "json.npz"
+    proc, _ = _cli("compress", "json", "--tokenizer", "llama3", "-o", str(cache), "--json")
+    assert proc.returncode == 0, proc.stderr
+    proc, record = _cli("verify", "json", "--tokenizer", "llama3", "--engine", "native", "--classes", str(cache),
+                        "--walks", "3", "--steps", "16", "--max-doc-tokens", "30", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert record["engine"] == "native" and record["mismatches"] == 0 and record["steps_checked"] > 100
+    assert record["native_index_source"] == "cache" and record["native_fallbacks"] == 0
+    proc, record = _cli("bench", "json", "--tokenizer", "llama3", "--engines", "plain,compressed,native",
+                        "--steps", "20", "--json")
+    assert proc.returncode == 0, proc.stderr
+    for e in ("plain", "compressed", "native"):
+        for key in ("total_median_us", "total_p90_us", "mask_median_us", "mask_p90_us", "accept_median_us"):
+            assert record[f"{e}_{key}"] > 0, (e, key)
+    for key in ("native_vs_plain_median", "native_vs_compressed_median", "native_vs_compressed_p90"):
+        assert record[key] > 0
+    proc, _ = _cli("bench", "json", "--tokenizer", "llama3", "--engines", "plain,turbo")
+    assert proc.returncode == 2 and "--engines" in proc.stderr and "Traceback" not in proc.stderr

@@ -31,6 +31,17 @@ def _classes_for(args, compiled, vocab):
     return build_classes(compiled, vocab).classes
 
 
+def _native_engine(args, compiled, vocab, classes, engines=None):
+    """The native engine: the --classes cache's σ_in index when it has one that fits, else built now."""
+    from ..native import build_native_engine
+
+    if getattr(args, "classes", None):
+        from ..native.cache import native_engine_from_cache
+
+        return native_engine_from_cache(args.classes, compiled, vocab, classes, xgrammar_engines=engines)
+    return build_native_engine(compiled, vocab, classes, xgrammar_engines=engines)
+
+
 def _setup(args):
     """Grammar, vocabulary, classes and documents; every bad input → UsageError."""
     from ..bench import sample_docs
@@ -51,28 +62,34 @@ def _setup(args):
 
 
 def cmd_verify(args) -> int:
-    from ..engine import GrammarCompileError
-    from ..verify import verify_lossless
+    from ..engine import GrammarCompileError, compile_engines
+    from ..verify import verify_engines
 
     t0 = time.perf_counter()
     path, compiled, vocab, classes, docs, source = _setup(args)
+    native = None
     try:
-        report = verify_lossless(
-            compiled.text,
-            vocab,
-            classes,
+        engines = compile_engines(compiled.text, vocab, classes)
+        candidate = None
+        if args.engine == "native":
+            native = _native_engine(args, compiled, vocab, classes, engines)
+            candidate = native.matcher
+        report = verify_engines(
+            engines,
             walks=args.walks,
             steps=args.steps,
             seed=args.seed,
             docs=docs,
             max_doc_tokens=args.max_doc_tokens,
+            candidate=candidate,
+            candidate_name=args.engine,
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
     seconds = time.perf_counter() - t0
     verdict = "LOSSLESS on every checked step" if report.ok else f"{report.mismatches} MISMATCHES"
     human = [
-        f"{path} × {vocab.name}: {classes.num_classes} classes for {vocab.vocab_size} tokens",
+        f"{path} × {vocab.name}: {classes.num_classes} classes for {vocab.vocab_size} tokens, {args.engine} engine",
         f"  {report.walks} walks (≤{args.steps} steps, seed {args.seed}), {report.docs} {source} documents, "
         f"{report.rollbacks} rollbacks, {report.rejections_checked} rejections, {report.stops_reached} stops",
         f"  {report.steps_checked} steps checked: {verdict} ({seconds:.1f} s)",
@@ -82,13 +99,23 @@ def cmd_verify(args) -> int:
     if report.first_mismatch is not None:
         m = report.first_mismatch
         human.append(f"  first mismatch: {m.get('walk')} step {m.get('step')} ({m.get('check')}), prefix {m.get('prefix')!r}")
-    emit(args, human, {
+    record = {
         "grammar": str(path),
         "tokenizer": vocab.name,
         "steps_checked": report.steps_checked,
         "mismatches": report.mismatches,
         "first_mismatch": report.first_mismatch,
-    })
+    }
+    if native is not None:  # the default record stays as it was; a native run says so
+        stats = native.stats()
+        record["engine"] = "native"
+        human.append(
+            f"  native: {stats['fallbacks']} requests fell back to the compressed engine, σ_in trie "
+            f"{stats['trie_nodes']} nodes ({stats['index_source']}, {stats['index_build_seconds']:.2f} s)"
+        )
+        record["native_fallbacks"] = stats["fallbacks"]
+        record["native_index_source"] = stats["index_source"]
+    emit(args, human, record)
     return 0 if report.ok else 1
 
 
@@ -109,11 +136,23 @@ def cmd_bench(args) -> int:
     from ..bench import bench_e2e, bench_engines, machine_info
     from ..engine import GrammarCompileError
 
+    from ..bench import ENGINE_NAMES
+
     batches = _parse_batches(args.batch)
+    names = parse_list(args.engines, str, "--engines", f"engine names separated by commas, from {','.join(ENGINE_NAMES)}")
+    bad = [n for n in names if n not in ENGINE_NAMES]
+    if bad or not names:
+        raise UsageError(f"--engines takes names from {', '.join(ENGINE_NAMES)} (got {args.engines!r})")
+    names = list(dict.fromkeys(names))
     path, compiled, vocab, classes, docs, source = _setup(args)
     try:
+        from ..engine import compile_engines
+
+        engines = compile_engines(compiled.text, vocab, classes)
+        native = _native_engine(args, compiled, vocab, classes, engines) if "native" in names else None
         result = bench_engines(
-            compiled.text, vocab, classes, docs=docs, source=source, batch_sizes=batches, steps=args.steps, seed=args.seed
+            compiled.text, vocab, classes, docs=docs, source=source, batch_sizes=batches, steps=args.steps, seed=args.seed,
+            engines=engines, engine_names=names, native=native,
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
@@ -137,6 +176,23 @@ def cmd_bench(args) -> int:
             f"{b.speedup_median:>8.2f}x / {b.speedup_p90:>7.2f}x {b.speedup_total_median:>8.2f}x / {b.speedup_total_p90:>7.2f}x"
         )
     human.append("fill ratio = plain fill ÷ compressed (fill + expand); total ratio = plain (fill + apply) ÷ compressed (fill + expand + apply)")
+    if names != ["plain", "compressed"]:
+        human.append(f"per engine: packed vocabulary mask (median / p90 µs) and accept_token (median µs), {', '.join(names)}:")
+        for b in result.batches:
+            summary = b.summary(names)
+            cells = [
+                f"{e} {summary[f'{e}_mask_median_us']:.1f} / {summary[f'{e}_mask_p90_us']:.1f}, "
+                f"accept {summary[f'{e}_accept_median_us']:.1f}"
+                for e in names
+            ]
+            ratios = [f"{k} {v:.2f}x" for k, v in summary.items() if k.startswith("native_vs")]
+            human.append(f"  batch {b.batch}: " + "; ".join(cells + ratios))
+        if native is not None:
+            st = native.stats()
+            human.append(
+                f"  native: σ_in trie {st['trie_nodes']} nodes ({st['index_source']}, {st['index_build_seconds']:.2f} s), "
+                f"{st['fallbacks']} fallbacks to the compressed engine"
+            )
     for b in result.batches:
         e = b.expansion
         if e:
@@ -173,8 +229,14 @@ def cmd_bench(args) -> int:
             for b in result.batches
         ],
         "classes": classes.num_classes,
+        "engines": names,
         "machine": machine,
     }
+    record.update(result.batches[0].summary(names))
+    for entry, b in zip(record["batches"], result.batches):
+        entry.update(b.summary(names))
+    if native is not None:
+        record["native_stats"] = native.stats()
     if args.e2e:
         try:
             e2e = bench_e2e(compiled.text, _e2e_prompt(path, docs), max_new_tokens=32)
@@ -200,6 +262,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")
     v.add_argument("--classes", metavar="CACHE", help="a class cache from `compress` (default: class now)")
     v.add_argument("--max-doc-tokens", type=int, default=None, help="replay at most this many tokens per document")
+    v.add_argument("--engine", choices=("compressed", "native"), default="compressed",
+                   help="the engine checked against plain XGrammar (default compressed)")
     v.set_defaults(func=cmd_verify)
 
     b = add_json_flag(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
@@ -212,4 +276,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="steps timed per batch size, spread evenly over the whole documents (0: every step)")
     b.add_argument("--seed", type=int, default=0, help="seed of the random walks (grammars without documents)")
     b.add_argument("--e2e", action="store_true", help="also end-to-end tokens/s with SmolLM2")
+    b.add_argument("--engines", default="plain,compressed",
+                   help="engines to time, comma separated, from plain,compressed,native (default plain,compressed)")
     b.set_defaults(func=cmd_bench)
