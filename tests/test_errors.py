@@ -16,6 +16,7 @@ from cfgzip_lab.errors import CfgzipError
         ("UnknownVocabError", (ValueError,)),
         ("VocabLoadError", (RuntimeError,)),
         ("MissingVocabPackageError", (RuntimeError, ImportError)),
+        ("ClassesError", (ValueError,)),
         ("CacheError", (ValueError,)),
         ("ModelLoadError", (RuntimeError,)),
         ("DecodingFinished", (RuntimeError,)),

@@ -4,10 +4,15 @@ No pickle: a cache is data people share, and loading it must not run code
 (``np.load(..., allow_pickle=False)``). Metadata names the grammar (sha256 of its
 text) and the vocabulary (fingerprint) it was built for, so a cache used with
 another grammar or tokenizer fails loudly instead of masking wrongly.
+
+This module is the only reader and writer of the format: the CLI, the workbench and the
+native engine's index loader go through :func:`save_classes`, :func:`load_classes`,
+:func:`read_metadata` and :func:`read_optional_arrays`. What makes classes valid, or fit a grammar
+and a vocabulary, is TokenClasses' own business (``validate``, ``check_fits``).
 """
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import zipfile
 from pathlib import Path
@@ -15,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CfgzipError
+from .classing import ClassesError, TokenClasses, grammar_sha256
 
 FORMAT_VERSION = 2
 """2 adds the native engine's σ_in index (arrays ``native_*``, metadata ``native_*``), optional;
@@ -25,26 +31,30 @@ class CacheError(CfgzipError, ValueError):
     """A class cache that cannot be used; the message says what is wrong."""
 
 
-def grammar_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _package_version() -> str:
     from .. import __version__
 
     return __version__
 
 
-def save_classes(classes, path, *, grammar_text: str | None = None, vocab=None, native_index=None) -> Path:
+def save_classes(classes: TokenClasses, path, *, grammar_text: str | None = None, vocab=None, native_index=None) -> Path:
     """Write ``classes`` to ``path`` (``.npz`` appended if missing).
 
     ``grammar_text`` and ``vocab`` (a VocabTable) fill in the fingerprints when the
     metadata does not hold them yet. ``native_index`` (a :class:`cfgzip_lab.native.SigmaInIndex`)
     is stored beside the classes, read back by :func:`cfgzip_lab.native.cache.load_index`.
+    Classes that are no partition of ``vocab``'s ids, or whose metadata names another grammar
+    or vocabulary than the ones given, are refused with :class:`CacheError`: a cache must not lie.
     """
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
+    # Counts are rewritten below from the arrays; stale ones must not fail the check.
+    counted = {k: v for k, v in classes.metadata.items() if k not in ("vocab_size", "classes")}
+    try:
+        dataclasses.replace(classes, metadata=counted).check_fits(grammar_text, vocab)
+    except ClassesError as exc:
+        raise CacheError(f"class cache {path} not written: {exc}") from None
     meta = dict(classes.metadata)
     meta["format_version"] = FORMAT_VERSION
     meta["package_version"] = _package_version()
@@ -74,7 +84,7 @@ def save_classes(classes, path, *, grammar_text: str | None = None, vocab=None, 
     return path
 
 
-def load_classes(path, *, grammar_text: str | None = None, vocab=None):
+def load_classes(path, *, grammar_text: str | None = None, vocab=None) -> TokenClasses:
     """Read a cache; with ``grammar_text``/``vocab`` given, refuse one built for others.
 
     Raises
@@ -83,9 +93,44 @@ def load_classes(path, *, grammar_text: str | None = None, vocab=None):
         Missing, truncated or corrupt file; a newer format version; or a
         grammar / vocabulary that differs from the one the cache was built for.
     """
-    from .classing import TokenClasses
-
     path = Path(path)
+    arrays, meta = _read(path)
+    classes = TokenClasses(
+        class_of=arrays["class_of"].astype(np.int32),
+        representatives=arrays["representatives"].astype(np.int32),
+        class_kind=arrays["class_kind"].astype(np.uint8),
+        metadata=meta,
+    )
+    try:
+        classes.validate()
+    except ClassesError as exc:
+        raise CacheError(f"class cache {path} is inconsistent: {exc}") from None
+    try:
+        classes.check_fits(grammar_text, vocab, strict=True)
+    except ClassesError as exc:
+        raise CacheError(f"class cache {path}: {exc}") from None
+    return classes
+
+
+def read_metadata(path) -> dict:
+    """The JSON metadata of a cache (tokenizer, fingerprints, counts) without building the
+    classes; raises :class:`CacheError` as :func:`load_classes` does."""
+    return _read(Path(path))[1]
+
+
+def read_optional_arrays(path, names) -> tuple[dict[str, np.ndarray] | None, dict]:
+    """The optional arrays ``names`` of a cache (the native index's ``native_*``; None when
+    the cache lacks one) and its metadata; raises :class:`CacheError` for a broken file."""
+    arrays, meta = _read(Path(path), optional=tuple(names))
+    return arrays["optional"], meta
+
+
+_REQUIRED = ("class_of", "representatives", "class_kind", "metadata")
+
+
+def _read(path: Path, optional: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """The required arrays (plus ``"optional"``: the ``optional`` ones, or None when one is
+    missing) and the metadata of a cache file, or a :class:`CacheError` naming it."""
     if not path.is_file():
         raise CacheError(f"class cache {path} does not exist")
     if not zipfile.is_zipfile(path):
@@ -93,7 +138,9 @@ def load_classes(path, *, grammar_text: str | None = None, vocab=None):
         raise CacheError(f"class cache {path} is truncated or not a cfgzip_lab cache (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in ("class_of", "representatives", "class_kind", "metadata")}
+            arrays = {k: data[k] for k in _REQUIRED}
+            has_optional = bool(optional) and all(k in data.files for k in optional)
+            arrays["optional"] = {k: data[k] for k in optional} if has_optional else None
     except KeyError as exc:
         raise CacheError(f"class cache {path} is missing the array {exc.args[0]!r}") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
@@ -108,39 +155,4 @@ def load_classes(path, *, grammar_text: str | None = None, vocab=None):
             f"class cache {path} has format version {version}, this cfgzip_lab reads up to {FORMAT_VERSION}: "
             "upgrade cfgzip_lab or rebuild the cache"
         )
-    classes = TokenClasses(
-        class_of=arrays["class_of"].astype(np.int32),
-        representatives=arrays["representatives"].astype(np.int32),
-        class_kind=arrays["class_kind"].astype(np.uint8),
-        metadata=meta,
-    )
-    _check_consistent(classes, path)
-    if grammar_text is not None and meta.get("grammar_sha256") != grammar_sha256(grammar_text):
-        raise CacheError(
-            f"class cache {path} was built for another grammar "
-            f"(cache grammar sha256 {str(meta.get('grammar_sha256'))[:12]}…, this grammar {grammar_sha256(grammar_text)[:12]}…)"
-        )
-    if vocab is not None:
-        if meta.get("vocab_fingerprint") != vocab.fingerprint:
-            raise CacheError(
-                f"class cache {path} was built for another vocabulary "
-                f"(cache: {meta.get('tokenizer', '?')} fingerprint {str(meta.get('vocab_fingerprint'))[:12]}…, "
-                f"given: {vocab.name} fingerprint {vocab.fingerprint[:12]}…)"
-            )
-    return classes
-
-
-def _check_consistent(classes, path) -> None:
-    k = classes.num_classes
-    v = classes.vocab_size
-    if classes.class_kind.shape != (k,):
-        raise CacheError(f"class cache {path} is inconsistent: {k} representatives but {classes.class_kind.shape[0]} class kinds")
-    if v and (classes.class_of.min() < 0 or classes.class_of.max() >= k):
-        raise CacheError(f"class cache {path} is inconsistent: class ids outside 0..{k - 1}")
-    if k and (classes.representatives.min() < 0 or classes.representatives.max() >= v):
-        raise CacheError(f"class cache {path} is inconsistent: representatives outside the vocabulary")
-    if k and not np.array_equal(classes.class_of[classes.representatives], np.arange(k)):
-        raise CacheError(f"class cache {path} is inconsistent: a representative is not in its own class")
-    if meta_v := classes.metadata.get("vocab_size"):
-        if meta_v != v:
-            raise CacheError(f"class cache {path} is inconsistent: metadata says {meta_v} tokens, arrays hold {v}")
+    return arrays, meta

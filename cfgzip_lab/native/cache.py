@@ -8,12 +8,7 @@ built index (the representatives run through the displacer: K tokens, not the vo
 """
 from __future__ import annotations
 
-import json
-import zipfile
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from .engine import NativeEngine, build_native_engine
 from .index import IndexError_, SigmaInIndex, gnf_digest
@@ -31,17 +26,18 @@ _ARRAYS = ("native_edges", "native_bits_indptr", "native_bits_classes", "native_
 def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
     """The index stored in the cache at ``path``, or None when it has none that fits ``gnf`` and ``classes``.
 
-    The file is opened with ``allow_pickle=False``; the classes themselves are loaded and
-    checked by :func:`cfgzip_lab.classes.cache.load_classes`.
+    Read through :func:`cfgzip_lab.classes.cache.read_optional_arrays` (the format's one
+    reader; no pickle); the classes themselves are loaded and checked by
+    :func:`cfgzip_lab.classes.cache.load_classes`.
     """
-    path = Path(path)
-    if not zipfile.is_zipfile(path):
+    from ..classes.cache import CacheError, read_optional_arrays
+
+    try:
+        arrays, meta = read_optional_arrays(path, _ARRAYS)
+    except CacheError:
         return None
-    with np.load(path, allow_pickle=False) as data:
-        if not all(name in data.files for name in _ARRAYS):
-            return None
-        arrays = {name: data[name] for name in _ARRAYS}
-        meta = json.loads(data["metadata"].tobytes().decode("utf-8"))
+    if arrays is None:
+        return None
     if meta.get("native_gnf_digest") != gnf_digest(gnf) or meta.get("native_num_classes") != classes.num_classes:
         return None
     try:

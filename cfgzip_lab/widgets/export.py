@@ -10,7 +10,7 @@ from pathlib import Path
 import ipywidgets as w
 
 from .. import __version__
-from ..classes.cache import load_classes, save_classes
+from ..classes.cache import CacheError, load_classes, read_metadata, save_classes
 from ._base import Panel
 from ._format import esc
 from .session import WorkbenchError
@@ -111,10 +111,7 @@ class ExportPanel(Panel):
 
 def _peek_tokenizer(path: Path) -> str | None:
     """The tokenizer name in a cache's metadata, to load the right vocabulary before checking."""
-    import numpy as np
-
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return json.loads(bytes(data["metadata"]).decode("utf-8")).get("tokenizer")
-    except Exception:
+        return read_metadata(path).get("tokenizer")
+    except CacheError:
         return None  # load_classes gives the real error message
