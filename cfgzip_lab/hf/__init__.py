@@ -9,7 +9,8 @@ its own in ``contrib/hf.py``):
   :func:`vocab_for` gives the vocabulary table of a model's logits.
 - :mod:`.processors`: :class:`PlainLogitsProcessor` and :class:`CompressedLogitsProcessor`,
   transformers ``LogitsProcessor`` objects over XGrammar on the whole vocabulary (the
-  oracle) and over the K class representatives (CFGzip); :func:`cached_classes`.
+  oracle) and over the K class representatives (CFGzip); :class:`NativeLogitsProcessor` over the
+  native displacement engine (no XGrammar at decode time); :func:`cached_classes`.
 - :mod:`.generate`: :func:`constrained_generate`, ``model.generate`` with one of them,
   returning the text, the token ids and the per-step mask times.
 
@@ -24,6 +25,7 @@ from .models import MODEL_NAMES, ModelLoadError, default_device, load_model, mod
 from .processors import (
     CompressedLogitsProcessor,
     EngineKind,
+    NativeLogitsProcessor,
     GrammarLogitsProcessor,
     PlainLogitsProcessor,
     cached_classes,
@@ -39,6 +41,7 @@ __all__ = [
     "GrammarLogitsProcessor",
     "PlainLogitsProcessor",
     "CompressedLogitsProcessor",
+    "NativeLogitsProcessor",
     "load_model",
     "model_cache_dir",
     "default_device",

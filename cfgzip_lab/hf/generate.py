@@ -16,7 +16,13 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from ..vocab import VocabTable
 from .models import vocab_for
-from .processors import CompressedLogitsProcessor, EngineKind, GrammarLogitsProcessor, PlainLogitsProcessor
+from .processors import (
+    CompressedLogitsProcessor,
+    EngineKind,
+    GrammarLogitsProcessor,
+    NativeLogitsProcessor,
+    PlainLogitsProcessor,
+)
 
 if TYPE_CHECKING:
     from ..classes.classing import TokenClasses
@@ -120,8 +126,10 @@ def constrained_generate_batch(
         processor = PlainLogitsProcessor(grammar, vocab)
     elif engine == "compressed":
         processor = CompressedLogitsProcessor(grammar, vocab, classes)
+    elif engine == "native":
+        processor = NativeLogitsProcessor(grammar, vocab, classes)
     elif engine is not None:
-        raise ValueError(f"engine must be 'plain', 'compressed' or None, not {engine!r}")
+        raise ValueError(f"engine must be 'plain', 'compressed', 'native' or None, not {engine!r}")
     if processor is not None:
         processors.append(processor)
 
@@ -206,11 +214,11 @@ def constrained_generate(
     grammar : str or pipeline.CompiledGrammar
         XGrammar EBNF (root rule ``root``).
     classes : TokenClasses, optional
-        For ``engine="compressed"``; default: built once per (grammar, vocabulary) and
-        cached in-process.
+        For ``engine="compressed"`` or ``"native"``; default: built once per (grammar,
+        vocabulary) and cached in-process.
     vocab : VocabTable, optional
         Default :func:`vocab_for` ``(model, tokenizer)``.
-    engine : "plain", "compressed" or None
+    engine : "plain", "compressed", "native" or None
         Which matcher masks the logits; None generates unconstrained.
     seed : int
         ``torch.manual_seed`` right before ``generate``: equal seeds and equal masks give

@@ -28,12 +28,14 @@ __all__ = [
     "GrammarLogitsProcessor",
     "PlainLogitsProcessor",
     "CompressedLogitsProcessor",
+    "NativeLogitsProcessor",
+    "cached_native_engine",
     "cached_classes",
     "clear_classes_cache",
     "grammar_text_of",
 ]
 
-EngineKind = Literal["plain", "compressed"]
+EngineKind = Literal["plain", "compressed", "native"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -68,9 +70,37 @@ def cached_classes(grammar: str | CompiledGrammar, vocab: VocabTable) -> TokenCl
 
 
 def clear_classes_cache() -> None:
-    """Forget every class partition :func:`cached_classes` built."""
+    """Forget every class partition :func:`cached_classes` built (and the native engines on them)."""
     with _classes_lock:
         _CLASSES.clear()
+        _NATIVE.clear()
+
+
+_NATIVE: dict[tuple[str, str, str], object] = {}
+
+
+def cached_native_engine(grammar: str | CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None = None):
+    """The native engine (:mod:`cfgzip_lab.native`) of ``grammar`` and ``classes``, built once per process.
+
+    Keyed by (grammar sha256, vocabulary fingerprint, classes digest); ``classes`` default:
+    :func:`cached_classes`. Building compiles the grammar to GNF and the σ_in index.
+    """
+    from ..native import build_native_engine
+    from ..pipeline import CompiledGrammar, compile_grammar
+
+    text = grammar_text_of(grammar)
+    if classes is None:
+        classes = cached_classes(grammar, vocab)
+    classes.check_fits(text, vocab)
+    key = (grammar_sha256(text), vocab.fingerprint, classes.digest())
+    with _classes_lock:
+        hit = _NATIVE.get(key)
+    if hit is not None:
+        return hit
+    compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(text)
+    engine = build_native_engine(compiled, vocab, classes, xgrammar_engines=compile_engines(text, vocab, classes))
+    with _classes_lock:
+        return _NATIVE.setdefault(key, engine)
 
 
 def _engines_for(
@@ -219,3 +249,38 @@ class CompressedLogitsProcessor(GrammarLogitsProcessor):
         elif grammar.classes is None:
             raise ValueError("compressed processors need engines compiled with TokenClasses")
         super().__init__(grammar)
+
+
+class NativeLogitsProcessor(GrammarLogitsProcessor):
+    """The native displacement engine (:mod:`cfgzip_lab.native`): masks from the classes'
+    displacements, no XGrammar at decode time (a request past the state budget falls back to
+    the compressed engine on its own).
+
+    ``grammar`` may be a :class:`cfgzip_lab.native.NativeEngine`; otherwise one is built and
+    cached in-process (:func:`cached_native_engine`) from ``classes`` (default: :func:`cached_classes`).
+    """
+
+    kind: EngineKind = "native"
+
+    def __init__(self, grammar, vocab: VocabTable | None = None, classes: TokenClasses | None = None) -> None:
+        from ..native import NativeEngine
+
+        if isinstance(grammar, NativeEngine):
+            native = grammar
+        else:
+            if vocab is None:
+                raise TypeError("a grammar needs its vocabulary table")
+            native = cached_native_engine(grammar, vocab, classes)
+        self.native = native
+        engines = native.xgrammar_engines or compile_engines(native.compiled.text, native.vocab, native.classes)
+        super().__init__(engines)
+
+    def _new_engine(self):
+        return self.native.matcher()
+
+    def _start(self, batch_size: int, width: int) -> None:
+        super()._start(batch_size, width)
+        if batch_size > 1:
+            from ..native import DisplacementBatchMatcher
+
+            self._batch = DisplacementBatchMatcher(self._engines)
