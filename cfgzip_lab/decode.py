@@ -122,6 +122,8 @@ class StepResult:
     terminated: bool
     completed: bool
     forward_seconds: float
+    native_mask_seconds: float | None = None  # the native engine's packed vocabulary mask
+    native_identical: bool | None = None  # the native mask equals the plain mask, bit for bit
 
     @property
     def speedup(self) -> float:
@@ -158,6 +160,9 @@ class Stepper:
         Wrap the prompt in the tokenizer's chat template.
     examples : int
         How many allowed classes ``class_examples`` lists.
+    native : bool
+        Also run the native displacement engine (:mod:`cfgzip_lab.native`) in lockstep: its mask
+        is timed (``native_mask_seconds``) and compared with the plain one (``native_identical``).
     """
 
     def __init__(
@@ -176,6 +181,7 @@ class Stepper:
         temperature: float = 1.0,
         chat: bool = True,
         examples: int = 8,
+        native: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -188,6 +194,11 @@ class Stepper:
         self.engines = compile_engines(self.grammar_text, self.vocab, classes)
         self.plain = self.engines.plain()
         self.compressed = self.engines.compressed()
+        self.native = None
+        if native:
+            from .hf.processors import cached_native_engine
+
+            self.native = cached_native_engine(grammar, self.vocab, classes).matcher()
         self.top_k = int(top_k)
         self.seed = int(seed)
         self.sample = bool(sample)
@@ -210,6 +221,8 @@ class Stepper:
         self.prompt_ids: list[int] = encode_prompt(self.tokenizer, self._prompt, chat=self.chat, vocab=self.vocab)
         self.plain.reset()
         self.compressed.reset()
+        if self.native is not None:
+            self.native.reset()
         self._tokens: list[int] = []
         self._history: list[StepResult] = []
         self._generator = torch.Generator().manual_seed(self.seed)
@@ -295,6 +308,12 @@ class Stepper:
         t2 = time.perf_counter()
         plain_bits = self.plain.to_vocab_bitmask(self._plain_buffer[0])
         identical = bool(torch.equal(plain_bits, compressed_bits))
+        native_seconds = native_identical = None
+        if self.native is not None:
+            t3 = time.perf_counter()
+            native_bits = self.native.next_vocab_bitmask()
+            native_seconds = time.perf_counter() - t3
+            native_identical = bool(torch.equal(plain_bits, native_bits))
 
         vocab_size = self.vocab.vocab_size
         allowed = unpack_bitmask(compressed_bits, vocab_size)
@@ -309,15 +328,15 @@ class Stepper:
         token = self._choose(masked)
         ok_plain = self.plain.accept_token(token)
         ok_compressed = self.compressed.accept_token(token)
-        if not (ok_plain and ok_compressed):
+        ok_native = self.native.accept_token(token) if self.native is not None else True
+        if not (ok_plain and ok_compressed and ok_native):
             self._rng_states.pop()
-            if ok_plain:
-                self.plain.rollback(1)
-            if ok_compressed:
-                self.compressed.rollback(1)
+            for engine, ok in ((self.plain, ok_plain), (self.compressed, ok_compressed), (self.native, ok_native)):
+                if ok and engine is not None:
+                    engine.rollback(1)
             raise RuntimeError(
                 f"step {len(self._tokens)}: token {token} ({token_text(self.vocab, token)!r}) accepted by "
-                f"plain={ok_plain}, compressed={ok_compressed}: the engines disagree"
+                f"plain={ok_plain}, compressed={ok_compressed}, native={ok_native}: the engines disagree"
             )
         self._tokens.append(token)
         self._logits = None  # the next step feeds this token through the KV cache
@@ -340,6 +359,8 @@ class Stepper:
             terminated=self.compressed.is_terminated(),
             completed=self.compressed.is_terminated() or self.compressed.is_completed(),
             forward_seconds=forward_seconds,
+            native_mask_seconds=native_seconds,
+            native_identical=native_identical,
         )
         self._history.append(result)
         return result
@@ -373,6 +394,8 @@ class Stepper:
             return
         self.plain.rollback(n)
         self.compressed.rollback(n)
+        if self.native is not None:
+            self.native.rollback(n)
         keep = len(self._tokens) - n
         self._generator.set_state(self._rng_states[keep])
         del self._tokens[keep:], self._history[keep:], self._rng_states[keep:]

@@ -406,3 +406,20 @@ def test_native_generation_is_identical_to_plain(tiny_model):
     from cfgzip_lab.expand import unpack_bitmask
 
     assert np.array_equal(allowed.numpy(), unpack_bitmask(want, vocab.vocab_size))
+
+
+def test_stepper_runs_the_native_engine_in_lockstep(tiny_model):
+    from cfgzip_lab.decode import Stepper
+
+    model, tokenizer = tiny_model
+    stepper = Stepper(model, tokenizer, JSON_SMALL, None, prompt="x", sample=True, seed=2, native=True)
+    first = stepper.run(8)
+    assert all(r.native_identical and r.masks_identical and r.native_mask_seconds > 0 for r in first)
+    stepper.rollback(4)
+    again = stepper.run(4)
+    assert [r.token_id for r in again] == [r.token_id for r in first[4:]]
+    assert all(r.native_identical for r in again)
+    stepper.reset()
+    assert stepper.step().native_identical
+    plain_only = Stepper(model, tokenizer, JSON_SMALL, None, prompt="x")
+    assert plain_only.step().native_mask_seconds is None
