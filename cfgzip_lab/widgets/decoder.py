@@ -140,7 +140,8 @@ class DecoderPanel(Panel):
         if self.stepper is None or self._stepper_key != key:
             classes = s.classes_for(vocab, job)
             self.stepper = Stepper(
-                model, tokenizer, compiled, classes, vocab=vocab, prompt=self.prompt.value, top_k=self.top_k.value
+                model, tokenizer, compiled, classes, vocab=vocab, prompt=self.prompt.value, top_k=self.top_k.value,
+                native=True,  # the third engine, timed and compared with plain at every step
             )
             self._stepper_key = key
             self.results = []
@@ -227,6 +228,8 @@ class DecoderPanel(Panel):
                 "plain_s": result.plain_mask_seconds,
                 "compressed_s": result.compressed_mask_seconds,
                 "identical": result.masks_identical,
+                "native_s": result.native_mask_seconds,
+                "native_identical": result.native_identical,
                 "forward_s": result.forward_seconds,
             }
         )
@@ -302,7 +305,12 @@ class DecoderPanel(Panel):
             f"#{result.token_id} · allowed classes <b>{result.allowed_classes:,}</b> / {result.num_classes:,} · "
             f"allowed tokens <b>{result.allowed_tokens:,}</b> / {result.vocab_size:,}<br>"
             f"mask time: plain XGrammar {fmt_seconds(plain)} · CFGzip {fmt_seconds(compressed)}{speed} · "
-            f"forward {fmt_seconds(result.forward_seconds)} · {mark}{end}"
+            + (
+                f"native {fmt_seconds(result.native_mask_seconds)} ({'✓' if result.native_identical else '✗ differs'}) · "
+                if result.native_mask_seconds is not None
+                else ""
+            )
+            + f"forward {fmt_seconds(result.forward_seconds)} · {mark}{end}"
         )
         rows = [
             [ex.class_id, f"<span class='cfgzip-tok'>{esc(self._label(ex.representative))}</span> #{ex.representative}", f"{ex.size:,}"]
