@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
+from .classes.limits import DEFAULT_MAX_DAG_NODES
 from .grammar.cfg import CFG
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
@@ -68,14 +69,24 @@ def compile_grammar(text: str, *, source: str = "<grammar>") -> CompiledGrammar:
 
 
 def build_classes(
-    compiled: CompiledGrammar, vocab, *, budget: int = DEFAULT_TOKEN_BUDGET, progress=None, cancel=None, workers: int = 1
+    compiled: CompiledGrammar,
+    vocab,
+    *,
+    budget: int = DEFAULT_TOKEN_BUDGET,
+    progress=None,
+    cancel=None,
+    workers: int = 1,
+    max_dag_nodes: int = DEFAULT_MAX_DAG_NODES,
 ) -> ClassingResult:
     """Displacement classes of ``vocab`` (a VocabTable) under ``compiled``, with full metadata.
 
     ``workers > 1`` forks processes (see :func:`compute_classes`); keep 1 in threads.
+    ``max_dag_nodes`` is the memory cap (:mod:`.classes.limits`): past it,
+    :class:`~.classes.limits.ClassingLimitError` names the rules that grow the DAG.
     """
     result = compute_classes(
-        compiled.gnf, vocab.token_bytes, vocab.kinds, budget=budget, progress=progress, cancel=cancel, workers=workers
+        compiled.gnf, vocab.token_bytes, vocab.kinds, budget=budget, progress=progress, cancel=cancel, workers=workers,
+        max_dag_nodes=max_dag_nodes,
     )
     result.classes.metadata.update(
         {

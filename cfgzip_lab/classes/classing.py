@@ -21,6 +21,7 @@ from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, BudgetExceeded
 from ..vocab import TokenKind
 from .displacement import Displacer
+from .limits import DEFAULT_MAX_DAG_NODES, ClassingLimitError, busiest_rules, example_bytes, largest_rules, limit_message
 
 if TYPE_CHECKING:
     from ..vocab import VocabTable
@@ -191,6 +192,7 @@ def compute_classes(
     progress: Callable[[int, int], None] | None = None,
     cancel: Callable[[], bool] | None = None,
     workers: int = 1,
+    max_dag_nodes: int = DEFAULT_MAX_DAG_NODES,
 ) -> ClassingResult:
     """Partition a vocabulary by displacement (exact; see :mod:`.displacement`).
 
@@ -200,7 +202,10 @@ def compute_classes(
 
     ``budget`` bounds the new DAG nodes one token may create; a token past it is
     put in a class of its own (sound: a singleton never merges anything) and
-    counted in ``metadata["fallback_singletons"]``. ``progress(done, total)`` is
+    counted in ``metadata["fallback_singletons"]``. ``max_dag_nodes`` caps the whole DAG
+    (the memory bound, see :mod:`.limits`): past it classing stops with
+    :class:`~.limits.ClassingLimitError`, naming the token and the rules on its stacks.
+    ``progress(done, total)`` is
     called now and then; ``cancel()`` returning True stops with ``InterruptedError``.
 
     ``workers > 1`` splits the sorted strings into that many runs (cut where the
@@ -228,9 +233,9 @@ def compute_classes(
     if len(runs) > 1:
         if progress is not None:
             progress(0, len(keys))
-        node_by_key, fallback_keys = _walk_parallel(displacer, runs, budget)
+        node_by_key, fallback_keys = _walk_parallel(displacer, runs, budget, max_dag_nodes)
     else:
-        node_by_key, fallback_keys = _walk(displacer, keys, budget, progress, cancel)
+        node_by_key, fallback_keys = _walk(displacer, keys, budget, progress, cancel, max_dag_nodes)
     if progress is not None:
         progress(len(keys), len(keys))
     for key, node in node_by_key.items():
@@ -251,8 +256,12 @@ def compute_classes(
     return ClassingResult(classes, displacer, node_of)
 
 
-def _walk(displacer: Displacer, keys: list[bytes], budget: int, progress=None, cancel=None) -> tuple[dict[bytes, int], list[bytes]]:
-    """Displacement node of every sorted byte-class string; strings past the budget apart."""
+def _walk(
+    displacer: Displacer, keys: list[bytes], budget: int, progress=None, cancel=None, max_nodes: int = DEFAULT_MAX_DAG_NODES
+) -> tuple[dict[bytes, int], list[bytes]]:
+    """Displacement node of every sorted byte-class string; strings past the budget apart.
+
+    Raises :class:`ClassingLimitError` when the DAG would grow past ``max_nodes``."""
     store = displacer.store
     node_by_key: dict[bytes, int] = {}
     fallback: list[bytes] = []
@@ -270,13 +279,17 @@ def _walk(displacer: Displacer, keys: list[bytes], budget: int, progress=None, c
             common += 1
         del path[common + 1:]
         node = path[-1]
-        store.limit = store.created + budget
+        store.limit = min(store.created + budget, max_nodes)
         try:
             for atom in key[common:]:
                 if node != EMPTY:
                     node = step(node, atom)
                 path.append(node)
         except BudgetExceeded:
+            if store.created > max_nodes:  # the run's cap, not this token's budget
+                store.limit = float("inf")
+                rules = busiest_rules(store, node, displacer.gnf.names) or largest_rules(displacer.gnf)
+                raise ClassingLimitError(limit_message(max_nodes, example_bytes(displacer.gnf, key), rules)) from None
             fallback.append(key)
             del path[common + 1:]  # never resumed from: the next key recomputes past `common`
             previous = b""
@@ -309,14 +322,14 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-_FORKED: tuple[Displacer, int] | None = None  # what forked workers inherit
+_FORKED: tuple[Displacer, int, int] | None = None  # what forked workers inherit
 
 
 def _walk_in_worker(keys: list[bytes]):
-    displacer, budget = _FORKED
+    displacer, budget, max_nodes = _FORKED
     store = displacer.store
     base = len(store)  # nodes below this id exist, with the same ids, in the parent
-    node_by_key, fallback = _walk(displacer, keys, budget)
+    node_by_key, fallback = _walk(displacer, keys, budget, max_nodes=max_nodes)
     # Export the new nodes reachable from the results, children before parents.
     order: dict[int, int] = {}
     exported: list[tuple[bool, tuple[tuple[int, int], ...]]] = []
@@ -341,11 +354,13 @@ def _walk_in_worker(keys: list[bytes]):
     return exported, {key: ref(node) for key, node in node_by_key.items()}, fallback
 
 
-def _walk_parallel(displacer: Displacer, runs: list[list[bytes]], budget: int) -> tuple[dict[bytes, int], list[bytes]]:
+def _walk_parallel(
+    displacer: Displacer, runs: list[list[bytes]], budget: int, max_nodes: int = DEFAULT_MAX_DAG_NODES
+) -> tuple[dict[bytes, int], list[bytes]]:
     import multiprocessing
 
     global _FORKED
-    _FORKED = (displacer, budget)
+    _FORKED = (displacer, budget, max_nodes)
     try:
         with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
             results = pool.map(_walk_in_worker, runs)

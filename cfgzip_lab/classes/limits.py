@@ -1,0 +1,84 @@
+"""A memory bound for classing: a cap on the displacement DAG, and the error that names the rule.
+
+Classing interns every configuration set it meets as nodes of one hash-consed DAG
+(:class:`cfgzip_lab.grammar.words.WordStore`), and that DAG is what grows with the grammar:
+measured on a grammar built to blow up (``tests/test_limits.py``: a 14-level precedence
+chain with nullable whitespace and comments, 24 mutually recursive nullable rules, long
+runs of spaces) against Llama-3's vocabulary, 725,537 nodes took 340 MB above the process's
+baseline, about 470 bytes per node with the memo tables. The per-token budget
+(``DEFAULT_TOKEN_BUDGET``) turns a single explosive token into a singleton class; this cap
+bounds the whole run: past ``max_dag_nodes`` classing stops with :class:`ClassingLimitError`,
+whose message names the token being walked and the grammar rules that fill the stacks there,
+instead of growing until the machine runs out of memory.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..errors import CfgzipError
+from ..grammar.words import WordStore
+
+__all__ = [
+    "DEFAULT_MAX_DAG_NODES", "BYTES_PER_DAG_NODE", "ClassingLimitError", "busiest_rules", "largest_rules", "example_bytes",
+    "limit_message",
+]
+
+#: Measured bytes per displacement DAG node, memo tables included (see the module docstring).
+BYTES_PER_DAG_NODE = 470
+#: Default cap on the classing DAG: about 1.4 GB at the measured cost per node. Every bundled
+#: and third-party grammar classes far below it (the largest, c_like with Llama-3, stays
+#: under 220 MB in all).
+DEFAULT_MAX_DAG_NODES = 3_000_000
+
+
+class ClassingLimitError(CfgzipError):
+    """Classing stopped at its memory cap (``max_dag_nodes``); the message names the rules to look at."""
+
+
+def _rule_of(name: str) -> str | None:
+    """The source rule a GNF nonterminal comes from (``e3@2`` → ``e3``); None for lifted terminals."""
+    if not name or name[0] in "'[\"" or name == "S0":
+        return None
+    return name.split("@", 1)[0]
+
+
+def busiest_rules(store: WordStore, node: int, names: list[str], *, words: int = 200, top: int = 3) -> list[str]:
+    """The source rules that occur most often in (a sample of) the stacks of ``node``."""
+    counts: Counter[str] = Counter()
+    for word in store.words(node, words):
+        for symbol in word:
+            rule = _rule_of(names[symbol]) if 0 <= symbol < len(names) else None
+            if rule is not None:
+                counts[rule] += 1
+    return [rule for rule, _ in counts.most_common(top)]
+
+
+def largest_rules(gnf, *, top: int = 3) -> list[str]:
+    """The source rules whose normal form lists the most productions (where stacks come from)."""
+    sizes: Counter[str] = Counter()
+    for a, row in enumerate(gnf.table):
+        rule = _rule_of(gnf.names[a])
+        if rule is not None:
+            sizes[rule] += sum(gnf.store.count(tail) for tail in set(row.values()))
+    return [rule for rule, _ in sizes.most_common(top)]
+
+
+def example_bytes(gnf, key: bytes) -> bytes:
+    """A byte string of the byte-class string ``key`` (each class's smallest byte): the token, or one like it."""
+    return bytes(min(gnf.atoms[atom]) for atom in key)
+
+
+def limit_message(max_nodes: int, token: bytes, rules: list[str]) -> str:
+    """The text of :class:`ClassingLimitError`: the cap, the token, the rules to look at first."""
+    names = ", ".join(repr(r) for r in rules) or "(none named)"
+    return (
+        f"classing stopped at its memory cap: the displacement DAG reached {max_nodes:,} nodes "
+        f"(about {max_nodes * BYTES_PER_DAG_NODE / 2**20:,.0f} MB) while walking the token {token!r}; "
+        f"rule {rules[0]!r} and its neighbours grow it ({names}: most frequent on the stacks there, "
+        f"else largest in normal form). Deep precedence chains over nullable rules and long runs of "
+        f"one byte do this: simplify those rules, or raise max_dag_nodes"
+    ) if rules else (
+        f"classing stopped at its memory cap: the displacement DAG reached {max_nodes:,} nodes "
+        f"(about {max_nodes * BYTES_PER_DAG_NODE / 2**20:,.0f} MB) while walking the token {token!r}; "
+        f"simplify the grammar or raise max_dag_nodes"
+    )
