@@ -1,20 +1,36 @@
 """Class caches: one ``.npz`` with ``class_of``, ``representatives``, ``class_kind`` and JSON metadata.
 
-No pickle: a cache is data people share, and loading it must not run code
-(``np.load(..., allow_pickle=False)``). Metadata names the grammar (sha256 of its
-text) and the vocabulary (fingerprint) it was built for, so a cache used with
-another grammar or tokenizer fails loudly instead of masking wrongly.
+No pickle: a cache is data people share, and loading it must not run code (each ``.npy``
+entry is read by hand: plain integer, float or bool dtypes only, never objects). Metadata
+names the grammar (sha256 of its text) and the vocabulary (fingerprint) it was built for,
+so a cache used with another grammar or tokenizer fails loudly instead of masking wrongly.
+
+A damaged file is a :class:`CacheError` naming it, never a traceback and never classes
+that load wrong. The zip layer catches most damage (CRC-32 of every entry, deflate
+errors); format 3 adds what it cannot: ``arrays_sha256`` (every array's name, dtype,
+shape and bytes) and ``metadata_sha256`` (the rest of the metadata as canonical JSON),
+so arrays swapped, reshaped or rewritten with a fresh CRC, and edited metadata, are
+refused too. ``tests/test_cache_fuzz.py`` truncates, flips, swaps and edits caches to
+hold that line: flipping 3 random bytes of a JSON × Llama-3 cache 300 times ended in a
+``zlib.error`` traceback 47 times before format 3, and in a CacheError or the intact
+classes every time since. The checksums guard against damage, not against someone who
+recomputes them: a cache holds no code to run either way.
 
 This module is the only reader and writer of the format: the CLI, the workbench and the
 native engine's index loader go through :func:`save_classes`, :func:`load_classes`,
 :func:`read_metadata` and :func:`read_optional_arrays`. What makes classes valid, or fit a grammar
 and a vocabulary, is TokenClasses' own business (``validate``, ``check_fits``).
 """
+
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import math
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +38,13 @@ import numpy as np
 from ..errors import CfgzipError
 from .classing import ClassesError, TokenClasses, grammar_sha256
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """2 adds the native engine's σ_in index (arrays ``native_*``, metadata ``native_*``), optional;
-version-1 caches load unchanged (without an index, the native engine builds one on load)."""
+3 adds ``arrays_sha256`` and ``metadata_sha256`` (required from 3 on). Version-1 and -2 caches
+load unchanged (without an index, the native engine builds one on load)."""
+
+_REQUIRED = ("class_of", "representatives", "class_kind", "metadata")
+_DIGEST_KEYS = ("arrays_sha256", "metadata_sha256")
 
 
 class CacheError(CfgzipError, ValueError):
@@ -71,16 +91,19 @@ def save_classes(classes: TokenClasses, path, *, grammar_text: str | None = None
     if native_index is not None:
         extra = native_index.to_arrays()
         meta.update(native_index.metadata())
+    arrays = {
+        "class_of": np.ascontiguousarray(classes.class_of, dtype=np.int32),
+        "representatives": np.ascontiguousarray(classes.representatives, dtype=np.int32),
+        "class_kind": np.ascontiguousarray(classes.class_kind, dtype=np.uint8),
+        **{name: np.ascontiguousarray(array) for name, array in extra.items()},
+    }
+    for key in _DIGEST_KEYS:  # a loaded cache's digests describe another file
+        meta.pop(key, None)
+    meta["arrays_sha256"] = _arrays_sha256(arrays)
+    meta["metadata_sha256"] = _metadata_sha256(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as fh:
-        np.savez_compressed(
-            fh,
-            class_of=classes.class_of.astype(np.int32),
-            representatives=classes.representatives.astype(np.int32),
-            class_kind=classes.class_kind.astype(np.uint8),
-            metadata=np.frombuffer(json.dumps(meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
-            **extra,
-        )
+        np.savez_compressed(fh, metadata=np.frombuffer(_canonical(meta), dtype=np.uint8), **arrays)
     return path
 
 
@@ -95,16 +118,17 @@ def load_classes(path, *, grammar_text: str | None = None, vocab=None) -> TokenC
     """
     path = Path(path)
     arrays, meta = _read(path)
-    classes = TokenClasses(
-        class_of=arrays["class_of"].astype(np.int32),
-        representatives=arrays["representatives"].astype(np.int32),
-        class_kind=arrays["class_kind"].astype(np.uint8),
-        metadata=meta,
-    )
+    stored = TokenClasses(arrays["class_of"], arrays["representatives"], arrays["class_kind"], meta)
     try:
-        classes.validate()
+        stored.validate()  # before the casts below, which would hide a float or out-of-range array
     except ClassesError as exc:
         raise CacheError(f"class cache {path} is inconsistent: {exc}") from None
+    classes = TokenClasses(
+        class_of=stored.class_of.astype(np.int32),
+        representatives=stored.representatives.astype(np.int32),
+        class_kind=stored.class_kind.astype(np.uint8),
+        metadata=meta,
+    )
     try:
         classes.check_fits(grammar_text, vocab, strict=True)
     except ClassesError as exc:
@@ -125,34 +149,115 @@ def read_optional_arrays(path, names) -> tuple[dict[str, np.ndarray] | None, dic
     return arrays["optional"], meta
 
 
-_REQUIRED = ("class_of", "representatives", "class_kind", "metadata")
-
-
 def _read(path: Path, optional: tuple[str, ...] = ()) -> tuple[dict, dict]:
     """The required arrays (plus ``"optional"``: the ``optional`` ones, or None when one is
-    missing) and the metadata of a cache file, or a :class:`CacheError` naming it."""
+    missing) and the metadata of a cache file, checked against its digests; or a
+    :class:`CacheError` naming the file and what is wrong with it."""
     if not path.is_file():
         raise CacheError(f"class cache {path} does not exist")
     if not zipfile.is_zipfile(path):
         # np.load would try the file as a pickle and suggest allow_pickle: never do that.
         raise CacheError(f"class cache {path} is truncated or not a cfgzip_lab cache (not an .npz archive)")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in _REQUIRED}
-            has_optional = bool(optional) and all(k in data.files for k in optional)
-            arrays["optional"] = {k: data[k] for k in optional} if has_optional else None
-    except KeyError as exc:
-        raise CacheError(f"class cache {path} is missing the array {exc.args[0]!r}") from None
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise CacheError(f"class cache {path} is truncated or not a cfgzip_lab cache ({exc})") from None
+        arrays = _read_entries(path)
+    except _Damaged as exc:
+        raise CacheError(f"class cache {path} is truncated or corrupt ({exc})") from None
+    missing = [name for name in _REQUIRED if name not in arrays]
+    if missing:
+        raise CacheError(f"class cache {path} is missing the array {missing[0]!r}")
     try:
         meta = json.loads(arrays["metadata"].tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CacheError(f"class cache {path} has unreadable metadata ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CacheError(f"class cache {path} has unreadable metadata (a JSON {type(meta).__name__}, not an object)")
     version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
         raise CacheError(
             f"class cache {path} has format version {version}, this cfgzip_lab reads up to {FORMAT_VERSION}: "
             "upgrade cfgzip_lab or rebuild the cache"
         )
-    return arrays, meta
+    if version >= 3:
+        _check_digests(path, arrays, meta)
+    result: dict = {name: arrays[name] for name in _REQUIRED}
+    result["optional"] = {name: arrays[name] for name in optional} if all(n in arrays for n in optional) else None
+    return result, meta
+
+
+def _check_digests(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    said = [meta.get(key) for key in _DIGEST_KEYS]
+    if not all(isinstance(s, str) for s in said):
+        raise CacheError(f"class cache {path} is inconsistent: format {meta['format_version']} needs {_DIGEST_KEYS}")
+    if said[1] != _metadata_sha256(meta):
+        raise CacheError(f"class cache {path} is inconsistent: its metadata does not match metadata_sha256 (damaged or edited)")
+    if said[0] != _arrays_sha256({k: v for k, v in arrays.items() if k != "metadata"}):
+        raise CacheError(f"class cache {path} is inconsistent: its arrays do not match arrays_sha256 (damaged or edited)")
+
+
+class _Damaged(Exception):
+    """A zip or ``.npy`` entry that cannot be read; the message says which and why."""
+
+
+# What zipfile, zlib and numpy's header parser raise on damaged bytes (found by
+# tests/test_cache_fuzz.py); anything else is a bug and keeps its traceback.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, IndexError,
+    struct.error, UnicodeDecodeError, NotImplementedError, RuntimeError, OverflowError, SyntaxError, TypeError,
+)
+
+
+def _read_entries(path: Path) -> dict[str, np.ndarray]:
+    """Every ``NAME.npy`` entry of the archive as an array, read by hand: the header's dtype
+    must be a plain number type, its shape must account for exactly the entry's size, and
+    zipfile checks each entry's CRC-32 as it reaches the end."""
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy") or info.filename[:-4] in arrays:
+                    raise _Damaged(f"unexpected entry {info.filename!r}")
+                with archive.open(info) as fh:
+                    arrays[info.filename[:-4]] = _read_npy(fh, info)
+    except _Damaged:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise _Damaged(f"{type(exc).__name__}: {exc}") from None
+    return arrays
+
+
+def _read_npy(fh, info: zipfile.ZipInfo) -> np.ndarray:
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        raise _Damaged(f"{info.filename}: .npy version {version}")
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
+        raise _Damaged(f"{info.filename}: dtype {dtype} is not a plain number type")
+    count = math.prod(shape)
+    if fh.tell() + count * dtype.itemsize != info.file_size:
+        raise _Damaged(f"{info.filename}: the header's shape {shape} does not fit the entry's {info.file_size} bytes")
+    data = fh.read()  # raises BadZipFile on a CRC mismatch
+    if len(data) != count * dtype.itemsize:
+        raise _Damaged(f"{info.filename}: {len(data)} bytes where {count * dtype.itemsize} were expected")
+    return np.frombuffer(data, dtype=dtype, count=count).reshape(shape, order="F" if fortran else "C")
+
+
+def _canonical(meta: dict) -> bytes:
+    return json.dumps(meta, sort_keys=True).encode("utf-8")
+
+
+def _metadata_sha256(meta: dict) -> str:
+    """sha256 of the metadata without its own digest, as canonical JSON (sorted keys)."""
+    return hashlib.sha256(_canonical({k: v for k, v in meta.items() if k != "metadata_sha256"})).hexdigest()
+
+
+def _arrays_sha256(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over every array, by name: name, dtype, shape and C-order bytes."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
