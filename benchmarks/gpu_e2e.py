@@ -495,9 +495,12 @@ def print_tables(result: dict[str, Any]) -> None:
           f"xgrammar {m['xgrammar']}; {result.get('seconds')} s")
     print("\nexpansion, µs per call (median / p90; triton: eager with CUDA events | graph replay)")
     for r in result["expansion"]:
+        if "error" in r:
+            print(f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<12} {r['op']:<16} b{r['batch']:<3} {r['error']}")
+            continue
         graph = f" | graph {r['graph_median_us']:.1f} / {r['graph_p90_us']:.1f}" if "graph_median_us" in r else ""
         host = f" host {r['host_launch_us']:.1f}" if "host_launch_us" in r else ""
-        print(f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<6} {r['op']:<16} b{r['batch']:<3}"
+        print(f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<12} {r['op']:<16} b{r['batch']:<3}"
               f" {r['median_us']:8.1f} / {r['p90_us']:8.1f}{graph}{host}")
     print("\nend to end, tokens/s (x unconstrained); main-thread mask ms median / p90")
     for r in result["e2e"]:

@@ -206,7 +206,9 @@ class TritonExpansion:
             raise ValueError(f"unknown op {op!r}")
         if class_arg.data_ptr() != class_tensor.data_ptr():  # a converted copy would go stale
             raise ValueError("bind needs an int32 class mask with unit-stride rows")
-        runner = self._launch(name, grid, args)[grid]
+        # CompiledKernel's runner reads grid[2]: it needs all three grid dimensions (the first
+        # try on an H200 passed two and failed with an IndexError; this form is not yet re-run there).
+        runner = self._launch(name, grid, args)[(grid[0], grid[1], 1)]
         return lambda: runner(*args)
 
 
