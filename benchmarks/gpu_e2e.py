@@ -29,7 +29,7 @@ replayed from a CUDA graph, and the host time per launch).
 
 The JSON (``--json``) is rewritten after every measurement, so a run stopped at its time
 limit keeps what it measured; ``--budget-s`` skips what would not fit. Never asserts on
-times. Targets (issue 11, H100/H200, 8B shape): compressed overlapped ≥ 0.95x unconstrained
+times. The project's targets (H100/H200, 8B shape): compressed overlapped ≥ 0.95x unconstrained
 on c_like and bython at batch 1 and 8; Triton expansion ≤ 20 µs at batch 1, ≤ 40 µs at 64.
 """
 from __future__ import annotations
@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         models[shape] = build_model(shape, vocab.vocab_size, device, dtype)
         print(f"model {shape}: built in {time.perf_counter() - t0:.1f} s on {device} ({dtype})", flush=True)
     cache_name = _cache_argument(next(iter(models.values())))
-    # Priority order, so that a run stopped by the budget has the issue's targets first: every
+    # Priority order, so that a run stopped by the budget has the targets first: every
     # shape at batch 1 and 8 (first shape first), then the larger batches.
     small = [b for b in batches if b <= 8]
     plan = [(s, g, b) for bs in (small, [b for b in batches if b > 8]) for s in shapes for b in bs for g in grammars]

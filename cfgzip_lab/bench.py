@@ -27,7 +27,7 @@ is ever asserted on wall time. The replay:
    :mod:`cfgzip_lab.native`); an engine left out has NaN quantiles.
 3. Median and p90 of each, and two ratios at median and p90 (ratios of the two
    distributions' quantiles, not of paired steps): plain fill / compressed (fill + expand),
-   the issue's speed-up, and plain (fill + apply) / compressed (fill + expand + apply).
+   the speed-up this project reports, and plain (fill + apply) / compressed (fill + expand + apply).
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ class BatchBench:
     def summary(self, engine_names: Sequence[str]) -> dict[str, float]:
         """Per engine E: ``E_total_median_us`` / ``E_total_p90_us`` (mask applied to the logits),
         ``E_mask_median_us`` / ``E_mask_p90_us`` (the packed vocabulary mask alone),
-        ``E_accept_median_us``; and the native ratios, on the packed mask (the issue's measure)."""
+        ``E_accept_median_us``; and the native ratios, on the packed mask (the measure the project reports)."""
         out: dict[str, float] = {}
         for e in engine_names:
             t, q = self.total_quantiles(e), self.mask_quantiles(e)
@@ -132,7 +132,7 @@ class BatchBench:
 
     @property
     def speedup_median(self) -> float:
-        """Plain fill ÷ compressed (fill + expand): the issue's definition of the speed-up."""
+        """Plain fill ÷ compressed (fill + expand): the speed-up as this project defines it (README)."""
         return self.plain_fill.median_us / self.compressed_expanded.median_us
 
     @property

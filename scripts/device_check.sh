@@ -1,12 +1,12 @@
 #!/bin/bash
-# The GPU checks of issue 11 in one go, for a machine with a CUDA GPU (run from the repository root):
+# The project's GPU checks in one go, for a machine with a CUDA GPU (run from the repository root):
 #   1. install the carried wheels (.whl/: xgrammar and what it imports, lark, pydantic, gguf, quicktok-v1)
 #      into /tmp/site when xgrammar is missing;
 #   2. the CUDA tests: tests/test_expand.py and tests/test_kernels.py (Triton == CPU bit for bit);
 #   3. benchmarks/gil_probe.py (does XGrammar's fill release the GIL?);
 #   4. benchmarks/gpu_e2e.py within a time budget.
 # Results (JSON and logs) go to $OUT (default ./artifacts/device). Environment knobs:
-#   E2E_ARGS   extra arguments for gpu_e2e.py (default: the issue's run, budget 330 s)
+#   E2E_ARGS   extra arguments for gpu_e2e.py (default: the target run, budget 330 s)
 #   TINY=1     everything small, on CPU (how this script is tried on a machine without a GPU)
 #   TESTS      test files to run (default: tests/test_expand.py tests/test_kernels.py); SKIP_GIL=1 skips the probe
 set -u -o pipefail

@@ -2,7 +2,7 @@
 
 The test starts JupyterLab on 127.0.0.1 (a free port, token auth off, no browser) in a
 temporary folder holding a copy of the notebooks, opens workbench.ipynb, runs all cells
-and walks the scenario of issue 5: an error typed into the grammar shows a diagnostic
+and walks the workbench's main scenario: an error typed into the grammar shows a diagnostic
 with its line; fixing it and running classing shows the class count; three decoder steps
 show tokens and the before/after chart; export writes the cache file. It saves a
 screenshot of each panel under artifacts/screenshots/ (git-ignored, kept by CI) and
