@@ -28,7 +28,18 @@ The subclasses live beside the code that raises them and are importable from her
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for linters and type checkers; at run time __getattr__ imports lazily
+    from .classes.cache import CacheError
+    from .classes.classing import ClassesError
+    from .cli._common import UsageError
+    from .decode import DecodingFinished
+    from .engine import GrammarCompileError
+    from .grammar.diagnostics import GrammarError
+    from .hf.models import ModelLoadError
+    from .vocab_sources import MissingVocabPackageError, UnknownVocabError, VocabLoadError
+    from .widgets.session import WorkbenchError
 
 __all__ = [
     "CfgzipError",

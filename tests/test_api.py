@@ -21,6 +21,10 @@ def test_name_resolves(name):
     assert name in dir(cfgzip_lab)
 
 
+def test_all_lists_exactly_the_lazy_names():
+    assert cfgzip_lab.__all__ == ["__version__", *cfgzip_lab._API]
+
+
 def test_errors_share_one_base():
     for name in cfgzip_lab.__all__:
         if name.endswith("Error"):
