@@ -169,7 +169,7 @@ def _vocab_from_folder(folder: Path, tokenizer: Any, logits_size: int) -> VocabT
 
     try:
         table = load_vocab(str(folder))
-    except Exception:  # noqa: BLE001 - e.g. no tokenizer.json: fall back to the tokenizer object
+    except CfgzipError:  # e.g. no tokenizer.json: fall back to the tokenizer object
         table = None
     if table is not None and table.vocab_size == logits_size:
         return table

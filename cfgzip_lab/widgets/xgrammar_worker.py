@@ -180,7 +180,9 @@ def _serve() -> None:
                 if last is None or last[0] != text:
                     last = (text, compiler.compile_grammar(xgr.Grammar.from_ebnf(text)))
                 answer = {"ok": True, "seconds": time.perf_counter() - started}
-            except Exception as error:  # XGrammar reports grammar errors as RuntimeError
+            # Last resort, on purpose: XGrammar reports grammar errors as RuntimeError, and
+            # whatever else it raises, this child must still answer the request.
+            except Exception as error:
                 answer = {"ok": False, "message": str(error), "seconds": time.perf_counter() - started}
             if answer["ok"] and "samples" in request:
                 answer["samples"] = [_match(xgr, last[1], bytes.fromhex(s)) for s in request["samples"]]
