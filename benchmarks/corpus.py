@@ -5,6 +5,7 @@ The corpus lives in ``../shared/grammars/third_party`` (40 grammars from other p
 SOURCES.md there); this module is the one place in ``benchmarks/`` that spells that path.
 Scripts import it as ``corpus`` (they run with ``benchmarks/`` first on ``sys.path``).
 """
+
 from __future__ import annotations
 
 import sys

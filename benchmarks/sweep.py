@@ -25,6 +25,7 @@ from the job's compiled objects to a factory of fresh matchers with the Engine i
 Plain XGrammar fills cost 0.3-0.5 s each over the large vocabularies on the SMILES grammars,
 so their jobs walk ``--slow-fraction`` of the steps (and never replay documents).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -148,7 +149,10 @@ def run_job(job: Job) -> list[Row]:
         bundled = path.resolve().parent == bundled_dir().resolve()  # samples belong to the bundled grammars only
         docs = sample_docs(path) if bundled and not slow else []
     except Exception as exc:  # a job that cannot start is a row with its error, not a dead sweep
-        return [Row(name, job.tokenizer, e, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0) for e in job.engines]
+        return [
+            Row(name, job.tokenizer, e, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0)
+            for e in job.engines
+        ]
     for engine in job.engines:
         row = Row(name, job.tokenizer, engine, classes=classing.classes.num_classes)
         t1 = time.perf_counter()
@@ -164,12 +168,20 @@ def run_job(job: Job) -> list[Row]:
             calls += [dict(walks=job.walks, seed=job.seed * 10_000 + r) for r in range(10_000)]
             for call in calls:
                 report = verify_engines(
-                    engines, steps=job.steps, max_doc_tokens=job.max_doc_tokens,
-                    candidate=factory, candidate_name=engine, **call,
+                    engines,
+                    steps=job.steps,
+                    max_doc_tokens=job.max_doc_tokens,
+                    candidate=factory,
+                    candidate_name=engine,
+                    **call,
                 )
                 row.steps += report.steps_checked
                 row.mismatches += report.mismatches
-                row.walks, row.docs, row.rollbacks = row.walks + report.walks, row.docs + report.docs, row.rollbacks + report.rollbacks
+                row.walks, row.docs, row.rollbacks = (
+                    row.walks + report.walks,
+                    row.docs + report.docs,
+                    row.rollbacks + report.rollbacks,
+                )
                 row.rejections, row.stops = row.rejections + report.rejections_checked, row.stops + report.stops_reached
                 row.first_mismatch = row.first_mismatch or report.first_mismatch
                 if row.steps >= job.target_steps or time.process_time() - c1 >= job.max_seconds:
@@ -183,14 +195,25 @@ def run_job(job: Job) -> list[Row]:
 
 def _print_row(row: Row) -> None:
     status = "ERROR " + row.error.splitlines()[0] if row.error else ("ok" if row.mismatches == 0 else "MISMATCH")
-    print(f"{row.grammar:<42} {row.tokenizer:<8} {row.engine:<10} {row.classes:>6} {row.steps:>7} "
-          f"{row.mismatches:>6} {row.seconds:>8.1f}  {status}", flush=True)
+    print(
+        f"{row.grammar:<42} {row.tokenizer:<8} {row.engine:<10} {row.classes:>6} {row.steps:>7} "
+        f"{row.mismatches:>6} {row.seconds:>8.1f}  {status}",
+        flush=True,
+    )
 
 
 def run_random_grammars(examples: int) -> int:
     """The random-grammar property test of the test suite with ``examples`` examples."""
     env = {**os.environ, "CFGZIP_RANDOM_GRAMMAR_EXAMPLES": str(examples), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(REPO / "tests" / "test_random_grammars.py")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        str(REPO / "tests" / "test_random_grammars.py"),
+    ]
     return subprocess.call(cmd, cwd=REPO, env=env)
 
 
@@ -198,19 +221,34 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("grammars", nargs="*", help="grammar files or bundled names (default: all 47)")
     ap.add_argument("--tokenizers", default=",".join(DEFAULT_TOKENIZERS))
-    ap.add_argument("--engines", default=None, help=f"engines to check, by name (default: every one present; known: {', '.join(ENGINES)})")
+    ap.add_argument(
+        "--engines",
+        default=None,
+        help=f"engines to check, by name (default: every one present; known: {', '.join(ENGINES)})",
+    )
     ap.add_argument("--target-steps", type=int, default=1000, help="steps to check per grammar × tokenizer × engine")
-    ap.add_argument("--max-seconds", type=float, default=60.0,
-                    help="...unless it has used this many CPU seconds (process time: the same on a busy machine)")
+    ap.add_argument(
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="...unless it has used this many CPU seconds (process time: the same on a busy machine)",
+    )
     ap.add_argument("--walks", type=int, default=2, help="random walks per round (rounds repeat up to the target)")
     ap.add_argument("--steps", type=int, default=64, help="steps per walk (a walk may stop earlier)")
     ap.add_argument("--max-doc-tokens", type=int, default=120, help="tokens replayed per sample document (0: all)")
-    ap.add_argument("--slow-fraction", type=float, default=0.25, help="share of walks and steps for the SMILES grammars")
+    ap.add_argument(
+        "--slow-fraction", type=float, default=0.25, help="share of walks and steps for the SMILES grammars"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", type=Path, default=None, help="write the table and totals here")
-    ap.add_argument("--random-grammars", type=int, default=0, metavar="N",
-                    help="instead: run the random-grammar property test with N examples")
+    ap.add_argument(
+        "--random-grammars",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: run the random-grammar property test with N examples",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.random_grammars:
@@ -223,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [e for e in engines if e not in ENGINES]
     missing = [e for e in engines if e in ENGINES and e not in present]
     if unknown or missing:
-        print(f"unknown engines {unknown} / not present here {missing}; known: {list(ENGINES)}, present: {present}", file=sys.stderr)
+        print(
+            f"unknown engines {unknown} / not present here {missing}; known: {list(ENGINES)}, present: {present}",
+            file=sys.stderr,
+        )
         return 2
     try:
         paths = [resolve_grammar(g) for g in args.grammars] or all_grammars()
@@ -236,12 +277,24 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             slow = any(part in path.parts for part in SLOW_PARTS)
             f = args.slow_fraction if slow else 1.0
-            jobs.append(Job(str(path), tokenizer, engines, max(1, math.ceil(args.walks * f)),
-                            max(1, math.ceil(args.steps * f)), args.max_doc_tokens or None, args.seed,
-                            args.target_steps, args.max_seconds * f))
-    print(f"{len(paths)} grammars x {len(tokenizers)} tokenizers x engines {', '.join(engines)}: {len(jobs)} jobs on "
-          f"{args.workers} workers; rounds of {args.walks} walks x {args.steps} steps up to {args.target_steps} steps "
-          f"or {args.max_seconds:.0f} s per engine, documents up to {args.max_doc_tokens} tokens")
+            jobs.append(
+                Job(
+                    str(path),
+                    tokenizer,
+                    engines,
+                    max(1, math.ceil(args.walks * f)),
+                    max(1, math.ceil(args.steps * f)),
+                    args.max_doc_tokens or None,
+                    args.seed,
+                    args.target_steps,
+                    args.max_seconds * f,
+                )
+            )
+    print(
+        f"{len(paths)} grammars x {len(tokenizers)} tokenizers x engines {', '.join(engines)}: {len(jobs)} jobs on "
+        f"{args.workers} workers; rounds of {args.walks} walks x {args.steps} steps up to {args.target_steps} steps "
+        f"or {args.max_seconds:.0f} s per engine, documents up to {args.max_doc_tokens} tokens"
+    )
     print(f"{'grammar':<42} {'tok':<8} {'engine':<10} {'K':>6} {'steps':>7} {'mism.':>6} {'seconds':>8}")
     t0 = time.perf_counter()
     rows: list[Row] = []
@@ -261,24 +314,44 @@ def main(argv: list[str] | None = None) -> int:
                 _print_row(row)
             rows += result
     wall = time.perf_counter() - t0
-    totals: dict[str, Any] = {"steps": sum(r.steps for r in rows), "mismatches": sum(r.mismatches for r in rows),
-                              "errors": sum(r.error is not None for r in rows), "rows": len(rows), "wall_seconds": round(wall, 1)}
+    totals: dict[str, Any] = {
+        "steps": sum(r.steps for r in rows),
+        "mismatches": sum(r.mismatches for r in rows),
+        "errors": sum(r.error is not None for r in rows),
+        "rows": len(rows),
+        "wall_seconds": round(wall, 1),
+    }
     totals["per_engine"] = {
-        e: {"steps": sum(r.steps for r in rows if r.engine == e), "mismatches": sum(r.mismatches for r in rows if r.engine == e)}
+        e: {
+            "steps": sum(r.steps for r in rows if r.engine == e),
+            "mismatches": sum(r.mismatches for r in rows if r.engine == e),
+        }
         for e in engines
     }
-    print(f"total: {totals['steps']} steps, {totals['mismatches']} mismatching, {totals['errors']} errors, "
-          f"{len(rows)} rows, {wall:.0f} s wall")
+    print(
+        f"total: {totals['steps']} steps, {totals['mismatches']} mismatching, {totals['errors']} errors, "
+        f"{len(rows)} rows, {wall:.0f} s wall"
+    )
     for e, t in totals["per_engine"].items():
         print(f"  {e}: {t['steps']} steps, {t['mismatches']} mismatching")
     if args.json:
         from cfgzip_lab.bench import machine_info
 
-        args.json.write_text(json.dumps({
-            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-            "engines": list(engines), "machine": machine_info(), "totals": totals,
-            "rows": sorted((asdict(r) for r in rows), key=lambda r: (r["grammar"], r["tokenizer"], r["engine"])),
-        }, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                    "engines": list(engines),
+                    "machine": machine_info(),
+                    "totals": totals,
+                    "rows": sorted(
+                        (asdict(r) for r in rows), key=lambda r: (r["grammar"], r["tokenizer"], r["engine"])
+                    ),
+                },
+                indent=1,
+                default=str,
+            )
+        )
         print(f"wrote {args.json}")
     return 0 if totals["mismatches"] == 0 and totals["errors"] == 0 else 1
 

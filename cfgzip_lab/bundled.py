@@ -5,6 +5,7 @@ They are package data (``cfgzip_lab/grammars/NAME.ebnf`` and
 through :mod:`importlib.resources`, so an installed wheel knows ``json`` or ``c_like`` as well
 as a checkout does; nothing looks for a ``grammars/`` folder beside the package.
 """
+
 from __future__ import annotations
 
 from importlib.resources import files
@@ -23,7 +24,9 @@ def bundled_dir() -> Path:
     """
     root = files("cfgzip_lab") / "grammars"
     if not isinstance(root, Path):  # a wheel installs as plain files; only zipimport lands here
-        raise RuntimeError(f"cfgzip_lab's bundled grammars are not plain files ({root!r}); install the package unzipped")
+        raise RuntimeError(
+            f"cfgzip_lab's bundled grammars are not plain files ({root!r}); install the package unzipped"
+        )
     return root
 
 

@@ -19,6 +19,7 @@ from .grammar.gnf import GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.tree import GrammarAST
 
+
 @dataclass
 class CompiledGrammar:
     """Every stage of one grammar text, with timings."""

@@ -5,6 +5,7 @@ The corpus lives in ``../shared/grammars/third_party`` (40 grammars from other p
 SOURCES.md there); this module is the one place that spells that path. Tests that need it skip
 or shrink when it is not checked out.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,14 @@ from pathlib import Path
 from cfgzip_lab.bundled import bundled_dir, bundled_grammars, bundled_samples
 
 __all__ = [
-    "REPO", "BUNDLED_DIR", "BUNDLED", "THIRD_PARTY", "BUILTIN_JSON",
-    "bundled_samples", "third_party_grammars", "grammar_id",
+    "REPO",
+    "BUNDLED_DIR",
+    "BUNDLED",
+    "THIRD_PARTY",
+    "BUILTIN_JSON",
+    "bundled_samples",
+    "third_party_grammars",
+    "grammar_id",
 ]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,6 @@
 grammar, and XGrammar as referee over a vocabulary table."""
 from __future__ import annotations
 
-
 import xgrammar as xgr
 from paths import BUILTIN_JSON, BUNDLED_DIR
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xgrammar
+from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, compute_classes
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import load_vocab, vocab_from_bytes
-from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,14 @@ import os
 import numpy as np
 import pytest
 import torch
+from paths import BUNDLED_DIR
+from reference_tools import is_prefix
 
 from cfgzip_lab.decode import DecodingFinished, Stepper, StepResult, token_text
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.hf import cached_classes, load_model, vocab_for
 from cfgzip_lab.vocab_sources import available_vocabs
-from reference_tools import is_prefix
-from paths import BUNDLED_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

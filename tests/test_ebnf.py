@@ -14,6 +14,7 @@ import pytest
 import xgrammar
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import BUNDLED_DIR, THIRD_PARTY
 
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.ebnf import (
@@ -34,13 +35,10 @@ from cfgzip_lab.grammar.tree import (
     Sequence,
 )
 
-from paths import BUNDLED_DIR, THIRD_PARTY
-
 OUR_GRAMMARS = BUNDLED_DIR
 REFUSED_PREFIX = REFUSAL.split("{what}")[0]
 
 from grammar_tools import PROBES, class_members, sample, utf8, xgrammar_accepts_ebnf, xgrammar_matcher, xgrammar_matches  # noqa: E402
-
 
 # ---- errors --------------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import torch
 import xgrammar as xgr
+from paths import THIRD_PARTY
+from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
 from cfgzip_lab.engine import (
@@ -15,14 +17,12 @@ from cfgzip_lab.engine import (
     PlainMatcher,
     compile_engines,
     compressed_tokenizer_info,
-    shadow_prefixes,
     plain_tokenizer_info,
+    shadow_prefixes,
 )
 from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.verify import duplicate_classes, identity_classes
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
-from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
-from paths import THIRD_PARTY
 
 PARENS = 'root ::= item+\nitem ::= "(" item* ")" | "a" | "<s>"\n'
 

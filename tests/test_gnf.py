@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from grammar_tools import earley_accepts, mutations, sample, xgrammar_matcher
+from paths import BUNDLED, BUNDLED_DIR, THIRD_PARTY, third_party_grammars
 
 from cfgzip_lab.grammar.cfg import CFG, ByteSet
 from cfgzip_lab.grammar.gnf import is_gnf, to_gnf
 from cfgzip_lab.pipeline import compile_grammar
-from paths import BUNDLED, BUNDLED_DIR, THIRD_PARTY, third_party_grammars
 
 OURS = BUNDLED
 THEIRS = third_party_grammars()

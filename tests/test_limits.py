@@ -6,6 +6,7 @@ precedence chain ``e_i ::= e_{i+1} (ws op ws e_{i+1})* ("?" ws e_{i+1})?`` over 
 whitespace with comments, many mutually recursive nullable rules, and a rule with a long run
 of one byte; Llama-3's vocabulary brings tokens of up to 128 spaces and other long runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,15 +41,32 @@ def blowup_grammar(levels: int, nullables: int, run: int = 64) -> str:
     lines.append(f'atom ::= [0-9]+ | [a-z_]+ | "(" ws e0 ws ")" | "\\"" [^"\\\\]* "\\"" | {chain} "@" | pad')
     for j in range(nullables):
         lines.append(f'n{j} ::= "" | "k{j}" ws | n{(j + 1) % nullables} "!"')
-    lines.append('ws ::= ([ \\t\\n] | comment)*')
+    lines.append("ws ::= ([ \\t\\n] | comment)*")
     lines.append('comment ::= "/*" ([^*] | "*"+ [^*/])* "*"+ "/" | "//" [^\\n]* "\\n"')
     lines.append('pad ::= "' + " " * run + '"')
     return "\n".join(lines) + "\n"
 
 
-RUNS_VOCAB = [b" " * n for n in range(1, 49)] + [b"(" * n for n in range(1, 17)] + [
-    b"/*", b"*/", b"//", b"a", b"1", b"+", b" +", b"(a", b"k1", b"!", b"\n", b"\t", b"  //", b"**/",
-]
+RUNS_VOCAB = (
+    [b" " * n for n in range(1, 49)]
+    + [b"(" * n for n in range(1, 17)]
+    + [
+        b"/*",
+        b"*/",
+        b"//",
+        b"a",
+        b"1",
+        b"+",
+        b" +",
+        b"(a",
+        b"k1",
+        b"!",
+        b"\n",
+        b"\t",
+        b"  //",
+        b"**/",
+    ]
+)
 
 
 def test_the_blowup_grammar_is_what_xgrammar_reads():
@@ -59,9 +77,13 @@ def test_the_blowup_grammar_is_what_xgrammar_reads():
 
 def test_past_the_cap_classing_stops_naming_the_token_and_the_rules():
     vocab = vocab_from_bytes(RUNS_VOCAB, name="runs")
-    full = compute_classes(compile_grammar(blowup_grammar(4, 4)).gnf, vocab.token_bytes, vocab.kinds)  # fits the default cap
+    full = compute_classes(
+        compile_grammar(blowup_grammar(4, 4)).gnf, vocab.token_bytes, vocab.kinds
+    )  # fits the default cap
     cap = full.classes.metadata["dag_nodes"] // 2
-    compiled = compile_grammar(blowup_grammar(4, 4))  # a fresh DAG: the first run's nodes are memoised in the GNF's store
+    compiled = compile_grammar(
+        blowup_grammar(4, 4)
+    )  # a fresh DAG: the first run's nodes are memoised in the GNF's store
     with pytest.raises(ClassingLimitError) as info:
         compute_classes(compiled.gnf, vocab.token_bytes, vocab.kinds, max_dag_nodes=cap)
     message = str(info.value)

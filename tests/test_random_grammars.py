@@ -25,6 +25,7 @@ error has a line and a column; any other exception fails.
 so CI sees the same ones; any other number draws fresh ones): ``benchmarks/sweep.py
 --random-grammars N`` runs it longer.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -275,8 +276,11 @@ def test_front_end_accepts_or_points_at_a_line_and_column(text):
             assert 1 <= d.line <= len(lines) + 1 and d.column >= 1, (d, text)
 
 
-@pytest.mark.xfail(strict=True, reason="xgrammar 0.2.8: after left recursion through an empty "
-                   "alternative, the token mask refuses 2-byte tokens that accept_token takes")
+@pytest.mark.xfail(
+    strict=True,
+    reason="xgrammar 0.2.8: after left recursion through an empty "
+    "alternative, the token mask refuses 2-byte tokens that accept_token takes",
+)
 def test_xgrammar_left_recursive_mask_contradicts_its_matcher():
     """Found by the random grammars: ``root ::= "" | root [b]`` over the tokens ``b`` and
     ``bb``. The language is ``b*``; XGrammar's mask at the start refuses ``bb``, its

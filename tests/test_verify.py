@@ -5,6 +5,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from paths import BUNDLED_DIR
+from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
 from cfgzip_lab.verify import (
@@ -14,8 +16,6 @@ from cfgzip_lab.verify import (
     verify_lossless,
 )
 from cfgzip_lab.vocab import vocab_from_bytes
-from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
-from paths import BUNDLED_DIR
 
 ARITH = (
     'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'

@@ -8,6 +8,7 @@ editable install of the checkout is invisible there; the test asserts that ``cfg
 the bundled grammars come from the wheel. Building needs no network (``--no-build-isolation``
 with the setuptools and wheel of the test venv).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,19 @@ def wheel_venv(tmp_path_factory) -> Path:
     shutil.copy2(REPO / "pyproject.toml", src)
     shutil.copy2(REPO / "README.md", src)
     shutil.copytree(REPO / "cfgzip_lab", src / "cfgzip_lab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp / "dist", src, cwd=tmp)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-w",
+        tmp / "dist",
+        src,
+        cwd=tmp,
+    )
     (wheel,) = (tmp / "dist").glob("cfgzip_lab-*.whl")
 
     venv = tmp / "venv"
@@ -59,7 +72,8 @@ def test_wheel_installs_and_runs_compress_and_verify_from_another_folder(wheel_v
     where = tmp_path / "elsewhere"
     where.mkdir()
     probe = run(
-        wheel_venv / "python", "-c",
+        wheel_venv / "python",
+        "-c",
         "import cfgzip_lab, cfgzip_lab.bundled as b; print(cfgzip_lab.__file__); print(b.bundled_dir()); "
         "print(sorted(b.bundled_grammars())); print(len(b.bundled_samples('json')))",
         cwd=where,
@@ -76,8 +90,21 @@ def test_wheel_installs_and_runs_compress_and_verify_from_another_folder(wheel_v
     assert cache.exists() and record["classes"] > 1, record
 
     out = run(
-        wheel_venv / "cfgzip-lab", "verify", "json", "--tokenizer", "llama3", "--classes", cache,
-        "--walks", "2", "--steps", "12", "--max-doc-tokens", "24", "--json", cwd=where,
+        wheel_venv / "cfgzip-lab",
+        "verify",
+        "json",
+        "--tokenizer",
+        "llama3",
+        "--classes",
+        cache,
+        "--walks",
+        "2",
+        "--steps",
+        "12",
+        "--max-doc-tokens",
+        "24",
+        "--json",
+        cwd=where,
     )
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert record["mismatches"] == 0 and record["steps_checked"] > 0, record

@@ -21,7 +21,14 @@ from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, BudgetExceeded
 from ..vocab import TokenKind
 from .displacement import Displacer
-from .limits import DEFAULT_MAX_DAG_NODES, ClassingLimitError, busiest_rules, example_bytes, largest_rules, limit_message
+from .limits import (
+    DEFAULT_MAX_DAG_NODES,
+    ClassingLimitError,
+    busiest_rules,
+    example_bytes,
+    largest_rules,
+    limit_message,
+)
 
 if TYPE_CHECKING:
     from ..vocab import VocabTable

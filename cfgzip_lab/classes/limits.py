@@ -11,6 +11,7 @@ bounds the whole run: past ``max_dag_nodes`` classing stops with :class:`Classin
 whose message names the token being walked and the grammar rules that fill the stacks there,
 instead of growing until the machine runs out of memory.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -19,7 +20,12 @@ from ..errors import CfgzipError
 from ..grammar.words import WordStore
 
 __all__ = [
-    "DEFAULT_MAX_DAG_NODES", "BYTES_PER_DAG_NODE", "ClassingLimitError", "busiest_rules", "largest_rules", "example_bytes",
+    "DEFAULT_MAX_DAG_NODES",
+    "BYTES_PER_DAG_NODE",
+    "ClassingLimitError",
+    "busiest_rules",
+    "largest_rules",
+    "example_bytes",
     "limit_message",
 ]
 
@@ -72,13 +78,17 @@ def limit_message(max_nodes: int, token: bytes, rules: list[str]) -> str:
     """The text of :class:`ClassingLimitError`: the cap, the token, the rules to look at first."""
     names = ", ".join(repr(r) for r in rules) or "(none named)"
     return (
-        f"classing stopped at its memory cap: the displacement DAG reached {max_nodes:,} nodes "
-        f"(about {max_nodes * BYTES_PER_DAG_NODE / 2**20:,.0f} MB) while walking the token {token!r}; "
-        f"rule {rules[0]!r} and its neighbours grow it ({names}: most frequent on the stacks there, "
-        f"else largest in normal form). Deep precedence chains over nullable rules and long runs of "
-        f"one byte do this: simplify those rules, or raise max_dag_nodes"
-    ) if rules else (
-        f"classing stopped at its memory cap: the displacement DAG reached {max_nodes:,} nodes "
-        f"(about {max_nodes * BYTES_PER_DAG_NODE / 2**20:,.0f} MB) while walking the token {token!r}; "
-        f"simplify the grammar or raise max_dag_nodes"
+        (
+            f"classing stopped at its memory cap: the displacement DAG reached {max_nodes:,} nodes "
+            f"(about {max_nodes * BYTES_PER_DAG_NODE / 2**20:,.0f} MB) while walking the token {token!r}; "
+            f"rule {rules[0]!r} and its neighbours grow it ({names}: most frequent on the stacks there, "
+            f"else largest in normal form). Deep precedence chains over nullable rules and long runs of "
+            f"one byte do this: simplify those rules, or raise max_dag_nodes"
+        )
+        if rules
+        else (
+            f"classing stopped at its memory cap: the displacement DAG reached {max_nodes:,} nodes "
+            f"(about {max_nodes * BYTES_PER_DAG_NODE / 2**20:,.0f} MB) while walking the token {token!r}; "
+            f"simplify the grammar or raise max_dag_nodes"
+        )
     )
