@@ -112,6 +112,7 @@ def constrained_generate_batch(
     do_sample: bool = False,
     temperature: float = 1.0,
     chat: bool = True,
+    overlap: bool = False,
     **generate_kwargs: Any,
 ) -> list[GenerationResult]:
     """:func:`constrained_generate` for several prompts in one batch (left padding).
@@ -130,7 +131,18 @@ def constrained_generate_batch(
         processor = NativeLogitsProcessor(grammar, vocab, classes)
     elif engine is not None:
         raise ValueError(f"engine must be 'plain', 'compressed', 'native' or None, not {engine!r}")
-    if processor is not None:
+    overlapped = None
+    if processor is not None and overlap:
+        from transformers import StoppingCriteriaList
+
+        from .overlap import OverlappedLogitsProcessor
+
+        overlapped = OverlappedLogitsProcessor(processor)
+        processors.append(overlapped)
+        criteria = StoppingCriteriaList(generate_kwargs.pop("stopping_criteria", None) or [])
+        criteria.append(overlapped.hook)
+        generate_kwargs["stopping_criteria"] = criteria
+    elif processor is not None:
         processors.append(processor)
 
     encoded = [encode_prompt(tokenizer, p, chat=chat, vocab=vocab) for p in prompts]
@@ -147,17 +159,21 @@ def constrained_generate_batch(
         sampling.update(temperature=None, top_p=None, top_k=None)
     torch.manual_seed(seed)
     t0 = time.perf_counter()
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention,
-            logits_processor=LogitsProcessorList(processors),
-            max_new_tokens=max_new_tokens,
-            eos_token_id=list(vocab.stop_ids) or None,
-            pad_token_id=pad,
-            **sampling,
-            **generate_kwargs,
-        )
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                logits_processor=LogitsProcessorList(processors),
+                max_new_tokens=max_new_tokens,
+                eos_token_id=list(vocab.stop_ids) or None,
+                pad_token_id=pad,
+                **sampling,
+                **generate_kwargs,
+            )
+    finally:
+        if overlapped is not None:
+            overlapped.finish()  # the job started after the last token
     seconds = time.perf_counter() - t0
     sequences = out if isinstance(out, torch.Tensor) else out.sequences
     stops = set(vocab.stop_ids)
@@ -205,6 +221,7 @@ def constrained_generate(
     do_sample: bool = False,
     temperature: float = 1.0,
     chat: bool = True,
+    overlap: bool = False,
     **generate_kwargs: Any,
 ) -> GenerationResult:
     """Generate under ``grammar`` with ``model.generate`` and a grammar logits processor.
@@ -225,6 +242,10 @@ def constrained_generate(
         byte-identical outputs with either engine.
     chat : bool
         Wrap ``prompt`` in the tokenizer's chat template (as a user turn).
+    overlap : bool
+        Accept each sampled token and fill the next mask on a CPU worker thread while the
+        model computes the next logits (:mod:`cfgzip_lab.hf.overlap`); same tokens as the
+        serial loop. ``mask_seconds`` is then the time the loop still waits (wait + apply).
     **generate_kwargs
         Passed to ``model.generate`` (``top_k``, ``top_p``...).
 
@@ -245,5 +266,6 @@ def constrained_generate(
         do_sample=do_sample,
         temperature=temperature,
         chat=chat,
+        overlap=overlap,
         **generate_kwargs,
     )[0]

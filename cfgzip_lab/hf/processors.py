@@ -196,19 +196,29 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self._seen_len = length
         self.steps += 1
         t0 = time.perf_counter()
-        live = [i for i, done in enumerate(self.finished) if not done]
-        if live:
-            bitmask = self._bitmask
-            assert bitmask is not None
-            if len(live) < batch_size:
-                bitmask.fill_(-1)  # finished rows: all allowed, i.e. scores untouched
-            if self._batch is None:
-                self._engines[0].fill_next_token_bitmask(bitmask, 0)
-            else:
-                self._batch.fill_next_token_bitmask(bitmask, None if len(live) == batch_size else live)
-            self._engines[0].apply_bitmask_inplace(scores, bitmask)
+        if self._fill():
+            self._engines[0].apply_bitmask_inplace(scores, self._bitmask)
         self.mask_seconds.append(time.perf_counter() - t0)
         return scores
+
+    def _fill(self) -> bool:
+        """Fill the live rows' masks into the bitmask (finished rows: all allowed); False if none is live.
+
+        Separate from ``__call__`` so that :class:`~cfgzip_lab.hf.overlap.OverlappedLogitsProcessor`
+        can run it (with :meth:`_accept_last`) on a worker thread while the model runs.
+        """
+        live = [i for i, done in enumerate(self.finished) if not done]
+        if not live:
+            return False
+        bitmask = self._bitmask
+        assert bitmask is not None
+        if len(live) < self.batch_size:
+            bitmask.fill_(-1)  # finished rows: all allowed, i.e. scores untouched
+        if self._batch is None:
+            self._engines[0].fill_next_token_bitmask(bitmask, 0)
+        else:
+            self._batch.fill_next_token_bitmask(bitmask, None if len(live) == self.batch_size else live)
+        return True
 
 
 class PlainLogitsProcessor(GrammarLogitsProcessor):
