@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR, bundled_samples, third_party_grammars
+from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR, bundled_samples, grammar_id, third_party_grammars
 from paths import THIRD_PARTY as THIRD_PARTY_DIR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -229,14 +229,14 @@ def _verify_in_process(path: Path, tokenizer: str, docs: int = 2):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", BUNDLED + THIRD_PARTY, ids=lambda p: str(p.relative_to(p.parents[1] if "third_party" not in str(p) else THIRD_PARTY_DIR)))
+@pytest.mark.parametrize("path", BUNDLED + THIRD_PARTY, ids=grammar_id)
 def test_path__llama3__lossless(path):
     _verify_in_process(path, "llama3")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tokenizer", ["qwen3", "smollm2"])
-@pytest.mark.parametrize("path", BUNDLED + THIRD_PARTY, ids=lambda p: str(p.relative_to(p.parents[1] if "third_party" not in str(p) else THIRD_PARTY_DIR)))
+@pytest.mark.parametrize("path", BUNDLED + THIRD_PARTY, ids=grammar_id)
 def test_path__tokenizer__lossless(path, tokenizer):
     """Every grammar with the other two vocabularies too (Qwen3: 151k ids, its own
     pre-tokenizer and added tokens; SmolLM2: 49k ids), at the same modest size."""
