@@ -18,6 +18,11 @@ scratch after a rollback (one forward over the kept text): simple, and independe
 the cache API of each transformers version; the recomputed logits can differ from the
 incremental ones by float rounding only.
 
+With ``overlap=True`` the matchers' work for the next step (accepting the chosen token,
+filling and expanding the next masks) runs on a :class:`~cfgzip_lab.overlap.MaskWorker`
+while the model computes the next step's logits, and the step returns when both are done;
+the masks, hence the tokens, are the serial ones (``tests/test_overlap.py``).
+
 >>> stepper = Stepper(model, tokenizer, json_text, classes, prompt="A cat as JSON")  # doctest: +SKIP
 >>> r = stepper.step(); r.token_text, r.allowed_tokens, r.masks_identical
 ('{', 2, True)
@@ -131,6 +136,19 @@ class StepResult:
         return self.plain_mask_seconds / self.compressed_mask_seconds if self.compressed_mask_seconds else float("inf")
 
 
+@dataclass
+class _Masks:
+    """One step's masks as :meth:`Stepper.step` uses them (filled ahead by the worker when overlapping)."""
+
+    compressed_bits: torch.Tensor
+    class_row: torch.Tensor
+    plain_seconds: float
+    compressed_seconds: float
+    identical: bool
+    native_seconds: float | None = None
+    native_identical: bool | None = None
+
+
 class Stepper:
     """Constrained decoding one step at a time, plain and compressed engines in lockstep.
 
@@ -163,6 +181,10 @@ class Stepper:
     native : bool
         Also run the native displacement engine (:mod:`cfgzip_lab.native`) in lockstep: its mask
         is timed (``native_mask_seconds``) and compared with the plain one (``native_identical``).
+    overlap : bool
+        Accept the chosen token and fill the next masks on a worker thread while the next
+        forward pass runs (see the module doc); ``forward_seconds`` of a step is then the
+        forward that ran ahead of it, during the previous step.
     """
 
     def __init__(
@@ -182,8 +204,10 @@ class Stepper:
         chat: bool = True,
         examples: int = 8,
         native: bool = False,
+        overlap: bool = False,
     ) -> None:
         self.model = model
+        self.overlap = bool(overlap)
         self.tokenizer = tokenizer
         self.vocab = vocab or vocab_for(model, tokenizer)
         self.grammar_text = grammar_text_of(grammar)
@@ -227,12 +251,14 @@ class Stepper:
         self._history: list[StepResult] = []
         self._generator = torch.Generator().manual_seed(self.seed)
         self._rng_states: list[torch.Tensor] = []  # generator state before each step's draw
+        self._next_masks: _Masks | None = None  # filled ahead by the worker (overlap)
         self._drop_cache()
 
     def _drop_cache(self) -> None:
         self._past: Any = None
         self._past_len = 0
         self._logits: torch.Tensor | None = None
+        self._forward_ahead = 0.0  # the forward that computed ``_logits`` ahead of its step
 
     @property
     def prompt(self) -> str:
@@ -294,12 +320,8 @@ class Stepper:
         probs = torch.softmax(masked / self.temperature, dim=-1)
         return int(torch.multinomial(probs, 1, generator=self._generator))
 
-    def step(self) -> StepResult:
-        """Take one decode step; raises :class:`DecodingFinished` once terminated."""
-        if self.terminated:
-            raise DecodingFinished("the grammar has terminated; rollback() or reset() to go on")
-        logits, forward_seconds = self._next_logits()
-
+    def _fill_masks(self) -> _Masks:
+        """Every engine's mask for the next token, timed, and their comparison."""
         t0 = time.perf_counter()
         self.plain.fill_next_token_bitmask(self._plain_buffer, 0)
         t1 = time.perf_counter()
@@ -307,13 +329,44 @@ class Stepper:
         compressed_bits = self.compressed.to_vocab_bitmask(self._class_buffer[0])
         t2 = time.perf_counter()
         plain_bits = self.plain.to_vocab_bitmask(self._plain_buffer[0])
-        identical = bool(torch.equal(plain_bits, compressed_bits))
-        native_seconds = native_identical = None
+        masks = _Masks(
+            compressed_bits=compressed_bits,
+            class_row=self._class_buffer[0].clone(),
+            plain_seconds=t1 - t0,
+            compressed_seconds=t2 - t1,
+            identical=bool(torch.equal(plain_bits, compressed_bits)),
+        )
         if self.native is not None:
             t3 = time.perf_counter()
             native_bits = self.native.next_vocab_bitmask()
-            native_seconds = time.perf_counter() - t3
-            native_identical = bool(torch.equal(plain_bits, native_bits))
+            masks.native_seconds = time.perf_counter() - t3
+            masks.native_identical = bool(torch.equal(plain_bits, native_bits))
+        return masks
+
+    def _accept(self, token: int) -> tuple[bool, bool, bool]:
+        ok_plain = self.plain.accept_token(token)
+        ok_compressed = self.compressed.accept_token(token)
+        ok_native = self.native.accept_token(token) if self.native is not None else True
+        return ok_plain, ok_compressed, ok_native
+
+    def _accept_and_fill(self, token: int) -> tuple[tuple[bool, bool, bool], _Masks | None]:
+        """The worker's job (overlap): accept ``token``, then fill the next step's masks."""
+        oks = self._accept(token)
+        if not all(oks) or self.compressed.is_terminated():
+            return oks, None
+        return oks, self._fill_masks()
+
+    def step(self) -> StepResult:
+        """Take one decode step; raises :class:`DecodingFinished` once terminated."""
+        if self.terminated:
+            raise DecodingFinished("the grammar has terminated; rollback() or reset() to go on")
+        logits, forward_seconds = self._next_logits()
+        if forward_seconds == 0.0:
+            forward_seconds = self._forward_ahead
+        masks, self._next_masks = self._next_masks, None
+        if masks is None:
+            masks = self._fill_masks()
+        compressed_bits = masks.compressed_bits
 
         vocab_size = self.vocab.vocab_size
         allowed = unpack_bitmask(compressed_bits, vocab_size)
@@ -321,14 +374,28 @@ class Stepper:
         if allowed_count == 0:
             raise RuntimeError(f"step {len(self._tokens)}: the grammar allows no token")
         num_classes = self.classes.num_classes
-        class_allowed = unpack_bitmask(self._class_buffer[0], num_classes)
+        class_allowed = unpack_bitmask(masks.class_row, num_classes)
         masked = logits.clone()
-        self.compressed.apply_bitmask_inplace(masked, self._class_buffer[0])
+        self.compressed.apply_bitmask_inplace(masked, masks.class_row)
 
         token = self._choose(masked)
-        ok_plain = self.plain.accept_token(token)
-        ok_compressed = self.compressed.accept_token(token)
-        ok_native = self.native.accept_token(token) if self.native is not None else True
+        if self.overlap:
+            from .overlap import shared_worker
+
+            job = shared_worker().submit(self._accept_and_fill, token)
+            self._tokens.append(token)
+            self._logits = None
+            try:
+                if token not in self.vocab.stop_ids:  # a stop token ends decoding: no next forward
+                    _, self._forward_ahead = self._next_logits()
+            finally:
+                oks, self._next_masks = job.result()
+            if not all(oks):
+                self._tokens.pop()
+                self._drop_cache()
+        else:
+            oks = self._accept(token)
+        ok_plain, ok_compressed, ok_native = oks
         if not (ok_plain and ok_compressed and ok_native):
             self._rng_states.pop()
             for engine, ok in ((self.plain, ok_plain), (self.compressed, ok_compressed), (self.native, ok_native)):
@@ -338,8 +405,9 @@ class Stepper:
                 f"step {len(self._tokens)}: token {token} ({token_text(self.vocab, token)!r}) accepted by "
                 f"plain={ok_plain}, compressed={ok_compressed}, native={ok_native}: the engines disagree"
             )
-        self._tokens.append(token)
-        self._logits = None  # the next step feeds this token through the KV cache
+        if not self.overlap:
+            self._tokens.append(token)
+            self._logits = None  # the next step feeds this token through the KV cache
 
         result = StepResult(
             index=len(self._tokens) - 1,
@@ -353,14 +421,14 @@ class Stepper:
             allowed_tokens=allowed_count,
             vocab_size=vocab_size,
             class_examples=self._class_examples(class_allowed),
-            plain_mask_seconds=t1 - t0,
-            compressed_mask_seconds=t2 - t1,
-            masks_identical=identical,
+            plain_mask_seconds=masks.plain_seconds,
+            compressed_mask_seconds=masks.compressed_seconds,
+            masks_identical=masks.identical,
             terminated=self.compressed.is_terminated(),
             completed=self.compressed.is_terminated() or self.compressed.is_completed(),
             forward_seconds=forward_seconds,
-            native_mask_seconds=native_seconds,
-            native_identical=native_identical,
+            native_mask_seconds=masks.native_seconds,
+            native_identical=masks.native_identical,
         )
         self._history.append(result)
         return result
@@ -399,6 +467,7 @@ class Stepper:
         keep = len(self._tokens) - n
         self._generator.set_state(self._rng_states[keep])
         del self._tokens[keep:], self._history[keep:], self._rng_states[keep:]
+        self._next_masks = None  # filled for the state before the rollback
         self._drop_cache()
 
     def masks_identical_so_far(self) -> bool:

@@ -53,3 +53,36 @@ def test_overlapped_batch_generation_gives_the_serial_tokens(smollm2):
     serial = constrained_generate_batch(model, tokenizer, JSON_GRAMMAR, prompts, **kw)
     overlapped = constrained_generate_batch(model, tokenizer, JSON_GRAMMAR, prompts, overlap=True, **kw)
     assert [r.token_ids for r in overlapped] == [r.token_ids for r in serial]
+
+
+@pytest.mark.slow
+def test_overlapped_stepper_takes_the_serial_steps_and_replays_after_rollback(smollm2):
+    from cfgzip_lab.decode import Stepper
+
+    model, tokenizer, _ = smollm2
+    kw = dict(prompt="A cat as JSON.", sample=True, seed=4)
+    serial = Stepper(model, tokenizer, JSON_GRAMMAR, **kw)
+    overlapped = Stepper(model, tokenizer, JSON_GRAMMAR, overlap=True, **kw)
+    a, b = serial.run(12), overlapped.run(12)
+    assert [r.token_id for r in b] == [r.token_id for r in a]
+    assert all(r.masks_identical for r in b)
+    assert [r.allowed_tokens for r in b] == [r.allowed_tokens for r in a]
+    assert all(r.forward_seconds > 0 for r in b)  # the forward that ran ahead is reported
+    overlapped.rollback(5)
+    replay = overlapped.run(5)
+    assert [r.token_id for r in replay] == [r.token_id for r in a[7:]]
+    overlapped.reset()
+    assert [r.token_id for r in overlapped.run(3)] == [r.token_id for r in a[:3]]
+
+
+@pytest.mark.slow
+def test_overlapped_stepper_stops_at_the_stop_token_like_the_serial_one(smollm2):
+    from cfgzip_lab.decode import Stepper
+
+    model, tokenizer, _ = smollm2
+    grammar = 'root ::= "yes" | "no"\n'
+    serial = Stepper(model, tokenizer, grammar, prompt="?", chat=False)
+    overlapped = Stepper(model, tokenizer, grammar, prompt="?", chat=False, overlap=True)
+    a, b = serial.run(10), overlapped.run(10)
+    assert [r.token_id for r in b] == [r.token_id for r in a]
+    assert b[-1].terminated and overlapped.terminated
