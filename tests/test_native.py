@@ -423,3 +423,34 @@ def test_stepper_runs_the_native_engine_in_lockstep(tiny_model):
     assert stepper.step().native_identical
     plain_only = Stepper(model, tokenizer, JSON_SMALL, None, prompt="x")
     assert plain_only.step().native_mask_seconds is None
+
+
+def test_row_cache_delta_rows_equal_the_gather(toy):
+    """Rows derived from the previous row (XOR of the differing classes) equal a plain gather."""
+    from cfgzip_lab.expand import Expander
+    from cfgzip_lab.native.rows import RowCache
+    from cfgzip_lab.verify import identity_classes
+
+    vocab = _load("llama3")
+    classes = identity_classes(vocab)  # 128k singleton classes: every delta is small
+    k = classes.num_classes
+    for large in (False, True):
+        if large:  # a partition with large classes too: tokens grouped by id modulo 7 after the first 1000
+            from cfgzip_lab.classes.classing import TokenClasses
+
+            ids = np.arange(vocab.vocab_size)
+            class_of = np.where(ids < 1000, ids, 1000 + ids % 7)
+            _, reps = np.unique(class_of, return_index=True)
+            classes = TokenClasses(class_of.astype(np.int32), reps.astype(np.int32), np.zeros(1007, dtype=np.uint8))
+            k = 1007
+        cache = RowCache(Expander(classes), classes.class_of, max_delta_tokens=200_000)
+        rng = np.random.default_rng(0)
+        current = int.from_bytes(rng.bytes(-(-k // 8)), "little") & ((1 << k) - 1)
+        for _ in range(30):
+            for _ in range(int(rng.integers(1, 40))):
+                current ^= 1 << int(rng.integers(k))
+            got = cache.vocab_row(current)
+            bits = np.unpackbits(np.frombuffer(current.to_bytes(-(-k // 8), "little"), np.uint8), bitorder="little")[:k]
+            want = np.packbits(np.r_[bits[np.asarray(classes.class_of)], np.zeros(-vocab.vocab_size % 32, np.uint8)], bitorder="little").view(np.int32)
+            assert np.array_equal(got, want)
+        assert cache.delta_builds > 20

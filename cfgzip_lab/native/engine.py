@@ -65,7 +65,7 @@ class NativeEngine:
             self.compiled.gnf, self.classes, self.vocab.token_bytes, self.index, self.limits, self.displacer
         )
         self.expander = self.expander or Expander(self.classes)
-        self.rows = RowCache(self.expander)
+        self.rows = RowCache(self.expander, self.classes.class_of)
 
     def matcher(self) -> DisplacementMatcher:
         """A fresh matcher in the initial state."""

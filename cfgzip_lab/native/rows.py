@@ -1,10 +1,19 @@
-"""Class set (a Python int) → packed vocabulary bitmask row, memoised by the class set.
+"""Class set (a Python int) → packed vocabulary bitmask row, memoised, and derived from the last row.
 
-The walk gives each state's allowed classes as an int; decoding revisits the same few
-hundred class sets over and over (inside identifiers, strings, whitespace), so the packed
-row is kept per class set (least recently used out, bounded by bytes) and a repeated set
-costs one dict lookup. A new one goes through :class:`cfgzip_lab.expand.Expander` (union
-tables for the large classes, a scatter for the small ones: 20–34 µs for 128k tokens).
+The walk gives each state's allowed classes as an int; decoding revisits the same class sets
+over and over (inside identifiers, strings, whitespace), so the packed row is kept per class
+set (least recently used out, bounded by bytes) and a repeated set costs one dict lookup.
+
+A new set is usually close to the previous step's: a token moves the parser a little, and
+only the classes that depend on the changed stack tops flip. So a new row is the previous
+row XOR the rows of the classes that differ, when that is cheaper than expanding from
+scratch: a large class (``LARGE`` tokens or more) XORs its precomputed packed row (16 KB for
+Llama-3); the small ones are stored as (word, bits) pairs, gathered for all differing
+classes at once and summed into words with one ``bincount`` (a class's tokens set distinct
+bits, and classes are disjoint, so the sum of the bits in a word is their OR: exact in
+float64 below 2^53). Otherwise (more than ``max_delta_tokens`` tokens flip, or no previous
+row) :class:`cfgzip_lab.expand.Expander` expands the set (union tables for the large classes,
+a scatter for the small ones). Both give the gather's bits exactly (tested against it).
 """
 from __future__ import annotations
 
@@ -16,22 +25,88 @@ from ..expand import Expander
 
 __all__ = ["RowCache"]
 
+LARGE = 2048
+"""Classes with at least this many tokens keep a whole packed row for the delta path."""
+
 
 class RowCache:
     """Packed int32 vocabulary rows (XGrammar's layout, bits past V zero) per class set."""
 
-    def __init__(self, expander: Expander, *, memo_bytes: int = 64 << 20) -> None:
+    def __init__(self, expander: Expander, class_of: np.ndarray, *, memo_bytes: int = 64 << 20,
+                 max_delta_tokens: int = 8192) -> None:
         self.expander = expander
         self.num_classes = expander.num_classes
         self.class_words = math.ceil(self.num_classes / 32)
+        self.class_bytes = 4 * self.class_words
         self.vocab_words = expander.vocab_bitmask_size
+        self.max_delta_tokens = max_delta_tokens
         self._limit = max(16, memo_bytes // max(1, 4 * self.vocab_words))
         self._rows: dict[int, np.ndarray] = {}
+        self._last: tuple[int, np.ndarray] | None = None
         self.misses = 0
+        self.delta_builds = 0
+        self._prepare(np.asarray(class_of, dtype=np.int64))
+
+    def _prepare(self, class_of: np.ndarray) -> None:
+        k, w = self.num_classes, self.vocab_words
+        self._sizes = np.bincount(class_of, minlength=k)
+        large = np.flatnonzero(self._sizes >= LARGE)
+        self._is_large = np.zeros(k, dtype=bool)
+        self._is_large[large] = True
+        self._large_rows: dict[int, np.ndarray] = {}
+        for c in large.tolist():
+            bits = np.zeros(w * 32, dtype=bool)
+            bits[: class_of.size] = class_of == c
+            self._large_rows[c] = np.packbits(bits, bitorder="little").view(np.int32)
+        # Small classes: (word, OR of bits) pairs per class, CSR by class.
+        pos = np.flatnonzero(~self._is_large[class_of])
+        cls = class_of[pos]
+        order = np.lexsort((pos >> 5, cls))
+        pos, cls = pos[order], cls[order]
+        words = pos >> 5
+        bits = (np.int64(1) << (pos & 31)).astype(np.float64)
+        key = cls * w + words
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, dtype=np.int64)
+        self._pair_words = words[starts] if key.size else np.zeros(0, dtype=np.int64)
+        self._pair_bits = np.add.reduceat(bits, starts) if key.size else np.zeros(0)
+        pair_cls = cls[starts] if key.size else np.zeros(0, dtype=np.int64)
+        self._indptr = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
 
     def class_row(self, class_set: int) -> np.ndarray:
         """The class set as XGrammar's packed int32 class bitmask ``(ceil(K/32),)``."""
-        return np.frombuffer(bytearray(class_set.to_bytes(4 * self.class_words, "little")), dtype=np.int32)
+        return np.frombuffer(bytearray(class_set.to_bytes(self.class_bytes, "little")), dtype=np.int32)
+
+    def _ids(self, class_set: int) -> np.ndarray:
+        raw = np.frombuffer(class_set.to_bytes(self.class_bytes, "little"), dtype=np.uint8)
+        return np.flatnonzero(np.unpackbits(raw, bitorder="little"))
+
+    def _from_last(self, class_set: int) -> np.ndarray | None:
+        """``class_set``'s row from the last row by XOR of the differing classes; None if too costly."""
+        if self._last is None:
+            return None
+        last_set, last_row = self._last
+        delta = class_set ^ last_set
+        if delta.bit_count() * 8 > self.num_classes:  # far apart: expanding is cheaper
+            return None
+        ids = self._ids(delta)
+        large = ids[self._is_large[ids]]
+        small = ids[~self._is_large[ids]]
+        if int(self._sizes[small].sum()) > self.max_delta_tokens:
+            return None
+        row = last_row.copy()
+        for c in large.tolist():
+            row ^= self._large_rows[c]
+        if small.size:
+            starts = self._indptr[small]
+            lengths = self._indptr[small + 1] - starts
+            total = int(lengths.sum())
+            if total:
+                offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+                flips = np.bincount(self._pair_words[offsets], weights=self._pair_bits[offsets], minlength=self.vocab_words)
+                row ^= flips.astype(np.uint32).view(np.int32)
+        self.delta_builds += 1
+        return row
 
     def vocab_row(self, class_set: int) -> np.ndarray:
         """Read-only packed vocabulary row for ``class_set``."""
@@ -39,9 +114,12 @@ class RowCache:
         got = rows.pop(class_set, None)
         if got is None:
             self.misses += 1
-            got = self.expander.to_vocab_bitmask(self.class_row(class_set)).numpy()
+            got = self._from_last(class_set)
+            if got is None:
+                got = self.expander.to_vocab_bitmask(self.class_row(class_set)).numpy()
             got.flags.writeable = False
             while len(rows) >= self._limit:
                 rows.pop(next(iter(rows)))
         rows[class_set] = got
+        self._last = (class_set, got)
         return got

@@ -1,0 +1,134 @@
+"""The native engine beside plain and compressed XGrammar, per bundled grammar, in one table.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/native_bench.py [--steps 200] [--check] [--json OUT] [GRAMMAR ...]
+
+For each grammar (default: every bundled one) with Llama-3: classing, the native σ_in index
+(build time, trie nodes, size of its cache arrays, resident memory added while building),
+then :func:`cfgzip_lab.bench.bench_engines` with ``engine_names=("plain", "compressed",
+"native")`` over the sample documents (``--steps`` timed steps spread over them): per engine
+the packed vocabulary mask (plain fill; compressed fill + expansion; native fill) at the median
+and p90, and accept_token at the median. ``--check`` then replays every sample-document step
+and compares the native mask with plain XGrammar's, bit for bit (grammars in parallel
+processes, after the timing). Prints a table and the machine; never asserts on wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _setup(name: str, tokenizer: str):
+    from cfgzip_lab.pipeline import build_classes, compile_grammar, resolve_grammar
+    from cfgzip_lab.vocab import load_vocab
+
+    vocab = load_vocab(tokenizer)
+    path = resolve_grammar(name)
+    compiled = compile_grammar(path.read_text(encoding="utf-8"), source=str(path))
+    t0 = time.perf_counter()
+    classing = build_classes(compiled, vocab)
+    return path, compiled, vocab, classing, time.perf_counter() - t0
+
+
+def measure(name: str, tokenizer: str, steps: int) -> dict:
+    from cfgzip_lab.bench import bench_engines, sample_docs
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.native import build_native_engine
+
+    path, compiled, vocab, classing, classing_s = _setup(name, tokenizer)
+    classes = classing.classes
+    engines = compile_engines(compiled.text, vocab, classes)
+    rss = _rss_mb()
+    t0 = time.perf_counter()
+    native = build_native_engine(compiled, vocab, classes, classing=classing, xgrammar_engines=engines)
+    index_s = time.perf_counter() - t0
+    index_rss = _rss_mb() - rss
+    index_bytes = sum(a.nbytes for a in native.index.to_arrays().values())
+    names = ("plain", "compressed", "native")
+    bench = bench_engines(compiled.text, vocab, classes, docs=sample_docs(path), source="samples", steps=steps,
+                          expansion_repeats=0, engines=engines, engine_names=names, native=native)
+    b = bench.batches[0]
+    return {
+        "grammar": name, "tokenizer": vocab.name, "classes": classes.num_classes, "steps": b.steps,
+        "path_tokens": bench.path_tokens, "classing_s": round(classing_s, 2), "index_build_s": round(index_s, 3),
+        "index_rss_mb": round(index_rss, 1), "index_cache_kb": round(index_bytes / 1024, 1),
+        "trie_nodes": native.index.num_nodes, **native.index.stats, **b.summary(names),
+        "native_stats": native.stats(),
+    }
+
+
+def check(name: str, tokenizer: str) -> dict:
+    """Every sample-document step: native mask == plain XGrammar mask (and accept agrees)."""
+    import numpy as np
+
+    from cfgzip_lab.bench import sample_docs
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.native import build_native_engine
+
+    path, compiled, vocab, classing, _ = _setup(name, tokenizer)
+    engines = compile_engines(compiled.text, vocab, classing.classes)
+    native = build_native_engine(compiled, vocab, classing.classes, classing=classing, xgrammar_engines=engines)
+    steps = mismatches = 0
+    for doc in sample_docs(path):
+        plain, m = engines.plain(), native.matcher()
+        for t in vocab.encode(doc):
+            steps += 1
+            if not np.array_equal(plain.next_vocab_bitmask().numpy(), m.next_vocab_bitmask().numpy()):
+                mismatches += 1
+            ok = plain.accept_token(t)
+            if ok != m.accept_token(t):
+                mismatches += 1
+            if not ok:
+                break
+    return {"grammar": name, "steps": steps, "mismatches": mismatches, "fallbacks": native.fallbacks}
+
+
+def main() -> int:
+    from cfgzip_lab.bench import machine_info
+    from cfgzip_lab.bundled import bundled_grammars
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("grammars", nargs="*")
+    ap.add_argument("--tokenizer", default="llama3")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args()
+    names = args.grammars or list(bundled_grammars())
+    rows = []
+    print(f"{'grammar':<26} {'K':>5} | {'plain mask µs':>17} | {'compressed mask µs':>18} | {'native mask µs':>15} | "
+          f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB':>26}", flush=True)
+    for name in names:
+        r = measure(name, args.tokenizer, args.steps)
+        rows.append(r)
+        q = lambda e: f"{r[f'{e}_mask_median_us']:,.1f} / {r[f'{e}_mask_p90_us']:,.1f}"  # noqa: E731
+        print(f"{name:<26} {r['classes']:>5} | {q('plain'):>17} | {q('compressed'):>18} | {q('native'):>15} | "
+              f"{r['plain_accept_median_us']:.1f}/{r['compressed_accept_median_us']:.1f}/{r['native_accept_median_us']:.1f} | "
+              f"{r['index_build_s']:.2f} / {r['trie_nodes']} / {r['index_cache_kb']:.0f} / {r['index_rss_mb']:.0f}", flush=True)
+    checks = []
+    if args.check:
+        with ProcessPoolExecutor(min(args.workers, len(names))) as pool:
+            checks = list(pool.map(check, names, [args.tokenizer] * len(names)))
+        for c in checks:
+            print(f"check {c['grammar']:<26} {c['steps']} steps, {c['mismatches']} mismatches, {c['fallbacks']} fallbacks", flush=True)
+    machine = machine_info()
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores, xgrammar {machine['xgrammar']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "checks": checks, "machine": machine}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
