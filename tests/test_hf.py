@@ -221,8 +221,18 @@ def test_load_model_from_a_local_folder(tiny, tmp_path):
     assert vocab.vocab_size == loaded.config.vocab_size == model.config.vocab_size
     assert vocab.stop_ids == (2, 0) and (vocab.kinds[-TINY_PADDING:] == PADDING).all()
     assert vocab_for(loaded, tok) is vocab
+    assert next(loaded.parameters()).dtype == torch.float32  # default_dtype on the CPU
     with pytest.raises(hf.ModelLoadError, match="config.json"):
         load_model(str(tmp_path / "nowhere"))
+
+
+def test_default_dtype_is_bf16_on_cuda_where_supported_else_float32():
+    from cfgzip_lab.hf.models import default_dtype
+
+    assert default_dtype("cpu") == torch.float32
+    if torch.cuda.is_available():
+        expected = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+        assert default_dtype("cuda") == expected
 
 
 # -- the model cache: one builder, atomic, rebuilt when the source changes --------------------

@@ -425,6 +425,8 @@ def test_decoder_steps_rollback_reset(checker):
     results = [panel.step() for _ in range(3)]
     assert len(panel.results) == 3 and len(s.decode_log) == 3
     assert all(r["identical"] for r in s.decode_log), s.decode_log
+    device = next(s.decoder_model[0].parameters()).device
+    assert f"on <b>{device}</b> in <b>float32</b>" in panel.status.value  # which device and dtype
     before, after = panel.chart.data
     assert len(before.x) == 5 and 1 <= len(after.x) <= 5
     assert panel.tokens.value.count("cfgzip-tok") == 3

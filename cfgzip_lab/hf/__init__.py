@@ -21,7 +21,7 @@ its own in ``contrib/hf.py``):
 from __future__ import annotations
 
 from .generate import GenerationResult, constrained_generate, constrained_generate_batch, encode_prompt
-from .models import MODEL_NAMES, ModelLoadError, default_device, load_model, model_cache_dir, vocab_for
+from .models import MODEL_NAMES, ModelLoadError, default_device, default_dtype, load_model, model_cache_dir, vocab_for
 from .processors import (
     CompressedLogitsProcessor,
     EngineKind,
@@ -45,6 +45,7 @@ __all__ = [
     "load_model",
     "model_cache_dir",
     "default_device",
+    "default_dtype",
     "vocab_for",
     "cached_classes",
     "clear_classes_cache",

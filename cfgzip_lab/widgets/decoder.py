@@ -41,7 +41,12 @@ class DecoderPanel(Panel):
         self._stepper_key = None
         self._lock = threading.RLock()
 
-        self.model = w.Combobox(value=model, options=["smollm2"], description="Model", ensure_option=False)
+        # Any local Hugging Face model folder works too (hf.load_model); the status line says
+        # which device and dtype it was loaded with.
+        self.model = w.Combobox(
+            value=model, options=["smollm2"], description="Model", ensure_option=False,
+            placeholder="smollm2 or a local HF model folder",
+        )
         self.model.add_class("cfgzip-model")
         self.device = w.Dropdown(options=["auto", "cpu", "cuda"], value="auto", description="Device")
         self.device.add_class("cfgzip-device")
@@ -243,14 +248,16 @@ class DecoderPanel(Panel):
             return
         m, _, vocab = model
         try:
-            device = next(m.parameters()).device
+            first = next(m.parameters())
+            device, dtype = first.device, str(first.dtype).removeprefix("torch.")
         except (AttributeError, StopIteration):  # not a torch module, or one without parameters
-            device = "?"
+            device = dtype = "?"
         classes = getattr(self.stepper, "classes", None)
         k = f" · K = {classes.num_classes:,} classes" if classes is not None else ""
         took = s.timings.get("model_load")
         self.status.value = (
-            f"model <b>{esc(self.model.value)}</b> on <b>{esc(device)}</b> · V = {vocab.vocab_size:,} tokens{k}"
+            f"model <b>{esc(self.model.value)}</b> on <b>{esc(device)}</b> in <b>{esc(dtype)}</b>"
+            f" · V = {vocab.vocab_size:,} tokens{k}"
             + (f" · loaded in {fmt_seconds(took)}" if took else "")
         )
 
