@@ -86,7 +86,7 @@ def cached_native_engine(grammar: str | CompiledGrammar, vocab: VocabTable, clas
     :func:`cached_classes`. Building compiles the grammar to GNF and the σ_in index.
     """
     from ..native import build_native_engine
-    from ..pipeline import CompiledGrammar, compile_grammar
+    from ..pipeline import compile_grammar
 
     text = grammar_text_of(grammar)
     if classes is None:
@@ -97,7 +97,10 @@ def cached_native_engine(grammar: str | CompiledGrammar, vocab: VocabTable, clas
         hit = _NATIVE.get(key)
     if hit is not None:
         return hit
-    compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(text)
+    # A fresh compilation even when a CompiledGrammar is given: the engine then owns its word
+    # store, which classing in another thread (the workbench) never touches (the store's node
+    # budget is per store, not per thread).
+    compiled = compile_grammar(text)
     engine = build_native_engine(compiled, vocab, classes, xgrammar_engines=compile_engines(text, vocab, classes))
     with _classes_lock:
         return _NATIVE.setdefault(key, engine)
