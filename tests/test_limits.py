@@ -24,9 +24,9 @@ from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
 
 #: The memory cap the slow test holds classing to (peak resident size of the whole process:
-#: interpreter, numpy, the vocabulary, GNF and classing). Measured: 440 MB for 14 levels and
-#: 24 nullable rules (the test's size) with Llama-3.
-MEMORY_CAP_MB = 1024
+#: interpreter, numpy, the vocabulary, GNF and classing). Measured with Llama-3: 469 MB and
+#: 9.4 s of CPU for 10 levels and 16 nullable rules (the test's size); 927 MB for 14 and 24.
+MEMORY_CAP_MB = 768
 
 OPS = ["+", "-", "*", "/", "%", "<<", ">>", "<", ">", "==", "!=", "&", "^", "|", "&&", "||", "??", "**"]
 
@@ -125,13 +125,13 @@ CHILD = textwrap.dedent(
 def test_blowup_grammar_classes_llama3_under_the_memory_cap():
     """In a child process, so the peak resident size is classing's own (ru_maxrss)."""
     tests = os.path.dirname(os.path.abspath(__file__))
-    code = CHILD.format(tests=tests, levels=14, nullables=24)
+    code = CHILD.format(tests=tests, levels=10, nullables=16)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     print(record)
-    assert record["gnf_productions"] > 10**15  # it is a blow-up grammar: listed, its GNF would not fit anywhere
+    assert record["gnf_productions"] > 10**13  # a blow-up grammar: listed, its GNF would not fit anywhere
     assert record["peak_mb"] < MEMORY_CAP_MB, record
     assert record["dag_nodes"] < DEFAULT_MAX_DAG_NODES
     assert record["classes"] > 100
