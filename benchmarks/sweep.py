@@ -5,6 +5,7 @@
         [--max-doc-tokens 120]
         [--workers 2] [--json sweep.json] [GRAMMAR ...]
     .venv/bin/python benchmarks/sweep.py --random-grammars 5000    # the random-grammar property, longer
+    .venv/bin/python benchmarks/sweep.py --arbitrate sweep.json    # who is wrong at each first mismatch
 
 For each grammar (default: the 7 bundled ones and the 40 of ``../shared/grammars/third_party``)
 and tokenizer, one job builds the displacement classes and runs :func:`cfgzip_lab.verify.verify_engines`
@@ -16,6 +17,11 @@ step the engine's expanded mask must equal plain XGrammar's bit for bit, stop bi
 termination included. Jobs run in parallel processes (``--workers``). Prints one row per
 grammar × tokenizer × engine (steps checked, mismatching steps, seconds) and the totals, and
 writes the same table as JSON (``--json``). Exit status 1 when any step mismatches or a job fails.
+
+A mismatch is against plain XGrammar's token mask, which xgrammar 0.2.8 sometimes gets wrong
+(recursion through an empty alternative: the mask refuses tokens its own ``accept_token``
+takes). Each row's first mismatch is therefore arbitrated (:func:`arbitrate`): "xgrammar mask
+contradicts its matcher" or "engine differs from xgrammar".
 
 Engines are looked up by name in :data:`ENGINES`: ``compressed`` (XGrammar over the class
 representatives) always; ``native`` (``cfgzip_lab.native``, masks from the displacements
@@ -114,6 +120,7 @@ class Row:
     setup_seconds: float = 0.0
     error: str | None = None
     first_mismatch: dict[str, Any] | None = field(default=None)
+    first_mismatch_verdict: str | None = None  # see arbitrate()
 
 
 _VOCABS: dict[str, Any] = {}  # per worker process: each vocabulary loads once
@@ -186,6 +193,8 @@ def run_job(job: Job) -> list[Row]:
                 row.first_mismatch = row.first_mismatch or report.first_mismatch
                 if row.steps >= job.target_steps or time.process_time() - c1 >= job.max_seconds:
                     break
+            if row.first_mismatch is not None:
+                row.first_mismatch_verdict = arbitrate(engines, row.first_mismatch)
         except Exception as exc:
             row.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         row.seconds = round(time.perf_counter() - t1, 2)
@@ -193,8 +202,38 @@ def run_job(job: Job) -> list[Row]:
     return rows
 
 
+def arbitrate(engines: Any, mismatch: dict[str, Any]) -> str:
+    """Who is wrong at a mask mismatch, where XGrammar can be asked twice.
+
+    XGrammar 0.2.8's token mask can contradict its own ``accept_token`` (recursion through an
+    empty alternative, see ``tests/test_random_grammars.py``). Replays the mismatch's prefix in
+    plain XGrammar and asks ``accept_token`` about each token listed on one side only: when it
+    answers against XGrammar's own mask, the mask is wrong ("xgrammar mask contradicts its
+    matcher"); otherwise the engine under test is ("engine differs from xgrammar").
+    """
+    if mismatch.get("check") != "mask":
+        return f"not a mask mismatch ({mismatch.get('check')}): engine differs from xgrammar"
+    listed = [(t["id"], False) for t in mismatch.get("compressed_only", [])] + [
+        (t["id"], True) for t in mismatch.get("plain_only", [])
+    ]
+    contradictions = 0
+    for token, plain_mask_allows in listed:
+        matcher = engines.plain()
+        for t in mismatch["prefix_ids"]:
+            matcher.accept_token(int(t))
+        if matcher.accept_token(int(token)) != plain_mask_allows:
+            contradictions += 1
+    if listed and contradictions == len(listed):
+        return "xgrammar mask contradicts its matcher"
+    return "engine differs from xgrammar" + (
+        f" ({contradictions}/{len(listed)} contradictions)" if contradictions else ""
+    )
+
+
 def _print_row(row: Row) -> None:
     status = "ERROR " + row.error.splitlines()[0] if row.error else ("ok" if row.mismatches == 0 else "MISMATCH")
+    if row.first_mismatch_verdict:
+        status += f" (first: {row.first_mismatch_verdict})"
     print(
         f"{row.grammar:<42} {row.tokenizer:<8} {row.engine:<10} {row.classes:>6} {row.steps:>7} "
         f"{row.mismatches:>6} {row.seconds:>8.1f}  {status}",
@@ -215,6 +254,29 @@ def run_random_grammars(examples: int) -> int:
         str(REPO / "tests" / "test_random_grammars.py"),
     ]
     return subprocess.call(cmd, cwd=REPO, env=env)
+
+
+def arbitrate_file(path: Path) -> int:
+    """Add :func:`arbitrate`'s verdict to every mismatching row of a sweep's JSON that lacks one."""
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.vocab import load_vocab
+
+    table = json.loads(path.read_text())
+    paths = {grammar_name(p): p for p in all_grammars()}
+    for row in table["rows"]:
+        if row.get("first_mismatch") and not row.get("first_mismatch_verdict"):
+            text = paths[row["grammar"]].read_text(encoding="utf-8")
+            vocab = _VOCABS.get(row["tokenizer"]) or _VOCABS.setdefault(row["tokenizer"], load_vocab(row["tokenizer"]))
+            classes = build_classes(compile_grammar(text), vocab).classes
+            row["first_mismatch_verdict"] = arbitrate(compile_engines(text, vocab, classes), row["first_mismatch"])
+            print(
+                f"{row['grammar']} {row['tokenizer']} {row['engine']}: {row['mismatches']} mismatching steps; "
+                f"first: {row['first_mismatch_verdict']}",
+                flush=True,
+            )
+    path.write_text(json.dumps(table, indent=1, default=str))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,8 +311,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="instead: run the random-grammar property test with N examples",
     )
+    ap.add_argument(
+        "--arbitrate",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="instead: add arbitrate()'s verdict to the mismatching rows of a sweep's JSON",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.arbitrate:
+        return arbitrate_file(args.arbitrate)
     if args.random_grammars:
         return run_random_grammars(args.random_grammars)
 
