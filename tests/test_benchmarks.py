@@ -42,3 +42,36 @@ def test_bench_engines_script_prints_a_row_per_grammar_and_batch():
         ratios = re.findall(r"(\d+\.\d+)x", row)
         assert len(ratios) == 4 and all(float(r) > 0 for r in ratios)
     assert "machine:" in proc.stdout
+
+
+@pytest.mark.slow
+def test_gpu_e2e_tiny_runs_every_mode_on_cpu_and_writes_json(tmp_path):
+    """The GPU benchmark's --tiny mode: the whole script on CPU (a 2-layer model), JSON written."""
+    import json
+
+    out = tmp_path / "e2e.json"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_e2e.py"), "--tiny", "--grammars", "json", "--steps", "3",
+         "--expansion-calls", "3", "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    modes = {r["mode"] for r in result["e2e"]}
+    assert {"none", "plain", "compressed", "compressed_overlap", "none_again"} <= modes
+    assert {r["batch"] for r in result["e2e"]} == {1, 2}
+    assert {r["backend"] for r in result["expansion"]} == {"numpy", "torch"}  # no CUDA here
+    assert "end to end, tokens/s" in proc.stdout and not result["skipped"]
+
+
+@pytest.mark.slow
+def test_gil_probe_prints_a_row_per_worker():
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gil_probe.py"), "--grammar", "json", "--seconds", "0.2"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for worker in ("sha256 (releases the GIL)", "pure Python (holds the GIL)", "xgrammar fill, compressed"):
+        assert worker in proc.stdout
