@@ -317,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plain-batches", default="8b=1,8;1b=1",
                     help="where plain XGrammar runs (shape=batches;...): its fill costs seconds a step at p90")
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip measurements that would start after this")
+    ap.add_argument("--fill-threads", default="auto",
+                    help="XGrammar's batch-fill threads (an int or auto); fewer leave the launch-bound forward more host")
     ap.add_argument("--json", default="gpu_e2e.json")
     ap.add_argument("--tiny", action="store_true", help="CPU, a 2-layer model, 6 steps, batch 1 and 2")
     args = ap.parse_args(argv)
@@ -402,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"setup {name}: {setup}", flush=True)
     save()
 
+    fill_threads = args.fill_threads if args.fill_threads == "auto" else int(args.fill_threads)
+
     def matchers_for(grammar):
         entry = grammars[grammar]
         engines = entry["engines"]
@@ -411,9 +415,9 @@ def main(argv: list[str] | None = None) -> int:
             if base.startswith("none"):  # "none", and "none_again" (the baseline again, last)
                 return None
             if base == "plain":
-                return BatchMatcher([engines.plain() for _ in range(batch)])
+                return BatchMatcher([engines.plain() for _ in range(batch)], max_threads=fill_threads)
             if base == "compressed":
-                return BatchMatcher([engines.compressed() for _ in range(batch)])
+                return BatchMatcher([engines.compressed() for _ in range(batch)], max_threads=fill_threads)
             if base == "native":
                 return entry["native"].batch(batch)
             raise ValueError(mode)
