@@ -10,7 +10,10 @@ the disallowed logits. One launch replaces the torch backend's ten or so (unpack
 
 Bytes moved per call: the class_of table once per row group plus the output (16 KB per
 row packed, ``2 * V`` bytes per bf16 row written only where disallowed), microseconds of
-HBM time, so the floor is the launch itself.
+HBM time, so the floor is the launch itself. Measured on an H200 (Llama-3 vocabulary,
+4,001 classes, CUDA events, median of 500): replayed from a CUDA graph 10 µs at batch 1 and
+14 µs (packed) / 25 µs (in-place bf16) at batch 64; launched eagerly 31–51 µs, of which
+Triton's Python dispatch is 22–37 µs of host time (:meth:`TritonExpansion.bind` skips it).
 
 CUDA-graph capturable: no host synchronisation, no allocation when ``out`` is given, all
 inputs already on the device (copy a CPU class mask into a static device buffer first).
