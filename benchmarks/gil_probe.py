@@ -17,6 +17,7 @@ pure-Python thread. Also printed: how many fills the thread completed meanwhile 
 alone. On a machine with fewer free cores than threads, every row drops: compare with the
 sha256 row, not with the baseline. Never asserts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         stop = threading.Event()
         done = [0]
 
-        def work(op=op):
+        def work(op=op, stop=stop, done=done):
             while not stop.is_set():
                 op()
                 done[0] += 1
@@ -114,15 +115,28 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         if thread:
             thread.join()
-        rows.append({"worker": name, "main_loop_per_s": loop_rate, "matmul_ms": matmul_ms,
-                     "worker_ops_per_s": thread_rate if op else None, "worker_ops_alone_per_s": alone})
+        rows.append(
+            {
+                "worker": name,
+                "main_loop_per_s": loop_rate,
+                "matmul_ms": matmul_ms,
+                "worker_ops_per_s": thread_rate if op else None,
+                "worker_ops_alone_per_s": alone,
+            }
+        )
     base = rows[0]
-    print(f"GIL probe: {args.grammar}, {args.tokenizer} ({classes.num_classes} classes); main thread vs a worker thread")
+    print(
+        f"GIL probe: {args.grammar}, {args.tokenizer} ({classes.num_classes} classes); main thread vs a worker thread"
+    )
     print(f"{'worker thread runs':<30} {'main loop':>10} {'matmuls':>9} {'worker ops/s (alone)':>22}")
     for r in rows:
-        ops = "" if r["worker_ops_per_s"] is None else f"{r['worker_ops_per_s']:8.1f} ({r['worker_ops_alone_per_s']:.1f})"
-        print(f"{r['worker']:<30} {r['main_loop_per_s'] / base['main_loop_per_s']:>9.2f}x"
-              f" {base['matmul_ms'] / r['matmul_ms']:>8.2f}x {ops:>22}")
+        ops = (
+            "" if r["worker_ops_per_s"] is None else f"{r['worker_ops_per_s']:8.1f} ({r['worker_ops_alone_per_s']:.1f})"
+        )
+        print(
+            f"{r['worker']:<30} {r['main_loop_per_s'] / base['main_loop_per_s']:>9.2f}x"
+            f" {base['matmul_ms'] / r['matmul_ms']:>8.2f}x {ops:>22}"
+        )
     m = machine_info()
     print(f"machine: {m['cpu']}, {m['cores']} cores, xgrammar {m['xgrammar']}, python {m['python']}")
     if args.json:

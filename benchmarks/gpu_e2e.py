@@ -33,6 +33,7 @@ limit keeps what it measured; ``--budget-s`` skips what would not fit. Never ass
 times. The project's targets (H100/H200, 8B shape): compressed overlapped ≥ 0.95x unconstrained
 on c_like and bython at batch 1 and 8; Triton expansion ≤ 20 µs at batch 1, ≤ 40 µs at 64.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,12 +48,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES: dict[str, dict[str, Any]] = {
     # Llama-3.2-1B and Llama-3.1-8B (config.json of the released models), vocabulary 128,256.
-    "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-               num_key_value_heads=8, head_dim=64, tie_word_embeddings=True),
-    "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-               num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
+    "1b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        tie_word_embeddings=True,
+    ),
+    "8b": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=False,
+    ),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -62,8 +84,13 @@ def build_model(shape: str, vocab_size: int, device, dtype):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=vocab_size, max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
-        bos_token_id=128000, eos_token_id=128009, **SHAPES[shape],
+        vocab_size=vocab_size,
+        max_position_embeddings=8192,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        bos_token_id=128000,
+        eos_token_id=128009,
+        **SHAPES[shape],
     )
     old = torch.get_default_dtype()
     torch.manual_seed(0)
@@ -191,7 +218,9 @@ def time_kernels(expander, batches, calls, device, backends=("numpy", "torch", "
         words = rng.integers(-(2**31), 2**31, (batch, expander.class_bitmask_size), dtype=np.int64)
         class_cpu = torch.from_numpy(words.astype(np.int32))
         class_dev = class_cpu.to(device)
-        logits_dev = torch.randn(batch, expander.vocab_size, device=device).to(torch.bfloat16 if cuda else torch.float32)
+        logits_dev = torch.randn(batch, expander.vocab_size, device=device).to(
+            torch.bfloat16 if cuda else torch.float32
+        )
         out_dev = torch.empty(batch, expander.vocab_bitmask_size, dtype=torch.int32, device=device)
         for backend in backends:
             for op in ("to_vocab_bitmask", "mask_logits_"):
@@ -199,20 +228,22 @@ def time_kernels(expander, batches, calls, device, backends=("numpy", "torch", "
                 if backend == "numpy":
                     logits_cpu = torch.randn(batch, expander.vocab_size)
 
-                    def call():
+                    def call(op=op, class_cpu=class_cpu, logits_cpu=logits_cpu):
                         expander.clear_memo()  # a class mask never seen before
                         if op == "to_vocab_bitmask":
                             expander.cpu.to_vocab_bitmask(class_cpu.numpy())
                         else:
                             expander.cpu.mask_logits_(logits_cpu, class_cpu.numpy())
                 elif backend == "torch":
-                    def call():
+
+                    def call(op=op, class_dev=class_dev, logits_dev=logits_dev):
                         if op == "to_vocab_bitmask":
                             expander.torch.to_vocab_bitmask(class_dev)
                         else:
                             expander.torch.mask_logits_(logits_dev, class_dev)
                 elif backend == "triton":
-                    def call():
+
+                    def call(op=op, class_dev=class_dev, logits_dev=logits_dev, out_dev=out_dev):
                         if op == "to_vocab_bitmask":
                             expander.triton.to_vocab_bitmask(class_dev, out=out_dev)
                         else:
@@ -222,7 +253,9 @@ def time_kernels(expander, batches, calls, device, backends=("numpy", "torch", "
                         if op == "to_vocab_bitmask":
                             call = expander.triton.bind(op, class_dev, out_dev)
                             call()
-                            row["equal_to_jit"] = bool(torch.equal(out_dev, expander.triton.to_vocab_bitmask(class_dev)))
+                            row["equal_to_jit"] = bool(
+                                torch.equal(out_dev, expander.triton.to_vocab_bitmask(class_dev))
+                            )
                         else:
                             probe = torch.randn_like(logits_dev)
                             reference = expander.triton.mask_logits_(probe.clone(), class_dev)
@@ -234,7 +267,9 @@ def time_kernels(expander, batches, calls, device, backends=("numpy", "torch", "
                         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                         rows.append(row)
                         continue
-                row.update(_time_calls(call, calls if backend != "numpy" else min(calls, 100), cuda and backend != "numpy"))
+                row.update(
+                    _time_calls(call, calls if backend != "numpy" else min(calls, 100), cuda and backend != "numpy")
+                )
                 if cuda and backend.startswith("triton"):
                     row.update(_time_graph(call, calls))
                 rows.append(row)
@@ -314,11 +349,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--expansion-calls", type=int, default=500)
     ap.add_argument("--expansion-batches", default="1,8,32,64")
     ap.add_argument("--expansion-backends", default="numpy,torch,triton,triton_bound")
-    ap.add_argument("--plain-batches", default="8b=1,8;1b=1",
-                    help="where plain XGrammar runs (shape=batches;...): its fill costs seconds a step at p90")
+    ap.add_argument(
+        "--plain-batches",
+        default="8b=1,8;1b=1",
+        help="where plain XGrammar runs (shape=batches;...): its fill costs seconds a step at p90",
+    )
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip measurements that would start after this")
-    ap.add_argument("--fill-threads", default="auto",
-                    help="XGrammar's batch-fill threads (an int or auto); fewer leave the launch-bound forward more host")
+    ap.add_argument(
+        "--fill-threads",
+        default="auto",
+        help="XGrammar's batch-fill threads (an int or auto); fewer leave the launch-bound forward more host",
+    )
     ap.add_argument("--json", default="gpu_e2e.json")
     ap.add_argument("--tiny", action="store_true", help="CPU, a 2-layer model, 6 steps, batch 1 and 2")
     args = ap.parse_args(argv)
@@ -360,8 +401,14 @@ def main(argv: list[str] | None = None) -> int:
     if build_native_engine is None:
         modes = [m for m in modes if not m.startswith("native")]
 
-    result: dict[str, Any] = {"machine": machine_info(), "args": vars(args), "e2e": [], "expansion": [], "skipped": [],
-                              "setup": {}}
+    result: dict[str, Any] = {
+        "machine": machine_info(),
+        "args": vars(args),
+        "e2e": [],
+        "expansion": [],
+        "skipped": [],
+        "setup": {},
+    }
     out_path = Path(args.json)
 
     def save() -> None:
@@ -387,15 +434,19 @@ def main(argv: list[str] | None = None) -> int:
             if not m.accept_token(t):
                 break
             path_ok.append(t)
-        engines.plain_grammar, engines.compressed_grammar  # compile both now, untimed
+        _ = engines.plain_grammar, engines.compressed_grammar  # compile both now, untimed
         entry = {"compiled": compiled, "classing": classing, "engines": engines, "tokens": path_ok, "native": None}
-        setup = {"classes": classing.classes.num_classes, "doc_tokens": len(path_ok),
-                 "setup_s": round(time.perf_counter() - t0, 2)}
+        setup = {
+            "classes": classing.classes.num_classes,
+            "doc_tokens": len(path_ok),
+            "setup_s": round(time.perf_counter() - t0, 2),
+        }
         if build_native_engine is not None and any(m.startswith("native") for m in modes):
             t1 = time.perf_counter()
             try:
-                entry["native"] = build_native_engine(compiled, vocab, classing.classes, classing=classing,
-                                                      xgrammar_engines=engines)
+                entry["native"] = build_native_engine(
+                    compiled, vocab, classing.classes, classing=classing, xgrammar_engines=engines
+                )
                 setup["native_build_s"] = round(time.perf_counter() - t1, 2)
             except Exception as exc:  # noqa: BLE001 - reported, the other modes still run
                 setup["native_error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -457,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = min(args.steps, max(1, len(tokens) - 2))
         # The middle of the document: its head (comments, #include lines) is cheap for every engine.
         cut = max(1, (len(tokens) - steps) // 2)
-        prompt, forced = tokens[:cut], tokens[cut: cut + steps]
+        prompt, forced = tokens[:cut], tokens[cut : cut + steps]
         rows = []
         model = models[shape]
         if left() > 20:
@@ -485,9 +536,12 @@ def main(argv: list[str] | None = None) -> int:
         base = max((r["tokens_per_s"] for r in rows if r["mode"].startswith("none")), default=None)
         for r in rows:
             r["vs_none"] = r["tokens_per_s"] / base if base else None
-            print(f"{shape:>4} {grammar:<8} b{batch:<3} {r['mode']:<19} {r['tokens_per_s']:9.1f} tok/s"
-                  f"  x{(r['vs_none'] or 0):.2f}  mask {r['mask']['median_ms']:8.2f} / {r['mask']['p90_ms']:8.2f} ms"
-                  f"  fill {r['fill']['median_ms']:8.2f} ms", flush=True)
+            print(
+                f"{shape:>4} {grammar:<8} b{batch:<3} {r['mode']:<19} {r['tokens_per_s']:9.1f} tok/s"
+                f"  x{(r['vs_none'] or 0):.2f}  mask {r['mask']['median_ms']:8.2f} / {r['mask']['p90_ms']:8.2f} ms"
+                f"  fill {r['fill']['median_ms']:8.2f} ms",
+                flush=True,
+            )
         save()
     worker.close()
     result["seconds"] = round(time.perf_counter() - t_start, 1)
@@ -498,21 +552,29 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_tables(result: dict[str, Any]) -> None:
     m = result["machine"]
-    print(f"\nmachine: {m.get('gpu') or 'no GPU'}; CPU {m['cpu']} ({m['cores']} cores); torch {m['torch']}; "
-          f"xgrammar {m['xgrammar']}; {result.get('seconds')} s")
+    print(
+        f"\nmachine: {m.get('gpu') or 'no GPU'}; CPU {m['cpu']} ({m['cores']} cores); torch {m['torch']}; "
+        f"xgrammar {m['xgrammar']}; {result.get('seconds')} s"
+    )
     print("\nexpansion, µs per call (median / p90; triton: eager with CUDA events | graph replay)")
     for r in result["expansion"]:
         if "error" in r:
-            print(f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<12} {r['op']:<16} b{r['batch']:<3} {r['error']}")
+            print(
+                f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<12} {r['op']:<16} b{r['batch']:<3} {r['error']}"
+            )
             continue
         graph = f" | graph {r['graph_median_us']:.1f} / {r['graph_p90_us']:.1f}" if "graph_median_us" in r else ""
         host = f" host {r['host_launch_us']:.1f}" if "host_launch_us" in r else ""
-        print(f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<12} {r['op']:<16} b{r['batch']:<3}"
-              f" {r['median_us']:8.1f} / {r['p90_us']:8.1f}{graph}{host}")
+        print(
+            f"  {r['grammar']:<8} K={r['classes']:<5} {r['backend']:<12} {r['op']:<16} b{r['batch']:<3}"
+            f" {r['median_us']:8.1f} / {r['p90_us']:8.1f}{graph}{host}"
+        )
     print("\nend to end, tokens/s (x unconstrained); main-thread mask ms median / p90")
     for r in result["e2e"]:
-        print(f"  {r['shape']:>4} {r['grammar']:<8} b{r['batch']:<3} {r['mode']:<19} {r['tokens_per_s']:9.1f}"
-              f"  x{(r.get('vs_none') or 0):.2f}  {r['mask']['median_ms']:7.2f} / {r['mask']['p90_ms']:7.2f}")
+        print(
+            f"  {r['shape']:>4} {r['grammar']:<8} b{r['batch']:<3} {r['mode']:<19} {r['tokens_per_s']:9.1f}"
+            f"  x{(r.get('vs_none') or 0):.2f}  {r['mask']['median_ms']:7.2f} / {r['mask']['p90_ms']:7.2f}"
+        )
     if result["skipped"]:
         print(f"skipped (time budget): {result['skipped']}")
 

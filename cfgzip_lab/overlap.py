@@ -41,6 +41,7 @@ where ``advance_and_fill`` is ``accept_token`` for each row then
 ``fill_next_token_bitmask`` (or :class:`~cfgzip_lab.engine.BatchMatcher`'s batch calls).
 ``notebooks/tour_overlap.ipynb`` runs it.
 """
+
 from __future__ import annotations
 
 import threading

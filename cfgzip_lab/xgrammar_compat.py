@@ -22,6 +22,7 @@ XGrammar's call for call, bitmask words included: bits past the vocabulary in th
 are left as they were, as XGrammar leaves them (``tests/test_xgrammar_compat.py`` runs one
 call sequence on both and compares every result).
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ import xgrammar as xgr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cfgzip_lab.bench import time_expansion
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, TokenClasses
 from cfgzip_lab.expand import (
     Expander,
@@ -17,7 +18,6 @@ from cfgzip_lab.expand import (
     pack_bool_mask,
     unpack_bitmask,
 )
-from cfgzip_lab.bench import time_expansion
 
 
 def random_classes(vocab_size: int, num_classes: int, seed: int) -> TokenClasses:

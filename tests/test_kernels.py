@@ -3,6 +3,7 @@
 The CUDA tests run where a GPU is (skipped elsewhere); the interpreter test runs the same
 Triton kernels on CPU tensors (``TRITON_INTERPRET=1``) where Triton is installed.
 """
+
 from __future__ import annotations
 
 import os
@@ -109,8 +110,11 @@ def test_triton_packed_mask_equals_cpu_bit_for_bit(num_classes, batch):
     assert gpu.backend_on("cuda") == "triton"
     rng = np.random.default_rng(batch)
     w = cpu.class_bitmask_size
-    for class_mask in (random_class_mask(rng, (batch, w)), torch.zeros(batch, w, dtype=torch.int32),
-                       torch.full((batch, w), -1, dtype=torch.int32)):
+    for class_mask in (
+        random_class_mask(rng, (batch, w)),
+        torch.zeros(batch, w, dtype=torch.int32),
+        torch.full((batch, w), -1, dtype=torch.int32),
+    ):
         expected = cpu.to_vocab_bitmask(class_mask)
         got = gpu.to_vocab_bitmask(class_mask.cuda())
         assert got.device.type == "cuda" and got.dtype == torch.int32

@@ -1,12 +1,13 @@
 """Masks computed while the model runs: same tokens as the serial loop, with the real SmolLM2 on CPU."""
+
 from __future__ import annotations
 
 import pytest
+from paths import BUNDLED_DIR
 
 from cfgzip_lab.hf import constrained_generate, constrained_generate_batch, load_model
 from cfgzip_lab.overlap import MaskWorker
 from cfgzip_lab.vocab_sources import available_vocabs
-from paths import BUNDLED_DIR
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,13 +34,16 @@ def smollm2():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine, do_sample, seed", [("compressed", False, 0), ("compressed", True, 1), ("plain", True, 2)])
+@pytest.mark.parametrize(
+    "engine, do_sample, seed", [("compressed", False, 0), ("compressed", True, 1), ("plain", True, 2)]
+)
 def test_overlapped_generation_gives_the_serial_tokens(smollm2, engine, do_sample, seed):
     model, tokenizer, vocab = smollm2
     kw = dict(engine=engine, max_new_tokens=24, seed=seed, do_sample=do_sample)
     serial = constrained_generate(model, tokenizer, JSON_GRAMMAR, "Describe a cat as a JSON object.", **kw)
-    overlapped = constrained_generate(model, tokenizer, JSON_GRAMMAR, "Describe a cat as a JSON object.",
-                                      overlap=True, **kw)
+    overlapped = constrained_generate(
+        model, tokenizer, JSON_GRAMMAR, "Describe a cat as a JSON object.", overlap=True, **kw
+    )
     assert overlapped.token_ids == serial.token_ids
     assert overlapped.text == serial.text
     assert overlapped.steps == serial.steps and len(overlapped.mask_seconds) == serial.steps

@@ -1,4 +1,5 @@
 """The XGrammar drop-in: one call sequence on XGrammar's own GrammarMatcher and on ours, every result compared."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,13 @@ def engine_kinds(setup):
         from cfgzip_lab.native import build_native_engine
     except ImportError:
         return
-    native = build_native_engine(setup["compiled"], setup["vocab"], setup["classing"].classes,
-                                 classing=setup["classing"], xgrammar_engines=setup["engines"])
+    native = build_native_engine(
+        setup["compiled"],
+        setup["vocab"],
+        setup["classing"].classes,
+        classing=setup["classing"],
+        xgrammar_engines=setup["engines"],
+    )
     yield "native", native.matcher()
 
 
@@ -113,8 +119,9 @@ def test_batch_fill_equals_xgrammar_batch_fill(setup):
     assert torch.equal(mask_ours, mask_theirs)
     compat.BatchGrammarMatcher.batch_rollback(ours, [1, 2, 3])
     xgr.BatchGrammarMatcher.batch_rollback(theirs, [1, 2, 3])
-    assert compat.BatchGrammarMatcher.batch_accept_token(ours, tokens[:3]) == \
-        xgr.BatchGrammarMatcher.batch_accept_token(theirs, tokens[:3])
+    assert compat.BatchGrammarMatcher.batch_accept_token(
+        ours, tokens[:3]
+    ) == xgr.BatchGrammarMatcher.batch_accept_token(theirs, tokens[:3])
 
 
 def test_bitmask_must_be_a_cpu_int32_tensor(setup):

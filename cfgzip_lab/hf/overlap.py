@@ -12,6 +12,7 @@ Same masks as the serial processor, hence the same tokens (tests compare generat
 ``mask_seconds`` then holds what the decode loop still waits for (wait + apply); the fill
 times themselves are in ``fill_seconds``.
 """
+
 from __future__ import annotations
 
 import time
@@ -80,7 +81,9 @@ class OverlappedLogitsProcessor(LogitsProcessor):
             return
         self.finish()
         if input_ids.shape[1] != inner._seen_len + 1 or input_ids.shape[0] != inner.batch_size:
-            raise RuntimeError("this processor is in the middle of another generation; call reset() between generate calls")
+            raise RuntimeError(
+                "this processor is in the middle of another generation; call reset() between generate calls"
+            )
         last = input_ids[:, -1].tolist()
         self._pending = self.worker.submit(self._advance, last)
 

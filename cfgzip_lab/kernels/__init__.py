@@ -13,6 +13,7 @@ means numpy on CPU, Triton on CUDA when Triton imports, torch otherwise. The bac
 the same :class:`~.tables.ExpansionTables` and give the same bits (tests compare them);
 only :class:`~cfgzip_lab.expand.Expander` is public.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -18,6 +18,7 @@ over and over (inside identifiers, strings, whitespace), so most steps expand a 
 seen before and cost one hash of K bits instead of a 128k-entry gather. The memo is
 bounded (least recently used out first) and holds read-only arrays.
 """
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@
 gather index is padded to whole words with class 0, whose bits past ``V`` are then cleared
 with ``tail_word_mask`` (XGrammar's format keeps them 0).
 """
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ mask): measured on an H200, 104–334 µs for ``to_vocab_bitmask`` and 73–167 
 ``mask_logits_`` at batch 1, launch-bound, where the numpy path takes 18–38 µs on one CPU
 core. The Triton kernel (:mod:`cfgzip_lab.kernels.triton`) does it in one launch.
 """
+
 from __future__ import annotations
 
 import threading

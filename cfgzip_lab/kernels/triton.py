@@ -21,6 +21,7 @@ inputs already on the device (copy a CPU class mask into a static device buffer 
 Setting ``TRITON_INTERPRET=1`` runs the same kernels on CPU tensors (how the tests check
 them on a machine without a GPU, when Triton is installed).
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,9 +63,17 @@ def _kernels() -> dict[str, Any]:
 
     @triton.jit
     def vocab_bitmask_kernel(
-        class_mask_ptr, class_row_stride, class_of_ptr, out_ptr, out_row_stride,
-        vocab_size, vocab_words, tail_word_mask, n_rows,
-        ROWS: tl.constexpr, BLOCK_WORDS: tl.constexpr,
+        class_mask_ptr,
+        class_row_stride,
+        class_of_ptr,
+        out_ptr,
+        out_row_stride,
+        vocab_size,
+        vocab_words,
+        tail_word_mask,
+        n_rows,
+        ROWS: tl.constexpr,
+        BLOCK_WORDS: tl.constexpr,
     ):
         words = tl.program_id(0) * BLOCK_WORDS + tl.arange(0, BLOCK_WORDS)
         lanes = tl.arange(0, 32)
@@ -86,9 +95,15 @@ def _kernels() -> dict[str, Any]:
 
     @triton.jit
     def mask_logits_kernel(
-        logits_ptr, logits_row_stride, class_mask_ptr, class_row_stride, class_of_ptr,
-        vocab_size, n_rows,
-        ROWS: tl.constexpr, BLOCK: tl.constexpr,
+        logits_ptr,
+        logits_row_stride,
+        class_mask_ptr,
+        class_row_stride,
+        class_of_ptr,
+        vocab_size,
+        n_rows,
+        ROWS: tl.constexpr,
+        BLOCK: tl.constexpr,
     ):
         tokens = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         valid = tokens < vocab_size
@@ -150,8 +165,19 @@ class TritonExpansion:
             out = torch.empty(lead + (t.vocab_bitmask_size,), dtype=torch.int32, device=class_bitmask.device)
         out2 = out.view(-1, t.vocab_bitmask_size)
         grid = (triton_cdiv(t.vocab_bitmask_size, BLOCK_WORDS), triton_cdiv(n_rows, ROWS_PER_PROGRAM))
-        args = (cm, cm_stride, self.class_of(cm.device), out2, out2.stride(0),
-                t.vocab_size, t.vocab_bitmask_size, t.tail_word_mask, n_rows, ROWS_PER_PROGRAM, BLOCK_WORDS)
+        args = (
+            cm,
+            cm_stride,
+            self.class_of(cm.device),
+            out2,
+            out2.stride(0),
+            t.vocab_size,
+            t.vocab_bitmask_size,
+            t.tail_word_mask,
+            n_rows,
+            ROWS_PER_PROGRAM,
+            BLOCK_WORDS,
+        )
         return "vocab_bitmask", grid, args, out
 
     def _mask_logits_launch(self, logits: torch.Tensor, class_bitmask: torch.Tensor):
@@ -162,8 +188,17 @@ class TritonExpansion:
         n_rows = rows.shape[0]
         cm, cm_stride = _rows_of(class_bitmask, n_rows, t.class_bitmask_size)
         grid = (triton_cdiv(t.vocab_size, BLOCK_TOKENS), triton_cdiv(n_rows, ROWS_PER_PROGRAM))
-        args = (rows, rows.stride(0), cm, cm_stride, self.class_of(cm.device),
-                t.vocab_size, n_rows, ROWS_PER_PROGRAM, BLOCK_TOKENS)
+        args = (
+            rows,
+            rows.stride(0),
+            cm,
+            cm_stride,
+            self.class_of(cm.device),
+            t.vocab_size,
+            n_rows,
+            ROWS_PER_PROGRAM,
+            BLOCK_TOKENS,
+        )
         return "mask_logits", grid, args, logits
 
     @staticmethod
