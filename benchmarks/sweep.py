@@ -99,6 +99,7 @@ class Job:
     seed: int
     target_steps: int
     max_seconds: float
+    memory_gb: float
 
 
 @dataclass
@@ -126,6 +127,36 @@ class Row:
 _VOCABS: dict[str, Any] = {}  # per worker process: each vocabulary loads once
 
 
+class _AddressSpaceCap:
+    """Within the block, the process may map at most ``gb`` more GB than it has now (RLIMIT_AS).
+
+    An engine that grows without bound (the native engine's index build took 8.6 GB and was
+    still growing on llama.cpp's java.gbnf with Llama-3) then fails with MemoryError, which
+    becomes its row's error, instead of taking the machine's memory from everyone else.
+    """
+
+    def __init__(self, gb: float) -> None:
+        self.gb = gb
+
+    def __enter__(self) -> None:
+        import resource
+
+        self.before = resource.getrlimit(resource.RLIMIT_AS)
+        if self.gb > 0:
+            with open("/proc/self/status") as f:
+                vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+            limit = vm + int(self.gb * 2**30)
+            hard = self.before[1]
+            resource.setrlimit(
+                resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard)
+            )
+
+    def __exit__(self, *exc) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, self.before)
+
+
 def run_job(job: Job) -> list[Row]:
     """Classes for one grammar and tokenizer, then every engine verified; errors become rows."""
     import torch
@@ -134,7 +165,6 @@ def run_job(job: Job) -> list[Row]:
     from cfgzip_lab.bundled import bundled_dir
     from cfgzip_lab.engine import compile_engines
     from cfgzip_lab.pipeline import build_classes, compile_grammar
-    from cfgzip_lab.verify import verify_engines
     from cfgzip_lab.vocab import load_vocab
 
     path = Path(job.grammar)
@@ -164,42 +194,51 @@ def run_job(job: Job) -> list[Row]:
         row = Row(name, job.tokenizer, engine, classes=classing.classes.num_classes)
         t1 = time.perf_counter()
         try:
-            factory = ENGINES[engine][1](ctx)
-            factory()  # the engine's own set-up (a native index, a compiled grammar) is not checking time
-            row.setup_seconds = round(time.perf_counter() - t1, 2)
-            t1, c1 = time.perf_counter(), time.process_time()
-            # The documents one by one, then rounds of `walks` walks (seeds seed, seed+1, ...)
-            # until the job has checked `target_steps` steps or spent `max_seconds`: cheap
-            # grammars get many steps, expensive ones (plain fills of 50-500 ms) bounded time.
-            calls = [dict(walks=0, docs=[doc]) for doc in docs]
-            calls += [dict(walks=job.walks, seed=job.seed * 10_000 + r) for r in range(10_000)]
-            for call in calls:
-                report = verify_engines(
-                    engines,
-                    steps=job.steps,
-                    max_doc_tokens=job.max_doc_tokens,
-                    candidate=factory,
-                    candidate_name=engine,
-                    **call,
-                )
-                row.steps += report.steps_checked
-                row.mismatches += report.mismatches
-                row.walks, row.docs, row.rollbacks = (
-                    row.walks + report.walks,
-                    row.docs + report.docs,
-                    row.rollbacks + report.rollbacks,
-                )
-                row.rejections, row.stops = row.rejections + report.rejections_checked, row.stops + report.stops_reached
-                row.first_mismatch = row.first_mismatch or report.first_mismatch
-                if row.steps >= job.target_steps or time.process_time() - c1 >= job.max_seconds:
-                    break
-            if row.first_mismatch is not None:
-                row.first_mismatch_verdict = arbitrate(engines, row.first_mismatch)
+            with _AddressSpaceCap(job.memory_gb):
+                _check_engine(engine, ctx, job, row, docs)
+        except MemoryError:
+            row.error = f"MemoryError: the engine needed more than {job.memory_gb:g} GB more memory"
         except Exception as exc:
             row.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-        row.seconds = round(time.perf_counter() - t1, 2)
+        row.seconds = round(time.perf_counter() - t1 - row.setup_seconds, 2)
         rows.append(row)
     return rows
+
+
+def _check_engine(engine: str, ctx: JobContext, job: Job, row: Row, docs: list[str]) -> None:
+    """One engine of a job: its set-up, then documents and rounds of walks (fills ``row``).
+
+    The documents one by one, then rounds of ``walks`` walks (seeds seed, seed+1, ...) until
+    the job has checked ``target_steps`` steps or used ``max_seconds`` of CPU: cheap grammars
+    get many steps, expensive ones (plain fills of 50-500 ms) bounded time.
+    """
+    from cfgzip_lab.verify import verify_engines
+
+    t0 = time.perf_counter()
+    factory = ENGINES[engine][1](ctx)
+    factory()  # the engine's own set-up (a native index, a compiled grammar) is not checking time
+    row.setup_seconds = round(time.perf_counter() - t0, 2)
+    c1 = time.process_time()
+    calls = [dict(walks=0, docs=[doc]) for doc in docs]
+    calls += [dict(walks=job.walks, seed=job.seed * 10_000 + r) for r in range(10_000)]
+    for call in calls:
+        report = verify_engines(
+            ctx.engines, steps=job.steps, max_doc_tokens=job.max_doc_tokens, candidate=factory,
+            candidate_name=engine, **call,
+        )  # fmt: skip
+        row.steps += report.steps_checked
+        row.mismatches += report.mismatches
+        row.walks, row.docs, row.rollbacks = (
+            row.walks + report.walks,
+            row.docs + report.docs,
+            row.rollbacks + report.rollbacks,
+        )
+        row.rejections, row.stops = row.rejections + report.rejections_checked, row.stops + report.stops_reached
+        row.first_mismatch = row.first_mismatch or report.first_mismatch
+        if row.steps >= job.target_steps or time.process_time() - c1 >= job.max_seconds:
+            break
+    if row.first_mismatch is not None:
+        row.first_mismatch_verdict = arbitrate(ctx.engines, row.first_mismatch)
 
 
 def arbitrate(engines: Any, mismatch: dict[str, Any]) -> str:
@@ -302,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         "--slow-fraction", type=float, default=0.25, help="share of walks and steps for the SMILES grammars"
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--engine-memory-gb",
+        type=float,
+        default=4.0,
+        help="more memory each engine may map in a worker before its row fails with MemoryError (0: no cap)",
+    )
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", type=Path, default=None, help="write the table and totals here")
     ap.add_argument(
@@ -359,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.seed,
                     args.target_steps,
                     args.max_seconds * f,
+                    args.engine_memory_gb,
                 )
             )
     print(
