@@ -2,8 +2,7 @@
 
     HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/sweep.py [--tokenizers llama3,qwen3,smollm2]
         [--engines compressed,native] [--target-steps 1000] [--max-seconds 60] [--walks 2] [--steps 64]
-        [--max-doc-tokens 120]
-        [--workers 2] [--json sweep.json] [GRAMMAR ...]
+        [--max-doc-tokens 120] [--engine-memory-gb 4] [--workers 2] [--json sweep.json] [GRAMMAR ...]
     .venv/bin/python benchmarks/sweep.py --random-grammars 5000    # the random-grammar property, longer
     .venv/bin/python benchmarks/sweep.py --arbitrate sweep.json    # who is wrong at each first mismatch
 
@@ -12,9 +11,8 @@ and tokenizer, one job builds the displacement classes and runs :func:`cfgzip_la
 for each engine: rounds of seeded random walks driven by plain XGrammar (with rollbacks and
 refused tokens) until ``--target-steps`` steps or ``--max-seconds`` of CPU (plain fills cost 1 ms on
 small grammars and 50-500 ms on C-like ones), and, for the bundled grammars, their sample
-documents replayed token by token; at every
-step the engine's expanded mask must equal plain XGrammar's bit for bit, stop bits and
-termination included. Jobs run in parallel processes (``--workers``). Prints one row per
+documents replayed token by token; at every step the engine's expanded mask must equal plain
+XGrammar's bit for bit, stop bits and termination included. Jobs run in parallel processes (``--workers``). Prints one row per
 grammar × tokenizer × engine (steps checked, mismatching steps, seconds) and the totals, and
 writes the same table as JSON (``--json``). Exit status 1 when any step mismatches or a job fails.
 
