@@ -41,7 +41,7 @@ def _setup(name: str, tokenizer: str):
     return path, compiled, vocab, classing, time.perf_counter() - t0
 
 
-def measure(name: str, tokenizer: str, steps: int) -> dict:
+def measure(name: str, tokenizer: str, steps: int, engine_names=("plain", "compressed", "native"), clock=time.perf_counter) -> dict:
     from cfgzip_lab.bench import bench_engines, sample_docs
     from cfgzip_lab.engine import compile_engines
     from cfgzip_lab.native import build_native_engine
@@ -55,9 +55,9 @@ def measure(name: str, tokenizer: str, steps: int) -> dict:
     index_s = time.perf_counter() - t0
     index_rss = _rss_mb() - rss
     index_bytes = sum(a.nbytes for a in native.index.to_arrays().values())
-    names = ("plain", "compressed", "native")
+    names = tuple(engine_names)
     bench = bench_engines(compiled.text, vocab, classes, docs=sample_docs(path), source="samples", steps=steps,
-                          expansion_repeats=0, engines=engines, engine_names=names, native=native)
+                          expansion_repeats=0, engines=engines, engine_names=names, native=native, clock=clock)
     b = bench.batches[0]
     return {
         "grammar": name, "tokenizer": vocab.name, "classes": classes.num_classes, "steps": b.steps,
@@ -105,17 +105,23 @@ def main() -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--engines", default="plain,compressed,native")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time with this thread's CPU time (time.thread_time) instead of wall time")
     args = ap.parse_args()
+    engine_names = args.engines.split(",")
+    clock = time.thread_time if args.cpu_time else time.perf_counter
     names = args.grammars or list(bundled_grammars())
     rows = []
     print(f"{'grammar':<26} {'K':>5} | {'plain mask µs':>17} | {'compressed mask µs':>18} | {'native mask µs':>15} | "
           f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB':>26}", flush=True)
     for name in names:
-        r = measure(name, args.tokenizer, args.steps)
+        r = measure(name, args.tokenizer, args.steps, engine_names, clock)
         rows.append(r)
-        q = lambda e: f"{r[f'{e}_mask_median_us']:,.1f} / {r[f'{e}_mask_p90_us']:,.1f}"  # noqa: E731
+        q = lambda e: f"{r[f'{e}_mask_median_us']:,.1f} / {r[f'{e}_mask_p90_us']:,.1f}" if e in engine_names else "-"  # noqa: E731
+        a = lambda e: f"{r[f'{e}_accept_median_us']:.1f}" if e in engine_names else "-"  # noqa: E731
         print(f"{name:<26} {r['classes']:>5} | {q('plain'):>17} | {q('compressed'):>18} | {q('native'):>15} | "
-              f"{r['plain_accept_median_us']:.1f}/{r['compressed_accept_median_us']:.1f}/{r['native_accept_median_us']:.1f} | "
+              f"{a('plain')}/{a('compressed')}/{a('native')} | "
               f"{r['index_build_s']:.2f} / {r['trie_nodes']} / {r['index_cache_kb']:.0f} / {r['index_rss_mb']:.0f}", flush=True)
     checks = []
     if args.check:
@@ -124,9 +130,12 @@ def main() -> int:
         for c in checks:
             print(f"check {c['grammar']:<26} {c['steps']} steps, {c['mismatches']} mismatches, {c['fallbacks']} fallbacks", flush=True)
     machine = machine_info()
-    print(f"machine: {machine['cpu']}, {machine['cores']} cores, xgrammar {machine['xgrammar']}")
+    load = os.getloadavg()[0]
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores, xgrammar {machine['xgrammar']}, load average {load:.1f}; "
+          f"{'CPU time of the timing thread' if args.cpu_time else 'wall time'}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "checks": checks, "machine": machine}, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": rows, "checks": checks, "machine": machine,
+                                               "clock": "thread_time" if args.cpu_time else "perf_counter"}, indent=1))
     return 0
 
 

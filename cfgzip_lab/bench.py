@@ -309,6 +309,7 @@ def _replay(
     timed: Sequence[set[int]],
     batch: int,
     vocab_size: int,
+    clock=time.perf_counter,
 ) -> dict[str, list[float]]:
     """Replay every path through each named matcher (or batch), timing the chosen steps.
 
@@ -319,7 +320,6 @@ def _replay(
     times["compressed_expand"] = []
     masks = {e: m.allocate_bitmask() if batch > 1 else m.allocate_bitmask(1) for e, m in matchers.items()}
     logits = torch.zeros(batch, vocab_size, dtype=torch.float32)
-    clock = time.perf_counter
     tokens = None
     for path, when in zip(paths, timed):
         for m in matchers.values():
@@ -369,6 +369,7 @@ def bench_engines(
     engines: CompiledEngines | None = None,
     engine_names: Sequence[str] = ("plain", "compressed"),
     native: Any = None,
+    clock=time.perf_counter,
 ) -> EngineBench:
     """Replay token paths through the engines for each batch size (see the module doc).
 
@@ -388,6 +389,9 @@ def bench_engines(
         Engines to time, any of ``"plain"``, ``"compressed"``, ``"native"``.
     native : cfgzip_lab.native.NativeEngine, optional
         The native engine to time (built from ``grammar_text`` and ``classes`` if needed).
+    clock : callable
+        Seconds as a float; ``time.thread_time`` measures this thread's CPU time instead of
+        wall time (on a machine shared with other busy processes, wall time counts the waits).
 
     Raises
     ------
@@ -420,7 +424,7 @@ def bench_engines(
             "native": (native.matcher, native.batch) if native is not None else None,
         }
         matchers = {e: makers[e][0]() if batch == 1 else makers[e][1](batch) for e in engine_names}
-        times = _replay(matchers, paths, timed, batch, vocab.vocab_size)
+        times = _replay(matchers, paths, timed, batch, vocab.vocab_size, clock)
         for e in ENGINE_NAMES:
             for k in ("fill", "apply", "accept"):
                 times.setdefault(f"{e}_{k}", [])
