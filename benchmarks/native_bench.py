@@ -41,7 +41,8 @@ def _setup(name: str, tokenizer: str):
     return path, compiled, vocab, classing, time.perf_counter() - t0
 
 
-def measure(name: str, tokenizer: str, steps: int, engine_names=("plain", "compressed", "native"), clock=time.perf_counter) -> dict:
+def measure(name: str, tokenizer: str, steps: int, engine_names=("plain", "compressed", "native"), clock=time.perf_counter,
+            fill_untimed=()) -> dict:
     from cfgzip_lab.bench import bench_engines, sample_docs
     from cfgzip_lab.engine import compile_engines
     from cfgzip_lab.native import build_native_engine
@@ -57,7 +58,8 @@ def measure(name: str, tokenizer: str, steps: int, engine_names=("plain", "compr
     index_bytes = sum(a.nbytes for a in native.index.to_arrays().values())
     names = tuple(engine_names)
     bench = bench_engines(compiled.text, vocab, classes, docs=sample_docs(path), source="samples", steps=steps,
-                          expansion_repeats=0, engines=engines, engine_names=names, native=native, clock=clock)
+                          expansion_repeats=0, engines=engines, engine_names=names, native=native, clock=clock,
+                          fill_untimed=fill_untimed)
     b = bench.batches[0]
     return {
         "grammar": name, "tokenizer": vocab.name, "classes": classes.num_classes, "steps": b.steps,
@@ -108,7 +110,10 @@ def main() -> int:
     ap.add_argument("--engines", default="plain,compressed,native")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with this thread's CPU time (time.thread_time) instead of wall time")
+    ap.add_argument("--fill-untimed", default="",
+                    help="engines that also fill at the untimed steps, as a decode loop does (e.g. compressed,native)")
     args = ap.parse_args()
+    fill_untimed = tuple(e for e in args.fill_untimed.split(",") if e)
     engine_names = args.engines.split(",")
     clock = time.thread_time if args.cpu_time else time.perf_counter
     names = args.grammars or list(bundled_grammars())
@@ -116,7 +121,7 @@ def main() -> int:
     print(f"{'grammar':<26} {'K':>5} | {'plain mask µs':>17} | {'compressed mask µs':>18} | {'native mask µs':>15} | "
           f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB':>26}", flush=True)
     for name in names:
-        r = measure(name, args.tokenizer, args.steps, engine_names, clock)
+        r = measure(name, args.tokenizer, args.steps, engine_names, clock, fill_untimed)
         rows.append(r)
         q = lambda e: f"{r[f'{e}_mask_median_us']:,.1f} / {r[f'{e}_mask_p90_us']:,.1f}" if e in engine_names else "-"  # noqa: E731
         a = lambda e: f"{r[f'{e}_accept_median_us']:.1f}" if e in engine_names else "-"  # noqa: E731

@@ -310,6 +310,7 @@ def _replay(
     batch: int,
     vocab_size: int,
     clock=time.perf_counter,
+    fill_untimed: Sequence[str] = (),
 ) -> dict[str, list[float]]:
     """Replay every path through each named matcher (or batch), timing the chosen steps.
 
@@ -341,6 +342,13 @@ def _replay(
                     times[f"{e}_fill"].append(t1 - t0)
                     times[f"{e}_apply"].append(t3 - t2)
                 logits.zero_()  # fresh finite logits each step (not timed)
+            else:
+                for e in fill_untimed:  # as a decode loop would: every step is filled
+                    m = matchers.get(e)
+                    if m is not None:
+                        m.fill_next_token_bitmask(masks[e])
+                        if e == "compressed":
+                            m.to_vocab_bitmask(masks[e])
             ok = True
             if batch > 1:
                 tokens = [token] * batch
@@ -370,6 +378,7 @@ def bench_engines(
     engine_names: Sequence[str] = ("plain", "compressed"),
     native: Any = None,
     clock=time.perf_counter,
+    fill_untimed: Sequence[str] = (),
 ) -> EngineBench:
     """Replay token paths through the engines for each batch size (see the module doc).
 
@@ -389,6 +398,10 @@ def bench_engines(
         Engines to time, any of ``"plain"``, ``"compressed"``, ``"native"``.
     native : cfgzip_lab.native.NativeEngine, optional
         The native engine to time (built from ``grammar_text`` and ``classes`` if needed).
+    fill_untimed : sequence of str
+        Engines that also fill their mask (untimed) at the steps between timed ones, as a decode
+        loop fills every step: the compressed and native engines keep memos across steps, which
+        a sparse sample of steps would leave cold. Plain XGrammar's fill keeps no such state.
     clock : callable
         Seconds as a float; ``time.thread_time`` measures this thread's CPU time instead of
         wall time (on a machine shared with other busy processes, wall time counts the waits).
@@ -424,7 +437,7 @@ def bench_engines(
             "native": (native.matcher, native.batch) if native is not None else None,
         }
         matchers = {e: makers[e][0]() if batch == 1 else makers[e][1](batch) for e in engine_names}
-        times = _replay(matchers, paths, timed, batch, vocab.vocab_size, clock)
+        times = _replay(matchers, paths, timed, batch, vocab.vocab_size, clock, fill_untimed)
         for e in ENGINE_NAMES:
             for k in ("fill", "apply", "accept"):
                 times.setdefault(f"{e}_{k}", [])

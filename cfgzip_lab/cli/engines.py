@@ -144,6 +144,9 @@ def cmd_bench(args) -> int:
     if bad or not names:
         raise UsageError(f"--engines takes names from {', '.join(ENGINE_NAMES)} (got {args.engines!r})")
     names = list(dict.fromkeys(names))
+    fill_untimed = parse_list(args.fill_untimed, str, "--fill-untimed", "engine names separated by commas") if args.fill_untimed else []
+    if any(n not in ENGINE_NAMES for n in fill_untimed):
+        raise UsageError(f"--fill-untimed takes names from {', '.join(ENGINE_NAMES)} (got {args.fill_untimed!r})")
     path, compiled, vocab, classes, docs, source = _setup(args)
     try:
         from ..engine import compile_engines
@@ -152,7 +155,7 @@ def cmd_bench(args) -> int:
         native = _native_engine(args, compiled, vocab, classes, engines) if "native" in names else None
         result = bench_engines(
             compiled.text, vocab, classes, docs=docs, source=source, batch_sizes=batches, steps=args.steps, seed=args.seed,
-            engines=engines, engine_names=names, native=native,
+            engines=engines, engine_names=names, native=native, fill_untimed=fill_untimed,
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
@@ -230,6 +233,7 @@ def cmd_bench(args) -> int:
         ],
         "classes": classes.num_classes,
         "engines": names,
+        "fill_untimed": fill_untimed,
         "machine": machine,
     }
     record.update(result.batches[0].summary(names))
@@ -278,4 +282,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--e2e", action="store_true", help="also end-to-end tokens/s with SmolLM2")
     b.add_argument("--engines", default="plain,compressed",
                    help="engines to time, comma separated, from plain,compressed,native (default plain,compressed)")
+    b.add_argument("--fill-untimed", default="",
+                   help="engines that also fill (untimed) at every step between timed ones, as a decode loop does "
+                        "(e.g. compressed,native: their memos stay as warm as in decoding)")
     b.set_defaults(func=cmd_bench)
