@@ -75,3 +75,26 @@ def test_gil_probe_prints_a_row_per_worker():
     assert proc.returncode == 0, proc.stderr[-3000:]
     for worker in ("sha256 (releases the GIL)", "pure Python (holds the GIL)", "xgrammar fill, compressed"):
         assert worker in proc.stdout
+
+
+@pytest.mark.slow
+def test_sweep_checks_every_engine_and_writes_its_table(tmp_path):
+    """benchmarks/sweep.py: a row per grammar x tokenizer x engine, JSON totals; unknown engines are bad input."""
+    import json
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    sweep = str(REPO / "benchmarks" / "sweep.py")
+    out = tmp_path / "sweep.json"
+    proc = subprocess.run(
+        [sys.executable, sweep, "--tokenizers", "smollm2", "--engines", "compressed", "--target-steps", "60",
+         "--max-doc-tokens", "10", "--workers", "1", "--json", str(out), "json"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    table = json.loads(out.read_text())
+    (row,) = table["rows"]
+    assert (row["grammar"], row["tokenizer"], row["engine"]) == ("json", "smollm2", "compressed")
+    assert row["steps"] >= 60 and row["mismatches"] == 0 and row["docs"] > 0 and row["error"] is None
+    assert table["totals"]["steps"] == row["steps"]
+    bad = subprocess.run([sys.executable, sweep, "--engines", "nonesuch", "json"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "nonesuch" in bad.stderr
