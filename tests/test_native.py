@@ -454,3 +454,31 @@ def test_row_cache_delta_rows_equal_the_gather(toy):
             want = np.packbits(np.r_[bits[np.asarray(classes.class_of)], np.zeros(-vocab.vocab_size % 32, np.uint8)], bitorder="little").view(np.int32)
             assert np.array_equal(got, want)
         assert cache.delta_builds > 20
+
+
+def test_index_bounds_and_the_engine_without_an_index(toy):
+    """Past the listing bounds the index build raises, and the engine serves every request
+    through the compressed engine, counted, with exact masks."""
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.native.index import IndexTooLarge
+
+    engines, native = _build(JSON_SMALL, toy)
+    compiled = compile_grammar(JSON_SMALL)
+    result = build_classes(compiled, toy)
+    with pytest.raises(IndexTooLarge):
+        build_index(compiled.gnf, result.classes, toy.token_bytes, max_words=3)
+    with pytest.raises(IndexTooLarge):
+        build_index(compiled.gnf, result.classes, toy.token_bytes, max_words_per_node=0, max_unindexed=0)
+    # within the unindexed bound, the classes left to the walk are decided by their representatives
+    walked = build_index(compiled.gnf, result.classes, toy.token_bytes, max_words_per_node=1, max_unindexed=10_000)
+    assert walked.unindexed.size > 0
+    engine = build_native_engine(compiled, toy, result.classes, index=walked, xgrammar_engines=engines)
+    _verify(engines, engine, walks=15, docs=['{"ab": [10, true]}'])
+    assert engine.fallbacks == 0
+
+    unavailable = build_native_engine(compiled, toy, result.classes, xgrammar_engines=engines, max_index_words=3)
+    assert unavailable.index is None and "σ_in" in unavailable.unavailable
+    _verify(engines, unavailable, walks=10, docs=["[1, 10]"])
+    assert unavailable.fallbacks >= 11 and unavailable.stats()["unavailable"]
+    m = unavailable.matcher()
+    assert m.in_fallback and "unavailable" in m.fallback_reason

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .engine import NativeEngine, build_native_engine
-from .index import IndexError_, SigmaInIndex, gnf_digest
+from .index import NativeIndexError, SigmaInIndex, gnf_digest
 
 if TYPE_CHECKING:
     from ..classes.classing import TokenClasses
@@ -42,7 +42,7 @@ def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
         return None
     try:
         return SigmaInIndex.from_arrays(arrays, meta)
-    except (IndexError_, KeyError, ValueError):
+    except (NativeIndexError, KeyError, ValueError):
         return None
 
 

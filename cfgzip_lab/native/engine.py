@@ -14,7 +14,7 @@ import numpy as np
 from ..classes.classing import TokenClasses
 from ..classes.displacement import Displacer
 from ..expand import Expander
-from .index import SigmaInIndex, build_index, gnf_digest
+from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
 from .rows import RowCache
 from .walk import StateWalker, WalkLimits
@@ -33,24 +33,27 @@ class NativeEngine:
     """Shared state of the native engine for one grammar, vocabulary and partition.
 
     ``fallbacks`` counts requests handed to the compressed XGrammar engine because their
-    state grew past ``limits`` (see :mod:`.walk`).
+    state grew past ``limits`` (see :mod:`.walk`). ``index`` None (with ``unavailable`` saying
+    why: the σ_in sets were too large to list, :class:`.index.IndexTooLarge`) serves every
+    request through the compressed engine, each counted in ``fallbacks``.
     """
 
     compiled: CompiledGrammar
     vocab: VocabTable
     classes: TokenClasses
-    index: SigmaInIndex
+    index: SigmaInIndex | None
     limits: WalkLimits = WalkLimits()
     expander: Expander | None = None
     xgrammar_engines: CompiledEngines | None = None
     displacer: Displacer | None = None
+    unavailable: str | None = None
     fallbacks: int = field(default=0, init=False)
     index_source: str = field(default="given", init=False)  # "built" now, "given", or "cache"
 
     def __post_init__(self) -> None:
-        if self.index.gnf_digest != gnf_digest(self.compiled.gnf):
+        if self.index is not None and self.index.gnf_digest != gnf_digest(self.compiled.gnf):
             raise ValueError("the native index was built for another normal form of the grammar")
-        if self.index.num_classes != self.classes.num_classes:
+        if self.index is not None and self.index.num_classes != self.classes.num_classes:
             raise ValueError(
                 f"the native index covers {self.index.num_classes} classes, the partition has {self.classes.num_classes}"
             )
@@ -61,9 +64,13 @@ class NativeEngine:
         self.vocab_size = self.vocab.vocab_size
         self.class_of = np.asarray(self.classes.class_of).tolist()  # list indexing: ~3x numpy's
         self.class_kind = np.asarray(self.classes.class_kind).tolist()
-        self.walker = StateWalker(
-            self.compiled.gnf, self.classes, self.vocab.token_bytes, self.index, self.limits, self.displacer
-        )
+        self.walker = None
+        if self.index is not None:
+            self.walker = StateWalker(
+                self.compiled.gnf, self.classes, self.vocab.token_bytes, self.index, self.limits, self.displacer
+            )
+        elif self.unavailable is None:
+            self.unavailable = "no σ_in index"
         self.expander = self.expander or Expander(self.classes)
         self.rows = RowCache(self.expander, self.classes.class_of)
 
@@ -83,6 +90,9 @@ class NativeEngine:
         return self.xgrammar_engines.compressed()
 
     def stats(self) -> dict:
+        if self.walker is None:
+            return {"fallbacks": self.fallbacks, "trie_nodes": 0, "index_build_seconds": 0.0,
+                    "index_source": self.index_source, "unavailable": self.unavailable}
         return {
             "fallbacks": self.fallbacks,
             "trie_nodes": self.index.num_nodes,
@@ -103,22 +113,33 @@ def build_native_engine(
     index: SigmaInIndex | None = None,
     limits: WalkLimits = WalkLimits(),
     xgrammar_engines: CompiledEngines | None = None,
+    max_index_words: int = MAX_SIGMA_IN_WORDS,
 ) -> NativeEngine:
     """The native engine for ``compiled`` and ``classes``; builds the σ_in index unless given.
+
+    An index whose σ_in sets are too large to list (more than ``max_index_words`` words, see
+    :mod:`.index`) leaves the engine without one: it then serves every request through the
+    compressed XGrammar engine (``engine.unavailable`` says why; each request is counted).
 
     ``classing`` (the result that produced ``classes``) lends its displacement nodes and
     displacer, so the index is read off them; without it the representatives are run again.
     """
     displacer = classing.displacer if classing is not None else Displacer(compiled.gnf)
     source = "given" if index is not None else "built"
+    unavailable = None
     if index is None:
-        index = build_index(
-            compiled.gnf,
-            classes,
-            vocab.token_bytes,
-            token_node=classing.token_node if classing is not None else None,
-            displacer=displacer,
-        )
-    engine = NativeEngine(compiled, vocab, classes, index, limits, xgrammar_engines=xgrammar_engines, displacer=displacer)
+        try:
+            index = build_index(
+                compiled.gnf,
+                classes,
+                vocab.token_bytes,
+                token_node=classing.token_node if classing is not None else None,
+                displacer=displacer,
+                max_words=max_index_words,
+            )
+        except IndexTooLarge as exc:
+            unavailable = str(exc)
+    engine = NativeEngine(compiled, vocab, classes, index, limits, xgrammar_engines=xgrammar_engines,
+                          displacer=displacer, unavailable=unavailable)
     engine.index_source = source
     return engine

@@ -28,17 +28,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..classes.classing import NORMAL, TokenClasses
+from ..errors import CfgzipError
 from ..classes.displacement import Displacer
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
 
-__all__ = ["SigmaInIndex", "IndexError_", "gnf_digest", "build_index"]
+__all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
 INDEX_FORMAT = 1
 
+MAX_SIGMA_IN_WORDS = 2_000_000
+"""σ_in words listed for one index at most. Most grammars list few (c_like: 131,376 over 7,971
+SEP-rest nodes); llama.cpp's java.gbnf with Llama-3 has 2.9×10^20 over 16,844 (listing them ran
+past 8.6 GB in benchmarks/sweep.py before this bound)."""
+MAX_UNINDEXED = 32
+"""Classes left to the walk (each decided by running its representative at every new state)."""
 
-class IndexError_(ValueError):
+
+class NativeIndexError(CfgzipError, ValueError):
     """An index that does not fit the grammar or classes it is used with."""
+
+
+class IndexTooLarge(CfgzipError, RuntimeError):
+    """The σ_in sets are too large to list: the native engine serves the grammar through the
+    compressed XGrammar engine instead (see :class:`cfgzip_lab.native.NativeEngine`)."""
 
 
 def gnf_digest(gnf: GNF) -> str:
@@ -109,18 +122,18 @@ class SigmaInIndex:
 
     @staticmethod
     def from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> "SigmaInIndex":
-        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`IndexError_` if inconsistent."""
+        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`NativeIndexError` if inconsistent."""
         if meta.get("native_index_format") != INDEX_FORMAT:
-            raise IndexError_(f"native index format {meta.get('native_index_format')!r}, expected {INDEX_FORMAT}")
+            raise NativeIndexError(f"native index format {meta.get('native_index_format')!r}, expected {INDEX_FORMAT}")
         k = int(meta["native_num_classes"])
         nodes = int(meta["native_trie_nodes"])
         edges = np.asarray(arrays["native_edges"], dtype=np.int64).reshape(-1, 3)
         indptr = np.asarray(arrays["native_bits_indptr"], dtype=np.int64)
         flat = np.asarray(arrays["native_bits_classes"], dtype=np.int64)
         if indptr.shape != (nodes + 1,) or (edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)):
-            raise IndexError_("native index arrays do not match their node count")
+            raise NativeIndexError("native index arrays do not match their node count")
         if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
-            raise IndexError_("native index lists classes outside its class count")
+            raise NativeIndexError("native index lists classes outside its class count")
         children: list[dict[int, int]] = [{} for _ in range(nodes)]
         for p, s, c in edges.tolist():
             children[p][s] = c
@@ -191,6 +204,8 @@ def build_index(
     token_node: np.ndarray | None = None,
     displacer: Displacer | None = None,
     max_words_per_node: int = 1_000_000,
+    max_words: int = MAX_SIGMA_IN_WORDS,
+    max_unindexed: int = MAX_UNINDEXED,
 ) -> SigmaInIndex:
     """Build the σ_in trie of ``classes`` under ``gnf``.
 
@@ -208,6 +223,14 @@ def build_index(
     max_words_per_node : int
         A class whose σ_in set is larger than this is left to the walk (listed in
         ``unindexed``) rather than enumerated.
+    max_words, max_unindexed : int
+        Bounds on the σ_in words listed in all and on the classes left to the walk; past
+        either, :class:`IndexTooLarge` (memory and time stay bounded whatever the grammar).
+
+    Raises
+    ------
+    IndexTooLarge
+        When the σ_in sets cannot be listed within the bounds.
     """
     from ..grammar.words import BudgetExceeded
 
@@ -244,13 +267,18 @@ def build_index(
     too_big: set[int] = set()
     sigma_rows: list[int] = []  # (σ_in id, rest row) incidence, flattened
     sigma_rest: list[int] = []
+    listed = 0
     for _, rests in class_rests:
         for rest in rests:
             if rest in rest_row or rest in too_big:
                 continue
-            if store.count(rest) > max_words_per_node:
+            count = store.count(rest)
+            if count > max_words_per_node:
                 too_big.add(rest)
                 continue
+            listed += count
+            if listed > max_words:
+                raise IndexTooLarge(f"the classes' σ_in sets hold more than {max_words:,} words to list")
             row = rest_row[rest] = len(rest_row)
             for w in store.words(rest):
                 sigma = tuple(s - n - 1 for s in reversed(w))
@@ -261,18 +289,32 @@ def build_index(
                 sigma_rows.append(i)
                 sigma_rest.append(row)
     # Class sets per rest node through a bool incidence matrix (~500k (class, rest) pairs on
-    # c_like: numpy sets them, Python would loop), then OR-ed into each σ_in's set.
-    row_bytes = -(-k_total // 8)
-    incidence = np.zeros((max(1, len(rest_row)), row_bytes * 8), dtype=bool)
+    # c_like: numpy sets them, Python would loop), 1,024 rest rows at a time (bounded memory),
+    # then OR-ed into each σ_in's set.
+    pair_class: list[np.ndarray] = []
+    pair_rest: list[np.ndarray] = []
     for k, rests in class_rests:
         if too_big and not too_big.isdisjoint(rests):
             unindexed.append(k)
             continue
-        incidence[np.fromiter((rest_row[r] for r in rests), dtype=np.int64, count=len(rests)), k] = True
-    rest_packed = np.packbits(incidence, axis=1, bitorder="little")
-    del incidence
-    rest_bits = [int.from_bytes(r.tobytes(), "little") for r in rest_packed]
-    del rest_packed
+        pair_rest.append(np.fromiter((rest_row[r] for r in rests), dtype=np.int64, count=len(rests)))
+        pair_class.append(np.full(len(rests), k, dtype=np.int64))
+    if len(unindexed) > max_unindexed:
+        raise IndexTooLarge(f"{len(unindexed)} classes have σ_in sets too large to list (at most {max_unindexed})")
+    pairs_rest = np.concatenate(pair_rest) if pair_rest else np.zeros(0, dtype=np.int64)
+    pairs_class = np.concatenate(pair_class) if pair_class else np.zeros(0, dtype=np.int64)
+    order = np.argsort(pairs_rest, kind="stable")
+    pairs_rest, pairs_class = pairs_rest[order], pairs_class[order]
+    row_bytes = -(-k_total // 8)
+    rest_bits: list[int] = []
+    chunk = 1024
+    for start in range(0, len(rest_row), chunk):
+        stop = min(start + chunk, len(rest_row))
+        lo, hi = np.searchsorted(pairs_rest, [start, stop])
+        incidence = np.zeros((stop - start, row_bytes * 8), dtype=bool)
+        incidence[pairs_rest[lo:hi] - start, pairs_class[lo:hi]] = True
+        packed = np.packbits(incidence, axis=1, bitorder="little")
+        rest_bits.extend(int.from_bytes(r.tobytes(), "little") for r in packed)
     sigma_bits = [0] * len(sigma_list)
     for i, row in zip(sigma_rows, sigma_rest):
         sigma_bits[i] |= rest_bits[row]

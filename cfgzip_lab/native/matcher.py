@@ -50,12 +50,8 @@ class DisplacementMatcher:
         self.vocab_bitmask_size = self.bitmask_size
         self._class_of = engine.class_of
         self._class_kind = engine.class_kind
-        self._history: list[int] = [self.walker.initial]
-        self._tokens: list[int] = []
-        self._spent = 0  # store nodes this request created (the request budget)
-        self._fallback: CompressedMatcher | None = None
         self.fallbacks = 0
-        self.fallback_reason: str | None = None
+        self.reset()
 
     # -- the Engine interface --------------------------------------------------------
     def native_id(self, token_id: int) -> int:
@@ -159,11 +155,13 @@ class DisplacementMatcher:
             del self._tokens[-num_tokens:]
 
     def reset(self) -> None:
-        self._history = [self.walker.initial]
-        self._tokens = []
-        self._spent = 0
-        self._fallback = None
-        self.fallback_reason = None
+        self._history: list[int] = [self.walker.initial if self.walker is not None else EMPTY]
+        self._tokens: list[int] = []
+        self._spent = 0  # store nodes this request created (the request budget)
+        self._fallback: CompressedMatcher | None = None
+        self.fallback_reason: str | None = None
+        if self.walker is None:  # no index for this grammar: every request on the compressed engine
+            self._fall_back(f"native engine unavailable: {self.engine.unavailable}")
 
     @property
     def accepted_tokens(self) -> list[int]:
