@@ -267,6 +267,12 @@ def build_index(
     too_big: set[int] = set()
     sigma_rows: list[int] = []  # (σ_in id, rest row) incidence, flattened
     sigma_rest: list[int] = []
+    # Count first (memoised word counts), so an index too large to list is refused before
+    # anything is listed.
+    distinct = {r for _, rests in class_rests for r in rests}
+    to_list = sum(c for c in map(store.count, distinct) if c <= max_words_per_node)
+    if to_list > max_words:
+        raise IndexTooLarge(f"the classes' σ_in sets hold {to_list:,} words to list (at most {max_words:,})")
     listed = 0
     for _, rests in class_rests:
         for rest in rests:
