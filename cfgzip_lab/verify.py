@@ -42,6 +42,7 @@ __all__ = [
 # Bytes that close a structure in most grammars we ship (JSON, C-like, XML-ish, Python-ish).
 _CLOSERS = frozenset(b")]}>\"';\n")
 _MAX_LISTED_IDS = 16
+_MAX_ARBITRATED = 256
 
 
 @dataclass
@@ -54,6 +55,14 @@ class VerifyReport:
     ``prefix_ids``, and, for a mask difference, ``plain_only`` / ``compressed_only``
     (token ids allowed by one engine only, at most 16 each, with their bytes and classes)
     and ``differing_bits`` (how many tokens differ).
+
+    ``xgrammar_disagreements`` counts mask differences where XGrammar's own matcher sides with
+    the engine under test against XGrammar's mask (xgrammar 0.2.8's mask can refuse a token its
+    ``accept_token`` takes, after recursion through an empty alternative): every differing token
+    (at most ``_MAX_ARBITRATED``) is put to ``accept_token`` in the plain matcher, and when each
+    answer contradicts the plain mask the step is counted here, with examples in
+    ``xgrammar_disagreement_examples``, instead of in ``mismatches``. They still fail :attr:`ok`
+    unless ``allow_xgrammar_disagreements`` is set: a pass never hides them.
     """
 
     steps_checked: int = 0
@@ -68,10 +77,13 @@ class VerifyReport:
     plain_cache_hits: int = 0
     seconds: float = 0.0
     engine: str = "compressed"
+    xgrammar_disagreements: int = 0
+    xgrammar_disagreement_examples: list[dict[str, Any]] = field(default_factory=list)
+    allow_xgrammar_disagreements: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.mismatches == 0
+        return self.mismatches == 0 and (self.allow_xgrammar_disagreements or self.xgrammar_disagreements == 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,6 +240,20 @@ class _Checker:
             compressed_bits = unpack_bitmask(compressed_mask, self.vocab.vocab_size)
             plain_only = np.flatnonzero(plain_bits & ~compressed_bits)
             compressed_only = np.flatnonzero(compressed_bits & ~plain_bits)
+            if self._xgrammar_contradicts_its_mask(plain_only, compressed_only):
+                self.report.xgrammar_disagreements += 1
+                if len(self.report.xgrammar_disagreement_examples) < 5:
+                    self.report.xgrammar_disagreement_examples.append(
+                        {
+                            "walk": self.label,
+                            "step": len(self.history),
+                            "prefix": self.vocab.decode(self.history).decode("utf-8", errors="replace"),
+                            "prefix_ids": list(self.history),
+                            "xgrammar_mask_only": self._describe(plain_only),
+                            "engine_only": self._describe(compressed_only),
+                        }
+                    )
+                return False, None
             self._record(
                 "mask",
                 differing_bits=int(plain_only.size + compressed_only.size),
@@ -238,6 +264,19 @@ class _Checker:
             )
             return False, None
         return True, np.flatnonzero(plain_bits)
+
+    def _xgrammar_contradicts_its_mask(self, plain_only: np.ndarray, engine_only: np.ndarray) -> bool:
+        """Whether XGrammar's ``accept_token`` sides with the engine on every differing token."""
+        if plain_only.size + engine_only.size > _MAX_ARBITRATED:
+            return False
+        for ids, mask_allows in ((plain_only, True), (engine_only, False)):
+            for t in ids.tolist():
+                accepted = self.plain.accept_token(int(t))
+                if accepted:
+                    self.plain.rollback(1)
+                if accepted == mask_allows:
+                    return False
+        return True
 
     def accept(self, token_id: int) -> tuple[bool, bool]:
         """Both engines accept ``token_id``; returns (agreed, accepted)."""
@@ -352,6 +391,7 @@ def verify_engines(
     max_doc_tokens: int | None = None,
     candidate: Callable[[], Any] | None = None,
     candidate_name: str = "compressed",
+    allow_xgrammar_disagreements: bool = False,
 ) -> VerifyReport:
     """:func:`verify_lossless` on already compiled engines (see there).
 
@@ -361,7 +401,7 @@ def verify_engines(
     if engines.classes is None:
         raise ValueError("verification needs TokenClasses")
     start = time.perf_counter()
-    report = VerifyReport(engine=candidate_name)
+    report = VerifyReport(engine=candidate_name, allow_xgrammar_disagreements=allow_xgrammar_disagreements)
     checker = _Checker(engines, report, candidate)
     stats = _TokenStats.of(engines.vocab)
     rng = np.random.default_rng(seed)

@@ -482,3 +482,19 @@ def test_index_bounds_and_the_engine_without_an_index(toy):
     assert unavailable.fallbacks >= 11 and unavailable.stats()["unavailable"]
     m = unavailable.matcher()
     assert m.in_fallback and "unavailable" in m.fallback_reason
+
+
+def test_xgrammar_mask_bug_is_reported_apart():
+    """xgrammar 0.2.8's mask refuses "bb" after left recursion through an empty alternative,
+    which its own accept_token takes: the native engine follows the language, and verify counts
+    the step as an XGrammar disagreement (never a pass unless allowed), not as a mismatch."""
+    vocab = vocab_from_bytes([b"b", b"bb", b""], stop_ids=[2], name="bb", vocab_size=3)
+    grammar = 'root ::= "" | root [b]\n'
+    engines, native = _build(grammar, vocab)
+    report = verify_engines(engines, candidate=native.matcher, candidate_name="native", walks=3, steps=4, seed=0)
+    assert report.mismatches == 0, report.first_mismatch
+    assert report.xgrammar_disagreements > 0 and not report.ok
+    example = report.xgrammar_disagreement_examples[0]
+    assert [t["bytes"] for t in example["engine_only"]] == ["bb"]
+    allowed = verify_engines(engines, candidate=native.matcher, walks=3, steps=4, seed=0, allow_xgrammar_disagreements=True)
+    assert allowed.ok and allowed.xgrammar_disagreements > 0

@@ -83,11 +83,14 @@ def cmd_verify(args) -> int:
             max_doc_tokens=args.max_doc_tokens,
             candidate=candidate,
             candidate_name=args.engine,
+            allow_xgrammar_disagreements=args.allow_xgrammar_disagreements,
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
     seconds = time.perf_counter() - t0
-    verdict = "LOSSLESS on every checked step" if report.ok else f"{report.mismatches} MISMATCHES"
+    verdict = "LOSSLESS on every checked step" if report.ok and not report.mismatches else f"{report.mismatches} MISMATCHES"
+    if report.xgrammar_disagreements:
+        verdict += f", {report.xgrammar_disagreements} XGRAMMAR DISAGREEMENTS"
     human = [
         f"{path} × {vocab.name}: {classes.num_classes} classes for {vocab.vocab_size} tokens, {args.engine} engine",
         f"  {report.walks} walks (≤{args.steps} steps, seed {args.seed}), {report.docs} {source} documents, "
@@ -106,6 +109,16 @@ def cmd_verify(args) -> int:
         "mismatches": report.mismatches,
         "first_mismatch": report.first_mismatch,
     }
+    if report.xgrammar_disagreements:  # reported apart: XGrammar's mask against its own matcher
+        x = report.xgrammar_disagreement_examples[0]
+        human.append(
+            f"  {report.xgrammar_disagreements} steps where XGrammar's mask contradicts its own accept_token "
+            f"(the {args.engine} engine sides with the matcher), e.g. {x['walk']} step {x['step']}: "
+            f"mask only {[t['bytes'] for t in x['xgrammar_mask_only']]}, engine only {[t['bytes'] for t in x['engine_only']]}"
+            + ("" if args.allow_xgrammar_disagreements else " — not a pass (--allow-xgrammar-disagreements)")
+        )
+        record["xgrammar_disagreements"] = report.xgrammar_disagreements
+        record["xgrammar_disagreement_examples"] = report.xgrammar_disagreement_examples
     if native is not None:  # the default record stays as it was; a native run says so
         stats = native.stats()
         record["engine"] = "native"
@@ -268,6 +281,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--max-doc-tokens", type=int, default=None, help="replay at most this many tokens per document")
     v.add_argument("--engine", choices=("compressed", "native"), default="compressed",
                    help="the engine checked against plain XGrammar (default compressed)")
+    v.add_argument("--allow-xgrammar-disagreements", action="store_true",
+                   help="pass when the only differences are steps where XGrammar's mask contradicts its own matcher")
     v.set_defaults(func=cmd_verify)
 
     b = add_json_flag(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
