@@ -11,6 +11,7 @@ and p90, and accept_token at the median. ``--check`` then replays every sample-d
 and compares the native mask with plain XGrammar's, bit for bit (grammars in parallel
 processes, after the timing). Prints a table and the machine; never asserts on wall time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,14 @@ def _setup(name: str, tokenizer: str):
     return path, compiled, vocab, classing, time.perf_counter() - t0
 
 
-def measure(name: str, tokenizer: str, steps: int, engine_names=("plain", "compressed", "native"), clock=time.perf_counter,
-            fill_untimed=()) -> dict:
+def measure(
+    name: str,
+    tokenizer: str,
+    steps: int,
+    engine_names=("plain", "compressed", "native"),
+    clock=time.perf_counter,
+    fill_untimed=(),
+) -> dict:
     from cfgzip_lab.bench import bench_engines, sample_docs
     from cfgzip_lab.engine import compile_engines
     from cfgzip_lab.native import build_native_engine
@@ -57,15 +64,34 @@ def measure(name: str, tokenizer: str, steps: int, engine_names=("plain", "compr
     index_rss = _rss_mb() - rss
     index_bytes = sum(a.nbytes for a in native.index.to_arrays().values())
     names = tuple(engine_names)
-    bench = bench_engines(compiled.text, vocab, classes, docs=sample_docs(path), source="samples", steps=steps,
-                          expansion_repeats=0, engines=engines, engine_names=names, native=native, clock=clock,
-                          fill_untimed=fill_untimed)
+    bench = bench_engines(
+        compiled.text,
+        vocab,
+        classes,
+        docs=sample_docs(path),
+        source="samples",
+        steps=steps,
+        expansion_repeats=0,
+        engines=engines,
+        engine_names=names,
+        native=native,
+        clock=clock,
+        fill_untimed=fill_untimed,
+    )
     b = bench.batches[0]
     return {
-        "grammar": name, "tokenizer": vocab.name, "classes": classes.num_classes, "steps": b.steps,
-        "path_tokens": bench.path_tokens, "classing_s": round(classing_s, 2), "index_build_s": round(index_s, 3),
-        "index_rss_mb": round(index_rss, 1), "index_cache_kb": round(index_bytes / 1024, 1),
-        "trie_nodes": native.index.num_nodes, **native.index.stats, **b.summary(names),
+        "grammar": name,
+        "tokenizer": vocab.name,
+        "classes": classes.num_classes,
+        "steps": b.steps,
+        "path_tokens": bench.path_tokens,
+        "classing_s": round(classing_s, 2),
+        "index_build_s": round(index_s, 3),
+        "index_rss_mb": round(index_rss, 1),
+        "index_cache_kb": round(index_bytes / 1024, 1),
+        "trie_nodes": native.index.num_nodes,
+        **native.index.stats,
+        **b.summary(names),
         "native_stats": native.stats(),
     }
 
@@ -108,39 +134,70 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--engines", default="plain,compressed,native")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time with this thread's CPU time (time.thread_time) instead of wall time")
-    ap.add_argument("--fill-untimed", default="",
-                    help="engines that also fill at the untimed steps, as a decode loop does (e.g. compressed,native)")
+    ap.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time with this thread's CPU time (time.thread_time) instead of wall time",
+    )
+    ap.add_argument(
+        "--fill-untimed",
+        default="",
+        help="engines that also fill at the untimed steps, as a decode loop does (e.g. compressed,native)",
+    )
     args = ap.parse_args()
     fill_untimed = tuple(e for e in args.fill_untimed.split(",") if e)
     engine_names = args.engines.split(",")
     clock = time.thread_time if args.cpu_time else time.perf_counter
     names = args.grammars or list(bundled_grammars())
     rows = []
-    print(f"{'grammar':<26} {'K':>5} | {'plain mask µs':>17} | {'compressed mask µs':>18} | {'native mask µs':>15} | "
-          f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB':>26}", flush=True)
+    print(
+        f"{'grammar':<26} {'K':>5} | {'plain mask µs':>17} | {'compressed mask µs':>18} | {'native mask µs':>15} | "
+        f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB':>26}",
+        flush=True,
+    )
     for name in names:
         r = measure(name, args.tokenizer, args.steps, engine_names, clock, fill_untimed)
         rows.append(r)
-        q = lambda e: f"{r[f'{e}_mask_median_us']:,.1f} / {r[f'{e}_mask_p90_us']:,.1f}" if e in engine_names else "-"  # noqa: E731
-        a = lambda e: f"{r[f'{e}_accept_median_us']:.1f}" if e in engine_names else "-"  # noqa: E731
-        print(f"{name:<26} {r['classes']:>5} | {q('plain'):>17} | {q('compressed'):>18} | {q('native'):>15} | "
-              f"{a('plain')}/{a('compressed')}/{a('native')} | "
-              f"{r['index_build_s']:.2f} / {r['trie_nodes']} / {r['index_cache_kb']:.0f} / {r['index_rss_mb']:.0f}", flush=True)
+
+        def q(e: str, r: dict = r) -> str:
+            return f"{r[f'{e}_mask_median_us']:,.1f} / {r[f'{e}_mask_p90_us']:,.1f}" if e in engine_names else "-"
+
+        def a(e: str, r: dict = r) -> str:
+            return f"{r[f'{e}_accept_median_us']:.1f}" if e in engine_names else "-"
+
+        print(
+            f"{name:<26} {r['classes']:>5} | {q('plain'):>17} | {q('compressed'):>18} | {q('native'):>15} | "
+            f"{a('plain')}/{a('compressed')}/{a('native')} | "
+            f"{r['index_build_s']:.2f} / {r['trie_nodes']} / {r['index_cache_kb']:.0f} / {r['index_rss_mb']:.0f}",
+            flush=True,
+        )
     checks = []
     if args.check:
         with ProcessPoolExecutor(min(args.workers, len(names))) as pool:
             checks = list(pool.map(check, names, [args.tokenizer] * len(names)))
         for c in checks:
-            print(f"check {c['grammar']:<26} {c['steps']} steps, {c['mismatches']} mismatches, {c['fallbacks']} fallbacks", flush=True)
+            print(
+                f"check {c['grammar']:<26} {c['steps']} steps, {c['mismatches']} mismatches, {c['fallbacks']} fallbacks",
+                flush=True,
+            )
     machine = machine_info()
     load = os.getloadavg()[0]
-    print(f"machine: {machine['cpu']}, {machine['cores']} cores, xgrammar {machine['xgrammar']}, load average {load:.1f}; "
-          f"{'CPU time of the timing thread' if args.cpu_time else 'wall time'}")
+    print(
+        f"machine: {machine['cpu']}, {machine['cores']} cores, xgrammar {machine['xgrammar']}, load average {load:.1f}; "
+        f"{'CPU time of the timing thread' if args.cpu_time else 'wall time'}"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "checks": checks, "machine": machine,
-                                               "clock": "thread_time" if args.cpu_time else "perf_counter"}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "checks": checks,
+                    "machine": machine,
+                    "clock": "thread_time" if args.cpu_time else "perf_counter",
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -5,11 +5,13 @@ vocabulary) through :func:`cfgzip_lab.verify.verify_engines` with the native mat
 engine under test: random constrained walks with rollbacks and rejected tokens, and whole or
 capped sample documents.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from paths import BUNDLED, bundled_samples, third_party_grammars
 
 from cfgzip_lab.classes.classing import STOP
 from cfgzip_lab.engine import compile_engines
@@ -23,7 +25,6 @@ from cfgzip_lab.native import (
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.verify import verify_engines
 from cfgzip_lab.vocab import vocab_from_bytes
-from paths import BUNDLED, bundled_samples, third_party_grammars
 
 JSON_SMALL = (
     'root ::= value\nvalue ::= object | array | string | number | "true" | "false" | "null"\n'
@@ -36,9 +37,41 @@ ARITH = (
     'factor ::= [0-9]+ | "(" expr ")"\n'
 )
 TOY_TOKENS = [
-    b"{", b"}", b"[", b"]", b'"', b":", b",", b" ", b"a", b"b", b"ab", b'"a"', b"1", b"0",
-    b"true", b"null", b'{"', b'":', b"\n", b"(", b")", b"+", b"*", b"12", b"10", b"0)", b"1+",
-    b"\xc3\xa9", b"a", b"", b"", b"[[", b"]]", b"((", b"))",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b":",
+    b",",
+    b" ",
+    b"a",
+    b"b",
+    b"ab",
+    b'"a"',
+    b"1",
+    b"0",
+    b"true",
+    b"null",
+    b'{"',
+    b'":',
+    b"\n",
+    b"(",
+    b")",
+    b"+",
+    b"*",
+    b"12",
+    b"10",
+    b"0)",
+    b"1+",
+    b"\xc3\xa9",
+    b"a",
+    b"",
+    b"",
+    b"[[",
+    b"]]",
+    b"((",
+    b"))",
 ]
 
 
@@ -59,14 +92,17 @@ def _load(name: str):
 _BUILT: dict = {}
 
 
-def _build(text: str, vocab, limits: WalkLimits = WalkLimits()):
+def _build(text: str, vocab, limits: WalkLimits | None = None):
     """(XGrammar engines, native engine) for a grammar text and vocabulary, cached per module run."""
+    limits = limits or WalkLimits()
     key = (text, vocab.fingerprint, limits)
     if key not in _BUILT:
         compiled = compile_grammar(text)
         result = build_classes(compiled, vocab)
         engines = compile_engines(text, vocab, result.classes)
-        native = build_native_engine(compiled, vocab, result.classes, classing=result, limits=limits, xgrammar_engines=engines)
+        native = build_native_engine(
+            compiled, vocab, result.classes, classing=result, limits=limits, xgrammar_engines=engines
+        )
         _BUILT[key] = (engines, native)
     return _BUILT[key]
 
@@ -157,7 +193,9 @@ def test_batch_rows_match_single_matchers(toy):
 def test_index_round_trips_through_arrays_and_rebuilds_without_classing(toy):
     compiled = compile_grammar(JSON_SMALL)
     result = build_classes(compiled, toy)
-    index = build_index(compiled.gnf, result.classes, toy.token_bytes, token_node=result.token_node, displacer=result.displacer)
+    index = build_index(
+        compiled.gnf, result.classes, toy.token_bytes, token_node=result.token_node, displacer=result.displacer
+    )
     again = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
     assert again.children == index.children and again.bits == index.bits
     fresh = build_index(compile_grammar(JSON_SMALL).gnf, result.classes, toy.token_bytes)  # a new GNF, no classing
@@ -261,7 +299,10 @@ def test_long_document_20k_tokens():
     vocab = _load("llama3")
     path = next(p for p in BUNDLED if p.stem == "json")
     engines, native = _build(path.read_text(), vocab)
-    rows = ", ".join(f'{{"id": {i}, "name": "item{i}", "tags": ["a{i % 7}", {i * 0.5}], "ok": {str(i % 2 == 0).lower()}}}' for i in range(1200))
+    rows = ", ".join(
+        f'{{"id": {i}, "name": "item{i}", "tags": ["a{i % 7}", {i * 0.5}], "ok": {str(i % 2 == 0).lower()}}}'
+        for i in range(1200)
+    )
     ids = vocab.encode("[" + rows + "]")
     assert len(ids) >= 20_000
     m, checked = _replay_checked(engines, native, ids, every=401)
@@ -282,7 +323,9 @@ def test_index_saved_in_the_cache_and_built_when_absent(toy, tmp_path):
 
     engines, native = _build(JSON_SMALL, toy)
     compiled = native.compiled
-    with_index = save_classes(native.classes, tmp_path / "with.npz", grammar_text=JSON_SMALL, vocab=toy, native_index=native.index)
+    with_index = save_classes(
+        native.classes, tmp_path / "with.npz", grammar_text=JSON_SMALL, vocab=toy, native_index=native.index
+    )
     without = save_classes(native.classes, tmp_path / "without.npz", grammar_text=JSON_SMALL, vocab=toy)
     assert load_classes(with_index).metadata["format_version"] == FORMAT_VERSION >= 2  # 3 added the sha256 checks
     loaded = load_index(with_index, compiled.gnf, native.classes)
@@ -308,8 +351,11 @@ def test_format_1_cache_still_loads(toy, tmp_path):
     meta = {"format_version": 1, "grammar_sha256": native.compiled.sha256, "vocab_fingerprint": toy.fingerprint}
     path = tmp_path / "v1.npz"
     np.savez_compressed(
-        path, class_of=native.classes.class_of, representatives=native.classes.representatives,
-        class_kind=native.classes.class_kind, metadata=np.frombuffer(_json.dumps(meta).encode(), dtype=np.uint8),
+        path,
+        class_of=native.classes.class_of,
+        representatives=native.classes.representatives,
+        class_kind=native.classes.class_kind,
+        metadata=np.frombuffer(_json.dumps(meta).encode(), dtype=np.uint8),
     )
     assert load_classes(path, grammar_text=JSON_SMALL, vocab=toy).num_classes == native.classes.num_classes
     assert native_engine_from_cache(path, native.compiled, toy).index_source == "built"
@@ -324,8 +370,14 @@ def _cli(*args: str):
     from pathlib import Path
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "cfgzip_lab.cli", *args], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1], env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfgzip_lab.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        timeout=600,
+    )
     record = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     return proc, record
 
@@ -335,13 +387,29 @@ def test_cli_compress_verify_and_bench_with_the_native_engine(tmp_path):
     cache = tmp_path / "json.npz"
     proc, _ = _cli("compress", "json", "--tokenizer", "llama3", "-o", str(cache), "--json")
     assert proc.returncode == 0, proc.stderr
-    proc, record = _cli("verify", "json", "--tokenizer", "llama3", "--engine", "native", "--classes", str(cache),
-                        "--walks", "3", "--steps", "16", "--max-doc-tokens", "30", "--json")
+    proc, record = _cli(
+        "verify",
+        "json",
+        "--tokenizer",
+        "llama3",
+        "--engine",
+        "native",
+        "--classes",
+        str(cache),
+        "--walks",
+        "3",
+        "--steps",
+        "16",
+        "--max-doc-tokens",
+        "30",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert record["engine"] == "native" and record["mismatches"] == 0 and record["steps_checked"] > 100
     assert record["native_index_source"] == "cache" and record["native_fallbacks"] == 0
-    proc, record = _cli("bench", "json", "--tokenizer", "llama3", "--engines", "plain,compressed,native",
-                        "--steps", "20", "--json")
+    proc, record = _cli(
+        "bench", "json", "--tokenizer", "llama3", "--engines", "plain,compressed,native", "--steps", "20", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     for e in ("plain", "compressed", "native"):
         for key in ("total_median_us", "total_p90_us", "mask_median_us", "mask_p90_us", "accept_median_us"):
@@ -366,8 +434,16 @@ def tiny_model():
 
     tokenizer = load_vocab("smollm2").hf_tokenizer
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
@@ -382,13 +458,17 @@ def test_native_generation_is_identical_to_plain(tiny_model):
     model, tokenizer = tiny_model
     for seed in range(2):
         runs = [
-            constrained_generate(model, tokenizer, JSON_SMALL, "x", engine=e, max_new_tokens=12, seed=seed, do_sample=True)
+            constrained_generate(
+                model, tokenizer, JSON_SMALL, "x", engine=e, max_new_tokens=12, seed=seed, do_sample=True
+            )
             for e in ("plain", "native")
         ]
         assert runs[0].token_ids == runs[1].token_ids and runs[0].text == runs[1].text
         assert runs[1].engine == "native" and len(runs[1].mask_seconds) == runs[1].steps
     batch = [
-        constrained_generate_batch(model, tokenizer, ARITH, ["a", "a longer prompt"], engine=e, max_new_tokens=10, seed=1, do_sample=True)
+        constrained_generate_batch(
+            model, tokenizer, ARITH, ["a", "a longer prompt"], engine=e, max_new_tokens=10, seed=1, do_sample=True
+        )
         for e in ("plain", "native")
     ]
     assert [r.token_ids for r in batch[0]] == [r.token_ids for r in batch[1]]
@@ -451,7 +531,9 @@ def test_row_cache_delta_rows_equal_the_gather(toy):
                 current ^= 1 << int(rng.integers(k))
             got = cache.vocab_row(current)
             bits = np.unpackbits(np.frombuffer(current.to_bytes(-(-k // 8), "little"), np.uint8), bitorder="little")[:k]
-            want = np.packbits(np.r_[bits[np.asarray(classes.class_of)], np.zeros(-vocab.vocab_size % 32, np.uint8)], bitorder="little").view(np.int32)
+            want = np.packbits(
+                np.r_[bits[np.asarray(classes.class_of)], np.zeros(-vocab.vocab_size % 32, np.uint8)], bitorder="little"
+            ).view(np.int32)
             assert np.array_equal(got, want)
         assert cache.delta_builds > 20
 
@@ -496,5 +578,7 @@ def test_xgrammar_mask_bug_is_reported_apart():
     assert report.xgrammar_disagreements > 0 and not report.ok
     example = report.xgrammar_disagreement_examples[0]
     assert [t["bytes"] for t in example["engine_only"]] == ["bb"]
-    allowed = verify_engines(engines, candidate=native.matcher, walks=3, steps=4, seed=0, allow_xgrammar_disagreements=True)
+    allowed = verify_engines(
+        engines, candidate=native.matcher, walks=3, steps=4, seed=0, allow_xgrammar_disagreements=True
+    )
     assert allowed.ok and allowed.xgrammar_disagreements > 0

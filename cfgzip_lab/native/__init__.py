@@ -4,8 +4,9 @@
 packed vocabulary row), ``matcher`` (the Engine interface, single and batch), ``engine``
 (what the requests of one grammar share). See the native-engine issue and DESIGN.md.
 """
+
 from .engine import NativeEngine, build_native_engine
-from .index import SigmaInIndex, build_index
+from .index import IndexTooLarge, NativeIndexError, SigmaInIndex, build_index
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher, NativeBatchMatcher, NativeMatcher
 from .walk import StateBudgetExceeded, WalkLimits
 
@@ -13,6 +14,8 @@ __all__ = [
     "NativeEngine",
     "build_native_engine",
     "SigmaInIndex",
+    "IndexTooLarge",
+    "NativeIndexError",
     "build_index",
     "DisplacementMatcher",
     "DisplacementBatchMatcher",

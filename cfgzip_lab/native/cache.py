@@ -6,6 +6,7 @@ used only when its GNF digest matches the grammar's normal form as compiled now;
 cache, a cache written without an index, or one whose digest no longer matches gets a freshly
 built index (the representatives run through the displacer: K tokens, not the vocabulary).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

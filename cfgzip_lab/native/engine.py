@@ -4,6 +4,7 @@ Holds what every request of a grammar shares: the GNF and its word store, the σ
 the state walker with its memos, the row cache, and (built on first need) the compressed
 XGrammar engines that serve a request past the state budget.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from ..expand import Expander
 from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
 from .rows import RowCache
-from .walk import StateWalker, WalkLimits
+from .walk import DEFAULT_LIMITS, StateWalker, WalkLimits
 
 if TYPE_CHECKING:
     from ..classes.classing import ClassingResult
@@ -42,7 +43,7 @@ class NativeEngine:
     vocab: VocabTable
     classes: TokenClasses
     index: SigmaInIndex | None
-    limits: WalkLimits = WalkLimits()
+    limits: WalkLimits = DEFAULT_LIMITS
     expander: Expander | None = None
     xgrammar_engines: CompiledEngines | None = None
     displacer: Displacer | None = None
@@ -91,8 +92,13 @@ class NativeEngine:
 
     def stats(self) -> dict:
         if self.walker is None:
-            return {"fallbacks": self.fallbacks, "trie_nodes": 0, "index_build_seconds": 0.0,
-                    "index_source": self.index_source, "unavailable": self.unavailable}
+            return {
+                "fallbacks": self.fallbacks,
+                "trie_nodes": 0,
+                "index_build_seconds": 0.0,
+                "index_source": self.index_source,
+                "unavailable": self.unavailable,
+            }
         return {
             "fallbacks": self.fallbacks,
             "trie_nodes": self.index.num_nodes,
@@ -111,7 +117,7 @@ def build_native_engine(
     *,
     classing: ClassingResult | None = None,
     index: SigmaInIndex | None = None,
-    limits: WalkLimits = WalkLimits(),
+    limits: WalkLimits = DEFAULT_LIMITS,
     xgrammar_engines: CompiledEngines | None = None,
     max_index_words: int = MAX_SIGMA_IN_WORDS,
 ) -> NativeEngine:
@@ -139,7 +145,15 @@ def build_native_engine(
             )
         except IndexTooLarge as exc:
             unavailable = str(exc)
-    engine = NativeEngine(compiled, vocab, classes, index, limits, xgrammar_engines=xgrammar_engines,
-                          displacer=displacer, unavailable=unavailable)
+    engine = NativeEngine(
+        compiled,
+        vocab,
+        classes,
+        index,
+        limits,
+        xgrammar_engines=xgrammar_engines,
+        displacer=displacer,
+        unavailable=unavailable,
+    )
     engine.index_source = source
     return engine

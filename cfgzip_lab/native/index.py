@@ -19,6 +19,7 @@ symbol, child)``, ``bits_indptr``/``bits_classes`` a CSR list of the classes at 
 These arrays are what the class cache stores; :meth:`SigmaInIndex.from_arrays` rebuilds the
 dicts the walk reads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..classes.classing import NORMAL, TokenClasses
-from ..errors import CfgzipError
 from ..classes.displacement import Displacer
+from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
 
@@ -121,7 +122,7 @@ class SigmaInIndex:
         }
 
     @staticmethod
-    def from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> "SigmaInIndex":
+    def from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> SigmaInIndex:
         """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`NativeIndexError` if inconsistent."""
         if meta.get("native_index_format") != INDEX_FORMAT:
             raise NativeIndexError(f"native index format {meta.get('native_index_format')!r}, expected {INDEX_FORMAT}")
@@ -130,7 +131,9 @@ class SigmaInIndex:
         edges = np.asarray(arrays["native_edges"], dtype=np.int64).reshape(-1, 3)
         indptr = np.asarray(arrays["native_bits_indptr"], dtype=np.int64)
         flat = np.asarray(arrays["native_bits_classes"], dtype=np.int64)
-        if indptr.shape != (nodes + 1,) or (edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)):
+        if indptr.shape != (nodes + 1,) or (
+            edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)
+        ):
             raise NativeIndexError("native index arrays do not match their node count")
         if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
             raise NativeIndexError("native index lists classes outside its class count")
@@ -161,7 +164,6 @@ def _bits_to_ids(bits: int, k: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     raw = np.frombuffer(bits.to_bytes(-(-k // 8), "little"), dtype=np.uint8)
     return np.flatnonzero(np.unpackbits(raw, bitorder="little")[:k])
-
 
 
 def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[int]]) -> frozenset[int]:

@@ -12,10 +12,11 @@ the walk's budgets, the request moves to the compressed XGrammar engine: it is b
 accepted tokens again, and answers every call until :meth:`reset` (counted in
 ``fallbacks`` here and on the engine; never a wrong mask).
 """
+
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np

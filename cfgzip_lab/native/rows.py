@@ -15,6 +15,7 @@ float64 below 2^53). Otherwise (more than ``max_delta_tokens`` tokens flip, or n
 row) :class:`cfgzip_lab.expand.Expander` expands the set (union tables for the large classes,
 a scatter for the small ones). Both give the gather's bits exactly (tested against it).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,9 @@ LARGE = 2048
 class RowCache:
     """Packed int32 vocabulary rows (XGrammar's layout, bits past V zero) per class set."""
 
-    def __init__(self, expander: Expander, class_of: np.ndarray, *, memo_bytes: int = 64 << 20,
-                 max_delta_tokens: int = 8192) -> None:
+    def __init__(
+        self, expander: Expander, class_of: np.ndarray, *, memo_bytes: int = 64 << 20, max_delta_tokens: int = 8192
+    ) -> None:
         self.expander = expander
         self.num_classes = expander.num_classes
         self.class_words = math.ceil(self.num_classes / 32)
@@ -103,7 +105,9 @@ class RowCache:
             total = int(lengths.sum())
             if total:
                 offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
-                flips = np.bincount(self._pair_words[offsets], weights=self._pair_bits[offsets], minlength=self.vocab_words)
+                flips = np.bincount(
+                    self._pair_words[offsets], weights=self._pair_bits[offsets], minlength=self.vocab_words
+                )
                 row ^= flips.astype(np.uint32).view(np.int32)
         self.delta_builds += 1
         return row

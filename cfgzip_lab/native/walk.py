@@ -18,6 +18,7 @@ ambiguous grammar is where it grows): each accepted token may create at most
 request to the compressed XGrammar engine. Memo tables are bounded and dropped whole when full
 (they only hold finished results, so dropping them never changes an answer).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
 from .index import SigmaInIndex
 
-__all__ = ["StateWalker", "StateBudgetExceeded", "WalkLimits"]
+__all__ = ["StateWalker", "StateBudgetExceeded", "WalkLimits", "DEFAULT_LIMITS"]
 
 
 class StateBudgetExceeded(Exception):
@@ -46,6 +47,9 @@ class WalkLimits:
     memo_entries: int = 400_000
 
 
+DEFAULT_LIMITS = WalkLimits()
+
+
 class StateWalker:
     """Shared by every matcher of one grammar + classes: the store, the trie, and the memos.
 
@@ -54,8 +58,15 @@ class StateWalker:
     grammar at once (classing in another thread included).
     """
 
-    def __init__(self, gnf: GNF, classes: TokenClasses, token_bytes, index: SigmaInIndex,
-                 limits: WalkLimits = WalkLimits(), displacer: Displacer | None = None) -> None:
+    def __init__(
+        self,
+        gnf: GNF,
+        classes: TokenClasses,
+        token_bytes,
+        index: SigmaInIndex,
+        limits: WalkLimits = DEFAULT_LIMITS,
+        displacer: Displacer | None = None,
+    ) -> None:
         self.gnf = gnf
         self.displacer = displacer or Displacer(gnf)
         self.store = self.displacer.store
