@@ -22,6 +22,7 @@ The reference's "fallbacks" are the tokens it forces into singletons: 0 in exact
 
 Not a test: prints a table and the machine; never asserts on times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,17 @@ def build_hub_cache(vocab, cache_dir: Path) -> None:
         if int(kind) == NORMAL and data:
             model_vocab["".join(to_char[b] for b in bytes(data))] = i
         else:
-            added.append({"id": i, "content": f"<|cfgzip_special_{i}|>", "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False, "special": True})
+            added.append(
+                {
+                    "id": i,
+                    "content": f"<|cfgzip_special_{i}|>",
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": False,
+                    "special": True,
+                }
+            )
     tokenizer = {
         "version": "1.0",
         "truncation": None,
@@ -87,9 +97,17 @@ def build_hub_cache(vocab, cache_dir: Path) -> None:
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": model_vocab,
-                  "merges": []},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "vocab": model_vocab,
+            "merges": [],
+        },
     }
     repo = cache_dir / ("models--" + MODEL_ID.replace("/", "--"))
     snap = repo / "snapshots" / FAKE_COMMIT
@@ -135,7 +153,16 @@ def _timed(cmd: list[str], timeout: float, mem_limit_gb: float | None) -> dict:
 
 def run_ours(grammar: str, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [str(VENV_BIN / "cfgzip-lab"), "compress", grammar, "--tokenizer", "llama3", "-o", f"{tmp}/x.npz", "--json"]
+        cmd = [
+            str(VENV_BIN / "cfgzip-lab"),
+            "compress",
+            grammar,
+            "--tokenizer",
+            "llama3",
+            "-o",
+            f"{tmp}/x.npz",
+            "--json",
+        ]
         r = _timed(cmd, timeout, None)
     if r["status"] == 0:
         rec = json.loads(r["stdout"].strip().splitlines()[-1])
@@ -218,8 +245,21 @@ def run_reference(exe: Path, grammar_path: Path, cache_dir: Path, timeout: float
         if rewrites:
             grammar_path = Path(tmp) / grammar_path.name
             grammar_path.write_text(text, encoding="utf-8")
-        cmd = [str(exe), "--model-id", MODEL_ID, "--cache-dir", str(cache_dir), "--grammar-file", str(grammar_path),
-               "--output", str(out), "--n-logits", str(vocab.vocab_size), "--no-progress", "--timings"]
+        cmd = [
+            str(exe),
+            "--model-id",
+            MODEL_ID,
+            "--cache-dir",
+            str(cache_dir),
+            "--grammar-file",
+            str(grammar_path),
+            "--output",
+            str(out),
+            "--n-logits",
+            str(vocab.vocab_size),
+            "--no-progress",
+            "--timings",
+        ]
         if ignore:
             cmd += ["--ignore-range", ignore]
         r = _timed(cmd, timeout, mem_limit_gb)
@@ -276,8 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(row, flush=True)
     m = machine_info()
-    print(f"machine: {m['cpu']}, {m['cores']} cores; reference: cfgzip 0.2.0 cfgzip-preprocess (1 thread, exact mode), "
-          f"timeout {args.timeout:.0f} s, limit {args.mem_limit_gb:.0f} GB; Llama-3 vocabulary ({vocab.vocab_size} ids)")
+    print(
+        f"machine: {m['cpu']}, {m['cores']} cores; reference: cfgzip 0.2.0 cfgzip-preprocess (1 thread, exact mode), "
+        f"timeout {args.timeout:.0f} s, limit {args.mem_limit_gb:.0f} GB; Llama-3 vocabulary ({vocab.vocab_size} ids)"
+    )
     shutil.rmtree(cache_dir, ignore_errors=True)
     return 0
 

@@ -7,6 +7,7 @@ SmolLM2 vocabularies at batch 1 and 8 (class masks of each grammar's real size).
 Decoding: :func:`cfgzip_lab.bench.bench_e2e` with the model on the GPU, greedy.
 On a machine without CUDA it says so and exits 0. Never asserts on times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,15 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     path = resolve_grammar(args.grammar)
     compiled = compile_grammar(path.read_text(encoding="utf-8"), source=str(path))
     print(f"expansion on {torch.cuda.get_device_name(0)}, grammar {path.stem} (median / p90 µs per step)")
-    print(f"{'vocab':<8} {'V':>7} {'K':>6} {'B':>3} | {'to_vocab_bitmask':>19} | {'to_logits_bias':>19} | {'mask_logits_':>19}")
+    print(
+        f"{'vocab':<8} {'V':>7} {'K':>6} {'B':>3} | {'to_vocab_bitmask':>19} | {'to_logits_bias':>19} | {'mask_logits_':>19}"
+    )
     for name in args.vocabs.split(","):
         vocab = load_vocab(name)
         classes = build_classes(compiled, vocab).classes
         ex = Expander(classes)
         for batch in (1, 8):
             r = time_expansion(ex, batch_size=batch, repeats=200, device="cuda")
-            cells = " | ".join(f"{r[k]['median_us']:>8.1f} / {r[k]['p90_us']:>8.1f}"
-                               for k in ("to_vocab_bitmask", "to_logits_bias", "mask_logits_"))
+            cells = " | ".join(
+                f"{r[k]['median_us']:>8.1f} / {r[k]['p90_us']:>8.1f}"
+                for k in ("to_vocab_bitmask", "to_logits_bias", "mask_logits_")
+            )
             print(f"{name:<8} {vocab.vocab_size:>7} {classes.num_classes:>6} {batch:>3} | {cells}", flush=True)
 
     docs = sample_docs(path)

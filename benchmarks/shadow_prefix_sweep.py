@@ -11,6 +11,7 @@ vocabularies: the K representatives alone, and the representatives followed by
 with the number of steps where each disagrees. Evidence for the workaround in
 :mod:`cfgzip_lab.engine`; rerun it when XGrammar is upgraded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     vocab = load_vocab(args.tokenizer)
     paths = [resolve_grammar(g) for g in args.grammars] or default_grammars()
     print(f"{args.tokenizer}: {vocab.vocab_size} tokens; {args.walks} walks x {args.steps} steps, seed {args.seed}")
-    print(f"{'grammar':<32} {'K':>6} {'shadows':>7} {'steps':>6} | mismatching steps: {'reps alone':>10} {'with shadows':>12}")
+    print(
+        f"{'grammar':<32} {'K':>6} {'shadows':>7} {'steps':>6} | mismatching steps: {'reps alone':>10} {'with shadows':>12}"
+    )
     totals = [0, 0, 0]
     for path in paths:
         text = path.read_text(encoding="utf-8")
@@ -56,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         with_shadows = compressed_tokenizer_info(vocab, classes)
         k = classes.num_classes
         reps_alone = xgr.TokenizerInfo(
-            list(with_shadows.decoded_vocab)[:k], xgr.VocabType.RAW, vocab_size=k,
+            list(with_shadows.decoded_vocab)[:k],
+            xgr.VocabType.RAW,
+            vocab_size=k,
             stop_token_ids=list(with_shadows.stop_token_ids),
         )
         compiled = {
@@ -94,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         totals[1] += mismatches["reps alone"]
         totals[2] += mismatches["with shadows"]
         name = grammar_name(path)
-        print(f"{name:<32} {k:>6} {len(shadow_prefixes(vocab, classes)):>7} {steps:>6} | "
-              f"{'':>19}{mismatches['reps alone']:>10} {mismatches['with shadows']:>12}", flush=True)
+        print(
+            f"{name:<32} {k:>6} {len(shadow_prefixes(vocab, classes)):>7} {steps:>6} | "
+            f"{'':>19}{mismatches['reps alone']:>10} {mismatches['with shadows']:>12}",
+            flush=True,
+        )
     print(f"{'all':<32} {'':>6} {'':>7} {totals[0]:>6} | {'':>19}{totals[1]:>10} {totals[2]:>12}")
     return 0
 

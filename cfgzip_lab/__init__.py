@@ -20,6 +20,7 @@ Names are imported on first use, so ``import cfgzip_lab`` stays cheap (no torch,
 transformers or xgrammar until an engine, a processor or a model is asked for).
 Every error raised on bad input is a :class:`CfgzipError`.
 """
+
 from __future__ import annotations
 
 import importlib

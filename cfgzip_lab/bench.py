@@ -29,6 +29,7 @@ is ever asserted on wall time. The replay:
    distributions' quantiles, not of paired steps): plain fill / compressed (fill + expand),
    the speed-up this project reports, and plain (fill + apply) / compressed (fill + expand + apply).
 """
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,7 @@ import numpy as np
 import torch
 
 from .bundled import bundled_samples
-from .engine import BatchMatcher, CompiledEngines, Engine, compile_engines
+from .engine import CompiledEngines, compile_engines
 from .expand import Expander, pack_bool_mask, unpack_bitmask
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ __all__ = [
     "sample_docs",
     "time_expansion",
 ]
+
 
 @dataclass(frozen=True)
 class Quantiles:

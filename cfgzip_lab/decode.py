@@ -27,6 +27,7 @@ the masks, hence the tokens, are the serial ones (``tests/test_overlap.py``).
 >>> r = stepper.step(); r.token_text, r.allowed_tokens, r.masks_identical
 ('{', 2, True)
 """
+
 from __future__ import annotations
 
 import inspect

@@ -46,6 +46,7 @@ Other XGrammar behaviour the interface smooths over:
 - Filling a mask after the stop token was accepted raises ``RuntimeError``; so does
   rolling back more tokens than were accepted. A rejected token leaves the state as it was.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,7 +83,6 @@ __all__ = [
     "compressed_tokenizer_info",
     "shadow_prefixes",
 ]
-
 
 
 class GrammarCompileError(CfgzipError, ValueError):
@@ -273,9 +273,7 @@ class BatchMatcher:
     Row ``i`` is ``matchers[i]``; token ids are original vocabulary ids.
     """
 
-    def __init__(
-        self, matchers: Sequence[Engine], *, max_threads: int | Literal["auto"] = "auto"
-    ) -> None:
+    def __init__(self, matchers: Sequence[Engine], *, max_threads: int | Literal["auto"] = "auto") -> None:
         if not matchers:
             raise ValueError("a batch needs at least one matcher")
         kinds = {type(m) for m in matchers}
@@ -320,9 +318,7 @@ class BatchMatcher:
                 accepted[i] = bool(ok)
         return accepted
 
-    def fill_next_token_bitmask(
-        self, bitmask: torch.Tensor, indices: Sequence[int] | None = None
-    ) -> None:
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, indices: Sequence[int] | None = None) -> None:
         """Fill native masks: row ``i`` of ``bitmask`` from matcher ``i`` (or only ``indices``).
 
         Terminated matchers cannot be filled (XGrammar raises); leave them out with ``indices``.
@@ -397,12 +393,8 @@ def plain_tokenizer_info(vocab: VocabTable) -> xgr.TokenizerInfo:
     """The full vocabulary table as XGrammar sees it: special and padding ids blanked."""
     blocked = _never_allowed_ids(vocab)
     stops = {int(s) for s in vocab.stop_ids}
-    encoded = [
-        b"" if blocked[i] and i not in stops else bytes(b) for i, b in enumerate(vocab.token_bytes)
-    ]
-    return xgr.TokenizerInfo(
-        encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size, stop_token_ids=sorted(stops)
-    )
+    encoded = [b"" if blocked[i] and i not in stops else bytes(b) for i, b in enumerate(vocab.token_bytes)]
+    return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size, stop_token_ids=sorted(stops))
 
 
 def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
@@ -474,9 +466,7 @@ class CompiledEngines:
                 _compilers,
                 key[1:],
                 # XGrammar's own cache off: compiled grammars are kept in ``_compiled``.
-                lambda: xgr.GrammarCompiler(
-                    info_builder(), max_threads=self.max_threads, cache_enabled=False
-                ),
+                lambda: xgr.GrammarCompiler(info_builder(), max_threads=self.max_threads, cache_enabled=False),
             )
             try:
                 return compiler.compile_grammar(self.grammar_text)
@@ -511,14 +501,10 @@ class CompiledEngines:
     def compressed(self) -> CompressedMatcher:
         return CompressedMatcher(self.compressed_grammar, self.vocab, self.classes, self.expander)
 
-    def plain_batch(
-        self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto"
-    ) -> BatchMatcher:
+    def plain_batch(self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto") -> BatchMatcher:
         return BatchMatcher([self.plain() for _ in range(batch_size)], max_threads=max_threads)
 
-    def compressed_batch(
-        self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto"
-    ) -> BatchMatcher:
+    def compressed_batch(self, batch_size: int, *, max_threads: int | Literal["auto"] = "auto") -> BatchMatcher:
         return BatchMatcher([self.compressed() for _ in range(batch_size)], max_threads=max_threads)
 
 

@@ -25,6 +25,7 @@ ever did, that would be a bug, which must not pass for bad input.
 The subclasses live beside the code that raises them and are importable from here too
 (lazily, so ``import cfgzip_lab.errors`` stays cheap and cycle-free).
 """
+
 from __future__ import annotations
 
 import importlib

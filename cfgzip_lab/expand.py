@@ -29,6 +29,7 @@ each, chosen by the device of the input through a dispatch table):
 
 All backends give the same bits (tested against each other and a naive reference).
 """
+
 from __future__ import annotations
 
 import math
@@ -57,7 +58,6 @@ if sys.byteorder != "little":  # pragma: no cover - every platform XGrammar ship
     raise ImportError("cfgzip_lab.expand assumes a little-endian machine (XGrammar does too)")
 
 
-
 def unpack_bitmask(bitmask: np.ndarray | torch.Tensor, size: int) -> np.ndarray:
     """Packed int32 bitmask ``(…, W)`` → bool array ``(…, size)`` (numpy, on CPU).
 
@@ -84,9 +84,7 @@ def pack_bool_mask(allowed: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(packed).view(np.int32))
 
 
-def apply_vocab_bitmask_inplace(
-    logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int
-) -> torch.Tensor:
+def apply_vocab_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """``xgrammar.apply_token_bitmask_inplace`` with a backend that works in this environment.
 
     XGrammar's ``auto`` backend picks Triton on CUDA; the lab installs XGrammar without
@@ -247,9 +245,7 @@ class Expander:
             return bias.to(device=device, dtype=dtype)
         return self.torch.to_logits_bias(class_bitmask.to(device, non_blocking=True), dtype)
 
-    def mask_logits_(
-        self, logits: torch.Tensor, class_bitmask: torch.Tensor | np.ndarray
-    ) -> torch.Tensor:
+    def mask_logits_(self, logits: torch.Tensor, class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
         """Mask ``logits`` ``(…, V)`` in place on their own device: ``-inf`` where not allowed.
 
         The class bitmask (tiny: K bits a row; one row may serve a whole batch) is moved to
@@ -278,4 +274,7 @@ def _unit_stride_rows(logits: torch.Tensor, vocab_size: int) -> bool:
     if logits.dim() == 1:
         return True
     rows = logits.reshape(-1, vocab_size)
-    return rows.untyped_storage().data_ptr() == logits.untyped_storage().data_ptr() and rows.data_ptr() == logits.data_ptr()
+    return (
+        rows.untyped_storage().data_ptr() == logits.untyped_storage().data_ptr()
+        and rows.data_ptr() == logits.data_ptr()
+    )

@@ -3,6 +3,7 @@
 The one place that strings the core stages together, so the CLI, the workbench
 and the benchmarks build exactly the same objects.
 """
+
 from __future__ import annotations
 
 import time
@@ -86,7 +87,13 @@ def build_classes(
     :class:`~.classes.limits.ClassingLimitError` names the rules that grow the DAG.
     """
     result = compute_classes(
-        compiled.gnf, vocab.token_bytes, vocab.kinds, budget=budget, progress=progress, cancel=cancel, workers=workers,
+        compiled.gnf,
+        vocab.token_bytes,
+        vocab.kinds,
+        budget=budget,
+        progress=progress,
+        cancel=cancel,
+        workers=workers,
         max_dag_nodes=max_dag_nodes,
     )
     result.classes.metadata.update(
@@ -108,6 +115,4 @@ def resolve_grammar(name_or_path: str) -> Path:
     bundled = bundled_grammars()
     if name_or_path in bundled:
         return bundled[name_or_path]
-    raise FileNotFoundError(
-        f"no grammar file {name_or_path!r} (bundled grammars: {', '.join(bundled) or 'none'})"
-    )
+    raise FileNotFoundError(f"no grammar file {name_or_path!r} (bundled grammars: {', '.join(bundled) or 'none'})")

@@ -12,6 +12,7 @@ comparison. Everything is deterministic for a seed.
 
 The check is only as strong as the states it visits: it samples, it does not prove.
 """
+
 from __future__ import annotations
 
 import time
@@ -130,7 +131,9 @@ def partition_classes(vocab: VocabTable, key_of: Sequence[Any]) -> TokenClasses:
         reps.append(int(np.flatnonzero(stop)[0]))
         kinds_out.append(ClassKind.STOP)
     reps = np.concatenate([np.array(reps, dtype=np.int64), np.sort(reps_of_group)]).astype(np.int32)
-    kinds_out = np.concatenate([np.array(kinds_out, dtype=np.uint8), np.full(len(first_of), ClassKind.NORMAL, np.uint8)])
+    kinds_out = np.concatenate(
+        [np.array(kinds_out, dtype=np.uint8), np.full(len(first_of), ClassKind.NORMAL, np.uint8)]
+    )
     return TokenClasses(class_of, reps, kinds_out, {"partition": "reference"})
 
 
@@ -152,9 +155,7 @@ class _TokenStats:
     def __init__(self, vocab: VocabTable) -> None:
         size = vocab.vocab_size
         self.length = np.fromiter((len(b) for b in vocab.token_bytes), dtype=np.float64, count=size)
-        self.closes = np.fromiter(
-            (bool(b) and b[-1] in _CLOSERS for b in vocab.token_bytes), dtype=bool, count=size
-        )
+        self.closes = np.fromiter((bool(b) and b[-1] in _CLOSERS for b in vocab.token_bytes), dtype=bool, count=size)
         self.is_stop = np.zeros(size, dtype=bool)
         self.is_stop[list(vocab.stop_ids)] = True
 
@@ -169,7 +170,9 @@ class _TokenStats:
 class _Checker:
     """Runs both engines in lockstep and records the first difference."""
 
-    def __init__(self, engines: CompiledEngines, report: VerifyReport, candidate: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, engines: CompiledEngines, report: VerifyReport, candidate: Callable[[], Any] | None = None
+    ) -> None:
         self.vocab = engines.vocab
         self.classes = engines.classes
         self.plain: Engine = engines.plain()
@@ -305,9 +308,7 @@ class _Checker:
         self.report.rollbacks += 1
 
 
-def _choose(
-    rng: np.random.Generator, allowed: np.ndarray, stats: _TokenStats, progress: float
-) -> int:
+def _choose(rng: np.random.Generator, allowed: np.ndarray, stats: _TokenStats, progress: float) -> int:
     """Pick a token among ``allowed``: long tokens favoured, finishing favoured as progress → 1."""
     stop_allowed = allowed[stats.is_stop[allowed]]
     if stop_allowed.size and rng.random() < 0.1 + 0.8 * progress:
@@ -320,9 +321,7 @@ def _choose(
     return int(allowed[rng.choice(allowed.size, p=weights)])
 
 
-def _walk(
-    checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps: int, rollback_prob: float
-) -> None:
+def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps: int, rollback_prob: float) -> None:
     vocab_size = checker.vocab.vocab_size
     for step in range(steps):
         agreed, allowed = checker.check_state()

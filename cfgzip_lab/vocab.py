@@ -30,6 +30,7 @@ The registry of offline sources (``load_vocab``, ``available_vocabs``) lives in
 >>> v.vocab_size, v.kinds.tolist(), v.decode(v.encode("abba"))
 (6, [0, 0, 0, 1, 3, 3], b'abba')
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,6 +68,7 @@ __all__ = [
     "token_string_to_bytes",
     *_FROM_VOCAB_SOURCES,
 ]
+
 
 class TokenKind(IntEnum):
     """What an id of the vocabulary is; ``VocabTable.kinds`` stores these values as uint8.

@@ -26,6 +26,7 @@ A GGUF tokenizer is converted once by transformers into a plain HF tokenizer fol
 ``vocab_cache_dir()`` (``$CFGZIP_CACHE`` or ``~/.cache/cfgzip_lab``); later loads read that
 folder with ``tokenizers`` alone. Every load is memoised in-process by name or path.
 """
+
 from __future__ import annotations
 
 import dataclasses

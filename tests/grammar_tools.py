@@ -3,6 +3,7 @@
 XGrammar's own matcher decides every language question in the tests; the sampler
 draws random members of a grammar AST's language for cross-checks.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,9 +39,7 @@ def utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-PROBES = sorted(
-    set(range(0x80)) | {0xA0, 0xE9, 0xFC, 0xFF, 0x100, 0x41A, 0x41B, 0x4E2D, 0x1F600, 0x10FFFF}
-)
+PROBES = sorted(set(range(0x80)) | {0xA0, 0xE9, 0xFC, 0xFF, 0x100, 0x41A, 0x41B, 0x4E2D, 0x1F600, 0x10FFFF})
 
 
 def min_heights(ast: GrammarAST) -> dict[str, float]:
@@ -134,7 +133,7 @@ def earley_accepts(cfg, data: bytes, *, prefix: bool = False) -> bool:
     for i in range(len(data) + 1):
         agenda = list(columns[i])
         while agenda:
-            (lhs, rhs), dot, origin = item = agenda.pop()
+            (lhs, rhs), dot, origin = agenda.pop()
             if dot < len(rhs):
                 sym = rhs[dot]
                 if isinstance(sym, ByteSet):
@@ -175,5 +174,11 @@ def mutations(data: bytes, rng: random.Random, alphabet: bytes, count: int) -> l
         i = rng.randrange(len(data))
         op = rng.randrange(3)
         b = bytes([rng.choice(alphabet)])
-        out.append(data[:i] + b + data[i:] if op == 0 else data[:i] + data[i + 1:] if op == 1 else data[:i] + b + data[i + 1:])
+        out.append(
+            data[:i] + b + data[i:]
+            if op == 0
+            else data[:i] + data[i + 1 :]
+            if op == 1
+            else data[:i] + b + data[i + 1 :]
+        )
     return out

@@ -1,5 +1,6 @@
 """Test tools shared by the model, engine and verifier test modules: the reference JSON
 grammar, and XGrammar as referee over a vocabulary table."""
+
 from __future__ import annotations
 
 import xgrammar as xgr

@@ -1,5 +1,6 @@
 """The public API: every name in ``cfgzip_lab.__all__`` resolves, importing the package pulls
 in neither torch nor xgrammar, and the README's Python example runs as written."""
+
 from __future__ import annotations
 
 import re
@@ -48,5 +49,10 @@ def test_readme_python_example_runs(tmp_path):
     for block in blocks:
         assert re.findall(r"^(?:from|import) (\S+)", block, flags=re.M) == ["cfgzip_lab"]
         code = block.replace("/tmp/json-llama3.npz", str(tmp_path / "json-llama3.npz"))
-        subprocess.run([sys.executable, "-c", code], check=True, timeout=600, cwd=tmp_path,
-                       env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+        subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            timeout=600,
+            cwd=tmp_path,
+            env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+        )

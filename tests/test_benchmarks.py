@@ -1,4 +1,5 @@
 """The benchmark scripts run and print their table (never an assertion on times)."""
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,10 @@ def test_bench_engines_script_prints_a_row_per_grammar_and_batch():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_engines.py"), "--steps", "6", "--batch", "1,2", "json"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("json ")]
@@ -52,9 +56,23 @@ def test_gpu_e2e_tiny_runs_every_mode_on_cpu_and_writes_json(tmp_path):
     out = tmp_path / "e2e.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "gpu_e2e.py"), "--tiny", "--grammars", "json", "--steps", "3",
-         "--expansion-calls", "3", "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=900,
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu_e2e.py"),
+            "--tiny",
+            "--grammars",
+            "json",
+            "--steps",
+            "3",
+            "--expansion-calls",
+            "3",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -70,7 +88,10 @@ def test_gil_probe_prints_a_row_per_worker():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "gil_probe.py"), "--grammar", "json", "--seconds", "0.2"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for worker in ("sha256 (releases the GIL)", "pure Python (holds the GIL)", "xgrammar fill, compressed"):
@@ -96,5 +117,7 @@ def test_sweep_checks_every_engine_and_writes_its_table(tmp_path):
     assert (row["grammar"], row["tokenizer"], row["engine"]) == ("json", "smollm2", "compressed")
     assert row["steps"] >= 60 and row["mismatches"] == 0 and row["docs"] > 0 and row["error"] is None
     assert table["totals"]["steps"] == row["steps"]
-    bad = subprocess.run([sys.executable, sweep, "--engines", "nonesuch", "json"], capture_output=True, text=True, env=env)
+    bad = subprocess.run(
+        [sys.executable, sweep, "--engines", "nonesuch", "json"], capture_output=True, text=True, env=env
+    )
     assert bad.returncode == 2 and "nonesuch" in bad.stderr

@@ -10,6 +10,7 @@ stops JupyterLab (and its kernels) whatever happens.
 
 Playwright's own browser download is never used: ``executable_path="/usr/bin/chromium"``.
 """
+
 from __future__ import annotations
 
 import json

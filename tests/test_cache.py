@@ -1,4 +1,5 @@
 """Class caches round-trip exactly and refuse what they were not built for."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
 
 GRAMMAR = 'root ::= "(" root ")" | [ab]+\n'
-OTHER = 'root ::= [ab]+\n'
+OTHER = "root ::= [ab]+\n"
 
 
 @pytest.fixture()

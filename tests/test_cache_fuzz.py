@@ -6,6 +6,7 @@ flipped at every offset, a few bytes flipped at random places, arrays swapped, r
 retyped or rewritten (with a fresh zip CRC, so only the cache's own sha256 can tell), and
 the metadata edited. A load that succeeds must give back exactly the saved classes.
 """
+
 from __future__ import annotations
 
 import io
@@ -56,7 +57,7 @@ def same(a: TokenClasses, b: TokenClasses) -> bool:
 
 
 def load_or_error(path: Path, original: TokenClasses) -> str:
-    """"error" (a CacheError naming the file) or "same" (the intact classes); fails otherwise."""
+    """ "error" (a CacheError naming the file) or "same" (the intact classes); fails otherwise."""
     try:
         loaded = load_classes(path)
     except CacheError as exc:
@@ -153,8 +154,18 @@ def _changed(arrays: dict[str, np.ndarray], case: str) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    "case", ["swapped", "reshaped", "float", "int64", "one_token_moved", "kinds_edited", "extra_array",
-             "missing_array", "object_array"]
+    "case",
+    [
+        "swapped",
+        "reshaped",
+        "float",
+        "int64",
+        "one_token_moved",
+        "kinds_edited",
+        "extra_array",
+        "missing_array",
+        "object_array",
+    ],
 )
 @pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED], ids=["deflated", "stored"])
 def test_case__compression__rewritten_arrays_are_refused(large, tmp_path, case, compression):
@@ -215,16 +226,21 @@ def test_every_metadata_value_edited_is_refused(toy, tmp_path):
             load_classes(bad)
         assert str(bad) in str(info.value), key
     for key in ("metadata_sha256", "arrays_sha256", "format_version"):
-        bad = _with_metadata(path, tmp_path / f"no_{key}.npz",
-                             json.dumps({k: v for k, v in meta.items() if k != key}).encode())
+        bad = _with_metadata(
+            path, tmp_path / f"no_{key}.npz", json.dumps({k: v for k, v in meta.items() if k != key}).encode()
+        )
         with pytest.raises(CacheError):
             load_classes(bad)
 
 
 @pytest.mark.parametrize(
     "raw__error",
-    [(b"[1, 2]", "not an object"), (b"{not json", "unreadable metadata"), (b"\xff\xfe{}", "unreadable metadata"),
-     (b"", "unreadable metadata")],
+    [
+        (b"[1, 2]", "not an object"),
+        (b"{not json", "unreadable metadata"),
+        (b"\xff\xfe{}", "unreadable metadata"),
+        (b"", "unreadable metadata"),
+    ],
     ids=["list", "not_json", "not_utf8", "empty"],
 )
 def test_raw__error(toy, tmp_path, raw__error):

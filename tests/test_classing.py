@@ -4,6 +4,7 @@ The soundness check needs no engine wrapper: along random valid token paths of
 XGrammar's own matcher over the full vocabulary, every class must be wholly
 allowed or wholly disallowed at every state.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

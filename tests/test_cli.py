@@ -5,13 +5,14 @@ The CLI runs as a subprocess (``python -m cfgzip_lab.cli``, the same ``main`` as
 ``cfgzip-lab`` script); the big verify table calls :func:`verify_lossless` in-process to
 avoid one process start (and one vocabulary load) per grammar. Nothing asserts on times.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,11 @@ SMALLER = dict(walks=1, steps=6, max_doc_tokens=12)
 def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "cfgzip_lab.cli", *args],
-        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=timeout,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=timeout,
     )
 
 
@@ -59,7 +64,13 @@ def test_gnf_json_last_line_keys():
     proc = cli("gnf", "json", "--json")
     assert proc.returncode == 0, proc.stderr
     assert set(last_json(proc)) >= {
-        "grammar", "rules", "cfg_productions", "gnf_productions", "gnf_nonterminals", "gnf_dag_nodes", "seconds",
+        "grammar",
+        "rules",
+        "cfg_productions",
+        "gnf_productions",
+        "gnf_nonterminals",
+        "gnf_dag_nodes",
+        "seconds",
     }
 
 
@@ -70,7 +81,14 @@ def test_compress_json_keys_and_the_cache_loads(json_cache):
     proc = cli("compress", "json", "--tokenizer", "llama3", "-o", str(json_cache), "--json")
     record = last_json(proc)
     assert set(record) == {
-        "grammar", "tokenizer", "vocab_size", "classes", "dead_tokens", "fallback_singletons", "seconds", "peak_rss_mb",
+        "grammar",
+        "tokenizer",
+        "vocab_size",
+        "classes",
+        "dead_tokens",
+        "fallback_singletons",
+        "seconds",
+        "peak_rss_mb",
     }
     vocab = load_vocab("llama3")
     classes = load_classes(json_cache, grammar_text=(BUNDLED_DIR / "json.ebnf").read_text(), vocab=vocab)
@@ -79,8 +97,21 @@ def test_compress_json_keys_and_the_cache_loads(json_cache):
 
 
 def test_verify_json_record_with_cache(json_cache):
-    proc = cli("verify", "json", "--tokenizer", "llama3", "--classes", str(json_cache),
-               "--walks", "2", "--steps", "12", "--max-doc-tokens", "24", "--json")
+    proc = cli(
+        "verify",
+        "json",
+        "--tokenizer",
+        "llama3",
+        "--classes",
+        str(json_cache),
+        "--walks",
+        "2",
+        "--steps",
+        "12",
+        "--max-doc-tokens",
+        "24",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = last_json(proc)
     assert set(record) == {"grammar", "tokenizer", "steps_checked", "mismatches", "first_mismatch"}
@@ -115,8 +146,21 @@ def test_verify_exits_1_on_a_mismatch(tmp_path):
     reps[class_of[a]] = a
     wrong = TokenClasses(class_of, reps, classes.class_kind[used].astype(np.uint8), metadata=dict(classes.metadata))
     path = save_classes(wrong, tmp_path / "wrong.npz", grammar_text=text, vocab=vocab)
-    proc = cli("verify", "json", "--tokenizer", "llama3", "--classes", str(path),
-               "--walks", "2", "--steps", "8", "--max-doc-tokens", "8", "--json")
+    proc = cli(
+        "verify",
+        "json",
+        "--tokenizer",
+        "llama3",
+        "--classes",
+        str(path),
+        "--walks",
+        "2",
+        "--steps",
+        "8",
+        "--max-doc-tokens",
+        "8",
+        "--json",
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     record = last_json(proc)
     assert record["mismatches"] > 0 and record["first_mismatch"] is not None
@@ -126,8 +170,15 @@ def test_bench_json_keys_only():
     proc = cli("bench", "json", "--tokenizer", "llama3", "--steps", "8", "--batch", "1,2", "--json")
     assert proc.returncode == 0, proc.stderr
     record = last_json(proc)
-    assert {"grammar", "tokenizer", "batch", "plain_fill_median_us", "compressed_total_median_us",
-            "speedup_median", "speedup_p90"} <= set(record)
+    assert {
+        "grammar",
+        "tokenizer",
+        "batch",
+        "plain_fill_median_us",
+        "compressed_total_median_us",
+        "speedup_median",
+        "speedup_p90",
+    } <= set(record)
     assert record["batch"] == 1
     assert [b["batch"] for b in record["batches"]] == [1, 2]
     assert "machine:" in proc.stdout
@@ -204,7 +255,7 @@ def test_xgrammar_refusing_the_grammar(monkeypatch, capsys):
 
 
 # -- lossless on every grammar -----------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def _vocab(name: str):
     from cfgzip_lab.vocab import load_vocab
 
@@ -253,6 +304,8 @@ def test_third_party_grammars_are_all_there():
 def test_verify_cli__grammar(grammar):
     if grammar.startswith("..") and not (REPO / grammar).exists():
         pytest.skip("third-party grammars not present")
-    proc = cli("verify", grammar, "--tokenizer", "llama3", "--walks", "2", "--steps", "10", "--max-doc-tokens", "12", "--json")
+    proc = cli(
+        "verify", grammar, "--tokenizer", "llama3", "--walks", "2", "--steps", "10", "--max-doc-tokens", "12", "--json"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert last_json(proc)["mismatches"] == 0

@@ -1,5 +1,6 @@
 """Stepper: both engines in lockstep, rollback replays, termination, reset; a tiny random
 model on SmolLM2's tokenizer (fast) and SmolLM2 itself (slow)."""
+
 from __future__ import annotations
 
 import os
@@ -50,9 +51,16 @@ def tiny():
 
     tokenizer = load_vocab("smollm2").hf_tokenizer
     config = LlamaConfig(
-        vocab_size=len(tokenizer) + 8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-        bos_token_id=1, eos_token_id=2, pad_token_id=2,
+        vocab_size=len(tokenizer) + 8,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()

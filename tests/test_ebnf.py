@@ -3,15 +3,14 @@
 Every row that claims something about XGrammar's dialect is also checked against
 xgrammar itself, so the tables document the dialect rather than our guess of it.
 """
+
 from __future__ import annotations
 
-import math
 import random
 import re
 from pathlib import Path
 
 import pytest
-import xgrammar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import BUNDLED_DIR, THIRD_PARTY
@@ -27,8 +26,6 @@ from cfgzip_lab.grammar.ebnf import (
 from cfgzip_lab.grammar.tree import (
     CharClass,
     Choice,
-    Expr,
-    GrammarAST,
     Literal,
     Repeat,
     RuleRef,
@@ -38,7 +35,7 @@ from cfgzip_lab.grammar.tree import (
 OUR_GRAMMARS = BUNDLED_DIR
 REFUSED_PREFIX = REFUSAL.split("{what}")[0]
 
-from grammar_tools import PROBES, class_members, sample, utf8, xgrammar_accepts_ebnf, xgrammar_matcher, xgrammar_matches  # noqa: E402
+from grammar_tools import PROBES, sample, utf8, xgrammar_accepts_ebnf, xgrammar_matcher, xgrammar_matches  # noqa: E402
 
 # ---- errors --------------------------------------------------------------------------------
 
@@ -134,8 +131,7 @@ def test_refusal_message_says_why() -> None:
         parse_ebnf('root ::= Regex("[a-z]+")')
     (error,) = raised.value.errors
     assert error.message.startswith(
-        "cfgzip cannot reproduce the language of Regex(...) exactly; "
-        "ignoring it would make token classes unsound"
+        "cfgzip cannot reproduce the language of Regex(...) exactly; ignoring it would make token classes unsound"
     )
 
 
@@ -158,11 +154,7 @@ def test_every_error_is_reported_at_once() -> None:
 def test_error_renders_source_and_caret() -> None:
     with pytest.raises(GrammarError) as raised:
         parse_ebnf("root ::= x\nx ::= y", source="demo.ebnf")
-    assert str(raised.value) == (
-        "demo.ebnf:2:7: error: undefined rule 'y'\n"
-        "    x ::= y\n"
-        "          ^"
-    )
+    assert str(raised.value) == ("demo.ebnf:2:7: error: undefined rule 'y'\n    x ::= y\n          ^")
 
 
 @pytest.mark.parametrize(
@@ -182,9 +174,7 @@ def test_lookahead_is_dropped_with_warning() -> None:
     text = 'root ::= x "b"\nx ::= "a" [0-9]* (= [ \\t]* "b")\n'
     ast = parse_ebnf(text)
     digits = CharClass(((48, 57),), False, (25, 30))
-    assert ast.rules["x"].body == Sequence(
-        (Literal("a", (21, 24)), Repeat(digits, 0, None, (25, 31))), (21, 31)
-    )
+    assert ast.rules["x"].body == Sequence((Literal("a", (21, 24)), Repeat(digits, 0, None, (25, 31))), (21, 31))
     assert ast.rules["x"].span == (15, 46)  # the rule still covers its lookahead
     (warning,) = ast.warnings
     assert (warning.line, warning.column, warning.severity) == (2, 18, "warning")
@@ -283,6 +273,8 @@ class_source__negated__ranges = [
     ("[^]", True, ()),
     ("[#]", False, ((0x23, 0x23),)),
 ]
+
+
 @pytest.mark.parametrize("class_source, negated, ranges", class_source__negated__ranges)
 def test_character_classes(class_source: str, negated: bool, ranges: tuple) -> None:
     grammar = f"root ::= {class_source}"

@@ -1,4 +1,5 @@
 """Plain and compressed engines over real XGrammar: one interface, same masks, batch = single."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,10 +28,38 @@ from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
 PARENS = 'root ::= item+\nitem ::= "(" item* ")" | "a" | "<s>"\n'
 
 TOY_TOKENS = [
-    b"{", b"}", b"[", b"]", b'"', b":", b",", b" ", b"a", b"b", b"ab", b'"a"', b"1", b"0",
-    b"true", b"null", b'{"', b'":', b"\n", b"(", b")", b"((", b"a)", b"<s>", b"\xe2\x80", b"\x9c",
-    b"\xc3\xa9", b"10", b"a",  # a byte-identical duplicate of id 8
-    b"", b"", b"",  # 29 stop, 30 special, 31 padding (empty, listed in neither)
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b":",
+    b",",
+    b" ",
+    b"a",
+    b"b",
+    b"ab",
+    b'"a"',
+    b"1",
+    b"0",
+    b"true",
+    b"null",
+    b'{"',
+    b'":',
+    b"\n",
+    b"(",
+    b")",
+    b"((",
+    b"a)",
+    b"<s>",
+    b"\xe2\x80",
+    b"\x9c",
+    b"\xc3\xa9",
+    b"10",
+    b"a",  # a byte-identical duplicate of id 8
+    b"",
+    b"",
+    b"",  # 29 stop, 30 special, 31 padding (empty, listed in neither)
 ]
 
 
@@ -294,7 +323,6 @@ def test_probe_turns_an_xgrammar_crash_into_an_error(monkeypatch) -> None:
         engine.probe_xgrammar('root ::= "a"\n')
 
 
-
 # -- XGrammar decides some tokens by the company they keep ---------------------------------
 LINE_GRAMMAR = 'root ::= "a" [^\\n]+ "\\n"'
 
@@ -316,8 +344,11 @@ def test_xgrammar_allows_a_token_once_its_longest_prefix_is_in_the_vocabulary():
     assert not _allows([b"a", b"a\n", b"aa\n"], b"aa\n")
 
 
-@pytest.mark.xfail(strict=True, reason="xgrammar 0.2.8 refuses 'aa\\n' when 'a\\n' is its only neighbour; "
-                   "if this passes, XGrammar was fixed and shadow_prefixes may no longer be needed")
+@pytest.mark.xfail(
+    strict=True,
+    reason="xgrammar 0.2.8 refuses 'aa\\n' when 'a\\n' is its only neighbour; "
+    "if this passes, XGrammar was fixed and shadow_prefixes may no longer be needed",
+)
 def test_xgrammar_mask_does_not_depend_on_other_tokens():
     assert _allows([b"a\n", b"aa\n"], b"aa\n")
 
@@ -331,8 +362,11 @@ def test_shadow_prefixes_make_the_representatives_prefix_closed():
     # classes: {a, b, c} rep "a"; {ab, abc} rep "abc" (not the shortest, to have a prefix);
     # {bc} rep "bc"; the special "<s>" blocked; the stop token.
     class_of = np.array([0, 1, 1, 0, 2, 3, 0, 4], dtype=np.int32)
-    classes = TokenClasses(class_of, np.array([0, 2, 4, 5, 7], dtype=np.int32),
-                           np.array([NORMAL, NORMAL, NORMAL, BLOCKED, STOP], dtype=np.uint8))
+    classes = TokenClasses(
+        class_of,
+        np.array([0, 2, 4, 5, 7], dtype=np.int32),
+        np.array([NORMAL, NORMAL, NORMAL, BLOCKED, STOP], dtype=np.uint8),
+    )
     assert shadow_prefixes(vocab, classes) == [b"ab", b"b"]
     info = compressed_tokenizer_info(vocab, classes)
     assert [bytes(b) for b in info.decoded_vocab] == [b"a", b"abc", b"bc", b"", b"", b"ab", b"b"]

@@ -1,5 +1,6 @@
 """One error base: every bad-input error is a CfgzipError and keeps its older standard base,
 and a broken tokenizer folder is one of them (the CLI turns it into exit status 2)."""
+
 from __future__ import annotations
 
 import pytest

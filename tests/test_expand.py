@@ -1,4 +1,5 @@
 """Expansion of class bitmasks: equal to a naive numpy reference, in every output form."""
+
 from __future__ import annotations
 
 import math
@@ -106,7 +107,9 @@ def skewed_classes(seed: int) -> TokenClasses:
     600 small ones, ids shuffled over 60,001 tokens."""
     rng = np.random.default_rng(seed)
     sizes = np.concatenate([rng.integers(256, 3000, 70), rng.integers(1, 40, 600)])
-    class_of = rng.permutation(np.repeat(np.arange(sizes.size), sizes))[:60_001].astype(np.int32)  # V % 32 != 0: padding bits
+    class_of = rng.permutation(np.repeat(np.arange(sizes.size), sizes))[:60_001].astype(
+        np.int32
+    )  # V % 32 != 0: padding bits
     num_classes = int(class_of.max()) + 1
     reps = np.array([np.flatnonzero(class_of == k)[0] if (class_of == k).any() else 0 for k in range(num_classes)])
     return TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8))

@@ -3,6 +3,7 @@
 Strings: every string over a small alphabet up to length 2, samples of the
 grammar's language with their prefixes, and single-byte mutations of those.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -62,7 +63,15 @@ def test_xgrammar_cfg_and_gnf_agree(path: Path) -> None:
         if lookaheads:
             continue  # dropped lookaheads make our language a superset: checked by the verifier
         xg_prefix, xg_full = xgrammar_verdicts(matcher, data)
-        assert (gnf_prefix, gnf_full) == (xg_prefix, xg_full), (data, "ours", gnf_prefix, gnf_full, "xgrammar", xg_prefix, xg_full)
+        assert (gnf_prefix, gnf_full) == (xg_prefix, xg_full), (
+            data,
+            "ours",
+            gnf_prefix,
+            gnf_full,
+            "xgrammar",
+            xg_prefix,
+            xg_full,
+        )
 
 
 def B(text: str) -> ByteSet:
@@ -94,12 +103,15 @@ def test_root_inside_a_rule() -> None:
 
 
 def test_direct_and_indirect_left_recursion() -> None:
-    cfg = CFG("root", {
-        "root": [("E",)],
-        "E": [("E", B("+"), "T"), ("T",)],
-        "T": [("A", B("*")), (B("1"),)],
-        "A": [("T", B("!")), ("E", B("?"))],
-    })
+    cfg = CFG(
+        "root",
+        {
+            "root": [("E",)],
+            "E": [("E", B("+"), "T"), ("T",)],
+            "T": [("A", B("*")), (B("1"),)],
+            "A": [("T", B("!")), ("E", B("?"))],
+        },
+    )
     gnf = to_gnf(cfg)
     assert is_gnf(gnf)
     rng = random.Random(3)
@@ -117,15 +129,23 @@ def test_empty_language_and_epsilon() -> None:
 def test_steps_are_recorded_with_sizes() -> None:
     compiled = compile_grammar((BUNDLED_DIR / "json.ebnf").read_text())
     names = [s.name for s in compiled.gnf.steps]
-    assert names == ["byte CFG", "terminal lifting", "useless symbols", "ε-rules", "unit rules",
-                     "left recursion", "leading substitution", "merging"]
+    assert names == [
+        "byte CFG",
+        "terminal lifting",
+        "useless symbols",
+        "ε-rules",
+        "unit rules",
+        "left recursion",
+        "leading substitution",
+        "merging",
+    ]
     assert all(s.nonterminals > 0 and s.productions > 0 for s in compiled.gnf.steps)
 
 
 def test_precedence_chain_stays_factored() -> None:
     """Nine precedence levels with a nullable comment-bearing ws: listed GNF would be huge."""
     levels = 9
-    rules = ['root ::= e0', 'ws ::= ([ \\t\\n] | "/*" [^*]* "*/")*', 'atom ::= [0-9]+ | "(" ws e0 ws ")"']
+    rules = ["root ::= e0", 'ws ::= ([ \\t\\n] | "/*" [^*]* "*/")*', 'atom ::= [0-9]+ | "(" ws e0 ws ")"']
     for i in range(levels):
         nxt = f"e{i + 1}" if i + 1 < levels else "atom"
         rules.append(f'e{i} ::= {nxt} (ws "{"+-*/%<>&|"[i]}" ws {nxt})*')
@@ -139,7 +159,7 @@ def test_precedence_chain_stays_factored() -> None:
 def test_empty_language_is_a_diagnostic_at_root() -> None:
     from cfgzip_lab.grammar.diagnostics import GrammarError
 
-    text = '# comment\nroot ::= (y{2,3}){2}\ny ::= root\n'
+    text = "# comment\nroot ::= (y{2,3}){2}\ny ::= root\n"
     with pytest.raises(GrammarError) as info:
         compile_grammar(text)
     (diag,) = info.value.diagnostics

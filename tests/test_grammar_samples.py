@@ -11,7 +11,7 @@ what the compile check uses.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,7 @@ def _samples(name: str) -> list[Path]:
 ALL_SAMPLES = [(name, path) for name in GRAMMARS for path in _samples(name)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiler():
     vocab = [bytes([b]) for b in range(256)] + [b"</s>"]
     info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, stop_token_ids=[STOP_ID])
@@ -51,17 +51,17 @@ def _compiler():
     return xgr.GrammarCompiler(info)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _grammar_text(name: str) -> str:
     return (GRAMMAR_DIR / f"{name}.ebnf").read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled(name: str):
     return _compiler().compile_grammar(xgr.Grammar.from_ebnf(_grammar_text(name)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled_builtin_json():
     return _compiler().compile_builtin_json_grammar()
 
@@ -222,9 +222,7 @@ MUTATIONS = {
     ],
 }
 
-MUTATION_CASES = [
-    (name, sample, old, new) for name, cases in MUTATIONS.items() for sample, old, new in cases
-]
+MUTATION_CASES = [(name, sample, old, new) for name, cases in MUTATIONS.items() for sample, old, new in cases]
 
 
 @pytest.mark.parametrize(

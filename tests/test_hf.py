@@ -1,5 +1,6 @@
 """transformers integration: processors (toy vocabulary, hand-fed), generation (a tiny random
 model on SmolLM2's tokenizer), the model cache (locking, reuse) and SmolLM2 itself (slow)."""
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from paths import BUNDLED_DIR
+from reference_tools import is_prefix
 
 from cfgzip_lab import hf
 from cfgzip_lab.engine import compile_engines
@@ -27,8 +30,6 @@ from cfgzip_lab.hf import models as hf_models
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
 from cfgzip_lab.vocab_sources import available_vocabs
-from reference_tools import is_prefix
-from paths import BUNDLED_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -147,9 +148,17 @@ def tiny():
     tokenizer = load_vocab("smollm2").hf_tokenizer
     size = len(tokenizer) + TINY_PADDING
     config = LlamaConfig(
-        vocab_size=size, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=512, tie_word_embeddings=False,
-        bos_token_id=1, eos_token_id=2, pad_token_id=2,
+        vocab_size=size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
@@ -200,7 +209,9 @@ def test_tiny_batch_generation_matches_across_engines(tiny):
     prompts = ["a", "a somewhat longer prompt"]
     grammar = 'root ::= [a-z]{1,3} ("." [a-z]{1,8})?\n'
     runs = [
-        constrained_generate_batch(model, tokenizer, grammar, prompts, engine=e, max_new_tokens=12, seed=1, do_sample=True)
+        constrained_generate_batch(
+            model, tokenizer, grammar, prompts, engine=e, max_new_tokens=12, seed=1, do_sample=True
+        )
         for e in ("plain", "compressed")
     ]
     assert [r.token_ids for r in runs[0]] == [r.token_ids for r in runs[1]]
@@ -312,8 +323,14 @@ def test_smollm2_sampled_json_is_identical_across_engines(smollm2, seed):
     model, tokenizer, vocab = smollm2
     runs = [
         constrained_generate(
-            model, tokenizer, JSON_GRAMMAR, "Describe a cat as a JSON object.",
-            engine=engine, max_new_tokens=40, seed=seed, do_sample=True,
+            model,
+            tokenizer,
+            JSON_GRAMMAR,
+            "Describe a cat as a JSON object.",
+            engine=engine,
+            max_new_tokens=40,
+            seed=seed,
+            do_sample=True,
         )
         for engine in ("plain", "compressed")
     ]

@@ -1,4 +1,5 @@
 """Lowering matches XGrammar's byte semantics exactly, boundary code points and bad UTF-8 included."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,9 +9,24 @@ from cfgzip_lab.grammar.lower import MAX_CODE_POINT, utf8_sequences
 from cfgzip_lab.pipeline import compile_grammar
 
 BOUNDARIES = [0x0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]
-INVALID = [b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xf0\x80\x80\x80",
-           b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xfe", b"\xc2", b"\xe0\xa0",
-           b"\xed\xa0\x80", b"\xc2\x41"]
+INVALID = [
+    b"\x80",
+    b"\xbf",
+    b"\xc0\x80",
+    b"\xc1\xbf",
+    b"\xe0\x80\x80",
+    b"\xe0\x9f\xbf",
+    b"\xf0\x80\x80\x80",
+    b"\xf0\x8f\xbf\xbf",
+    b"\xf4\x90\x80\x80",
+    b"\xf5\x80\x80\x80",
+    b"\xff",
+    b"\xfe",
+    b"\xc2",
+    b"\xe0\xa0",
+    b"\xed\xa0\x80",
+    b"\xc2\x41",
+]
 
 CLASSES = [
     "[^a]",

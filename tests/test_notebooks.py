@@ -1,5 +1,6 @@
 """Every notebook under notebooks/ runs top to bottom (nbclient), and is committed clean:
 no outputs, no execution counts, no saved widget state."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,13 @@ ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
 
 def test_the_notebooks_exist():
     names = {p.name for p in ALL}
-    assert {"workbench.ipynb", "tour_authoring.ipynb", "tour_classes.ipynb", "tour_decoding.ipynb", "tour_benchmarks.ipynb"} <= names
+    assert {
+        "workbench.ipynb",
+        "tour_authoring.ipynb",
+        "tour_classes.ipynb",
+        "tour_decoding.ipynb",
+        "tour_benchmarks.ipynb",
+    } <= names
 
 
 @pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])

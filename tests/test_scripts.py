@@ -49,7 +49,9 @@ def test_workbench_script_serves_the_workbench_notebook(tmp_path):
                 if proc.poll() is not None:
                     pytest.fail(f"workbench.sh exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
                 try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/workbench.ipynb", timeout=5) as r:
+                    with urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/api/contents/workbench.ipynb", timeout=5
+                    ) as r:
                         notebook = json.load(r)
                     break
                 except OSError:

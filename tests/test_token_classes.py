@@ -1,5 +1,6 @@
 """TokenClasses' own checks: validate() (a partition with representatives) and check_fits()
 (built for this grammar and vocabulary), from a table of known-bad classes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,8 +44,19 @@ def with_(**changes) -> TokenClasses:
         (with_(metadata={"vocab_size": 5}), None, "metadata says vocab_size 5"),
         (with_(metadata={"classes": 3}), None, "metadata says classes 3"),
     ],
-    ids=["2d", "float", "size", "kinds_short", "id_high", "id_negative", "kind_value", "rep_swapped",
-         "rep_outside", "meta_vocab", "meta_classes"],
+    ids=[
+        "2d",
+        "float",
+        "size",
+        "kinds_short",
+        "id_high",
+        "id_negative",
+        "kind_value",
+        "rep_swapped",
+        "rep_outside",
+        "meta_vocab",
+        "meta_classes",
+    ],
 )
 def test_classes__vocab_size__error(classes__vocab_size__error):
     classes, vocab_size, error = classes__vocab_size__error
@@ -65,7 +77,9 @@ def test_check_fits_names_what_differs():
     classes.check_fits(GRAMMAR, vocab)  # no fingerprints: nothing to compare
     with pytest.raises(ClassesError, match="which grammar"):
         classes.check_fits(GRAMMAR, vocab, strict=True)
-    classes.metadata.update(grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy")
+    classes.metadata.update(
+        grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy"
+    )
     classes.check_fits(GRAMMAR, vocab, strict=True)
     with pytest.raises(ClassesError, match="another grammar"):
         classes.check_fits('root ::= "c"', vocab)

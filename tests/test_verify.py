@@ -1,4 +1,5 @@
 """The lossless verifier: passes on lossless partitions, catches wrong ones, deterministic."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -23,9 +24,37 @@ ARITH = (
 )
 
 TOY_TOKENS = [
-    b"{", b"}", b"[", b"]", b'"', b":", b",", b" ", b"a", b"b", b"ab", b'"a"', b"1", b"0",
-    b"true", b"null", b'{"', b'":', b"\n", b"(", b")", b"+", b"*", b"12", b"10", b"0)", b"1+",
-    b"\xc3\xa9", b"a", b"",  b"",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b":",
+    b",",
+    b" ",
+    b"a",
+    b"b",
+    b"ab",
+    b'"a"',
+    b"1",
+    b"0",
+    b"true",
+    b"null",
+    b'{"',
+    b'":',
+    b"\n",
+    b"(",
+    b")",
+    b"+",
+    b"*",
+    b"12",
+    b"10",
+    b"0)",
+    b"1+",
+    b"\xc3\xa9",
+    b"a",
+    b"",
+    b"",
 ]
 STOP_ID, SPECIAL_ID = 29, 30
 

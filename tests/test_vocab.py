@@ -1,4 +1,5 @@
 """VocabTable, the byte decoders, and the offline vocabulary registry."""
+
 from __future__ import annotations
 
 import importlib.util

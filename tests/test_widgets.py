@@ -1,13 +1,12 @@
 """Headless tests of the workbench: build each panel, set values, call the method behind each
 button, assert on the session and on the figures' data. No browser, no kernel."""
+
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -168,7 +167,7 @@ def test_editor_never_loses_text(session, tmp_path):
 def test_editor_draft_survives(checker, tmp_path):
     draft = tmp_path / "draft.ebnf"
     s = WorkbenchSession(JSON_TEXT, checker=checker, draft_path=draft)
-    s.compile("root ::= \"x\"  # typed\n", xgrammar=False)
+    s.compile('root ::= "x"  # typed\n', xgrammar=False)
     fresh = WorkbenchSession(JSON_TEXT, checker=checker, draft_path=draft)
     assert fresh.restore_draft() and fresh.text == 'root ::= "x"  # typed\n'
 

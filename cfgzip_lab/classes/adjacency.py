@@ -9,6 +9,7 @@ backtrack was the bottom of A's expansion, whose below-set contains A's.
 The fixpoint itself lives with the GNF (:func:`cfgzip_lab.grammar.gnf.stack_below`),
 which also uses it to keep nonterminal merging from blurring stack contexts.
 """
+
 from __future__ import annotations
 
 from ..grammar.gnf import BOTTOM, GNF, stack_below

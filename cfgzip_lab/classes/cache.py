@@ -57,7 +57,9 @@ def _package_version() -> str:
     return __version__
 
 
-def save_classes(classes: TokenClasses, path, *, grammar_text: str | None = None, vocab=None, native_index=None) -> Path:
+def save_classes(
+    classes: TokenClasses, path, *, grammar_text: str | None = None, vocab=None, native_index=None
+) -> Path:
     """Write ``classes`` to ``path`` (``.npz`` appended if missing).
 
     ``grammar_text`` and ``vocab`` (a VocabTable) fill in the fingerprints when the
@@ -189,9 +191,13 @@ def _check_digests(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> Non
     if not all(isinstance(s, str) for s in said):
         raise CacheError(f"class cache {path} is inconsistent: format {meta['format_version']} needs {_DIGEST_KEYS}")
     if said[1] != _metadata_sha256(meta):
-        raise CacheError(f"class cache {path} is inconsistent: its metadata does not match metadata_sha256 (damaged or edited)")
+        raise CacheError(
+            f"class cache {path} is inconsistent: its metadata does not match metadata_sha256 (damaged or edited)"
+        )
     if said[0] != _arrays_sha256({k: v for k, v in arrays.items() if k != "metadata"}):
-        raise CacheError(f"class cache {path} is inconsistent: its arrays do not match arrays_sha256 (damaged or edited)")
+        raise CacheError(
+            f"class cache {path} is inconsistent: its arrays do not match arrays_sha256 (damaged or edited)"
+        )
 
 
 class _Damaged(Exception):
@@ -201,8 +207,20 @@ class _Damaged(Exception):
 # What zipfile, zlib and numpy's header parser raise on damaged bytes (found by
 # tests/test_cache_fuzz.py); anything else is a bug and keeps its traceback.
 _ZIP_ERRORS = (
-    zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, IndexError,
-    struct.error, UnicodeDecodeError, NotImplementedError, RuntimeError, OverflowError, SyntaxError, TypeError,
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    struct.error,
+    UnicodeDecodeError,
+    NotImplementedError,
+    RuntimeError,
+    OverflowError,
+    SyntaxError,
+    TypeError,
 )
 
 

@@ -6,13 +6,15 @@ TokenClasses is also the one home of the classes' identity and checks: :func:`gr
 :meth:`TokenClasses.check_fits` (was it built for this grammar and vocabulary?). The
 engines, the cache, the logits processors and the workbench call these, never their own.
 """
+
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from .limits import (
 
 if TYPE_CHECKING:
     from ..vocab import VocabTable
+
 
 class ClassKind(IntEnum):
     """What a class is; ``TokenClasses.class_kind`` stores these values as uint8.
@@ -145,7 +148,11 @@ class TokenClasses:
             raise ClassesError(f"class_of has ids outside [0, {k})")
         if k and not np.isin(kinds, [int(c) for c in ClassKind]).all():
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
-        if representatives and k and (reps.min() < 0 or reps.max() >= v or not np.array_equal(class_of[reps], np.arange(k))):
+        if (
+            representatives
+            and k
+            and (reps.min() < 0 or reps.max() >= v or not np.array_equal(class_of[reps], np.arange(k)))
+        ):
             raise ClassesError("representatives[k] must be a member of class k")
         for key, actual in (("vocab_size", v), ("classes", k)):
             said = self.metadata.get(key)
@@ -264,7 +271,12 @@ def compute_classes(
 
 
 def _walk(
-    displacer: Displacer, keys: list[bytes], budget: int, progress=None, cancel=None, max_nodes: int = DEFAULT_MAX_DAG_NODES
+    displacer: Displacer,
+    keys: list[bytes],
+    budget: int,
+    progress=None,
+    cancel=None,
+    max_nodes: int = DEFAULT_MAX_DAG_NODES,
 ) -> tuple[dict[bytes, int], list[bytes]]:
     """Displacement node of every sorted byte-class string; strings past the budget apart.
 
@@ -284,7 +296,7 @@ def _walk(
         limit = min(len(key), len(previous))
         while common < limit and key[common] == previous[common]:
             common += 1
-        del path[common + 1:]
+        del path[common + 1 :]
         node = path[-1]
         store.limit = min(store.created + budget, max_nodes)
         try:
@@ -298,7 +310,7 @@ def _walk(
                 rules = busiest_rules(store, node, displacer.gnf.names) or largest_rules(displacer.gnf)
                 raise ClassingLimitError(limit_message(max_nodes, example_bytes(displacer.gnf, key), rules)) from None
             fallback.append(key)
-            del path[common + 1:]  # never resumed from: the next key recomputes past `common`
+            del path[common + 1 :]  # never resumed from: the next key recomputes past `common`
             previous = b""
             continue
         finally:

@@ -21,6 +21,7 @@ Each set is a canonical minimal DAG, so node identity is set identity: Δ(t) is
 the final node's id, steps are memoised by (node, byte class), and a token's
 displacement is shared with every token that has the same byte-class prefix.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ class Displacer:
         for word in self.store.words(node, limit):
             cut = word.index(self.sep)
             pushed = tuple(names[s] for s in word[:cut])
-            consumed = tuple(names[s - n - 1] for s in reversed(word[cut + 1:]))
+            consumed = tuple(names[s - n - 1] for s in reversed(word[cut + 1 :]))
             out.append(DisplacementPair(consumed, pushed))
         return out
 

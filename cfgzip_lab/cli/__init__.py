@@ -9,6 +9,7 @@ with status 2 and a message, never a traceback: :func:`main` catches
 :class:`~cfgzip_lab.errors.CfgzipError`, of which :class:`UsageError` is one. With ``--json`` the LAST line
 printed is one JSON object, so scripts can ``tail -n1``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ _GROUPS = (gnf, classes, tokenizers, engines)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cfgzip-lab", description="Token-space compression of grammar-constrained decoding.")
+    p = argparse.ArgumentParser(
+        prog="cfgzip-lab", description="Token-space compression of grammar-constrained decoding."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     for group in _GROUPS:
         group.register(sub)

@@ -1,4 +1,5 @@
 """``python -m cfgzip_lab.cli``: the same ``main`` as the ``cfgzip-lab`` script."""
+
 import sys
 
 from . import main

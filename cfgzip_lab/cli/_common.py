@@ -4,6 +4,7 @@ reading a grammar, a tokenizer and documents, and parsing comma-separated lists.
 Every helper turns bad input into :class:`UsageError`, which :func:`cfgzip_lab.cli.main`
 prints as one message with exit status 2: a user never sees a traceback for a typo.
 """
+
 from __future__ import annotations
 
 import argparse

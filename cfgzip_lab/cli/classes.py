@@ -1,4 +1,5 @@
 """``cfgzip-lab compress`` and ``cfgzip-lab inspect``: build a class cache, read one back."""
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,9 @@ def cmd_compress(args: argparse.Namespace) -> int:
         from ..native import build_index
 
         # The native engine's σ_in index, read off the classing result (c_like: ~1 s).
-        index = build_index(compiled.gnf, classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer)
+        index = build_index(
+            compiled.gnf, classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
+        )
     out = save_classes(classes, args.output, grammar_text=compiled.text, vocab=vocab, native_index=index)
     seconds = time.perf_counter() - t0
     meta = classes.metadata
@@ -46,16 +49,20 @@ def cmd_compress(args: argparse.Namespace) -> int:
         f"({classes.compression_ratio:.1f}:1), {meta['dead_tokens']} dead, {meta['fallback_singletons']} budget "
         f"fallbacks, {seconds:.2f} s, peak {peak_rss_mb()} MB → {out}"
     ]
-    emit(args, human, {
-        "grammar": str(path),
-        "tokenizer": vocab.name,
-        "vocab_size": classes.vocab_size,
-        "classes": classes.num_classes,
-        "dead_tokens": meta["dead_tokens"],
-        "fallback_singletons": meta["fallback_singletons"],
-        "seconds": round(seconds, 4),
-        "peak_rss_mb": peak_rss_mb(),
-    })
+    emit(
+        args,
+        human,
+        {
+            "grammar": str(path),
+            "tokenizer": vocab.name,
+            "vocab_size": classes.vocab_size,
+            "classes": classes.num_classes,
+            "dead_tokens": meta["dead_tokens"],
+            "fallback_singletons": meta["fallback_singletons"],
+            "seconds": round(seconds, 4),
+            "peak_rss_mb": peak_rss_mb(),
+        },
+    )
     return 0
 
 
@@ -76,28 +83,45 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     top = sizes.argsort()[::-1][: args.top]
     human.append(f"largest {len(top)} classes (id: size, representative id):")
     human += [f"  {int(k)}: {int(sizes[k])}, rep {int(classes.representatives[k])}" for k in top]
-    emit(args, human, {
-        "cache": str(args.cache),
-        "vocab_size": classes.vocab_size,
-        "classes": classes.num_classes,
-        **{k: meta[k] for k in meta if k not in ("vocab_size", "classes")},
-    })
+    emit(
+        args,
+        human,
+        {
+            "cache": str(args.cache),
+            "vocab_size": classes.vocab_size,
+            "classes": classes.num_classes,
+            **{k: meta[k] for k in meta if k not in ("vocab_size", "classes")},
+        },
+    )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..classes.classing import DEFAULT_TOKEN_BUDGET
 
-    c = add_json_flag(sub.add_parser("compress", help="class a tokenizer's vocabulary under a grammar and save the cache"))
+    c = add_json_flag(
+        sub.add_parser("compress", help="class a tokenizer's vocabulary under a grammar and save the cache")
+    )
     c.add_argument("grammar")
     c.add_argument("--tokenizer", required=True, help="llama3, qwen3, o200k, smollm2, gemma3, or a tokenizer folder")
     c.add_argument("-o", "--output", required=True, help="cache file (.npz)")
-    c.add_argument("--budget", type=int, default=DEFAULT_TOKEN_BUDGET,
-                   help="new DAG nodes per token before it becomes a singleton class")
-    c.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="processes for classing (default: 2 where there are 2 cores; same classes either way)")
-    c.add_argument("--no-native-index", action="store_true",
-                   help="do not store the native engine's σ_in index in the cache (it is then built on load)")
+    c.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_TOKEN_BUDGET,
+        help="new DAG nodes per token before it becomes a singleton class",
+    )
+    c.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes for classing (default: 2 where there are 2 cores; same classes either way)",
+    )
+    c.add_argument(
+        "--no-native-index",
+        action="store_true",
+        help="do not store the native engine's σ_in index in the cache (it is then built on load)",
+    )
     c.set_defaults(func=cmd_compress)
 
     i = add_json_flag(sub.add_parser("inspect", help="show a class cache's metadata and largest classes"))

@@ -5,6 +5,7 @@ Thin views over :mod:`cfgzip_lab.verify` and :mod:`cfgzip_lab.bench`. Both share
 an engine choice (a flag such as ``--engine`` or ``--engines a,b``, parsed with
 :func:`._common.parse_list`) goes in :func:`register` and is read in the ``cmd_*``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,7 +89,9 @@ def cmd_verify(args) -> int:
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
     seconds = time.perf_counter() - t0
-    verdict = "LOSSLESS on every checked step" if report.ok and not report.mismatches else f"{report.mismatches} MISMATCHES"
+    verdict = (
+        "LOSSLESS on every checked step" if report.ok and not report.mismatches else f"{report.mismatches} MISMATCHES"
+    )
     if report.xgrammar_disagreements:
         verdict += f", {report.xgrammar_disagreements} XGRAMMAR DISAGREEMENTS"
     human = [
@@ -101,7 +104,9 @@ def cmd_verify(args) -> int:
         human.append(f"  note: document {rejected['doc']} is refused by the grammar at token {rejected['position']}")
     if report.first_mismatch is not None:
         m = report.first_mismatch
-        human.append(f"  first mismatch: {m.get('walk')} step {m.get('step')} ({m.get('check')}), prefix {m.get('prefix')!r}")
+        human.append(
+            f"  first mismatch: {m.get('walk')} step {m.get('step')} ({m.get('check')}), prefix {m.get('prefix')!r}"
+        )
     record = {
         "grammar": str(path),
         "tokenizer": vocab.name,
@@ -146,18 +151,22 @@ def _e2e_prompt(path: Path, docs: list[str]) -> str:
 
 
 def cmd_bench(args) -> int:
-    from ..bench import bench_e2e, bench_engines, machine_info
+    from ..bench import ENGINE_NAMES, bench_e2e, bench_engines, machine_info
     from ..engine import GrammarCompileError
 
-    from ..bench import ENGINE_NAMES
-
     batches = _parse_batches(args.batch)
-    names = parse_list(args.engines, str, "--engines", f"engine names separated by commas, from {','.join(ENGINE_NAMES)}")
+    names = parse_list(
+        args.engines, str, "--engines", f"engine names separated by commas, from {','.join(ENGINE_NAMES)}"
+    )
     bad = [n for n in names if n not in ENGINE_NAMES]
     if bad or not names:
         raise UsageError(f"--engines takes names from {', '.join(ENGINE_NAMES)} (got {args.engines!r})")
     names = list(dict.fromkeys(names))
-    fill_untimed = parse_list(args.fill_untimed, str, "--fill-untimed", "engine names separated by commas") if args.fill_untimed else []
+    fill_untimed = (
+        parse_list(args.fill_untimed, str, "--fill-untimed", "engine names separated by commas")
+        if args.fill_untimed
+        else []
+    )
     if any(n not in ENGINE_NAMES for n in fill_untimed):
         raise UsageError(f"--fill-untimed takes names from {', '.join(ENGINE_NAMES)} (got {args.fill_untimed!r})")
     path, compiled, vocab, classes, docs, source = _setup(args)
@@ -167,8 +176,18 @@ def cmd_bench(args) -> int:
         engines = compile_engines(compiled.text, vocab, classes)
         native = _native_engine(args, compiled, vocab, classes, engines) if "native" in names else None
         result = bench_engines(
-            compiled.text, vocab, classes, docs=docs, source=source, batch_sizes=batches, steps=args.steps, seed=args.seed,
-            engines=engines, engine_names=names, native=native, fill_untimed=fill_untimed,
+            compiled.text,
+            vocab,
+            classes,
+            docs=docs,
+            source=source,
+            batch_sizes=batches,
+            steps=args.steps,
+            seed=args.seed,
+            engines=engines,
+            engine_names=names,
+            native=native,
+            fill_untimed=fill_untimed,
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
@@ -183,6 +202,7 @@ def cmd_bench(args) -> int:
         f"{'median / p90 µs':>19} | {'median / p90':>19} {'median / p90':>19}",
     ]
     for b in result.batches:
+
         def q(x):
             return f"{x.median_us:8.1f} / {x.p90_us:8.1f}"
 
@@ -191,9 +211,13 @@ def cmd_bench(args) -> int:
             f"{q(b.compressed_expanded):>19} {q(b.compressed_total):>19} | "
             f"{b.speedup_median:>8.2f}x / {b.speedup_p90:>7.2f}x {b.speedup_total_median:>8.2f}x / {b.speedup_total_p90:>7.2f}x"
         )
-    human.append("fill ratio = plain fill ÷ compressed (fill + expand); total ratio = plain (fill + apply) ÷ compressed (fill + expand + apply)")
+    human.append(
+        "fill ratio = plain fill ÷ compressed (fill + expand); total ratio = plain (fill + apply) ÷ compressed (fill + expand + apply)"
+    )
     if names != ["plain", "compressed"]:
-        human.append(f"per engine: packed vocabulary mask (median / p90 µs) and accept_token (median µs), {', '.join(names)}:")
+        human.append(
+            f"per engine: packed vocabulary mask (median / p90 µs) and accept_token (median µs), {', '.join(names)}:"
+        )
         for b in result.batches:
             summary = b.summary(names)
             cells = [
@@ -259,18 +283,26 @@ def cmd_bench(args) -> int:
             e2e = bench_e2e(compiled.text, _e2e_prompt(path, docs), max_new_tokens=32)
         except CfgzipError as exc:  # missing model package, conversion failure
             raise UsageError(f"end-to-end benchmark needs SmolLM2: {exc}") from None
-        human.append(f"end to end, {e2e.model} on {e2e.device}, greedy, {e2e.max_new_tokens} new tokens, 1 torch thread:")
+        human.append(
+            f"end to end, {e2e.model} on {e2e.device}, greedy, {e2e.max_new_tokens} new tokens, 1 torch thread:"
+        )
         for name, rate in e2e.tokens_per_second.items():
-            human.append(f"  {name:<10} {rate:8.1f} tokens/s  ({e2e.tokens[name]} tokens, mask {e2e.mask_ms_median[name]:.2f} ms median)")
+            human.append(
+                f"  {name:<10} {rate:8.1f} tokens/s  ({e2e.tokens[name]} tokens, mask {e2e.mask_ms_median[name]:.2f} ms median)"
+            )
         human.append(f"  plain and compressed texts identical: {e2e.same_text}")
         record["e2e"] = e2e.to_dict()
-    human.append(f"machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, xgrammar {machine['xgrammar']}")
+    human.append(
+        f"machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, xgrammar {machine['xgrammar']}"
+    )
     emit(args, human, record)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    v = add_json_flag(sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit"))
+    v = add_json_flag(
+        sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit")
+    )
     v.add_argument("grammar", help="grammar file, or a bundled grammar name")
     v.add_argument("--tokenizer", required=True)
     v.add_argument("--walks", type=int, default=20, help="random constrained walks")
@@ -279,10 +311,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")
     v.add_argument("--classes", metavar="CACHE", help="a class cache from `compress` (default: class now)")
     v.add_argument("--max-doc-tokens", type=int, default=None, help="replay at most this many tokens per document")
-    v.add_argument("--engine", choices=("compressed", "native"), default="compressed",
-                   help="the engine checked against plain XGrammar (default compressed)")
-    v.add_argument("--allow-xgrammar-disagreements", action="store_true",
-                   help="pass when the only differences are steps where XGrammar's mask contradicts its own matcher")
+    v.add_argument(
+        "--engine",
+        choices=("compressed", "native"),
+        default="compressed",
+        help="the engine checked against plain XGrammar (default compressed)",
+    )
+    v.add_argument(
+        "--allow-xgrammar-disagreements",
+        action="store_true",
+        help="pass when the only differences are steps where XGrammar's mask contradicts its own matcher",
+    )
     v.set_defaults(func=cmd_verify)
 
     b = add_json_flag(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
@@ -291,13 +330,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--batch", default="1", help="batch sizes, comma separated (default 1)")
     b.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")
     b.add_argument("--classes", metavar="CACHE", help="a class cache from `compress` (default: class now)")
-    b.add_argument("--steps", type=int, default=200,
-                   help="steps timed per batch size, spread evenly over the whole documents (0: every step)")
+    b.add_argument(
+        "--steps",
+        type=int,
+        default=200,
+        help="steps timed per batch size, spread evenly over the whole documents (0: every step)",
+    )
     b.add_argument("--seed", type=int, default=0, help="seed of the random walks (grammars without documents)")
     b.add_argument("--e2e", action="store_true", help="also end-to-end tokens/s with SmolLM2")
-    b.add_argument("--engines", default="plain,compressed",
-                   help="engines to time, comma separated, from plain,compressed,native (default plain,compressed)")
-    b.add_argument("--fill-untimed", default="",
-                   help="engines that also fill (untimed) at every step between timed ones, as a decode loop does "
-                        "(e.g. compressed,native: their memos stay as warm as in decoding)")
+    b.add_argument(
+        "--engines",
+        default="plain,compressed",
+        help="engines to time, comma separated, from plain,compressed,native (default plain,compressed)",
+    )
+    b.add_argument(
+        "--fill-untimed",
+        default="",
+        help="engines that also fill (untimed) at every step between timed ones, as a decode loop does "
+        "(e.g. compressed,native: their memos stay as warm as in decoding)",
+    )
     b.set_defaults(func=cmd_bench)

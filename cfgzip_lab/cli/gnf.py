@@ -1,4 +1,5 @@
 """``cfgzip-lab gnf``: a grammar to Greibach normal form, with its size after each step."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,15 +25,19 @@ def cmd_gnf(args: argparse.Namespace) -> int:
         f"GNF {g.num_nonterminals} nonterminals, {g.dag_nodes} DAG nodes standing for {g.num_productions} "
         f"productions, {seconds:.2f} s"
     )
-    emit(args, human, {
-        "grammar": str(path),
-        "rules": len(compiled.ast.rules),
-        "cfg_productions": compiled.cfg.num_productions,
-        "gnf_productions": g.num_productions,
-        "gnf_nonterminals": g.num_nonterminals,
-        "gnf_dag_nodes": g.dag_nodes,
-        "seconds": round(seconds, 4),
-    })
+    emit(
+        args,
+        human,
+        {
+            "grammar": str(path),
+            "rules": len(compiled.ast.rules),
+            "cfg_productions": compiled.cfg.num_productions,
+            "gnf_productions": g.num_productions,
+            "gnf_nonterminals": g.num_nonterminals,
+            "gnf_dag_nodes": g.dag_nodes,
+            "seconds": round(seconds, 4),
+        },
+    )
     return 0
 
 

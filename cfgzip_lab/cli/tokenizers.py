@@ -1,4 +1,5 @@
 """``cfgzip-lab tokenizers``: the offline tokenizer registry and what is installed."""
+
 from __future__ import annotations
 
 import argparse

@@ -4,10 +4,11 @@ XGrammar matches bytes, and tokens are byte strings (partial UTF-8 included), so
 every later stage reasons about bytes. A terminal is a :class:`ByteSet`; a
 nonterminal is its name. Productions are tuples of symbols; ``()`` is ε.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,14 +18,14 @@ class ByteSet:
     bits: int
 
     @staticmethod
-    def of(values: Iterable[int]) -> "ByteSet":
+    def of(values: Iterable[int]) -> ByteSet:
         bits = 0
         for v in values:
             bits |= 1 << v
         return ByteSet(bits)
 
     @staticmethod
-    def range(lo: int, hi: int) -> "ByteSet":
+    def range(lo: int, hi: int) -> ByteSet:
         """Inclusive range ``lo..hi``."""
         return ByteSet(((1 << (hi - lo + 1)) - 1) << lo)
 
@@ -42,7 +43,7 @@ class ByteSet:
     def __len__(self) -> int:
         return self.bits.bit_count()
 
-    def __or__(self, other: "ByteSet") -> "ByteSet":
+    def __or__(self, other: ByteSet) -> ByteSet:
         return ByteSet(self.bits | other.bits)
 
     def __repr__(self) -> str:
@@ -72,7 +73,7 @@ def _show_byte(b: int) -> str:
     return f"\\x{b:02x}"
 
 
-Symbol = Union[str, ByteSet]
+Symbol = str | ByteSet
 Production = tuple[Symbol, ...]
 
 

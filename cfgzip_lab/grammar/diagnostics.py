@@ -3,6 +3,7 @@
 A diagnostic keeps structured data (1-based line and column, a source span) so
 that every view can point at the problem itself instead of re-parsing a message.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -37,12 +37,13 @@ produces a different grammar (an invalid code point, a wrapped 32-bit bound).
 Surrogate code points (``"\\uD800"``) are kept: XGrammar matches their 3-byte
 encoding and the lowering encodes them with ``surrogatepass``.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
@@ -152,14 +153,9 @@ _CHAR_RE = re.compile(_CHAR, re.DOTALL)
 _CLASS_MEMBER_RE = re.compile(rf"(?P<lo>{_CHAR})-(?P<hi>{_CHAR})|(?P<one>{_CHAR})", re.DOTALL)
 
 # One attribute of ``name[...] ::=`` followed by a comma or the end of the block.
-_ATTRIBUTE_RE = re.compile(
-    r'\s*(?:(?P<max_tokens>max_tokens\s*=\s*[0-9]+)|capture(?:\s*=\s*"[^"\\\r\n]*")?)\s*(?:,|$)'
-)
+_ATTRIBUTE_RE = re.compile(r'\s*(?:(?P<max_tokens>max_tokens\s*=\s*[0-9]+)|capture(?:\s*=\s*"[^"\\\r\n]*")?)\s*(?:,|$)')
 
-REFUSAL = (
-    "cfgzip cannot reproduce the language of {what} exactly; "
-    "ignoring it would make token classes unsound"
-)
+REFUSAL = "cfgzip cannot reproduce the language of {what} exactly; ignoring it would make token classes unsound"
 # Why each refused construct is out of reach, appended to REFUSAL.
 _REFUSED_BECAUSE = {
     "TagDispatch": "it scans free text for tags with an automaton XGrammar builds itself",
@@ -171,8 +167,7 @@ _REFUSED_BECAUSE = {
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
 }
 LOOKAHEAD_DROPPED = (
-    "lookahead assertion dropped: it only restricts the language; "
-    "the lossless verifier checks the classes"
+    "lookahead assertion dropped: it only restricts the language; the lossless verifier checks the classes"
 )
 CAPTURE_DROPPED = "capture attribute dropped: it names a match and leaves the language unchanged"
 
@@ -345,7 +340,7 @@ def _describe_expected(expected: set[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-_Located = Union[Token, Expr, Span]
+_Located = Token | Expr | Span
 
 
 @v_args(inline=True)
@@ -456,9 +451,7 @@ class _Builder(Transformer):
         # Rule names among the arguments still count as references, so that an undefined
         # one is reported and the rules a TagDispatch dispatches to are not called unreachable.
         tokens = [
-            token
-            for part in rest
-            for token in (part.scan_values(_is_token) if isinstance(part, Tree) else [part])
+            token for part in rest for token in (part.scan_values(_is_token) if isinstance(part, Tree) else [part])
         ]
         for token, following in zip(tokens, tokens[1:]):
             is_key = following.type == "EQUAL"  # loop_after_dispatch=..., excludes=...
@@ -635,9 +628,7 @@ def _warn_unreachable(
         diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
 
 
-def _reachable(
-    root: str, rules: dict[str, Rule], hidden: dict[str, tuple[RuleRef, ...]]
-) -> set[str]:
+def _reachable(root: str, rules: dict[str, Rule], hidden: dict[str, tuple[RuleRef, ...]]) -> set[str]:
     """Names reachable from ``root`` through bodies and, per rule, its ``hidden`` references."""
     seen, todo = {root}, [root]
     while todo:

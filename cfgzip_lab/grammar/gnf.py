@@ -39,6 +39,7 @@ of the previous rule map, recorded with its size for the workbench):
    (induction on string length: each GNF step reads one byte), so merging is
    sound; equal contexts keep stack adjacency as precise as before.
 """
+
 from __future__ import annotations
 
 import time
@@ -281,7 +282,14 @@ def _remove_units(rules: _Rules) -> None:
     for a, r in rules.rhs.items():
         accepts, edges = store.nodes[r]
         units[a] = {s for s, c in edges if s >= 0 and store.accepts(c)}
-        proper[a] = store.make(accepts, tuple((s, store.without_empty_word(c)) if s >= 0 else (s, c) for s, c in edges if not (s >= 0 and c == EPSILON)))
+        proper[a] = store.make(
+            accepts,
+            tuple(
+                (s, store.without_empty_word(c)) if s >= 0 else (s, c)
+                for s, c in edges
+                if not (s >= 0 and c == EPSILON)
+            ),
+        )
     for a in rules.rhs:
         closure, frontier = {a}, [a]
         while frontier:
@@ -433,7 +441,9 @@ def stack_below(table: list[dict[int, int]], store: WordStore, start: int) -> li
     return below
 
 
-def _merge_equivalent(store: WordStore, table: list[dict[int, int]], start: int) -> tuple[list[int], list[dict[int, int]]]:
+def _merge_equivalent(
+    store: WordStore, table: list[dict[int, int]], start: int
+) -> tuple[list[int], list[dict[int, int]]]:
     """Coarsest partition with equal tails AND equal below-sets up to the partition.
 
     Merging language-equal nonterminals is always sound, but merging two with

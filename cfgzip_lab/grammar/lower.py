@@ -8,6 +8,7 @@ pinned by ``tests/test_lower.py``. A class therefore lowers to the UTF-8 byte
 sequences of exactly its code points; a lenient lowering (any lead byte C0..F7)
 would split token classes, because the engine rejects what we would accept.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

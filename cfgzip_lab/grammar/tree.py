@@ -3,10 +3,10 @@
 Every node keeps the source span it came from so that later stages (lowering,
 the editor panel) can point at the text that caused a problem.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 Span = tuple[int, int]  # half-open character offsets in the grammar text
 
@@ -36,13 +36,13 @@ class RuleRef:
 
 @dataclass(frozen=True, slots=True)
 class Sequence:
-    items: tuple["Expr", ...]
+    items: tuple[Expr, ...]
     span: Span | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    options: tuple["Expr", ...]
+    options: tuple[Expr, ...]
     span: Span | None = None
 
 
@@ -50,13 +50,13 @@ class Choice:
 class Repeat:
     """``e*`` is (0, None), ``e+`` (1, None), ``e?`` (0, 1), ``e{m}`` (m, m), ``e{m,}`` (m, None)."""
 
-    item: "Expr"
+    item: Expr
     min: int
     max: int | None
     span: Span | None = None
 
 
-Expr = Union[Literal, CharClass, RuleRef, Sequence, Choice, Repeat]
+Expr = Literal | CharClass | RuleRef | Sequence | Choice | Repeat
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ minimal acyclic DFA; Daciuk et al. 2000). Every set operation is memoised on
 node ids, which is what keeps long runs of identical bytes and nested optional
 suffixes polynomial: repeated sub-sets are computed once and shared.
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 EMPTY = 0  # ∅
 EPSILON = 1  # {ε}

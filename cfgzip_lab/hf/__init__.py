@@ -18,6 +18,7 @@ its own in ``contrib/hf.py``):
 >>> constrained_generate(model, tokenizer, json_grammar, "A cat as JSON").text  # doctest: +SKIP
 '{"name": "Whiskers", ...'
 """
+
 from __future__ import annotations
 
 from .generate import GenerationResult, constrained_generate, constrained_generate_batch, encode_prompt
@@ -25,8 +26,8 @@ from .models import MODEL_NAMES, ModelLoadError, default_device, default_dtype, 
 from .processors import (
     CompressedLogitsProcessor,
     EngineKind,
-    NativeLogitsProcessor,
     GrammarLogitsProcessor,
+    NativeLogitsProcessor,
     PlainLogitsProcessor,
     cached_classes,
     clear_classes_cache,

@@ -4,6 +4,7 @@
 (:class:`GenerationResult`); :func:`constrained_generate_batch` does the same for several
 prompts in one left-padded batch.
 """
+
 from __future__ import annotations
 
 import time

@@ -14,6 +14,7 @@ The vocabulary table must describe exactly the model's logits (one entry per log
 padding included): :func:`vocab_for` gives the table :func:`load_model` returned for a
 model, or builds one from the tokenizer at the logits size.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -83,9 +84,8 @@ def model_cache_dir() -> Path:
 
 def _dtype_kwargs(dtype: torch.dtype) -> dict[str, torch.dtype]:
     """``dtype=`` on transformers ≥ 4.56, ``torch_dtype=`` before (both spell the same thing)."""
-    from packaging.version import Version
-
     import transformers
+    from packaging.version import Version
 
     key = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
     return {key: dtype}
@@ -171,9 +171,7 @@ def _logits_size(model: Any) -> int:
 def _check_vocab(model: Any, vocab: VocabTable) -> None:
     size = _logits_size(model)
     if vocab.vocab_size != size:
-        raise ModelLoadError(
-            f"vocabulary {vocab.name!r} has {vocab.vocab_size} ids but the model has {size} logits"
-        )
+        raise ModelLoadError(f"vocabulary {vocab.name!r} has {vocab.vocab_size} ids but the model has {size} logits")
 
 
 def _vocab_from_folder(folder: Path, tokenizer: Any, logits_size: int) -> VocabTable:

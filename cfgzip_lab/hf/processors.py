@@ -5,6 +5,7 @@
 (the oracle) and over the K class representatives (CFGzip). Both mask ``scores`` in
 place for any batch size; same masks, hence byte-identical generations under one seed.
 """
+
 from __future__ import annotations
 
 import threading

@@ -5,6 +5,7 @@
 
 The core (``cfgzip_lab`` outside this package) never imports widgets or plotly.
 """
+
 from __future__ import annotations
 
 __all__ = [

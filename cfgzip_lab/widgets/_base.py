@@ -5,6 +5,7 @@ so nothing collides with widget traits. Each button calls exactly one public met
 panel, through :meth:`Panel._handler`, which catches the exception and records it in the
 session so the panel's error box shows it.
 """
+
 from __future__ import annotations
 
 import ipywidgets as w
@@ -43,9 +44,15 @@ class Panel:
 
         return handle
 
-    def _button(self, description: str, css: str, method, *, where: str, icon: str = "", style: str = "", tooltip: str = "") -> w.Button:
+    def _button(
+        self, description: str, css: str, method, *, where: str, icon: str = "", style: str = "", tooltip: str = ""
+    ) -> w.Button:
         button = w.Button(
-            description=description, icon=icon, button_style=style, tooltip=tooltip or description, layout=w.Layout(width="auto", flex="0 0 auto")
+            description=description,
+            icon=icon,
+            button_style=style,
+            tooltip=tooltip or description,
+            layout=w.Layout(width="auto", flex="0 0 auto"),
         )
         button.add_class(css)
         button.on_click(self._handler(where, method))

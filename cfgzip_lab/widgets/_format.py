@@ -1,4 +1,5 @@
 """Small HTML helpers shared by the panels: escaping, token labels, tables, CSS."""
+
 from __future__ import annotations
 
 import html
@@ -104,7 +105,7 @@ def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1) -> s
     severity = diagnostic.severity
     return (
         f'<div class="cfgzip-diag {severity}" data-line="{diagnostic.line}" data-column="{diagnostic.column}">'
-        f'<b>line {diagnostic.line}, column {diagnostic.column}</b>: '
+        f"<b>line {diagnostic.line}, column {diagnostic.column}</b>: "
         f'<span class="{"cfgzip-bad" if severity == "error" else "cfgzip-warn"}">{severity}</span>: '
         f"{esc(diagnostic.message)}<pre>{code}</pre></div>"
     )

@@ -8,6 +8,7 @@ The app object is not a widget (composition): ``app.widget`` is the root, ``app.
 ``app.export`` are the panels, and ``app.session`` is what they share. Every button is one
 public method of a panel; the most used ones are also methods of the app.
 """
+
 from __future__ import annotations
 
 import ipywidgets as w
@@ -74,7 +75,9 @@ class Workbench:
         self.tabs.add_class("cfgzip-tabs")
         self.status = w.HTML()
         self.status.add_class("cfgzip-status")
-        self.widget = w.VBox([w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs])
+        self.widget = w.VBox(
+            [w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs]
+        )
         self.widget.add_class("cfgzip-app")
         for topic in ("grammar", "classes", "job", "decoder", "error"):
             s.on(topic, self._show_status)

@@ -7,6 +7,7 @@ id) → its class, representative, members and *why*: its displacement pairs
 (σ_in, σ_out), the stack it consumes and the stack it leaves (paper §3.2). Tokens with
 the same pairs are interchangeable in every state of the grammar.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -58,11 +59,17 @@ class ClassesPanel(Panel):
         options = [(f"{v.name}" + ("" if v.installed else " (not installed)"), v.name) for v in available_vocabs()]
         names = [value for _, value in options]
         self.tokenizer = w.Dropdown(
-            options=options, value=session.tokenizer if session.tokenizer in names else names[0], description="Tokenizer"
+            options=options,
+            value=session.tokenizer if session.tokenizer in names else names[0],
+            description="Tokenizer",
         )
         self.tokenizer.add_class("cfgzip-tokenizer")
-        self.run_button = self._button("Run classing", "cfgzip-run-classing", self.run_classing, where="classing", icon="play", style="primary")
-        self.cancel_button = self._button("Cancel", "cfgzip-cancel-classing", self.cancel, where="classing", icon="stop")
+        self.run_button = self._button(
+            "Run classing", "cfgzip-run-classing", self.run_classing, where="classing", icon="play", style="primary"
+        )
+        self.cancel_button = self._button(
+            "Cancel", "cfgzip-cancel-classing", self.cancel, where="classing", icon="stop"
+        )
         self.cancel_button.disabled = True
         self.progress = w.IntProgress(value=0, min=0, max=1000, description="", layout=w.Layout(width="200px"))
         self.progress.add_class("cfgzip-classing-progress")
@@ -83,7 +90,9 @@ class ClassesPanel(Panel):
         self.histogram_box.add_class("cfgzip-class-histogram")
         self.largest_table = w.HTML()
         self.largest_table.add_class("cfgzip-largest-classes")
-        self.query = w.Text(placeholder="token text (\\n, \\t escapes) or id, e.g. 1904 or '\",\"'", description="Token")
+        self.query = w.Text(
+            placeholder="token text (\\n, \\t escapes) or id, e.g. 1904 or '\",\"'", description="Token"
+        )
         self.query.add_class("cfgzip-search-input")
         self.query.continuous_update = False  # Enter (or leaving the box) searches
         self._setting_query = False
@@ -132,7 +141,9 @@ class ClassesPanel(Panel):
             raise WorkbenchError("run classing first")
         ids, note = self._resolve(query)
         self.search_results = [self._explain(t) for t in ids]
-        self.search_output.value = (f"<p>{esc(note)}</p>" if note else "") + "".join(self._explain_html(r) for r in self.search_results)
+        self.search_output.value = (f"<p>{esc(note)}</p>" if note else "") + "".join(
+            self._explain_html(r) for r in self.search_results
+        )
         return self.search_results
 
     def refresh(self) -> None:
@@ -153,9 +164,19 @@ class ClassesPanel(Panel):
         for k in order.tolist():
             members = classes.members(k)
             sample = " ".join(token_html(vocab, int(t), with_id=False) for t in members[: self.sample_members])
-            more = f' <span class="cfgzip-muted">+{len(members) - self.sample_members:,}</span>' if len(members) > self.sample_members else ""
+            more = (
+                f' <span class="cfgzip-muted">+{len(members) - self.sample_members:,}</span>'
+                if len(members) > self.sample_members
+                else ""
+            )
             rows.append(
-                [k, _KIND_NAMES.get(int(classes.class_kind[k]), "?"), f"{int(sizes[k]):,}", token_html(vocab, int(classes.representatives[k])), sample + more]
+                [
+                    k,
+                    _KIND_NAMES.get(int(classes.class_kind[k]), "?"),
+                    f"{int(sizes[k]):,}",
+                    token_html(vocab, int(classes.representatives[k])),
+                    sample + more,
+                ]
             )
         self.largest_table.value = "<b>Largest classes</b>" + table(
             ["class", "kind", "size", "representative", "members"], rows, numeric=(0, 2)
@@ -206,7 +227,9 @@ class ClassesPanel(Panel):
             self.progress_label.value = f"{esc(job.message)}{detail}"
             self.progress.bar_style = ""
         else:
-            self.progress.bar_style = {"done": "success", "cancelled": "warning", "failed": "danger"}.get(job.status, "")
+            self.progress.bar_style = {"done": "success", "cancelled": "warning", "failed": "danger"}.get(
+                job.status, ""
+            )
             self.progress_label.value = f"{job.status} in {fmt_seconds(job.seconds)}"
 
     def _resolve(self, query: str) -> tuple[list[int], str]:
@@ -273,16 +296,24 @@ class ClassesPanel(Panel):
         if token_kind == TokenKind.STOP:
             info["why"] = "a stop token: allowed exactly when the grammar can end; all stop tokens share one class"
         elif token_kind != TokenKind.NORMAL:
-            info["why"] = "a special/added token (no text): never allowed by either engine, so it sits in the blocked class"
+            info["why"] = (
+                "a special/added token (no text): never allowed by either engine, so it sits in the blocked class"
+            )
         elif s.grammar_ok:
             displacer = s.displacer()
             node = displacer.of_bytes(vocab.token_bytes[tid])
             if node == EMPTY:
-                info["why"] = "its displacement is empty: no sentence of the grammar contains these bytes, so it is dead (blocked)"
+                info["why"] = (
+                    "its displacement is empty: no sentence of the grammar contains these bytes, so it is dead (blocked)"
+                )
             else:
                 info["num_pairs"] = displacer.num_pairs(node)
                 info["pairs"] = [(p.consumed, p.pushed) for p in displacer.pairs(node, self.pair_limit)]
-                same = "every member of the class has exactly these pairs" if members.size > 1 else "no other token has exactly these pairs"
+                same = (
+                    "every member of the class has exactly these pairs"
+                    if members.size > 1
+                    else "no other token has exactly these pairs"
+                )
                 info["why"] = f"its displacement has {info['num_pairs']:,} pair(s) (σ_in, σ_out); {same}"
                 if kind == ClassKind.NORMAL and members.size == 1 and classes.metadata.get("fallback_singletons"):
                     info["why"] += " (or it went over the per-token budget and was given its own class)"
@@ -309,7 +340,11 @@ class ClassesPanel(Panel):
 
             rows = [[stack(c), "→", stack(p)] for c, p in info["pairs"]]
             shown = len(info["pairs"])
-            more = f'<p class="cfgzip-muted">first {shown} of {info["num_pairs"]:,} pairs</p>' if info["num_pairs"] > shown else ""
+            more = (
+                f'<p class="cfgzip-muted">first {shown} of {info["num_pairs"]:,} pairs</p>'
+                if info["num_pairs"] > shown
+                else ""
+            )
             pairs = (
                 "<p>Reading this token pops σ<sub>in</sub> off the grammar's stack (top first) and leaves "
                 "σ<sub>out</sub> on top of what remains:</p>"

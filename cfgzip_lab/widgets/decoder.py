@@ -9,6 +9,7 @@ The model runs on the GPU when there is one (device "auto"), else on the CPU. XG
 compiled inside the kernel here, so the panel first asks the XGrammar child process
 whether the grammar compiles at all (some grammars crash xgrammar 0.2.8).
 """
+
 from __future__ import annotations
 
 import html
@@ -44,7 +45,10 @@ class DecoderPanel(Panel):
         # Any local Hugging Face model folder works too (hf.load_model); the status line says
         # which device and dtype it was loaded with.
         self.model = w.Combobox(
-            value=model, options=["smollm2"], description="Model", ensure_option=False,
+            value=model,
+            options=["smollm2"],
+            description="Model",
+            ensure_option=False,
             placeholder="smollm2 or a local HF model folder",
         )
         self.model.add_class("cfgzip-model")
@@ -70,7 +74,12 @@ class DecoderPanel(Panel):
         self.tokens.add_class("cfgzip-decoder-tokens")
         self.allowed = w.HTML()
         self.allowed.add_class("cfgzip-decoder-allowed")
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("top-k logits before the mask (red: masked out)", "top-k logits after the mask"), horizontal_spacing=0.22)
+        fig = make_subplots(
+            rows=1,
+            cols=2,
+            subplot_titles=("top-k logits before the mask (red: masked out)", "top-k logits after the mask"),
+            horizontal_spacing=0.22,
+        )
         self.chart = go.FigureWidget(fig)
         self.chart.add_bar(x=[], y=[], orientation="h", name="before", marker_color=[], row=1, col=1)
         self.chart.add_bar(x=[], y=[], orientation="h", name="after", marker_color="#1a7f37", row=1, col=2)
@@ -139,13 +148,21 @@ class DecoderPanel(Panel):
         s = self.session
         compiled = s.require_grammar()
         if not s.xgrammar_ok():
-            raise WorkbenchError(f"XGrammar cannot compile this grammar, so it cannot decode with it: {s.xgrammar.summary()}")
+            raise WorkbenchError(
+                f"XGrammar cannot compile this grammar, so it cannot decode with it: {s.xgrammar.summary()}"
+            )
         model, tokenizer, vocab = self._ensure_model()
         key = (compiled.sha256, vocab.fingerprint, s.decoder_model_key)  # prompt, top-k: at Reset
         if self.stepper is None or self._stepper_key != key:
             classes = s.classes_for(vocab, job)
             self.stepper = Stepper(
-                model, tokenizer, compiled, classes, vocab=vocab, prompt=self.prompt.value, top_k=self.top_k.value,
+                model,
+                tokenizer,
+                compiled,
+                classes,
+                vocab=vocab,
+                prompt=self.prompt.value,
+                top_k=self.top_k.value,
                 native=True,  # the third engine, timed and compared with plain at every step
             )
             self._stepper_key = key
@@ -196,7 +213,7 @@ class DecoderPanel(Panel):
             n = min(n, len(self.results))
             self.stepper.rollback(n)
             self.results = self.stepper.history
-            del self.session.decode_log[len(self.results):]
+            del self.session.decode_log[len(self.results) :]
             self.session.emit("decoder")
         self._show(self.results[-1] if self.results else None)
         return self.results[-1] if self.results else None
@@ -257,8 +274,7 @@ class DecoderPanel(Panel):
         took = s.timings.get("model_load")
         self.status.value = (
             f"model <b>{esc(self.model.value)}</b> on <b>{esc(device)}</b> in <b>{esc(dtype)}</b>"
-            f" · V = {vocab.vocab_size:,} tokens{k}"
-            + (f" · loaded in {fmt_seconds(took)}" if took else "")
+            f" · V = {vocab.vocab_size:,} tokens{k}" + (f" · loaded in {fmt_seconds(took)}" if took else "")
         )
 
     def _show_job(self) -> None:
@@ -306,7 +322,11 @@ class DecoderPanel(Panel):
         )
         plain, compressed = result.plain_mask_seconds, result.compressed_mask_seconds
         speed = f" (speed-up {plain / compressed:.2f}×)" if compressed > 0 else ""
-        end = " · <b>stop token: done</b>" if result.terminated else (" · complete sentence so far" if result.completed else "")
+        end = (
+            " · <b>stop token: done</b>"
+            if result.terminated
+            else (" · complete sentence so far" if result.completed else "")
+        )
         self.step_info.value = (
             f"<b>step {len(self.results)}</b>: chose <span class='cfgzip-tok'>{esc(self._label(result.token_id))}</span> "
             f"#{result.token_id} · allowed classes <b>{result.allowed_classes:,}</b> / {result.num_classes:,} · "
@@ -320,10 +340,18 @@ class DecoderPanel(Panel):
             + f"forward {fmt_seconds(result.forward_seconds)} · {mark}{end}"
         )
         rows = [
-            [ex.class_id, f"<span class='cfgzip-tok'>{esc(self._label(ex.representative))}</span> #{ex.representative}", f"{ex.size:,}"]
+            [
+                ex.class_id,
+                f"<span class='cfgzip-tok'>{esc(self._label(ex.representative))}</span> #{ex.representative}",
+                f"{ex.size:,}",
+            ]
             for ex in result.class_examples
         ]
-        self.allowed.value = "<b>Largest allowed classes</b>" + table(["class", "representative", "tokens"], rows, numeric=(0, 2)) if rows else ""
+        self.allowed.value = (
+            "<b>Largest allowed classes</b>" + table(["class", "representative", "tokens"], rows, numeric=(0, 2))
+            if rows
+            else ""
+        )
 
     def _show_text(self, result) -> None:
         prompt = self.stepper.prompt if self.stepper is not None else self.prompt.value

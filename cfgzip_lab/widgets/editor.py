@@ -10,6 +10,7 @@ The text typed is the session's text from the first keystroke on: a failed check
 load (undo with "Undo load") or a re-run never drops it, and each check also writes it to
 the session's draft file when there is one.
 """
+
 from __future__ import annotations
 
 import threading
@@ -49,12 +50,18 @@ class EditorPanel(Panel):
         save = self._button("Save", "cfgzip-save-file", self.save_file, where="save grammar", icon="save")
         undo = self._button("Undo load", "cfgzip-undo-load", self.undo_load, where="load grammar", icon="undo")
         draft = self._button(
-            "Restore draft", "cfgzip-restore-draft", self.restore_draft, where="load grammar", icon="history",
+            "Restore draft",
+            "cfgzip-restore-draft",
+            self.restore_draft,
+            where="load grammar",
+            icon="history",
             tooltip="the text of the last check, kept on disk (after a kernel restart)",
         )
         check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
 
-        self.text = w.Textarea(value=session.text, continuous_update=True, layout=w.Layout(width="100%", height="480px"))
+        self.text = w.Textarea(
+            value=session.text, continuous_update=True, layout=w.Layout(width="100%", height="480px")
+        )
         self.text.add_class("cfgzip-editor-text")
         self.text.observe(self._on_text, names="value")
 
@@ -71,7 +78,9 @@ class EditorPanel(Panel):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.bundled, self.path, load, save, undo, draft, check], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox(
+                    [self.bundled, self.path, load, save, undo, draft, check], layout=w.Layout(flex_flow="row wrap")
+                ),
                 w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
                 self.error_box,
             ]
@@ -190,7 +199,7 @@ class EditorPanel(Panel):
             took = sum(s.compiled.seconds.values())
             self.status.value = (
                 f'<span class="cfgzip-ok">✓ compiles</span> in {fmt_seconds(took)}: {st["rules"]} rules, '
-                f'{st["gnf_nonterminals"]} GNF nonterminals, {st["gnf_productions"]} GNF productions'
+                f"{st['gnf_nonterminals']} GNF nonterminals, {st['gnf_productions']} GNF productions"
                 + (f', <span class="cfgzip-warn">{len(warnings)} warning(s)</span>' if warnings else "")
             )
         elif s.checked_text is None:

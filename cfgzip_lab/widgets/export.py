@@ -1,4 +1,5 @@
 """Export: save and load the class cache (``.npz`` + metadata), and a small JSON report."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -30,7 +31,11 @@ def build_report(session) -> dict:
         "cfgzip_lab_version": __version__,
         "xgrammar_version": xgr_version,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "processor": platform.machine()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+        },
     }
     report.update(session.summary())
     report["timings_seconds"] = {k: round(v, 6) for k, v in session.timings.items()}
@@ -47,15 +52,21 @@ class ExportPanel(Panel):
 
     error_sources = ("export cache", "load cache", "export report")
 
-    def __init__(self, session, *, cache_path: str = "cfgzip_classes.npz", report_path: str = "cfgzip_report.json") -> None:
+    def __init__(
+        self, session, *, cache_path: str = "cfgzip_classes.npz", report_path: str = "cfgzip_report.json"
+    ) -> None:
         super().__init__(session)
         self.cache_path = w.Text(value=cache_path, description="Cache", layout=w.Layout(width="420px"))
         self.cache_path.add_class("cfgzip-cache-path")
         self.report_path = w.Text(value=report_path, description="Report", layout=w.Layout(width="420px"))
         self.report_path.add_class("cfgzip-report-path")
-        save = self._button("Save cache", "cfgzip-export-cache", self.export_cache, where="export cache", icon="save", style="primary")
+        save = self._button(
+            "Save cache", "cfgzip-export-cache", self.export_cache, where="export cache", icon="save", style="primary"
+        )
         load = self._button("Load cache", "cfgzip-load-cache", self.load_cache, where="load cache", icon="folder-open")
-        report = self._button("Export report", "cfgzip-export-report", self.export_report, where="export report", icon="file-text")
+        report = self._button(
+            "Export report", "cfgzip-export-report", self.export_report, where="export report", icon="file-text"
+        )
         self.status = w.HTML()
         self.status.add_class("cfgzip-export-status")
         self.preview = w.HTML()
@@ -95,7 +106,9 @@ class ExportPanel(Panel):
         vocab = s.load_vocab(meta_tokenizer)
         classes = load_classes(path, grammar_text=s.text, vocab=vocab)
         s.set_classes(classes, vocab, str(path))
-        self.status.value = f'<span class="cfgzip-ok">loaded</span> {classes.num_classes:,} classes from <code>{esc(path)}</code>'
+        self.status.value = (
+            f'<span class="cfgzip-ok">loaded</span> {classes.num_classes:,} classes from <code>{esc(path)}</code>'
+        )
         return classes
 
     def export_report(self, path: str | Path | None = None) -> Path:

@@ -5,14 +5,15 @@ child process, byte by byte). The verdict is *accepted*, *valid prefix* (every b
 fits, the end is missing) or *rejected at line L, column C* (the text before that point
 is a valid prefix). A disagreement between the two is flagged: it would be a bug.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import ipywidgets as w
 
-from ..grammar.diagnostics import position_of
 from ..bundled import bundled_grammars, bundled_samples
+from ..grammar.diagnostics import position_of
 from ._base import Panel
 from ._format import esc, table
 
@@ -48,7 +49,7 @@ class Verdict:
             return "rejected at line 1, column 1 (not even the first character fits)"
         return f"rejected at line {self.line}, column {self.column} (a valid prefix up to there)"
 
-    def same(self, other: "Verdict") -> bool:
+    def same(self, other: Verdict) -> bool:
         return (self.accepted_bytes, self.complete) == (other.accepted_bytes, other.complete)
 
 
@@ -121,9 +122,15 @@ class SamplesPanel(Panel):
         )
         self.text.add_class("cfgzip-samples-text")
         sets = [name for name in bundled_grammars() if bundled_samples(name)]
-        self.sample_set = w.Dropdown(options=sets, value="json" if "json" in sets else (sets[0] if sets else None), description="Samples of")
-        load = self._button("Load", "cfgzip-load-samples", self.load_bundled_samples, where="samples", icon="folder-open")
-        run = self._button("Check samples", "cfgzip-check-samples", self.check_samples, where="samples", icon="play", style="primary")
+        self.sample_set = w.Dropdown(
+            options=sets, value="json" if "json" in sets else (sets[0] if sets else None), description="Samples of"
+        )
+        load = self._button(
+            "Load", "cfgzip-load-samples", self.load_bundled_samples, where="samples", icon="folder-open"
+        )
+        run = self._button(
+            "Check samples", "cfgzip-check-samples", self.check_samples, where="samples", icon="play", style="primary"
+        )
         self.output = w.HTML()
         self.output.add_class("cfgzip-samples-results")
         self.widget = w.VBox([w.HBox([self.sample_set, load, run]), self.text, self.output, self.error_box])
@@ -166,7 +173,11 @@ class SamplesPanel(Panel):
         rows = []
         for i, r in enumerate(self.results, 1):
             preview = r.text if len(r.text) <= 70 else r.text[:67] + "…"
-            agree = {None: "", True: '<span class="cfgzip-ok">✓</span>', False: '<span class="cfgzip-bad">✗ differ</span>'}[r.agree]
+            agree = {
+                None: "",
+                True: '<span class="cfgzip-ok">✓</span>',
+                False: '<span class="cfgzip-bad">✗ differ</span>',
+            }[r.agree]
             rows.append([i, f'<span class="cfgzip-code">{esc(preview)}</span>', cell(r.ours), cell(r.xgrammar), agree])
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
         self.output.value = note + table(["#", "sample", "cfgzip (GNF)", "XGrammar", "agree"], rows)

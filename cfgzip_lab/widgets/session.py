@@ -13,15 +13,17 @@ Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the t
 replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
 ``"job"`` (progress), ``"decoder"``, ``"error"``. Callbacks may run in a worker thread.
 """
+
 from __future__ import annotations
 
 import threading
 import time
 import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
@@ -62,7 +64,7 @@ class Job:
     ``"failed"`` (then ``error`` holds the :class:`ErrorRecord`).
     """
 
-    def __init__(self, name: str, fn: Callable[["Job"], Any], session: "WorkbenchSession", on_done=None) -> None:
+    def __init__(self, name: str, fn: Callable[[Job], Any], session: WorkbenchSession, on_done=None) -> None:
         self.name = name
         self.session = session
         self.done = 0

@@ -1,4 +1,5 @@
 """Structure: the grammar's sizes at each stage and each GNF step, as a table and a chart."""
+
 from __future__ import annotations
 
 import ipywidgets as w
@@ -33,7 +34,9 @@ class StructurePanel(Panel):
         self.steps = w.HTML()
         self.steps.add_class("cfgzip-gnf-steps")
         self.figure = go.FigureWidget(
-            layout=figure_layout("GNF steps: size after each step", barmode="group", height=360, width=760, yaxis=dict(title="count"))
+            layout=figure_layout(
+                "GNF steps: size after each step", barmode="group", height=360, width=760, yaxis=dict(title="count")
+            )
         )
         for name in ("nonterminals", "productions", "DAG nodes"):
             self.figure.add_bar(name=name, x=[], y=[])
@@ -73,7 +76,10 @@ class StructurePanel(Panel):
         steps = compiled.gnf.steps
         self.steps.value = "<b>GNF steps</b>" + table(
             ["step", "nonterminals", "productions", "DAG nodes", "time"],
-            [[esc(s.name), f"{s.nonterminals:,}", f"{s.productions:,}", f"{s.dag_nodes:,}", fmt_seconds(s.seconds)] for s in steps],
+            [
+                [esc(s.name), f"{s.nonterminals:,}", f"{s.productions:,}", f"{s.dag_nodes:,}", fmt_seconds(s.seconds)]
+                for s in steps
+            ],
             numeric=(1, 2, 3, 4),
         )
         names = [s.name for s in steps]

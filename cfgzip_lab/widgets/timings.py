@@ -11,6 +11,7 @@ The batch benchmark is :func:`cfgzip_lab.bench.bench_engines`: B matchers of eac
 replay the same seeded random grammar-valid token paths, one mask fill per step for the
 batch, side by side in this process. It reports medians; it never asserts on wall time.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -27,7 +28,11 @@ __all__ = ["TimingsPanel", "step_summary", "benchmark_batches"]
 
 def step_summary(session) -> dict:
     """Medians and speed-up of the decode steps' mask times; {} before the first step."""
-    log = [r for r in getattr(session, "decode_log", []) if r.get("plain_s") is not None and r.get("compressed_s") is not None]
+    log = [
+        r
+        for r in getattr(session, "decode_log", [])
+        if r.get("plain_s") is not None and r.get("compressed_s") is not None
+    ]
     if not log:
         return {}
     plain = [r["plain_s"] for r in log]
@@ -67,15 +72,24 @@ def benchmark_batches(engines, batch_sizes=(1, 4, 16), *, steps: int = 16, seed:
     from ..native import build_native_engine
     from ..pipeline import compile_grammar
 
-    native = build_native_engine(compile_grammar(engines.grammar_text), engines.vocab, engines.classes, xgrammar_engines=engines)
+    native = build_native_engine(
+        compile_grammar(engines.grammar_text), engines.vocab, engines.classes, xgrammar_engines=engines
+    )
     out = []
     for size in batch_sizes:
         if cancel is not None and cancel():
             raise InterruptedError("benchmark cancelled")
         bench = bench_engines(
-            engines.grammar_text, engines.vocab, engines.classes,
-            engines=engines, batch_sizes=(size,), steps=steps, seed=seed, expansion_repeats=0,
-            engine_names=("plain", "compressed", "native"), native=native,
+            engines.grammar_text,
+            engines.vocab,
+            engines.classes,
+            engines=engines,
+            batch_sizes=(size,),
+            steps=steps,
+            seed=seed,
+            expansion_repeats=0,
+            engine_names=("plain", "compressed", "native"),
+            native=native,
         )
         (b,) = bench.batches
         if not b.steps:
@@ -105,18 +119,34 @@ class TimingsPanel(Panel):
         self.summary = w.HTML()
         self.summary.add_class("cfgzip-timings-summary")
         self.line = go.FigureWidget(
-            layout=figure_layout("Mask time per decode step", width=480, xaxis=dict(title="step"), yaxis=dict(title="µs", rangemode="tozero"))
+            layout=figure_layout(
+                "Mask time per decode step",
+                width=480,
+                xaxis=dict(title="step"),
+                yaxis=dict(title="µs", rangemode="tozero"),
+            )
         )
         self.line.add_scatter(x=[], y=[], mode="lines+markers", name="plain XGrammar (V tokens)")
         self.line.add_scatter(x=[], y=[], mode="lines+markers", name="CFGzip (K classes + expand)")
         self.line.add_scatter(x=[], y=[], mode="lines+markers", name="native (σ_in trie, no XGrammar)")
         self.hist = go.FigureWidget(
-            layout=figure_layout("Distribution of mask times", width=440, barmode="overlay", xaxis=dict(title="µs"), yaxis=dict(title="steps"))
+            layout=figure_layout(
+                "Distribution of mask times",
+                width=440,
+                barmode="overlay",
+                xaxis=dict(title="µs"),
+                yaxis=dict(title="steps"),
+            )
         )
         self.hist.add_histogram(x=[], name="plain", opacity=0.6, nbinsx=30)
         self.hist.add_histogram(x=[], name="CFGzip", opacity=0.6, nbinsx=30)
         self.hist.add_histogram(x=[], name="native", opacity=0.6, nbinsx=30)
-        charts = w.HBox([w.Box([self.line], layout=w.Layout(min_width="490px")), w.Box([self.hist], layout=w.Layout(min_width="450px"))])
+        charts = w.HBox(
+            [
+                w.Box([self.line], layout=w.Layout(min_width="490px")),
+                w.Box([self.hist], layout=w.Layout(min_width="450px")),
+            ]
+        )
         charts.add_class("cfgzip-timings-charts")
         self.batch_sizes = w.Text(value="1, 4, 16", description="Batch sizes")
         self.batch_sizes.add_class("cfgzip-batch-sizes")
@@ -128,7 +158,9 @@ class TimingsPanel(Panel):
             [
                 self.summary,
                 charts,
-                w.HTML("<b>Batch benchmark</b> (current grammar and classes; the same seeded random valid paths for every batch size)"),
+                w.HTML(
+                    "<b>Batch benchmark</b> (current grammar and classes; the same seeded random valid paths for every batch size)"
+                ),
                 w.HBox([self.batch_sizes, self.bench_steps, run]),
                 self.batch_output,
                 self.error_box,
@@ -161,7 +193,9 @@ class TimingsPanel(Panel):
             self.hist.data[2].x = native
         summary = step_summary(self.session)
         if not summary:
-            self.summary.value = '<span class="cfgzip-muted">no decode steps yet: step the decoder to fill these charts</span>'
+            self.summary.value = (
+                '<span class="cfgzip-muted">no decode steps yet: step the decoder to fill these charts</span>'
+            )
             return
         speed = summary["speedup_median"]
         self.summary.value = (
@@ -206,10 +240,20 @@ class TimingsPanel(Panel):
 
     def _show_batches(self) -> None:
         rows = [
-            [r["batch_size"], r["steps"], f"{r['plain_us']:,.0f}", f"{r['compressed_us']:,.0f}", f"{r['speedup']:.2f}×" if r["speedup"] else "–",
-             f"{r['native_us']:,.0f}" if r.get("native_us") is not None else "–"]
+            [
+                r["batch_size"],
+                r["steps"],
+                f"{r['plain_us']:,.0f}",
+                f"{r['compressed_us']:,.0f}",
+                f"{r['speedup']:.2f}×" if r["speedup"] else "–",
+                f"{r['native_us']:,.0f}" if r.get("native_us") is not None else "–",
+            ]
             for r in self.batch_results
         ]
         vocab = self.session.vocab
         head = f"<p>{esc(vocab.name)}: V = {vocab.vocab_size:,} tokens, K = {self.session.classes.num_classes:,} classes</p>"
-        self.batch_output.value = head + table(["batch", "steps", "plain µs/step", "CFGzip µs/step", "speed-up", "native µs/step"], rows, numeric=(0, 1, 2, 3, 4, 5))
+        self.batch_output.value = head + table(
+            ["batch", "steps", "plain µs/step", "CFGzip µs/step", "speed-up", "native µs/step"],
+            rows,
+            numeric=(0, 1, 2, 3, 4, 5),
+        )

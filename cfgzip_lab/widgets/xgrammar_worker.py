@@ -12,6 +12,7 @@ The child compiles with a raw vocabulary of the 256 single bytes plus one stop t
 (as ``tests/test_grammar_samples.py`` does), so sample strings are fed byte by byte:
 ``accept_string`` returns False and keeps the state when a byte cannot continue.
 """
+
 from __future__ import annotations
 
 import json
