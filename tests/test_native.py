@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from paths import BUNDLED, bundled_samples, third_party_grammars
+from paths import BUNDLED, bundled_samples, grammar_id, third_party_grammars
 
 from cfgzip_lab.classes.classing import STOP
 from cfgzip_lab.engine import compile_engines
@@ -250,7 +250,27 @@ def test_other_tokenizers(tokenizer, name):
     _verify(engines, native, walks=4, steps=32, docs=docs, max_doc_tokens=_CAPS.get(name, 200))
 
 
-_THIRD = third_party_grammars()
+# Grammars nobody here wrote, chosen where plain XGrammar is fast enough for CI. The full corpus,
+# with all three tokenizers, is benchmarks/sweep.py's job (its totals are in the README);
+# balanced_parentheses hits xgrammar 0.2.8's mask bug (test_xgrammar_mask_bug_is_reported_apart),
+# java.gbnf the index bound (test_index_bounds_and_the_engine_without_an_index).
+_THIRD_FOR_CI = {
+    "llama.cpp/c.gbnf",
+    "llama.cpp/chess.gbnf",
+    "llama.cpp/japanese.gbnf",
+    "llama.cpp/vllm-sql.gbnf",
+    "transformers-cfg/PDDL/blocks.ebnf",
+    "transformers-cfg/animal.ebnf",
+    "transformers-cfg/c.ebnf",
+    "transformers-cfg/cIE.ebnf",
+    "transformers-cfg/calflow.ebnf",
+    "transformers-cfg/emoji.ebnf",
+    "transformers-cfg/geo_query.ebnf",
+    "transformers-cfg/json_minimal.ebnf",
+    "transformers-cfg/overnight.ebnf",
+    "transformers-cfg/unicode/emoji_escape.ebnf",
+}
+_THIRD = [p for p in third_party_grammars() if grammar_id(p) in _THIRD_FOR_CI]
 
 
 @pytest.mark.slow

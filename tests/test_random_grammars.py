@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 import xgrammar
 from grammar_tools import earley_accepts, mutations, sample, xgrammar_matcher
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cfgzip_lab.classes.classing import NORMAL
@@ -224,7 +224,8 @@ def assert_classes_exact(text: str, compiled, rng: np.random.Generator) -> None:
             ids.append(int(rng.choice(choices)))
     report = verify_lossless(text, VOCAB, classes, walks=4, steps=10, seed=0)
     if not report.ok:
-        m = report.first_mismatch
+        # a mismatch, or a step where XGrammar's own accept_token contradicts its mask
+        m = report.first_mismatch or report.xgrammar_disagreement_examples[0]
         prefix = b"".join(VOCAB.token_bytes[t] for t in m["prefix_ids"])
         xgrammar_wrong = not np.array_equal(token_mask(grammar, m["prefix_ids"]), language_mask(byte_matcher, prefix))
         assert xgrammar_errs or xgrammar_wrong, m
@@ -233,6 +234,8 @@ def assert_classes_exact(text: str, compiled, rng: np.random.Generator) -> None:
 @pytest.mark.slow
 @SETTINGS
 @given(grammars(), st.randoms(use_true_random=False))
+# found by the strategy: XGrammar's mask refuses a token its own accept_token takes (reported apart)
+@example('root ::= (("" | "a") [^a-中])\n', random.Random(0))
 def test_random_grammar__gnf_language_and_classes_match_xgrammar(text, rng):
     try:
         xgrammar.Grammar.from_ebnf(text)
