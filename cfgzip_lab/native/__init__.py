@@ -2,7 +2,7 @@
 
 ``index`` (the σ_in trie), ``walk`` (the state DAG and its memos), ``rows`` (class set →
 packed vocabulary row), ``matcher`` (the Engine interface, single and batch), ``engine``
-(what the requests of one grammar share). See the native-engine issue and DESIGN.md.
+(what the requests of one grammar share). README.md, "Native engine", says how it works and what was measured.
 """
 
 from .engine import NativeEngine, build_native_engine

@@ -2,7 +2,7 @@
 
 Every pair (σ_in, σ_out) of a class's displacement Δ(k) says: a token of class k can be
 read from any stack whose top |σ_in| symbols are σ_in (every GNF nonterminal is productive,
-so every stack in a parser state is completable; see the native-engine issue). The mask of
+so every stack in a parser state is completable; DESIGN.md, "the pipeline"). The mask of
 a state is therefore the OR of the class sets stored at the trie nodes that the tops of its
 stacks reach. The σ_out side is never listed (on c_like a median class has ~10^5 pairs);
 the σ_in side is small: a displacement node's words are ``σ_out · SEP · reverse(σ_in)``, so
