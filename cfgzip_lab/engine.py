@@ -61,6 +61,7 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
+from .batch_rows import MatcherRows
 from .classes.classing import ClassKind, TokenClasses, grammar_sha256
 from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
@@ -267,46 +268,26 @@ class CompressedMatcher(Engine):
         return self.expander.mask_logits_(logits, bitmask[..., : self.class_bitmask_size])
 
 
-class BatchMatcher:
+class BatchMatcher(MatcherRows):
     """A batch of engines of one kind, filled in parallel by ``xgrammar.BatchGrammarMatcher``.
 
     Row ``i`` is ``matchers[i]``; token ids are original vocabulary ids.
     """
 
     def __init__(self, matchers: Sequence[Engine], *, max_threads: int | Literal["auto"] = "auto") -> None:
-        if not matchers:
-            raise ValueError("a batch needs at least one matcher")
-        kinds = {type(m) for m in matchers}
-        if len(kinds) != 1:
+        super().__init__(matchers)
+        if len({type(m) for m in self.matchers}) != 1:
             raise ValueError("all matchers of a batch must be of one kind")
-        self.matchers = list(matchers)
-        self._first = self.matchers[0]
         self._batch = xgr.BatchGrammarMatcher(max_threads)
         self._native_buffer = self._first.allocate_bitmask(len(self.matchers))
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.matchers)
 
     @property
     def kind(self) -> str:
         return self._first.kind
 
-    @property
-    def vocab_size(self) -> int:
-        return self._first.vocab_size
-
-    @property
-    def bitmask_size(self) -> int:
-        return self._first.bitmask_size
-
-    def allocate_bitmask(self) -> torch.Tensor:
-        return self._first.allocate_bitmask(self.batch_size)
-
     def accept_tokens(self, token_ids: Sequence[int]) -> list[bool]:
         """Row ``i`` accepts ``token_ids[i]``; returns who accepted."""
-        if len(token_ids) != self.batch_size:
-            raise ValueError(f"expected {self.batch_size} tokens, got {len(token_ids)}")
+        self._check_batch(token_ids)
         natives = [m.native_id(int(t)) for m, t in zip(self.matchers, token_ids)]
         rows = [i for i, n in enumerate(natives) if n >= 0]
         accepted = [False] * self.batch_size

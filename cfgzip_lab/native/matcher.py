@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..batch_rows import MatcherRows
 from ..classes.classing import BLOCKED, NORMAL, STOP
 from ..expand import apply_vocab_bitmask_inplace
 from ..grammar.words import EMPTY
@@ -186,7 +187,7 @@ class DisplacementMatcher:
         return ok
 
 
-class DisplacementBatchMatcher:
+class DisplacementBatchMatcher(MatcherRows):
     """A batch of native matchers with :class:`cfgzip_lab.engine.BatchMatcher`'s interface.
 
     Rows are filled one after the other on this thread: a row costs microseconds, so
@@ -195,30 +196,8 @@ class DisplacementBatchMatcher:
 
     kind = "native"
 
-    def __init__(self, matchers: Sequence[DisplacementMatcher]) -> None:
-        if not matchers:
-            raise ValueError("a batch needs at least one matcher")
-        self.matchers = list(matchers)
-        self._first = self.matchers[0]
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.matchers)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._first.vocab_size
-
-    @property
-    def bitmask_size(self) -> int:
-        return self._first.bitmask_size
-
-    def allocate_bitmask(self) -> torch.Tensor:
-        return self._first.allocate_bitmask(self.batch_size)
-
     def accept_tokens(self, token_ids: Sequence[int]) -> list[bool]:
-        if len(token_ids) != self.batch_size:
-            raise ValueError(f"expected {self.batch_size} tokens, got {len(token_ids)}")
+        self._check_batch(token_ids)
         return [m.accept_token(int(t)) for m, t in zip(self.matchers, token_ids)]
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, indices: Sequence[int] | None = None) -> None:
