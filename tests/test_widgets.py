@@ -15,7 +15,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 from cfgzip_lab.pipeline import bundled_grammars  # noqa: E402
-from cfgzip_lab.widgets.session import WorkbenchSession  # noqa: E402
+from cfgzip_lab.widgets.session import Stamp, WorkbenchError, WorkbenchSession  # noqa: E402
 from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
 
 # A JSON grammar of its own, so that edits to grammars/json.ebnf do not move these tests.
@@ -443,3 +443,71 @@ def test_decoder_steps_rollback_reset(checker):
     assert all(r["identical"] for r in s.decode_log)
     panel.reset()
     assert panel.results == [] and s.decode_log == [] and panel.tokens.value == ""
+
+
+# ------------------------------------------------------------------- stamps and provenance
+
+
+def test_stamp_follows_text_and_tokenizer(session):
+    s = session
+    first = s.stamp
+    assert first.tokenizer == "llama3" and len(first.grammar_sha) == 64
+    assert s.is_current(first) and s.is_current(s.grammar_stamp)
+    assert not s.is_current(None)
+    s.set_text(s.text + "\n# a comment\n")
+    assert not s.is_current(first) and not s.is_current(Stamp(first.grammar_sha, None))
+    assert s.stale_note(first) == f"out of date (made for grammar {first.grammar_sha[:8]}, llama3)"
+    edited = s.stamp
+    s.tokenizer = "smollm2"
+    assert not s.is_current(edited)  # another tokenizer
+    assert s.is_current(Stamp(edited.grammar_sha, None))  # a tokenizer-free result still holds
+    s.tokenizer = "llama3"
+    assert s.is_current(edited)
+
+
+def test_compile_and_xgrammar_results_carry_their_stamp(session):
+    s = session
+    s.compile(xgrammar=False)
+    s.check_xgrammar(wait=True)
+    assert s.is_current(s.compiled_stamp) and s.is_current(s.xgrammar_stamp)
+    assert s.is_current(s.timing_stamps["xgrammar_compile"])
+    s.set_text(BROKEN_JSON)
+    assert not s.is_current(s.compiled_stamp) and not s.is_current(s.xgrammar_stamp)
+    assert "xgrammar_compile" not in s.current_timings()
+    kept = s.keep("benchmark", [1, 2])
+    assert s.current("benchmark") == [1, 2]
+    s.set_text(JSON_TEXT)
+    assert s.current("benchmark") is None and kept.stamp.grammar_sha != s.grammar_sha
+
+
+def test_provenance_says_untitled_file_bundled_and_edited(checker, tmp_path):
+    s = WorkbenchSession("root ::= [a]\n", checker=checker)
+    assert s.provenance == "untitled" and s.summary()["grammar_source"] == "untitled"
+    s.set_text("root ::= [ab]\n")
+    assert s.provenance == "untitled (edited)" and s.summary()["grammar_source"] == "untitled (edited)"
+    s.load_bundled("json")
+    assert s.provenance == "json"
+    s.set_text(s.text + "\n")
+    assert s.provenance == "json (edited)"
+    path = s.save_file(tmp_path / "mine.ebnf")
+    assert s.provenance == str(path)
+    s.set_text("root ::= [c]\n")
+    assert s.provenance == f"{path} (edited)"
+    s.load_bundled("c_like")
+    assert s.restore_previous() and s.provenance == f"{path} (edited)" and s.text == "root ::= [c]\n"
+    s.close()
+
+
+def test_errors_clear_when_the_action_succeeds(session):
+    s = session
+    s.set_text(BROKEN_JSON)
+    with pytest.raises(WorkbenchError):
+        s.run_classing()
+    s.record_error("classing", WorkbenchError("the grammar has errors"))
+    s.record_error("decoder", WorkbenchError("old failure"))
+    assert len(s.errors) == 2 and s.errors[0].stamp == s.stamp
+    s.set_text(JSON_TEXT)
+    job = s.run_classing(wait=True)
+    assert job.status == "done"
+    assert [e.where for e in s.errors] == ["decoder"]  # classing's error went when classing worked
+    assert s.is_current(s.classes_stamp) and s.is_current(s.timing_stamps["classing"])

@@ -36,6 +36,9 @@ class Panel:
         def handle(*_event):
             try:
                 method()
+                # It worked: an earlier failure of this action is fixed, so its error goes
+                # (the panels' boxes and the status line's count follow the session's list).
+                self.session.clear_errors(where)
             # Last resort, on purpose: an exception escaping an ipywidgets callback only reaches
             # the kernel's log, where nobody sees it. record_error shows a CfgzipError (bad
             # input) as its message and anything else (a bug) with its traceback.

@@ -79,7 +79,7 @@ class Workbench:
             [w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs]
         )
         self.widget.add_class("cfgzip-app")
-        for topic in ("grammar", "classes", "job", "decoder", "error"):
+        for topic in ("text", "grammar", "classes", "job", "decoder", "error"):
             s.on(topic, self._show_status)
         s.compile()
 
@@ -148,19 +148,24 @@ class Workbench:
     def _show_status(self) -> None:
         s = self.session
         parts = []
-        if s.grammar_ok:
-            parts.append(f'<span class="cfgzip-ok">grammar ✓</span> {esc(s.source)}')
-        elif s.checked_text is not None:
-            parts.append(f'<span class="cfgzip-bad">grammar ✗</span> {esc(s.source)}')
+        source = esc(s.provenance)
+        if s.checked_text != s.text:
+            parts.append(f'<span class="cfgzip-muted">grammar not checked yet</span> {source}')
+        elif s.grammar_ok:
+            parts.append(f'<span class="cfgzip-ok">grammar ✓</span> {source}')
+        else:
+            parts.append(f'<span class="cfgzip-bad">grammar ✗</span> {source}')
         if s.classes is not None:
-            mark = "" if s.classes_current else " (stale)"
-            parts.append(f"{s.classes.num_classes:,} classes · {esc(s.tokenizer)}{mark}")
+            tokenizer = s.classes_stamp.tokenizer if s.classes_stamp else s.tokenizer
+            note = s.stale_note(s.classes_stamp)
+            mark = f' <span class="cfgzip-warn cfgzip-stale">{esc(note)}</span>' if note else ""
+            parts.append(f"{s.classes.num_classes:,} classes · {esc(tokenizer)}{mark}")
+            if "classing" in s.timings and s.is_current(s.timing_stamps.get("classing")):
+                parts.append(f"classing {fmt_seconds(s.timings['classing'])}")
         for name, job in s.jobs.items():
             if job.running and name != "xgrammar":
                 pct = f" {100 * job.fraction:.0f}%" if job.total else ""
                 parts.append(f"<i>{esc(name)}{pct}…</i>")
         if s.errors:
             parts.append(f'<span class="cfgzip-bad">{len(s.errors)} error(s)</span> — last: {esc(s.errors[-1].where)}')
-        if "classing" in s.timings:
-            parts.append(f"classing {fmt_seconds(s.timings['classing'])}")
         self.status.value = " · ".join(parts)

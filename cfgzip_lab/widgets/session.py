@@ -9,6 +9,11 @@ Long work (classing, loading a model, running decode steps) runs in a background
 as a :class:`Job` with progress and cancel; its exception is kept in ``session.errors``
 and announced to the panels (topic ``"error"``) instead of being lost in a log.
 
+Every result the session keeps records the :class:`Stamp` (grammar text hash, tokenizer) it
+was made for; ``session.is_current(stamp)`` says whether it still holds for the current text
+and tokenizer, so a panel recomputes or marks it "out of date" instead of showing an old
+answer as current. Errors are kept per action and cleared when that action next succeeds.
+
 Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the text was
 replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
 ``"job"`` (progress), ``"decoder"``, ``"error"``. Callbacks may run in a worker thread.
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..classes.classing import grammar_sha256
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
 from ..grammar.diagnostics import Diagnostic, GrammarError
@@ -32,15 +38,50 @@ from ..grammar.ebnf import check_ebnf
 from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
 from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
 
-__all__ = ["WorkbenchSession", "Job", "ErrorRecord", "WorkbenchError", "DEFAULT_GRAMMAR", "DEFAULT_TOKENIZER"]
+__all__ = [
+    "WorkbenchSession",
+    "Job",
+    "ErrorRecord",
+    "WorkbenchError",
+    "Stamp",
+    "Stamped",
+    "DEFAULT_GRAMMAR",
+    "DEFAULT_TOKENIZER",
+]
 
 DEFAULT_GRAMMAR = "json"
+UNTITLED = "untitled"  # the provenance of a text that was typed, not loaded
 DEFAULT_TOKENIZER = "smollm2"  # the default model's own vocabulary: the decoder reuses its classes
 
 
 class WorkbenchError(CfgzipError, ValueError):
     """A workbench action that cannot run now (no classes yet, a grammar with errors, an empty
     search, a job already running): shown in its panel as a message, without a traceback."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What a result was made for: the grammar text (its sha256) and the tokenizer.
+
+    ``tokenizer`` is None for a result that does not depend on one (our compile, XGrammar's
+    verdict, sample verdicts): such a stamp holds for as long as the text is the same.
+    """
+
+    grammar_sha: str
+    tokenizer: str | None = None
+
+    def describe(self) -> str:
+        """Short words for an "out of date (made for …)" mark: ``grammar 1a2b3c4d, llama3``."""
+        grammar = f"grammar {self.grammar_sha[:8]}"
+        return f"{grammar}, {self.tokenizer}" if self.tokenizer else grammar
+
+
+@dataclass(frozen=True, slots=True)
+class Stamped:
+    """A kept result and the stamp it was made for (see :meth:`WorkbenchSession.keep`)."""
+
+    value: Any
+    stamp: Stamp
 
 
 @dataclass(frozen=True)
@@ -54,6 +95,7 @@ class ErrorRecord:
     message: str
     details: str = ""
     at: float = field(default_factory=time.time)
+    stamp: Stamp | None = None  # the text and tokenizer the failing action ran on
 
 
 class Job:
@@ -85,6 +127,8 @@ class Job:
         try:
             self.result = self._fn(self)
             self.status = "cancelled" if self._cancel.is_set() else "done"
+            if self.status == "done":
+                self.session.clear_errors(self.name)  # it worked this time: an old failure is fixed
             if self._on_done is not None and self.status == "done":
                 self._on_done(self.result)
         except InterruptedError:
@@ -154,35 +198,120 @@ class WorkbenchSession:
             source = source or DEFAULT_GRAMMAR
             text = bundled_grammars()[DEFAULT_GRAMMAR].read_text(encoding="utf-8")
         self.text = text
-        self.source = source or "<grammar>"
+        # provenance: where the text came from and the text as it came (to say "edited")
+        self.source = source or UNTITLED
+        self.source_text = text
         self.previous_text: str | None = None
+        self._previous_source: tuple[str, str] | None = None
         self.draft_path = Path(draft_path) if draft_path else None
         # grammar
         self.compiled: CompiledGrammar | None = None
+        self.compiled_stamp: Stamp | None = None
         self.diagnostics: list[Diagnostic] = []
         self.checked_text: str | None = None
         self.checker = checker or default_checker()
         self.xgrammar: XGrammarVerdict | None = None
         self.xgrammar_text: str | None = None
+        self.xgrammar_stamp: Stamp | None = None
         # vocabulary and classes
         self.tokenizer = tokenizer
         self.vocab = None
         self.classing = None  # ClassingResult of the last run (None after loading a cache)
         self.classes = None  # TokenClasses
         self.classes_key: tuple[str, str] | None = None  # (grammar sha256, vocab fingerprint)
+        self.classes_stamp: Stamp | None = None
         self.classes_source = ""  # "classing" or the cache path
         self._displacer: tuple[str, Displacer] | None = None
         # decoding (driven by the decoder panel)
         self.decoder: Any = None  # the cfgzip_lab.decode.Stepper in use
+        self.decoder_stamp: Stamp | None = None  # grammar and tokenizer of the stepper's classes
         self.decoder_model: tuple | None = None  # (model, tokenizer, vocab) from hf.load_model
         self.decoder_model_key: tuple | None = None  # (model name, device) it was loaded for
         self.decode_log: list[dict] = []  # one record per decode step: mask times, identical
         # bookkeeping
         self.timings: dict[str, float] = {}
+        self.timing_stamps: dict[str, Stamp] = {}  # the stamp each timing was measured for
+        self.kept: dict[str, Stamped] = {}  # other results (benchmark table, token explanation)
         self.errors: list[ErrorRecord] = []
         self.jobs: dict[str, Job] = {}
         self._listeners: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._lock = threading.RLock()
+        self._sha: tuple[str, str] | None = None  # (text, sha256) of the last hashed text
+
+    # -- stamps -----------------------------------------------------------------------
+
+    @property
+    def grammar_sha(self) -> str:
+        """sha256 of the current text (hashed once per text: a few µs for a grammar)."""
+        text = self.text
+        if self._sha is None or self._sha[0] is not text:
+            self._sha = (text, grammar_sha256(text))
+        return self._sha[1]
+
+    @property
+    def stamp(self) -> Stamp:
+        """The stamp of the current text and tokenizer: what a result made now is made for."""
+        return Stamp(self.grammar_sha, self.tokenizer)
+
+    @property
+    def grammar_stamp(self) -> Stamp:
+        """The stamp of the current text alone (for results that need no tokenizer)."""
+        return Stamp(self.grammar_sha, None)
+
+    def is_current(self, stamp: Stamp | None) -> bool:
+        """Whether a result made for ``stamp`` still holds: same text and (if it names one)
+        same tokenizer. ``None`` (no result, or one made before stamps) is never current."""
+        if stamp is None or stamp.grammar_sha != self.grammar_sha:
+            return False
+        return stamp.tokenizer is None or stamp.tokenizer == self.tokenizer
+
+    def keep(self, name: str, value: Any, stamp: Stamp | None = None) -> Stamped:
+        """Keep a result under ``name`` with the stamp it was made for (default: the current one)."""
+        kept = Stamped(value, stamp or self.stamp)
+        self.kept[name] = kept
+        return kept
+
+    def current(self, name: str) -> Any:
+        """The result kept under ``name`` if it still holds, else None."""
+        kept = self.kept.get(name)
+        return kept.value if kept is not None and self.is_current(kept.stamp) else None
+
+    def record_timing(self, name: str, seconds: float, stamp: Stamp | None = None) -> None:
+        """One timing and the stamp it was measured for (default: the current text and tokenizer)."""
+        self.timings[name] = seconds
+        self.timing_stamps[name] = stamp or self.stamp
+
+    def current_timings(self) -> dict[str, float]:
+        """The timings measured for the current text and tokenizer (model load: always)."""
+        return {
+            k: v
+            for k, v in self.timings.items()
+            if self.timing_stamps.get(k) is None or self.is_current(self.timing_stamps[k])
+        }
+
+    def stale_note(self, stamp: Stamp | None) -> str:
+        """``""`` for a current result, else ``"out of date (made for grammar 1a2b3c4d, llama3)"``."""
+        if self.is_current(stamp):
+            return ""
+        return (
+            "out of date (made for an earlier state)" if stamp is None else f"out of date (made for {stamp.describe()})"
+        )
+
+    # -- provenance -------------------------------------------------------------------
+
+    @property
+    def edited(self) -> bool:
+        """The text differs from the text as it was loaded, saved or created."""
+        return self.text != self.source_text
+
+    @property
+    def provenance(self) -> str:
+        """Where the text comes from, in words: ``untitled``, ``untitled (edited)``, a file
+        path or a bundled grammar's name, followed by ``(edited)`` once the text differs."""
+        return f"{self.source} (edited)" if self.edited else self.source
+
+    def _set_source(self, source: str, text: str) -> None:
+        self.source, self.source_text = source, text
 
     # -- events -----------------------------------------------------------------------
 
@@ -199,10 +328,11 @@ class WorkbenchSession:
                     self.record_error(f"view of {topic!r}", exc)
 
     def record_error(self, where: str, exc: BaseException) -> ErrorRecord:
+        stamp = self.stamp
         if isinstance(exc, CfgzipError):  # bad input: the message is the whole story
-            record = ErrorRecord(where, str(exc))
+            record = ErrorRecord(where, str(exc), stamp=stamp)
         else:  # a bug: keep its type and traceback for the report
-            record = ErrorRecord(where, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            record = ErrorRecord(where, f"{type(exc).__name__}: {exc}", traceback.format_exc(), stamp=stamp)
         self.errors.append(record)
         self.emit("error")
         return record
@@ -211,9 +341,16 @@ class WorkbenchSession:
     def last_error(self) -> ErrorRecord | None:
         return self.errors[-1] if self.errors else None
 
-    def clear_errors(self) -> None:
-        self.errors.clear()
-        self.emit("error")
+    def clear_errors(self, *where: str) -> None:
+        """Forget the errors of the actions ``where`` (all errors if none named): called when an
+        action succeeds, so a fixed failure leaves the panels and the count."""
+        before = len(self.errors)
+        if where:
+            self.errors[:] = [e for e in self.errors if e.where not in where]
+        else:
+            self.errors.clear()
+        if len(self.errors) != before:
+            self.emit("error")
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -250,19 +387,27 @@ class WorkbenchSession:
         self.text = text
 
     def replace_text(self, text: str, source: str) -> None:
-        """Replace the text by a loaded one; the replaced text stays in ``previous_text``."""
+        """Replace the text by a loaded one (``source``: a path or a bundled name); the replaced
+        text and its provenance stay in ``previous_text`` for :meth:`restore_previous`."""
         if text != self.text:
             self.previous_text = self.text
+            self._previous_source = (self.source, self.source_text)
         self.text = text
-        self.source = source
+        self._set_source(source, text)
         self.emit("text")
 
+    def new_text(self, text: str = "") -> None:
+        """Start an untitled grammar (typed from scratch)."""
+        self.replace_text(text, UNTITLED)
+
     def restore_previous(self) -> bool:
-        """Undo the last load: bring back the text it replaced."""
+        """Undo the last load: bring back the text it replaced, with its provenance."""
         if self.previous_text is None:
             return False
+        current = (self.source, self.source_text)
         self.text, self.previous_text = self.previous_text, self.text
-        self.source = "<restored>"
+        self._set_source(*(self._previous_source or (UNTITLED, self.text)))
+        self._previous_source = current
         self.emit("text")
         return True
 
@@ -278,14 +423,18 @@ class WorkbenchSession:
         path = Path(path).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.text, encoding="utf-8")
-        self.source = str(path)
+        self._set_source(str(path), self.text)
+        self.emit("text")
         return path
 
     def restore_draft(self) -> bool:
         """Load the draft written by the last check (after a kernel crash or restart)."""
         if self.draft_path is None or not self.draft_path.exists():
             return False
-        self.replace_text(self.draft_path.read_text(encoding="utf-8"), "<draft>")
+        # A draft is what was typed, not a file the user chose: its provenance is "untitled",
+        # and "edited" since it differs from nothing the user saved.
+        self.replace_text(self.draft_path.read_text(encoding="utf-8"), UNTITLED)
+        self.source_text = ""
         return True
 
     # -- checking and compiling -------------------------------------------------------
@@ -313,9 +462,12 @@ class WorkbenchSession:
                     diagnostics = diagnostics + [Diagnostic(1, 1, f"internal error while compiling: {exc!r}")]
             self.diagnostics = diagnostics
             self.compiled = compiled
+            self.compiled_stamp = Stamp(grammar_sha256(text), None)
             self.checked_text = text
             if compiled is not None:
-                self.timings.update({f"compile_{k}": v for k, v in compiled.seconds.items()})
+                for k, v in compiled.seconds.items():
+                    self.record_timing(f"compile_{k}", v, self.compiled_stamp)
+                self.clear_errors("compile")
         self.emit("grammar")
         if xgrammar:
             self.check_xgrammar()
@@ -328,8 +480,8 @@ class WorkbenchSession:
         def work(job: Job) -> XGrammarVerdict:
             verdict = self.checker.check(text)
             if text == self.text:  # a newer text's verdict must not be overwritten
-                self.xgrammar, self.xgrammar_text = verdict, text
-                self.timings["xgrammar_compile"] = verdict.seconds
+                self._set_xgrammar(verdict, text)
+                self.record_timing("xgrammar_compile", verdict.seconds, self.xgrammar_stamp)
                 self.emit("xgrammar")
             return verdict
 
@@ -358,10 +510,14 @@ class WorkbenchSession:
         checks this first: a grammar that crashes XGrammar must crash the child only.
         """
         if self.xgrammar is None or self.xgrammar_text != self.text:
-            verdict = self.checker.check(self.text)
-            self.xgrammar, self.xgrammar_text = verdict, self.text
+            text = self.text
+            self._set_xgrammar(self.checker.check(text), text)
             self.emit("xgrammar")
         return self.xgrammar.ok
+
+    def _set_xgrammar(self, verdict: XGrammarVerdict, text: str) -> None:
+        self.xgrammar, self.xgrammar_text = verdict, text
+        self.xgrammar_stamp = Stamp(grammar_sha256(text), None)
 
     @property
     def grammar_ok(self) -> bool:
@@ -408,7 +564,8 @@ class WorkbenchSession:
             job.progress(0, 0, f"loading the {name} vocabulary")
             started = time.perf_counter()
             vocab = self.load_vocab(name)
-            self.timings["vocab_load"] = time.perf_counter() - started
+            stamp = Stamp(compiled.sha256, name)
+            self.record_timing("vocab_load", time.perf_counter() - started, stamp)
             job.progress(0, 1, "classing")
             started = time.perf_counter()
             result = build_classes(
@@ -417,13 +574,17 @@ class WorkbenchSession:
                 progress=lambda done, total: job.progress(done, total, "classing"),
                 cancel=lambda: job.cancelled,
             )
-            self.timings["classing"] = time.perf_counter() - started
+            # One classing time, reported everywhere (status line, Timings, report): the
+            # wall time of build_classes as this job ran it.
+            self.record_timing("classing", time.perf_counter() - started, stamp)
             with self._lock:
                 self.vocab = vocab
                 self.classing = result
                 self.classes = result.classes
                 self.classes_key = (compiled.sha256, vocab.fingerprint)
+                self.classes_stamp = stamp
                 self.classes_source = "classing"
+                self.timings.pop("cache_load", None)
             self.emit("classes")
             return result
 
@@ -432,8 +593,10 @@ class WorkbenchSession:
             job.wait()
         return job
 
-    def set_classes(self, classes, vocab, source: str) -> None:
-        """Use classes from elsewhere (a cache); they must be for the current grammar and ``vocab``."""
+    def set_classes(self, classes, vocab, source: str, *, seconds: float | None = None) -> None:
+        """Use classes from elsewhere (a cache, or the decoder's model); they must be for the
+        current grammar and ``vocab``. ``seconds``: what loading them took (the one-off cost
+        of a cache, for "does it pay?")."""
         compiled = self.require_grammar()
         classes.check_fits(compiled.text, vocab)
         with self._lock:
@@ -442,7 +605,10 @@ class WorkbenchSession:
             self.classing = None
             self.classes = classes
             self.classes_key = (compiled.sha256, vocab.fingerprint)
+            self.classes_stamp = Stamp(compiled.sha256, vocab.name)
             self.classes_source = source
+            if seconds is not None:
+                self.record_timing("cache_load", seconds, self.classes_stamp)
         self.emit("classes")
 
     @property
@@ -478,7 +644,7 @@ class WorkbenchSession:
 
     def summary(self) -> dict:
         """What the report and the status line show: grammar, tokenizer, counts."""
-        out: dict[str, Any] = {"grammar_source": self.source, "grammar_ok": self.grammar_ok}
+        out: dict[str, Any] = {"grammar_source": self.provenance, "grammar_ok": self.grammar_ok}
         if self.compiled is not None:
             out["grammar_sha256"] = self.compiled.sha256
             out["grammar_stats"] = self.compiled.stats()
