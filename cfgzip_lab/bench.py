@@ -63,6 +63,10 @@ __all__ = [
     "machine_info",
     "sample_docs",
     "time_expansion",
+    "NEVER",
+    "break_even",
+    "one_off_seconds",
+    "pays_text",
 ]
 
 
@@ -588,3 +592,53 @@ def time_expansion(
                 "p90_us": float(np.percentile(times_us, 90)),
             }
     return result
+
+
+# ---------------------------------------------------------------------------------------
+# Does it pay? One-off cost against the per-step saving
+# ---------------------------------------------------------------------------------------
+NEVER = "never"
+
+
+def one_off_seconds(*, classing_s: float = 0.0, compile_s: float = 0.0, cache_load_s: float | None = None) -> float:
+    """What an engine costs before its first step, beyond what plain XGrammar costs anyway.
+
+    Without a cache: classing (which includes our GNF compile when given) + the engine's own
+    compile (XGrammar over the K classes; the native index). With a cache the classing is
+    replaced by loading it: ``cache_load_s + compile_s``. Plain XGrammar's own compile is
+    not counted: a plain decoder pays it too.
+    """
+    return (classing_s if cache_load_s is None else cache_load_s) + compile_s
+
+
+def break_even(one_off_s: float, plain_step_s: float, engine_step_s: float) -> int | str:
+    """Decode tokens after which an engine's one-off cost is paid back by its per-step saving.
+
+    ``ceil(one_off_s / (plain_step_s - engine_step_s))``: 0 when there is nothing to pay back,
+    and :data:`NEVER` (``"never"``) when the engine is not faster per step than plain
+    XGrammar, so no number of tokens pays for it.
+
+    >>> break_even(2.0, 300e-6, 100e-6)        # 2 s saved back at 200 µs a token
+    10000
+    >>> break_even(2.0, 50e-6, 80e-6)
+    'never'
+    """
+    values = (one_off_s, plain_step_s, engine_step_s)
+    if any(not np.isfinite(v) or v < 0 for v in values):
+        raise ValueError(f"break_even needs finite, non-negative seconds (got {values})")
+    saving = plain_step_s - engine_step_s
+    if saving <= 0:
+        return NEVER
+    if one_off_s == 0:
+        return 0
+    return int(np.ceil(one_off_s / saving))
+
+
+def pays_text(tokens: int | str, plain_step_s: float, engine_step_s: float) -> str:
+    """The break-even in words: ``pays after 1,234 tokens`` or ``never pays: 80 µs vs 50 µs per step``."""
+    if tokens == NEVER:
+        return (
+            f"never pays: {engine_step_s * 1e6:,.1f} µs per step against plain {plain_step_s * 1e6:,.1f} µs "
+            "(not faster per step)"
+        )
+    return f"pays after {tokens:,} tokens"

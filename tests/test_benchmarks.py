@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cfgzip_lab.bench import timed_positions
+from cfgzip_lab.bench import NEVER, break_even, one_off_seconds, pays_text, timed_positions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,6 +28,39 @@ def test_timed_positions_spread_over_every_document():
 def test_timed_positions_time_every_step_when_asked_or_short(steps):
     paths = [[0] * 60, [0] * 40]
     assert timed_positions(paths, steps) == [set(range(60)), set(range(40))]
+
+
+# one_off_s, plain_step_s, engine_step_s, expected tokens
+BREAK_EVEN_TABLE = [
+    (2.0, 300e-6, 100e-6, 10_000),  # 2 s paid back at 200 µs a token
+    (2.0, 300e-6, 299.9e-6, 20_000_000),
+    (1.0, 3e-3, 0.0, 334),  # rounds up: 333 tokens save 0.999 s
+    (0.0, 300e-6, 100e-6, 0),  # nothing to pay back
+    (2.0, 50e-6, 80e-6, NEVER),  # slower per step (JSON with SmolLM2 today)
+    (2.0, 80e-6, 80e-6, NEVER),  # as fast: the one-off is never paid back
+    (0.0, 80e-6, 80e-6, NEVER),
+]
+
+
+@pytest.mark.parametrize("one_off, plain, engine, expected", BREAK_EVEN_TABLE)
+def test_break_even(one_off, plain, engine, expected):
+    assert break_even(one_off, plain, engine) == expected
+
+
+@pytest.mark.parametrize("bad", [(-1.0, 1e-4, 1e-5), (1.0, float("nan"), 1e-5), (1.0, 1e-4, float("inf"))])
+def test_break_even_refuses_negative_or_non_finite_times(bad):
+    with pytest.raises(ValueError, match="finite, non-negative"):
+        break_even(*bad)
+
+
+def test_one_off_is_classing_plus_compile_or_cache_load_plus_compile():
+    assert one_off_seconds(classing_s=3.0, compile_s=0.5) == 3.5
+    assert one_off_seconds(classing_s=3.0, compile_s=0.5, cache_load_s=0.1) == 0.6  # a cache replaces classing
+
+
+def test_pays_text_says_tokens_or_never():
+    assert pays_text(12345, 3e-4, 1e-4) == "pays after 12,345 tokens"
+    assert pays_text(NEVER, 5e-5, 8e-5).startswith("never pays: 80.0 µs per step against plain 50.0 µs")
 
 
 def test_bench_engines_script_prints_a_row_per_grammar_and_batch():
