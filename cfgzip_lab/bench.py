@@ -631,7 +631,8 @@ def break_even(one_off_s: float, plain_step_s: float, engine_step_s: float) -> i
         return NEVER
     if one_off_s == 0:
         return 0
-    return int(np.ceil(one_off_s / saving))
+    # rounded first: 2.0 / (300e-6 - 250e-6) is 40000.000000000004 in floats, 40,000 tokens in fact
+    return int(np.ceil(round(one_off_s / saving, 6)))
 
 
 def pays_text(tokens: int | str, plain_step_s: float, engine_step_s: float) -> str:

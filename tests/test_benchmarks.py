@@ -33,7 +33,7 @@ def test_timed_positions_time_every_step_when_asked_or_short(steps):
 # one_off_s, plain_step_s, engine_step_s, expected tokens
 BREAK_EVEN_TABLE = [
     (2.0, 300e-6, 100e-6, 10_000),  # 2 s paid back at 200 µs a token
-    (2.0, 300e-6, 299.9e-6, 20_000_000),
+    (2.0, 300e-6, 250e-6, 40_000),  # exact in decimals, not in floats
     (1.0, 3e-3, 0.0, 334),  # rounds up: 333 tokens save 0.999 s
     (0.0, 300e-6, 100e-6, 0),  # nothing to pay back
     (2.0, 50e-6, 80e-6, NEVER),  # slower per step (JSON with SmolLM2 today)
