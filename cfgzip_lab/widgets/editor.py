@@ -1,4 +1,5 @@
-"""Grammar editor: a text area, bundled grammars, file load/save, live diagnostics, XGrammar's verdict.
+"""Grammar editor: CodeMirror (or a text area), bundled grammars, file load/save, live diagnostics,
+XGrammar's verdict.
 
 Typing re-checks the grammar ``delay`` seconds after the last keystroke (debounced;
 ``delay=0`` checks at once, for tests). Every diagnostic is listed with its line and
@@ -9,6 +10,12 @@ result is shown beside ours; it comes from a child process (see
 The text typed is the session's text from the first keystroke on: a failed check, a
 load (undo with "Undo load") or a re-run never drops it, and each check also writes it to
 the session's draft file when there is one.
+
+The text field is a :class:`~.code_editor.CodeEditor` (CodeMirror 6: line numbers, EBNF
+highlighting, Tab indents, diagnostics underlined in the text) unless ``editor="textarea"``
+or its bundle is missing; then it is a plain ``Textarea`` and everything else works the
+same. After every check, ours and XGrammar's diagnostics are pushed into the editor as marks,
+and each is listed as a button that puts the cursor on it (:meth:`EditorPanel.jump_to`).
 """
 
 from __future__ import annotations
@@ -20,19 +27,30 @@ import ipywidgets as w
 from ..pipeline import bundled_grammars
 from ._base import Panel
 from ._format import diagnostic_html, esc, fmt_seconds
+from .code_editor import CodeEditor, bundle_available, editor_marks, point_mark
 
-__all__ = ["EditorPanel"]
+__all__ = ["EditorPanel", "EDITORS"]
 
 _CHOOSE = "— bundled grammar —"
+EDITORS = ("codemirror", "textarea")
+_JUMP_LABEL = 70  # characters of a diagnostic's message on its jump button (the tooltip has all)
 
 
 class EditorPanel(Panel):
     """The grammar editor. Public methods: :meth:`compile`, :meth:`load_bundled`,
-    :meth:`load_file`, :meth:`save_file`, :meth:`undo_load`, :meth:`restore_draft`, :meth:`flush`."""
+    :meth:`load_file`, :meth:`save_file`, :meth:`undo_load`, :meth:`restore_draft`, :meth:`flush`,
+    :meth:`jump_to`.
 
-    error_sources = ("compile", "load grammar", "save grammar", "xgrammar")
+    ``editor``: ``"codemirror"`` (default; falls back to ``"textarea"`` when the bundle is
+    missing, see ``fallback_reason``) or ``"textarea"``. ``text`` is the text widget either way
+    (its ``value`` is the text); ``code_editor`` is the CodeEditor or None.
+    """
 
-    def __init__(self, session, *, delay: float = 0.4) -> None:
+    error_sources = ("compile", "load grammar", "save grammar", "xgrammar", "jump")
+
+    def __init__(self, session, *, delay: float = 0.4, editor: str = "codemirror") -> None:
+        if editor not in EDITORS:
+            raise ValueError(f"editor must be one of {', '.join(EDITORS)}, not {editor!r}")
         super().__init__(session)
         self.delay = delay
         self._timer: threading.Timer | None = None
@@ -59,11 +77,22 @@ class EditorPanel(Panel):
         )
         check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
 
-        self.text = w.Textarea(
-            value=session.text, continuous_update=True, layout=w.Layout(width="100%", height="480px")
-        )
+        self.fallback_reason = ""
+        if editor == "codemirror" and not bundle_available():
+            editor, self.fallback_reason = "textarea", "the code editor's bundle is missing: plain text area"
+        self.editor_kind = editor
+        self.code_editor: CodeEditor | None = None
+        if editor == "codemirror":
+            self.code_editor = CodeEditor(value=session.text, height="480px", layout=w.Layout(width="100%"))
+            self.text = self.code_editor
+        else:
+            self.text = w.Textarea(
+                value=session.text, continuous_update=True, layout=w.Layout(width="100%", height="480px")
+            )
         self.text.add_class("cfgzip-editor-text")
         self.text.observe(self._on_text, names="value")
+        self.jump_list = w.VBox(layout=w.Layout(align_items="flex-start"))
+        self.jump_list.add_class("cfgzip-jump-list")
 
         self.status = w.HTML()
         self.status.add_class("cfgzip-grammar-status")
@@ -73,7 +102,14 @@ class EditorPanel(Panel):
         self.xgrammar.add_class("cfgzip-xgrammar")
 
         side = w.VBox(
-            [w.HTML("<b>cfgzip</b>"), self.status, self.diagnostics, w.HTML("<b>XGrammar 0.2.8</b>"), self.xgrammar],
+            [
+                w.HTML("<b>cfgzip</b>"),
+                self.status,
+                self.jump_list,
+                self.diagnostics,
+                w.HTML("<b>XGrammar 0.2.8</b>"),
+                self.xgrammar,
+            ],
             layout=w.Layout(width="40%", padding="0 0 0 10px", overflow="auto", max_height="500px"),
         )
         self.widget = w.VBox(
@@ -122,6 +158,13 @@ class EditorPanel(Panel):
             self.status.value = '<span class="cfgzip-muted">no draft saved yet</span>'
             return False
         return True
+
+    def jump_to(self, line: int, column: int = 1) -> dict[str, int] | None:
+        """Cursor to ``line``/``column`` in the editor, scrolled into view and focused (a click on a
+        diagnostic's button); None with the plain text area, which has no cursor to set."""
+        if self.code_editor is None:
+            return None
+        return self.code_editor.jump_to(line, column)
 
     def set_text(self, text: str) -> None:
         """What typing does: set the text and schedule a check after ``delay`` seconds."""
@@ -208,11 +251,61 @@ class EditorPanel(Panel):
             self.status.value = f'<span class="cfgzip-bad">✗ {len(errors)} error(s)</span>' + (
                 f", {len(warnings)} warning(s)" if warnings else ""
             )
+        if self.fallback_reason:
+            self.status.value += f'<br><span class="cfgzip-muted">{esc(self.fallback_reason)}</span>'
         self.diagnostics.value = "".join(diagnostic_html(d, text) for d in s.diagnostics)
+        self._show_marks()
+
+    def marks(self) -> list[dict]:
+        """The marks for the last checked text: our diagnostics, then XGrammar's position when it
+        refused that same text (a verdict on an older text is left out, so fixed errors clear)."""
+        s = self.session
+        text = s.checked_text
+        if text is None:
+            return []
+        marks = editor_marks(s.diagnostics, text)
+        verdict = s.xgrammar
+        if verdict is not None and s.xgrammar_text == text and not verdict.ok and verdict.line:
+            marks.append(
+                point_mark(
+                    text,
+                    verdict.line,
+                    verdict.column or 1,
+                    f"XGrammar: {verdict.message}",
+                    source="XGrammar",
+                    utf8=True,
+                )
+            )
+        return marks
+
+    def _show_marks(self) -> None:
+        marks = self.marks()
+        if self.code_editor is None:
+            return
+        self.code_editor.diagnostics = marks
+        buttons = []
+        for mark in marks:
+            message = mark["message"]
+            label = message if len(message) <= _JUMP_LABEL else message[: _JUMP_LABEL - 1] + "…"
+            button = w.Button(
+                description=f"↪ {mark['line']}:{mark['column']} {label}",
+                tooltip=f"line {mark['line']}, column {mark['column']}: {message} (click: cursor there)",
+                layout=w.Layout(width="auto", max_width="100%"),
+            )
+            button.add_class("cfgzip-jump")
+            button.add_class(f"cfgzip-jump-{mark['severity']}")
+            button.on_click(
+                self._handler("jump", lambda line=mark["line"], col=mark["column"]: self.jump_to(line, col))
+            )
+            buttons.append(button)
+        old, self.jump_list.children = self.jump_list.children, buttons
+        for button in old:
+            button.close()  # or each check would leave its buttons' comms open in the kernel
 
     def _show_xgrammar(self) -> None:
         s = self.session
         verdict = s.xgrammar
+        self._show_marks()
         if verdict is None or s.xgrammar_text != s.text:
             self.xgrammar.value = '<span class="cfgzip-muted">checking…</span>' if s.checked_text else ""
             return

@@ -1,0 +1,132 @@
+// The front end of cfgzip_lab.widgets.code_editor.CodeEditor (an anywidget).
+//
+// It only translates: the document goes to the `value` trait on every edit, the selection head
+// to `cursor`, the `diagnostics` trait becomes lint marks, and a {type: "jump"} message from
+// Python (CodeEditor.jump_to) moves the cursor there, scrolls it into view and focuses.
+//
+// Positions on the wire are 1-based line and column counted in code points, as Python counts
+// them (cfgzip_lab.grammar.diagnostics.position_of); CodeMirror counts UTF-16 units, so the
+// two are converted here and nowhere else. Positions past the end of a line or of the text are
+// clamped: diagnostics are computed for the text of the last check, which typing may have
+// shortened since.
+
+import { basicSetup } from "codemirror";
+import { EditorState } from "@codemirror/state";
+import { EditorView, keymap } from "@codemirror/view";
+import { syntaxHighlighting } from "@codemirror/language";
+import { indentWithTab } from "@codemirror/commands";
+import { lintGutter, setDiagnostics } from "@codemirror/lint";
+import { classHighlighter } from "@lezer/highlight";
+import { ebnf } from "./ebnf.js";
+
+/** Document offset of (line, column), both 1-based, column in code points; clamped. */
+export function offsetOf(doc, line, column) {
+  const l = doc.line(Math.min(Math.max(1, line | 0), doc.lines));
+  let units = 0;
+  let points = 1;
+  for (const ch of l.text) {
+    if (points >= column) break;
+    units += ch.length;
+    points += 1;
+  }
+  return l.from + units;
+}
+
+/** {line, column} (1-based, column in code points) of a document offset. */
+export function positionOf(doc, offset) {
+  const l = doc.lineAt(offset);
+  return { line: l.number, column: [...l.text.slice(0, offset - l.from)].length + 1 };
+}
+
+function toLint(doc, d) {
+  const from = offsetOf(doc, d.line, d.column);
+  const to = Math.max(from, offsetOf(doc, d.end_line ?? d.line, d.end_column ?? d.column));
+  const severity = d.severity === "warning" ? "warning" : d.severity === "info" ? "info" : "error";
+  return { from, to, severity, message: d.message, source: d.source || undefined };
+}
+
+function render({ model, el }) {
+  let fromModel = false; // a change the model made: do not send it back
+  let lastCursor = null;
+
+  const sync = EditorView.updateListener.of((update) => {
+    if (update.docChanged && !fromModel) {
+      model.set("value", update.state.doc.toString());
+      model.save_changes();
+    }
+    if (update.selectionSet || update.docChanged) {
+      const cursor = positionOf(update.state.doc, update.state.selection.main.head);
+      if (!lastCursor || cursor.line !== lastCursor.line || cursor.column !== lastCursor.column) {
+        lastCursor = cursor;
+        model.set("cursor", cursor);
+        model.save_changes();
+      }
+    }
+  });
+
+  const height = model.get("height") || "480px";
+  const view = new EditorView({
+    parent: el,
+    state: EditorState.create({
+      doc: model.get("value") || "",
+      extensions: [
+        basicSetup,
+        keymap.of([indentWithTab]), // Tab indents; Esc then Tab (or Ctrl-M) moves focus on
+        ebnf,
+        syntaxHighlighting(classHighlighter), // stable tok-* classes beside the default colours
+        lintGutter(),
+        sync,
+        EditorView.theme({
+          "&": { height, border: "1px solid var(--jp-border-color1, #ccc)", fontSize: "12px" },
+          ".cm-scroller": { overflow: "auto", fontFamily: "var(--jp-code-font-family, monospace)" },
+        }),
+      ],
+    }),
+  });
+  el.classList.add("cfgzip-code-editor");
+
+  // JupyterLab's notebook shortcuts (a, b, d d, Esc, Shift-Enter...) must not see keys typed here,
+  // as ipywidgets' own text areas do.
+  const stop = (event) => event.stopPropagation();
+  view.dom.addEventListener("keydown", stop);
+  view.dom.addEventListener("keypress", stop);
+
+  const showDiagnostics = () => {
+    const doc = view.state.doc;
+    const list = (model.get("diagnostics") || []).map((d) => toLint(doc, d));
+    view.dispatch(setDiagnostics(view.state, list));
+  };
+
+  const onValue = () => {
+    const text = model.get("value") || "";
+    if (text === view.state.doc.toString()) return;
+    fromModel = true;
+    try {
+      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });
+    } finally {
+      fromModel = false;
+    }
+    showDiagnostics();
+  };
+
+  const onMessage = (msg) => {
+    if (!msg || msg.type !== "jump") return;
+    const pos = offsetOf(view.state.doc, msg.line, msg.column);
+    view.dispatch({ selection: { anchor: pos }, effects: EditorView.scrollIntoView(pos, { y: "center" }) });
+    view.focus();
+  };
+
+  model.on("change:value", onValue);
+  model.on("change:diagnostics", showDiagnostics);
+  model.on("msg:custom", onMessage);
+  showDiagnostics();
+
+  return () => {
+    model.off("change:value", onValue);
+    model.off("change:diagnostics", showDiagnostics);
+    model.off("msg:custom", onMessage);
+    view.destroy();
+  };
+}
+
+export default { render };
