@@ -1,0 +1,278 @@
+"""The CodeMirror editor widget, headless: traits, jump_to, diagnostics → marks, the editor
+panel with it and with its text-area fallback, and the committed bundle itself.
+
+What only a browser can show (typing, highlighting, underlines, the cursor after a click) is
+in tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+import traitlets  # noqa: E402
+from comm import DummyComm  # noqa: E402
+
+from cfgzip_lab.grammar.diagnostics import Diagnostic  # noqa: E402
+from cfgzip_lab.widgets import code_editor  # noqa: E402
+from cfgzip_lab.widgets.code_editor import (  # noqa: E402
+    CodeEditor,
+    CodeEditorUnavailable,
+    editor_marks,
+    point_mark,
+)
+from cfgzip_lab.widgets.session import WorkbenchSession  # noqa: E402
+from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+JS = REPO / "js"
+
+GOOD = 'root ::= item+\nitem ::= "a" | "b"\n'
+BROKEN = 'root ::= item+\nitem ::= "a" | missing_rule\n'  # line 2, column 16: undefined rule
+
+
+class RecordingComm(DummyComm):
+    """The comm a kernel would give the widget, keeping what the widget sends to the front end."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.sent: list[dict] = []
+
+    def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys) -> None:
+        if msg_type == "comm_msg" and data and data.get("method") == "custom":
+            self.sent.append(data["content"])
+
+
+def _from_front_end(widget, **state) -> None:
+    """What ipywidgets does with an update message from the browser."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+@pytest.fixture(scope="module")
+def checker():
+    c = XGrammarChecker()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def session(checker):
+    s = WorkbenchSession(GOOD, source="test", tokenizer="llama3", checker=checker)
+    yield s
+    s.close()
+    s.wait(30)
+
+
+# --------------------------------------------------------------------------- the widget
+
+
+def test_traits_sync_both_ways():
+    editor = CodeEditor(value=GOOD)
+    state = editor.get_state()
+    assert state["value"] == GOOD and state["cursor"] == {"line": 1, "column": 1} and state["diagnostics"] == []
+    assert "export" in state["_esm"] and len(state["_esm"]) > 50_000  # the bundle itself, inline
+    _from_front_end(editor, value=BROKEN, cursor={"line": 2, "column": 5})
+    assert editor.value == BROKEN and editor.cursor == {"line": 2, "column": 5}
+
+
+def test_diagnostics_trait_fills_defaults_and_refuses_bad_marks():
+    editor = CodeEditor(value=GOOD)
+    editor.diagnostics = [{"line": 2, "column": "3", "message": "m"}]
+    assert editor.diagnostics == [
+        {"line": 2, "column": 3, "end_line": 2, "end_column": 3, "severity": "error", "message": "m"}
+    ]
+    with pytest.raises(traitlets.TraitError, match=r"diagnostics\[0\] needs integer 'line' and 'column'"):
+        editor.diagnostics = [{"line": 1, "message": "no column"}]
+
+
+@pytest.mark.parametrize(
+    "line__column__expected",
+    [
+        ((2, 10), (2, 10)),
+        ((2, 99), (2, 19)),  # past the line's end: its end ('item ::= "a" | "b"' has 18 characters)
+        ((99, 1), (3, 1)),  # past the text: the last line (empty, after the final newline)
+        ((0, 0), (1, 1)),
+    ],
+)
+def test_jump_to_moves_the_cursor_and_tells_the_front_end(line__column__expected):
+    (line, column), expected = line__column__expected
+    editor = CodeEditor(value=GOOD)
+    editor.comm = RecordingComm()
+    assert editor.jump_to(line, column) == {"line": expected[0], "column": expected[1]}
+    assert editor.cursor == {"line": expected[0], "column": expected[1]}
+    assert editor.comm.sent == [{"type": "jump", "line": expected[0], "column": expected[1]}]
+
+
+def test_missing_bundle_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(code_editor, "BUNDLE", tmp_path / "nowhere.js")
+    with pytest.raises(CodeEditorUnavailable, match="npm run build"):
+        CodeEditor(value=GOOD)
+
+
+# --------------------------------------------------------------------------- diagnostics → marks
+
+TEXT = 'root ::= a\na ::= "x" | oops\n\nb ::= "é" c\n'
+#        line 1: root ::= a          offsets 0-9, newline at 10
+#        line 2: a ::= "x" | oops    offsets 11-26, newline at 27
+#        line 3: (empty)             newline at 28
+#        line 4: b ::= "é" c         offsets 29-39, newline at 40
+
+
+@pytest.mark.parametrize(
+    "span__line_column__expected",
+    [
+        # a word inside a line: exactly that word
+        ((23, 27), (2, 13), (2, 13, 2, 17)),
+        # a span that takes in its line's newline stops before it
+        ((23, 28), (2, 13), (2, 13, 2, 17)),
+        # an empty span inside a line: the character it points at
+        ((23, 23), (2, 13), (2, 13, 2, 14)),
+        # an empty span at a line's end: a point (CodeMirror draws a point marker)
+        ((27, 27), (2, 17), (2, 17, 2, 17)),
+        # on an empty line: a point too
+        ((28, 28), (3, 1), (3, 1, 3, 1)),
+        # across lines
+        ((6, 20), (1, 7), (1, 7, 2, 10)),
+        # no span: line and column, one character
+        (None, (2, 13), (2, 13, 2, 14)),
+        # no span, at a line's end
+        (None, (1, 11), (1, 11, 1, 11)),
+        # offsets past the text (it changed since the check): clamped to its end
+        ((500, 600), (9, 9), (5, 1, 5, 1)),
+        # code points, not bytes or UTF-16 units: 'c' after 'é' is column 11
+        ((39, 40), (4, 11), (4, 11, 4, 12)),
+    ],
+)
+def test_editor_marks(span__line_column__expected):
+    span, (line, column), (l0, c0, l1, c1) = span__line_column__expected
+    [mark] = editor_marks([Diagnostic(line, column, "msg", "warning", span)], TEXT)
+    assert (mark["line"], mark["column"], mark["end_line"], mark["end_column"]) == (l0, c0, l1, c1)
+    assert mark["severity"] == "warning" and mark["message"] == "msg" and mark["source"] == "cfgzip"
+
+
+def test_marks_from_real_diagnostics(session):
+    session.compile(BROKEN, xgrammar=False)
+    [mark] = editor_marks(session.diagnostics, BROKEN)
+    assert (mark["line"], mark["column"], mark["end_line"], mark["end_column"]) == (2, 16, 2, 28)
+    assert "missing_rule" in mark["message"] and mark["severity"] == "error"
+
+
+def test_xgrammar_byte_columns_become_code_points(checker):
+    text = 'root ::= "éé" missing\n'
+    verdict = checker.check(text)
+    assert not verdict.ok and (verdict.line, verdict.column) == (1, 17)  # XGrammar counts UTF-8 bytes
+    mark = point_mark(text, verdict.line, verdict.column, verdict.message, source="XGrammar", utf8=True)
+    assert text.splitlines()[0][mark["column"] - 1 :].startswith("missing")
+    assert (mark["line"], mark["column"], mark["end_column"]) == (1, 15, 16)
+
+
+# --------------------------------------------------------------------------- the editor panel
+
+
+def test_panel_pushes_marks_jumps_and_clears_them(session):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    panel = EditorPanel(session, delay=0)
+    assert panel.editor_kind == "codemirror" and panel.text is panel.code_editor
+    panel.code_editor.comm = RecordingComm()
+    _from_front_end(panel.code_editor, value=BROKEN)  # typed in the browser: checked at once (delay=0)
+    assert session.text == BROKEN and not session.grammar_ok
+    ours = panel.code_editor.diagnostics
+    assert [(m["line"], m["column"], m["end_line"], m["end_column"], m["source"]) for m in ours] == [
+        (2, 16, 2, 28, "cfgzip")
+    ]
+    assert session.wait(60)  # XGrammar's verdict, from its child process
+    marks = panel.code_editor.diagnostics
+    assert [m["source"] for m in marks] == ["cfgzip", "XGrammar"]
+    assert (marks[1]["line"], marks[1]["column"]) == (2, 16) and "missing_rule" in marks[1]["message"]
+
+    buttons = panel.jump_list.children
+    assert len(buttons) == 2 and buttons[0].description.startswith("↪ 2:16 ")
+    buttons[0].click()
+    assert panel.code_editor.cursor == {"line": 2, "column": 16}
+    assert panel.code_editor.comm.sent[-1] == {"type": "jump", "line": 2, "column": 16}
+
+    _from_front_end(panel.code_editor, value=GOOD)  # fixed: the marks and buttons go
+    assert session.grammar_ok and panel.code_editor.diagnostics == [] and panel.jump_list.children == ()
+    assert session.wait(60) and session.xgrammar.ok
+    assert panel.code_editor.diagnostics == [] and "agrees" in panel.xgrammar.value
+    assert not [e for e in session.errors if e.where in panel.error_sources]
+
+
+def test_panel_shows_a_loaded_grammar_in_the_editor(session):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    panel = EditorPanel(session, delay=0)
+    panel.load_bundled("xml")
+    assert panel.code_editor.value == session.text and "::=" in session.text
+    assert panel.undo_load() and panel.code_editor.value == GOOD
+
+
+@pytest.mark.parametrize("why", ["asked", "bundle missing"])
+def test_textarea_fallback_keeps_the_panel_working(session, monkeypatch, tmp_path, why):
+    import ipywidgets as w
+
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    if why == "asked":
+        panel = EditorPanel(session, delay=0, editor="textarea")
+        assert panel.fallback_reason == ""
+    else:
+        monkeypatch.setattr(code_editor, "BUNDLE", tmp_path / "nowhere.js")
+        panel = EditorPanel(session, delay=0)
+        assert "bundle is missing" in panel.status.value
+    assert panel.editor_kind == "textarea" and panel.code_editor is None and isinstance(panel.text, w.Textarea)
+    panel.set_text(BROKEN)
+    assert not session.grammar_ok and 'data-line="2"' in panel.diagnostics.value
+    assert panel.marks()[0]["line"] == 2 and panel.jump_to(2, 16) is None and panel.jump_list.children == ()
+    panel.set_text(GOOD)
+    assert session.grammar_ok and panel.diagnostics.value == ""
+
+
+def test_panel_refuses_an_unknown_editor(session):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    with pytest.raises(ValueError, match="editor must be one of codemirror, textarea"):
+        EditorPanel(session, editor="vim")
+
+
+# --------------------------------------------------------------------------- the committed bundle
+
+
+def test_bundle_is_one_self_contained_esm_file():
+    text = code_editor.BUNDLE.read_text(encoding="utf-8")
+    assert text.startswith("// cfgzip_lab's grammar editor (CodeMirror 6), GENERATED")
+    assert re.search(r"export\{[^}]*\bas default\b", text), "an ES module with a default export (anywidget's)"
+    # nothing fetched at run time: no import of a URL, static or dynamic, and no import at all
+    assert not re.search(r"""(?:\bimport\s*\(?|\bfrom)\s*["'](?:https?:)?//""", text)
+    assert not re.search(r"""(?:^|[;}\s])import\s*(?:[\w{*]|["'(])""", text)
+    # the header names what it bundles, as the lock file pins it
+    lock = json.loads((JS / "package-lock.json").read_text())
+    for name in ("codemirror", "@codemirror/view", "@codemirror/lint", "@lezer/highlight"):
+        assert f"//   {name}@{lock['packages'][f'node_modules/{name}']['version']}\n" in text
+    assert f"esbuild {lock['packages']['node_modules/esbuild']['version']}" in text
+
+
+def test_package_json_pins_exact_versions():
+    package = json.loads((JS / "package.json").read_text())
+    for section in ("dependencies", "devDependencies"):
+        for name, version in package[section].items():
+            assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name} {version} is not pinned"
+    assert package["dependencies"]["codemirror"].startswith("6.")
+
+
+@pytest.mark.skipif(not (JS / "node_modules").is_dir(), reason="js/node_modules absent (cd js && npm ci)")
+def test_rebuild_reproduces_the_committed_bundle(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    out = tmp_path / "code_editor.js"
+    subprocess.run([node, str(JS / "build.mjs"), "--outfile", str(out)], check=True, timeout=120, cwd=JS)
+    assert out.read_bytes() == code_editor.BUNDLE.read_bytes(), "js/src changed: run `cd js && npm run build`"
