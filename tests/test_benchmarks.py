@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -154,3 +155,31 @@ def test_sweep_checks_every_engine_and_writes_its_table(tmp_path):
         [sys.executable, sweep, "--engines", "nonesuch", "json"], capture_output=True, text=True, env=env
     )
     assert bad.returncode == 2 and "nonesuch" in bad.stderr
+
+
+def test_cli_bench_says_whether_each_engine_pays():
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfgzip_lab.cli", "bench", "json", "--tokenizer", "smollm2", "--steps", "8"]
+        + ["--engines", "plain,compressed,native", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    *human, last = proc.stdout.strip().splitlines()
+    record = json.loads(last)
+    text = "\n".join(human)
+    assert "does it pay?" in text
+    for engine in ("compressed", "native"):
+        tokens = record[f"{engine}_pays_after_tokens"]
+        one_off = record["one_off_seconds"][engine]
+        assert one_off > 0  # classing and the engine's compile are never free
+        plain, mine = record["plain_total_median_us"], record[f"{engine}_total_median_us"]
+        if tokens is None:  # never: not faster per step
+            assert mine >= plain - 0.01
+            assert re.search(rf"{engine}: one-off .* never pays: ", text)
+        else:
+            assert mine < plain and tokens >= one_off / ((plain - mine) * 1e-6) * 0.99
+            assert f"{engine}: one-off" in text and f"pays after {tokens:,} tokens" in text

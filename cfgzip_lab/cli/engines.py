@@ -151,7 +151,16 @@ def _e2e_prompt(path: Path, docs: list[str]) -> str:
 
 
 def cmd_bench(args) -> int:
-    from ..bench import ENGINE_NAMES, bench_e2e, bench_engines, machine_info
+    from ..bench import (
+        ENGINE_NAMES,
+        NEVER,
+        bench_e2e,
+        bench_engines,
+        break_even,
+        machine_info,
+        one_off_seconds,
+        pays_text,
+    )
     from ..engine import GrammarCompileError
 
     batches = _parse_batches(args.batch)
@@ -174,7 +183,24 @@ def cmd_bench(args) -> int:
         from ..engine import compile_engines
 
         engines = compile_engines(compiled.text, vocab, classes)
+        # Does it pay? Each engine's one-off cost beyond plain XGrammar's, timed here: the
+        # compressed grammar's XGrammar compile (first use; cached per process afterwards)
+        # and the native index build, plus classing (from the classes' metadata) or the
+        # cache's load (timed again here: a warm re-read, a lower bound).
+        started = time.perf_counter()
+        _ = engines.compressed_grammar
+        compile_s = {"compressed": time.perf_counter() - started}
+        started = time.perf_counter()
         native = _native_engine(args, compiled, vocab, classes, engines) if "native" in names else None
+        compile_s["native"] = compile_s["compressed"] + time.perf_counter() - started
+        cache_load_s = None
+        if args.classes:
+            from ..classes.cache import load_classes
+
+            started = time.perf_counter()
+            load_classes(args.classes, grammar_text=compiled.text, vocab=vocab)
+            cache_load_s = time.perf_counter() - started
+        classing_s = float(classes.metadata.get("classing_seconds") or 0.0) + sum(compiled.seconds.values())
         result = bench_engines(
             compiled.text,
             vocab,
@@ -285,6 +311,24 @@ def cmd_bench(args) -> int:
         entry.update(json_keys(b.summary(names)))
     if native is not None:
         record["native_stats"] = native.stats()
+    first = result.batches[0]
+    plain_s = first.mask_quantiles("plain").median_us * 1e-6
+    record["one_off_seconds"] = {}
+    for e in (e for e in names if e != "plain" and "plain" in names):
+        one_off = one_off_seconds(classing_s=classing_s, compile_s=compile_s[e], cache_load_s=cache_load_s)
+        engine_s = first.mask_quantiles(e).median_us * 1e-6
+        steps = break_even(one_off, plain_s, engine_s)
+        tokens = steps if steps == NEVER else steps * first.batch  # a step decodes one token per row
+        record[f"{e}_pays_after_tokens"] = None if tokens == NEVER else tokens
+        record["one_off_seconds"][e] = round(one_off, 4)
+        if len(record["one_off_seconds"]) == 1:
+            how = f"cache load {cache_load_s:.3f} s" if cache_load_s is not None else f"classing {classing_s:.2f} s"
+            human.append(
+                f"does it pay? (batch {first.batch}, median mask per step vs plain; one-off = {how} + compile)"
+            )
+        human.append(
+            f"  {e}: one-off {one_off:.2f} s (compile {compile_s[e]:.2f} s), {pays_text(tokens, plain_s, engine_s)}"
+        )
     if args.e2e:
         try:
             e2e = bench_e2e(compiled.text, _e2e_prompt(path, docs), max_new_tokens=32)
