@@ -18,6 +18,7 @@ from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import GNF, to_gnf
 from .grammar.lower import lower
+from .grammar.sources import GrammarSource, to_ebnf
 from .grammar.tree import GrammarAST
 
 
@@ -30,6 +31,8 @@ class CompiledGrammar:
     cfg: CFG
     gnf: GNF
     seconds: dict[str, float] = field(default_factory=dict)
+    #: The user's input (JSON Schema, GBNF or EBNF) and its conversion notes; ``text`` is the EBNF.
+    grammar_source: GrammarSource | None = None
 
     @property
     def sha256(self) -> str:
@@ -51,10 +54,24 @@ class CompiledGrammar:
         }
 
 
-def compile_grammar(text: str, *, source: str = "<grammar>") -> CompiledGrammar:
-    """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics."""
+def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf") -> CompiledGrammar:
+    """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
+
+    ``kind`` is ``"ebnf"`` (XGrammar's EBNF), ``"gbnf"``, ``"json_schema"`` or ``"auto"``:
+    other kinds go through :func:`~.grammar.sources.to_ebnf` first, the result's ``text``
+    is the EBNF and ``source`` keeps the user's input; GBNF errors point into the GBNF text.
+    """
     t0 = time.perf_counter()
-    ast = parse_ebnf(text, source=source)
+    origin = None
+    if kind != "ebnf":
+        origin = to_ebnf(text, kind, name=source)
+        text = origin.ebnf
+    try:
+        ast = parse_ebnf(text, source=source)
+    except GrammarError as error:
+        if origin is None:
+            raise
+        raise origin.remap_error(error) from None
     t1 = time.perf_counter()
     cfg = lower(ast)
     t2 = time.perf_counter()
@@ -66,8 +83,10 @@ def compile_grammar(text: str, *, source: str = "<grammar>") -> CompiledGrammar:
         rule = ast.rules[ast.root]
         line, column = position_of(text, rule.span[0] if rule.span else 0)
         message = f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
-        raise GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
-    return CompiledGrammar(text, ast, cfg, gnf, {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2})
+        error = GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
+        raise origin.remap_error(error) if origin else error
+    seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2}
+    return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
 
 
 def build_classes(

@@ -1,0 +1,455 @@
+"""Other grammar inputs → XGrammar's EBNF: JSON Schema (XGrammar builds it) and llama.cpp's GBNF.
+
+cfgzip classes tokens for the language XGrammar enforces, so every input kind ends as EBNF
+text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
+
+- **JSON Schema**: ``xgrammar.Grammar.from_json_schema`` builds the grammar (XGrammar's
+  defaults: any whitespace, strict mode) and its printed EBNF (``str(grammar)``) is what we
+  class and what the plain engine compiles. A schema's ``pattern`` prints as
+  ``Regex("...", json_string=true)``, which :mod:`.regex` lowers exactly.
+- **GBNF** (llama.cpp's dialect, ``llama-grammar.cpp``): converted token by token with the
+  exact meaning kept. Differences from XGrammar's EBNF that the conversion takes care of:
+  ``\\x`` takes exactly two hex digits (``"\\x41BC"`` is ``"ABC"``, where XGrammar would read
+  U+41BC); escapes are only ``\\x \\u \\U \\t \\r \\n \\\\ \\" \\[ \\]``; a rule body ends at
+  a newline unless inside parentheses; an alternative may be empty (``ws ::= | " "``); ``.``
+  is any character; rule names may start with a digit; a quantifier may follow another
+  (``a**``); strings and classes may hold a raw newline. The root rule is ``root``.
+
+Errors are :class:`~.diagnostics.GrammarError` (a ``CfgzipError``) whose diagnostics point
+into the user's own text: the JSON error position, the GBNF position, or, for a problem
+found later in the converted EBNF, the GBNF position it came from (:meth:`GrammarSource.remap`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
+
+from .diagnostics import Diagnostic, GrammarError, position_of
+
+__all__ = ["GrammarSource", "to_ebnf", "detect_kind", "KINDS"]
+
+KINDS = ("ebnf", "gbnf", "json_schema")
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One stretch of the output and the stretch of the input it came from."""
+
+    out_start: int
+    out_end: int
+    src_start: int
+    src_end: int
+    verbatim: bool  # copied character for character, so offsets inside map one to one
+
+
+@dataclass
+class GrammarSource:
+    """A grammar as the user gave it and as XGrammar's EBNF.
+
+    ``ebnf`` is what the pipeline parses and the engines compile; ``text`` is the user's own
+    text (a schema, a GBNF file or the EBNF itself); ``notes`` say what the conversion did.
+    """
+
+    ebnf: str
+    kind: str
+    notes: list[str] = field(default_factory=list)
+    text: str = ""
+    name: str | None = None
+    _pieces: list[_Piece] = field(default_factory=list, repr=False)
+
+    def remap(self, diagnostic: Diagnostic) -> Diagnostic:
+        """A diagnostic about ``ebnf`` moved to where its cause is in ``text`` (GBNF only).
+
+        For JSON Schema (and plain EBNF) the diagnostic is returned as is: XGrammar's printed
+        EBNF has no position map back into the schema.
+        """
+        if not self._pieces or diagnostic.span is None:
+            return diagnostic
+        start = self._src_offset(diagnostic.span[0])
+        end = max(start, self._src_offset(diagnostic.span[1]))
+        line, column = position_of(self.text, start)
+        return replace(diagnostic, line=line, column=column, span=(start, end))
+
+    def remap_error(self, error: GrammarError) -> GrammarError:
+        """The same error with every diagnostic moved into ``text`` (see :meth:`remap`)."""
+        if not self._pieces:
+            return error
+        return GrammarError([self.remap(d) for d in error.diagnostics], self.text, error.source)
+
+    def _src_offset(self, out: int) -> int:
+        starts = [p.out_start for p in self._pieces]
+        i = max(0, bisect.bisect_right(starts, out) - 1)
+        piece = self._pieces[i]
+        if piece.verbatim:
+            return min(piece.src_start + (out - piece.out_start), piece.src_end)
+        return piece.src_start
+
+
+def detect_kind(text: str, name: str | None = None) -> str:
+    """``"json_schema"`` for a JSON object (or a ``.json`` file), ``"gbnf"`` for a ``.gbnf``
+    file, else ``"ebnf"``. EBNF can never start with ``{``, so a leading brace means JSON."""
+    suffix = PurePath(name).suffix.lower() if name else ""
+    if suffix == ".json" or text.lstrip().startswith("{"):
+        return "json_schema"
+    if suffix == ".gbnf":
+        return "gbnf"
+    return "ebnf"
+
+
+def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> GrammarSource:
+    """The grammar ``text`` of the given kind as XGrammar EBNF, with notes.
+
+    Parameters
+    ----------
+    text : str
+        A JSON Schema (a JSON object), a GBNF grammar, or XGrammar EBNF.
+    kind : str
+        ``"auto"`` (see :func:`detect_kind`), ``"ebnf"``, ``"gbnf"`` or ``"json_schema"``.
+    name : str, keyword-only
+        A file name: used by ``"auto"`` (``.gbnf``, ``.json``) and in rendered diagnostics.
+
+    Returns
+    -------
+    GrammarSource
+
+    Raises
+    ------
+    GrammarError
+        For a bad schema (JSON syntax error at its line and column, or XGrammar's message)
+        or a GBNF syntax error, with positions in ``text``.
+    ValueError
+        For an unknown ``kind``.
+    """
+    if kind == "auto":
+        kind = detect_kind(text, name)
+    source = name or "<grammar>"
+    if kind == "ebnf":
+        return GrammarSource(text, "ebnf", [], text, name)
+    if kind == "json_schema":
+        return _from_json_schema(text, source, name)
+    if kind == "gbnf":
+        return _GbnfConverter(text, source, name).convert()
+    raise ValueError(f"unknown grammar kind {kind!r}: expected 'auto' or one of {', '.join(KINDS)}")
+
+
+# ---- JSON Schema ------------------------------------------------------------------------------
+
+# XGrammar's messages start with "[hh:mm:ss] /project/cpp/file.cc:123: ".
+_XGRAMMAR_LOG_PREFIX = re.compile(r"^\s*\[[0-9:]+\]\s+\S+:\d+:\s*")
+
+
+def _from_json_schema(text: str, source: str, name: str | None) -> GrammarSource:
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as error:
+        offset = error.pos
+        line, column = position_of(text, offset)
+        message = f"not valid JSON: {error.msg}"
+        raise GrammarError([Diagnostic(line, column, message, span=(offset, offset + 1))], text, source) from None
+    if not isinstance(schema, (dict, bool)):
+        message = f"a JSON Schema is an object (or true/false), not a JSON {type(schema).__name__}"
+        raise GrammarError([Diagnostic(1, 1, message, span=(0, 0))], text, source)
+    import xgrammar
+
+    try:
+        grammar = xgrammar.Grammar.from_json_schema(text)
+    except Exception as error:  # XGrammar raises RuntimeError with a C++ log prefix
+        message = _XGRAMMAR_LOG_PREFIX.sub("", str(error).strip().splitlines()[0] if str(error).strip() else "")
+        diagnostic = Diagnostic(1, 1, f"XGrammar cannot build a grammar from this schema: {message}", span=(0, 0))
+        raise GrammarError([diagnostic], text, source) from None
+    ebnf = str(grammar)
+    notes = [
+        "grammar built by XGrammar from the JSON Schema (any whitespace, strict mode); "
+        f"{ebnf.count(chr(10)) + 1} rules of XGrammar's EBNF are classed"
+    ]
+    if "Regex(" in ebnf:
+        notes.append("the schema's patterns are Regex(...) rules, lowered exactly (json_string: no \", \\ or controls)")
+    return GrammarSource(ebnf, "json_schema", notes, text, name)
+
+
+# ---- GBNF -------------------------------------------------------------------------------------
+
+# llama.cpp names are [A-Za-z0-9-]+; "_" is accepted too (two corpus files use it, and it has no
+# other meaning in GBNF, so accepting it changes no valid grammar).
+_GBNF_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_EBNF_NAME = re.compile(r"[A-Za-z_.\-][A-Za-z0-9_.\-]*\Z")
+# Names XGrammar reads as something else: booleans and macro calls.
+_NOT_A_RULE_NAME = frozenset({"true", "false", "TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex"})
+_GBNF_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "\\": "\\", '"': '"', "[": "[", "]": "]"}
+_HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
+_MAX_REPETITION = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD
+_ANY_CHAR = "[\\u0000-\\U0010FFFF]"
+
+
+class _GbnfConverter:
+    """A scanner that follows llama.cpp's recursive-descent GBNF parser and writes EBNF as it goes."""
+
+    def __init__(self, text: str, source: str, name: str | None) -> None:
+        self.text = text
+        self.source = source
+        self.name = name
+        self.pos = 0
+        self.out: list[str] = []
+        self.pieces: list[_Piece] = []
+        self.out_len = 0
+        self.notes: list[str] = []
+        self.names = self._rename_rules()
+
+    # ---- output ------------------------------------------------------------------------------
+
+    def emit(self, piece: str, src_start: int, src_end: int, *, verbatim: bool = False) -> None:
+        self.pieces.append(_Piece(self.out_len, self.out_len + len(piece), src_start, src_end, verbatim))
+        self.out.append(piece)
+        self.out_len += len(piece)
+
+    def wrap_last_item(self, item_index: int) -> None:
+        """``a*`` followed by another quantifier: XGrammar needs ``(a*)`` before it."""
+        head = "".join(self.out[item_index:])
+        src_start = self.pieces[item_index].src_start
+        src_end = self.pieces[-1].src_end
+        del self.out[item_index:], self.pieces[item_index:]
+        self.out_len = sum(map(len, self.out))
+        self.emit(f"({head})", src_start, src_end)
+
+    # ---- errors ------------------------------------------------------------------------------
+
+    def fail(self, message: str, at: int | None = None) -> GrammarError:
+        at = self.pos if at is None else at
+        line, column = position_of(self.text, at)
+        return GrammarError([Diagnostic(line, column, message, span=(at, at + 1))], self.text, self.source)
+
+    def peek(self, delta: int = 0) -> str:
+        i = self.pos + delta
+        return self.text[i] if i < len(self.text) else ""
+
+    # ---- grammar -----------------------------------------------------------------------------
+
+    def _rename_rules(self) -> dict[str, str]:
+        """GBNF names that are no XGrammar rule names get a fresh one (``1st`` → ``r-1st``)."""
+        heads = set(re.findall(r"^[ \t]*([A-Za-z0-9_-]+)[ \t]*::=", self.text, re.MULTILINE))
+        used = {*heads}
+        names = {}
+        for head in sorted(heads):
+            if _EBNF_NAME.match(head) and head not in _NOT_A_RULE_NAME:
+                continue
+            fresh, n = f"r-{head}", 1
+            while fresh in used:
+                n += 1
+                fresh = f"r{n}-{head}"
+            used.add(fresh)
+            names[head] = fresh
+            self.notes.append(f"GBNF rule {head!r} renamed {fresh!r} (not a valid XGrammar rule name)")
+        return names
+
+    def convert(self) -> GrammarSource:
+        self.space(newlines=True)
+        while self.pos < len(self.text):
+            self.rule()
+        ebnf = "".join(self.out)
+        self.notes.insert(0, "converted from llama.cpp GBNF to XGrammar EBNF with the same meaning")
+        return GrammarSource(ebnf, "gbnf", self.notes, self.text, self.name, self.pieces)
+
+    def space(self, *, newlines: bool) -> None:
+        """Copy spaces, tabs, comments and (when allowed) newlines verbatim."""
+        start = self.pos
+        text = self.text
+        while self.pos < len(text):
+            c = text[self.pos]
+            if c in " \t" or (newlines and c in "\r\n"):
+                self.pos += 1
+            elif c == "#":
+                while self.pos < len(text) and text[self.pos] not in "\r\n":
+                    self.pos += 1
+            else:
+                break
+        if self.pos > start:
+            self.emit(text[start : self.pos], start, self.pos, verbatim=True)
+
+    def rule(self) -> None:
+        match = _GBNF_NAME.match(self.text, self.pos)
+        if match is None:
+            if self.text.startswith("//", self.pos):
+                raise self.fail("expected a rule name; comments start with '#' in GBNF")
+            raise self.fail("expected a rule name")
+        self.emit_name(match)
+        self.space(newlines=False)
+        if not self.text.startswith("::=", self.pos):
+            raise self.fail("expected '::='")
+        self.emit("::=", self.pos, self.pos + 3, verbatim=True)
+        self.pos += 3
+        self.space(newlines=True)
+        self.alternates(nested=False)
+        if self.peek() in ("\r", "\n"):
+            self.space(newlines=True)
+        elif self.pos < len(self.text):
+            raise self.fail(f"expected a newline or the end of the grammar, got {self.peek()!r}")
+
+    def emit_name(self, match: re.Match[str]) -> None:
+        name = match.group()
+        self.emit(self.names.get(name, name), match.start(), match.end(), verbatim=name not in self.names)
+        self.pos = match.end()
+
+    def alternates(self, *, nested: bool) -> None:
+        self.sequence(nested=nested)
+        while self.peek() == "|":
+            self.emit("|", self.pos, self.pos + 1, verbatim=True)
+            self.pos += 1
+            self.space(newlines=True)
+            self.sequence(nested=nested)
+
+    def sequence(self, *, nested: bool) -> None:
+        last_item: int | None = None  # index in self.out where the last element starts
+        quantified = False
+        while True:
+            c = self.peek()
+            if c == '"':
+                last_item, quantified = len(self.out), False
+                self.string()
+            elif c == "[":
+                last_item, quantified = len(self.out), False
+                self.char_class()
+            elif c == "(":
+                last_item, quantified = len(self.out), False
+                self.emit("(", self.pos, self.pos + 1, verbatim=True)
+                self.pos += 1
+                self.space(newlines=True)
+                self.alternates(nested=True)
+                if self.peek() != ")":
+                    raise self.fail("expected ')'")
+                self.emit(")", self.pos, self.pos + 1, verbatim=True)
+                self.pos += 1
+            elif c == ".":
+                last_item, quantified = len(self.out), False
+                self.emit(_ANY_CHAR, self.pos, self.pos + 1)
+                self.pos += 1
+            elif c == "<":
+                raise self.fail("token references <...> match token ids, not bytes: cfgzip cannot class them")
+            elif c and _GBNF_NAME.match(c):
+                last_item, quantified = len(self.out), False
+                self.emit_name(_GBNF_NAME.match(self.text, self.pos))  # type: ignore[arg-type]
+            elif c in ("*", "+", "?", "{"):
+                if last_item is None:
+                    raise self.fail(f"expecting an item before {c!r}")
+                if quantified:
+                    self.wrap_last_item(last_item)
+                    last_item = len(self.out) - 1
+                self.quantifier(nested=nested)
+                quantified = True
+            else:
+                break
+            self.space(newlines=nested)
+        if last_item is None:  # an empty alternative: XGrammar spells it ""
+            self.emit('""', self.pos, self.pos)
+
+    def quantifier(self, *, nested: bool) -> None:
+        c, at = self.peek(), self.pos
+        if c != "{":
+            self.emit(c, at, at + 1, verbatim=True)
+            self.pos += 1
+            return
+        self.pos += 1
+        self.skip_space(nested)
+        low = self.integer()
+        self.skip_space(nested)
+        high: int | None = low
+        if self.peek() == ",":
+            self.pos += 1
+            self.skip_space(nested)
+            high = self.integer() if self.peek().isdigit() else None
+            self.skip_space(nested)
+        if self.peek() != "}":
+            raise self.fail("expected ',' or '}' in a repetition")
+        self.pos += 1
+        if high is not None and high < low:
+            raise self.fail(f"invalid repetition bounds {{{low},{high}}}", at)
+        if max(low, high or 0) > _MAX_REPETITION:
+            raise self.fail(f"llama.cpp refuses more than {_MAX_REPETITION} repetitions", at)
+        spelled = f"{{{low}}}" if high == low else f"{{{low},{'' if high is None else high}}}"
+        self.emit(spelled, at, self.pos)
+
+    def skip_space(self, newlines: bool) -> None:
+        """llama.cpp's parse_space inside ``{m,n}``: blanks, comments, newlines when nested."""
+        while self.peek() in (" ", "\t", "#") or (newlines and self.peek() in ("\r", "\n")):
+            if self.peek() == "#":
+                while self.peek() not in ("\r", "\n", ""):
+                    self.pos += 1
+            else:
+                self.pos += 1
+
+    def integer(self) -> int:
+        match = re.compile(r"[0-9]+").match(self.text, self.pos)
+        if match is None:
+            raise self.fail("expected an integer")
+        self.pos = match.end()
+        return int(match.group())
+
+    def char(self) -> int:
+        """One GBNF character (an escape or a UTF-8 character) as a code point."""
+        at = self.pos
+        if self.peek() == "\\":
+            letter = self.peek(1)
+            if letter in _HEX_DIGITS:
+                size = _HEX_DIGITS[letter]
+                digits = self.text[at + 2 : at + 2 + size]
+                if len(digits) < size or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                    raise self.fail(f"\\{letter} takes exactly {size} hex digits in GBNF", at)
+                self.pos = at + 2 + size
+                return int(digits, 16)
+            if letter in _GBNF_ESCAPES:
+                self.pos = at + 2
+                return ord(_GBNF_ESCAPES[letter])
+            raise self.fail(f"unknown escape \\{letter} in GBNF", at)
+        if not self.peek():
+            raise self.fail("unexpected end of the grammar")
+        self.pos += 1
+        return ord(self.text[at])
+
+    def string(self) -> None:
+        start = self.pos
+        self.pos += 1
+        code_points = []
+        while self.peek() != '"':
+            if not self.peek():
+                raise self.fail("unterminated string", start)
+            code_points.append(self.char())
+        self.pos += 1
+        self.emit('"' + "".join(_encode(cp, '"\\') for cp in code_points) + '"', start, self.pos)
+
+    def char_class(self) -> None:
+        start = self.pos
+        self.pos += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.pos += 1
+        parts = []
+        while self.peek() != "]":
+            if not self.peek():
+                raise self.fail("unterminated character class", start)
+            low = self.char()
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                high = self.char()
+                if high < low:
+                    raise self.fail("inverted character range", start)
+                parts.append(_encode(low, _CLASS_SPECIALS) + "-" + _encode(high, _CLASS_SPECIALS))
+            else:
+                parts.append(_encode(low, _CLASS_SPECIALS))
+        self.pos += 1
+        self.emit("[" + ("^" if negated else "") + "".join(parts) + "]", start, self.pos)
+
+
+_CLASS_SPECIALS = "\\]-^["
+
+
+def _encode(cp: int, specials: str) -> str:
+    """One code point as XGrammar writes it in a string or class (escaped when it must be)."""
+    c = chr(cp) if cp <= 0x10FFFF else ""
+    if c and c in specials:
+        return "\\" + c
+    if 0x20 <= cp < 0x7F or (cp >= 0xA0 and not 0xD800 <= cp <= 0xDFFF and cp <= 0x10FFFF):
+        return c
+    return f"\\u{cp:04X}" if cp <= 0xFFFF else f"\\U{cp:08X}"
