@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .provenance import Origin
+    from .tree import Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +84,18 @@ Production = tuple[Symbol, ...]
 
 @dataclass
 class CFG:
-    """A byte-level CFG. ``rules[name]`` lists the right-hand sides of ``name``."""
+    """A byte-level CFG. ``rules[name]`` lists the right-hand sides of ``name``.
+
+    ``origins[name]`` says which source construct a nonterminal stands for and
+    ``symbol_spans[name][i][j]`` where symbol j of production i is written (both filled by
+    the lowering; a CFG made by hand may leave them empty).
+    """
 
     start: str
     rules: dict[str, list[Production]] = field(default_factory=dict)
+    origins: dict[str, Origin] = field(default_factory=dict)
+    symbol_spans: dict[str, list[tuple[Span | None, ...]]] = field(default_factory=dict)
+    text: str = ""  # the grammar text the spans point into
 
     @property
     def num_productions(self) -> int:
@@ -90,6 +103,12 @@ class CFG:
 
     def byte_sets(self) -> set[ByteSet]:
         return {s for alts in self.rules.values() for rhs in alts for s in rhs if isinstance(s, ByteSet)}
+
+    def describe_symbol(self, name: str) -> str:
+        """What nonterminal ``name`` stands for in the grammar text (``expr@3`` → the repetition in rule expr)."""
+        from .provenance import describe_cfg_symbol
+
+        return describe_cfg_symbol(self, name)
 
     def to_text(self) -> str:
         """Readable listing, one production per line."""

@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 
 from .cfg import CFG, ByteSet, byte_classes, format_byteset
+from .provenance import Origin, describe_gnf_symbol, origin_at, rules_of
 from .words import EMPTY, EPSILON, WordStore
 
 
@@ -80,10 +81,22 @@ class GNF:
     table: list[dict[int, int]]  # nonterminal → {atom index: tail node}
     store: WordStore
     steps: list[GNFStep] = field(default_factory=list)
+    # Provenance (see :mod:`.provenance`): per nonterminal, the source constructs it stands
+    # for (several after merging) and the byte-CFG / lifting names it was merged from.
+    origins: list[tuple[Origin, ...]] = field(default_factory=list)
+    merged_from: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def num_nonterminals(self) -> int:
         return len(self.names)
+
+    def describe_symbol(self, symbol: int | str) -> str:
+        """What GNF nonterminal ``symbol`` (an id) stands for in the grammar text, for an author."""
+        return describe_gnf_symbol(self, symbol)
+
+    def rules_of(self, symbol: int) -> tuple[str, ...]:
+        """The source rules GNF nonterminal ``symbol`` was made from."""
+        return rules_of(self.origins[symbol]) if symbol < len(self.origins) else ()
 
     @property
     def dag_nodes(self) -> int:
@@ -147,11 +160,13 @@ class _Rules:
         self.store = store
         self.atoms = atoms
         self.names: list[str] = []
+        self.origins: list[tuple[Origin, ...]] = []  # provenance, parallel to names
         self.rhs: dict[int, int] = {}
         self.z_ids: set[int] = set()  # nonterminals made by left-recursion removal
 
-    def add(self, name: str, rhs: int = EMPTY) -> int:
+    def add(self, name: str, rhs: int = EMPTY, origins: tuple[Origin, ...] = ()) -> int:
         self.names.append(name)
+        self.origins.append(origins)
         nt = len(self.names) - 1
         self.rhs[nt] = rhs
         return nt
@@ -179,23 +194,39 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         for b in a:
             atom_of[b] = k
     rules = _Rules(store, atoms)
-    ids = {name: rules.add(name) for name in cfg.rules}
-    start = rules.add("S0", store.word((ids[cfg.start],)))
+    ids = {name: rules.add(name, origins=_cfg_origins(cfg, name)) for name in cfg.rules}
+    start_origin = Origin(cfg.start, "start")
+    start = rules.add("S0", store.word((ids[cfg.start],)), (start_origin,))
     lifted: dict[int, int] = {}
 
-    def symbol(s) -> int:
+    def symbol(s, owner: str, span) -> int:
         if isinstance(s, str):
             return ids[s]
+        # The terminal occurrence's origin: where it is written, in the rule that holds it.
+        rule = cfg.origins[owner].rule if owner in cfg.origins else owner
+        origin = origin_at(rule, "terminal", span, cfg.text)
         nt = None if per_occurrence else lifted.get(s.bits)
         if nt is None:
             members = [k for k, a in enumerate(atoms) if a.bits & s.bits]
             rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
-            nt = lifted[s.bits] = rules.add(format_byteset(s), rhs)
+            nt = lifted[s.bits] = rules.add(format_byteset(s), rhs, (origin,))
+        elif origin not in rules.origins[nt]:
+            rules.origins[nt] += (origin,)
         return nt
 
     for name, alts in cfg.rules.items():
-        rules.rhs[ids[name]] = store.union_all(store.word(symbol(s) for s in rhs) for rhs in alts)
+        spans = cfg.symbol_spans.get(name, [])
+        words = []
+        for i, rhs in enumerate(alts):
+            at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
+            words.append(store.word(symbol(s, name, sp) for s, sp in zip(rhs, at)))
+        rules.rhs[ids[name]] = store.union_all(words)
     return rules, start, atom_of
+
+
+def _cfg_origins(cfg: CFG, name: str) -> tuple[Origin, ...]:
+    origin = cfg.origins.get(name)
+    return (origin,) if origin is not None else (Origin(name.split("@", 1)[0], "rule"),)
 
 
 def _closure(rules: _Rules, counts) -> set[int]:
@@ -372,7 +403,7 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
         alpha = store.without_empty_word(store.child(rules.rhs[a], a))
         beta = store.without_edge(rules.rhs[a], a)
         if alpha != EMPTY:
-            z = rules.add(f"{rules.names[a]}'")
+            z = rules.add(f"{rules.names[a]}'", origins=tuple(o.with_kind("left recursion") for o in rules.origins[a]))
             zword = store.word((z,))
             rules.rhs[a] = store.union(beta, store.concat(beta, zword))
             rules.rhs[z] = store.union(alpha, store.concat(alpha, zword))
@@ -542,8 +573,12 @@ def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) ->
     else:
         block = list(range(len(table)))
     names_by_block: dict[int, str] = {}
+    origins_by_block: dict[int, dict[Origin, None]] = {}
+    members_by_block: dict[int, list[str]] = {}
     for a, b in zip(live, block):
         names_by_block.setdefault(b, rules.names[a])
+        origins_by_block.setdefault(b, {}).update(dict.fromkeys(rules.origins[a]))
+        members_by_block.setdefault(b, []).append(rules.names[a])
     gnf = GNF(
         names=[names_by_block[b] for b in range(len(table))],
         start=block[0],
@@ -553,6 +588,8 @@ def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) ->
         table=table,
         store=store,
         steps=steps,
+        origins=[tuple(origins_by_block[b]) for b in range(len(table))],
+        merged_from=[tuple(members_by_block[b]) for b in range(len(table))],
     )
     now = time.perf_counter()
     steps.append(GNFStep("merging", gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
+from .provenance import origin_at
+from .tree import Span
 
 MAX_CODE_POINT = 0x10FFFF
 
@@ -97,32 +99,50 @@ def class_sequences(ranges: list[tuple[int, int]]) -> list[tuple[ByteSet, ...]]:
 @dataclass
 class _Lowerer:
     cfg: CFG
+    text: str = ""
     counters: dict[str, int] = field(default_factory=dict)
     class_cache: dict[tuple, str | ByteSet | None] = field(default_factory=dict)
 
-    def fresh(self, owner: str, alts: list[Production]) -> str:
+    def fresh(
+        self,
+        owner: str,
+        alts: list[Production],
+        kind: str = "",
+        node: tree.Expr | None = None,
+        spans: list[tuple[Span | None, ...]] | None = None,
+    ) -> str:
         n = self.counters.get(owner, 0) + 1
         self.counters[owner] = n
         name = f"{owner}@{n}"
         self.cfg.rules[name] = alts
+        self.cfg.origins[name] = origin_at(owner, kind, None if node is None else node.span, self.text)
+        # Without spans per symbol, a helper's symbols point at the construct it was made from.
+        self.cfg.symbol_spans[name] = spans if spans is not None else [tuple(_span(node) for _ in rhs) for rhs in alts]
         return name
 
     def alternatives(self, owner: str, e: tree.Expr) -> list[Production]:
-        if isinstance(e, tree.Choice):
-            return [alt for o in e.options for alt in self.alternatives(owner, o)]
-        return [tuple(self.symbols(owner, e))]
+        return [rhs for rhs, _ in self.spanned_alternatives(owner, e)]
 
-    def symbols(self, owner: str, e: tree.Expr) -> list[Symbol]:
-        if isinstance(e, tree.Literal):
-            return [ByteSet.of([b]) for b in e.text.encode("utf-8", "surrogatepass")]
-        if isinstance(e, tree.RuleRef):
-            return [e.name]
-        if isinstance(e, tree.Sequence):
-            return [s for item in e.items for s in self.symbols(owner, item)]
+    def spanned_alternatives(self, owner: str, e: tree.Expr) -> list[tuple[Production, tuple[Span | None, ...]]]:
+        """Productions of ``e`` with the source span of each symbol (for provenance)."""
         if isinstance(e, tree.Choice):
-            return [self.fresh(owner, self.alternatives(owner, e))]
+            return [alt for o in e.options for alt in self.spanned_alternatives(owner, o)]
+        pairs = self.symbols(owner, e)
+        return [(tuple(s for s, _ in pairs), tuple(sp for _, sp in pairs))]
+
+    def symbols(self, owner: str, e: tree.Expr) -> list[tuple[Symbol, Span | None]]:
+        if isinstance(e, tree.Literal):
+            return [(ByteSet.of([b]), e.span) for b in e.text.encode("utf-8", "surrogatepass")]
+        if isinstance(e, tree.RuleRef):
+            return [(e.name, e.span)]
+        if isinstance(e, tree.Sequence):
+            return [pair for item in e.items for pair in self.symbols(owner, item)]
+        if isinstance(e, tree.Choice):
+            spanned = self.spanned_alternatives(owner, e)
+            alts, spans = [rhs for rhs, _ in spanned], [sp for _, sp in spanned]
+            return [(self.fresh(owner, alts, "alternation", e, spans), e.span)]
         if isinstance(e, tree.CharClass):
-            return self.char_class(owner, e)
+            return [(s, e.span) for s in self.char_class(owner, e)]
         if isinstance(e, tree.Repeat):
             return self.repeat(owner, e)
         raise TypeError(f"unknown grammar node {e!r}")
@@ -134,39 +154,52 @@ class _Lowerer:
             seqs = class_sequences(complement(tuple(ranges)) if e.negated else ranges)
             if not seqs:
                 # An empty class matches nothing: a nonterminal without productions.
-                self.class_cache[key] = self.fresh(owner, [])
+                self.class_cache[key] = self.fresh(owner, [], "character class", e)
             elif len(seqs) == 1 and len(seqs[0]) == 1:
                 self.class_cache[key] = seqs[0][0]
             else:
-                self.class_cache[key] = self.fresh(owner, list(seqs))
+                self.class_cache[key] = self.fresh(owner, list(seqs), "character class", e)
         return [self.class_cache[key]]
 
-    def repeat(self, owner: str, e: tree.Repeat) -> list[Symbol]:
-        item = self.symbols(owner, e.item)
+    def repeat(self, owner: str, e: tree.Repeat) -> list[tuple[Symbol, Span | None]]:
+        pairs = self.symbols(owner, e.item)
+        item = [s for s, _ in pairs]
         if len(item) != 1:
-            item = [self.fresh(owner, [tuple(item)])]
-        head = item * e.min
+            item = [self.fresh(owner, [tuple(item)], "group", e.item, [tuple(sp for _, sp in pairs)])]
+            pairs = [(item[0], e.item.span)]
+        head = pairs * e.min  # the mandatory copies point at the item, the loop at the repetition
         if e.max is None:
             # X* as right recursion (star -> ε | X star): right recursion needs no
             # left-recursion removal later and keeps GNF tails short.
-            star = self.fresh(owner, [()])
+            star = self.fresh(owner, [()], "repetition", e)
             self.cfg.rules[star].append((item[0], star))
-            return head + [star]
+            self.cfg.symbol_spans[star].append((pairs[0][1], _span(e)))
+            return head + [(star, e.span)]
         tail: list[Symbol] = []
+        kind = "optional" if (e.min, e.max) == (0, 1) else "bounded repetition"
         for _ in range(e.max - e.min):  # X{0,k} = ε | X X{0,k-1}
-            tail = [self.fresh(owner, [(), tuple(item + tail)])]
-        return head + tail
+            tail = [self.fresh(owner, [(), tuple(item + tail)], kind, e, [(), (pairs[0][1],) + (e.span,) * len(tail)])]
+        return head + [(s, e.span) for s in tail]
+
+
+def _span(node: tree.Expr | None) -> Span | None:
+    return None if node is None else node.span
 
 
 def lower(ast: tree.GrammarAST) -> CFG:
     """Byte-level CFG with the same language as ``ast`` under XGrammar's semantics.
 
-    Rule names are kept; helper nonterminals are named ``rule@n``.
+    Rule names are kept; helper nonterminals are named ``rule@n``. ``cfg.origins`` maps
+    every nonterminal to the source construct it stands for (:mod:`.provenance`), and
+    ``cfg.symbol_spans`` gives each production symbol's span in the grammar text.
     """
-    cfg = CFG(start=ast.root)
-    lowerer = _Lowerer(cfg)
-    for name in ast.rules:
-        cfg.rules[name] = []
+    cfg = CFG(start=ast.root, text=ast.text)
+    lowerer = _Lowerer(cfg, ast.text)
     for name, rule in ast.rules.items():
-        cfg.rules[name] = lowerer.alternatives(name, rule.body)
+        cfg.rules[name] = []
+        cfg.origins[name] = origin_at(name, "rule", rule.span, ast.text)
+    for name, rule in ast.rules.items():
+        spanned = lowerer.spanned_alternatives(name, rule.body)
+        cfg.rules[name] = [rhs for rhs, _ in spanned]
+        cfg.symbol_spans[name] = [spans for _, spans in spanned]
     return cfg
