@@ -511,3 +511,51 @@ def test_errors_clear_when_the_action_succeeds(session):
     assert job.status == "done"
     assert [e.where for e in s.errors] == ["decoder"]  # classing's error went when classing worked
     assert s.is_current(s.classes_stamp) and s.is_current(s.timing_stamps["classing"])
+
+
+def test_decoder_status_always_ends_and_uses_the_sessions_classes(checker):
+    """Run N, Cancel and Reset each end in an outcome (never "decoding 8/8" left behind); a
+    failed step's error goes when decoding works; the decoder adopts its model's classes so the
+    session (status bar, Classes tab) names the same tokenizer; an edit marks the steps stale."""
+    pytest.importorskip("cfgzip_lab.decode")
+    from cfgzip_lab.widgets.decoder import DecoderPanel
+
+    s = WorkbenchSession(JSON_TEXT, checker=checker, tokenizer="llama3")
+    s.compile(xgrammar=False)
+    assert s.run_classing(wait=True).status == "done" and s.classes_stamp.tokenizer == "llama3"
+    panel = DecoderPanel(s, prompt="A cat as JSON.", top_k=3)
+    job = panel.run_steps(3, wait=True)
+    assert job.status == "done", s.errors
+    model_vocab = s.decoder_model[2]
+    assert s.tokenizer == model_vocab.name == s.classes_stamp.tokenizer == s.decoder_stamp.tokenizer
+    assert s.classes is panel.stepper.classes and s.is_current(s.timing_stamps["classing"])
+    assert f"classes: <b>{model_vocab.name}</b>" in panel.status.value
+    assert "done: 3 steps" in panel.status.value and "decoding" not in panel.status.value
+
+    panel.n.value = 500  # cancel a long run while it runs
+    job = panel.run_steps()
+    deadline = time.monotonic() + 120
+    while job.running and job.done < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    panel.cancel()
+    job.wait(120)
+    assert job.status in ("cancelled", "done")
+    assert ("cancelled at step" in panel.status.value) or ("stop token" in panel.status.value)
+
+    job = panel.run_steps(400)  # Reset while running: cancels, then back to the prompt
+    while job.running and job.done < 1 and time.monotonic() < deadline + 120:
+        time.sleep(0.05)
+    panel.reset()
+    assert not job.running and panel.results == [] and "reset: back to the prompt" in panel.status.value
+    assert "decoding" not in panel.status.value
+
+    s.record_error("decoder", WorkbenchError("an old failure"))
+    assert panel.error_box.value
+    panel.step()
+    assert panel.error_box.value == "" and not s.errors  # decoding works: the old box is gone
+    assert "step 1 done" in panel.status.value
+    s.set_text(JSON_TEXT + "\n# edited\n")
+    s.compile(xgrammar=False)
+    assert "out of date (made for grammar" in panel.status.value and "cfgzip-stale" in panel.status.value
+    s.close()
+    s.wait(30)

@@ -5,6 +5,11 @@ tokens the grammar allows, the chosen token, the text so far, the mask time of p
 XGrammar vs CFGzip, and a check mark when the two masks were bit-identical. The work is
 done by :class:`cfgzip_lab.decode.Stepper`; this panel only drives it and draws.
 
+The decoder's classes are the session's: when the classes in the session are for another
+tokenizer than the model's, the decoder classes the model's vocabulary and makes those the
+session's classes, so the status line, the Classes tab and the decoder name one tokenizer.
+Its status line always ends in an outcome: done, cancelled, stop token, or failed.
+
 The model runs on the GPU when there is one (device "auto"), else on the CPU. XGrammar is
 compiled inside the kernel here, so the panel first asks the XGrammar child process
 whether the grammar compiles at all (some grammars crash xgrammar 0.2.8).
@@ -22,7 +27,7 @@ from plotly.subplots import make_subplots
 
 from ._base import Panel
 from ._format import esc, fmt_seconds, show_bytes, table, token_label
-from .session import WorkbenchError
+from .session import Stamp, WorkbenchError
 
 __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
@@ -33,7 +38,9 @@ class DecoderPanel(Panel):
     """The step decoder. Public methods: :meth:`load_model`, :meth:`step`, :meth:`run_steps`,
     :meth:`rollback`, :meth:`reset`, :meth:`cancel`."""
 
-    error_sources = ("decoder", "load model", "run steps")
+    error_sources = ("decoder", "load model", "run steps", "decode")
+    #: the actions whose errors a working decode step proves fixed
+    _decode_actions = ("decoder", "run steps", "decode")
 
     def __init__(self, session, *, model: str = "smollm2", prompt: str = DEFAULT_PROMPT, top_k: int = 10) -> None:
         super().__init__(session)
@@ -41,6 +48,7 @@ class DecoderPanel(Panel):
         self.results: list = []  # StepResult of every step taken since the last reset
         self._stepper_key = None
         self._lock = threading.RLock()
+        self.outcome = ""  # how the last action ended: "done: 8 steps", "cancelled at step 3", …
 
         # Any local Hugging Face model folder works too (hf.load_model); the status line says
         # which device and dtype it was loaded with.
@@ -104,6 +112,8 @@ class DecoderPanel(Panel):
         )
         self.widget.add_class("cfgzip-decoder")
         session.on("job", self._show_job)
+        for topic in ("text", "grammar", "classes"):
+            session.on(topic, self._show_status)  # marks the steps out of date after an edit
         self._show_status()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -154,7 +164,7 @@ class DecoderPanel(Panel):
         model, tokenizer, vocab = self._ensure_model()
         key = (compiled.sha256, vocab.fingerprint, s.decoder_model_key)  # prompt, top-k: at Reset
         if self.stepper is None or self._stepper_key != key:
-            classes = s.classes_for(vocab, job)
+            classes = s.adopt_classes_for(vocab, job)
             self.stepper = Stepper(
                 model,
                 tokenizer,
@@ -169,6 +179,7 @@ class DecoderPanel(Panel):
             self.results = []
             s.decode_log = []
             s.decoder = self.stepper
+            s.decoder_stamp = Stamp(compiled.sha256, vocab.name)
             self._show_status()
         return self.stepper
 
@@ -176,10 +187,15 @@ class DecoderPanel(Panel):
 
     def step(self):
         """One constrained token: returns the StepResult and draws it."""
-        with self._lock:
-            stepper = self._ensure_stepper()
-            result = stepper.step()
-            self._record(result)
+        try:
+            with self._lock:
+                stepper = self._ensure_stepper()
+                result = stepper.step()
+                self._record(result)
+        except Exception as exc:
+            self._end(f"failed: {exc}")
+            raise
+        self._end("stop token: done" if result.terminated else f"step {len(self.results)} done")
         self._show(result)
         return result
 
@@ -201,6 +217,7 @@ class DecoderPanel(Panel):
                     self._show(result)
                 return out
 
+        self.outcome = ""
         job = self.session.start_job("decode", work)
         if wait:
             job.wait()
@@ -219,7 +236,13 @@ class DecoderPanel(Panel):
         return self.results[-1] if self.results else None
 
     def reset(self):
-        """Back to the prompt; a changed prompt, top-k, model or grammar is picked up here."""
+        """Back to the prompt; a changed prompt, top-k, model or grammar is picked up here.
+        A running Run N is cancelled first (it ends as "cancelled"), then the steps go."""
+        job = self.session.jobs.get("decode")
+        if job is not None and job.running:
+            job.cancel()
+            job.wait(60)  # a step takes at most one forward pass
+            job._cfgzip_reported = True  # Reset says how it ended, below
         with self._lock:
             self._stepper_key = None  # rebuild on the next step: picks up every setting
             if self.stepper is not None:  # session.decoder may still point at it
@@ -230,8 +253,13 @@ class DecoderPanel(Panel):
             self.stepper = None
             self.results = []
             self.session.decode_log = []
+            self.session.decoder_stamp = None
         self.session.emit("decoder")
         self._show(None)
+        self._end(
+            "reset: back to the prompt"
+            + (" (the running steps were cancelled)" if job and job.status == "cancelled" else "")
+        )
 
     def cancel(self) -> None:
         self.session.cancel("decode")
@@ -242,6 +270,7 @@ class DecoderPanel(Panel):
         return bool(self.results) and self.results[-1].terminated
 
     def _record(self, result) -> None:
+        self.session.clear_errors(*self._decode_actions)  # decoding works: an old failure is gone
         self.results.append(result)
         self.session.decode_log.append(
             {
@@ -257,11 +286,16 @@ class DecoderPanel(Panel):
         )
         self.session.emit("decoder")
 
+    def _end(self, outcome: str) -> None:
+        self.outcome = outcome
+        self._show_status()
+
     def _show_status(self) -> None:
         s = self.session
         model = s.decoder_model
+        outcome = f" · <b class='cfgzip-decoder-outcome'>{esc(self.outcome)}</b>" if self.outcome else ""
         if model is None:
-            self.status.value = '<span class="cfgzip-muted">no model loaded yet (Step loads it)</span>'
+            self.status.value = '<span class="cfgzip-muted">no model loaded yet (Step loads it)</span>' + outcome
             return
         m, _, vocab = model
         try:
@@ -270,19 +304,42 @@ class DecoderPanel(Panel):
         except (AttributeError, StopIteration):  # not a torch module, or one without parameters
             device = dtype = "?"
         classes = getattr(self.stepper, "classes", None)
-        k = f" · K = {classes.num_classes:,} classes" if classes is not None else ""
+        k = f" · classes: <b>{esc(vocab.name)}</b>, K = {classes.num_classes:,}" if classes is not None else ""
+        stale = ""
+        if self.results and not s.is_current(s.decoder_stamp):
+            note = s.stale_note(s.decoder_stamp)
+            stale = f' · <span class="cfgzip-warn cfgzip-stale">steps {esc(note)}: Reset to decode the current grammar</span>'
         took = s.timings.get("model_load")
         self.status.value = (
             f"model <b>{esc(self.model.value)}</b> on <b>{esc(device)}</b> in <b>{esc(dtype)}</b>"
-            f" · V = {vocab.vocab_size:,} tokens{k}" + (f" · loaded in {fmt_seconds(took)}" if took else "")
+            f" · V = {vocab.vocab_size:,} tokens{k}"
+            + (f" · loaded in {fmt_seconds(took)}" if took else "")
+            + outcome
+            + stale
         )
 
     def _show_job(self) -> None:
-        job = self.session.jobs.get("decode") or self.session.jobs.get("load model")
-        if job is not None and job.running:
+        decode, load = self.session.jobs.get("decode"), self.session.jobs.get("load model")
+        job = decode if decode is not None and decode.running else load if load is not None and load.running else None
+        if job is not None:
             self.status.value = f"{esc(job.message)} {job.done}/{job.total}" if job.total else f"{esc(job.message)}…"
-        elif job is not None and job.name == "load model" and job.status == "done":
-            self._show_status()
+            return
+        # Nothing runs: the last job's end is the outcome, said once (never "decoding 8/8" left behind).
+        last = max((j for j in (decode, load) if j is not None), key=lambda j: j.started, default=None)
+        if last is None or getattr(last, "_cfgzip_reported", False):
+            return
+        last._cfgzip_reported = True
+        if last.name == "load model":
+            self._end(
+                f"model loaded in {fmt_seconds(last.seconds)}" if last.status == "done" else f"load {last.status}"
+            )
+        elif last.status == "done":
+            steps = len(last.result or [])
+            self._end("stop token: done" if self._finished() else f"done: {steps} step{'s' * (steps != 1)}")
+        elif last.status == "cancelled":
+            self._end(f"cancelled at step {len(self.results)}")
+        else:
+            self._end(f"failed: {last.error.message if last.error else 'see the error below'}")
 
     def _show(self, result) -> None:
         if result is None:

@@ -640,6 +640,35 @@ class WorkbenchSession:
         )
         return result.classes
 
+    def adopt_classes_for(self, vocab, job: Job | None = None):
+        """The classes the decoder uses, made the session's own: the session's classes if they
+        are for ``vocab`` (the model's vocabulary), else built now (timed as *the* classing
+        time) and kept as the session's classes, so that the status line, the Classes tab and
+        the decoder always speak of one tokenizer's classes."""
+        compiled = self.require_grammar()
+        if self.classes is not None and self.classes_key == (compiled.sha256, vocab.fingerprint):
+            return self.classes
+        started = time.perf_counter()
+        result = build_classes(
+            compiled,
+            vocab,
+            progress=(lambda d, t: job.progress(d, t, f"classing {vocab.name}")) if job else None,
+            cancel=(lambda: job.cancelled) if job else None,
+        )
+        stamp = Stamp(compiled.sha256, vocab.name)
+        self.record_timing("classing", time.perf_counter() - started, stamp)
+        with self._lock:
+            self.vocab = vocab
+            self.tokenizer = vocab.name
+            self.classing = result
+            self.classes = result.classes
+            self.classes_key = (compiled.sha256, vocab.fingerprint)
+            self.classes_stamp = stamp
+            self.classes_source = "classing (for the decoder's model)"
+            self.timings.pop("cache_load", None)
+        self.emit("classes")
+        return result.classes
+
     # -- summaries --------------------------------------------------------------------
 
     def summary(self) -> dict:
