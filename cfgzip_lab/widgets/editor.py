@@ -284,7 +284,7 @@ class EditorPanel(Panel):
             return
         self.code_editor.diagnostics = marks
         buttons = []
-        for mark in marks:
+        for mark in sorted(marks, key=lambda m: (m["severity"] != "error", m["line"], m["column"])):  # errors first
             message = mark["message"]
             label = message if len(message) <= _JUMP_LABEL else message[: _JUMP_LABEL - 1] + "…"
             button = w.Button(

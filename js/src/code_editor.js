@@ -13,10 +13,10 @@
 import { basicSetup } from "codemirror";
 import { EditorState } from "@codemirror/state";
 import { EditorView, keymap } from "@codemirror/view";
-import { syntaxHighlighting } from "@codemirror/language";
+import { HighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import { indentWithTab } from "@codemirror/commands";
 import { lintGutter, setDiagnostics } from "@codemirror/lint";
-import { classHighlighter } from "@lezer/highlight";
+import { classHighlighter, tags } from "@lezer/highlight";
 import { ebnf } from "./ebnf.js";
 
 /** Document offset of (line, column), both 1-based, column in code points; clamped. */
@@ -44,6 +44,20 @@ function toLint(doc, d) {
   const severity = d.severity === "warning" ? "warning" : d.severity === "info" ? "info" : "error";
   return { from, to, severity, message: d.message, source: d.source || undefined };
 }
+
+// Colours for the tags ebnf.js emits. Given explicitly: basicSetup's default style is only a
+// fallback, which the classHighlighter below (stable tok-* classes for tests) would switch off.
+const colours = HighlightStyle.define([
+  { tag: tags.definition(tags.variableName), color: "#6f42c1", fontWeight: "bold" },
+  { tag: tags.variableName, color: "#005cc5" },
+  { tag: tags.string, color: "#032f62" },
+  { tag: tags.regexp, color: "#22863a" },
+  { tag: tags.comment, color: "#6a737d", fontStyle: "italic" },
+  { tag: tags.operator, color: "#d73a49" },
+  { tag: tags.number, color: "#e36209" },
+  { tag: tags.keyword, color: "#d73a49", fontWeight: "bold" },
+  { tag: tags.meta, color: "#6a737d" },
+]);
 
 function render({ model, el }) {
   let fromModel = false; // a change the model made: do not send it back
@@ -73,7 +87,8 @@ function render({ model, el }) {
         basicSetup,
         keymap.of([indentWithTab]), // Tab indents; Esc then Tab (or Ctrl-M) moves focus on
         ebnf,
-        syntaxHighlighting(classHighlighter), // stable tok-* classes beside the default colours
+        syntaxHighlighting(colours),
+        syntaxHighlighting(classHighlighter), // stable tok-* class names as well (tests, user CSS)
         lintGutter(),
         sync,
         EditorView.theme({
