@@ -52,7 +52,7 @@ def test_gnf_terminals_point_at_their_occurrence():
         (origin,) = gnf.origins[i]
         assert origin.kind == "terminal" and origin.rule in ("expr", "term")
     start = gnf.start
-    assert gnf.describe_symbol(start) == "the start of the grammar (rule root)"
+    assert gnf.describe_symbol(start) == "the whole grammar (rule root)"
     assert set(gnf.rules_of(start)) == {"root"}
 
 

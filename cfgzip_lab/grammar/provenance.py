@@ -93,7 +93,7 @@ def describe_origin(origin: Origin) -> str:
     if origin.kind == "rule":
         return f"rule {origin.rule}{where}"
     if origin.kind == "start":
-        return f"the start of the grammar (rule {origin.rule})"
+        return f"the whole grammar (rule {origin.rule})"
     if origin.kind == "left recursion":
         return f"the repeated tail of the left-recursive rule {origin.rule}{where}"
     what = f"{origin.kind} {origin.excerpt}" if origin.excerpt else origin.kind
