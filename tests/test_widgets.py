@@ -374,10 +374,62 @@ def test_timings_panel_from_decode_log(session):
     summary = step_summary(session)
     assert summary["speedup_median"] == pytest.approx(4.0) and summary["masks_identical"] == 5
     assert "4.00×" in panel.summary.value
+    assert panel.hist.layout.xaxis.type == "log" and panel.line.layout.yaxis.type == "log"
+
+
+def test_timings_axis_covers_every_series_and_shows_p90(session):
+    """Plain masks of 420 ms and CFGzip masks of 7 µs on one chart: the log axis holds both,
+    and the summary and table give median and p90 of each."""
+    from cfgzip_lab.widgets.timings import WHY_TIMES_DIFFER, TimingsPanel, step_summary
+
+    panel = TimingsPanel(session)
+    plain = [50e-6] * 8 + [0.42, 0.40]
+    session.decode_log = [
+        {"step": i + 1, "token_id": 1, "plain_s": p, "compressed_s": 7e-6, "identical": True}
+        for i, p in enumerate(plain)
+    ]
+    session.emit("decoder")
+    summary = step_summary(session)
+    assert summary["median_plain_us"] == pytest.approx(50.0)
+    assert summary["p90_plain_us"] == pytest.approx(float(np.percentile(np.array(plain) * 1e6, 90)))
+    assert max(panel.hist.data[0].x) == pytest.approx(420_000) and min(panel.hist.data[1].x) == pytest.approx(7.0)
+    assert panel.hist.layout.xaxis.type == "log" and panel.hist.layout.xaxis.range is None  # autorange: every box
+    assert "p90" in panel.summary.value and "p90 µs" in panel.quantiles.value
+    assert "neither applies the mask" in WHY_TIMES_DIFFER and "benchmark" in panel.why.value
+
+
+def test_pays_from_decode_steps_and_one_classing_time(session):
+    """'Does it pay?' with the session's real compile and classing times and decode medians."""
+    from cfgzip_lab.bench import break_even
+    from cfgzip_lab.widgets.timings import TimingsPanel, pays
+
+    s = session
+    s.compile(xgrammar=False)
+    assert s.run_classing(wait=True).status == "done"
+    panel = TimingsPanel(s)
+    assert pays(s) == [] and "step the decoder or run the benchmark" in panel.pays.value
+    assert s.classes.metadata["classing_seconds"] == round(s.timings["classing"], 4)  # one number
+    s.record_timing("compressed_compile", 0.05)
+    s.decoder_stamp = s.stamp
+    s.decode_log = [
+        {"step": i + 1, "token_id": 1, "plain_s": 400e-6, "compressed_s": 100e-6, "identical": True} for i in range(4)
+    ]
+    s.emit("decoder")
+    (verdict,) = pays(s)
+    one_off = s.timings["classing"] + sum(v for k, v in s.timings.items() if k.startswith("compile_")) + 0.05
+    assert verdict["one_off_s"] == pytest.approx(one_off)
+    assert verdict["tokens"] == break_even(one_off, 400e-6, 100e-6)
+    assert f"pays after {verdict['tokens']:,} tokens" in panel.pays.value
+    s.decode_log = [dict(r, compressed_s=900e-6) for r in s.decode_log]
+    s.emit("decoder")
+    assert pays(s)[0]["tokens"] == "never" and "never pays: 900.0 µs per step" in panel.pays.value
+    s.set_text(JSON_TEXT + "\n# edited\n")
+    s.emit("text")
+    assert pays(s) == [] and "out of date" in panel.pays.value  # the classing time is for the old text
 
 
 def test_batch_benchmark(checker):
-    from cfgzip_lab.widgets.timings import TimingsPanel
+    from cfgzip_lab.widgets.timings import TimingsPanel, pays
 
     s = WorkbenchSession(JSON_TEXT, checker=checker, tokenizer="smollm2")
     s.compile(xgrammar=False)
@@ -387,7 +439,16 @@ def test_batch_benchmark(checker):
     assert job.status == "done", s.errors
     assert [r["batch_size"] for r in panel.batch_results] == [1, 2]
     assert all(r["plain_us"] > 0 and r["compressed_us"] > 0 for r in panel.batch_results)
-    assert "speed-up" in panel.batch_output.value
+    assert all(r["plain_p90_us"] >= r["plain_us"] for r in panel.batch_results)
+    assert "speed-up" in panel.batch_output.value and f"K = {s.classes.num_classes:,}" in panel.batch_output.value
+    assert s.is_current(s.kept["benchmark"].stamp) and "cfgzip-stale" not in panel.batch_output.value
+    (compressed, native) = pays(s)  # per step from the benchmark's batch-1 medians
+    assert compressed["basis"] == "benchmark, batch 1" and compressed["parts"]["compile_s"] > 0
+    assert ("pays after" in panel.pays.value) or ("never pays" in panel.pays.value)
+    s.set_text(JSON_TEXT.replace("ws ::= [ \\n\\r\\t]*", "ws ::= [ \\n]*"))
+    s.compile(xgrammar=False)
+    assert "out of date (made for grammar" in panel.batch_output.value  # the old K is marked, not shown as current
+    assert pays(s) == []
 
 
 # ---------------------------------------------------------------------------------------- app

@@ -154,6 +154,8 @@ class DecoderPanel(Panel):
 
     def _ensure_stepper(self, job=None):
         from ..decode import Stepper
+        from ..engine import compile_engines
+        from .timings import record_compile
 
         s = self.session
         compiled = s.require_grammar()
@@ -165,6 +167,9 @@ class DecoderPanel(Panel):
         key = (compiled.sha256, vocab.fingerprint, s.decoder_model_key)  # prompt, top-k: at Reset
         if self.stepper is None or self._stepper_key != key:
             classes = s.adopt_classes_for(vocab, job)
+            # XGrammar's compile over the K classes, timed before the Stepper hits the cache
+            # (the compressed engine's one-off, for "does it pay?" in Timings).
+            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.sha256, vocab.name))
             self.stepper = Stepper(
                 model,
                 tokenizer,

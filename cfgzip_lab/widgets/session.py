@@ -577,6 +577,7 @@ class WorkbenchSession:
             # One classing time, reported everywhere (status line, Timings, report): the
             # wall time of build_classes as this job ran it.
             self.record_timing("classing", time.perf_counter() - started, stamp)
+            result.classes.metadata["classing_seconds"] = round(self.timings["classing"], 4)  # one number
             with self._lock:
                 self.vocab = vocab
                 self.classing = result
@@ -657,6 +658,7 @@ class WorkbenchSession:
         )
         stamp = Stamp(compiled.sha256, vocab.name)
         self.record_timing("classing", time.perf_counter() - started, stamp)
+        result.classes.metadata["classing_seconds"] = round(self.timings["classing"], 4)  # one number
         with self._lock:
             self.vocab = vocab
             self.tokenizer = vocab.name
