@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -331,9 +332,11 @@ def test_size_histogram_buckets():
 def test_export_cache_report_and_load(classed, tmp_path):
     from cfgzip_lab.widgets.export import ExportPanel
 
-    panel = ExportPanel(classed)
-    path = panel.export_cache(tmp_path / "classes.npz")
-    assert path.exists()
+    panel = ExportPanel(classed, folder=tmp_path)
+    path = panel.export_cache("classes.npz")  # relative: inside the export folder
+    assert path == tmp_path / "classes.npz" and path.exists()
+    assert (tmp_path / "classes.ebnf").read_text(encoding="utf-8") == classed.text  # the grammar beside it
+    assert "Use it in your code" in panel.snippet.value and str(path.resolve()) in panel.snippet.value
     before = classed.classes
     loaded = panel.load_cache(path)
     assert np.array_equal(loaded.class_of, before.class_of) and classed.classes_current
@@ -344,6 +347,23 @@ def test_export_cache_report_and_load(classed, tmp_path):
     assert report["dead_tokens"] == before.metadata["dead_tokens"]
     assert "compile_gnf" in report["timings_seconds"] and "classing" in report["timings_seconds"]
     assert report["xgrammar_version"] == "0.2.8"
+    assert report["grammar_source"] == "json"  # the provenance the status line shows
+    assert report["timings_seconds"]["classing"] == pytest.approx(
+        report["classes_metadata"]["classing_seconds"], abs=1e-4
+    )
+
+
+def test_exports_default_to_a_git_ignored_folder(checker):
+    from cfgzip_lab.widgets.export import ExportPanel, default_export_dir
+
+    folder = default_export_dir()
+    repo = Path(__file__).resolve().parents[1]
+    assert folder == repo / "exports"
+    panel = ExportPanel(WorkbenchSession("root ::= [a]\n", checker=checker))
+    assert panel._resolve(panel.cache_path.value).parent == folder
+    for name in ("cfgzip_classes.npz", "cfgzip_classes.ebnf", "cfgzip_report.json"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(folder / name)], cwd=repo)
+        assert ignored.returncode == 0, name
 
 
 def test_load_cache_for_another_grammar_fails_clearly(classed, checker, tmp_path):

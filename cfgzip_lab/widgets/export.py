@@ -1,9 +1,17 @@
-"""Export: save and load the class cache (``.npz`` + metadata), and a small JSON report."""
+"""Export: save and load the class cache (``.npz`` + metadata) with its grammar text beside it,
+a small JSON report, and the ten lines that use the cache in one's own generation code.
+
+Exports go to one folder, :func:`default_export_dir` (``exports/`` at the root of a source
+checkout, which ``.gitignore`` ignores; ``$CFGZIP_EXPORT_DIR`` when set): the workbench runs
+in ``notebooks/``, and a default that wrote there dirtied the repository. A relative path
+typed into a field is taken inside that folder.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -16,12 +24,70 @@ from ._base import Panel
 from ._format import esc
 from .session import WorkbenchError
 
-__all__ = ["ExportPanel", "build_report"]
+__all__ = ["ExportPanel", "build_report", "default_export_dir", "usage_snippet", "grammar_path_for"]
+
+EXPORT_DIR_ENV = "CFGZIP_EXPORT_DIR"
+
+
+def default_export_dir() -> Path:
+    """Where exports go: ``$CFGZIP_EXPORT_DIR``, else ``exports/`` at the root of the source
+    checkout this package runs from (git-ignored there), else ``./cfgzip_exports``."""
+    if os.environ.get(EXPORT_DIR_ENV):
+        return Path(os.environ[EXPORT_DIR_ENV]).expanduser()
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists() and (root / "pyproject.toml").is_file():
+        return root / "exports"
+    return Path.cwd() / "cfgzip_exports"
+
+
+def grammar_path_for(cache_path: str | Path) -> Path:
+    """The grammar text written beside a cache: ``name.npz`` → ``name.ebnf``."""
+    return Path(cache_path).with_suffix(".ebnf")
+
+
+def usage_snippet(
+    grammar_path: str | Path,
+    cache_path: str | Path,
+    *,
+    tokenizer: str = "smollm2",
+    prompt: str = "A cat as JSON:",
+    max_new_tokens: int = 16,
+) -> str:
+    """Ten lines of Python that load an exported cache and generate with it (transformers).
+
+    The model line loads SmolLM2 (offline) when the cache is for ``smollm2``; for another
+    tokenizer it names the model folder to fill in, since the classes fit only the
+    vocabulary they were built for (``load_classes`` checks it and says so).
+    """
+    if tokenizer == "smollm2":
+        model_line = 'model, tokenizer, vocab = cz.load_model("smollm2")  # or any HF folder with this vocabulary'
+    else:
+        model_line = (
+            f'model, tokenizer, vocab = cz.load_model("path/to/a/{tokenizer}/model")  # the classes are for {tokenizer}'
+        )
+    return "\n".join(
+        [
+            "import cfgzip_lab as cz",
+            "from transformers import LogitsProcessorList",
+            "",
+            f"text = open({str(grammar_path)!r}, encoding='utf-8').read()  # the grammar beside the cache",
+            model_line,
+            f"classes = cz.load_classes({str(cache_path)!r}, grammar_text=text, vocab=vocab)  # checked: same grammar, vocabulary",
+            "engines = cz.compile_engines(text, vocab, classes)",
+            "processor = cz.CompressedLogitsProcessor(engines)  # a transformers LogitsProcessor",
+            f"inputs = tokenizer({prompt!r}, return_tensors='pt').to(model.device)",
+            f"out = model.generate(**inputs, logits_processor=LogitsProcessorList([processor]), max_new_tokens={max_new_tokens}, do_sample=False)",
+            "print(tokenizer.decode(out[0, inputs['input_ids'].shape[1]:], skip_special_tokens=True))",
+        ]
+    )
 
 
 def build_report(session) -> dict:
-    """Grammar hash, tokenizer, counts and timings of a session, as plain JSON data."""
-    from .timings import step_summary
+    """Grammar source and hash, tokenizer, counts and timings of a session, as plain JSON data.
+
+    Timings are the ones measured for the current text and tokenizer; classing has one time
+    (``timings_seconds.classing``, the same number the status line and Timings show)."""
+    from .timings import pays, step_summary
 
     try:
         xgr_version = importlib.metadata.version("xgrammar")
@@ -38,12 +104,15 @@ def build_report(session) -> dict:
         },
     }
     report.update(session.summary())
-    report["timings_seconds"] = {k: round(v, 6) for k, v in session.timings.items()}
+    report["timings_seconds"] = {k: round(v, 6) for k, v in session.current_timings().items()}
     if session.classes is not None:
         report["classes_metadata"] = dict(session.classes.metadata)
     decode = step_summary(session)
-    if decode:
+    if decode and session.is_current(session.decoder_stamp):
         report["decode"] = decode
+    verdicts = pays(session)
+    if verdicts:
+        report["pays_after_tokens"] = {v["engine"]: (None if v["tokens"] == "never" else v["tokens"]) for v in verdicts}
     return report
 
 
@@ -53,9 +122,15 @@ class ExportPanel(Panel):
     error_sources = ("export cache", "load cache", "export report")
 
     def __init__(
-        self, session, *, cache_path: str = "cfgzip_classes.npz", report_path: str = "cfgzip_report.json"
+        self,
+        session,
+        *,
+        cache_path: str = "cfgzip_classes.npz",
+        report_path: str = "cfgzip_report.json",
+        folder: str | Path | None = None,
     ) -> None:
         super().__init__(session)
+        self.folder = Path(folder) if folder is not None else default_export_dir()
         self.cache_path = w.Text(value=cache_path, description="Cache", layout=w.Layout(width="420px"))
         self.cache_path.add_class("cfgzip-cache-path")
         self.report_path = w.Text(value=report_path, description="Report", layout=w.Layout(width="420px"))
@@ -69,50 +144,73 @@ class ExportPanel(Panel):
         )
         self.status = w.HTML()
         self.status.add_class("cfgzip-export-status")
+        self.snippet = w.HTML()
+        self.snippet.add_class("cfgzip-snippet")
         self.preview = w.HTML()
         self.preview.add_class("cfgzip-report-preview")
         self.widget = w.VBox(
             [
                 w.HTML(
                     "A class cache is one <code>.npz</code> (class_of, representatives, class kinds, JSON metadata; "
-                    "no pickle). Loading checks that it was built for this grammar text and tokenizer."
+                    "no pickle), saved with the grammar text beside it (<code>.ebnf</code>). Loading checks that it "
+                    f"was built for this grammar text and tokenizer. Relative paths are inside "
+                    f"<code>{esc(self.folder)}</code>."
                 ),
                 w.HBox([self.cache_path, save, load]),
                 w.HBox([self.report_path, report]),
                 self.status,
                 self.error_box,
+                self.snippet,
                 self.preview,
             ]
         )
         self.widget.add_class("cfgzip-export")
 
+    def _resolve(self, path: str | Path) -> Path:
+        path = Path(path).expanduser()
+        return path if path.is_absolute() else self.folder / path
+
     def export_cache(self, path: str | Path | None = None) -> Path:
+        """Save the classes and, beside them, the grammar text; show the snippet that uses both."""
         s = self.session
         if s.classes is None:
             raise WorkbenchError("no classes to save: run classing first")
         if not s.classes_current:
             raise WorkbenchError("the classes are for an older grammar text: run classing again before saving")
-        target = save_classes(s.classes, path or self.cache_path.value, grammar_text=s.text, vocab=s.vocab)
+        target = save_classes(
+            s.classes, self._resolve(path or self.cache_path.value), grammar_text=s.text, vocab=s.vocab
+        )
+        grammar = grammar_path_for(target)
+        grammar.write_text(s.text, encoding="utf-8")
         self.cache_path.value = str(target)
-        self.status.value = f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to <code>{esc(target.resolve())}</code>'
+        self.status.value = (
+            f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to '
+            f"<code>{esc(target.resolve())}</code> and the grammar to <code>{esc(grammar.resolve())}</code>"
+        )
+        code = usage_snippet(grammar.resolve(), target.resolve(), tokenizer=s.vocab.name)
+        self.snippet.value = (
+            "<b>Use it in your code</b> (transformers; the cache and grammar above):"
+            f'<pre class="cfgzip-code cfgzip-snippet-code" style="overflow:auto">{esc(code)}</pre>'
+        )
         return target
 
     def load_cache(self, path: str | Path | None = None):
         """Load a cache built for the current grammar and the picked tokenizer (checked)."""
         s = self.session
-        path = Path(path or self.cache_path.value).expanduser()
+        path = self._resolve(path or self.cache_path.value)
         s.require_grammar()
         meta_tokenizer = _peek_tokenizer(path) or s.tokenizer
         vocab = s.load_vocab(meta_tokenizer)
+        started = time.perf_counter()
         classes = load_classes(path, grammar_text=s.text, vocab=vocab)
-        s.set_classes(classes, vocab, str(path))
+        s.set_classes(classes, vocab, str(path), seconds=time.perf_counter() - started)
         self.status.value = (
             f'<span class="cfgzip-ok">loaded</span> {classes.num_classes:,} classes from <code>{esc(path)}</code>'
         )
         return classes
 
     def export_report(self, path: str | Path | None = None) -> Path:
-        target = Path(path or self.report_path.value).expanduser()
+        target = self._resolve(path or self.report_path.value)
         report = build_report(self.session)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")
