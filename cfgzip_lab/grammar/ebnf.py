@@ -29,9 +29,12 @@ The dialect, as XGrammar reads it:
   ``ExcludeToken(...)``, ``Regex(...)``: a macro name is always a call, never a rule
   reference. ``true``/``false`` are reserved words.
 
-cfgzip refuses (error) the macros, ``<...>`` token references and ``max_tokens``
-(see ``_REFUSED_BECAUSE``), and drops (warning) lookaheads and ``capture``, which
-leave the language alone or only restrict it. Code points above U+10FFFF and
+``Regex("...", json_string=true|false)`` (how XGrammar prints a JSON Schema ``pattern``) is
+lowered exactly by :mod:`.regex`; a regex XGrammar rejects, or a construct it gives a meaning
+cfgzip will not reproduce (a lookahead inside the regex, an anchor in the middle), is an error
+at its character in the text. cfgzip refuses (error) the other macros, ``<...>`` token
+references and ``max_tokens`` (see ``_REFUSED_BECAUSE``), and drops (warning) rule-level
+lookaheads ``(= ...)`` and ``capture``, which leave the language alone or only restrict it. Code points above U+10FFFF and
 repetition bounds above 2**31-1 are errors: XGrammar accepts them but silently
 produces a different grammar (an invalid code point, a wrapped 32-bit bound).
 Surrogate code points (``"\\uD800"``) are kept: XGrammar matches their 3-byte
@@ -49,6 +52,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from .diagnostics import Diagnostic, GrammarError, Severity, position_of
+from .regex import RegexError, regex_to_expr
 from .tree import (
     CharClass,
     Choice,
@@ -162,7 +166,6 @@ _REFUSED_BECAUSE = {
     "TokenTagDispatch": "it dispatches on token ids, not on bytes",
     "Token": "it matches token ids, not bytes",
     "ExcludeToken": "it excludes token ids, not bytes",
-    "Regex": "its regex dialect is compiled by XGrammar itself and is not parsed here",
     "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
 }
@@ -414,10 +417,18 @@ class _Builder(Transformer):
 
     def _decode(self, body: str, start: int, escapes: dict[str, str]) -> list[int]:
         """Code points of a string or class body; bad escapes are reported and skipped."""
-        out = []
+        return self._decode_located(body, start, escapes)[0]
+
+    def _decode_located(self, body: str, start: int, escapes: dict[str, str]) -> tuple[list[int], list[int]]:
+        """:meth:`_decode` plus the text offset where each code point is written, and one past
+        the last (so that an offset in the decoded string maps back into the grammar text)."""
+        out: list[int] = []
+        offsets: list[int] = []
         for match in _CHAR_RE.finditer(body):
             piece, at = match.group(), start + match.start()
             where = (at, at + len(piece))
+            del offsets[len(out) :]  # a skipped (bad) escape leaves no code point
+            offsets.append(at)
             if not piece.startswith("\\"):
                 out.append(ord(piece))
             elif piece[1:2] in escapes:
@@ -436,7 +447,9 @@ class _Builder(Transformer):
                 out.append(cp)
             else:
                 self._report(where, _bad_escape_message(piece, escapes))
-        return out
+        del offsets[len(out) :]
+        offsets.append(start + len(body))
+        return out, offsets
 
     def rule_ref(self, token: Token) -> RuleRef:
         span = self._span(token)
@@ -447,19 +460,67 @@ class _Builder(Transformer):
     def token_ref(self, token: Token) -> Literal:
         return self._refuse("<token>", self._span(token))
 
-    def macro_call(self, name: Token, *rest: Token | Tree) -> Literal:
+    def macro_call(self, name: Token, *rest: Token | Tree) -> Expr:
         # Rule names among the arguments still count as references, so that an undefined
         # one is reported and the rules a TagDispatch dispatches to are not called unreachable.
         tokens = [
             token for part in rest for token in (part.scan_values(_is_token) if isinstance(part, Tree) else [part])
         ]
+        closer = rest[-1]
+        assert isinstance(closer, Token)
+        span = self._span(name, closer)
+        if name.value == "Regex":
+            return self._regex(span, rest[1:-1])
         for token, following in zip(tokens, tokens[1:]):
             is_key = following.type == "EQUAL"  # loop_after_dispatch=..., excludes=...
             if token.type == "NAME" and not is_key and token.value not in _RESERVED_WORDS:
                 self._macro_refs.append(RuleRef(token.value, self._span(token)))
-        closer = rest[-1]
-        assert isinstance(closer, Token)
-        return self._refuse(f"{name.value}(...)", self._span(name, closer))
+        return self._refuse(f"{name.value}(...)", span)
+
+    def _regex(self, span: Span, args: tuple[Token | Tree, ...]) -> Expr:
+        """``Regex("pattern", json_string=true|false)``: checked as XGrammar's parser does, then
+        lowered exactly by :mod:`.regex`; a regex problem points at its character in the text."""
+        parts = [a.children[0] if isinstance(a, Tree) and len(a.children) == 1 else a for a in args]
+        arguments: list[list[Token | Tree]] = [[]]
+        for part in parts:
+            if isinstance(part, Token) and part.type == "COMMA":
+                arguments.append([])
+            else:
+                arguments[-1].append(part)
+        positional: list[Token | Tree] = []
+        json_string = False
+        for argument in arguments if parts else []:
+            if len(argument) == 3 and isinstance(argument[0], Token) and _token_type(argument[1]) == "EQUAL":
+                key, value = argument[0].value, argument[2]
+                if key != "json_string":
+                    self._report(span, f"Regex does not support the named argument {key}")
+                elif not (isinstance(value, Token) and value.value in _RESERVED_WORDS):
+                    self._report(span, "json_string must be a boolean (true or false)")
+                else:
+                    json_string = value.value == "true"
+            elif len(argument) == 1:
+                positional.append(argument[0])
+            else:
+                self._report(span, "Regex arguments are one string and json_string=true|false, separated by commas")
+                return Literal("", span)
+        if len(positional) != 1:
+            self._report(span, "Regex expects exactly one string argument")
+            return Literal("", span)
+        pattern = positional[0]
+        if not (isinstance(pattern, Token) and pattern.type == "STRING"):
+            self._report(span, "Regex pattern must be a string literal")
+            return Literal("", span)
+        start = self._span(pattern)[0] + 1
+        code_points, offsets = self._decode_located(pattern.value[1:-1], start, _STRING_ESCAPES)
+        try:
+            expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string)
+        except RegexError as error:
+            at = offsets[error.start] if error.start < len(offsets) else offsets[-1]
+            end = offsets[error.end] if error.end < len(offsets) else offsets[-1]
+            message = error.message if error.refused else f"XGrammar rejects this regex: {error.message}"
+            self._report((at, max(end, at + 1)), message)
+            return Literal("", span)
+        return _with_span(expr, span)
 
     def group(self, lpar: Token, *rest: Expr | Token) -> Expr:
         """The inner expression, its span widened to the parentheses; ``()`` is ε."""
@@ -564,6 +625,21 @@ class _Builder(Transformer):
 
 def _is_token(value: object) -> bool:
     return isinstance(value, Token)
+
+
+def _token_type(value: object) -> str | None:
+    return value.type if isinstance(value, Token) else None
+
+
+def _with_span(expr: Expr, span: Span) -> Expr:
+    """``expr`` and every node inside it located at ``span`` (the whole ``Regex(...)`` call)."""
+    if isinstance(expr, Sequence):
+        return Sequence(tuple(_with_span(e, span) for e in expr.items), span)
+    if isinstance(expr, Choice):
+        return Choice(tuple(_with_span(e, span) for e in expr.options), span)
+    if isinstance(expr, Repeat):
+        return Repeat(_with_span(expr.item, span), expr.min, expr.max, span)
+    return replace(expr, span=span)
 
 
 def _bad_escape_message(piece: str, escapes: dict[str, str]) -> str:

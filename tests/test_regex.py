@@ -1,0 +1,353 @@
+"""``Regex(...)`` lowered exactly: every claim about XGrammar's regex dialect is checked on a real
+``GrammarMatcher`` fed bytes, next to our pipeline (AST → byte CFG → GNF) on the same bytes.
+
+Tables pin the dialect feature by feature (classes, negated classes, ``.``, escapes, shorthands,
+quantifiers, lazy ones, alternation, groups, anchors, unicode, ``json_string``, ``(?i)``); the
+errors and refusals table checks that XGrammar rejects what we call an error and accepts what
+we refuse; hypothesis then draws random patterns and strings and compares the verdicts; and a
+random constrained walk compares the compressed engine's masks with plain XGrammar's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+import xgrammar
+from grammar_tools import earley_accepts, mutations, sample, xgrammar_matcher, xgrammar_matches
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cfgzip_lab.grammar.diagnostics import GrammarError
+from cfgzip_lab.grammar.ebnf import REFUSAL, check_ebnf, parse_ebnf
+from cfgzip_lab.grammar.regex import RegexError, regex_to_expr
+from cfgzip_lab.pipeline import build_classes, compile_grammar
+from cfgzip_lab.verify import verify_lossless
+from cfgzip_lab.vocab import vocab_from_bytes
+
+REFUSED_PREFIX = REFUSAL.split("{what}")[0]
+
+
+def regex_grammar(pattern: str, json_string: bool = False) -> str:
+    """``root ::= Regex("pattern")``: json.dumps escapes exactly what an EBNF string needs here."""
+    return f"root ::= Regex({json.dumps(pattern, ensure_ascii=False)}{', json_string=true' if json_string else ''})"
+
+
+def as_bytes(s: str | bytes) -> bytes:
+    return s if isinstance(s, bytes) else s.encode("utf-8", "surrogatepass")
+
+
+def both_verdicts(text: str, strings: list[str | bytes]) -> list[tuple[bytes, bool, bool]]:
+    """(string, XGrammar's verdict, ours) for every string: full match on both sides."""
+    matcher = xgrammar_matcher(text)
+    gnf = compile_grammar(text).gnf
+    return [(as_bytes(s), xgrammar_matches(matcher, as_bytes(s)), gnf.accepts(as_bytes(s))) for s in strings]
+
+
+# ---- the dialect, feature by feature -----------------------------------------------------------
+
+# pattern, json_string, accepted, rejected: each string checked on XGrammar and on our GNF.
+pattern__json_string__accepted__rejected = [
+    # literals and unicode: code points matched as UTF-8
+    ("abc", False, ["abc"], ["ab", "abcd", "ABC"]),
+    ("é中😀", False, ["é中😀"], [b"\xc3", "é中"]),
+    # classes, ranges, negation (over all code points, surrogates included, as XGrammar)
+    ("[a-c]", False, ["a", "b", "c"], ["d", "", "ab"]),
+    ("[é-ë]", False, ["é", "ê", "ë"], ["e", b"\xc3"]),
+    ("[^a]", False, ["b", "é", "😀", "\n", "\ud800"], ["a", "", b"\xff", b"\xc3"]),
+    ("[a-c-e]", False, ["b", "-", "e"], ["d"]),
+    ("[a-]", False, ["a", "-"], ["b"]),
+    ("[-a]", False, ["a", "-"], ["b"]),
+    ("[[]", False, ["["], ["]"]),
+    ("[\\]]", False, ["]"], ["\\"]),
+    ("[\\d-z]", False, ["5", "-", "z"], ["a"]),
+    ("[\\w\\-.]", False, ["a", "_", "-", "."], [" ", "é"]),
+    ("[\\s\\S]", False, ["a", "\n", "é"], [""]),
+    ("[^\\s]", False, ["a", "\xa0"], [" ", "\t", "\x0b"]),
+    ("[\\b]", False, ["\b"], ["b"]),
+    ("[.]", False, ["."], ["a"]),
+    ("[$^]", False, ["$", "^"], ["a"]),
+    ("[\\x41-\\x43]", False, ["A", "B", "C"], ["D"]),
+    ("[\\u00e0-\\u00ff]", False, ["é", "ÿ"], ["ā", b"\xe9"]),
+    # '.' is any code point, newline included
+    (".", False, ["a", "\n", "é", "😀", "\x00", "\U0010ffff"], ["", "ab", b"\xff", b"\xc0\x80", b"\xf4\x90\x80\x80"]),
+    # shorthand escapes as XGrammar reads them: \s is [\t-\r ] only
+    ("\\d", False, ["0", "9"], ["a", "٣"]),
+    ("\\D", False, ["a", "é"], ["5"]),
+    ("\\w", False, ["a", "Z", "_", "0"], ["é", "-"]),
+    ("\\W", False, ["é", " ", "-"], ["a", "_"]),
+    ("\\s", False, [" ", "\t", "\n", "\x0b", "\x0c", "\r"], ["\xa0", "\u2028", "\u3000", "a"]),
+    ("\\S", False, ["a", "\xa0", "\u2028"], [" ", "\n"]),
+    # single escapes
+    ("\\t\\n\\r\\f\\v\\0\\a\\e", False, ["\t\n\r\f\v\0\a\x1b"], ["tnrfv0ae"]),
+    ("\\x41\\u00e9\\u{1F600}", False, ["Aé😀"], ["x41"]),
+    ("\\cJ\\cj", False, ["\n\n"], ["JJ"]),
+    ("\\012", False, ["\x0012"], ["\n"]),
+    ("\\U0041", False, ["U0041"], ["A"]),
+    ("\\q\\/\\-\\.\\'\\\"", False, ["q/-.'\""], []),
+    # quantifiers, lazy ones (same language), stacked ones, spaces in braces
+    ("a*", False, ["", "a", "aaaa"], ["b"]),
+    ("a+", False, ["a", "aa"], [""]),
+    ("a?", False, ["", "a"], ["aa"]),
+    ("a{2}", False, ["aa"], ["a", "aaa"]),
+    ("a{2,}", False, ["aa", "aaaaa"], ["a"]),
+    ("a{1,3}", False, ["a", "aaa"], ["", "aaaa"]),
+    ("a{ 1 , 2 }", False, ["a", "aa"], ["aaa"]),
+    ("a{0}", False, [""], ["a"]),
+    ("a{0,0}b", False, ["b"], ["ab"]),
+    ("a*?b+?c??d{1,2}?", False, ["bd", "abbcdd"], ["acd"]),
+    ("a**", False, ["", "aaa"], ["b"]),
+    ("a{2}{3}", False, ["a" * 6], ["aa", "a" * 5]),
+    ("(ab){2,}", False, ["abab", "ababab"], ["ab", "aba"]),
+    ("a{200}", False, ["a" * 200], ["a" * 199, "a" * 201]),
+    # alternation and groups, empty branches
+    ("a|b|", False, ["a", "b", ""], ["ab"]),
+    ("|", False, [""], ["a"]),
+    ("()", False, [""], ["a"]),
+    ("(|a)b", False, ["b", "ab"], ["a"]),
+    ("(a|)*", False, ["", "aaa"], ["b"]),
+    ("(?:ab|cd)e", False, ["abe", "cde"], ["ab"]),
+    ("(?<n>a)(?P<m>b)", False, ["ab"], ["a"]),
+    ("x(a|b(c|d))*", False, ["x", "xa", "xbc", "xabd"], ["xb"]),
+    # anchors at the ends add nothing
+    ("^ab$", False, ["ab"], ["", "a"]),
+    ("^^a$$", False, ["a"], ["aa"]),
+    ("^a$|^b$", False, ["a", "b"], ["ab"]),
+    ("a|^b", False, ["a", "b"], ["ab"]),
+    ("$", False, [""], ["a"]),
+    # (?i) at the very start: ASCII letters only, before negation
+    ("(?i)ab", False, ["ab", "AB", "aB"], ["ac"]),
+    ("(?i)[a-c]", False, ["B", "b"], ["d"]),
+    ("(?i)[^a]", False, ["b"], ["a", "A"]),
+    ("(?i)\\x41é", False, ["aé", "Aé"], ["AÉ"]),
+    # json_string: no control character, '"' or '\\' anywhere, and no escapes either
+    (".", True, ["a", "é", "\x7f"], ["\n", '"', "\\", "\x1f", "\x00"]),
+    ("..", True, ["ab"], ['\\"', "\\n", "\\\\"]),
+    ('a"b|c', True, ["c"], ['a"b', 'a\\"b']),
+    ("[^x]*", True, ["", "abc", "é"], ['"', "\\", "\n", "x"]),
+    ("\\d+", True, ["12"], ["", "a"]),
+    ("[\\s\\S]", True, ["a", " "], ["\n", "\t", '"']),
+    ("(?i)\\\\?[a-z]", True, ["A", "z"], ["\\a"]),
+]
+
+
+@pytest.mark.parametrize(
+    "pattern, json_string, accepted, rejected",
+    pattern__json_string__accepted__rejected,
+    ids=[f"{i}:{row[0]}{'/json' if row[1] else ''}" for i, row in enumerate(pattern__json_string__accepted__rejected)],
+)
+def test_pattern__json_string__accepted__rejected(pattern, json_string, accepted, rejected):
+    text = regex_grammar(pattern, json_string)
+    for data, xgrammar_says, we_say in both_verdicts(text, accepted + rejected):
+        expected = data in {as_bytes(s) for s in accepted}
+        assert xgrammar_says == expected, f"XGrammar on {data!r}: the table is wrong"
+        assert we_say == expected, f"cfgzip on {data!r}"
+
+
+def test_regex_amid_other_elements():
+    text = 'root ::= "<" Regex("b+") (Regex("[0-9]{2}", json_string=true) | "x") ">"'
+    strings = ["<b12>", "<bbx>", "<>", "<b1>", "<bx", '<b"1>']
+    for data, xgrammar_says, we_say in both_verdicts(text, strings):
+        assert xgrammar_says == we_say, data
+
+
+def test_regex_to_expr_builds_the_ast():
+    expr = regex_to_expr("ab[0-9]{2,}")
+    assert expr.items[0].text == "ab"
+    assert (expr.items[1].min, expr.items[1].max, expr.items[1].item.ranges) == (2, None, ((48, 57),))
+
+
+# ---- errors (XGrammar rejects too) and refusals (XGrammar gives them a meaning we won't) --------
+
+pattern__message__refused = [
+    ("a(", "parenthesis is not closed", False),
+    ("a)", "Unmatched '\\)'", False),
+    ("]", "Unmatched '\\]'", False),
+    ("[a", "Unclosed '\\['", False),
+    ("[]", "Empty character class", False),
+    ("[^]", "Empty character class", False),
+    ("[]a]", "Empty character class", False),
+    ("*", "nothing to repeat before '\\*'", False),
+    ("+a", "nothing to repeat", False),
+    ("a|?", "nothing to repeat", False),
+    ("(*)", "nothing to repeat", False),
+    ("^*", "nothing to repeat", False),
+    ("{", "nothing to repeat before the repetition", False),
+    ("a{", "expected a number", False),
+    ("a{,2}", "expected a number", False),
+    ("a{1", "expected ',' or '}'", False),
+    ("a{1,2", "expected '}' after the upper bound", False),
+    ("a{2,1}", "lower bound 2 is larger than the upper bound 1", False),
+    ("a{1000000000}", "too large", False),
+    ("\\", "trailing backslash", False),
+    ("\\b", "Word boundary", False),
+    ("\\B", "Word boundary", False),
+    ("\\1", "Backreference", False),
+    ("\\k<a>", "Backreference", False),
+    ("\\p{L}", "Unicode property", False),
+    ("\\x4", "two hexadecimal digits", False),
+    ("\\u12", "four hexadecimal digits", False),
+    ("\\u{}", "one to six", False),
+    ("\\u{110000}", "beyond the Unicode range", False),
+    ("\\c1", "followed by a letter", False),
+    ("[a-\\d]", "range endpoint", False),
+    ("[z-a]", "lower bound exceeds", False),
+    ("(?", "not finished", False),
+    ("(?x)a", "Unsupported group modifier", False),
+    ("a(?i)b", "Unsupported group modifier", False),
+    ("(?<=a)b", "Lookbehind", False),
+    ("(?<!a)b", "Lookbehind", False),
+    ("(?<n-x>a)", "Invalid named capturing group", False),
+    ("(?<>a)", "Invalid named capturing group", False),
+    # refused: XGrammar accepts these with a meaning the pattern does not have
+    ("a(?=b)b", "lookahead", True),
+    ("(?!a)b", "lookahead", True),
+    ("a^b", "anchor '\\^'", True),
+    ("a$b", "anchor '\\$'", True),
+    ("(^a)", "anchor '\\^'", True),
+    ("(a$)|b", "anchor '\\$'", True),
+    ("a$*", "anchor '\\$'", True),
+]
+
+
+@pytest.mark.parametrize(
+    "pattern, message, refused", pattern__message__refused, ids=[row[0] for row in pattern__message__refused]
+)
+def test_pattern__message__refused(pattern, message, refused):
+    with pytest.raises(RegexError, match=message) as info:
+        regex_to_expr(pattern)
+    assert info.value.refused == refused
+    text = regex_grammar(pattern)
+    try:
+        xgrammar_matcher(text)
+        xgrammar_takes_it = True
+    except Exception:  # noqa: BLE001 - XGrammar raises RuntimeError
+        xgrammar_takes_it = False
+    assert xgrammar_takes_it == refused, "an error must be XGrammar's too; a refusal must be ours alone"
+
+
+def test_a_regex_error_points_at_its_character_in_the_grammar_text():
+    text = 'root ::= "x"\n  | Regex("ab\\\\u00e9[z-a]")'
+    (diagnostic,) = check_ebnf(text)
+    assert (diagnostic.line, diagnostic.column) == (2, 21)  # the '[' after "ab", the escaped "\\" and "u00e9"
+    assert diagnostic.message.startswith("XGrammar rejects this regex: Invalid character range")
+    with pytest.raises(GrammarError):
+        parse_ebnf(text)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ('Regex("a", foo=true)', "named argument foo"),
+        ('Regex("a", json_string=1)', "must be a boolean"),
+        ("Regex()", "exactly one string"),
+        ('Regex("a", "b")', "exactly one string"),
+        ("Regex(1)", "must be a string literal"),
+    ],
+)
+def test_regex_macro_arguments__message(call, message):
+    errors = [d.message for d in check_ebnf(f"root ::= {call}") if d.severity == "error"]
+    assert errors and message in errors[0], errors
+    with pytest.raises(Exception):  # noqa: B017 - XGrammar raises RuntimeError
+        xgrammar.Grammar.from_ebnf(f"root ::= {call}")
+
+
+def test_refusals_use_the_shared_refusal_prefix():
+    for text in (regex_grammar("a(?=b)b"), regex_grammar("a^b")):
+        (diagnostic,) = check_ebnf(text)
+        assert diagnostic.message.startswith(REFUSED_PREFIX)
+
+
+# ---- random patterns and strings ---------------------------------------------------------------
+
+FRAGMENTS = [
+    "a", "b", "é", "中", "0", "1", ".", "[a-c]", "[^a]", "[é-ë]", "[\\d_]", "[a-]", "\\d", "\\D", "\\w", "\\W",
+    "\\s", "\\S", "\\n", "\\x41", "\\u00e9", "\\.", "\\\\", '"', "*", "+", "?", "??", "{2}", "{1,2}", "{0,}", "{,1}",
+    "(", ")", "(?:", "|", "^", "$", "[", "]", "{", "}", "-", " ",
+]  # fmt: skip
+ALPHABET = ["a", "b", "c", "é", "ê", "中", "0", "1", "_", "-", ".", "A", "\n", " ", '"', "\\", "\x00"]
+
+
+@st.composite
+def patterns(draw) -> tuple[str, bool]:
+    return "".join(draw(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=8))), draw(st.booleans())
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(patterns(), st.randoms(use_true_random=False))
+def test_random_patterns_agree_with_xgrammar(pattern_json, rng: random.Random):
+    """Error ⇔ XGrammar error (refusals aside); otherwise the same verdict, whole string and
+    prefix, on enumerated strings, sampled sentences (every prefix) and their mutations."""
+    pattern, json_string = pattern_json
+    text = regex_grammar(pattern, json_string)
+    try:
+        regex_to_expr(pattern, json_string=json_string)
+        ours = None
+    except RegexError as error:
+        ours = error
+    try:
+        matcher = xgrammar_matcher(text)
+    except Exception:  # noqa: BLE001
+        assert ours is not None and not ours.refused, f"XGrammar rejects {pattern!r}; we accept it"
+        return
+    if ours is not None:
+        assert ours.refused, f"XGrammar accepts {pattern!r}; we reject it: {ours}"
+        return
+    strings = [as_bytes("".join(p)) for n in range(3) for p in itertools.product(ALPHABET, repeat=n)]
+    try:
+        compiled = compile_grammar(text)
+    except GrammarError as error:  # json_string took every character: XGrammar must match nothing
+        assert "is empty" in str(error)
+        assert not any(xgrammar_matches(matcher, data) for data in strings)
+        return
+    alphabet = bytes(sorted({b for s in ALPHABET for b in as_bytes(s)}))
+    for _ in range(3):
+        try:
+            data = as_bytes(sample(compiled.ast, rng, free_depth=3))
+        except (AssertionError, IndexError):  # the sampler cannot pick from an empty class
+            break
+        strings += [data[:k] for k in range(len(data) + 1)] + mutations(data, rng, alphabet, 4)
+    for data in strings:
+        matcher.reset()
+        prefix_ok = bool(matcher.accept_string(data)) if data else True
+        full_ok = prefix_ok and matcher.is_terminated()
+        assert (compiled.gnf.accepts(data, prefix=True), compiled.gnf.accepts(data)) == (prefix_ok, full_ok), data
+        if len(data) <= 6:
+            assert earley_accepts(compiled.cfg, data) == full_ok, data
+
+
+# ---- the compressed engine against plain XGrammar on regex grammars ---------------------------
+
+TOKENS = [
+    *"abcxyz019-_.@ \"\\\n", "ab", "abc", "xy", "01", "19", "a1", "1a", "@x", "x.", ".y", "\"a", "a\"",
+    "é", "中", "é1", "\xa0",
+]  # fmt: skip
+VOCAB = vocab_from_bytes(
+    [t.encode() for t in TOKENS] + [b"\xc3", b"\xa9", b""], stop_ids=[len(TOKENS) + 2], name="regex-toy"
+)
+
+REGEX_GRAMMARS = [
+    regex_grammar("[a-c]+[0-9]{1,2}(x|yz)?"),
+    regex_grammar("(?i)[a-z_]\\w*(-\\d+)*"),
+    regex_grammar("[^\\s@]+@[^\\s@]+\\.[a-z]{2,3}", json_string=True),
+    regex_grammar(".{1,3}", json_string=True),
+    'root ::= "\\"" Regex("^\\\\d{2}-[a-c]+$", json_string=true) "\\"" | Regex("é*1")',
+]
+
+
+@pytest.mark.parametrize("text", REGEX_GRAMMARS)
+def test_compressed_masks_equal_xgrammar_on_regex_grammars(text):
+    compiled = compile_grammar(text)
+    classes = build_classes(compiled, VOCAB).classes
+    report = verify_lossless(text, VOCAB, classes, walks=8, steps=12, seed=1)
+    assert report.ok, report.first_mismatch
+    assert report.steps_checked > 8
+
+
+def test_surrogates_in_a_regex_class_follow_xgrammar():
+    # XGrammar matches a surrogate code point as its 3-byte encoding, like EBNF classes.
+    text = regex_grammar("[\\ud7ff-\\ue000]")
+    for data, xgrammar_says, we_say in both_verdicts(text, ["\ud7ff", "\ud800", "\udfff", "\ue000", "a"]):
+        assert xgrammar_says == we_say, data
