@@ -72,6 +72,8 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
         if origin is None:
             raise
         raise origin.remap_error(error) from None
+    if origin is not None:
+        ast.warnings = origin.user_diagnostics(ast.warnings)
     t1 = time.perf_counter()
     cfg = lower(ast)
     t2 = time.perf_counter()

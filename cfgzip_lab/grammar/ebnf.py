@@ -69,6 +69,7 @@ from .tree import (
 __all__ = [
     "parse_ebnf",
     "check_ebnf",
+    "decode_ebnf_string",
     "XGRAMMAR_MACROS",
     "MAX_REPEAT_BOUND",
     "REFUSAL",
@@ -296,6 +297,21 @@ def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
     rules = _check_rules(text, root, definitions, broken_names, diagnostics)
     diagnostics.sort(key=lambda d: (d.line, d.column))
     return GrammarAST(rules=rules, root=root, text=text), diagnostics
+
+
+def decode_ebnf_string(body: str) -> str:
+    """The text of an EBNF string literal's body (between the quotes), as XGrammar reads it;
+    a bad escape is dropped (the front end reports it where it matters)."""
+    out = []
+    for match in _CHAR_RE.finditer(body):
+        piece = match.group()
+        if not piece.startswith("\\"):
+            out.append(piece)
+        elif piece[1:2] in _STRING_ESCAPES:
+            out.append(_STRING_ESCAPES[piece[1]])
+        elif len(piece) > 2 and int(piece[2:], 16) <= _MAX_CODE_POINT:
+            out.append(chr(int(piece[2:], 16)))
+    return "".join(out)
 
 
 def _rule_chunks(text: str) -> list[tuple[int, int]]:

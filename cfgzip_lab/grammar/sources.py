@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from .diagnostics import Diagnostic, GrammarError, position_of
+from .ebnf import decode_ebnf_string
 
 __all__ = ["GrammarSource", "to_ebnf", "detect_kind", "KINDS"]
 
@@ -61,24 +62,72 @@ class GrammarSource:
     name: str | None = None
     _pieces: list[_Piece] = field(default_factory=list, repr=False)
 
-    def remap(self, diagnostic: Diagnostic) -> Diagnostic:
-        """A diagnostic about ``ebnf`` moved to where its cause is in ``text`` (GBNF only).
+    def remap(self, diagnostic: Diagnostic) -> Diagnostic | None:
+        """A diagnostic about ``ebnf`` moved to where its cause is in ``text``.
 
-        For JSON Schema (and plain EBNF) the diagnostic is returned as is: XGrammar's printed
-        EBNF has no position map back into the schema.
+        GBNF: through the conversion's position map. JSON Schema: a diagnostic inside a
+        ``Regex("...")`` call moves to that pattern's string in the schema (to the very
+        character when the schema spells the pattern as ``json.dumps`` would); any other is
+        about XGrammar's own rules and has no place in the schema: None. EBNF: unchanged.
         """
-        if not self._pieces or diagnostic.span is None:
-            return diagnostic
-        start = self._src_offset(diagnostic.span[0])
-        end = max(start, self._src_offset(diagnostic.span[1]))
+        if diagnostic.span is None or self.kind == "ebnf":
+            return diagnostic if self.kind != "json_schema" else None
+        if self.kind == "json_schema":
+            start = self._schema_offset(diagnostic.span[0])
+            if start is None:
+                return None
+            end = start + 1
+        else:
+            start = self._src_offset(diagnostic.span[0])
+            end = max(start, self._src_offset(diagnostic.span[1]))
         line, column = position_of(self.text, start)
         return replace(diagnostic, line=line, column=column, span=(start, end))
 
     def remap_error(self, error: GrammarError) -> GrammarError:
-        """The same error with every diagnostic moved into ``text`` (see :meth:`remap`)."""
-        if not self._pieces:
+        """The same error with its diagnostics moved into ``text`` (see :meth:`remap`); left in
+        EBNF terms (with the EBNF as its text) when an error cannot be placed in ``text``."""
+        if self.kind == "ebnf":
             return error
-        return GrammarError([self.remap(d) for d in error.diagnostics], self.text, error.source)
+        moved = [self.remap(d) for d in error.diagnostics]
+        if any(m is None for m, d in zip(moved, error.diagnostics) if d.severity == "error"):
+            return error
+        return GrammarError([m for m in moved if m is not None], self.text, error.source)
+
+    def user_diagnostics(self, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+        """Warnings of the EBNF stage, in the user's terms: remapped; for a schema, those about
+        XGrammar's own rules (unreachable helpers, dropped lookaheads) become one note."""
+        moved = [self.remap(d) for d in diagnostics]
+        dropped = sum(m is None for m in moved)
+        if dropped:
+            self.notes.append(
+                f"{dropped} warnings about XGrammar's generated rules not shown (unreachable helper rules, "
+                "rule lookaheads dropped: they only restrict the language, and verify checks the classes)"
+            )
+        return [m for m in moved if m is not None]
+
+    def _schema_offset(self, ebnf_offset: int) -> int | None:
+        """Where the schema writes the pattern of the ``Regex`` call around ``ebnf_offset``."""
+        for match in _REGEX_CALL.finditer(self.ebnf):
+            body_start = match.start("body")
+            if not match.start() <= ebnf_offset <= match.end():
+                continue
+            pattern = decode_ebnf_string(match.group("body"))
+            before = decode_ebnf_string(match.group("body")[: max(0, ebnf_offset - body_start)])
+            for literal in _JSON_STRING.finditer(self.text):
+                try:
+                    value = json.loads(literal.group())
+                except json.JSONDecodeError:
+                    continue
+                if value != pattern:
+                    continue
+                inner = literal.start() + 1
+                if literal.group()[1:-1] == json.dumps(pattern, ensure_ascii=False)[1:-1] and pattern.startswith(
+                    before
+                ):
+                    return inner + len(json.dumps(before, ensure_ascii=False)) - 2
+                return inner
+            return None
+        return None
 
     def _src_offset(self, out: int) -> int:
         starts = [p.out_start for p in self._pieces]
@@ -134,6 +183,11 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
     if kind == "gbnf":
         return _GbnfConverter(text, source, name).convert()
     raise ValueError(f"unknown grammar kind {kind!r}: expected 'auto' or one of {', '.join(KINDS)}")
+
+
+# A Regex macro call in XGrammar's printed EBNF, and a JSON string literal in a schema.
+_REGEX_CALL = re.compile(r'Regex\(\s*"(?P<body>(?:[^"\\\r\n]|\\[^\r\n])*)"[^)\r\n]*\)')
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 # ---- JSON Schema ------------------------------------------------------------------------------
