@@ -608,3 +608,46 @@ def test_xgrammar_mask_bug_is_reported_apart():
         engines, candidate=native.matcher, walks=3, steps=4, seed=0, allow_xgrammar_disagreements=True
     )
     assert allowed.ok and allowed.xgrammar_disagreements > 0
+
+
+@pytest.mark.parametrize("path", [p for p in BUNDLED if bundled_samples(p)], ids=grammar_id)
+def test_the_walks_step_builds_the_displacers_states(toy, path):
+    """The walker's specialised byte step (:meth:`StateWalker._make_step`) gives the states that
+    :meth:`Displacer.step` gives, node for node: the same bytes run from the start state in a second,
+    independent compile of the grammar (its own word store) with the displacer's step, the walker's
+    states re-interned into that store. Every prefix of the sample documents, plus every other byte
+    tried once at each position (rejected or not)."""
+    from cfgzip_lab.classes.displacement import Displacer
+    from cfgzip_lab.grammar.words import EMPTY, EPSILON
+
+    text = path.read_text(encoding="utf-8")
+    _, native = _build(text, toy)
+    walker = native.walker
+    other = compile_grammar(text).gnf
+    assert other.store is not walker.store
+    ref = Displacer(other)
+    ref_store = other.store
+    start = ref_store.word((other.start,))
+    ref_state = ref_store.union(start, EPSILON) if other.accepts_empty else start
+    copied: dict[int, int] = {EMPTY: EMPTY, EPSILON: EPSILON}
+
+    def copy(node: int) -> int:
+        got = copied.get(node)
+        if got is None:
+            accepts, edges = walker.store.nodes[node]
+            got = copied[node] = ref_store.make(accepts, tuple((s, copy(c)) for s, c in edges))
+        return got
+
+    state, tried = walker.initial, 0
+    assert copy(state) == ref_state
+    atoms = list(range(walker.displacer.num_atoms))
+    for doc in bundled_samples(path)[:2]:
+        data = doc.read_bytes()[:400].translate(walker.displacer.atom_table)
+        state, ref_state = walker.initial, copy(walker.initial)
+        for a in data:
+            for b in atoms[::7]:  # other bytes from here: accepted or rejected alike
+                tried += 1
+                assert copy(walker._step(state, b)) == ref.step(ref_state, b)
+            state, ref_state = walker._step(state, a), ref.step(ref_state, a)
+            assert state != EMPTY and copy(state) == ref_state
+    assert tried > 100

@@ -91,6 +91,7 @@ class StateWalker:
         self._mask_memo: dict[int, int] = {}
         self._product_memo: dict[tuple[int, int], int] = {}
         self._advance_memo: dict[tuple[int, int], int] = {}
+        self._step = self._make_step()
         self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
 
     # -- masks --------------------------------------------------------------------
@@ -147,11 +148,71 @@ class StateWalker:
             got = self._atoms[token_id] = bytes(self._token_bytes[token_id]).translate(self.displacer.atom_table)
         return got
 
+    def _make_step(self):
+        """:meth:`Displacer.step` specialised to states (words of nonterminals only, no SEP).
+
+        Same store, same memo tables (``Displacer._step``, the store's concat memo), so the
+        nodes it returns are the ones ``Displacer.step`` would return; only the interpreter
+        work differs: the concat below looks up its memo and the interning table before
+        recursing, and a tail edge ending the word (child ε) is the rest itself. Measured with
+        Llama-3 on the sample documents: concat is ~60% of a cold accept.
+        """
+        store, displacer = self.store, self.displacer
+        nodes, index, make, union = store.nodes, store._index, store.make, store.union
+        cmemo, smemo = store._concat, displacer._step
+        table, n, num_atoms = self.gnf.table, displacer.n, displacer.num_atoms
+        slow_step = displacer.step
+
+        def concat(a: int, b: int) -> int:
+            # a is a tail node (never EMPTY or EPSILON here), b the rest (never EMPTY)
+            accepts, edges = nodes[a]
+            out = []
+            for s, c in edges:
+                if c == EPSILON:
+                    out.append((s, b))
+                else:
+                    got = cmemo.get((c, b))
+                    out.append((s, got if got is not None else concat(c, b)))
+            key = (False, tuple(out))
+            got = index.get(key)
+            if got is None:
+                got = make(False, key[1])
+            if accepts:
+                got = union(got, b)
+            cmemo[(a, b)] = got
+            return got
+
+        def step(node: int, atom: int) -> int:
+            key = node * num_atoms + atom
+            got = smemo.get(key)
+            if got is not None:
+                return got
+            result = EMPTY
+            for sym, rest in nodes[node][1]:
+                if sym >= n:  # a SEP word: not a parser state, the displacer's own step
+                    return slow_step(node, atom)
+                tail = table[sym].get(atom)
+                if tail is None:
+                    continue
+                if tail == EPSILON:
+                    got = rest
+                elif rest == EPSILON:
+                    got = tail
+                else:
+                    got = cmemo.get((tail, rest))
+                    if got is None:
+                        got = concat(tail, rest)
+                result = got if result == EMPTY else union(result, got)
+            smemo[key] = result
+            return result
+
+        return step
+
     def _run(self, state: int, atoms_or_bytes: bytes, budget: int, *, atoms: bool = False) -> tuple[int, int]:
         """Run bytes (or atoms) from ``state``; returns (new state, nodes created)."""
         store = self.store
         data = atoms_or_bytes if atoms else atoms_or_bytes.translate(self.displacer.atom_table)
-        step = self.displacer.step
+        step = self._step
         before = store.created
         store.limit = before + budget
         try:
