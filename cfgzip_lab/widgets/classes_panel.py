@@ -3,14 +3,21 @@
 Classing runs in a background thread (progress bar, cancel). The panel shows the class
 count, the compression ratio V/K, the dead/stop/special counts, a class-size histogram,
 the largest classes with their representatives, and a search: a token (its text or its
-id) → its class, representative, members and *why*: its displacement pairs
-(σ_in, σ_out), the stack it consumes and the stack it leaves (paper §3.2). Tokens with
-the same pairs are interchangeable in every state of the grammar.
+id) → its class, representative, members and *why*, in the grammar's own terms: one
+sentence over source rule names (where the token can come, what the grammar needs after
+it; :mod:`cfgzip_lab.classes.explain`), with the exact displacement pairs (σ_in, σ_out)
+over GNF nonterminals behind a "details" toggle (paper §3.2). "Compare" says why two
+tokens are in different classes, or that they are interchangeable.
+
+The search reads what the placeholder promises: ``\\n \\t \\r \\\\ \\xNN`` (one byte)
+``\\uNNNN`` escapes, a bare space (the space token), quotes around the text, ``#12`` for an
+id only, and ``12`` for both the token with id 12 and the token whose text is "12" (each
+result says which it is). A search or comparison made for an earlier grammar or tokenizer
+is recomputed when the classes fit again, or marked out of date until then.
 """
 
 from __future__ import annotations
 
-import codecs
 import re
 
 import ipywidgets as w
@@ -18,13 +25,52 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..classes.classing import ClassKind
-from ..grammar.words import EMPTY
+from ..classes.explain import Comparison, compare_tokens, explain_token, symbol_phrase
 from ..vocab import TokenKind, available_vocabs
 from ._base import Panel
 from ._format import esc, figure_layout, fmt_seconds, table, token_html, token_label
 from .session import WorkbenchError
 
-__all__ = ["ClassesPanel", "size_histogram"]
+__all__ = ["ClassesPanel", "size_histogram", "decode_escapes"]
+
+_SIMPLE_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "'": b"'", '"': b'"', "0": b"\0"}
+
+
+def decode_escapes(text: str) -> bytes:
+    """The bytes a search text stands for: ``\\n \\t \\r \\0 \\\\ \\' \\"``, ``\\xNN`` (one raw
+    byte, so a partial UTF-8 token can be found), ``\\uNNNN`` and ``\\UNNNNNNNN`` (a code point,
+    as UTF-8); everything else as UTF-8. A bad escape raises WorkbenchError naming it."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\":
+            out += ch.encode("utf-8", "surrogatepass")
+            i += 1
+            continue
+        kind = text[i + 1 : i + 2]
+        if kind in _SIMPLE_ESCAPES:
+            out += _SIMPLE_ESCAPES[kind]
+            i += 2
+            continue
+        digits = {"x": 2, "u": 4, "U": 8}.get(kind)
+        hexpart = text[i + 2 : i + 2 + digits] if digits else ""
+        if not digits or len(hexpart) != digits or not all(c in "0123456789abcdefABCDEF" for c in hexpart):
+            shown = text[i : i + 2 + (digits or 0)] or "\\"
+            raise WorkbenchError(
+                f"unknown escape {shown!r} at character {i + 1}: use \\n \\t \\r \\\\ \\xNN (a byte) or \\uNNNN "
+                "(write \\\\ for a backslash)"
+            )
+        value = int(hexpart, 16)
+        if kind == "x":
+            out.append(value)
+        elif value > 0x10FFFF:
+            raise WorkbenchError(f"escape {text[i : i + 10]!r} is beyond U+10FFFF")
+        else:
+            out += chr(value).encode("utf-8", "surrogatepass")
+        i += 2 + digits
+    return bytes(out)
+
 
 _KIND_NAMES = {int(k): k.name.lower() for k in ClassKind}
 
@@ -91,7 +137,9 @@ class ClassesPanel(Panel):
         self.largest_table = w.HTML()
         self.largest_table.add_class("cfgzip-largest-classes")
         self.query = w.Text(
-            placeholder="token text (\\n, \\t escapes) or id, e.g. 1904 or '\",\"'", description="Token"
+            placeholder="token text (escapes \\n \\t \\\\ \\xNN \\uNNNN), a space, or an id: 1904, #1904, '\",\"'",
+            description="Token",
+            layout=w.Layout(width="420px"),
         )
         self.query.add_class("cfgzip-search-input")
         self.query.continuous_update = False  # Enter (or leaving the box) searches
@@ -100,6 +148,18 @@ class ClassesPanel(Panel):
         find = self._button("Find", "cfgzip-search", self.search, where="search", icon="search")
         self.search_output = w.HTML()
         self.search_output.add_class("cfgzip-search-result")
+        self.also_results: list[dict] = []  # other readings of the query (a number's text token)
+        self.search_stamp = None  # the grammar and tokenizer the shown search was made for
+        self.search_query: str | None = None
+        self.compare_a = w.Text(placeholder="first token", description="Compare", layout=w.Layout(width="260px"))
+        self.compare_b = w.Text(placeholder="second token", description="with", layout=w.Layout(width="260px"))
+        self.compare_a.add_class("cfgzip-compare-a")
+        self.compare_b.add_class("cfgzip-compare-b")
+        compare = self._button("Compare", "cfgzip-compare", self.compare, where="search", icon="balance-scale")
+        self.compare_output = w.HTML()
+        self.compare_output.add_class("cfgzip-compare-result")
+        self.comparison: Comparison | None = None
+        self.compare_stamp = None
 
         self.widget = w.VBox(
             [
@@ -109,12 +169,18 @@ class ClassesPanel(Panel):
                 w.HTML("<b>Why is a token in its class?</b> Type its text or its id."),
                 w.HBox([self.query, find]),
                 self.search_output,
+                w.HTML("<b>Why are two tokens in different classes?</b>"),
+                w.HBox([self.compare_a, self.compare_b, compare]),
+                self.compare_output,
                 w.HBox([self.histogram_box, self.largest_table]),
             ]
         )
         self.widget.add_class("cfgzip-classes")
         session.on("classes", self._guarded_refresh)
+        session.on("classes", self._renew_answers)
         session.on("grammar", self._show_summary)
+        session.on("grammar", self._renew_answers)
+        session.on("text", self._renew_answers)
         session.on("job", self._show_progress)
         self._guarded_refresh()
 
@@ -128,7 +194,10 @@ class ClassesPanel(Panel):
         self.session.cancel("classing")
 
     def search(self, query: str | None = None) -> list[dict]:
-        """Token text or id → class, representative, members and displacement pairs."""
+        """Token text or id → class, representative, members and why (in source terms).
+
+        A number is read as an id; the token whose text is that number (if any) is explained
+        too and kept in :attr:`also_results`; ``#12`` is the id alone."""
         if query is not None and query != self.query.value:
             self._setting_query = True
             try:
@@ -139,12 +208,50 @@ class ClassesPanel(Panel):
         s = self.session
         if s.classes is None or s.vocab is None:
             raise WorkbenchError("run classing first")
-        ids, note = self._resolve(query)
-        self.search_results = [self._explain(t) for t in ids]
-        self.search_output.value = (f"<p>{esc(note)}</p>" if note else "") + "".join(
-            self._explain_html(r) for r in self.search_results
-        )
+        hits, also, note = self._resolve(query)
+        self.search_query = query
+        self.search_stamp = s.classes_stamp
+        self.search_results = [dict(self._explain(t), match=how) for t, how in hits]
+        self.also_results = [dict(self._explain(t), match=how) for t, how in also]
+        self._show_search(note)
         return self.search_results
+
+    def compare(self, a: str | None = None, b: str | None = None) -> Comparison:
+        """Why two tokens are in different classes, or that they are interchangeable.
+
+        Each is read as in :meth:`search`, except that a bare number means the token with that
+        text when there is one (``#12`` is the id)."""
+        for box, value in ((self.compare_a, a), (self.compare_b, b)):
+            if value is not None:
+                box.value = value
+        s = self.session
+        if s.classes is None or s.vocab is None:
+            raise WorkbenchError("run classing first")
+        if not self.compare_a.value or not self.compare_b.value:
+            raise WorkbenchError("type two tokens to compare")
+        ids = []
+        for text in (self.compare_a.value, self.compare_b.value):
+            hits, also, note = self._resolve(text)
+            if note:
+                raise WorkbenchError(f"{text!r}: {note}; compare single tokens")
+            # Comparing, a bare number means its text (the digits token); #12 is the id.
+            ids.append(also[0][0] if also and also[0][1].startswith("the token whose text") else hits[0][0])
+        vocab, classes = s.vocab, s.classes
+        labels = (token_label(vocab, ids[0]), token_label(vocab, ids[1]))
+        kinds = [int(vocab.kinds[t]) for t in ids]
+        if any(k != TokenKind.NORMAL for k in kinds) or not all(vocab.token_bytes[t] for t in ids):
+            same = classes.class_of[ids[0]] == classes.class_of[ids[1]]
+            why = "same class" if same else "different classes"
+            result = Comparison(
+                labels,
+                bool(same),
+                f"{labels[0]} and {labels[1]}: {why} (stop/special tokens are classed by kind, not by the grammar)",
+            )
+        else:
+            result = compare_tokens(s.displacer(), vocab.token_bytes[ids[0]], vocab.token_bytes[ids[1]], labels=labels)
+        self.comparison, self.compare_stamp = result, s.classes_stamp
+        self._show_comparison(result, ids)
+        return result
 
     def refresh(self) -> None:
         self._show_summary()
@@ -185,7 +292,7 @@ class ClassesPanel(Panel):
     # -- helpers ----------------------------------------------------------------------
 
     def _on_query(self, _change) -> None:
-        if not self._setting_query and self.query.value.strip():
+        if not self._setting_query and self.query.value != "":  # a bare space is a query
             self._handler("search", self.search)()
 
     def _guarded_refresh(self) -> None:
@@ -232,35 +339,53 @@ class ClassesPanel(Panel):
             )
             self.progress_label.value = f"{job.status} in {fmt_seconds(job.seconds)}"
 
-    def _resolve(self, query: str) -> tuple[list[int], str]:
+    def _resolve(self, query: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]], str]:
+        """(hits, other readings, note): each hit a token id and how the query matched it."""
         vocab = self.session.vocab
-        query = query.strip("\r\n") if query.strip() else query
-        found = re.fullmatch(r"\s*#?(\d+)\s*", query)
-        if found:
-            tid = int(found.group(1))
-            if not 0 <= tid < vocab.vocab_size:
-                raise WorkbenchError(f"token id {tid} is outside the vocabulary (0..{vocab.vocab_size - 1})")
-            return [tid], ""
-        # The text as typed first; then with \n-style escapes decoded; then without quotes.
-        candidates = [query]
-        if len(query) >= 2 and query[0] == query[-1] and query[0] in "'\"":
-            candidates.append(query[1:-1])
-        for text in list(candidates):
-            if "\\" in text:
-                try:
-                    candidates.append(codecs.decode(text, "unicode_escape").encode("latin-1").decode("utf-8"))
-                except (UnicodeError, ValueError):
-                    pass
-        index = self._bytes_index()
-        for text in candidates:
-            tid = index.get(text.encode("utf-8"))
-            if tid is not None:
-                return [tid], ""
-        if not query:
+        if query == "":
             raise WorkbenchError("type a token's text or id")
-        ids = vocab.encode(candidates[-1])[:8]
+        index = self._bytes_index()
+        found = re.fullmatch(r"\s*(#?)(\d+)\s*", query) if query.strip() else None
+        if found:
+            tid = int(found.group(2))
+            text_hit = index.get(found.group(2).encode())
+            also = (
+                []
+                if found.group(1) or text_hit is None
+                else [(text_hit, f"the token whose text is {found.group(2)!r}")]
+            )
+            if 0 <= tid < vocab.vocab_size:
+                return [(tid, f"token id {tid}")], also, ""
+            if also:
+                return also, [], f"there is no token id {tid} (0..{vocab.vocab_size - 1:,}); showing the text instead"
+            raise WorkbenchError(f"token id {tid} is outside the vocabulary (0..{vocab.vocab_size - 1:,})")
+        # Whitespace is a query too (a bare space is the space token); other text is trimmed of a
+        # trailing newline from pasting. Escapes are read; quotes around the text are optional.
+        text = query if not query.strip() else query.strip("\r\n")
+        candidates = [text]
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            candidates.append(text[1:-1])
+        readings = [decode_escapes(c) for c in candidates]
+        for data in readings:
+            tid = index.get(data)
+            if tid is not None:
+                how = f"the token whose bytes are {token_label(vocab, tid)}"
+                also = []
+                literal = index.get(text.encode("utf-8"))
+                if "\\" in text and literal is not None and literal != tid:
+                    also = [(literal, f"the token spelt {text!r} without reading the escapes")]
+                return [(tid, how)], also, ""
+        data = readings[-1]
+        try:
+            as_text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WorkbenchError(f"no token is exactly {data!r} (and it is not text that could be tokenized)") from None
+        ids = vocab.encode(as_text)[:8]
+        if not ids:
+            raise WorkbenchError(f"no token is {as_text!r}")
         labels = " ".join(token_label(vocab, t) for t in ids)
-        return ids, f"no single token is {candidates[-1]!r}; it tokenizes as {labels} — each is shown below"
+        note = f"no single token is {as_text!r}; it tokenizes as {labels} — each is shown below"
+        return [(t, f"part {i + 1} of {as_text!r}") for i, t in enumerate(ids)], [], note
 
     def _bytes_index(self) -> dict[bytes, int]:
         vocab = self.session.vocab
@@ -292,6 +417,11 @@ class ClassesPanel(Panel):
             "pairs": [],
             "num_pairs": 0,
             "why": "",
+            "sentence": "",
+            "where": [],
+            "after": [],
+            "rules": (),
+            "legend": {},
         }
         if token_kind == TokenKind.STOP:
             info["why"] = "a stop token: allowed exactly when the grammar can end; all stop tokens share one class"
@@ -301,14 +431,19 @@ class ClassesPanel(Panel):
             )
         elif s.grammar_ok:
             displacer = s.displacer()
-            node = displacer.of_bytes(vocab.token_bytes[tid])
-            if node == EMPTY:
+            explanation = explain_token(displacer, vocab, classes if s.classes_current else None, tid, limit=200)
+            info["sentence"] = explanation.sentence
+            info["where"], info["after"], info["rules"] = explanation.where, explanation.after, explanation.rules
+            if explanation.dead:
                 info["why"] = (
                     "its displacement is empty: no sentence of the grammar contains these bytes, so it is dead (blocked)"
                 )
             else:
-                info["num_pairs"] = displacer.num_pairs(node)
-                info["pairs"] = [(p.consumed, p.pushed) for p in displacer.pairs(node, self.pair_limit)]
+                info["num_pairs"] = explanation.num_pairs
+                shown = explanation.pairs[: self.pair_limit]
+                info["pairs"] = [(p.consumed_names, p.pushed_names) for p in shown]
+                symbols = dict.fromkeys(x for p in shown for x in p.consumed + p.pushed)
+                info["legend"] = {displacer.gnf.names[x]: symbol_phrase(displacer, x) for x in symbols}
                 same = (
                     "every member of the class has exactly these pairs"
                     if members.size > 1
@@ -321,17 +456,83 @@ class ClassesPanel(Panel):
             info["why"] = "the current grammar text does not compile, so its displacement cannot be shown"
         return info
 
+    def _show_search(self, note: str = "") -> None:
+        s = self.session
+        stale = s.stale_note(self.search_stamp)
+        banner = f'<p class="cfgzip-warn cfgzip-stale">{esc(stale)}: run classing again</p>' if stale else ""
+        also = ""
+        if self.also_results:
+            also = "<p><b>Also:</b></p>" + "".join(self._explain_html(r) for r in self.also_results)
+        self.search_output.value = (
+            banner
+            + (f"<p>{esc(note)}</p>" if note else "")
+            + "".join(self._explain_html(r) for r in self.search_results)
+            + also
+        )
+
+    def _show_comparison(self, result: Comparison, ids: list[int] | None = None) -> None:
+        s = self.session
+        stale = s.stale_note(self.compare_stamp)
+        banner = f'<p class="cfgzip-warn cfgzip-stale">{esc(stale)}: run classing again</p>' if stale else ""
+        css = "cfgzip-ok" if result.same else "cfgzip-warn"
+        details = ""
+        if result.only_a or result.only_b:
+
+            def rows(pairs):
+                return [[f'<span class="cfgzip-code">{esc(p.gnf_text())}</span>'] for p in pairs] or [
+                    ['<span class="cfgzip-muted">none</span>']
+                ]
+
+            details = (
+                "<details><summary>details: displacement pairs one token has and the other lacks</summary>"
+                + f"<p>only {esc(result.labels[0])}:</p>"
+                + table(["σ_in → σ_out"], rows(result.only_a))
+                + f"<p>only {esc(result.labels[1])}:</p>"
+                + table(["σ_in → σ_out"], rows(result.only_b))
+                + "</details>"
+            )
+        classes = s.classes
+        where = ""
+        if ids is not None and classes is not None:
+            where = f'<p class="cfgzip-muted">classes {int(classes.class_of[ids[0]])} and {int(classes.class_of[ids[1]])}</p>'
+        self.compare_output.value = f'{banner}<p class="{css}">{esc(result.sentence)}</p>{where}{details}'
+
+    def _renew_answers(self) -> None:
+        """Recompute the shown search and comparison when the classes fit again; else mark them."""
+        try:
+            s = self.session
+            current = s.classes_current
+            if self.search_query is not None and not s.is_current(self.search_stamp):
+                if current:
+                    self.search(self.search_query)
+                else:
+                    self._show_search()
+            if self.comparison is not None and not s.is_current(self.compare_stamp):
+                if current:
+                    self.compare()
+                else:
+                    self._show_comparison(self.comparison)
+        except Exception as exc:  # last resort: runs from session events, maybe in a worker thread
+            self.session.record_error("search", exc)
+
     def _explain_html(self, info: dict) -> str:
         vocab = self.session.vocab
         tid = info["token_id"]
         members = " ".join(token_html(vocab, t, with_id=False) for t in info["members"][:24])
         if info["class_size"] > 24:
             members += f' <span class="cfgzip-muted">+{info["class_size"] - 24:,} more</span>'
+        match = f'<span class="cfgzip-muted">({esc(info["match"])})</span> ' if info.get("match") else ""
         head = (
-            f"<p>{token_html(vocab, tid)} is in class <b>{info['class']}</b> ({info['class_kind']}, "
+            f"<p>{match}{token_html(vocab, tid)} is in class <b>{info['class']}</b> ({info['class_kind']}, "
             f"{info['class_size']:,} tokens); representative {token_html(vocab, info['representative'])}</p>"
-            f"<p><b>Why:</b> {esc(info['why'])}</p>"
         )
+        plain = ""
+        if info["sentence"]:
+            plain = f'<p class="cfgzip-why-sentence"><b>In the grammar\'s terms:</b> {esc(info["sentence"])}</p>'
+            if info["rules"]:
+                rules = ", ".join(f'<span class="cfgzip-code">{esc(r)}</span>' for r in info["rules"])
+                plain += f"<p>Source rules involved: {rules}</p>"
+        why = f"<p><b>Why:</b> {esc(info['why'])}</p>"
         pairs = ""
         if info["pairs"]:
 
@@ -345,10 +546,18 @@ class ClassesPanel(Panel):
                 if info["num_pairs"] > shown
                 else ""
             )
+            legend = table(
+                ["GNF name", "stands for"],
+                [[f'<span class="cfgzip-code">{esc(n)}</span>', esc(d)] for n, d in info["legend"].items()],
+            )
             pairs = (
+                '<details class="cfgzip-why-details"><summary>details: the exact displacement pairs '
+                "(σ<sub>in</sub> → σ<sub>out</sub>) over GNF nonterminals</summary>"
                 "<p>Reading this token pops σ<sub>in</sub> off the grammar's stack (top first) and leaves "
                 "σ<sub>out</sub> on top of what remains:</p>"
                 + table(["consumes σ<sub>in</sub>", "", "leaves σ<sub>out</sub>"], rows)
                 + more
+                + legend
+                + "</details>"
             )
-        return f'<div class="cfgzip-search-item">{head}{pairs}<p><b>Members:</b> {members}</p></div><hr>'
+        return f'<div class="cfgzip-search-item">{head}{plain}{why}{pairs}<p><b>Members:</b> {members}</p></div><hr>'

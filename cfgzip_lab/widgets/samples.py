@@ -4,6 +4,13 @@ Two referees answer for every sample: our GNF (``GNF.accepts``) and XGrammar (in
 child process, byte by byte). The verdict is *accepted*, *valid prefix* (every byte
 fits, the end is missing) or *rejected at line L, column C* (the text before that point
 is a valid prefix). A disagreement between the two is flagged: it would be a bug.
+
+A rejected sample shows the refused character highlighted in its line and the bytes the
+grammar would have taken there (:func:`cfgzip_lab.grammar.analysis.expected_bytes`); an
+incomplete one what may come next. "Generate valid strings" draws random sentences of the
+grammar (:mod:`cfgzip_lab.grammar.sentences`), judged by both referees like any sample.
+Samples are re-checked whenever the grammar is checked again, so a verdict never belongs
+to an older text; each result set keeps the stamp of the text it was made for.
 """
 
 from __future__ import annotations
@@ -13,11 +20,14 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from ..bundled import bundled_grammars, bundled_samples
+from ..grammar.analysis import describe_bytes, expected_bytes
 from ..grammar.diagnostics import position_of
+from ..grammar.sentences import generate
 from ._base import Panel
 from ._format import esc, table
+from .session import WorkbenchError
 
-__all__ = ["SamplesPanel", "Verdict", "SampleResult", "gnf_verdict", "SEPARATOR"]
+__all__ = ["SamplesPanel", "Verdict", "SampleResult", "gnf_verdict", "failure_context", "SEPARATOR"]
 
 SEPARATOR = "-----"  # a line holding only this separates two samples
 
@@ -55,13 +65,42 @@ class Verdict:
 
 @dataclass(frozen=True)
 class SampleResult:
+    """One sample's verdicts; ``expected`` names the bytes the grammar takes where ours stopped
+    (at the refused character, or at the end of a valid prefix), ``can_end`` whether it may end there."""
+
     text: str
     ours: Verdict
     xgrammar: Verdict | None
+    expected: str = ""
+    can_end: bool = False
 
     @property
     def agree(self) -> bool | None:
         return None if self.xgrammar is None else self.ours.same(self.xgrammar)
+
+
+_VISIBLE = {"\n": "⏎", " ": "␠", "\t": "⇥", "\r": "␍"}
+
+
+def failure_context(text: str, verdict: Verdict, *, width: int = 40) -> str:
+    """HTML: the line where ``verdict`` stops, the refused character marked, ``width`` characters
+    either side (a long line is cut with …), and a caret line; empty for an accepted sample."""
+    if verdict.kind == "accepted":
+        return ""
+    before = text.encode("utf-8")[: verdict.accepted_bytes].decode("utf-8", "ignore")
+    at = len(before)
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    end = len(text) if end < 0 else end
+    lo, hi = max(start, at - width), min(end, at + 1 + width)
+    head = ("…" if lo > start else "") + text[lo:at]
+    if at < len(text):
+        bad = text[at]
+        mark = f'<mark class="cfgzip-fail" style="background:#ffd7d5;color:#cf222e;font-weight:bold">{esc(_VISIBLE.get(bad, bad))}</mark>'
+    else:
+        mark = '<mark class="cfgzip-fail cfgzip-muted">(end)</mark>'
+    tail = text[at + 1 : hi] + ("…" if hi < end else "")
+    return f'<pre class="cfgzip-code cfgzip-fail-context">line {verdict.line}: {esc(head)}{mark}{esc(tail)}</pre>'
 
 
 def _verdict(data: bytes, accepted: int, complete: bool) -> Verdict:
@@ -131,10 +170,38 @@ class SamplesPanel(Panel):
         run = self._button(
             "Check samples", "cfgzip-check-samples", self.check_samples, where="samples", icon="play", style="primary"
         )
+        gen = self._button(
+            "Generate valid strings",
+            "cfgzip-generate-samples",
+            self.generate_samples,
+            where="samples",
+            icon="random",
+            tooltip="random sentences of the grammar (seeded, bounded), checked by both referees",
+        )
+        add = self._button(
+            "Add them to the samples", "cfgzip-add-generated", self.add_generated, where="samples", icon="plus"
+        )
         self.output = w.HTML()
         self.output.add_class("cfgzip-samples-results")
-        self.widget = w.VBox([w.HBox([self.sample_set, load, run]), self.text, self.output, self.error_box])
+        self.generated_output = w.HTML()
+        self.generated_output.add_class("cfgzip-generated-samples")
+        self.generated: list[SampleResult] = []
+        self.results_stamp = None  # the grammar the shown verdicts were made for
+        self._seed = 0
+        self.widget = w.VBox(
+            [
+                w.HBox([self.sample_set, load, run]),
+                self.text,
+                self.output,
+                w.HBox([gen, add]),
+                self.generated_output,
+                self.error_box,
+            ]
+        )
         self.widget.add_class("cfgzip-samples")
+        # Never a stale verdict: every (re-)check of the grammar re-checks the samples.
+        session.on("grammar", self._on_grammar)
+        session.on("text", self._mark_stale)
 
     # -- public methods ----------------------------------------------------------------
 
@@ -150,34 +217,123 @@ class SamplesPanel(Panel):
     def check_samples(self) -> list[SampleResult]:
         """Judge every sample with our GNF and with XGrammar; show and return the results."""
         compiled = self.session.require_grammar()
-        samples = split_samples(self.text.value)
-        datas = [s.encode("utf-8") for s in samples]
-        ours = [gnf_verdict(compiled.gnf, d) for d in datas]
-        theirs: list[Verdict | None] = [None] * len(datas)
-        xgr = self.session.checker.check(self.session.text, datas)
-        if xgr.ok:
-            theirs = [_verdict(d, m.accepted_bytes, m.complete) for d, m in zip(datas, xgr.samples)]
-        self.results = [SampleResult(s, o, t) for s, o, t in zip(samples, ours, theirs)]
+        stamp = self.session.grammar_stamp
+        results, xgr = self._judge(compiled, split_samples(self.text.value))
+        self.results, self.results_stamp = results, stamp
         self._show(xgr)
         return self.results
+
+    def generate_samples(self, count: int = 5, *, seed: int | None = None, max_length: int = 120):
+        """Random sentences of the grammar (a new seed each call unless given), judged by both referees."""
+        compiled = self.session.require_grammar()
+        if seed is None:
+            self._seed += 1
+            seed = self._seed
+        try:
+            sentences = generate(compiled.cfg, 2 * count, seed=seed, max_length=max_length)
+        except ValueError as exc:  # an empty language
+            raise WorkbenchError(str(exc)) from None
+        # Only strings that are text: a grammar that allows surrogate code points (XGrammar
+        # matches their 3-byte encoding) can generate bytes that no Python str holds.
+        texts = []
+        for sentence in sentences:
+            try:
+                texts.append(sentence.data.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+        self.generated, xgr = self._judge(compiled, texts[:count])
+        self._show_generated(xgr, seed)
+        return self.generated
+
+    def add_generated(self) -> None:
+        """Append the generated strings to the samples and check them all."""
+        if not self.generated:
+            raise WorkbenchError("generate some strings first")
+        current = split_samples(self.text.value)
+        self.set_samples(current + [r.text for r in self.generated])
+        self.check_samples()
+
+    @property
+    def results_current(self) -> bool:
+        """The shown verdicts were made for the current grammar text."""
+        return self.session.is_current(self.results_stamp)
+
+    # -- checking ---------------------------------------------------------------------
+
+    def _judge(self, compiled, samples: list[str], datas: list[bytes] | None = None):
+        datas = datas if datas is not None else [s.encode("utf-8") for s in samples]
+        ours = [gnf_verdict(compiled.gnf, d) for d in datas]
+        theirs: list[Verdict | None] = [None] * len(datas)
+        xgr = self.session.checker.check(compiled.text, datas)
+        if xgr.ok:
+            theirs = [_verdict(d, m.accepted_bytes, m.complete) for d, m in zip(datas, xgr.samples)]
+        results = []
+        for text, data, o, t in zip(samples, datas, ours, theirs):
+            expected, can_end = "", False
+            if o.kind != "accepted":
+                allowed, can_end = expected_bytes(compiled.gnf, data[: o.accepted_bytes])
+                expected = describe_bytes(allowed)
+            results.append(SampleResult(text, o, t, expected, can_end))
+        return results, xgr
+
+    def _on_grammar(self) -> None:
+        try:
+            if not (self.results or self.results_stamp is not None):
+                return
+            if self.session.grammar_ok:
+                self.check_samples()
+            else:
+                self._mark_stale()
+        except Exception as exc:  # last resort: runs from session events, maybe in a worker thread
+            self.session.record_error("samples", exc)
+
+    def _mark_stale(self) -> None:
+        if self.results and not self.results_current:
+            self.results = []
+            why = "the grammar has errors" if self.session.checked_text == self.session.text else "the text changed"
+            self.output.value = (
+                f'<p class="cfgzip-warn">out of date: {why}; the samples are re-checked as soon as the grammar '
+                "compiles (or press Check samples)</p>"
+            )
 
     # -- view -------------------------------------------------------------------------
 
     def _show(self, xgr) -> None:
-        def cell(v: Verdict | None) -> str:
-            if v is None:
-                return '<span class="cfgzip-muted">n/a</span>'
-            css = {"accepted": "cfgzip-ok", "prefix": "cfgzip-warn", "rejected": "cfgzip-bad"}[v.kind]
-            return f'<span class="{css}">{esc(v.describe())}</span>'
-
-        rows = []
-        for i, r in enumerate(self.results, 1):
-            preview = r.text if len(r.text) <= 70 else r.text[:67] + "…"
-            agree = {
-                None: "",
-                True: '<span class="cfgzip-ok">✓</span>',
-                False: '<span class="cfgzip-bad">✗ differ</span>',
-            }[r.agree]
-            rows.append([i, f'<span class="cfgzip-code">{esc(preview)}</span>', cell(r.ours), cell(r.xgrammar), agree])
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
-        self.output.value = note + table(["#", "sample", "cfgzip (GNF)", "XGrammar", "agree"], rows)
+        self.output.value = note + _results_table(self.results)
+
+    def _show_generated(self, xgr, seed: int) -> None:
+        note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
+        self.generated_output.value = (
+            f"<b>Generated valid strings</b> (seed {seed}; random choices up to depth 12 or 120 bytes, then the "
+            "shortest way to finish)" + note + _results_table(self.generated)
+        )
+
+
+def _cell(v: Verdict | None) -> str:
+    if v is None:
+        return '<span class="cfgzip-muted">n/a</span>'
+    css = {"accepted": "cfgzip-ok", "prefix": "cfgzip-warn", "rejected": "cfgzip-bad"}[v.kind]
+    return f'<span class="{css}">{esc(v.describe())}</span>'
+
+
+def _results_table(results: list[SampleResult]) -> str:
+    rows = []
+    for i, r in enumerate(results, 1):
+        preview = r.text if len(r.text) <= 70 else r.text[:67] + "…"
+        agree = {
+            None: "",
+            True: '<span class="cfgzip-ok">✓</span>',
+            False: '<span class="cfgzip-bad">✗ differ</span>',
+        }[r.agree]
+        where = failure_context(r.text, r.ours)
+        if r.ours.kind != "accepted":
+            ends = " or the end of the input" if r.can_end else ""
+            verb = "expected there" if r.ours.kind == "rejected" else "may come next"
+            where += (
+                f'<div class="cfgzip-expected">{verb}: <span class="cfgzip-code">{esc(r.expected)}</span>{ends}</div>'
+            )
+        rows.append(
+            [i, f'<span class="cfgzip-code">{esc(preview)}</span>' + where, _cell(r.ours), _cell(r.xgrammar), agree]
+        )
+    return table(["#", "sample", "cfgzip (GNF)", "XGrammar", "agree"], rows)

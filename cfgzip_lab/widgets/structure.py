@@ -1,10 +1,22 @@
-"""Structure: the grammar's sizes at each stage and each GNF step, as a table and a chart."""
+"""Structure: the grammar as its author wrote it, and what the normal form makes of each rule.
+
+Per source rule: its railroad diagram (:mod:`cfgzip_lab.grammar.railroad`), whether it can
+match nothing (NULLABLE), which characters can start it (FIRST) and which rules it can
+start with (left corners; a rule among its own is left-recursive), and its sizes in the
+byte CFG and in GNF (:func:`cfgzip_lab.grammar.provenance.rule_sizes`): the rules that
+make GNF grow come first. Below: the grammar's sizes at each stage and each GNF step, and
+the GNF nonterminals with the source construct each one stands for. Numbers carry
+thousands separators everywhere.
+"""
 
 from __future__ import annotations
 
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from ..grammar.analysis import analyse, format_code_points
+from ..grammar.provenance import rule_sizes
+from ..grammar.railroad import DIAGRAM_CSS, rule_svg
 from ._base import Panel
 from ._format import esc, figure_layout, fmt_seconds, table
 
@@ -21,53 +33,92 @@ _STAT_LABELS = {
 }
 
 
+def _yes(flag: bool) -> str:
+    return "yes" if flag else ""
+
+
 class StructurePanel(Panel):
-    """Grammar stats and GNF steps. Public method: :meth:`refresh` (runs on every check)."""
+    """Grammar structure for authors. Public methods: :meth:`refresh` (runs on every check),
+    :meth:`show_rule` (one rule's diagram and sets), :meth:`show_all_diagrams`."""
 
     error_sources = ("structure",)
 
-    def __init__(self, session, *, preview_lines: int = 300) -> None:
+    def __init__(self, session, *, preview_lines: int = 300, rules_shown: int = 40) -> None:
         super().__init__(session)
         self.preview_lines = preview_lines
+        self.rules_shown = rules_shown
+        self.rule_rows: list[dict] = []  # what the rules table shows, for code and tests
         self.stats = w.HTML()
         self.stats.add_class("cfgzip-stats")
         self.steps = w.HTML()
         self.steps.add_class("cfgzip-gnf-steps")
+        self.rules_table = w.HTML()
+        self.rules_table.add_class("cfgzip-rule-table")
+        self.rule_picker = w.Dropdown(options=[], description="Rule")
+        self.rule_picker.add_class("cfgzip-rule-picker")
+        self._picking = False
+        self.rule_picker.observe(self._on_pick, names="value")
+        self.diagram = w.HTML()
+        self.diagram.add_class("cfgzip-railroad")
+        self.all_diagrams = w.HTML()
+        self.all_diagrams.add_class("cfgzip-railroad-all")
         self.figure = go.FigureWidget(
             layout=figure_layout(
-                "GNF steps: size after each step", barmode="group", height=360, width=760, yaxis=dict(title="count")
+                "GNF steps: size after each step",
+                barmode="group",
+                height=360,
+                width=760,
+                yaxis=dict(title="count", tickformat=",d"),
             )
         )
         for name in ("nonterminals", "productions", "DAG nodes"):
-            self.figure.add_bar(name=name, x=[], y=[])
+            self.figure.add_bar(name=name, x=[], y=[], hovertemplate="%{x}: %{y:,d} " + name + "<extra></extra>")
         self.figure_box = w.Box([self.figure])
         self.figure_box.add_class("cfgzip-structure-chart")
         self.preview = w.Textarea(layout=w.Layout(width="100%", height="260px"), disabled=True)
         self.preview.add_class("cfgzip-gnf-preview")
-        preview = w.Accordion(children=[self.preview], titles=("GNF productions (first lines)",))
-        preview.selected_index = None
+        self.symbols = w.HTML()
+        self.symbols.add_class("cfgzip-gnf-symbols")
+        self.more = w.Accordion(
+            children=[self.all_diagrams, self.symbols, self.preview],
+            titles=(
+                "Railroad diagrams of every rule",
+                "GNF nonterminals and the source they come from",
+                "GNF productions (first lines)",
+            ),
+        )
+        self.more.selected_index = None
+        self.more.observe(self._on_open, names="selected_index")
         self.widget = w.VBox(
-            [w.HBox([self.stats, w.HTML("&nbsp;" * 6), self.steps]), self.figure_box, preview, self.error_box]
+            [
+                w.HTML(f"<style>{DIAGRAM_CSS}</style>"),
+                w.HBox([self.rule_picker]),
+                self.diagram,
+                self.rules_table,
+                w.HBox([self.stats, w.HTML("&nbsp;" * 6), self.steps]),
+                self.figure_box,
+                self.more,
+                self.error_box,
+            ]
         )
         self.widget.add_class("cfgzip-structure")
         session.on("grammar", self._guarded_refresh)
         self._guarded_refresh()
 
-    def _guarded_refresh(self) -> None:
-        try:
-            self.refresh()
-        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
-            self.session.record_error("structure", exc)
+    # -- public methods ----------------------------------------------------------------
 
     def refresh(self) -> None:
         compiled = self.session.compiled
+        self.all_diagrams.value = ""
         if compiled is None:
             self.stats.value = '<span class="cfgzip-muted">the grammar does not compile; see the editor</span>'
-            self.steps.value = ""
+            self.steps.value = self.rules_table.value = self.diagram.value = self.symbols.value = ""
+            self.rule_rows = []
             with self.figure.batch_update():
                 for trace in self.figure.data:
                     trace.x, trace.y = [], []
             self.preview.value = ""
+            self._set_rules([])
             return
         stats = compiled.stats()
         rows = [[esc(_STAT_LABELS.get(k, k)), f"{v:,}"] for k, v in stats.items()]
@@ -91,3 +142,159 @@ class StructurePanel(Panel):
         if compiled.gnf.num_productions > self.preview_lines:
             text += f"\n… ({compiled.gnf.num_productions - self.preview_lines:,} more)"
         self.preview.value = text
+        self._show_rules(compiled)
+        self._show_symbols(compiled)
+        self._set_rules(list(compiled.ast.rules))
+        if self.more.selected_index == 0:
+            self.show_all_diagrams()
+
+    def show_rule(self, name: str | None = None) -> str:
+        """Show one rule's railroad diagram with its sets and sizes; returns the SVG."""
+        compiled = self.session.compiled
+        if compiled is None:
+            self.diagram.value = ""
+            return ""
+        name = name or self.rule_picker.value or compiled.ast.root
+        rule = compiled.ast.rules[name]
+        svg = rule_svg(rule, compiled.ast.text)
+        row = next((r for r in self.rule_rows if r["rule"] == name), None)
+        facts = ""
+        if row is not None:
+            facts = (
+                f"<p><b>{esc(name)}</b> (line {row['line']}) · can match nothing: <b>{'yes' if row['nullable'] else 'no'}</b>"
+                f' · can start with: <span class="cfgzip-code">{esc(row["first"])}</span>'
+                + (f" · starts with rules: {esc(', '.join(row['left_corners']))}" if row["left_corners"] else "")
+                + (' · <span class="cfgzip-warn">left-recursive</span>' if row["left_recursive"] else "")
+                + f"<br>byte CFG: {row['cfg_productions']:,} productions · GNF: {row['gnf_nonterminals']:,} "
+                f"nonterminals, {row['gnf_productions']:,} productions</p>"
+            )
+        self.diagram.value = f'{facts}<div class="cfgzip-railroad-box" style="overflow-x:auto">{svg}</div>'
+        if self.rule_picker.value != name and name in self.rule_picker.options:
+            self._picking = True
+            try:
+                self.rule_picker.value = name
+            finally:
+                self._picking = False
+        return svg
+
+    def show_all_diagrams(self) -> None:
+        """Every rule's diagram, in source order (drawn when the section is opened)."""
+        compiled = self.session.compiled
+        if compiled is None:
+            self.all_diagrams.value = ""
+            return
+        parts = [
+            f'<div id="rule-{esc(name)}"><b>{esc(name)}</b>{rule_svg(rule, compiled.ast.text)}</div>'
+            for name, rule in compiled.ast.rules.items()
+        ]
+        self.all_diagrams.value = f'<div style="overflow-x:auto">{"".join(parts)}</div>'
+
+    # -- views ------------------------------------------------------------------------
+
+    def _show_rules(self, compiled) -> None:
+        sets = analyse(compiled.ast)
+        sizes = rule_sizes(compiled.cfg, compiled.gnf)
+        self.rule_rows = [
+            {
+                "rule": s.rule,
+                "line": s.line,
+                "nullable": sets[s.rule].nullable,
+                "first": format_code_points(sets[s.rule].first, limit=8),
+                "left_corners": sets[s.rule].left_corners,
+                "left_recursive": sets[s.rule].left_recursive,
+                "cfg_productions": s.cfg_productions,
+                "gnf_nonterminals": s.gnf_nonterminals,
+                "gnf_productions": s.gnf_productions,
+                "growth": s.growth,
+            }
+            for s in sizes
+            if s.rule in sets
+        ]
+        shown = self.rule_rows[: self.rules_shown]
+        rows = [
+            [
+                f'<span class="cfgzip-code">{esc(r["rule"])}</span>',
+                f"{r['line']:,}" if r["line"] else "",
+                _yes(r["nullable"]),
+                f'<span class="cfgzip-code">{esc(r["first"])}</span>',
+                _yes(r["left_recursive"]),
+                f"{r['cfg_productions']:,}",
+                f"{r['gnf_nonterminals']:,}",
+                f"{r['gnf_productions']:,}",
+                f"{r['growth']:,.1f}×",
+            ]
+            for r in shown
+        ]
+        more = (
+            f'<p class="cfgzip-muted">{len(self.rule_rows) - len(shown):,} more rules, smaller in GNF</p>'
+            if len(self.rule_rows) > len(shown)
+            else ""
+        )
+        self.rules_table.value = (
+            "<b>Rules, largest in GNF first</b> (which rules make the normal form grow; a GNF nonterminal "
+            "made from several rules counts for each)"
+            + table(
+                [
+                    "rule",
+                    "line",
+                    "nullable",
+                    "FIRST (can start with)",
+                    "left-recursive",
+                    "byte-CFG productions",
+                    "GNF nonterminals",
+                    "GNF productions",
+                    "growth",
+                ],
+                rows,
+                numeric=(1, 5, 6, 7, 8),
+            )
+            + more
+        )
+
+    def _show_symbols(self, compiled, limit: int = 200) -> None:
+        gnf = compiled.gnf
+        rows = []
+        for a in range(min(limit, gnf.num_nonterminals)):
+            listed = sum(gnf.store.count(t) for t in set(gnf.table[a].values()))
+            rows.append(
+                [
+                    a,
+                    f'<span class="cfgzip-code">{esc(gnf.names[a])}</span>',
+                    esc(gnf.describe_symbol(a)),
+                    f"{listed:,}",
+                ]
+            )
+        more = (
+            f'<p class="cfgzip-muted">first {limit:,} of {gnf.num_nonterminals:,}</p>'
+            if gnf.num_nonterminals > limit
+            else ""
+        )
+        self.symbols.value = (
+            table(["#", "GNF name", "stands for (in the grammar text)", "productions"], rows, numeric=(0, 3)) + more
+        )
+
+    def _set_rules(self, names: list[str]) -> None:
+        self._picking = True
+        try:
+            current = self.rule_picker.value
+            self.rule_picker.options = names
+            fallback = "root" if "root" in names else (names[0] if names else None)
+            self.rule_picker.value = current if current in names else fallback
+        finally:
+            self._picking = False
+        if names:
+            self.show_rule(self.rule_picker.value)
+
+    def _on_pick(self, _change) -> None:
+        if not self._picking and self.rule_picker.value:
+            self._handler("structure", self.show_rule)()
+
+    def _on_open(self, _change) -> None:
+        if self.more.selected_index == 0 and not self.all_diagrams.value:
+            self._handler("structure", self.show_all_diagrams)()
+
+    def _guarded_refresh(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
+            self.session.record_error("structure", exc)
