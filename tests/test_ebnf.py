@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import BUNDLED_DIR, THIRD_PARTY
 
-from cfgzip_lab.grammar.diagnostics import GrammarError
+from cfgzip_lab.grammar.diagnostics import LINE_WINDOW, GrammarError
 from cfgzip_lab.grammar.ebnf import (
     CAPTURE_DROPPED,
     LOOKAHEAD_DROPPED,
@@ -84,7 +84,11 @@ ebnf_text__line__column__message_regex__xgrammar_accepts = [
     ('root ::= "a" (= "b") "c"', 1, 22, r"unexpected '\"c\"'", False),
     ('root ::= ("a" (= "b"))', 1, 15, r"unexpected '\(='", False),
     # rules
-    ("root ::= y", 1, 10, r"undefined rule 'y'", False),
+    ("root ::= y", 1, 10, r"undefined rule 'y'$", False),
+    ('root ::= exprr\nexpr ::= "a"', 1, 10, r"undefined rule 'exprr'; did you mean 'expr'\?$", False),
+    ('root ::= Term\nterm ::= "a"\nfactor ::= "b"', 1, 10, r"undefined rule 'Term'; did you mean 'term'\?$", False),
+    ('root ::= "a" // a C comment', 1, 14, r"unexpected '//': comments start with '#'", False),
+    ('/* C */ root ::= "a"', 1, 1, r"unexpected '/\*': comments start with '#'", False),
     ('root ::= "a" (= y)', 1, 17, r"undefined rule 'y'", False),
     ('root ::= "a"\n# again\nroot ::= "b"', 3, 1, r"'root' is defined twice \(first on line 1", False),
     ('x ::= "a"', 1, 1, r"the grammar has no root rule 'root'", False),
@@ -199,12 +203,57 @@ ebnf_text__warnings = [
 @pytest.mark.parametrize("ebnf_text, warnings", ebnf_text__warnings)
 def test_warnings(ebnf_text: str, warnings: list[tuple[int, int, str]]) -> None:
     ast = parse_ebnf(ebnf_text)
-    assert len(ast.warnings) == len(warnings)
-    for diagnostic, (line, column, regex) in zip(ast.warnings, warnings):
+    found = [w for w in ast.warnings if w.severity != "note"]  # notes: test_left_recursion_is_noted
+    assert len(found) == len(warnings)
+    for diagnostic, (line, column, regex) in zip(found, warnings):
         assert diagnostic.severity == "warning"
         assert (diagnostic.line, diagnostic.column) == (line, column)
         assert re.search(regex, diagnostic.message), diagnostic.message
     assert xgrammar_accepts_ebnf(ebnf_text)
+
+
+# text, the notes' (line, column, rules named)
+ebnf_text__notes = [
+    ('root ::= expr\nexpr ::= expr "+" term | term\nterm ::= "1"', [(2, 1, "rule 'expr'")]),
+    ('root ::= x\nx ::= y\ny ::= x | "q"', [(2, 1, "rules 'x', 'y'")]),
+    ('root ::= "a"? root "b" | "c"', [(1, 1, "rule 'root'")]),  # through a nullable prefix
+    ('root ::= ("a" | "")* ("b" root)? "c"', []),  # 'b' comes first: not left recursion
+    ('root ::= "a" root | ""', []),
+    ('root ::= x "+" | "1"\nx ::= root', [(1, 1, "rules 'root', 'x'")]),
+]
+
+
+@pytest.mark.parametrize("ebnf_text, notes", ebnf_text__notes)
+def test_left_recursion_is_noted(ebnf_text: str, notes: list[tuple[int, int, str]]) -> None:
+    found = [d for d in parse_ebnf(ebnf_text).warnings if d.severity == "note"]
+    assert [(d.line, d.column) for d in found] == [(line, column) for line, column, _ in notes]
+    for diagnostic, (_, _, rules) in zip(found, notes):
+        assert diagnostic.message.startswith(f"left recursion in {rules}:")
+        assert "GNF conversion rewrites it" in diagnostic.message
+
+
+def test_left_recursion_is_not_noted_when_the_grammar_has_errors() -> None:
+    assert [d.severity for d in check_ebnf('root ::= root "a" | undefined')] == ["error"]
+
+
+@pytest.mark.parametrize("before, after", [(3_500, 10), (10, 3_500), (2_000, 2_000), (0, 3_500)])
+def test_a_long_line_is_shown_as_a_window_around_the_caret(before: int, after: int) -> None:
+    text = "root ::= " + '"a" ' * (before // 4) + "@" + ' "b"' * (after // 4)
+    (diagnostic,) = check_ebnf(text)
+    head, shown, caret, cut = diagnostic.render(text).split("\n")
+    assert head.endswith("unexpected character '@'")
+    assert len(shown) <= 4 + LINE_WINDOW + 2  # indent, window, two ellipses
+    assert shown[caret.index("^")] == "@"  # the caret stays under the error
+    start = int(re.search(r"([0-9,]+) cut before", cut).group(1).replace(",", ""))
+    end = int(re.search(r"([0-9,]+) after", cut).group(1).replace(",", ""))
+    assert start + LINE_WINDOW + end == len(text)
+    assert f"{len(text):,} characters" in cut
+
+
+def test_a_short_line_is_shown_whole() -> None:
+    text = 'root ::= "a" @'
+    (diagnostic,) = check_ebnf(text)
+    assert diagnostic.render(text).split("\n")[1:] == ['    root ::= "a" @', "                 ^"]
 
 
 # ---- escapes and classes -------------------------------------------------------------------
@@ -383,7 +432,7 @@ def test_rule_heads_across_lines_and_comments() -> None:
     text = 'root ::= a\n# c\na\n# d\n::= "x"\nb.c-d::="y" | b.c-d\n'
     ast = parse_ebnf(text)
     assert list(ast.rules) == ["root", "a", "b.c-d"]
-    assert [w.message for w in ast.warnings] == ["rule 'b.c-d' is unreachable from 'root'"]
+    assert [w.message for w in ast.warnings if w.severity == "warning"] == ["rule 'b.c-d' is unreachable from 'root'"]
     assert xgrammar_accepts_ebnf(text)
 
 

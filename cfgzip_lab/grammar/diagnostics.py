@@ -11,7 +11,10 @@ from typing import Literal
 
 from ..errors import CfgzipError
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "note"]  # a note tells, it never blocks (left recursion rewritten)
+
+#: Characters of a long line shown around the caret (the rest is cut, and the cut is counted).
+LINE_WINDOW = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +32,12 @@ class Diagnostic:
     span: tuple[int, int] | None = None
 
     def render(self, text: str | None = None, source: str = "<grammar>") -> str:
-        """``source:line:column: severity: message`` plus the offending line and a caret."""
+        """``source:line:column: severity: message`` plus the offending line and a caret.
+
+        A line longer than :data:`LINE_WINDOW` is shown as a window around the caret, with
+        ``…`` where it was cut and a last line that says how many characters were cut, so
+        the caret stays under the error (a 3,500-character line printed whole loses it).
+        """
         head = f"{source}:{self.line}:{self.column}: {self.severity}: {self.message}"
         if text is None:
             return head
@@ -37,7 +45,21 @@ class Diagnostic:
         if not 1 <= self.line <= len(lines):
             return head
         code = lines[self.line - 1]
-        return f"{head}\n    {code}\n    {' ' * (self.column - 1)}^"
+        caret = min(self.column - 1, len(code))
+        if len(code) <= LINE_WINDOW:
+            return f"{head}\n    {code}\n    {_padding(code[:caret])}^"
+        start = max(0, min(caret - LINE_WINDOW // 2, len(code) - LINE_WINDOW))
+        end = start + LINE_WINDOW
+        before, after = "…" if start else "", "…" if end < len(code) else ""
+        shown = before + code[start:end] + after
+        pad = _padding(before + code[start:caret])
+        cut = f"    (line {self.line} has {len(code):,} characters: {start:,} cut before, {len(code) - end:,} after)"
+        return f"{head}\n    {shown}\n    {pad}^\n{cut}"
+
+
+def _padding(shown: str) -> str:
+    """Spaces under ``shown``, tabs kept, so that a caret after it lines up in a terminal."""
+    return "".join("\t" if c == "\t" else " " for c in shown)
 
 
 def position_of(text: str, offset: int) -> tuple[int, int]:

@@ -43,6 +43,7 @@ encoding and the lowering encodes them with ``surrogatepass``.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, replace
 from functools import cache
@@ -295,6 +296,8 @@ def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
             raise error.orig_exc from error
         definitions += builder.definitions
     rules = _check_rules(text, root, definitions, broken_names, diagnostics)
+    if not any(d.severity == "error" for d in diagnostics):
+        _note_left_recursion(text, rules, diagnostics)
     diagnostics.sort(key=lambda d: (d.line, d.column))
     return GrammarAST(rules=rules, root=root, text=text), diagnostics
 
@@ -331,6 +334,9 @@ def _syntax_diagnostic(text: str, start: int, end: int, error: UnexpectedInput) 
         at = start + error.pos_in_stream
         char = text[at]
         message = _UNEXPECTED_CHARACTER.get(char, f"unexpected character {char!r}")
+        if text.startswith(("//", "/*"), at):
+            message = f"unexpected {text[at : at + 2]!r}: comments start with '#' in XGrammar's EBNF (to the line end)"
+            return _diagnostic(text, (at, at + 2), message)
         return _diagnostic(text, (at, at + 1), message)
     assert isinstance(error, UnexpectedToken)
     token = error.token
@@ -694,12 +700,96 @@ def _check_rules(
         for ref in _references(definition.rule.body, definition.lookahead) + definition.macro_refs:
             if ref.name not in known and ref.name not in _RESERVED_WORDS:
                 assert ref.span is not None
-                diagnostics.append(_diagnostic(text, ref.span, f"undefined rule {ref.name!r}"))
+                message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
+                diagnostics.append(_diagnostic(text, ref.span, message))
     if root not in known:
         diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
     elif not broken_names:  # with unparsed rules we cannot know who references whom
         _warn_unreachable(text, root, definitions, rules, first_span, diagnostics)
     return rules
+
+
+def _did_you_mean(name: str, known) -> str:
+    """``; did you mean 'expr'?`` for the closest defined name (difflib), else nothing."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+LEFT_RECURSION_NOTE = (
+    "left recursion in {rules}: XGrammar takes it, and cfgzip's GNF conversion rewrites it "
+    "(no action needed; the classes are for the same language)"
+)
+
+
+def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Diagnostic]) -> None:
+    """One note per group of mutually left-recursive rules (``expr ::= expr "+" term``; unit
+    cycles ``x ::= y``, ``y ::= x`` count too), at the group's first rule in the text.
+
+    A rule is left-recursive when it can derive itself as the leftmost symbol, looking
+    through nullable prefixes: NULLABLE is a fixpoint over the rules, LEFT(A) the rules
+    that can start A's body; a group is a strongly connected part of the LEFT graph.
+    """
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, rule in rules.items():
+            if name not in nullable and _nullable(rule.body, nullable):
+                nullable.add(name)
+                changed = True
+    left = {name: _leftmost(rule.body, nullable) & rules.keys() for name, rule in rules.items()}
+    reach: dict[str, set[str]] = {}
+    for name in rules:
+        seen, todo = set(), list(left[name])
+        while todo:
+            other = todo.pop()
+            if other not in seen:
+                seen.add(other)
+                todo += left[other]
+        reach[name] = seen
+    done: set[str] = set()
+    for name, rule in rules.items():  # source order
+        if name in done or name not in reach[name]:
+            continue
+        group = [other for other in rules if other in reach[name] and name in reach[other]]
+        done.update(group)
+        listed = ", ".join(repr(g) for g in group)
+        message = LEFT_RECURSION_NOTE.format(rules=("rule " if len(group) == 1 else "rules ") + listed)
+        start = rule.span[0] if rule.span else 0
+        diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "note"))
+
+
+def _nullable(expr: Expr, nullable: set[str]) -> bool:
+    if isinstance(expr, Literal):
+        return not expr.text
+    if isinstance(expr, CharClass):
+        return False
+    if isinstance(expr, RuleRef):
+        return expr.name in nullable
+    if isinstance(expr, Sequence):
+        return all(_nullable(item, nullable) for item in expr.items)
+    if isinstance(expr, Choice):
+        return any(_nullable(option, nullable) for option in expr.options)
+    assert isinstance(expr, Repeat)
+    return expr.min == 0 or _nullable(expr.item, nullable)
+
+
+def _leftmost(expr: Expr, nullable: set[str]) -> set[str]:
+    """Rules that can be the first symbol of ``expr`` (past nullable items)."""
+    if isinstance(expr, RuleRef):
+        return {expr.name}
+    if isinstance(expr, Sequence):
+        out: set[str] = set()
+        for item in expr.items:
+            out |= _leftmost(item, nullable)
+            if not _nullable(item, nullable):
+                break
+        return out
+    if isinstance(expr, Choice):
+        return set().union(*(_leftmost(option, nullable) for option in expr.options))
+    if isinstance(expr, Repeat):
+        return _leftmost(expr.item, nullable) if expr.max != 0 else set()
+    return set()
 
 
 def _warn_unreachable(
