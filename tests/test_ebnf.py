@@ -203,7 +203,7 @@ ebnf_text__warnings = [
 @pytest.mark.parametrize("ebnf_text, warnings", ebnf_text__warnings)
 def test_warnings(ebnf_text: str, warnings: list[tuple[int, int, str]]) -> None:
     ast = parse_ebnf(ebnf_text)
-    found = [w for w in ast.warnings if w.severity != "note"]  # notes: test_left_recursion_is_noted
+    found = [w for w in ast.warnings if w.severity != "info"]  # left recursion: test_left_recursion_is_noted
     assert len(found) == len(warnings)
     for diagnostic, (line, column, regex) in zip(found, warnings):
         assert diagnostic.severity == "warning"
@@ -225,7 +225,7 @@ ebnf_text__notes = [
 
 @pytest.mark.parametrize("ebnf_text, notes", ebnf_text__notes)
 def test_left_recursion_is_noted(ebnf_text: str, notes: list[tuple[int, int, str]]) -> None:
-    found = [d for d in parse_ebnf(ebnf_text).warnings if d.severity == "note"]
+    found = [d for d in parse_ebnf(ebnf_text).warnings if d.severity == "info"]
     assert [(d.line, d.column) for d in found] == [(line, column) for line, column, _ in notes]
     for diagnostic, (_, _, rules) in zip(found, notes):
         assert diagnostic.message.startswith(f"left recursion in {rules}:")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from ..errors import CfgzipError
 
-Severity = Literal["error", "warning", "note"]  # a note tells, it never blocks (left recursion rewritten)
+Severity = Literal["error", "warning", "info"]  # info tells, never blocks (left recursion rewritten)
 
 #: Characters of a long line shown around the caret (the rest is cut, and the cut is counted).
 LINE_WINDOW = 100

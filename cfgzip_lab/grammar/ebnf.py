@@ -722,7 +722,7 @@ LEFT_RECURSION_NOTE = (
 
 
 def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Diagnostic]) -> None:
-    """One note per group of mutually left-recursive rules (``expr ::= expr "+" term``; unit
+    """One ``info`` diagnostic per group of mutually left-recursive rules (``expr ::= expr "+" term``; unit
     cycles ``x ::= y``, ``y ::= x`` count too), at the group's first rule in the text.
 
     A rule is left-recursive when it can derive itself as the leftmost symbol, looking
@@ -756,7 +756,7 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
         listed = ", ".join(repr(g) for g in group)
         message = LEFT_RECURSION_NOTE.format(rules=("rule " if len(group) == 1 else "rules ") + listed)
         start = rule.span[0] if rule.span else 0
-        diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "note"))
+        diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "info"))
 
 
 def _nullable(expr: Expr, nullable: set[str]) -> bool:
