@@ -60,26 +60,30 @@ def usage_snippet(
     vocabulary they were built for (``load_classes`` checks it and says so).
     """
     if tokenizer == "smollm2":
-        model_line = 'model, tokenizer, vocab = cz.load_model("smollm2")  # or any HF folder with this vocabulary'
+        model_line = 'model, tokenizer, vocab = cz.load_model("smollm2")  # or any HF model folder with this vocabulary'
     else:
-        model_line = (
-            f'model, tokenizer, vocab = cz.load_model("path/to/a/{tokenizer}/model")  # the classes are for {tokenizer}'
-        )
+        model_line = f"model, tokenizer, vocab = cz.load_model({_q(f'path/to/a/{tokenizer}/model')})  # the classes fit {tokenizer}"
     return "\n".join(
         [
             "import cfgzip_lab as cz",
             "from transformers import LogitsProcessorList",
             "",
-            f"text = open({str(grammar_path)!r}, encoding='utf-8').read()  # the grammar beside the cache",
+            f'text = open({_q(grammar_path)}, encoding="utf-8").read()  # the grammar saved beside the cache',
             model_line,
-            f"classes = cz.load_classes({str(cache_path)!r}, grammar_text=text, vocab=vocab)  # checked: same grammar, vocabulary",
+            f"classes = cz.load_classes({_q(cache_path)}, grammar_text=text, vocab=vocab)  # checked against both",
             "engines = cz.compile_engines(text, vocab, classes)",
             "processor = cz.CompressedLogitsProcessor(engines)  # a transformers LogitsProcessor",
-            f"inputs = tokenizer({prompt!r}, return_tensors='pt').to(model.device)",
-            f"out = model.generate(**inputs, logits_processor=LogitsProcessorList([processor]), max_new_tokens={max_new_tokens}, do_sample=False)",
-            "print(tokenizer.decode(out[0, inputs['input_ids'].shape[1]:], skip_special_tokens=True))",
+            f'inputs = tokenizer({_q(prompt)}, return_tensors="pt").to(model.device)',
+            "out = model.generate(**inputs, logits_processor=LogitsProcessorList([processor]), "
+            f"max_new_tokens={max_new_tokens}, do_sample=False)",
+            'print(tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))',
         ]
     )
+
+
+def _q(value) -> str:
+    """A Python string literal in double quotes (JSON's escapes are valid Python ones)."""
+    return json.dumps(str(value), ensure_ascii=False)
 
 
 def build_report(session) -> dict:
