@@ -16,6 +16,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 from cfgzip_lab.pipeline import bundled_grammars  # noqa: E402
+from cfgzip_lab.widgets._format import fmt_seconds  # noqa: E402
 from cfgzip_lab.widgets.session import Stamp, WorkbenchError, WorkbenchSession  # noqa: E402
 from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
 
@@ -487,6 +488,36 @@ def test_workbench_composes_every_panel(checker):
     assert "cfgzip-app" in app.widget._dom_classes
     app.select("Classes")
     assert app.tabs.selected_index == TABS.index("Classes")
+
+
+def test_workbench_status_names_the_source_and_errors_go_when_fixed(checker):
+    """The status line: provenance (untitled, + edited, a bundled name), classes with their
+    tokenizer and an out-of-date mark after an edit, and an error count that falls again."""
+    from cfgzip_lab.widgets import Workbench
+
+    session = WorkbenchSession("root ::= [a]+\n", checker=checker, tokenizer="llama3")
+    app = Workbench(session=session, delay=0, draft=False)
+    assert "grammar ✓</span> untitled" in app.status.value and "edited" not in app.status.value
+    app.editor.text.value = "root ::= [ab]+\n"
+    app.editor.flush()
+    assert "untitled (edited)" in app.status.value
+    session.load_bundled("json")
+    app.compile()
+    assert "</span> json" in app.status.value and "json (edited)" not in app.status.value
+    assert app.run_classing(wait=True).status == "done"
+    assert "classes · llama3" in app.status.value and "out of date" not in app.status.value
+    assert f"classing {fmt_seconds(session.timings['classing'])}" in app.status.value  # one classing time
+    app.editor.text.value = session.text + "\n# a note\n"
+    app.editor.flush()
+    assert "json (edited)" in app.status.value and "out of date (made for grammar" in app.status.value
+    app.timings._handler("benchmark", app.timings.benchmark)()  # stale classes: refused, counted
+    assert "1 error(s)" in app.status.value and app.timings.error_box.value
+    app.editor.text.value = bundled_grammars()["json"].read_text(encoding="utf-8")  # the edit undone
+    app.editor.flush()
+    assert "out of date" not in app.status.value  # the classes hold again for this text
+    app.timings._handler("benchmark", lambda: app.timings.benchmark([1], steps=2, wait=True))()
+    assert "error(s)" not in app.status.value and app.timings.error_box.value == ""
+    app.close()
 
 
 # -------------------------------------------------------------------------------- the decoder
