@@ -309,3 +309,57 @@ def test_verify_cli__grammar(grammar):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert last_json(proc)["mismatches"] == 0
+
+
+# -- other grammar inputs: JSON Schema and GBNF ------------------------------------------
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+    },
+    "required": ["id"],
+}
+GBNF = 'root ::= "<" item+ ">"\nitem ::= | [\\x41-\\x43] "\\x41BC" # \\x takes two hex digits in GBNF\n'
+
+
+def test_compress_and_verify_a_json_schema(tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    cache = tmp_path / "schema.npz"
+    proc = cli("compress", "--json-schema", str(schema), "--tokenizer", "smollm2", "-o", str(cache), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert last_json(proc)["classes"] < last_json(proc)["vocab_size"]
+    proc = cli(
+        "verify", "--json-schema", str(schema), "--tokenizer", "smollm2", "--classes", str(cache), "--walks", "3",
+        "--steps", "16", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert last_json(proc)["mismatches"] == 0 and last_json(proc)["steps_checked"] > 10
+
+
+def test_gnf_reads_gbnf_by_flag_and_by_file_name(tmp_path):
+    path = tmp_path / "g.gbnf"
+    path.write_text(GBNF)
+    for args in (["--gbnf", str(path)], [str(path)]):
+        proc = cli("gnf", *args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert last_json(proc)["kind"] == "gbnf"
+
+
+def test_bad_schema_and_bad_gbnf_name_their_line_and_column(tmp_path):
+    schema = tmp_path / "bad.json"
+    schema.write_text('{"type": "string",\n "pattern": "ab^c"}')
+    assert_usage_error(cli("gnf", "--json-schema", str(schema)), f"{schema}:2:16:", "anchor '^'")
+    schema.write_text('{"type": "string",\n "pattern": "a"')
+    assert_usage_error(cli("compress", "--json-schema", str(schema), "--tokenizer", "smollm2", "-o", "x.npz"), ":2:16:")
+    gbnf = tmp_path / "bad.gbnf"
+    gbnf.write_text('root ::= "a"\nitem ::= "\\q"\n')
+    assert_usage_error(cli("gnf", "--gbnf", str(gbnf)), f"{gbnf}:2:11:", "unknown escape \\q")
+
+
+def test_one_grammar_exactly(tmp_path):
+    path = tmp_path / "g.gbnf"
+    path.write_text(GBNF)
+    assert_usage_error(cli("gnf", "json", "--gbnf", str(path)), "give one grammar")
+    assert_usage_error(cli("verify", "--tokenizer", "smollm2"), "give one grammar")

@@ -1,5 +1,6 @@
 """What every ``cfgzip-lab`` command shares: the usage error, the ``--json`` flag and record,
-reading a grammar, a tokenizer and documents, and parsing comma-separated lists.
+reading a grammar (XGrammar EBNF, a llama.cpp GBNF file or a JSON Schema), a tokenizer and
+documents, and parsing comma-separated lists.
 
 Every helper turns bad input into :class:`UsageError`, which :func:`cfgzip_lab.cli.main`
 prints as one message with exit status 2: a user never sees a traceback for a typo.
@@ -26,6 +27,8 @@ __all__ = [
     "add_json_flag",
     "emit",
     "peak_rss_mb",
+    "add_grammar_arguments",
+    "grammar_argument",
     "read_grammar",
     "load_vocab",
     "read_docs",
@@ -59,8 +62,44 @@ def peak_rss_mb() -> float:
     return round(peak / 1024, 1)
 
 
-def read_grammar(name: str) -> tuple[Path, CompiledGrammar]:
-    """A grammar file or bundled grammar name, compiled to GNF; warnings go to stderr."""
+def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The grammar a command reads: a positional file or bundled name, or ``--json-schema FILE``
+    or ``--gbnf FILE`` (exactly one; :func:`grammar_argument` checks). Returns the parser."""
+    parser.add_argument(
+        "grammar",
+        nargs="?",
+        help="grammar file (XGrammar EBNF; a .gbnf file is read as GBNF, a .json file or a JSON object "
+        "as a JSON Schema), or a bundled grammar name (json, c_like, ...)",
+    )
+    parser.add_argument("--json-schema", metavar="FILE", help="a JSON Schema: XGrammar builds the grammar")
+    parser.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar (converted with its exact meaning)")
+    return parser
+
+
+def grammar_argument(args: argparse.Namespace) -> tuple[str, str]:
+    """``(name, kind)`` of the one grammar given on the command line (kind: ``auto``,
+    ``json_schema`` or ``gbnf``); none or several is a usage error."""
+    given = [
+        (name, kind)
+        for name, kind in (
+            (args.grammar, "auto"),
+            (getattr(args, "json_schema", None), "json_schema"),
+            (getattr(args, "gbnf", None), "gbnf"),
+        )
+        if name
+    ]
+    if len(given) != 1:
+        raise UsageError("give one grammar: a grammar file or bundled name, --json-schema FILE or --gbnf FILE")
+    return given[0]
+
+
+def read_grammar(name: str, kind: str = "auto") -> tuple[Path, CompiledGrammar]:
+    """A grammar file or bundled grammar name, compiled to GNF; warnings go to stderr.
+
+    ``kind`` as in :func:`cfgzip_lab.grammar.sources.to_ebnf` (``auto`` detects GBNF by a
+    ``.gbnf`` name and a JSON Schema by a ``.json`` name or a leading ``{``); errors and
+    warnings point into the file as the user wrote it.
+    """
     from ..grammar.diagnostics import GrammarError
     from ..pipeline import compile_grammar, resolve_grammar
 
@@ -70,7 +109,7 @@ def read_grammar(name: str) -> tuple[Path, CompiledGrammar]:
     except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
         raise UsageError(f"cannot read grammar: {exc}") from None
     try:
-        compiled = compile_grammar(text, source=str(path))
+        compiled = compile_grammar(text, source=str(path), kind=kind)
     except GrammarError as exc:
         raise UsageError(f"grammar {path} has errors:\n{exc.render()}") from None
     for w in compiled.warnings:

@@ -7,7 +7,16 @@ import os
 import sys
 import time
 
-from ._common import UsageError, add_json_flag, emit, load_vocab, peak_rss_mb, read_grammar
+from ._common import (
+    UsageError,
+    add_grammar_arguments,
+    add_json_flag,
+    emit,
+    grammar_argument,
+    load_vocab,
+    peak_rss_mb,
+    read_grammar,
+)
 
 __all__ = ["register", "cmd_compress", "cmd_inspect"]
 
@@ -17,7 +26,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
     from ..pipeline import build_classes
 
     t0 = time.perf_counter()
-    path, compiled = read_grammar(args.grammar)
+    path, compiled = read_grammar(*grammar_argument(args))
     vocab = load_vocab(args.tokenizer)
     progress = None
     if not args.json and sys.stderr.isatty():
@@ -102,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = add_json_flag(
         sub.add_parser("compress", help="class a tokenizer's vocabulary under a grammar and save the cache")
     )
-    c.add_argument("grammar")
+    add_grammar_arguments(c)
     c.add_argument("--tokenizer", required=True, help="llama3, qwen3, o200k, smollm2, gemma3, or a tokenizer folder")
     c.add_argument("-o", "--output", required=True, help="cache file (.npz)")
     c.add_argument(

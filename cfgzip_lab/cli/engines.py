@@ -13,7 +13,17 @@ import time
 from pathlib import Path
 
 from ..errors import CfgzipError
-from ._common import UsageError, add_json_flag, emit, load_vocab, parse_list, read_docs, read_grammar
+from ._common import (
+    UsageError,
+    add_grammar_arguments,
+    add_json_flag,
+    emit,
+    grammar_argument,
+    load_vocab,
+    parse_list,
+    read_docs,
+    read_grammar,
+)
 
 __all__ = ["register", "cmd_verify", "cmd_bench"]
 
@@ -48,7 +58,7 @@ def _setup(args):
     from ..bench import sample_docs
     from ..engine import GrammarCompileError, probe_xgrammar
 
-    path, compiled = read_grammar(args.grammar)
+    path, compiled = read_grammar(*grammar_argument(args))
     try:
         probe_xgrammar(compiled.text)
     except GrammarCompileError as exc:
@@ -354,7 +364,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = add_json_flag(
         sub.add_parser("verify", help="check that compressed masks equal plain XGrammar masks, bit for bit")
     )
-    v.add_argument("grammar", help="grammar file, or a bundled grammar name")
+    add_grammar_arguments(v)
     v.add_argument("--tokenizer", required=True)
     v.add_argument("--walks", type=int, default=20, help="random constrained walks")
     v.add_argument("--steps", type=int, default=64, help="tokens per walk, at most")
@@ -376,7 +386,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_verify)
 
     b = add_json_flag(sub.add_parser("bench", help="per-step mask time, plain XGrammar vs compressed, side by side"))
-    b.add_argument("grammar")
+    add_grammar_arguments(b)
     b.add_argument("--tokenizer", required=True)
     b.add_argument("--batch", default="1", help="batch sizes, comma separated (default 1)")
     b.add_argument("--docs", nargs="+", metavar="FILE", help="documents to replay (default: the grammar's samples)")

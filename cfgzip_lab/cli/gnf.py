@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_json_flag, emit, read_grammar
+from ._common import add_grammar_arguments, add_json_flag, emit, grammar_argument, read_grammar
 
 __all__ = ["register", "cmd_gnf"]
 
 
 def cmd_gnf(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    path, compiled = read_grammar(args.grammar)
+    path, compiled = read_grammar(*grammar_argument(args))
     seconds = time.perf_counter() - t0
     g = compiled.gnf
     human = [f"{'step':<22} {'nonterminals':>12} {'DAG nodes':>10} {'productions':>14} {'seconds':>8}"]
@@ -20,6 +20,9 @@ def cmd_gnf(args: argparse.Namespace) -> int:
         human.append(f"{s.name:<22} {s.nonterminals:>12} {s.dag_nodes:>10} {s.productions:>14} {s.seconds:>8.3f}")
     if args.show:
         human.append(g.to_text(args.show))
+    source = compiled.grammar_source
+    if source is not None and source.kind != "ebnf":
+        human += [f"{path} ({source.kind}): {note}" for note in source.notes]
     human.append(
         f"{path}: {len(compiled.ast.rules)} rules, {compiled.cfg.num_productions} byte-CFG productions, "
         f"GNF {g.num_nonterminals} nonterminals, {g.dag_nodes} DAG nodes standing for {g.num_productions} "
@@ -30,6 +33,7 @@ def cmd_gnf(args: argparse.Namespace) -> int:
         human,
         {
             "grammar": str(path),
+            "kind": compiled.grammar_source.kind if compiled.grammar_source else "ebnf",
             "rules": len(compiled.ast.rules),
             "cfg_productions": compiled.cfg.num_productions,
             "gnf_productions": g.num_productions,
@@ -43,6 +47,6 @@ def cmd_gnf(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     g = add_json_flag(sub.add_parser("gnf", help="convert a grammar to Greibach normal form and report sizes per step"))
-    g.add_argument("grammar", help="grammar file, or a bundled grammar name (json, c_like, ...)")
+    add_grammar_arguments(g)
     g.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N GNF productions")
     g.set_defaults(func=cmd_gnf)
