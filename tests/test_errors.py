@@ -64,3 +64,26 @@ def test_broken_tokenizer_folder__message(tmp_path, files__message):
     with pytest.raises(VocabLoadError, match=message) as info:
         load_vocab(str(tmp_path))
     assert str(tmp_path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text__kind",
+    [
+        ('{"type": "strin"}', "json_schema"),  # XGrammar raises RuntimeError for it
+        ('{"type": "string", "pattern": "(?<=a)b"}', "json_schema"),
+        ("{not json", "auto"),
+        ('root ::= "\\q"', "gbnf"),
+        ('root ::= Regex("a{2,1}")', "ebnf"),  # XGrammar's compiler raises RuntimeError for it
+    ],
+    ids=["bad_type", "lookbehind", "bad_json", "bad_gbnf_escape", "bad_regex"],
+)
+def test_bad_grammar_input_is_a_grammar_error_never_a_runtime_error(text__kind):
+    from cfgzip_lab.grammar.diagnostics import GrammarError
+    from cfgzip_lab.pipeline import compile_grammar
+
+    text, kind = text__kind
+    with pytest.raises(CfgzipError) as info:
+        compile_grammar(text, kind=kind)
+    assert isinstance(info.value, GrammarError) and not isinstance(info.value, RuntimeError)
+    assert info.value.errors and all(d.line >= 1 and d.column >= 1 for d in info.value.errors)
+    assert "/project/cpp" not in str(info.value)  # XGrammar's C++ log prefix is stripped
