@@ -18,7 +18,7 @@ from paths import THIRD_PARTY
 
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.ebnf import parse_ebnf
-from cfgzip_lab.grammar.sources import GrammarSource, detect_kind, to_ebnf
+from cfgzip_lab.grammar.sources import GrammarSource, check_source, detect_kind, to_ebnf
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.verify import verify_lossless
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -273,3 +273,22 @@ def test_to_ebnf_keeps_its_signature_for_the_workbench():
     assert isinstance(source, GrammarSource)
     assert 'Regex("^[A-Z]{2}-\\\\d{3,4}$", json_string=true)' in source.ebnf
     assert source.notes and source.name == "s.json"
+
+
+@pytest.mark.parametrize(
+    "text, kind, expected",
+    [
+        ('root ::= "a" | foo', "gbnf", [(1, 16, "error", "undefined rule 'foo'")]),
+        ('root ::= "\\q"', "gbnf", [(1, 11, "error", "unknown escape")]),
+        ('root ::= "a"\n\nx ::= "b"', "gbnf", [(3, 1, "warning", "unreachable")]),
+        ('{"type": "string", "pattern": "a^b"}', "auto", [(1, 33, "error", "anchor")]),
+        ('{"type": "string"', "auto", [(1, 18, "error", "not valid JSON")]),
+        (json.dumps(SCHEMAS["nested"]), "auto", []),  # XGrammar's own rules' warnings left out
+        ('root ::= exprr\nexpr ::= "a"', "ebnf", [(1, 10, "error", "did you mean 'expr'"), (2, 1, "warning", "")]),
+    ],
+)
+def test_check_source__diagnostics_in_the_users_text(text, kind, expected):
+    found = check_source(text, kind)
+    assert [(d.line, d.column, d.severity) for d in found] == [e[:3] for e in expected]
+    for diagnostic, (_, _, _, fragment) in zip(found, expected):
+        assert fragment in diagnostic.message

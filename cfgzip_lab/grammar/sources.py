@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from .diagnostics import Diagnostic, GrammarError, position_of
-from .ebnf import decode_ebnf_string
+from .ebnf import check_ebnf, decode_ebnf_string
 
-__all__ = ["GrammarSource", "to_ebnf", "detect_kind", "KINDS"]
+__all__ = ["GrammarSource", "to_ebnf", "check_source", "detect_kind", "KINDS"]
 
 KINDS = ("ebnf", "gbnf", "json_schema")
 
@@ -183,6 +183,28 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
     if kind == "gbnf":
         return _GbnfConverter(text, source, name).convert()
     raise ValueError(f"unknown grammar kind {kind!r}: expected 'auto' or one of {', '.join(KINDS)}")
+
+
+def check_source(text: str, kind: str = "auto", *, name: str | None = None) -> list[Diagnostic]:
+    """Every error and warning of ``text`` (any kind), placed in ``text``; never raises (for a
+    live editor). A diagnostic of the EBNF stage that has no place in ``text`` (XGrammar's own
+    rules of a schema) is left out, except an error, which is kept at line 1 so none is lost."""
+    try:
+        source = to_ebnf(text, kind, name=name)
+    except GrammarError as error:
+        return list(error.diagnostics)
+    except Exception as error:  # a bug must not take the editor down
+        return [Diagnostic(1, 1, f"internal error reading the grammar: {error!r}")]
+    out = []
+    for diagnostic in check_ebnf(source.ebnf):
+        moved = source.remap(diagnostic)
+        if moved is None and diagnostic.severity == "error":
+            moved = replace(
+                diagnostic, line=1, column=1, span=(0, 0), message=f"in XGrammar's grammar: {diagnostic.message}"
+            )
+        if moved is not None:
+            out.append(moved)
+    return out
 
 
 # A Regex macro call in XGrammar's printed EBNF, and a JSON string literal in a schema.
