@@ -235,6 +235,10 @@ def test_search_is_marked_out_of_date_then_recomputed(checker):
         s.compile(text.replace('"null"', '"nil"'), xgrammar=False)
         assert "out of date (made for grammar" in panel.search_output.value
         assert "out of date" in panel.compare_output.value
+        s.compile(text, xgrammar=False)  # the edit undone: current again, the mark goes
+        assert "out of date" not in panel.search_output.value and "out of date" not in panel.compare_output.value
+        s.compile(text.replace('"null"', '"nil"'), xgrammar=False)
+        assert "out of date" in panel.search_output.value
         assert s.run_classing("smollm2", wait=True).status == "done"  # another grammar AND tokenizer
         assert panel.search_stamp.tokenizer == "smollm2" and s.is_current(panel.search_stamp)
         assert "out of date" not in panel.search_output.value

@@ -160,6 +160,7 @@ class ClassesPanel(Panel):
         self.compare_output.add_class("cfgzip-compare-result")
         self.comparison: Comparison | None = None
         self.compare_stamp = None
+        self._search_stale = self._compare_stale = False  # what the outputs show now
 
         self.widget = w.VBox(
             [
@@ -459,6 +460,7 @@ class ClassesPanel(Panel):
     def _show_search(self, note: str = "") -> None:
         s = self.session
         stale = s.stale_note(self.search_stamp)
+        self._search_stale = bool(stale)
         banner = f'<p class="cfgzip-warn cfgzip-stale">{esc(stale)}: run classing again</p>' if stale else ""
         also = ""
         if self.also_results:
@@ -473,6 +475,7 @@ class ClassesPanel(Panel):
     def _show_comparison(self, result: Comparison, ids: list[int] | None = None) -> None:
         s = self.session
         stale = s.stale_note(self.compare_stamp)
+        self._compare_stale = bool(stale)
         banner = f'<p class="cfgzip-warn cfgzip-stale">{esc(stale)}: run classing again</p>' if stale else ""
         css = "cfgzip-ok" if result.same else "cfgzip-warn"
         details = ""
@@ -502,12 +505,13 @@ class ClassesPanel(Panel):
         try:
             s = self.session
             current = s.classes_current
-            if self.search_query is not None and not s.is_current(self.search_stamp):
+            # Re-render also when the stamp holds again (an edit undone): the out-of-date mark goes.
+            if self.search_query is not None and not (s.is_current(self.search_stamp) and not self._search_stale):
                 if current:
                     self.search(self.search_query)
                 else:
                     self._show_search()
-            if self.comparison is not None and not s.is_current(self.compare_stamp):
+            if self.comparison is not None and not (s.is_current(self.compare_stamp) and not self._compare_stale):
                 if current:
                     self.compare()
                 else:
