@@ -7,6 +7,12 @@ The app object is not a widget (composition): ``app.widget`` is the root, ``app.
 ``app.samples``, ``app.structure``, ``app.classes``, ``app.decoder``, ``app.timings`` and
 ``app.export`` are the panels, and ``app.session`` is what they share. Every button is one
 public method of a panel; the most used ones are also methods of the app.
+
+The status line names where the text comes from (``untitled``, a file, a bundled grammar,
+each with "(edited)" once changed), the classes and their tokenizer (the decoder's too),
+running jobs, the one classing time and the errors not yet fixed; results made for another
+text or tokenizer are marked "out of date (made for …)". Exports go to ``exports/`` at the
+repository root (git-ignored); see :mod:`.export`.
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ class Workbench:
             [w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs]
         )
         self.widget.add_class("cfgzip-app")
-        for topic in ("text", "grammar", "classes", "job", "decoder", "error"):
+        for topic in ("text", "source", "grammar", "classes", "job", "decoder", "error"):
             s.on(topic, self._show_status)
         s.compile()
 

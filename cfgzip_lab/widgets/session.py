@@ -16,7 +16,8 @@ answer as current. Errors are kept per action and cleared when that action next 
 
 Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the text was
 replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
-``"job"`` (progress), ``"decoder"``, ``"error"``. Callbacks may run in a worker thread.
+``"job"`` (progress), ``"decoder"``, ``"error"``, ``"source"`` (saved under a new
+provenance). Callbacks may run in a worker thread.
 """
 
 from __future__ import annotations
@@ -424,7 +425,7 @@ class WorkbenchSession:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.text, encoding="utf-8")
         self._set_source(str(path), self.text)
-        self.emit("text")
+        self.emit("source")  # the provenance changed, the text did not: nothing to re-check
         return path
 
     def restore_draft(self) -> bool:
