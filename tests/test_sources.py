@@ -292,3 +292,35 @@ def test_check_source__diagnostics_in_the_users_text(text, kind, expected):
     assert [(d.line, d.column, d.severity) for d in found] == [e[:3] for e in expected]
     for diagnostic, (_, _, _, fragment) in zip(found, expected):
         assert fragment in diagnostic.message
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from cfgzip_lab.vocab import load_vocab
+
+    return load_vocab("smollm2")
+
+
+REAL_TOKENIZER_GRAMMARS = {
+    "gbnf:arithmetic": ("gbnf", THIRD_PARTY / "llama.cpp" / "arithmetic.gbnf"),
+    "gbnf:list": ("gbnf", THIRD_PARTY / "llama.cpp" / "list.gbnf"),
+    "schema:pattern": ("json_schema", SCHEMAS["pattern"]),
+    "schema:pattern_json_chars": ("json_schema", SCHEMAS["pattern_json_chars"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_TOKENIZER_GRAMMARS))
+def test_real_tokenizer_compressed_masks_equal_xgrammar(name, smollm2):
+    """SmolLM2's 49,152 tokens: random constrained walks, compressed engine against plain XGrammar."""
+    kind, what = REAL_TOKENIZER_GRAMMARS[name]
+    if kind == "gbnf":
+        if not what.exists():
+            pytest.skip(f"{what} is not checked out here")
+        text = what.read_text(encoding="utf-8")
+    else:
+        text = json.dumps(what)
+    compiled = compile_grammar(text, kind=kind)
+    classes = build_classes(compiled, smollm2).classes
+    report = verify_lossless(compiled.text, smollm2, classes, walks=3, steps=16, seed=3)
+    assert report.ok, report.first_mismatch
+    assert report.steps_checked >= 6 and classes.num_classes < smollm2.vocab_size  # short languages end early

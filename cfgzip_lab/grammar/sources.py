@@ -522,10 +522,17 @@ _CLASS_SPECIALS = "\\]-^["
 
 
 def _encode(cp: int, specials: str) -> str:
-    """One code point as XGrammar writes it in a string or class (escaped when it must be)."""
-    c = chr(cp) if cp <= 0x10FFFF else ""
+    """One code point as XGrammar writes it in a string or class: printable characters as they
+    are (escaped when special), ``\\n \\t \\r``, and every other one as ``\\uHHHH`` /
+    ``\\UHHHHHHHH`` (so no raw U+2028 or control character splits a line of the output)."""
+    if cp in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[cp]
+    c = chr(cp) if cp <= 0x10FFFF and not 0xD800 <= cp <= 0xDFFF else ""
     if c and c in specials:
         return "\\" + c
-    if 0x20 <= cp < 0x7F or (cp >= 0xA0 and not 0xD800 <= cp <= 0xDFFF and cp <= 0x10FFFF):
+    if c and c.isprintable():
         return c
     return f"\\u{cp:04X}" if cp <= 0xFFFF else f"\\U{cp:08X}"
+
+
+_SHORT_ESCAPES = {0x0A: "\\n", 0x09: "\\t", 0x0D: "\\r"}
