@@ -221,7 +221,7 @@ class StructurePanel(Panel):
                 f"{r['cfg_productions']:,}",
                 f"{r['gnf_nonterminals']:,}",
                 f"{r['gnf_productions']:,}",
-                f"{r['growth']:,.1f}×",
+                f"{r['growth']:,.1f}×" if r["gnf_nonterminals"] else '<span class="cfgzip-muted">inlined</span>',
             ]
             for r in shown
         ]
