@@ -2,10 +2,13 @@
 
 The test starts JupyterLab on 127.0.0.1 (a free port, token auth off, no browser) in a
 temporary folder holding a copy of the notebooks, opens workbench.ipynb, runs all cells
-and walks the workbench's main scenario: an error typed into the grammar shows a diagnostic
-with its line; fixing it and running classing shows the class count; three decoder steps
+and walks the workbench's main scenario: the grammar editor (CodeMirror) highlights the
+grammar; an error typed into it shows a diagnostic with its line and an underline with hover
+text; a click on the diagnostic puts the cursor there (Tab indents, Esc then Tab leaves,
+undo); fixing it and running classing shows the class count; three decoder steps
 show tokens and the before/after chart; export writes the cache file. It saves a
-screenshot of each panel under artifacts/screenshots/ (git-ignored, kept by CI) and
+screenshot of each panel under artifacts/screenshots/ (git-ignored, kept by CI), the editor
+with an underline also as docs/screenshots/editor.png, and
 stops JupyterLab (and its kernels) whatever happens.
 
 Playwright's own browser download is never used: ``executable_path="/usr/bin/chromium"``.
@@ -30,6 +33,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
+DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"  # the README's pictures (editor.png is written here)
 CHROMIUM = os.environ.get("CFGZIP_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -74,6 +78,7 @@ def lab(tmp_path_factory):
         HF_HUB_OFFLINE="1",
         JUPYTER_CONFIG_DIR=str(base / "config"),  # nobody's own settings or workspaces
         JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        CFGZIP_EXPORT_DIR=str(root),  # exports land here, not in the checkout's exports/
     )
     log = (base / "jupyterlab.log").open("wb")
     cmd = [
@@ -184,24 +189,70 @@ def test_workbench_in_jupyterlab(lab, page):
     page.locator(".cfgzip-xgrammar", has_text="agrees").wait_for(timeout=60_000)
     _shot(page, "editor")
 
-    # An error typed into the grammar → a diagnostic naming its line.
-    editor = page.locator(".cfgzip-editor-text textarea")
-    original = editor.input_value()
-    editor.click()
-    editor.press("Control+End")
-    editor.type(TYPED_ERROR, delay=15)
-    line = (original + TYPED_ERROR).splitlines().index(TYPED_ERROR.strip()) + 1
-    diagnostic = page.locator(f'.cfgzip-diagnostics .cfgzip-diag.error[data-line="{line}"]')
-    diagnostic.wait_for(timeout=30_000)
-    assert f"line {line}, column" in diagnostic.inner_text()
-    assert "missing_rule" in diagnostic.inner_text()
-    page.locator(".cfgzip-xgrammar", has_text="refused").wait_for(timeout=60_000)
-    _shot(page, "editor_error")
+    # The editor is CodeMirror: rule names and strings carry the highlighter's classes.
+    code = page.locator(".cfgzip-editor-text .cm-content")
+    code.wait_for(timeout=30_000)
+    assert page.locator(".cfgzip-editor-text .cm-lineNumbers .cm-gutterElement", has_text="18").count() == 1
+    assert page.locator(".cfgzip-editor-text .tok-definition", has_text="root").count() == 1
+    assert page.locator(".cfgzip-editor-text .tok-string").count() > 5
+    assert page.locator(".cfgzip-editor-text .tok-comment").count() > 5
 
-    # Fix it: the diagnostics go away and the grammar compiles again.
-    editor.fill(original)
+    # An error typed into the grammar → a diagnostic naming its line, and an underline in the text
+    # whose hover text is the message.
+    lines_before = page.locator(".cfgzip-editor-text .cm-lineNumbers .cm-gutterElement").count()
+    code.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(TYPED_ERROR, delay=15)
+    diagnostic = page.locator(".cfgzip-diagnostics .cfgzip-diag.error", has_text="missing_rule")
+    diagnostic.wait_for(timeout=30_000)
+    line = int(diagnostic.get_attribute("data-line"))
+    column = int(diagnostic.get_attribute("data-column"))
+    assert f"line {line}, column {column}" in diagnostic.inner_text() and column == 15
+    underline = page.locator(".cfgzip-editor-text .cm-lintRange-error", has_text="issing_rule").first
+    underline.wait_for(timeout=30_000)
+    page.locator(".cfgzip-xgrammar", has_text="refused").wait_for(timeout=60_000)
+    underline.hover()
+    tooltip = page.locator(".cm-tooltip-lint", has_text="undefined rule 'missing_rule'")
+    tooltip.wait_for(timeout=10_000)
+    _shot(page, "editor_error")
+    shutil.copy(SCREENSHOTS / "editor_error.png", DOCS_SCREENSHOTS / "editor.png")
+    page.mouse.move(0, 0)
+
+    # Click its diagnostic → the cursor is on that line and column, in the focused editor: Tab
+    # indents the line there (and stays in the editor), a typed character lands at the column,
+    # and undo takes both back.
+    page.keyboard.press("Control+Home")
+    page.locator("button.cfgzip-jump", has_text=f"{line}:{column} undefined rule").first.click()
+    active = page.locator(".cfgzip-editor-text .cm-activeLine")
+    page.locator(".cfgzip-editor-text .cm-activeLineGutter", has_text=str(line)).wait_for(timeout=10_000)
+    assert page.evaluate("document.activeElement.classList.contains('cm-content')")
+    page.keyboard.type("X")
+    assert active.inner_text() == 'extra ::= "a" Xmissing_rule'
+    page.wait_for_timeout(700)  # past CodeMirror's 500 ms grouping: two undo steps, not one
+    page.keyboard.press("Tab")
+    assert active.inner_text().startswith("  extra ::= ")
+    assert page.evaluate("document.activeElement.classList.contains('cm-content')")  # Tab did not leave
+    page.keyboard.press("Control+z")
+    assert active.inner_text() == 'extra ::= "a" Xmissing_rule'
+    page.keyboard.press("Control+z")
+    page.locator(".cfgzip-editor-text .cm-activeLine", has_text='extra ::= "a" missing_rule').wait_for(timeout=5_000)
+    assert active.inner_text() == 'extra ::= "a" missing_rule'
+    page.keyboard.press("Escape")  # CodeMirror's way out: Esc, then Tab moves focus on
+    page.keyboard.press("Tab")
+    assert not page.evaluate("document.activeElement.classList.contains('cm-content')")
+
+    # Fix it (delete the typed line): the diagnostics and the underline go, the grammar compiles.
+    code.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Shift+Home")
+    page.keyboard.press("Backspace")
+    page.keyboard.press("Backspace")
     page.locator(".cfgzip-grammar-status", has_text="compiles").wait_for(timeout=30_000)
+    page.locator(".cfgzip-xgrammar", has_text="agrees").wait_for(timeout=60_000)
     assert page.locator(".cfgzip-diagnostics .cfgzip-diag.error").count() == 0
+    assert page.locator(".cfgzip-editor-text .cm-lintRange-error").count() == 0
+    assert page.locator("button.cfgzip-jump").count() == 0
+    assert page.locator(".cfgzip-editor-text .cm-lineNumbers .cm-gutterElement").count() == lines_before
 
     # Samples
     _tab(page, "Samples")
@@ -229,7 +280,8 @@ def test_workbench_in_jupyterlab(lab, page):
     search.fill('":')
     search.press("Enter")
     page.locator(".cfgzip-search-result", has_text="Why").wait_for(timeout=30_000)
-    assert "consumes" in page.locator(".cfgzip-search-result").inner_text()
+    assert page.locator(".cfgzip-search-result .cfgzip-why-sentence").count() == 1  # in the grammar's terms
+    assert "consumes" in page.locator(".cfgzip-search-result").text_content()  # the σ pairs, folded
     _shot(page, "classes")
 
     # Decoder: three steps → three tokens and the before/after chart.
