@@ -62,6 +62,17 @@ spec = importlib.util.find_spec("cfgzip_lab")
 here = os.path.realpath(os.path.join(root, "cfgzip_lab"))
 if spec is None or os.path.realpath(os.path.dirname(spec.origin or "")) != here:
     missing.append("cfgzip_lab")
+# The native engine's optional C kernel, built in place by pip install -e . where a compiler and
+# Python's headers are (elsewhere the engine uses its numpy path and nothing is missing).
+import glob, shutil, sysconfig
+native = os.path.join(root, "cfgzip_lab", "native")
+if (
+    os.path.exists(os.path.join(native, "_kernel.c"))
+    and shutil.which(os.environ.get("CC", "cc"))
+    and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+    and not glob.glob(os.path.join(native, "_kernel*.so"))
+):
+    missing.append("cfgzip_lab.native._kernel")
 print(" ".join(missing))
 EOF
 )
@@ -69,7 +80,8 @@ EOF
 stamp_base=$venv/.cfgzip-setup-base.sha256
 stamp_test=$venv/.cfgzip-setup-test.sha256
 if [ "$test_mode" = 1 ]; then stamp=$stamp_test; else stamp=$stamp_base; fi
-digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+# (the C source of the native engine's optional kernel too: pip install -e . compiles it in place)
+digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/native/_kernel.c | sha256sum | cut -d' ' -f1)
 
 if [ -z "$missing" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
   say ".venv is up to date"

@@ -106,6 +106,7 @@ class NativeEngine:
             "index_source": self.index_source,
             "store_nodes": len(self.walker.store),
             "row_cache_misses": self.rows.misses,
+            "compiled_rows": self.rows.compiled,
             **self.walker.stats,
         }
 

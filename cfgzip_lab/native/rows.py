@@ -14,27 +14,59 @@ bits, and classes are disjoint, so the sum of the bits in a word is their OR: ex
 float64 below 2^53). Otherwise (more than ``max_delta_tokens`` tokens flip, or no previous
 row) :class:`cfgzip_lab.expand.Expander` expands the set (union tables for the large classes,
 a scatter for the small ones). Both give the gather's bits exactly (tested against it).
+
+Where the compiled kernel (``_kernel.c``, built by ``pip install -e .`` / the wheel; optional)
+is importable, a new set is expanded by it instead, from scratch every time: union tables of
+the 64 largest classes plus one (word, bits) pair per small class and word, set or cleared in
+place, no numpy call. Measured with Llama-3 on the 200 class sets of bython's timed sample
+steps, memos off, load 5 on 2 cores: 22 µs median / 28 µs p90 against 92 / 111 µs for the
+numpy path above (json: 5 / 6 against 74 / 90). ``CFGZIP_NATIVE_KERNEL=0`` in the environment
+keeps the numpy path (the reference the kernel is tested against).
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from ..expand import Expander
 
-__all__ = ["RowCache"]
+try:  # the compiled expansion (_kernel.c); absent when the package was built without a C compiler
+    from . import _kernel
+except ImportError:  # pragma: no cover - depends on the build
+    _kernel = None
+if os.environ.get("CFGZIP_NATIVE_KERNEL", "1") == "0":  # the numpy path on request (tests, measurements)
+    _kernel = None
+
+__all__ = ["RowCache", "kernel_available"]
 
 LARGE = 2048
 """Classes with at least this many tokens keep a whole packed row for the delta path."""
+UNION_CLASSES = 64
+"""The compiled path's union tables: at most this many large classes, four per table of 16 rows
+(4 MB for Llama-3), each with at least ``UNION_MIN_TOKENS`` tokens; the other tokens are set one
+by one."""
+UNION_MIN_TOKENS = 256
+
+
+def kernel_available() -> bool:
+    """Whether the compiled expansion kernel is built and in use (``CFGZIP_NATIVE_KERNEL=0``: never)."""
+    return _kernel is not None
 
 
 class RowCache:
     """Packed int32 vocabulary rows (XGrammar's layout, bits past V zero) per class set."""
 
     def __init__(
-        self, expander: Expander, class_of: np.ndarray, *, memo_bytes: int = 64 << 20, max_delta_tokens: int = 8192
+        self,
+        expander: Expander,
+        class_of: np.ndarray,
+        *,
+        memo_bytes: int = 64 << 20,
+        max_delta_tokens: int = 8192,
+        compiled: bool | None = None,
     ) -> None:
         self.expander = expander
         self.num_classes = expander.num_classes
@@ -47,7 +79,12 @@ class RowCache:
         self._last: tuple[int, np.ndarray] | None = None
         self.misses = 0
         self.delta_builds = 0
+        self.compiled = kernel_available() if compiled is None else compiled
+        if self.compiled and _kernel is None:
+            raise RuntimeError("the compiled expansion kernel (cfgzip_lab.native._kernel) is not built")
         self._prepare(np.asarray(class_of, dtype=np.int64))
+        if self.compiled:
+            self._prepare_kernel(np.asarray(class_of, dtype=np.int64))
 
     def _prepare(self, class_of: np.ndarray) -> None:
         k, w = self.num_classes, self.vocab_words
@@ -74,6 +111,57 @@ class RowCache:
         pair_cls = cls[starts] if key.size else np.zeros(0, dtype=np.int64)
         self._indptr = np.zeros(k + 1, dtype=np.int64)
         np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
+
+    def _prepare_kernel(self, class_of: np.ndarray) -> None:
+        """Union tables of the largest classes and the (position, class) lists of the rest (see _kernel.c)."""
+        k, w = self.num_classes, self.vocab_words
+        largest = np.argsort(-self._sizes, kind="stable")[:UNION_CLASSES]
+        large = largest[self._sizes[largest] >= UNION_MIN_TOKENS]
+        groups = -(-large.size // 4)
+        # A short last group repeats its last class: a union with itself is itself.
+        members = np.concatenate([large, np.repeat(large[-1:], groups * 4 - large.size)]).astype(np.int32)
+        tables = np.zeros((groups, 16, w), dtype=np.int32)
+        for g in range(groups):
+            for code in range(1, 16):
+                low = (code & -code).bit_length() - 1
+                bits = np.zeros(w * 32, dtype=bool)
+                bits[: class_of.size] = class_of == members[4 * g + low]
+                tables[g, code] = tables[g, code & (code - 1)] | np.packbits(bits, bitorder="little").view(np.int32)
+        in_tables = np.zeros(k, dtype=bool)
+        in_tables[large] = True
+        # The other classes: one (word, OR of bits) pair per class and word of the packed row, CSR by class.
+        pos = np.flatnonzero(~in_tables[class_of])
+        cls = class_of[pos]
+        order = np.lexsort((pos, cls))
+        pos, cls = pos[order], cls[order]
+        key = cls * w + (pos >> 5)
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, dtype=np.int64)
+        bits = np.left_shift(np.uint64(1), (pos & 31).astype(np.uint64))
+        pair_bits = np.bitwise_or.reduceat(bits, starts) if key.size else np.zeros(0, dtype=np.uint64)
+        indptr = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cls[starts], minlength=k), out=indptr[1:])
+        small_all = np.zeros(w * 32, dtype=bool)
+        small_all[pos] = True
+        self._k_groups = members
+        self._k_tables = tables
+        self._k_indptr = indptr.astype(np.int32)
+        self._k_words = (pos[starts] >> 5).astype(np.int32)
+        self._k_bits = pair_bits.astype(np.uint32).view(np.int32)
+        self._k_small_all = np.packbits(small_all, bitorder="little").view(np.int32)
+
+    def _expand_compiled(self, class_set: int) -> np.ndarray:
+        row = np.empty(self.vocab_words, dtype=np.int32)
+        _kernel.expand_row(
+            class_set.to_bytes(self.class_bytes, "little"),
+            self._k_groups,
+            self._k_tables,
+            self._k_indptr,
+            self._k_words,
+            self._k_bits,
+            self._k_small_all,
+            row,
+        )
+        return row
 
     def class_row(self, class_set: int) -> np.ndarray:
         """The class set as XGrammar's packed int32 class bitmask ``(ceil(K/32),)``."""
@@ -118,9 +206,12 @@ class RowCache:
         got = rows.pop(class_set, None)
         if got is None:
             self.misses += 1
-            got = self._from_last(class_set)
-            if got is None:
-                got = self.expander.to_vocab_bitmask(self.class_row(class_set)).numpy()
+            if self.compiled:
+                got = self._expand_compiled(class_set)
+            else:
+                got = self._from_last(class_set)
+                if got is None:
+                    got = self.expander.to_vocab_bitmask(self.class_row(class_set)).numpy()
             got.flags.writeable = False
             while len(rows) >= self._limit:
                 rows.pop(next(iter(rows)))

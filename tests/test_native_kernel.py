@@ -1,0 +1,164 @@
+"""The native engine's compiled expansion kernel (``cfgzip_lab/native/_kernel.c``) against its numpy path.
+
+The kernel is optional: where it is not built the engine uses the numpy path, which is what these
+tests compare it with, bit for bit (and both with a plain gather), on real partitions of Llama-3's
+vocabulary and on native walks over a bundled grammar.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cfgzip_lab.classes.classing import TokenClasses
+from cfgzip_lab.expand import Expander
+from cfgzip_lab.native.rows import RowCache, kernel_available
+
+REPO = Path(__file__).resolve().parents[1]
+CAN_BUILD = (
+    shutil.which(os.environ.get("CC", "cc")) is not None and Path(sysconfig.get_paths()["include"], "Python.h").exists()
+)
+needs_kernel = pytest.mark.skipif(not kernel_available(), reason="the compiled kernel is not built here")
+
+
+def _llama3():
+    from cfgzip_lab.vocab import load_vocab
+
+    try:
+        return load_vocab("llama3")
+    except Exception as err:  # pragma: no cover - depends on the machine's offline files
+        pytest.skip(f"llama3 vocabulary unavailable: {err}")
+
+
+def _gather(class_of: np.ndarray, num_classes: int, class_set: int) -> np.ndarray:
+    """The reference: allowed[t] = class_set bit class_of[t], packed (bits past V zero)."""
+    bits = np.unpackbits(
+        np.frombuffer(class_set.to_bytes(-(-num_classes // 8), "little"), np.uint8), bitorder="little"
+    )[:num_classes]
+    allowed = bits[class_of]
+    return np.packbits(np.r_[allowed, np.zeros(-class_of.size % 32, np.uint8)], bitorder="little").view(np.int32)
+
+
+def test_setup_builds_the_kernel_where_a_compiler_is():
+    """scripts/setup.sh (pip install -e .) compiles it in place; only a machine without gcc or Python's
+    headers, or CFGZIP_NATIVE_KERNEL=0, goes without."""
+    if not CAN_BUILD or os.environ.get("CFGZIP_NATIVE_KERNEL") == "0":
+        pytest.skip("no C compiler or Python headers, or the kernel is switched off")
+    assert kernel_available()
+
+
+def _partitions(vocab):
+    """Three real shapes: a few huge classes, many singletons, and a mix (tokens by id modulo 97
+    after the first 3,000)."""
+    ids = np.arange(vocab.vocab_size)
+    yield np.minimum(ids // 20_000, 6)  # 7 classes of up to 20k tokens
+    yield np.where(ids < 20_000, ids, 20_000)  # 20,000 singletons and one class of the rest
+    yield np.where(ids < 3_000, ids, 3_000 + ids % 97)
+
+
+@needs_kernel
+def test_kernel_rows_equal_the_numpy_path_and_the_gather():
+    vocab = _llama3()
+    rng = np.random.default_rng(0)
+    for class_of in _partitions(vocab):
+        k = int(class_of.max()) + 1
+        _, reps = np.unique(class_of, return_index=True)
+        classes = TokenClasses(class_of.astype(np.int32), reps.astype(np.int32), np.zeros(k, dtype=np.uint8))
+        expander = Expander(classes)
+        compiled = RowCache(expander, classes.class_of, compiled=True)
+        numpy_path = RowCache(expander, classes.class_of, compiled=False)
+        full = (1 << k) - 1
+        sets = [0, full, 1, 1 << (k - 1)]
+        for density in (0.02, 0.3, 0.5, 0.7, 0.98):  # both sides of the kernel's complement switch
+            for _ in range(6):
+                bits = rng.random(k) < density
+                sets.append(int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little"))
+        for s in sets:
+            want = _gather(class_of, k, s)
+            assert np.array_equal(compiled.vocab_row(s), want)
+            assert np.array_equal(numpy_path.vocab_row(s), want)
+        assert compiled.misses == len(set(sets))
+
+
+@needs_kernel
+def test_kernel_refuses_tables_that_do_not_fit():
+    from cfgzip_lab.native import _kernel
+
+    row = np.zeros(4, dtype=np.int32)
+    empty = np.zeros(0, dtype=np.int32)
+    indptr = np.zeros(2, dtype=np.int32)
+    with pytest.raises(ValueError, match="do not fit"):  # small_all has 3 words, the row 4
+        _kernel.expand_row(b"\x01", empty, empty, indptr, empty, empty, np.zeros(3, np.int32), row)
+    with pytest.raises(ValueError, match="do not fit"):  # one group needs 16 table rows
+        _kernel.expand_row(b"\x01", np.zeros(4, np.int32), empty, indptr, empty, empty, np.zeros(4, np.int32), row)
+    with pytest.raises(TypeError):
+        _kernel.expand_row(b"\x01", empty)
+
+
+@needs_kernel
+@pytest.mark.slow
+def test_native_masks_and_states_are_the_same_with_and_without_the_kernel():
+    """Random native walks over bython with Llama-3 (rollbacks included): every step's full-vocabulary
+    mask from the compiled rows equals the numpy path's and a plain gather of the walk's class set;
+    both engines walk the same states (the walk is shared Python code, the states compared anyway)."""
+    from cfgzip_lab.bundled import bundled_grammars
+    from cfgzip_lab.classes.classing import NORMAL
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+
+    vocab = _llama3()
+    compiled = compile_grammar(bundled_grammars()["bython"].read_text(encoding="utf-8"))
+    result = build_classes(compiled, vocab)
+    engine = build_native_engine(compiled, vocab, result.classes, classing=result)
+    assert engine.rows.compiled and engine.stats()["compiled_rows"]
+    reference = RowCache(engine.expander, result.classes.class_of, compiled=False)
+    class_of = np.asarray(result.classes.class_of)
+    k = result.classes.num_classes
+    rng = np.random.default_rng(1)
+    steps = 0
+    for _ in range(6):
+        m = engine.matcher()
+        for _ in range(60):
+            class_set = m.class_set()
+            row = m.next_vocab_bitmask().numpy()
+            assert np.array_equal(row, reference.vocab_row(class_set))
+            assert np.array_equal(row, _gather(class_of, k, class_set))
+            steps += 1
+            allowed = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
+            normal = [int(t) for t in allowed if result.classes.class_kind[class_of[t]] == NORMAL]
+            if not normal:
+                break
+            before = m._history[-1]
+            assert m.accept_token(int(rng.choice(normal)))
+            if rng.random() < 0.15:
+                m.rollback(1)
+                assert m._history[-1] == before
+    assert steps > 200 and engine.fallbacks == 0
+
+
+def test_without_the_kernel_the_engine_uses_the_numpy_path():
+    """CFGZIP_NATIVE_KERNEL=0: no kernel, and the row cache still gives the gather's bits."""
+    code = (
+        "import numpy as np\n"
+        "from cfgzip_lab.native.rows import RowCache, kernel_available\n"
+        "from cfgzip_lab.classes.classing import TokenClasses\n"
+        "from cfgzip_lab.expand import Expander\n"
+        "class_of = (np.arange(1000) % 37).astype(np.int32)\n"
+        "c = TokenClasses(class_of, np.arange(37, dtype=np.int32), np.zeros(37, dtype=np.uint8))\n"
+        "r = RowCache(Expander(c), class_of)\n"
+        "s = (1 << 3) | (1 << 36)\n"
+        "want = np.packbits(np.r_[np.isin(class_of, [3, 36]), np.zeros(-1000 % 32, bool)], bitorder='little')\n"
+        "assert not kernel_available() and not r.compiled\n"
+        "assert np.array_equal(r.vocab_row(s), want.view(np.int32))\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "CFGZIP_NATIVE_KERNEL": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
