@@ -56,6 +56,7 @@ class EditorPanel(Panel):
         self._timer: threading.Timer | None = None
         self._timer_lock = threading.Lock()
         self._syncing = False
+        self._marks_lock = threading.Lock()  # "grammar" and "xgrammar" may both redraw, from two threads
 
         self.bundled = w.Dropdown(
             options=[_CHOOSE, *bundled_grammars()], value=_CHOOSE, description="Load", layout=w.Layout(width="250px")
@@ -279,9 +280,12 @@ class EditorPanel(Panel):
         return marks
 
     def _show_marks(self) -> None:
-        marks = self.marks()
         if self.code_editor is None:
             return
+        with self._marks_lock:
+            self._draw_marks(self.marks())
+
+    def _draw_marks(self, marks: list[dict]) -> None:
         self.code_editor.diagnostics = marks
         buttons = []
         for mark in sorted(marks, key=lambda m: (m["severity"] != "error", m["line"], m["column"])):  # errors first
