@@ -241,9 +241,13 @@ def test_workbench_in_jupyterlab(lab, page):
     page.keyboard.press("Tab")
     assert not page.evaluate("document.activeElement.classList.contains('cm-content')")
 
-    # Fix it (delete the typed line): the diagnostics and the underline go, the grammar compiles.
+    # Bracket matching: right after a typed "(x)" both parentheses are marked.
     code.click()
     page.keyboard.press("Control+End")
+    page.keyboard.type(" (x)", delay=15)
+    assert page.locator(".cfgzip-editor-text .cm-matchingBracket").count() == 2
+
+    # Fix it (delete the typed line): the diagnostics and the underline go, the grammar compiles.
     page.keyboard.press("Shift+Home")
     page.keyboard.press("Backspace")
     page.keyboard.press("Backspace")
