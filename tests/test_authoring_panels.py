@@ -204,6 +204,18 @@ def test_why_in_source_terms_with_sigma_details(classed):
     assert "σ<sub>in</sub>" in details and "stands for" in details and "@" in details
 
 
+def test_explain_a_class(classed):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    panel = ClassesPanel(classed)
+    k = int(classed.classes.class_of[classed.vocab.token_bytes.index(b"7")])
+    info = panel.explain_class(k)
+    assert info["class"] == k and "interchangeable" in info["sentence"]
+    assert f"(class {k}, through its representative)" in panel.search_output.value
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        panel.explain_class(classed.classes.num_classes)
+
+
 def test_compare_two_tokens(classed):
     from cfgzip_lab.widgets.classes_panel import ClassesPanel
 

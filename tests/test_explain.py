@@ -8,7 +8,7 @@ import re
 import pytest
 
 from cfgzip_lab.classes.displacement import Displacer
-from cfgzip_lab.classes.explain import compare_tokens, explain, explain_token, token_text
+from cfgzip_lab.classes.explain import compare_tokens, explain, explain_class, explain_token, token_text
 from cfgzip_lab.grammar.words import EMPTY
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 
@@ -114,3 +114,14 @@ def test_compare_agrees_with_the_classes(json_llama3):
         seen_same += c.same
         seen_diff += not c.same
     assert seen_same >= 50 and seen_diff >= 20
+
+
+def test_explain_class_is_its_representative(json_llama3):
+    compiled, vocab, result = json_llama3
+    classes, displacer = result.classes, result.displacer
+    k = int(classes.class_of[vocab.token_bytes.index(b"5")])
+    by_class = explain_class(displacer, vocab, classes, k)
+    by_rep = explain_token(displacer, vocab, classes, int(classes.representatives[k]))
+    assert by_class.sentence == by_rep.sentence and by_class.node == by_rep.node
+    with pytest.raises(IndexError, match="does not exist"):
+        explain_class(displacer, vocab, classes, classes.num_classes)

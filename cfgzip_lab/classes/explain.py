@@ -30,6 +30,7 @@ __all__ = [
     "Comparison",
     "explain",
     "explain_token",
+    "explain_class",
     "compare_tokens",
     "symbol_phrase",
     "token_text",
@@ -227,6 +228,13 @@ def explain_token(displacer: Displacer, vocab, classes, token_id: int, *, peers:
         names = [token_text(vocab.token_bytes[t]) for t in others]
         more = int(members.size) - 1 - len(names)
     return explain(displacer, data, label=token_text(data), peers=names, more_peers=more, **options)
+
+
+def explain_class(displacer: Displacer, vocab, classes, k: int, **options) -> Explanation:
+    """:func:`explain_token` for class ``k``, through its representative (every member has the same pairs)."""
+    if not 0 <= k < classes.num_classes:
+        raise IndexError(f"class {k} does not exist (0..{classes.num_classes - 1})")
+    return explain_token(displacer, vocab, classes, int(classes.representatives[k]), **options)
 
 
 def _diff_nonempty(store, a: int, b: int, memo: dict[tuple[int, int], bool]) -> bool:

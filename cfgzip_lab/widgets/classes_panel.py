@@ -91,7 +91,7 @@ def size_histogram(sizes: np.ndarray) -> tuple[list[str], list[int]]:
 
 class ClassesPanel(Panel):
     """Classing and the class explorer. Public methods: :meth:`run_classing`, :meth:`cancel`,
-    :meth:`search`, :meth:`refresh`."""
+    :meth:`search`, :meth:`explain_class`, :meth:`compare`, :meth:`refresh`."""
 
     error_sources = ("classing", "search", "classes view")
 
@@ -216,6 +216,21 @@ class ClassesPanel(Panel):
         self.also_results = [dict(self._explain(t), match=how) for t, how in also]
         self._show_search(note)
         return self.search_results
+
+    def explain_class(self, k: int) -> dict:
+        """Why class ``k`` is a class: its representative explained, naming the other members."""
+        s = self.session
+        if s.classes is None or s.vocab is None:
+            raise WorkbenchError("run classing first")
+        if not 0 <= k < s.classes.num_classes:
+            raise WorkbenchError(f"class {k} does not exist (0..{s.classes.num_classes - 1:,})")
+        rep = int(s.classes.representatives[k])
+        self.search_query = f"#{rep}"
+        self.search_stamp = s.classes_stamp
+        self.search_results = [dict(self._explain(rep), match=f"class {k}, through its representative")]
+        self.also_results = []
+        self._show_search()
+        return self.search_results[0]
 
     def compare(self, a: str | None = None, b: str | None = None) -> Comparison:
         """Why two tokens are in different classes, or that they are interchangeable.
