@@ -41,12 +41,13 @@ __all__ = ["TimingsPanel", "step_summary", "benchmark_batches", "pays", "WHY_TIM
 #: median 95 µs and CFGzip 223 µs; the same 40 grammar states replayed back to back in one
 #: loop, 23 µs and 55 µs on the first pass (14 and 45 best of 5). With torch on 1 thread
 #: instead of 2 the decoder's medians stayed at 95 and 231 µs: the model's forward pass
-#: between fills (135M parameters streamed through the CPU caches) is what costs, not the states.
+#: between fills is what costs, not the states (most likely: 135M parameters streamed through
+#: the CPU caches evict the grammar's tables; not measured directly).
 WHY_TIMES_DIFFER = (
     "Why the decoder's per-step times are higher than the benchmark's: both time the same calls "
     "(plain: XGrammar's fill of the V-token bitmask; CFGzip: the fill over K classes + expansion to "
     "V tokens; neither applies the mask to the logits). The decoder times one fill right after each "
-    "forward pass of the model, which has pushed the grammar's tables out of the CPU caches; the "
+    "forward pass of the model, which most likely has pushed the grammar's tables out of the CPU caches; the "
     "benchmark times fills back to back in one loop, caches warm. Replaying the decoder's own JSON "
     "steps in a loop measured about 4x less (23 vs 95 µs for plain). Compare engines within one "
     "table, not numbers across the two."
