@@ -125,7 +125,8 @@ pattern__json_string__accepted__rejected = [
     # json_string: no control character, '"' or '\\' anywhere, and no escapes either
     (".", True, ["a", "é", "\x7f"], ["\n", '"', "\\", "\x1f", "\x00"]),
     ("..", True, ["ab"], ['\\"', "\\n", "\\\\"]),
-    ('a"b|c', True, ["c"], ['a"b', 'a\\"b']),
+    ('"b|c', True, ["c"], ['"b', '\\"b', "b"]),  # an emptied atom first: no dead end (see below)
+    ("x(\\n)?y", True, ["xy"], ["x\ny", "x\\ny"]),
     ("[^x]*", True, ["", "abc", "é"], ['"', "\\", "\n", "x"]),
     ("\\d+", True, ["12"], ["", "a"]),
     ("[\\s\\S]", True, ["a", " "], ["\n", "\t", '"']),
@@ -226,6 +227,21 @@ def test_pattern__message__refused(pattern, message, refused):
     except Exception:  # noqa: BLE001 - XGrammar raises RuntimeError
         xgrammar_takes_it = False
     assert xgrammar_takes_it == refused, "an error must be XGrammar's too; a refusal must be ours alone"
+
+
+@pytest.mark.parametrize(
+    "pattern, dead_prefix",
+    [('a"b', "a"), ("ab\\\\", "ab"), ("x|a\\nb", "a"), ("(a[\\x00-\\x1f])+", "a"), ("a{2}\\0", "aa"), ("b\\cA", "b")],
+)
+def test_json_string_dead_ends_are_refused(pattern, dead_prefix):
+    """json_string empties an atom after text was consumed: XGrammar's matcher accepts that text
+    and then nothing (a dead end, which GNF cannot hold), so we refuse the pattern."""
+    with pytest.raises(RegexError, match="under json_string=true exactly") as info:
+        regex_to_expr(pattern, json_string=True)
+    assert info.value.refused
+    matcher = xgrammar_matcher(regex_grammar(pattern, json_string=True))
+    assert matcher.accept_string(dead_prefix.encode()) and not matcher.is_terminated()
+    regex_to_expr(pattern)  # without json_string the pattern is fine
 
 
 def test_a_regex_error_points_at_its_character_in_the_grammar_text():

@@ -23,7 +23,9 @@ feeding bytes to a real ``GrammarMatcher`` (``tests/test_regex.py`` pins them):
 - ``json_string=true`` (what JSON Schema patterns use) removes U+0000..U+001F, ``"`` and ``\\``
   from every character the pattern can match: the pattern describes raw characters of the
   JSON string body and those would need escapes. It is *not* escape-aware: no pattern ever
-  matches ``\\"`` under it.
+  matches ``\\"`` under it. Where that leaves an atom with no character after a part that
+  consumed text (``a"b``), XGrammar's matcher still accepts the text before it (a dead end):
+  such a pattern is refused, as token classes cannot reproduce a dead end.
 
 Refused (a :class:`RegexError` with ``refused=True``), because XGrammar gives them a meaning
 the pattern's author did not write and cfgzip will not guess: lookaheads ``(?=``/``(?!``
@@ -152,6 +154,7 @@ class _Parser:
         # The first refused construct: raised only once the whole pattern has parsed, so that a
         # pattern XGrammar rejects anyway gets XGrammar's reason rather than our refusal.
         self.refusal: RegexError | None = None
+        self.emptied: list[tuple[int, int]] = []  # atoms json_string left with no character
 
     # ---- helpers -------------------------------------------------------------------------
 
@@ -187,6 +190,14 @@ class _Parser:
             raise self.error("Unmatched ')'", self.pos)
         if self.refusal is not None:
             raise self.refusal
+        if self.emptied and _has_dead_end(expr):
+            start, end = self.emptied[0]
+            message = (
+                f"cfgzip cannot reproduce the language of {self.p[start:end]!r} under json_string=true exactly: "
+                "it can match no character there (no control character, '\"' or '\\'), and XGrammar's matcher "
+                "still accepts the text before it, a dead end that token classes cannot reproduce"
+            )
+            raise self.error(message, start, end, refused=True)
         return expr
 
     def refuse(self, message: str, start: int, end: int | None = None) -> None:
@@ -294,6 +305,13 @@ class _Parser:
         return low, high
 
     def atom(self, depth: int) -> Expr:
+        start = self.pos
+        expr = self._atom(depth)
+        if isinstance(expr, CharClass) and not expr.ranges:  # json_string took every character
+            self.emptied.append((start, self.pos))
+        return expr
+
+    def _atom(self, depth: int) -> Expr:
         c, start = self.p[self.pos], self.pos
         if c == "[":
             return self.char_class()
@@ -469,6 +487,55 @@ class _Parser:
             else:
                 j += 1
         return None
+
+
+def _is_empty(expr: Expr) -> bool:
+    """The language of ``expr`` is empty (only json_string makes such atoms)."""
+    if isinstance(expr, CharClass):
+        return not expr.ranges
+    if isinstance(expr, Sequence):
+        return any(_is_empty(item) for item in expr.items)
+    if isinstance(expr, Choice):
+        return all(_is_empty(option) for option in expr.options)
+    if isinstance(expr, Repeat):
+        return expr.min > 0 and _is_empty(expr.item)
+    return False
+
+
+def _has_dead_end(expr: Expr) -> bool:
+    """Whether XGrammar's automaton for ``expr`` can consume a character and then never finish.
+
+    json_string removes characters from the automaton's edges without pruning the states left
+    with no way out: ``a"b`` accepts the prefix ``a``. Our grammar has no such prefixes (GNF
+    drops useless symbols), so a pattern with a dead end is refused. A sequence dead-ends when
+    an item before its first empty item can consume a character, or when an item up to that
+    one dead-ends inside; a choice or a repetition when a part of it does.
+    """
+    if isinstance(expr, Sequence):
+        first_empty = next((i for i, item in enumerate(expr.items) if _is_empty(item)), len(expr.items))
+        reachable = expr.items[: first_empty + 1]
+        if any(_has_dead_end(item) for item in reachable):
+            return True
+        return first_empty < len(expr.items) and any(_consumes(item) for item in expr.items[:first_empty])
+    if isinstance(expr, Choice):
+        return any(_has_dead_end(option) for option in expr.options)
+    if isinstance(expr, Repeat):
+        return expr.max != 0 and _has_dead_end(expr.item)
+    return False
+
+
+def _consumes(expr: Expr) -> bool:
+    """The language of ``expr`` (non-empty) holds a non-empty string."""
+    if isinstance(expr, Literal):
+        return bool(expr.text)
+    if isinstance(expr, CharClass):
+        return bool(expr.ranges)
+    if isinstance(expr, Sequence):
+        return not _is_empty(expr) and any(_consumes(item) for item in expr.items)
+    if isinstance(expr, Choice):
+        return any(_consumes(option) for option in expr.options if not _is_empty(option))
+    assert isinstance(expr, Repeat)
+    return expr.max != 0 and _consumes(expr.item)
 
 
 def _intersect(a: Ranges, b: Ranges) -> list[tuple[int, int]]:
