@@ -6,7 +6,9 @@ text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
 - **JSON Schema**: ``xgrammar.Grammar.from_json_schema`` builds the grammar (XGrammar's
   defaults: any whitespace, strict mode) and its printed EBNF (``str(grammar)``) is what we
   class and what the plain engine compiles. A schema's ``pattern`` prints as
-  ``Regex("...", json_string=true)``, which :mod:`.regex` lowers exactly.
+  ``Regex("...", json_string=true)``, which :mod:`.regex` lowers exactly. (Measured on
+  0.2.8: with a ``pattern``, XGrammar drops ``minLength``/``maxLength``; we class what it
+  enforces.) Warnings about XGrammar's own helper rules are folded into one note.
 - **GBNF** (llama.cpp's dialect, ``llama-grammar.cpp``): converted token by token with the
   exact meaning kept. Differences from XGrammar's EBNF that the conversion takes care of:
   ``\\x`` takes exactly two hex digits (``"\\x41BC"`` is ``"ABC"``, where XGrammar would read
@@ -14,6 +16,9 @@ text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
   a newline unless inside parentheses; an alternative may be empty (``ws ::= | " "``); ``.``
   is any character; rule names may start with a digit; a quantifier may follow another
   (``a**``); strings and classes may hold a raw newline. The root rule is ``root``.
+  Beyond llama.cpp: ``_`` is accepted in names (two corpus files use it; it means nothing
+  else in GBNF). Refused rather than guessed: an inverted range (llama.cpp matches nothing
+  there) and a rule defined twice (llama.cpp silently keeps the last definition).
 
 Errors are :class:`~.diagnostics.GrammarError` (a ``CfgzipError``) whose diagnostics point
 into the user's own text: the JSON error position, the GBNF position, or, for a problem
