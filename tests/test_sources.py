@@ -254,7 +254,8 @@ schema__line__column__message = [
     ('{"type": "string",\n "pattern": "a"', 2, 16, "not valid JSON: Expecting ',' delimiter"),
     ("[1, 2]", 1, 1, "a JSON Schema is an object"),
     ('{"type": "strin"}', 1, 1, 'XGrammar cannot build a grammar from this schema: Unsupported type "strin"'),
-    ('{"type": "string", "pattern": "\\\\p{L}"}', 1, 1, "Unicode character class"),
+    ('{"type": "string", "pattern": "\\\\p{L}"}', 1, 32, "Unicode character class"),
+    ('{"properties": {"a": {"type": "string",\n  "pattern": "a(b"}}}', 2, 15, "parenthesis is not closed"),
     ('{"type": "string",\n  "pattern": "^(?!foo).*$"}', 2, 16, "lookahead assertion"),
     ('{"type": "string", "pattern": "ab^c"}', 1, 34, "anchor '\\^'"),
 ]

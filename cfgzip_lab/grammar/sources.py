@@ -240,8 +240,10 @@ def _from_json_schema(text: str, source: str, name: str | None) -> GrammarSource
         grammar = xgrammar.Grammar.from_json_schema(text)
     except Exception as error:  # XGrammar raises RuntimeError with a C++ log prefix
         message = _XGRAMMAR_LOG_PREFIX.sub("", str(error).strip().splitlines()[0] if str(error).strip() else "")
-        diagnostic = Diagnostic(1, 1, f"XGrammar cannot build a grammar from this schema: {message}", span=(0, 0))
-        raise GrammarError([diagnostic], text, source) from None
+        at = _bad_pattern_offset(text, schema) if "Regex parsing error" in message else None
+        line, column = position_of(text, at or 0)
+        message = f"XGrammar cannot build a grammar from this schema: {message}"
+        raise GrammarError([Diagnostic(line, column, message, span=(at or 0, at or 0))], text, source) from None
     ebnf = str(grammar)
     notes = [
         "grammar built by XGrammar from the JSON Schema (any whitespace, strict mode); "
@@ -250,6 +252,38 @@ def _from_json_schema(text: str, source: str, name: str | None) -> GrammarSource
     if "Regex(" in ebnf:
         notes.append("the schema's patterns are Regex(...) rules, lowered exactly (json_string: no \", \\ or controls)")
     return GrammarSource(ebnf, "json_schema", notes, text, name)
+
+
+def _bad_pattern_offset(text: str, schema: object) -> int | None:
+    """Where the schema writes the first ``pattern`` (or ``patternProperties`` key) that our
+    reading of XGrammar's regex dialect rejects: XGrammar's message names no place."""
+    from .regex import RegexError, regex_to_expr
+
+    patterns: list[str] = []
+    todo = [schema]
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                patterns.append(node["pattern"])
+            if isinstance(node.get("patternProperties"), dict):
+                patterns += list(node["patternProperties"])
+            todo += list(node.values())
+        elif isinstance(node, list):
+            todo += node
+    for pattern in patterns:
+        try:
+            regex_to_expr(pattern)
+        except RegexError as error:
+            if error.refused:
+                continue
+            for literal in _JSON_STRING.finditer(text):
+                try:
+                    if json.loads(literal.group()) == pattern:
+                        return literal.start() + 1
+                except json.JSONDecodeError:
+                    continue
+    return None
 
 
 # ---- GBNF -------------------------------------------------------------------------------------
