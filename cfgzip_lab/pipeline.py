@@ -39,6 +39,13 @@ class CompiledGrammar:
         return grammar_sha256(self.text)
 
     @property
+    def input_sha256(self) -> str:
+        """sha256 of what the user gave (the schema or GBNF text; the EBNF itself otherwise):
+        what the workbench's stamps compare with the text being edited."""
+        given = self.grammar_source.text if self.grammar_source is not None else ""
+        return grammar_sha256(given) if given else self.sha256
+
+    @property
     def warnings(self):
         return self.ast.warnings
 

@@ -671,3 +671,67 @@ def test_decoder_status_always_ends_and_uses_the_sessions_classes(checker):
     assert "out of date (made for grammar" in panel.status.value and "cfgzip-stale" in panel.status.value
     s.close()
     s.wait(30)
+
+
+SCHEMA_TEXT = """{
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "pattern": "^[a-z]{2}[0-9]+$"},
+    "size": {"type": "integer"}
+  },
+  "required": ["id"]
+}
+"""
+
+
+def test_a_json_schema_is_read_classed_benchmarked_and_exported(checker, tmp_path):
+    """The editor takes a JSON Schema as it takes EBNF: XGrammar builds the grammar, the
+    session classes its EBNF, the engines and the export use that EBNF, and the stamps
+    follow the schema text the user edits."""
+    from cfgzip_lab.widgets.export import ExportPanel
+    from cfgzip_lab.widgets.samples import SamplesPanel
+
+    s = WorkbenchSession(SCHEMA_TEXT, source="untitled", tokenizer="smollm2", checker=checker)
+    try:
+        assert s.compile() and s.kind == "json_schema" and s.grammar_ok
+        assert "root ::=" in s.grammar_text and 'Regex("^[a-z]{2}[0-9]+$"' in s.grammar_text  # lowered by us
+        s.jobs["xgrammar"].wait(60)
+        assert s.xgrammar is not None and s.xgrammar.ok, s.xgrammar
+        samples = SamplesPanel(s)
+        samples.set_samples(['{"id": "ab12"}', '{"id": "AB12"}', '{"size": 3}'])
+        verdicts = [r.ours.kind for r in samples.check_samples()]
+        assert verdicts[0] == "accepted" and verdicts[1] != "accepted" and verdicts[2] != "accepted"
+        s.run_classing(wait=True)
+        assert s.classes_current and s.classes.num_classes > 1
+        panel = ExportPanel(s, folder=tmp_path)
+        cache = panel.export_cache("schema.npz")
+        assert (tmp_path / "schema.ebnf").read_text(encoding="utf-8") == s.grammar_text
+        assert (tmp_path / "schema.json").read_text(encoding="utf-8") == SCHEMA_TEXT
+        loaded = panel.load_cache(cache)
+        assert np.array_equal(loaded.class_of, s.classes.class_of)
+        s.compile(SCHEMA_TEXT.replace('"size"', '"count"'), xgrammar=False)
+        assert not s.classes_current  # the schema changed: classes marked out of date
+    finally:
+        s.close()
+        s.wait(30)
+
+
+def test_a_bad_schema_and_a_gbnf_file_get_diagnostics_in_their_own_text(checker, tmp_path):
+    s = WorkbenchSession('{\n  "type": "object",\n  "properties": {"a": }\n}\n', source="untitled", checker=checker)
+    try:
+        assert not s.compile(xgrammar=False)
+        error = next(d for d in s.diagnostics if d.severity == "error")
+        assert (error.line, error.column) == (3, 23), error  # the JSON error, where it is in the schema
+        assert s.ebnf_for(s.text) is None
+        gbnf = tmp_path / "digits.gbnf"
+        gbnf.write_text('root ::= "\\x41" digit+\ndigit ::= [0-9]\n', encoding="utf-8")
+        s.load_file(gbnf)
+        assert s.compile(xgrammar=False) and s.kind == "gbnf"
+        assert s.compiled.gnf is not None and "root ::=" in s.grammar_text
+        s.set_input_kind("ebnf")  # read as XGrammar's EBNF, \x41 is the same A: still fine
+        assert s.kind == "ebnf"
+        with pytest.raises(WorkbenchError, match="unknown input kind"):
+            s.set_input_kind("yaml")
+    finally:
+        s.close()
+        s.wait(30)

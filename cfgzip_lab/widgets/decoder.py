@@ -169,7 +169,7 @@ class DecoderPanel(Panel):
             classes = s.adopt_classes_for(vocab, job)
             # XGrammar's compile over the K classes, timed before the Stepper hits the cache
             # (the compressed engine's one-off, for "does it pay?" in Timings).
-            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.sha256, vocab.name))
+            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.input_sha256, vocab.name))
             self.stepper = Stepper(
                 model,
                 tokenizer,
@@ -184,7 +184,7 @@ class DecoderPanel(Panel):
             self.results = []
             s.decode_log = []
             s.decoder = self.stepper
-            s.decoder_stamp = Stamp(compiled.sha256, vocab.name)
+            s.decoder_stamp = Stamp(compiled.input_sha256, vocab.name)
             self._show_status()
         return self.stepper
 

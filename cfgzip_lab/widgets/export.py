@@ -181,11 +181,12 @@ class ExportPanel(Panel):
             raise WorkbenchError("no classes to save: run classing first")
         if not s.classes_current:
             raise WorkbenchError("the classes are for an older grammar text: run classing again before saving")
-        target = save_classes(
-            s.classes, self._resolve(path or self.cache_path.value), grammar_text=s.text, vocab=s.vocab
-        )
+        ebnf = s.grammar_text  # a schema's or a GBNF file's converted EBNF: what the engines compile
+        target = save_classes(s.classes, self._resolve(path or self.cache_path.value), grammar_text=ebnf, vocab=s.vocab)
         grammar = grammar_path_for(target)
-        grammar.write_text(s.text, encoding="utf-8")
+        grammar.write_text(ebnf, encoding="utf-8")
+        if s.kind != "ebnf":  # keep what the user wrote beside what it became
+            grammar.with_suffix(".json" if s.kind == "json_schema" else ".gbnf").write_text(s.text, encoding="utf-8")
         self.cache_path.value = str(target)
         self.status.value = (
             f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to '
@@ -206,7 +207,7 @@ class ExportPanel(Panel):
         meta_tokenizer = _peek_tokenizer(path) or s.tokenizer
         vocab = s.load_vocab(meta_tokenizer)
         started = time.perf_counter()
-        classes = load_classes(path, grammar_text=s.text, vocab=vocab)
+        classes = load_classes(path, grammar_text=s.grammar_text, vocab=vocab)
         s.set_classes(classes, vocab, str(path), seconds=time.perf_counter() - started)
         self.status.value = (
             f'<span class="cfgzip-ok">loaded</span> {classes.num_classes:,} classes from <code>{esc(path)}</code>'

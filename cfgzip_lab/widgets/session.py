@@ -27,7 +27,7 @@ import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..classes.classing import grammar_sha256
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
 from ..grammar.diagnostics import Diagnostic, GrammarError
-from ..grammar.ebnf import check_ebnf
+from ..grammar.sources import KINDS, check_source, detect_kind, to_ebnf
 from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
 from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
 
@@ -210,6 +210,7 @@ class WorkbenchSession:
         self.compiled_stamp: Stamp | None = None
         self.diagnostics: list[Diagnostic] = []
         self.checked_text: str | None = None
+        self.input_kind = "auto"  # or one of KINDS: how to read the text (see ``kind``)
         self.checker = checker or default_checker()
         self.xgrammar: XGrammarVerdict | None = None
         self.xgrammar_text: str | None = None
@@ -451,11 +452,12 @@ class WorkbenchSession:
                 self.text = text
             text = self.text
             self._write_draft(text)
-            diagnostics = check_ebnf(text, source=self.source)
+            kind = self.kind
+            diagnostics = check_source(text, kind, name=self.source)
             compiled = None
             if not any(d.severity == "error" for d in diagnostics):
                 try:
-                    compiled = compile_grammar(text, source=self.source)
+                    compiled = compile_grammar(text, source=self.source, kind=kind)
                 except GrammarError as error:
                     diagnostics = error.diagnostics
                 except Exception as exc:  # a core bug: show it as a diagnostic, keep going
@@ -474,12 +476,55 @@ class WorkbenchSession:
             self.check_xgrammar()
         return compiled is not None
 
+    @property
+    def kind(self) -> str:
+        """What the text is: ``"ebnf"``, ``"gbnf"`` or ``"json_schema"`` (``input_kind``, or
+        detected from the text and the file name when it is ``"auto"``)."""
+        if self.input_kind != "auto":
+            return self.input_kind
+        return detect_kind(self.text, self.source)
+
+    def set_input_kind(self, kind: str) -> None:
+        """Read the text as ``kind`` (``"auto"`` or one of :data:`KINDS`) from now on."""
+        if kind != "auto" and kind not in KINDS:
+            raise WorkbenchError(f"unknown input kind {kind!r}: expected auto, {', '.join(KINDS)}")
+        self.input_kind = kind
+
+    def ebnf_for(self, text: str) -> str | None:
+        """The EBNF that XGrammar compiles for ``text`` (itself for EBNF; the converted grammar
+        of a schema or a GBNF file), or None when the text cannot be converted (its errors
+        are already among our diagnostics)."""
+        kind = self.kind
+        if kind == "ebnf":
+            return text
+        if self.compiled is not None and self.checked_text == text:
+            return self.compiled.text
+        try:
+            return to_ebnf(text, kind, name=self.source).ebnf
+        except CfgzipError:
+            return None
+
+    @property
+    def grammar_text(self) -> str:
+        """The EBNF the engines compile for the current text (raises if it has errors)."""
+        return self.require_grammar().text
+
+    def _xgrammar_verdict(self, text: str) -> XGrammarVerdict:
+        ebnf = self.ebnf_for(text)
+        if ebnf is None:
+            return XGrammarVerdict(False, "not compiled: the input has errors (see ours)")
+        verdict = self.checker.check(ebnf)
+        if ebnf is not text and verdict.line is not None:
+            # XGrammar's position is in the converted EBNF, not in what the user typed.
+            verdict = replace(verdict, message=f"{verdict.message} (in the converted grammar)", line=None, column=None)
+        return verdict
+
     def check_xgrammar(self, *, wait: bool = False) -> Job | XGrammarVerdict:
         """XGrammar's verdict on the current text, from the child process."""
         text = self.text
 
         def work(job: Job) -> XGrammarVerdict:
-            verdict = self.checker.check(text)
+            verdict = self._xgrammar_verdict(text)
             if text == self.text:  # a newer text's verdict must not be overwritten
                 self._set_xgrammar(verdict, text)
                 self.record_timing("xgrammar_compile", verdict.seconds, self.xgrammar_stamp)
@@ -512,7 +557,7 @@ class WorkbenchSession:
         """
         if self.xgrammar is None or self.xgrammar_text != self.text:
             text = self.text
-            self._set_xgrammar(self.checker.check(text), text)
+            self._set_xgrammar(self._xgrammar_verdict(text), text)
             self.emit("xgrammar")
         return self.xgrammar.ok
 
@@ -523,7 +568,7 @@ class WorkbenchSession:
     @property
     def grammar_ok(self) -> bool:
         """The current text compiled (by us) without errors."""
-        return self.compiled is not None and self.compiled.text == self.text
+        return self.compiled is not None and self.checked_text == self.text
 
     def require_grammar(self) -> CompiledGrammar:
         if self.checked_text != self.text:
@@ -565,7 +610,7 @@ class WorkbenchSession:
             job.progress(0, 0, f"loading the {name} vocabulary")
             started = time.perf_counter()
             vocab = self.load_vocab(name)
-            stamp = Stamp(compiled.sha256, name)
+            stamp = Stamp(compiled.input_sha256, name)
             self.record_timing("vocab_load", time.perf_counter() - started, stamp)
             job.progress(0, 1, "classing")
             started = time.perf_counter()
@@ -607,7 +652,7 @@ class WorkbenchSession:
             self.classing = None
             self.classes = classes
             self.classes_key = (compiled.sha256, vocab.fingerprint)
-            self.classes_stamp = Stamp(compiled.sha256, vocab.name)
+            self.classes_stamp = Stamp(compiled.input_sha256, vocab.name)
             self.classes_source = source
             if seconds is not None:
                 self.record_timing("cache_load", seconds, self.classes_stamp)
@@ -657,7 +702,7 @@ class WorkbenchSession:
             progress=(lambda d, t: job.progress(d, t, f"classing {vocab.name}")) if job else None,
             cancel=(lambda: job.cancelled) if job else None,
         )
-        stamp = Stamp(compiled.sha256, vocab.name)
+        stamp = Stamp(compiled.input_sha256, vocab.name)
         self.record_timing("classing", time.perf_counter() - started, stamp)
         result.classes.metadata["classing_seconds"] = round(self.timings["classing"], 4)  # one number
         with self._lock:

@@ -387,7 +387,7 @@ class TimingsPanel(Panel):
             raise WorkbenchError(f"XGrammar cannot compile this grammar: {s.xgrammar.summary()}")
         from ..engine import compile_engines
 
-        engines = compile_engines(s.text, s.vocab, s.classes)
+        engines = compile_engines(s.grammar_text, s.vocab, s.classes)
         stamp, k, vocab = s.stamp, s.classes.num_classes, s.vocab
 
         def work(job):
