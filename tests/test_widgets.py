@@ -735,3 +735,24 @@ def test_a_bad_schema_and_a_gbnf_file_get_diagnostics_in_their_own_text(checker,
     finally:
         s.close()
         s.wait(30)
+
+
+def test_editor_input_kind_reads_a_schema_typed_into_it(checker):
+    from cfgzip_lab.widgets.app import Workbench
+
+    app = Workbench(JSON_TEXT, draft=False, editor="textarea", tokenizer="smollm2")
+    try:
+        editor = app.editor
+        assert editor.editor_kind == "textarea" and editor.kind.value == "auto"
+        editor.text.value = SCHEMA_TEXT
+        assert editor.compile() and app.session.kind == "json_schema"
+        assert "JSON Schema → EBNF" in editor.status.value
+        assert not editor.set_input_kind("ebnf")  # read as EBNF, a schema is an error at line 1
+        assert editor.kind.value == "ebnf" and "error" in editor.status.value
+        first = next(d for d in app.session.diagnostics if d.severity == "error")
+        assert first.line == 1
+        editor.kind.value = "auto"  # the dropdown, as a click sets it
+        assert app.session.grammar_ok and app.session.kind == "json_schema"
+    finally:
+        app.close()
+        app.session.wait(30)

@@ -51,6 +51,9 @@ class Workbench:
         nothing typed is lost if the kernel dies ("Restore draft" reads it back).
     session : WorkbenchSession, optional
         Share a session with other views.
+    editor : str
+        ``"codemirror"`` (default) or ``"textarea"``: a plain text field, for front ends that
+        cannot load the editor's ES module (it also falls back on its own when the bundle is missing).
     """
 
     def __init__(
@@ -64,12 +67,13 @@ class Workbench:
         model: str = "smollm2",
         cache_path: str = "cfgzip_classes.npz",
         report_path: str = "cfgzip_report.json",
+        editor: str = "codemirror",
     ) -> None:
         draft_path = vocab_cache_dir() / "workbench_draft.ebnf" if draft else None
         self.session = session or WorkbenchSession(text, tokenizer=tokenizer, draft_path=draft_path)
         s = self.session
         s.checker.warm_up()
-        self.editor = EditorPanel(s, delay=delay)
+        self.editor = EditorPanel(s, delay=delay, editor=editor)
         self.samples = SamplesPanel(s)
         self.structure = StructurePanel(s)
         self.classes = ClassesPanel(s)

@@ -33,6 +33,7 @@ __all__ = ["EditorPanel", "EDITORS"]
 
 _CHOOSE = "— bundled grammar —"
 EDITORS = ("codemirror", "textarea")
+_KIND_LABELS = {"auto": "auto", "ebnf": "EBNF", "gbnf": "GBNF", "json_schema": "JSON Schema"}
 _JUMP_LABEL = 70  # characters of a diagnostic's message on its jump button (the tooltip has all)
 
 
@@ -77,6 +78,16 @@ class EditorPanel(Panel):
             tooltip="the text of the last check, kept on disk (after a kernel restart)",
         )
         check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
+        self._setting_kind = False
+        self.kind = w.Dropdown(
+            options=[(label, value) for value, label in _KIND_LABELS.items()],
+            value=session.input_kind,
+            description="Input",
+            tooltip="how the text is read: auto = a JSON object is a JSON Schema, a .gbnf file is GBNF, else EBNF",
+            layout=w.Layout(width="230px"),
+        )
+        self.kind.add_class("cfgzip-input-kind")
+        self.kind.observe(self._on_kind, names="value")
 
         self.fallback_reason = ""
         if editor == "codemirror" and not bundle_available():
@@ -116,7 +127,8 @@ class EditorPanel(Panel):
         self.widget = w.VBox(
             [
                 w.HBox(
-                    [self.bundled, self.path, load, save, undo, draft, check], layout=w.Layout(flex_flow="row wrap")
+                    [self.bundled, self.path, load, save, undo, draft, check, self.kind],
+                    layout=w.Layout(flex_flow="row wrap"),
                 ),
                 w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
                 self.error_box,
@@ -136,6 +148,16 @@ class EditorPanel(Panel):
         self._cancel_timer()
         self.session.set_text(self.text.value)
         return self.session.compile()
+
+    def set_input_kind(self, kind: str) -> bool:
+        """Read the text as ``kind`` (``"auto"``, ``"ebnf"``, ``"gbnf"``, ``"json_schema"``) and check it."""
+        self.session.set_input_kind(kind)  # refuses an unknown kind before the dropdown shows it
+        self._setting_kind = True
+        try:
+            self.kind.value = kind
+        finally:
+            self._setting_kind = False
+        return self.compile()
 
     def load_bundled(self, name: str) -> None:
         self.session.load_bundled(name)
@@ -221,6 +243,10 @@ class EditorPanel(Panel):
         self._handler("load grammar", lambda: self.load_bundled(change["new"]))()
         self.bundled.value = _CHOOSE
 
+    def _on_kind(self, change) -> None:
+        if not self._setting_kind:
+            self._handler("compile", lambda: self.set_input_kind(change["new"]))()
+
     def _on_session_text(self) -> None:
         """The session's text was replaced by a load: show it and check it."""
         self._cancel_timer()
@@ -238,14 +264,18 @@ class EditorPanel(Panel):
         text = s.checked_text or ""
         errors = [d for d in s.diagnostics if d.severity == "error"]
         warnings = [d for d in s.diagnostics if d.severity != "error"]
-        if s.compiled is not None and s.compiled.text == text:
+        if s.compiled is not None and s.checked_text == text:
             st = s.compiled.stats()
             took = sum(s.compiled.seconds.values())
+            origin = s.compiled.grammar_source
+            read_as = "" if origin is None or origin.kind == "ebnf" else f"{_KIND_LABELS[origin.kind]} → EBNF, "
             self.status.value = (
-                f'<span class="cfgzip-ok">✓ compiles</span> in {fmt_seconds(took)}: {st["rules"]} rules, '
-                f"{st['gnf_nonterminals']} GNF nonterminals, {st['gnf_productions']} GNF productions"
+                f'<span class="cfgzip-ok">✓ compiles</span> in {fmt_seconds(took)}: {read_as}{st["rules"]:,} rules, '
+                f"{st['gnf_nonterminals']:,} GNF nonterminals, {st['gnf_productions']:,} GNF productions"
                 + (f', <span class="cfgzip-warn">{len(warnings)} warning(s)</span>' if warnings else "")
             )
+            if origin is not None and origin.notes:
+                self.status.value += "".join(f'<br><span class="cfgzip-muted">{esc(n)}</span>' for n in origin.notes)
         elif s.checked_text is None:
             self.status.value = '<span class="cfgzip-muted">not checked yet</span>'
         else:
