@@ -5,11 +5,12 @@ temporary folder holding a copy of the notebooks, opens workbench.ipynb, runs al
 and walks the workbench's main scenario: the grammar editor (CodeMirror) highlights the
 grammar; an error typed into it shows a diagnostic with its line and an underline with hover
 text; a click on the diagnostic puts the cursor there (Tab indents, Esc then Tab leaves,
-undo); fixing it and running classing shows the class count; three decoder steps
-show tokens and the before/after chart; export writes the cache file. It saves a
-screenshot of each panel under artifacts/screenshots/ (git-ignored, kept by CI; with
-CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 the editor with an underline also as the README's
-docs/screenshots/editor.png), and
+undo); fixing it and running classing shows the class count; Structure draws a railroad
+diagram; three decoder steps show tokens and the before/after chart; export writes the
+cache, the grammar beside it and the usage snippet; an edit marks the classes out of date
+and undoing it clears the mark; a JSON Schema pasted into the editor compiles on both
+sides. It saves a screenshot of each panel under artifacts/screenshots/ (git-ignored, kept
+by CI; with CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 also as the README's docs/screenshots/), and
 stops JupyterLab (and its kernels) whatever happens.
 
 Playwright's own browser download is never used: ``executable_path="/usr/bin/chromium"``.
@@ -35,6 +36,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"  # the README's (CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 writes editor.png)
+# artifacts/screenshots/KEY.png → docs/screenshots/VALUE.png (the README's pictures)
+DOCS_SHOTS = {k: k for k in ("samples", "structure", "classes", "decoder", "timings", "export", "schema")} | {
+    "editor_error": "editor"
+}
 CHROMIUM = os.environ.get("CFGZIP_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -45,6 +50,16 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 TYPED_ERROR = '\nextra ::= "a" missing_rule'
+SCHEMA = """{
+  "title": "Order",
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"},
+    "items": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    "paid": {"type": "boolean"}
+  },
+  "required": ["id", "items"]
+}"""
 
 
 def _free_port() -> int:
@@ -158,9 +173,13 @@ def page(lab):
 
 
 def _shot(page, name: str) -> Path:
+    """Screenshot the app under artifacts/screenshots/; with CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 also
+    as the README's docs/screenshots/NAME.png (never otherwise: a test run keeps the checkout clean)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.locator(".cfgzip-app").screenshot(path=str(path))
+    if os.environ.get("CFGZIP_UPDATE_DOCS_SCREENSHOTS") == "1" and name in DOCS_SHOTS:
+        shutil.copy(path, DOCS_SCREENSHOTS / f"{DOCS_SHOTS[name]}.png")
     print(f"screenshot: {path}")
     return path
 
@@ -216,8 +235,6 @@ def test_workbench_in_jupyterlab(lab, page):
     tooltip = page.locator(".cm-tooltip-lint", has_text="undefined rule 'missing_rule'")
     tooltip.wait_for(timeout=10_000)
     _shot(page, "editor_error")
-    if os.environ.get("CFGZIP_UPDATE_DOCS_SCREENSHOTS") == "1":  # never dirties the checkout otherwise
-        shutil.copy(SCREENSHOTS / "editor_error.png", DOCS_SCREENSHOTS / "editor.png")
     page.mouse.move(0, 0)
 
     # Click its diagnostic → the cursor is on that line and column, in the focused editor: Tab
@@ -273,6 +290,9 @@ def test_workbench_in_jupyterlab(lab, page):
     _tab(page, "Structure")
     page.locator(".cfgzip-structure-chart .main-svg").first.wait_for(timeout=30_000)
     page.locator(".cfgzip-gnf-steps table").wait_for(timeout=10_000)
+    railroad = page.locator(".cfgzip-railroad svg").first  # the picked rule as a railroad diagram
+    railroad.wait_for(timeout=30_000)
+    assert railroad.bounding_box()["width"] > 100 and page.locator(".cfgzip-railroad svg path").count() > 3
     _shot(page, "structure")
 
     # Classes: run classing → the class count appears; then ask why for one token.
@@ -320,8 +340,33 @@ def test_workbench_in_jupyterlab(lab, page):
     _button(page, "cfgzip-export-report").click()
     page.locator(".cfgzip-export-status", has_text="report written").wait_for(timeout=30_000)
     assert (root / "cfgzip_classes.npz").stat().st_size > 0
+    assert (root / "cfgzip_classes.ebnf").read_text().startswith("# JSON")  # the grammar beside the cache
+    snippet = page.locator(".cfgzip-snippet", has_text="Use it in your code")
+    snippet.wait_for(timeout=10_000)
+    assert "cz.load_classes(" in snippet.inner_text() and str(root / "cfgzip_classes.npz") in snippet.inner_text()
     report = json.loads((root / "cfgzip_report.json").read_text())
     assert report["classes"] == int(count.inner_text().replace(",", "")) and report["decode"]["steps"] == 3
     _shot(page, "export")
+
+    # An edit marks the classes out of date in the status line; undoing it makes them current again.
+    _tab(page, "Grammar")
+    stale = page.locator(".cfgzip-status .cfgzip-stale", has_text="out of date")
+    assert stale.count() == 0
+    code.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\n# an edit", delay=15)
+    stale.wait_for(timeout=30_000)
+    page.keyboard.press("Control+z")
+    page.locator(".cfgzip-status", has_text="classes").wait_for(timeout=10_000)
+    page.wait_for_function("!document.querySelector('.cfgzip-status .cfgzip-stale')", timeout=30_000)
+
+    # A JSON Schema pasted into the editor: XGrammar builds its grammar, both sides compile it.
+    code.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(SCHEMA)  # one insertion: no auto-closed brackets
+    page.locator(".cfgzip-grammar-status", has_text="JSON Schema → EBNF").wait_for(timeout=60_000)
+    page.locator(".cfgzip-xgrammar", has_text="agrees").wait_for(timeout=60_000)
+    assert page.locator(".cfgzip-diagnostics .cfgzip-diag.error").count() == 0
+    _shot(page, "schema")
     assert page.locator(".cfgzip-error .cfgzip-error-box").count() == 0
     print(f"browser scenario: {time.monotonic() - started:.1f} s")
