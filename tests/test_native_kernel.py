@@ -162,3 +162,67 @@ def test_without_the_kernel_the_engine_uses_the_numpy_path():
     env = {**os.environ, "CFGZIP_NATIVE_KERNEL": "0"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def _toy_engine(text: str, compiled_walk: bool):
+    """A native engine over a small byte vocabulary (classing in milliseconds), its own compile and store."""
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.native.walk import StateWalker
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.vocab import vocab_from_bytes
+
+    tokens = [bytes([b]) for b in range(32, 127)] + [b"\n", b"\t", b"", b"  ", b"ab", b"\xc3\xa9"]
+    vocab = vocab_from_bytes(tokens, stop_ids=[len(tokens) - 4], vocab_size=len(tokens), name="bytes")
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, vocab)
+    engine = build_native_engine(compiled, vocab, result.classes, classing=result)
+    w = engine.walker
+    walker = StateWalker(
+        compiled.gnf, result.classes, vocab.token_bytes, w.index, w.limits, w.displacer, compiled_walk=compiled_walk
+    )
+    return walker
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", ["json", "c_like", "bython", "xml", "sql_select"])
+def test_compiled_walk_interns_the_python_steps_nodes(name):
+    """Two independent compiles of a bundled grammar, one walked by the kernel's run_atoms, one by the
+    Python step, driven through the same bytes (every prefix of two sample documents, and every 5th
+    other byte tried at each position): the same node ids and the same count of interned nodes at
+    every step, so the kernel builds exactly the Python step's states."""
+    from cfgzip_lab.bundled import bundled_grammars, bundled_samples
+
+    text = bundled_grammars()[name].read_text(encoding="utf-8")
+    fast, slow = _toy_engine(text, True), _toy_engine(text, False)
+    assert fast._compiled is not None and slow._compiled is None and fast.store is not slow.store
+    assert len(fast.store) == len(slow.store) and fast.initial == slow.initial
+    tried = 0
+    for doc in bundled_samples(name)[:2]:
+        data = doc.read_bytes()[:300]
+        state = fast.initial
+        for i in range(len(data)):
+            for other in range(32, 127, 5):  # accepted or refused alike
+                tried += 1
+                assert fast._run(state, bytes([other]), 10**6) == slow._run(state, bytes([other]), 10**6)
+            got = fast._run(state, data[i : i + 1], 10**6)
+            assert got == slow._run(state, data[i : i + 1], 10**6) and got[0] != 0
+            assert fast.store.created == slow.store.created == len(fast.store) - 2
+            state = got[0]
+    assert tried > 1000
+
+
+@needs_kernel
+def test_compiled_walk_keeps_the_state_budget():
+    """Past the node budget the kernel raises like the Python step (StateBudgetExceeded), counts the
+    nodes it interned before stopping, and leaves the store's limit unbounded again."""
+    from cfgzip_lab.bundled import bundled_grammars, bundled_samples
+    from cfgzip_lab.native.walk import StateBudgetExceeded
+
+    text = bundled_grammars()["c_like"].read_text(encoding="utf-8")
+    fast = _toy_engine(text, True)
+    data = bundled_samples("c_like")[0].read_bytes()[:200]
+    with pytest.raises(StateBudgetExceeded):
+        fast._run(fast.initial, data, 3)
+    assert fast.store.limit == float("inf") and fast.store.created == len(fast.store) - 2
+    state, created = fast._run(fast.initial, data, 10**6)  # memos kept only finished results: it goes on
+    assert state != 0 and fast.store.created == len(fast.store) - 2
