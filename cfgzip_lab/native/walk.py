@@ -30,7 +30,6 @@ from ..classes.displacement import Displacer
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
 from .index import SigmaInIndex
-from .rows import _kernel
 
 __all__ = ["StateWalker", "StateBudgetExceeded", "WalkLimits", "DEFAULT_LIMITS"]
 
@@ -67,13 +66,7 @@ class StateWalker:
         index: SigmaInIndex,
         limits: WalkLimits = DEFAULT_LIMITS,
         displacer: Displacer | None = None,
-        compiled_walk: bool | None = None,
     ) -> None:
-        """``compiled_walk``: run tokens through the compiled kernel (default: where it is built)."""
-        if compiled_walk is None:
-            compiled_walk = _kernel is not None
-        elif compiled_walk and _kernel is None:
-            raise RuntimeError("the compiled kernel (cfgzip_lab.native._kernel) is not built")
         self.gnf = gnf
         self.displacer = displacer or Displacer(gnf)
         self.store = self.displacer.store
@@ -99,13 +92,6 @@ class StateWalker:
         self._product_memo: dict[tuple[int, int], int] = {}
         self._advance_memo: dict[tuple[int, int], int] = {}
         self._step = self._make_step()
-        self._compiled = None  # the kernel's view of the store and memos (see _kernel.c, run_atoms)
-        if compiled_walk and _kernel is not None:
-            d, st = self.displacer, self.store
-            self._compiled = (
-                st.nodes, st._index, st._union, st._concat, d._step, list(gnf.table), d.n, d.num_atoms, st,
-                BudgetExceeded, d.step,
-            )  # fmt: skip
         self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
 
     # -- masks --------------------------------------------------------------------
@@ -223,24 +209,17 @@ class StateWalker:
         return step
 
     def _run(self, state: int, atoms_or_bytes: bytes, budget: int, *, atoms: bool = False) -> tuple[int, int]:
-        """Run bytes (or atoms) from ``state``; returns (new state, nodes created).
-
-        With the compiled kernel, ``_kernel.run_atoms`` runs the same step on the same store and
-        memos (the nodes it interns are the ones the Python step would intern; tested against it).
-        """
+        """Run bytes (or atoms) from ``state``; returns (new state, nodes created)."""
         store = self.store
         data = atoms_or_bytes if atoms else atoms_or_bytes.translate(self.displacer.atom_table)
         step = self._step
         before = store.created
         store.limit = before + budget
         try:
-            if self._compiled is not None:
-                state = _kernel.run_atoms(self._compiled, state, data)
-            else:
-                for a in data:
-                    state = step(state, a)
-                    if state == EMPTY:
-                        break
+            for a in data:
+                state = step(state, a)
+                if state == EMPTY:
+                    break
         except BudgetExceeded:
             raise StateBudgetExceeded(f"a token would create more than {budget} state nodes") from None
         finally:
