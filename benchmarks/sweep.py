@@ -120,6 +120,7 @@ class Row:
     error: str | None = None
     first_mismatch: dict[str, Any] | None = field(default=None)
     first_mismatch_verdict: str | None = None  # see arbitrate()
+    note: str | None = None  # the native engine: no index (why), or requests handed to the compressed engine
 
 
 _VOCABS: dict[str, Any] = {}  # per worker process: each vocabulary loads once
@@ -237,6 +238,12 @@ def _check_engine(engine: str, ctx: JobContext, job: Job, row: Row, docs: list[s
             break
     if row.first_mismatch is not None:
         row.first_mismatch_verdict = arbitrate(ctx.engines, row.first_mismatch)
+    owner = getattr(factory, "__self__", None)  # the native engine behind engine.matcher
+    unavailable, fallbacks = getattr(owner, "unavailable", None), getattr(owner, "fallbacks", 0)
+    if unavailable:
+        row.note = f"no native index, all {fallbacks} requests on the compressed engine: {unavailable}"
+    elif fallbacks:
+        row.note = f"{fallbacks} requests past the state budget, on the compressed engine"
 
 
 def arbitrate(engines: Any, mismatch: dict[str, Any]) -> str:
@@ -271,6 +278,8 @@ def _print_row(row: Row) -> None:
     status = "ERROR " + row.error.splitlines()[0] if row.error else ("ok" if row.mismatches == 0 else "MISMATCH")
     if row.first_mismatch_verdict:
         status += f" (first: {row.first_mismatch_verdict})"
+    if row.note:
+        status += f" [{row.note}]"
     print(
         f"{row.grammar:<42} {row.tokenizer:<8} {row.engine:<10} {row.classes:>6} {row.steps:>7} "
         f"{row.mismatches:>6} {row.seconds:>8.1f}  {status}",
