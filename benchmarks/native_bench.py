@@ -3,8 +3,8 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/native_bench.py [--steps 200] [--check] [--json OUT] [GRAMMAR ...]
 
 For each grammar (default: every bundled one) with Llama-3: classing, the native σ_in index
-(build time, trie nodes, size of its cache arrays, resident memory added while building),
-then :func:`cfgzip_lab.bench.bench_engines` with ``engine_names=("plain", "compressed",
+(build time, trie nodes, size of its cache arrays, resident memory added while building and
+its peak above where the build started: VmHWM reset through /proc/self/clear_refs), then :func:`cfgzip_lab.bench.bench_engines` with ``engine_names=("plain", "compressed",
 "native")`` over the sample documents (``--steps`` timed steps spread over them): per engine
 the packed vocabulary mask (plain fill; compressed fill + expansion; native fill) at the median
 and p90, and accept_token at the median. ``--check`` then replays every sample-document step
@@ -28,6 +28,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _rss_mb() -> float:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _reset_peak() -> bool:
+    """Reset this process's peak resident size (VmHWM) to its current one; False where Linux refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_mb() -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
 
 
 def _setup(name: str, tokenizer: str):
@@ -57,11 +72,13 @@ def measure(
     path, compiled, vocab, classing, classing_s = _setup(name, tokenizer)
     classes = classing.classes
     engines = compile_engines(compiled.text, vocab, classes)
+    peak_known = _reset_peak()
     rss = _rss_mb()
     t0 = time.perf_counter()
     native = build_native_engine(compiled, vocab, classes, classing=classing, xgrammar_engines=engines)
     index_s = time.perf_counter() - t0
     index_rss = _rss_mb() - rss
+    index_peak = _peak_mb() - rss if peak_known else float("nan")  # the build's own peak above where it started
     index_bytes = sum(a.nbytes for a in native.index.to_arrays().values())
     names = tuple(engine_names)
     bench = bench_engines(
@@ -88,6 +105,8 @@ def measure(
         "classing_s": round(classing_s, 2),
         "index_build_s": round(index_s, 3),
         "index_rss_mb": round(index_rss, 1),
+        "index_peak_mb": round(index_peak, 1),
+        "compiled_rows": native.rows.compiled,
         "index_cache_kb": round(index_bytes / 1024, 1),
         "trie_nodes": native.index.num_nodes,
         **native.index.stats,
@@ -152,7 +171,7 @@ def main() -> int:
     rows = []
     print(
         f"{'grammar':<26} {'K':>5} | {'plain mask µs':>17} | {'compressed mask µs':>18} | {'native mask µs':>15} | "
-        f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB':>26}",
+        f"{'accept µs p/c/n':>17} | {'index s / nodes / KB / MB added / MB peak':>42}",
         flush=True,
     )
     for name in names:
@@ -168,7 +187,8 @@ def main() -> int:
         print(
             f"{name:<26} {r['classes']:>5} | {q('plain'):>17} | {q('compressed'):>18} | {q('native'):>15} | "
             f"{a('plain')}/{a('compressed')}/{a('native')} | "
-            f"{r['index_build_s']:.2f} / {r['trie_nodes']} / {r['index_cache_kb']:.0f} / {r['index_rss_mb']:.0f}",
+            f"{r['index_build_s']:.2f} / {r['trie_nodes']} / {r['index_cache_kb']:.0f} / {r['index_rss_mb']:.0f} / "
+            f"{r['index_peak_mb']:.0f}",
             flush=True,
         )
     checks = []
