@@ -14,6 +14,7 @@ from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
 from .grammar.cfg import CFG
+from .grammar.dead_ends import dead_ends
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import GNF, to_gnf
@@ -93,6 +94,14 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
         line, column = position_of(text, rule.span[0] if rule.span else 0)
         message = f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
         error = GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
+        raise origin.remap_error(error) if origin else error
+    dead = dead_ends(cfg)
+    if dead:
+        diagnostics = []
+        for d in dead[:5]:
+            line, column = position_of(text, d.span[0]) if d.span else (1, 1)
+            diagnostics.append(Diagnostic(line, column, d.describe(cfg), span=d.span))
+        error = GrammarError(diagnostics, text=text, source=source)
         raise origin.remap_error(error) if origin else error
     seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2}
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))

@@ -1,0 +1,119 @@
+"""Dead ends: places where decoding could consume bytes and then never finish.
+
+A rule that derives no string (it matches nothing, like ``[]``, or recurses forever) is
+*non-productive*. GNF conversion drops every path through one, as it must, so cfgzip's
+classes say no token may enter such a path. XGrammar 0.2.8 does not look ahead that far:
+for ``root ::= "a" [] | "b"`` it allows ``a`` and then nothing, ever. The two masks then
+differ at the very first step (``cfgzip-lab verify`` reports it), so such a grammar cannot
+be compressed losslessly and is refused with the place of the dead end. It is almost
+always a mistake in the grammar anyway: a misspelt class, a rule without a base case.
+
+A non-productive symbol is harmless when nothing can be consumed before it on its path
+(``root ::= [] | "b"``): then XGrammar offers no byte for that path either. The check,
+on the byte CFG (ε = the empty production)::
+
+    PRODUCTIVE := least set with  A ∈ PRODUCTIVE  if some  A → X1…Xn  has every Xi
+                  productive (a byte set is productive iff it is not empty)
+    NONEMPTY   := least set with  A ∈ NONEMPTY  if some all-productive  A → X1…Xn  has
+                  some Xi nonempty (a non-empty byte set is)
+    LIVE       := nonterminals reachable from the start through positions whose preceding
+                  symbols (in their production) are all productive
+    dead end   := a production of a LIVE nonterminal whose first non-productive symbol Xi
+                  has a NONEMPTY symbol before it
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cfg import CFG, ByteSet, Symbol
+from .tree import Span
+
+__all__ = ["DeadEnd", "dead_ends"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadEnd:
+    """Production ``index`` of ``nonterminal``: bytes can be consumed before ``symbol``
+    (position ``position``), which derives no string."""
+
+    nonterminal: str
+    index: int
+    position: int
+    symbol: Symbol
+    span: Span | None
+
+    def describe(self, cfg: CFG) -> str:
+        if isinstance(self.symbol, ByteSet):
+            what = "an empty character class (it matches no character)"
+        else:
+            why = (
+                "matches nothing"
+                if not cfg.rules.get(self.symbol)
+                else "derives no string (it recurses with no way out)"
+            )
+            what = f"{cfg.describe_symbol(self.symbol)}, which {why}"
+        return (
+            f"dead end: after some text, {what}; XGrammar would let decoding go in and never finish, "
+            "and cfgzip cannot reproduce its masks there, so the grammar is refused"
+        )
+
+
+def _productive(cfg: CFG) -> set[str]:
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in cfg.rules.items():
+            if name not in productive and any(all(_is_productive(s, productive) for s in rhs) for rhs in alts):
+                productive.add(name)
+                changed = True
+    return productive
+
+
+def _is_productive(symbol: Symbol, productive: set[str]) -> bool:
+    return symbol.bits != 0 if isinstance(symbol, ByteSet) else symbol in productive
+
+
+def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
+    nonempty: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in cfg.rules.items():
+            if name in nonempty:
+                continue
+            for rhs in alts:
+                if all(_is_productive(s, productive) for s in rhs) and any(_is_nonempty(s, nonempty) for s in rhs):
+                    nonempty.add(name)
+                    changed = True
+                    break
+    return nonempty
+
+
+def _is_nonempty(symbol: Symbol, nonempty: set[str]) -> bool:
+    return symbol.bits != 0 if isinstance(symbol, ByteSet) else symbol in nonempty
+
+
+def dead_ends(cfg: CFG) -> list[DeadEnd]:
+    """Every dead end of ``cfg`` (see the module docstring), in a deterministic order."""
+    productive = _productive(cfg)
+    nonempty = _nonempty(cfg, productive)
+    found: list[DeadEnd] = []
+    live, todo = {cfg.start}, [cfg.start]
+    while todo:
+        name = todo.pop()
+        for index, rhs in enumerate(cfg.rules.get(name, ())):
+            consumed = False
+            for position, symbol in enumerate(rhs):
+                if isinstance(symbol, str) and symbol not in live:
+                    live.add(symbol)
+                    todo.append(symbol)
+                if not _is_productive(symbol, productive):
+                    if consumed:
+                        spans = cfg.symbol_spans.get(name)
+                        span = spans[index][position] if spans and index < len(spans) else None
+                        found.append(DeadEnd(name, index, position, symbol, span))
+                    break
+                consumed = consumed or _is_nonempty(symbol, nonempty)
+    return sorted(found, key=lambda d: (d.span or (1 << 62, 0), d.nonterminal, d.index))
