@@ -56,6 +56,7 @@ _FROM_VOCAB_SOURCES = (
 
 __all__ = [
     "TokenKind",
+    "show_bytes",
     "NORMAL",
     "STOP",
     "SPECIAL",
@@ -267,6 +268,22 @@ class VocabTable:
 
 
 # -- building tables --------------------------------------------------------------------
+
+
+_VISIBLE_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def show_bytes(data: bytes) -> str:
+    """A token's bytes as readable text: UTF-8 where it decodes, ``\\xNN`` for the other bytes,
+    and ``\\n \\r \\t \\\\`` escaped so that whitespace stays visible."""
+    out = []
+    for ch in data.decode("utf-8", "surrogateescape"):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 here
+            out.append(f"\\x{code - 0xDC00:02x}")
+        else:
+            out.append(_VISIBLE_ESCAPES.get(ch, ch))
+    return "".join(out)
 
 
 def _table(

@@ -18,3 +18,14 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def checker():
+    """XGrammar's verdicts from a child process, as the workbench gets them (one per module:
+    starting the child costs a second or two)."""
+    from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker
+
+    c = XGrammarChecker()
+    yield c
+    c.close()

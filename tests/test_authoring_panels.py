@@ -14,20 +14,12 @@ pytest.importorskip("plotly")
 
 from cfgzip_lab.pipeline import resolve_grammar  # noqa: E402
 from cfgzip_lab.widgets.session import WorkbenchError, WorkbenchSession  # noqa: E402
-from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
 
 EXPR = """root ::= expr
 expr ::= term (ws ("+" | "-") ws term)*
 term ::= [0-9]+ | "(" ws expr ws ")"
 ws ::= [ \\n]*
 """
-
-
-@pytest.fixture(scope="module")
-def checker():
-    c = XGrammarChecker()
-    yield c
-    c.close()
 
 
 @pytest.fixture

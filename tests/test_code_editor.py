@@ -29,7 +29,6 @@ from cfgzip_lab.widgets.code_editor import (  # noqa: E402
     point_mark,
 )
 from cfgzip_lab.widgets.session import WorkbenchSession  # noqa: E402
-from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 JS = REPO / "js"
@@ -53,13 +52,6 @@ class RecordingComm(DummyComm):
 def _from_front_end(widget, **state) -> None:
     """What ipywidgets does with an update message from the browser."""
     widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
-
-
-@pytest.fixture(scope="module")
-def checker():
-    c = XGrammarChecker()
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ pytest.importorskip("plotly")
 from cfgzip_lab.pipeline import bundled_grammars  # noqa: E402
 from cfgzip_lab.widgets._format import fmt_seconds  # noqa: E402
 from cfgzip_lab.widgets.session import Stamp, WorkbenchError, WorkbenchSession  # noqa: E402
-from cfgzip_lab.widgets.xgrammar_worker import XGrammarChecker  # noqa: E402
 
 # A JSON grammar of its own, so that edits to grammars/json.ebnf do not move these tests.
 JSON_TEXT = r"""# JSON (the test's own copy)
@@ -39,13 +38,6 @@ ws ::= [ \n\r\t]*
 """
 BROKEN_JSON = JSON_TEXT.replace("root ::= object | array", "root ::= object | arrey")
 CRASHING = "root ::= (y{2,3}){2}\ny ::= root\n"  # segfaults xgrammar 0.2.8 when compiled
-
-
-@pytest.fixture(scope="module")
-def checker():
-    c = XGrammarChecker()
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ..grammar.provenance import rules_of
 from ..grammar.words import EMPTY
+from ..vocab import show_bytes
 from .displacement import Displacer
 
 __all__ = [
@@ -192,17 +193,7 @@ def explain(
 
 def token_text(data: bytes) -> str:
     """A token's bytes between quotes, whitespace and non-UTF-8 bytes escaped (``'\\n'``, ``'\\xff'``)."""
-    out = []
-    for ch in data.decode("utf-8", "surrogateescape"):
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 here
-            out.append(f"\\x{code - 0xDC00:02x}")
-        else:
-            out.append(_ESCAPES.get(ch, ch))
-    return "'" + "".join(out) + "'"
-
-
-_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "'" + show_bytes(data) + "'"
 
 
 def explain_token(displacer: Displacer, vocab, classes, token_id: int, *, peers: int = 2, **options) -> Explanation:

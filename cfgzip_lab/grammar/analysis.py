@@ -154,13 +154,7 @@ def expected_bytes(gnf, data: bytes) -> tuple[ByteSet, bool]:
     stacks = store.word((gnf.start,))
     ends = gnf.accepts_empty
     for byte in data:
-        atom = gnf.atom_of[byte]
-        nxt = EMPTY
-        for top, below in store.edges(stacks):
-            tail = table[top].get(atom)
-            if tail is not None:
-                nxt = store.union(nxt, store.concat(tail, below))
-        stacks = nxt
+        stacks = gnf.step_stacks(stacks, byte)
         if stacks == EMPTY:
             return ByteSet(0), False
         ends = store.accepts(stacks)

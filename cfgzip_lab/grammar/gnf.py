@@ -136,21 +136,25 @@ class GNF:
 
         With ``prefix=True`` answers whether ``data`` is a prefix of some sentence.
         """
-        store, table = self.store, self.table
-        stacks = store.word((self.start,))
+        stacks = self.store.word((self.start,))
         if not data:
             return prefix or self.accepts_empty
         for byte in data:
-            atom = self.atom_of[byte]
-            nxt = EMPTY
-            for top, below in store.edges(stacks):
-                tail = table[top].get(atom)
-                if tail is not None:
-                    nxt = store.union(nxt, store.concat(tail, below))
-            stacks = nxt
+            stacks = self.step_stacks(stacks, byte)
             if stacks == EMPTY:
                 return False
-        return prefix or store.accepts(stacks)
+        return prefix or self.store.accepts(stacks)
+
+    def step_stacks(self, stacks: int, byte: int) -> int:
+        """The set of stacks (a word-set node, top first) after reading ``byte``: every stack
+        whose top has a production on the byte's atom, with that production's tail pushed."""
+        store, atom = self.store, self.atom_of[byte]
+        nxt = EMPTY
+        for top, below in store.edges(stacks):
+            tail = self.table[top].get(atom)
+            if tail is not None:
+                nxt = store.union(nxt, store.concat(tail, below))
+        return nxt
 
 
 class _Rules:

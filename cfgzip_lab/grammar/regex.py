@@ -40,11 +40,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .lower import MAX_CODE_POINT
+from .lower import complement as _complement
+from .lower import normalize as _normalize
 from .tree import CharClass, Choice, Expr, Literal, Repeat, Sequence
 
 __all__ = ["RegexError", "regex_to_expr", "JSON_STRING_FORBIDDEN", "MAX_CODE_POINT"]
 
-MAX_CODE_POINT = 0x10FFFF
 #: What ``json_string=true`` removes from every character the regex matches.
 JSON_STRING_FORBIDDEN = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
 _MAX_REPEAT_DIGITS = 9  # XGrammar: "10^9 fits in an int"
@@ -101,26 +103,13 @@ def regex_to_expr(pattern: str, *, json_string: bool = False) -> Expr:
 
 
 def normalize(ranges) -> Ranges:
-    """Sorted, merged inclusive ranges."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return tuple(out)
+    """Sorted, merged inclusive ranges (as a tuple: regex units are hashable)."""
+    return tuple(_normalize(ranges))
 
 
 def complement(ranges: Ranges) -> Ranges:
     """Code points 0..U+10FFFF (surrogates included, as XGrammar) outside ``ranges``."""
-    out, nxt = [], 0
-    for lo, hi in normalize(ranges):
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = max(nxt, hi + 1)
-    if nxt <= MAX_CODE_POINT:
-        out.append((nxt, MAX_CODE_POINT))
-    return tuple(out)
+    return tuple(_complement(tuple(ranges)))
 
 
 def _fold_ascii_case(ranges: Ranges) -> Ranges:

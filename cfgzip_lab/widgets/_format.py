@@ -6,6 +6,7 @@ import html
 from collections.abc import Iterable, Sequence
 
 from ..grammar.diagnostics import Diagnostic
+from ..vocab import show_bytes
 
 # One stylesheet for the whole workbench, injected once by the app (and by panels shown
 # alone). Every rule is scoped to a cfgzip-* class.
@@ -36,22 +37,6 @@ CSS = """
 
 def esc(value) -> str:
     return html.escape(str(value), quote=True)
-
-
-_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def show_bytes(data: bytes) -> str:
-    """A token's bytes as readable text: UTF-8 where it decodes, ``\\xNN`` for the other bytes,
-    and ``\\n \\r \\t \\\\`` escaped so that whitespace stays visible."""
-    out = []
-    for ch in data.decode("utf-8", "surrogateescape"):
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 here
-            out.append(f"\\x{code - 0xDC00:02x}")
-        else:
-            out.append(_ESCAPES.get(ch, ch))
-    return "".join(out)
 
 
 def token_label(vocab, token_id: int) -> str:
