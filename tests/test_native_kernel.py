@@ -162,3 +162,110 @@ def test_without_the_kernel_the_engine_uses_the_numpy_path():
     env = {**os.environ, "CFGZIP_NATIVE_KERNEL": "0"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def _python_mask(walker, state: int) -> int:
+    return walker._product(state, 0) | (walker.stop_bit if walker.store.accepts(state) else 0)
+
+
+def _mask_states(engine, vocab, docs, walks: int, seed: int):
+    """States of the native matcher along sample documents and random walks (every normal token allowed)."""
+    from cfgzip_lab.classes.classing import NORMAL
+
+    rng = np.random.default_rng(seed)
+    for doc in docs:
+        m = engine.matcher()
+        for t in vocab.encode(doc):
+            yield m._history[-1]
+            if not m.accept_token(t):
+                break
+    classes = engine.classes
+    for _ in range(walks):
+        m = engine.matcher()
+        for _ in range(40):
+            yield m._history[-1]
+            allowed = [
+                c for c in range(classes.num_classes) if m.class_set() >> c & 1 and classes.class_kind[c] == NORMAL
+            ]
+            if not allowed:
+                break
+            c = int(rng.choice(allowed))
+            assert m.accept_token(int(classes.representatives[c]))
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "name", ["json", "c_like", "bython", "xml", "sql_select", "unicode", "arithmetic_left_recursive"]
+)
+def test_compiled_trie_walk_gives_the_python_walks_class_sets_toy(name):
+    """The kernel's trie walk (trie_mask) and the memoised Python product walk give the same class set
+    for every state met along the sample documents and random walks, over a byte vocabulary."""
+    from cfgzip_lab.bundled import bundled_grammars, bundled_samples
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.vocab import vocab_from_bytes
+
+    tokens = [bytes([b]) for b in range(256)] + [b"", b"  ", b"ab", b"if", b"(\n", b"\xc3\xa9"]
+    vocab = vocab_from_bytes(tokens, stop_ids=[256], vocab_size=len(tokens), name="bytes")
+    compiled = compile_grammar(bundled_grammars()[name].read_text(encoding="utf-8"))
+    result = build_classes(compiled, vocab)
+    engine = build_native_engine(compiled, vocab, result.classes, classing=result)
+    walker = engine.walker
+    assert walker._trie is not None
+    docs = [p.read_text(encoding="utf-8")[:300] for p in bundled_samples(name)[:2]]
+    checked = 0
+    for state in _mask_states(engine, vocab, docs, walks=8, seed=0):
+        assert walker.class_mask(state) == _python_mask(walker, state)
+        checked += 1
+    assert checked > 100
+
+
+@needs_kernel
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bython", "c_like", "sql_select"])
+def test_compiled_trie_walk_gives_the_python_walks_class_sets_llama3(name):
+    """The same with Llama-3's vocabulary (tries of 29k-110k nodes) on the sample documents and random walks."""
+    from cfgzip_lab.bundled import bundled_grammars, bundled_samples
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+
+    vocab = _llama3()
+    compiled = compile_grammar(bundled_grammars()[name].read_text(encoding="utf-8"))
+    result = build_classes(compiled, vocab)
+    engine = build_native_engine(compiled, vocab, result.classes, classing=result)
+    walker = engine.walker
+    docs = [p.read_text(encoding="utf-8") for p in bundled_samples(name)]
+    checked = 0
+    for state in _mask_states(engine, vocab, docs, walks=4, seed=1):
+        assert walker.class_mask(state) == _python_mask(walker, state)
+        checked += 1
+    assert checked > 500
+
+
+@needs_kernel
+def test_trie_kernel_refuses_bad_arrays_and_bad_stores():
+    from cfgzip_lab.native import _kernel
+
+    i32, u64 = np.int32, np.uint64
+    good = dict(ptr=[0, 1, 1], syms=[5], kids=[1], di=[-1, -1], dense=[], lp=[0, 0, 2], lc=[3, 7])
+
+    def trie(**kw):
+        a = {**good, **kw}
+        return _kernel.trie_new(
+            np.array(a["ptr"], i32), np.array(a["syms"], i32), np.array(a["kids"], i32), np.array(a["di"], i32),
+            np.array(a["dense"], u64), np.array(a["lp"], i32), np.array(a["lc"], i32), 1,
+        )  # fmt: skip
+
+    t = trie()
+    out = np.zeros(1, u64)
+    _kernel.trie_mask(t, [(False, ()), (True, ()), (False, ((5, 1),))], 2, out)  # the word [5]
+    assert int(out[0]) == (1 << 3) | (1 << 7)
+    for bad in (dict(kids=[2]), dict(lc=[3, 64]), dict(ptr=[0, 2, 1]), dict(di=[0, -1])):
+        with pytest.raises(ValueError, match="do not fit"):
+            trie(**bad)
+    with pytest.raises(TypeError, match="word store"):
+        _kernel.trie_mask(t, [(False, ()), (True, ()), "not a node"], 2, out)
+    with pytest.raises(TypeError, match="word store"):
+        _kernel.trie_mask(t, [(False, ())], 5, out)
+    with pytest.raises(ValueError, match="wrong size"):
+        _kernel.trie_mask(t, [(False, ())], 0, np.zeros(2, u64))

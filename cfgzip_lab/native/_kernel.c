@@ -1,7 +1,12 @@
-/* The native engine's expansion kernel: a class set -> XGrammar's packed int32 vocabulary row.
+/* The native engine's compiled kernel: the mask of a parser state, in two parts.
  *
- * Optional (cfgzip_lab.native.rows uses its numpy path when this module is absent, and the tests
- * compare the two bit for bit). Built by `pip install -e .` / the wheel build (pyproject.toml,
+ *   trie_new / trie_mask  the class set of a state: its word DAG walked with the sigma_in trie
+ *                         (used by cfgzip_lab.native.walk; the Python product walk is the reference)
+ *   expand_row            a class set -> XGrammar's packed int32 vocabulary row
+ *                         (used by cfgzip_lab.native.rows; the numpy path is the reference)
+ *
+ * Optional (the Python paths run where this module is absent, and the tests compare them bit for
+ * bit). Built by `pip install -e .` / the wheel build (pyproject.toml,
  * tool.setuptools ext-modules, optional = true): a machine without a C compiler still installs.
  *
  * The same split as cfgzip_lab.kernels.cpu, without numpy's per-call costs and its 128k-byte
@@ -101,13 +106,141 @@ done:
     return result;
 }
 
+/* ---- the class mask of a parser state: the product walk of its word DAG with the sigma_in trie ----
+ *
+ * trie_new(ptr, syms, kids, dense_idx, dense, list_ptr, list_cls, words) keeps the trie as arrays
+ * (cfgzip_lab.native.walk builds them from the SigmaInIndex): node t's children are syms/kids[ptr[t]:ptr[t+1]],
+ * sorted by symbol; its class set is the dense row dense[dense_idx[t] * words : ...] (uint64) when
+ * dense_idx[t] >= 0, else the classes list_cls[list_ptr[t]:list_ptr[t+1]].
+ * trie_mask(trie, nodes, state, out) ORs into out (uint64[words], zeroed first) the class sets of every
+ * trie node that a word of `state` spells from the root: the store's nodes (a list of (accepts, ((symbol,
+ * child), ...)) tuples, edges sorted by symbol) are read, never written. The DAG is deterministic and the
+ * trie a tree, so each (DAG node, trie node) pair is reached by one path only: no memo, no visited set.
+ */
+typedef struct {
+    Py_buffer ptr, syms, kids, dense_idx, dense, list_ptr, list_cls;
+    Py_ssize_t nodes, words;
+} Trie;
+
+static void trie_free(PyObject *capsule) {
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    if (!t) return;
+    PyBuffer_Release(&t->ptr);
+    PyBuffer_Release(&t->syms);
+    PyBuffer_Release(&t->kids);
+    PyBuffer_Release(&t->dense_idx);
+    PyBuffer_Release(&t->dense);
+    PyBuffer_Release(&t->list_ptr);
+    PyBuffer_Release(&t->list_cls);
+    PyMem_Free(t);
+}
+
+static PyObject *trie_new(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t words;
+    Trie *t = PyMem_Calloc(1, sizeof(Trie));
+    if (!t) return PyErr_NoMemory();
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*n", &t->ptr, &t->syms, &t->kids, &t->dense_idx, &t->dense, &t->list_ptr,
+                          &t->list_cls, &words)) {
+        PyMem_Free(t);
+        return NULL;
+    }
+    t->words = words;
+    t->nodes = t->ptr.len / 4 - 1;
+    const int32_t *ptr = (const int32_t *)t->ptr.buf, *lp = (const int32_t *)t->list_ptr.buf;
+    const int32_t *kids = (const int32_t *)t->kids.buf, *di = (const int32_t *)t->dense_idx.buf;
+    const int32_t *lc = (const int32_t *)t->list_cls.buf;
+    Py_ssize_t ne = t->syms.len / 4, nd = words > 0 ? t->dense.len / 8 / words : 0, nl = t->list_cls.len / 4;
+    int ok = t->nodes >= 1 && words > 0 && t->kids.len == t->syms.len && t->dense_idx.len == t->nodes * 4 &&
+             t->list_ptr.len == t->ptr.len && ptr[0] == 0 && ptr[t->nodes] == ne && lp[0] == 0 && lp[t->nodes] == nl &&
+             t->dense.len == nd * words * 8;
+    for (Py_ssize_t i = 0; ok && i < t->nodes; i++)
+        ok = ptr[i] <= ptr[i + 1] && lp[i] <= lp[i + 1] && di[i] < nd;
+    for (Py_ssize_t i = 0; ok && i < ne; i++) ok = kids[i] > 0 && kids[i] < t->nodes;
+    for (Py_ssize_t i = 0; ok && i < nl; i++) ok = lc[i] >= 0 && lc[i] < words * 64;
+    PyObject *capsule = ok ? PyCapsule_New(t, "cfgzip_trie", trie_free) : NULL;
+    if (!capsule) {
+        if (!ok) PyErr_SetString(PyExc_ValueError, "trie_new: the trie arrays do not fit each other");
+        PyBuffer_Release(&t->ptr);
+        PyBuffer_Release(&t->syms);
+        PyBuffer_Release(&t->kids);
+        PyBuffer_Release(&t->dense_idx);
+        PyBuffer_Release(&t->dense);
+        PyBuffer_Release(&t->list_ptr);
+        PyBuffer_Release(&t->list_cls);
+        PyMem_Free(t);
+    }
+    return capsule;
+}
+
+static int bad_store(void) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "trie_mask: not a word store node list");
+    return -1;
+}
+
+static int trie_walk(const Trie *t, PyObject *nodes, Py_ssize_t node, Py_ssize_t tn, uint64_t *out) {
+    if (node < 0 || node >= PyList_GET_SIZE(nodes)) return bad_store();
+    PyObject *entry = PyList_GET_ITEM(nodes, node);
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) return bad_store();
+    PyObject *edges = PyTuple_GET_ITEM(entry, 1);
+    if (!PyTuple_Check(edges)) return bad_store();
+    const int32_t *ptr = (const int32_t *)t->ptr.buf, *syms = (const int32_t *)t->syms.buf;
+    const int32_t *kids = (const int32_t *)t->kids.buf, *di = (const int32_t *)t->dense_idx.buf;
+    const int32_t *lp = (const int32_t *)t->list_ptr.buf, *lc = (const int32_t *)t->list_cls.buf;
+    const uint64_t *dense = (const uint64_t *)t->dense.buf;
+    Py_ssize_t ne = PyTuple_GET_SIZE(edges), j = ptr[tn], jend = ptr[tn + 1];
+    for (Py_ssize_t i = 0; i < ne && j < jend; i++) {
+        PyObject *e = PyTuple_GET_ITEM(edges, i);
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2) return bad_store();
+        long sym = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
+        if (sym == -1 && PyErr_Occurred()) return -1;
+        while (j < jend && syms[j] < sym) j++; /* both sides sorted by symbol */
+        if (j == jend || syms[j] != sym) continue;
+        Py_ssize_t nt = kids[j];
+        if (di[nt] >= 0) {
+            const uint64_t *row = dense + (size_t)di[nt] * t->words;
+            for (Py_ssize_t w = 0; w < t->words; w++) out[w] |= row[w];
+        } else {
+            for (Py_ssize_t k = lp[nt]; k < lp[nt + 1]; k++) out[lc[k] >> 6] |= (uint64_t)1 << (lc[k] & 63);
+        }
+        if (ptr[nt + 1] > ptr[nt]) {
+            long child = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+            if (child == -1 && PyErr_Occurred()) return -1;
+            if (child != 1 && trie_walk(t, nodes, child, nt, out) < 0) return -1; /* 1: the empty word */
+        }
+    }
+    return 0;
+}
+
+static PyObject *trie_mask(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule, *nodes;
+    Py_ssize_t state;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "OO!nw*", &capsule, &PyList_Type, &nodes, &state, &out)) return NULL;
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    PyObject *result = NULL;
+    if (t && out.len != t->words * 8) PyErr_SetString(PyExc_ValueError, "trie_mask: out has the wrong size");
+    if (t && !PyErr_Occurred()) {
+        memset(out.buf, 0, out.len);
+        if (trie_walk(t, nodes, state, 0, (uint64_t *)out.buf) == 0) {
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (see _kernel.c)"},
+    {"trie_new", trie_new, METH_VARARGS, "the sigma_in trie as arrays, for trie_mask (see _kernel.c)"},
+    {"trie_mask", trie_mask, METH_VARARGS, "the class set of a parser state: its DAG walked with the trie (see _kernel.c)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_kernel", "The native engine's compiled expansion kernel.", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_kernel", "The native engine's compiled kernel (trie walk, expansion).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&module); }
