@@ -144,7 +144,8 @@ def test_native_masks_and_states_are_the_same_with_and_without_the_kernel():
 
 
 def test_without_the_kernel_the_engine_uses_the_numpy_path():
-    """CFGZIP_NATIVE_KERNEL=0: no kernel, and the row cache still gives the gather's bits."""
+    """CFGZIP_NATIVE_KERNEL=0: no kernel; the row cache still gives the gather's bits and the engine
+    walks and masks in Python."""
     code = (
         "import numpy as np\n"
         "from cfgzip_lab.native.rows import RowCache, kernel_available\n"
@@ -157,6 +158,17 @@ def test_without_the_kernel_the_engine_uses_the_numpy_path():
         "want = np.packbits(np.r_[np.isin(class_of, [3, 36]), np.zeros(-1000 % 32, bool)], bitorder='little')\n"
         "assert not kernel_available() and not r.compiled\n"
         "assert np.array_equal(r.vocab_row(s), want.view(np.int32))\n"
+        "from cfgzip_lab.native import build_native_engine\n"
+        "from cfgzip_lab.pipeline import build_classes, compile_grammar\n"
+        "from cfgzip_lab.vocab import vocab_from_bytes\n"
+        "v = vocab_from_bytes([b'a', b'b', b'ab', b''], stop_ids=[3], vocab_size=4, name='t')\n"
+        'g = compile_grammar(\'root ::= ("a" | "b")+\')\n'
+        "res = build_classes(g, v)\n"
+        "e = build_native_engine(g, v, res.classes, classing=res)\n"
+        "assert e.walker._trie is None and not e.rows.compiled\n"
+        "m = e.matcher()\n"
+        "assert not m.is_completed() and m.accept_token(2) and m.is_completed()\n"
+        "assert int(m.next_vocab_bitmask().numpy()[0]) == 0b1111  # a, b, ab and the stop token\n"
         "print('ok')\n"
     )
     env = {**os.environ, "CFGZIP_NATIVE_KERNEL": "0"}
