@@ -41,6 +41,8 @@ def assert_classes_uniform(allowed: np.ndarray, class_of: np.ndarray, where: str
 @pytest.mark.slow
 @pytest.mark.parametrize("path", BUNDLED + [BUILTIN_JSON], ids=lambda p: p.stem)
 def test_classes_are_uniform_along_xgrammar_walks(path: Path, llama3) -> None:
+    if not path.exists():
+        pytest.skip(f"{path} is not checked out here")
     text = path.read_text(encoding="utf-8")
     classes = build_classes(compile_grammar(text), llama3).classes
     compiler = xgrammar.GrammarCompiler(llama3.to_xgrammar(), cache_enabled=False)
@@ -63,6 +65,8 @@ def test_classes_are_uniform_along_xgrammar_walks(path: Path, llama3) -> None:
 
 
 def test_json_class_count_and_kinds(llama3) -> None:
+    if not BUILTIN_JSON.exists():
+        pytest.skip(f"{BUILTIN_JSON} is not checked out here")
     classes = build_classes(compile_grammar(BUILTIN_JSON.read_text()), llama3).classes
     assert classes.num_classes <= 360
     assert classes.metadata["fallback_singletons"] == 0
