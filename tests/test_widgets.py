@@ -236,6 +236,11 @@ def test_classing_json_llama3(classed):
     assert "dead" in panel.summary.value and "special" in panel.summary.value
     assert sum(panel.histogram.data[0].y) == classes.num_classes
     assert "Largest classes" in panel.largest_table.value
+    # One classing time everywhere: the progress label shows the session's number, the
+    # vocabulary load apart (the job did both).
+    classing = fmt_seconds(classed.timings["classing"])
+    assert panel.progress_label.value.startswith(f"done: classing {classing}")
+    assert "vocabulary load" in panel.progress_label.value and f"classing took {classing}" in panel.summary.value
 
 
 def test_class_search_text_id_and_why(classed):

@@ -184,6 +184,7 @@ class ClassesPanel(Panel):
         session.on("text", self._renew_answers)
         session.on("job", self._show_progress)
         self._guarded_refresh()
+        self._show_progress()  # a panel made after classing ran shows how it ended
 
     # -- public methods ----------------------------------------------------------------
 
@@ -353,7 +354,15 @@ class ClassesPanel(Panel):
             self.progress.bar_style = {"done": "success", "cancelled": "warning", "failed": "danger"}.get(
                 job.status, ""
             )
-            self.progress_label.value = f"{job.status} in {fmt_seconds(job.seconds)}"
+            timings = self.session.timings
+            if job.status == "done" and "classing" in timings:
+                # The classing time is the one number the status line, Timings and the report
+                # show; the job also loaded the vocabulary, which is said apart.
+                load = timings.get("vocab_load")
+                extra = f" (+ vocabulary load {fmt_seconds(load)})" if load is not None else ""
+                self.progress_label.value = f"done: classing {fmt_seconds(timings['classing'])}{extra}"
+            else:
+                self.progress_label.value = f"{job.status} after {fmt_seconds(job.seconds)}"
 
     def _resolve(self, query: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]], str]:
         """(hits, other readings, note): each hit a token id and how the query matched it."""
