@@ -627,16 +627,20 @@ def test_decoder_status_always_ends_and_uses_the_sessions_classes(checker):
     failed step's error goes when decoding works; the decoder adopts its model's classes so the
     session (status bar, Classes tab) names the same tokenizer; an edit marks the steps stale."""
     pytest.importorskip("cfgzip_lab.decode")
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
     from cfgzip_lab.widgets.decoder import DecoderPanel
 
     s = WorkbenchSession(JSON_TEXT, checker=checker, tokenizer="llama3")
     s.compile(xgrammar=False)
     assert s.run_classing(wait=True).status == "done" and s.classes_stamp.tokenizer == "llama3"
+    classes_panel = ClassesPanel(s)
+    assert classes_panel.tokenizer.value == "llama3"
     panel = DecoderPanel(s, prompt="A cat as JSON.", top_k=3)
     job = panel.run_steps(3, wait=True)
     assert job.status == "done", s.errors
     model_vocab = s.decoder_model[2]
     assert s.tokenizer == model_vocab.name == s.classes_stamp.tokenizer == s.decoder_stamp.tokenizer
+    assert classes_panel.tokenizer.value == model_vocab.name  # the Classes tab follows
     assert s.classes is panel.stepper.classes and s.is_current(s.timing_stamps["classing"])
     assert f"classes: <b>{model_vocab.name}</b>" in panel.status.value
     assert "done: 3 steps" in panel.status.value and "decoding" not in panel.status.value

@@ -271,6 +271,9 @@ class ClassesPanel(Panel):
         return result
 
     def refresh(self) -> None:
+        tokenizer = self.session.tokenizer  # the decoder may have classed its model's vocabulary
+        if tokenizer != self.tokenizer.value and tokenizer in {value for _, value in self.tokenizer.options}:
+            self.tokenizer.value = tokenizer
         self._show_summary()
         classes = self.session.classes
         vocab = self.session.vocab
