@@ -14,4 +14,5 @@ workers=(-n "${CFGZIP_TEST_WORKERS:-2}")
 for arg in "$@"; do
     case "$arg" in -n|-n*|--numprocesses|--numprocesses=*) workers=() ;; esac
 done
-exec .venv/bin/python -m pytest "${workers[@]}" "$@"
+# --durations: the 15 slowest tests end the log, so a suite that creeps towards CI's limit shows where.
+exec .venv/bin/python -m pytest "${workers[@]}" --durations=15 "$@"
