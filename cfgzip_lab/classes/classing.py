@@ -307,7 +307,7 @@ def _walk(
         except BudgetExceeded:
             if store.created > max_nodes:  # the run's cap, not this token's budget
                 store.limit = float("inf")
-                rules = busiest_rules(store, node, displacer.gnf.names) or largest_rules(displacer.gnf)
+                rules = busiest_rules(store, node, displacer.gnf) or largest_rules(displacer.gnf)
                 raise ClassingLimitError(limit_message(max_nodes, example_bytes(displacer.gnf, key), rules)) from None
             fallback.append(key)
             del path[common + 1 :]  # never resumed from: the next key recomputes past `common`

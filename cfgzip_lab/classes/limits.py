@@ -41,21 +41,26 @@ class ClassingLimitError(CfgzipError):
     """Classing stopped at its memory cap (``max_dag_nodes``); the message names the rules to look at."""
 
 
-def _rule_of(name: str) -> str | None:
-    """The source rule a GNF nonterminal comes from (``e3@2`` → ``e3``); None for lifted terminals."""
+def _rules_of(gnf, symbol: int) -> tuple[str, ...]:
+    """The source rules GNF nonterminal ``symbol`` comes from: its provenance, or, for a GNF made
+    without it, the rule its name starts with (``e3@2`` → ``e3``; none for lifted terminals)."""
+    if not 0 <= symbol < len(gnf.names):
+        return ()
+    rules = gnf.rules_of(symbol)
+    if rules:
+        return rules
+    name = gnf.names[symbol]
     if not name or name[0] in "'[\"" or name == "S0":
-        return None
-    return name.split("@", 1)[0]
+        return ()
+    return (name.split("@", 1)[0],)
 
 
-def busiest_rules(store: WordStore, node: int, names: list[str], *, words: int = 200, top: int = 3) -> list[str]:
+def busiest_rules(store: WordStore, node: int, gnf, *, words: int = 200, top: int = 3) -> list[str]:
     """The source rules that occur most often in (a sample of) the stacks of ``node``."""
     counts: Counter[str] = Counter()
     for word in store.words(node, words):
         for symbol in word:
-            rule = _rule_of(names[symbol]) if 0 <= symbol < len(names) else None
-            if rule is not None:
-                counts[rule] += 1
+            counts.update(_rules_of(gnf, symbol))
     return [rule for rule, _ in counts.most_common(top)]
 
 
@@ -63,9 +68,11 @@ def largest_rules(gnf, *, top: int = 3) -> list[str]:
     """The source rules whose normal form lists the most productions (where stacks come from)."""
     sizes: Counter[str] = Counter()
     for a, row in enumerate(gnf.table):
-        rule = _rule_of(gnf.names[a])
-        if rule is not None:
-            sizes[rule] += sum(gnf.store.count(tail) for tail in set(row.values()))
+        rules = _rules_of(gnf, a)
+        if rules:
+            size = sum(gnf.store.count(tail) for tail in set(row.values()))
+            for rule in rules:
+                sizes[rule] += size
     return [rule for rule, _ in sizes.most_common(top)]
 
 
