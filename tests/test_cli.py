@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import cache
@@ -72,6 +73,15 @@ def test_gnf_json_last_line_keys():
         "gnf_dag_nodes",
         "seconds",
     }
+
+
+def test_gnf_symbols_say_what_each_nonterminal_stands_for():
+    proc = cli("gnf", "c_like", "--symbols", "400")
+    assert proc.returncode == 0, proc.stderr
+    assert "the whole grammar (rule root)" in proc.stdout
+    assert re.search(r"\S+@\d+ +the repetition .* in rule \w+ \(line \d+\)", proc.stdout), proc.stdout[-2000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert re.search(r"standing for \d{1,3}(,\d{3})+ productions", summary), summary  # separators
 
 
 def test_compress_json_keys_and_the_cache_loads(json_cache):
