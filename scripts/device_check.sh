@@ -5,6 +5,7 @@
 #   2. the CUDA tests: tests/test_expand.py and tests/test_kernels.py (Triton == CPU bit for bit);
 #   3. benchmarks/gil_probe.py (does XGrammar's fill release the GIL?);
 #   4. benchmarks/gpu_e2e.py within a time budget.
+# It first compiles the native engine's C kernel for the machine's Python when gcc is there.
 # Results (JSON and logs) go to $OUT (default ./artifacts/device). Environment knobs:
 #   E2E_ARGS   extra arguments for gpu_e2e.py (default: the target run, budget 330 s)
 #   TINY=1     everything small, on CPU (how this script is tried on a machine without a GPU)
@@ -23,6 +24,15 @@ if ! "$PY" -c "import xgrammar" 2>/dev/null; then
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The native engine's optional C kernel for this machine's Python (the tree travels without the
+# git-ignored .so; without it the native engine runs its Python walk and numpy expansion).
+kernel_so="cfgzip_lab/native/_kernel$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+if [ ! -f "$kernel_so" ] && command -v gcc >/dev/null; then
+  gcc -O3 -shared -fPIC -I"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+    cfgzip_lab/native/_kernel.c -o "$kernel_so" >>"$OUT/device.log" 2>&1 || log "native kernel build failed: Python path"
+fi
+"$PY" -c 'import cfgzip_lab.native.rows as r; print("native kernel:", "compiled" if getattr(r, "_kernel", None) else "python")' \
+  2>&1 | tee -a "$OUT/device.log"
 "$PY" - <<'PYEOF' 2>&1 | tee -a "$OUT/device.log"
 import torch, xgrammar, transformers
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
