@@ -757,3 +757,24 @@ def test_editor_input_kind_reads_a_schema_typed_into_it(checker):
     finally:
         app.close()
         app.session.wait(30)
+
+
+def test_a_failed_view_refresh_is_shown_and_clears_when_it_works(session, monkeypatch):
+    """A panel refresh runs from session events (maybe a worker thread): its failure lands in
+    the panel's error box instead of a log, and the next refresh that works takes it away."""
+    from cfgzip_lab.widgets.structure import StructurePanel
+
+    panel = StructurePanel(session)
+    session.compile(xgrammar=False)
+    assert panel.error_box.value == ""
+    real = StructurePanel.refresh
+
+    def broken(self):
+        raise RuntimeError("view broke")
+
+    monkeypatch.setattr(StructurePanel, "refresh", broken)
+    session.compile(xgrammar=False)  # topic "grammar" → refresh
+    assert "view broke" in panel.error_box.value and any(e.where == "structure" for e in session.errors)
+    monkeypatch.setattr(StructurePanel, "refresh", real)
+    session.compile(xgrammar=False)
+    assert panel.error_box.value == "" and not session.errors

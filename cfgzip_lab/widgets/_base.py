@@ -18,6 +18,8 @@ class Panel:
 
     #: the session ``ErrorRecord.where`` names this panel shows in its error box
     error_sources: tuple[str, ...] = ()
+    #: the ``where`` a failed :meth:`_guarded_refresh` is recorded under (one of ``error_sources``)
+    refresh_where = "view"
     widget: w.Widget
 
     def __init__(self, session) -> None:
@@ -46,6 +48,11 @@ class Panel:
                 self.session.record_error(where, exc)
 
         return handle
+
+    def _guarded_refresh(self) -> None:
+        """``self.refresh()`` for session events, which may run in a worker thread: a failure is
+        recorded for the error box (never raised), and a later refresh that works clears it."""
+        self._handler(self.refresh_where, self.refresh)()
 
     def _button(
         self, description: str, css: str, method, *, where: str, icon: str = "", style: str = "", tooltip: str = ""

@@ -94,6 +94,7 @@ class ClassesPanel(Panel):
     :meth:`search`, :meth:`explain_class`, :meth:`compare`, :meth:`refresh`."""
 
     error_sources = ("classing", "search", "classes view")
+    refresh_where = "classes view"
 
     def __init__(self, session, *, largest: int = 10, sample_members: int = 6, pair_limit: int = 12) -> None:
         super().__init__(session)
@@ -314,12 +315,6 @@ class ClassesPanel(Panel):
     def _on_query(self, _change) -> None:
         if not self._setting_query and self.query.value != "":  # a bare space is a query
             self._handler("search", self.search)()
-
-    def _guarded_refresh(self) -> None:
-        try:
-            self.refresh()
-        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
-            self.session.record_error("classes view", exc)
 
     def _show_summary(self) -> None:
         s = self.session

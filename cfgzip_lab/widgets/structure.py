@@ -42,6 +42,7 @@ class StructurePanel(Panel):
     :meth:`show_rule` (one rule's diagram and sets), :meth:`show_all_diagrams`."""
 
     error_sources = ("structure",)
+    refresh_where = "structure"
 
     def __init__(self, session, *, preview_lines: int = 300, rules_shown: int = 40) -> None:
         super().__init__(session)
@@ -292,9 +293,3 @@ class StructurePanel(Panel):
     def _on_open(self, _change) -> None:
         if self.more.selected_index == 0 and not self.all_diagrams.value:
             self._handler("structure", self.show_all_diagrams)()
-
-    def _guarded_refresh(self) -> None:
-        try:
-            self.refresh()
-        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
-            self.session.record_error("structure", exc)

@@ -218,6 +218,7 @@ class TimingsPanel(Panel):
     """Timings. Public methods: :meth:`refresh`, :meth:`benchmark`."""
 
     error_sources = ("benchmark", "timings view")
+    refresh_where = "timings view"
 
     def __init__(self, session) -> None:
         super().__init__(session)
@@ -286,12 +287,6 @@ class TimingsPanel(Panel):
         for topic in ("text", "grammar", "classes"):
             session.on(topic, self._guarded_refresh)  # marks old numbers out of date
         self._guarded_refresh()
-
-    def _guarded_refresh(self) -> None:
-        try:
-            self.refresh()
-        except Exception as exc:  # last resort: a refresh runs from session events, maybe in a worker thread
-            self.session.record_error("timings view", exc)
 
     def refresh(self) -> None:
         s = self.session
