@@ -8,6 +8,7 @@ import torch
 import xgrammar as xgr
 from paths import THIRD_PARTY
 from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
+from toy_vocab import JSON_PIECES
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
 from cfgzip_lab.engine import (
@@ -27,28 +28,7 @@ from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
 
 PARENS = 'root ::= item+\nitem ::= "(" item* ")" | "a" | "<s>"\n'
 
-TOY_TOKENS = [
-    b"{",
-    b"}",
-    b"[",
-    b"]",
-    b'"',
-    b":",
-    b",",
-    b" ",
-    b"a",
-    b"b",
-    b"ab",
-    b'"a"',
-    b"1",
-    b"0",
-    b"true",
-    b"null",
-    b'{"',
-    b'":',
-    b"\n",
-    b"(",
-    b")",
+TOY_TOKENS = JSON_PIECES + [
     b"((",
     b"a)",
     b"<s>",

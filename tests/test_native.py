@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from paths import BUNDLED, bundled_samples, grammar_id, third_party_grammars
+from toy_vocab import NESTING_TOKENS
 
 from cfgzip_lab.classes.classing import STOP
 from cfgzip_lab.engine import compile_engines
@@ -36,43 +37,7 @@ ARITH = (
     'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
     'factor ::= [0-9]+ | "(" expr ")"\n'
 )
-TOY_TOKENS = [
-    b"{",
-    b"}",
-    b"[",
-    b"]",
-    b'"',
-    b":",
-    b",",
-    b" ",
-    b"a",
-    b"b",
-    b"ab",
-    b'"a"',
-    b"1",
-    b"0",
-    b"true",
-    b"null",
-    b'{"',
-    b'":',
-    b"\n",
-    b"(",
-    b")",
-    b"+",
-    b"*",
-    b"12",
-    b"10",
-    b"0)",
-    b"1+",
-    b"\xc3\xa9",
-    b"a",
-    b"",
-    b"",
-    b"[[",
-    b"]]",
-    b"((",
-    b"))",
-]
+TOY_TOKENS = NESTING_TOKENS
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from paths import BUNDLED_DIR
 from reference_tools import JSON_BUILTIN_GRAMMAR as JSON_GRAMMAR
+from toy_vocab import ARITH_TOKENS, SPECIAL_ID, STOP_ID
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, TokenClasses
 from cfgzip_lab.verify import (
@@ -23,40 +24,7 @@ ARITH = (
     'factor ::= [0-9]+ | "(" expr ")"\n'
 )
 
-TOY_TOKENS = [
-    b"{",
-    b"}",
-    b"[",
-    b"]",
-    b'"',
-    b":",
-    b",",
-    b" ",
-    b"a",
-    b"b",
-    b"ab",
-    b'"a"',
-    b"1",
-    b"0",
-    b"true",
-    b"null",
-    b'{"',
-    b'":',
-    b"\n",
-    b"(",
-    b")",
-    b"+",
-    b"*",
-    b"12",
-    b"10",
-    b"0)",
-    b"1+",
-    b"\xc3\xa9",
-    b"a",
-    b"",
-    b"",
-]
-STOP_ID, SPECIAL_ID = 29, 30
+TOY_TOKENS = ARITH_TOKENS
 
 
 @pytest.fixture(scope="module")
