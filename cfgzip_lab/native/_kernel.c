@@ -122,9 +122,8 @@ typedef struct {
     Py_ssize_t nodes, words;
 } Trie;
 
-static void trie_free(PyObject *capsule) {
-    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
-    if (!t) return;
+/* Release a trie's buffers and the trie itself (the capsule's destructor, or a failed trie_new). */
+static void trie_release(Trie *t) {
     PyBuffer_Release(&t->ptr);
     PyBuffer_Release(&t->syms);
     PyBuffer_Release(&t->kids);
@@ -133,6 +132,11 @@ static void trie_free(PyObject *capsule) {
     PyBuffer_Release(&t->list_ptr);
     PyBuffer_Release(&t->list_cls);
     PyMem_Free(t);
+}
+
+static void trie_free(PyObject *capsule) {
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    if (t) trie_release(t);
 }
 
 static PyObject *trie_new(PyObject *self, PyObject *args) {
@@ -161,14 +165,7 @@ static PyObject *trie_new(PyObject *self, PyObject *args) {
     PyObject *capsule = ok ? PyCapsule_New(t, "cfgzip_trie", trie_free) : NULL;
     if (!capsule) {
         if (!ok) PyErr_SetString(PyExc_ValueError, "trie_new: the trie arrays do not fit each other");
-        PyBuffer_Release(&t->ptr);
-        PyBuffer_Release(&t->syms);
-        PyBuffer_Release(&t->kids);
-        PyBuffer_Release(&t->dense_idx);
-        PyBuffer_Release(&t->dense);
-        PyBuffer_Release(&t->list_ptr);
-        PyBuffer_Release(&t->list_cls);
-        PyMem_Free(t);
+        trie_release(t);
     }
     return capsule;
 }
