@@ -14,7 +14,7 @@ from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
 from .grammar.cfg import CFG
-from .grammar.dead_ends import dead_ends
+from .grammar.dead_ends import dead_ends, productive_nonterminals
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import GNF, to_gnf
@@ -85,9 +85,9 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
     t1 = time.perf_counter()
     cfg = lower(ast)
     t2 = time.perf_counter()
-    gnf = to_gnf(cfg)
-    t3 = time.perf_counter()
-    if not gnf.table[gnf.start] and not gnf.accepts_empty:
+    # Both refusals come before the normal form, which a refused grammar need not pay for.
+    productive = productive_nonterminals(cfg)
+    if cfg.start not in productive:
         # Nothing to class, and XGrammar 0.2.8 can crash on such grammars (unbounded
         # recursion with no way out): say so at the root rule instead.
         rule = ast.rules[ast.root]
@@ -95,7 +95,7 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
         message = f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
         error = GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
         raise origin.remap_error(error) if origin else error
-    dead = dead_ends(cfg)
+    dead = dead_ends(cfg, productive)
     if dead:
         diagnostics = []
         for d in dead[:5]:
@@ -103,7 +103,10 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
             diagnostics.append(Diagnostic(line, column, d.describe(cfg), span=d.span))
         error = GrammarError(diagnostics, text=text, source=source)
         raise origin.remap_error(error) if origin else error
-    seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t3 - t2}
+    t3 = time.perf_counter()
+    gnf = to_gnf(cfg)
+    t4 = time.perf_counter()
+    seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t4 - t3}
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
 
 

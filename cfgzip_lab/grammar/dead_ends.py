@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from .cfg import CFG, ByteSet, Symbol
 from .tree import Span
 
-__all__ = ["DeadEnd", "dead_ends"]
+__all__ = ["DeadEnd", "dead_ends", "productive_nonterminals"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,9 @@ class DeadEnd:
         )
 
 
-def _productive(cfg: CFG) -> set[str]:
+def productive_nonterminals(cfg: CFG) -> set[str]:
+    """PRODUCTIVE (see the module docstring): the nonterminals that derive some string. The
+    grammar's language is empty exactly when ``cfg.start`` is not among them."""
     productive: set[str] = set()
     changed = True
     while changed:
@@ -95,9 +97,11 @@ def _is_nonempty(symbol: Symbol, nonempty: set[str]) -> bool:
     return symbol.bits != 0 if isinstance(symbol, ByteSet) else symbol in nonempty
 
 
-def dead_ends(cfg: CFG) -> list[DeadEnd]:
-    """Every dead end of ``cfg`` (see the module docstring), in a deterministic order."""
-    productive = _productive(cfg)
+def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
+    """Every dead end of ``cfg`` (see the module docstring), in a deterministic order;
+    ``productive`` is :func:`productive_nonterminals` when the caller has it already."""
+    if productive is None:
+        productive = productive_nonterminals(cfg)
     nonempty = _nonempty(cfg, productive)
     found: list[DeadEnd] = []
     live, todo = {cfg.start}, [cfg.start]
