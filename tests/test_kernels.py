@@ -69,7 +69,7 @@ def test_every_registered_backend_imports_without_a_gpu():
         assert backend_class(name).name == name
 
 
-@pytest.mark.skipif(not triton_available(), reason="needs Triton (CUDA builds of torch ship it)")
+@pytest.mark.skipif(not triton_available(), reason="needs Triton (requirements-test.txt on Linux x86-64; CUDA torch ships it)")
 def test_triton_kernels_interpreted_on_cpu_equal_the_numpy_backend():
     """TRITON_INTERPRET=1 runs the kernels on CPU tensors: the bits must be the gather's."""
     script = textwrap.dedent(
@@ -91,6 +91,18 @@ def test_triton_kernels_interpreted_on_cpu_equal_the_numpy_backend():
                 logits = torch.randn(B, V).to(dtype)
                 expected = logits.clone().masked_fill_(~ref.to_allowed(cm), float("-inf"))
                 assert torch.equal(tri.mask_logits_(logits.clone(), cm), expected)
+            # bound launchers read their buffers' current contents at every call
+            cm_buf, out_buf = torch.zeros_like(cm), torch.empty(B, ref.vocab_bitmask_size, dtype=torch.int32)
+            logits_buf = torch.zeros(B, V, dtype=torch.bfloat16)
+            to_vocab = tri.triton.bind("to_vocab_bitmask", cm_buf, out_buf)
+            mask = tri.triton.bind("mask_logits_", logits_buf, cm_buf)
+            for _ in range(2):
+                words = torch.from_numpy(rng.integers(-(2**31), 2**31, cm.shape, dtype=np.int64).astype(np.int32))
+                fresh = torch.randn(B, V).to(torch.bfloat16)
+                cm_buf.copy_(words); logits_buf.copy_(fresh)
+                to_vocab(); mask()
+                assert torch.equal(out_buf, ref.to_vocab_bitmask(words))
+                assert torch.equal(logits_buf, fresh.masked_fill(~ref.to_allowed(words), float("-inf")))
         print("interpreted ok")
         """
     )

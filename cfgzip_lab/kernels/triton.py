@@ -82,16 +82,19 @@ def _kernels() -> dict[str, Any]:
         cls = tl.load(class_of_ptr + tokens, mask=valid, other=0)
         word_of = cls >> 5
         shift = cls & 31
-        word_ok = words < vocab_words
         keep = tl.where(words == vocab_words - 1, tail_word_mask, -1)
         for i in range(ROWS):
             row = tl.program_id(1) * ROWS + i
+            # A row past the batch gets empty bounds rather than a scalar `&`-ed into the
+            # block masks (Triton's interpreter promotes that `&` to int32 and refuses it).
             live = row < n_rows
-            class_words = tl.load(class_mask_ptr + row * class_row_stride + word_of, mask=valid & live, other=0)
+            row_tokens = tl.where(live, vocab_size, 0)
+            row_words = tl.where(live, vocab_words, 0)
+            class_words = tl.load(class_mask_ptr + row * class_row_stride + word_of, mask=tokens < row_tokens, other=0)
             bits = (class_words >> shift) & 1
             # Distinct powers of two: their sum is their OR, and bit 31 lands on int32's sign.
             packed = tl.sum(bits << lanes[None, :], axis=1) & keep
-            tl.store(out_ptr + row * out_row_stride + words, packed, mask=word_ok & live)
+            tl.store(out_ptr + row * out_row_stride + words, packed, mask=words < row_words)
 
     @triton.jit
     def mask_logits_kernel(
@@ -113,7 +116,7 @@ def _kernels() -> dict[str, Any]:
         neg_inf = tl.full([BLOCK], float("-inf"), tl.float32).to(logits_ptr.dtype.element_ty)
         for i in range(ROWS):
             row = tl.program_id(1) * ROWS + i
-            live = valid & (row < n_rows)
+            live = tokens < tl.where(row < n_rows, vocab_size, 0)
             class_words = tl.load(class_mask_ptr + row * class_row_stride + word_of, mask=live, other=-1)
             refused = ((class_words >> shift) & 1) == 0
             # Only the disallowed entries are written: the logits are never read.
@@ -246,7 +249,10 @@ class TritonExpansion:
             raise ValueError("bind needs an int32 class mask with unit-stride rows")
         # CompiledKernel's runner reads grid[2]: it needs all three grid dimensions (the first
         # try on an H200 passed two and failed with an IndexError; this form is not yet re-run there).
-        runner = self._launch(name, grid, args)[(grid[0], grid[1], 1)]
+        compiled = self._launch(name, grid, args)
+        if compiled is None:  # TRITON_INTERPRET=1 compiles nothing: each call is interpreted again
+            return lambda: self._launch(name, grid, args)
+        runner = compiled[(grid[0], grid[1], 1)]
         return lambda: runner(*args)
 
 
