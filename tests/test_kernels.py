@@ -69,7 +69,9 @@ def test_every_registered_backend_imports_without_a_gpu():
         assert backend_class(name).name == name
 
 
-@pytest.mark.skipif(not triton_available(), reason="needs Triton (requirements-test.txt on Linux x86-64; CUDA torch ships it)")
+@pytest.mark.skipif(
+    not triton_available(), reason="needs Triton (requirements-test.txt on Linux x86-64; CUDA torch ships it)"
+)
 def test_triton_kernels_interpreted_on_cpu_equal_the_numpy_backend():
     """TRITON_INTERPRET=1 runs the kernels on CPU tensors: the bits must be the gather's."""
     script = textwrap.dedent(
