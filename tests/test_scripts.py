@@ -117,7 +117,10 @@ def test_workbench_script_serves_the_workbench_notebook_and_keeps_the_repo_clean
             assert NOTEBOOK.read_bytes() == original  # byte for byte as committed
             assert _git_status("notebooks", ".gitignore") == ""  # nothing modified, untracked or ignored
             assert not list(REPO.rglob(".ipynb_checkpoints")), "checkpoints must stay out of the tree"
-            assert list((tmp_path / "cache" / "cfgzip_lab" / "ipynb_checkpoints").glob("workbench-*.ipynb"))
+            mirrored = (
+                tmp_path / "cache" / "cfgzip_lab" / "ipynb_checkpoints" / str(NOTEBOOK.parent.resolve()).lstrip("/")
+            )
+            assert list(mirrored.glob("workbench-*.ipynb")), "one checkpoint folder per notebook folder"
 
             # A user's own notebook keeps its outputs: only tracked notebooks are stripped.
             _request(f"{base}/{scratch}", "PUT", {"type": "notebook", "format": "json", "content": dirty})
