@@ -184,6 +184,11 @@ def _shot(page, name: str) -> Path:
     return path
 
 
+def _style(page, css: str, prop: str) -> str:
+    """The computed ``prop`` (camelCase) of the first element ``css`` matches."""
+    return page.evaluate("([css, prop]) => getComputedStyle(document.querySelector(css))[prop]", [css, prop])
+
+
 def _tab(page, title: str) -> None:
     page.locator(".cfgzip-tabs .lm-TabBar-tab", has_text=title).first.click()
     page.wait_for_timeout(400)
@@ -216,6 +221,9 @@ def test_workbench_in_jupyterlab(lab, page):
     assert page.locator(".cfgzip-editor-text .tok-definition", has_text="root").count() == 1
     assert page.locator(".cfgzip-editor-text .tok-string").count() > 5
     assert page.locator(".cfgzip-editor-text .tok-comment").count() > 5
+    # in JupyterLab's own code colours (its light theme: definitions #00f), on its cell-editor grey
+    assert _style(page, ".cfgzip-editor-text .tok-definition", "color") == "rgb(0, 0, 255)"
+    assert _style(page, ".cfgzip-editor-text .cm-gutters", "backgroundColor") == "rgb(245, 245, 245)"
 
     # An error typed into the grammar → a diagnostic naming its line, and an underline in the text
     # whose hover text is the message.
@@ -369,4 +377,21 @@ def test_workbench_in_jupyterlab(lab, page):
     assert page.locator(".cfgzip-diagnostics .cfgzip-diag.error").count() == 0
     _shot(page, "schema")
     assert page.locator(".cfgzip-error .cfgzip-error-box").count() == 0
+
+    # Settings ▸ Theme ▸ JupyterLab Dark: the editor follows (no white block in a dark notebook).
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    page.wait_for_timeout(500)  # the theme's stylesheet applies
+    dark = {
+        ".cfgzip-editor-text .cm-editor": ("backgroundColor", "rgb(33, 33, 33)"),
+        ".cfgzip-editor-text .cm-gutters": ("backgroundColor", "rgb(33, 33, 33)"),
+        ".cfgzip-editor-text .cm-content": ("color", "rgb(255, 255, 255)"),
+        ".cfgzip-editor-text .tok-string": ("color", "rgb(255, 112, 112)"),  # the dark theme's #ff7070
+    }
+    assert {css: _style(page, css, prop) for css, (prop, _) in dark.items()} == {
+        css: value for css, (_, value) in dark.items()
+    }
+    _shot(page, "editor_dark")
     print(f"browser scenario: {time.monotonic() - started:.1f} s")

@@ -45,19 +45,69 @@ function toLint(doc, d) {
   return { from, to, severity, message: d.message, source: d.source || undefined };
 }
 
-// Colours for the tags ebnf.js emits. Given explicitly: basicSetup's default style is only a
+// Colours for the tags ebnf.js emits, from JupyterLab's theme variables (the ones its own code
+// cells use), so the editor follows the light, dark or any other theme; the fallbacks serve
+// pages without JupyterLab's CSS. Given explicitly: basicSetup's default style is only a
 // fallback, which the classHighlighter below (stable tok-* classes for tests) would switch off.
+const jp = (name, fallback) => `var(--jp-${name}, ${fallback})`;
 const colours = HighlightStyle.define([
-  { tag: tags.definition(tags.variableName), color: "#6f42c1", fontWeight: "bold" },
-  { tag: tags.variableName, color: "#005cc5" },
-  { tag: tags.string, color: "#032f62" },
-  { tag: tags.regexp, color: "#22863a" },
-  { tag: tags.comment, color: "#6a737d", fontStyle: "italic" },
-  { tag: tags.operator, color: "#d73a49" },
-  { tag: tags.number, color: "#e36209" },
-  { tag: tags.keyword, color: "#d73a49", fontWeight: "bold" },
-  { tag: tags.meta, color: "#6a737d" },
+  { tag: tags.definition(tags.variableName), color: jp("mirror-editor-def-color", "#6f42c1"), fontWeight: "bold" },
+  { tag: tags.variableName, color: jp("mirror-editor-variable-2-color", "#005cc5") },
+  { tag: tags.string, color: jp("mirror-editor-string-color", "#032f62") },
+  { tag: tags.regexp, color: jp("mirror-editor-string-2-color", "#22863a") },
+  { tag: tags.comment, color: jp("mirror-editor-comment-color", "#6a737d"), fontStyle: "italic" },
+  { tag: tags.operator, color: jp("mirror-editor-operator-color", "#d73a49") },
+  { tag: tags.number, color: jp("mirror-editor-number-color", "#e36209") },
+  { tag: tags.keyword, color: jp("mirror-editor-keyword-color", "#d73a49"), fontWeight: "bold" },
+  { tag: tags.meta, color: jp("mirror-editor-meta-color", "#6a737d") },
 ]);
+
+// The editor's own surfaces (text, gutters, cursor, selection, search panel, tooltips) in the
+// same theme variables: CodeMirror's defaults are light ones, which a dark JupyterLab would
+// show as a white block.
+const chrome = (height) =>
+  EditorView.theme({
+    "&": {
+      height,
+      border: `1px solid ${jp("border-color1", "#ccc")}`,
+      fontSize: "12px",
+      color: jp("content-font-color1", "#000"),
+      backgroundColor: jp("cell-editor-background", "#f7f7f7"),
+    },
+    ".cm-scroller": { overflow: "auto", fontFamily: jp("code-font-family", "monospace") },
+    ".cm-content": { caretColor: jp("editor-cursor-color", "#000") },
+    ".cm-cursor, .cm-dropCursor": { borderLeftColor: jp("editor-cursor-color", "#000") },
+    ".cm-gutters": {
+      color: jp("ui-font-color2", "#6c6c6c"),
+      backgroundColor: jp("cell-editor-background", "#f7f7f7"),
+      borderRight: `1px solid ${jp("border-color2", "#ddd")}`,
+    },
+    ".cm-activeLine, .cm-activeLineGutter": { backgroundColor: jp("cell-editor-active-background", "#fff") },
+    ".cm-selectionBackground, .cm-content ::selection": {
+      backgroundColor: `${jp("editor-selected-background", "#d9d9d9")} !important`,
+    },
+    "&.cm-focused > .cm-scroller > .cm-selectionLayer .cm-selectionBackground": {
+      backgroundColor: `${jp("editor-selected-focused-background", "#d7d4f0")} !important`,
+    },
+    ".cm-panels": { color: jp("ui-font-color1", "#000"), backgroundColor: jp("layout-color2", "#f5f5f5") },
+    ".cm-panels.cm-panels-bottom": { borderTop: `1px solid ${jp("border-color1", "#ccc")}` },
+    ".cm-textfield": {
+      color: jp("ui-font-color1", "#000"),
+      backgroundColor: jp("input-background", "#fff"),
+      border: `1px solid ${jp("border-color1", "#ccc")}`,
+    },
+    ".cm-button": {
+      color: jp("ui-font-color1", "#000"),
+      backgroundImage: "none",
+      backgroundColor: jp("layout-color3", "#eee"),
+      border: `1px solid ${jp("border-color1", "#ccc")}`,
+    },
+    ".cm-tooltip": {
+      color: jp("ui-font-color1", "#000"),
+      backgroundColor: jp("layout-color1", "#fff"),
+      border: `1px solid ${jp("border-color1", "#ccc")}`,
+    },
+  });
 
 function render({ model, el }) {
   let fromModel = false; // a change the model made: do not send it back
@@ -91,10 +141,7 @@ function render({ model, el }) {
         syntaxHighlighting(classHighlighter), // stable tok-* class names as well (tests, user CSS)
         lintGutter(),
         sync,
-        EditorView.theme({
-          "&": { height, border: "1px solid var(--jp-border-color1, #ccc)", fontSize: "12px" },
-          ".cm-scroller": { overflow: "auto", fontFamily: "var(--jp-code-font-family, monospace)" },
-        }),
+        chrome(height),
       ],
     }),
   });
