@@ -89,6 +89,14 @@ def test_xgrammar_crash_stays_in_the_child(checker):
     assert checker.check(JSON_TEXT).ok
 
 
+def test_a_repeated_check_reports_the_compile_time_not_the_cache_hit(checker):
+    """The child reuses its last compile for the same text; the time shown stays the compile's."""
+    text = JSON_TEXT + "\n# checked twice\n"
+    first, again = checker.check(text), checker.check(text)
+    assert first.ok and again.ok
+    assert again.seconds == first.seconds > 1e-4
+
+
 def test_xgrammar_child_matches_samples(checker):
     verdict = checker.check(JSON_TEXT, [b'{"a": 1}', b'{"a": ', b'{"a" x'])
     assert [(m.accepted_bytes, m.complete) for m in verdict.samples] == [(8, True), (6, False), (5, False)]
