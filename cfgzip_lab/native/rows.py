@@ -27,18 +27,11 @@ keeps the numpy path (the reference the kernel is tested against).
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from ..expand import Expander
-
-try:  # the compiled expansion (_kernel.c); absent when the package was built without a C compiler
-    from . import _kernel
-except ImportError:  # pragma: no cover - depends on the build
-    _kernel = None
-if os.environ.get("CFGZIP_NATIVE_KERNEL", "1") == "0":  # the numpy path on request (tests, measurements)
-    _kernel = None
+from .kernel import compiled as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
 
 __all__ = ["RowCache", "kernel_available"]
 
