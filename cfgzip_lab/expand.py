@@ -123,7 +123,7 @@ _NEG_INF_BITS = {
 }
 
 
-def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int) -> bool:
+def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarray, vocab_size: int) -> bool:
     """Mask CPU logits with the compiled kernel (``native/_kernel.c``, ``mask_logits``); False (nothing
     done) where it is not built or the call is not its case (another dtype, a bitmask that is neither
     one row nor one per logits row): XGrammar's CPU kernel, the reference it is tested against, then
@@ -133,19 +133,20 @@ def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor, vocab_siz
     from .native.kernel import compiled
 
     as_bits = _NEG_INF_BITS.get(logits.dtype)
-    if compiled is None or as_bits is None or bitmask.dtype != torch.int32:
+    if compiled is None or as_bits is None or logits.device.type != "cpu" or logits.dim() not in (1, 2):
         return False
-    if logits.dim() not in (1, 2) or bitmask.dim() not in (1, 2):
+    bits = bitmask.numpy() if isinstance(bitmask, torch.Tensor) else bitmask  # a CPU tensor here
+    if bits.dtype != np.int32 or bits.ndim not in (1, 2):
         return False
     rows = logits.shape[0] if logits.dim() == 2 else 1
-    bitmask_rows = bitmask.shape[0] if bitmask.dim() == 2 else 1
+    bitmask_rows = bits.shape[0] if bits.ndim == 2 else 1
     if bitmask_rows not in (1, rows):
         return False
     neg_inf, as_int = as_bits
     target = logits if logits.is_contiguous() else logits.contiguous()
-    words = bitmask.shape[-1]
+    words = bits.shape[-1]
     compiled.mask_logits(
-        bitmask.contiguous().numpy(),
+        np.ascontiguousarray(bits),
         words if bitmask_rows > 1 else 0,
         target.view(as_int).numpy(),
         rows,
@@ -296,10 +297,11 @@ class Expander:
         """Mask ``logits`` ``(…, V)`` in place on their own device: ``-inf`` where not allowed.
 
         The class bitmask (tiny: K bits a row; one row may serve a whole batch) is moved to
-        the logits' device. On the numpy backend disallowed entries become
-        ``logit + (-inf)``, which is ``-inf`` for every finite logit (a ``+inf`` logit would
-        become NaN, where XGrammar's kernel writes ``-inf``); the torch and Triton backends
-        write ``-inf``. Returns ``logits``.
+        the logits' device. Every backend writes ``-inf`` where not allowed and leaves the rest,
+        as XGrammar's kernel does; on the CPU the compiled kernel writes it from the memoised
+        vocabulary rows. Without the kernel (or for float64 logits, or more than two dims) the
+        numpy backend adds a ``-inf`` bias instead: ``-inf`` for every finite logit, but NaN
+        for a ``+inf`` one. Returns ``logits``.
         """
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, expected {self.vocab_size}")
@@ -307,7 +309,13 @@ class Expander:
         class_bitmask = self._as_tensor(class_bitmask)
         backend = self.backend_on(logits.device)
         if backend == "numpy" and logits.device.type == "cpu":
-            return self.cpu.mask_logits_(logits, class_bitmask.cpu().numpy())
+            class_rows = class_bitmask.cpu().numpy()
+            if logits.dim() <= 2 and class_rows.ndim <= 2:
+                single = class_rows.ndim == 1 or class_rows.shape[0] == 1
+                rows = self.cpu.vocab_row(class_rows.reshape(-1)) if single else self.cpu.to_vocab_bitmask(class_rows)
+                if _mask_logits_compiled(logits, rows, self.vocab_size):
+                    return logits
+            return self.cpu.mask_logits_(logits, class_rows)
         class_bitmask = class_bitmask.to(logits.device, non_blocking=True)
         if backend == "triton" and _unit_stride_rows(logits, self.vocab_size):
             return self.triton.mask_logits_(logits, class_bitmask)

@@ -126,3 +126,29 @@ def test_the_kernel_refuses_sizes_that_do_not_fit():
         compiled.mask_logits(np.zeros(2, np.int32), 2, logits, 2, 32, 4, 32, 0xFF800000)  # 2 rows, 1 bitmask row
     with pytest.raises(ValueError, match="do not fit"):
         compiled.mask_logits(np.zeros(2, np.int32), 0, logits, 1, 32, 8, 64, 0)  # 8-byte elements
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch, class_rows", [(1, 1), (4, 4), (4, 1)])
+def test_the_compressed_engines_cpu_masking_writes_what_xgrammar_writes(dtype, batch, class_rows):
+    """Expander.mask_logits_ (the compressed engine's apply) on logits with +inf and NaN: -inf where
+    refused, as XGrammar's kernel writes, where adding a -inf bias would leave NaN."""
+    from cfgzip_lab.classes.classing import TokenClasses
+    from cfgzip_lab.expand import Expander
+
+    rng = np.random.default_rng(batch * 10 + class_rows)
+    vocab, num_classes = 3_001, 97
+    class_of = rng.integers(0, num_classes, vocab).astype(np.int32)
+    class_of[:num_classes] = np.arange(num_classes)
+    reps = np.array([np.flatnonzero(class_of == k)[0] for k in range(num_classes)], dtype=np.int32)
+    expander = Expander(TokenClasses(class_of, reps, np.zeros(num_classes, np.uint8)), backend="numpy")
+    class_mask = torch.from_numpy(rng.integers(-(2**31), 2**31, (class_rows, 4), dtype=np.int64).astype(np.int32))
+    logits = _logits(rng, (batch, vocab), dtype)
+    logits[:, ::7] = float("inf")
+    vocab_mask = expander.to_vocab_bitmask(class_mask)
+    expected = _xgrammar(logits, vocab_mask, vocab)
+    got = logits.clone()
+    assert expander.mask_logits_(got, class_mask) is got
+    assert torch.equal(_bits(got), _bits(expected))
+    assert not torch.isnan(got[~expander.to_allowed(class_mask).expand(batch, -1)]).any()
