@@ -148,7 +148,13 @@ def test_the_compressed_engines_cpu_masking_writes_what_xgrammar_writes(dtype, b
     logits[:, ::7] = float("inf")
     vocab_mask = expander.to_vocab_bitmask(class_mask)
     expected = _xgrammar(logits, vocab_mask, vocab)
-    got = logits.clone()
+    got, without_kernel = logits.clone(), logits.clone()
     assert expander.mask_logits_(got, class_mask) is got
     assert torch.equal(_bits(got), _bits(expected))
     assert not torch.isnan(got[~expander.to_allowed(class_mask).expand(batch, -1)]).any()
+    # the numpy path that runs where the kernel is not built: the same bits
+    expander.cpu.mask_logits_(without_kernel, class_mask.numpy())
+    assert torch.equal(_bits(without_kernel), _bits(expected))
+    strided = torch.stack([logits, logits], dim=1)[:, 0, :]  # rows two V apart
+    expander.cpu.mask_logits_(strided, class_mask.numpy())
+    assert torch.equal(_bits(strided.contiguous()), _bits(expected))

@@ -170,7 +170,13 @@ class CpuExpansion:
         return self._rows(class_bitmask, self.bias_row)
 
     def mask_logits_(self, logits: torch.Tensor, class_bitmask: np.ndarray) -> torch.Tensor:
-        """Mask CPU ``logits`` in place: disallowed entries become ``logit + (-inf)``."""
+        """Mask CPU ``logits`` in place: ``-inf`` where not allowed, the rest left as they are.
+
+        Adds a ``-inf`` bias row (one pass), then, only where that made a NaN (a ``+inf`` or NaN
+        logit at a refused token), writes ``-inf`` as XGrammar's kernel does. The path where
+        the compiled kernel is not built (:meth:`cfgzip_lab.expand.Expander.mask_logits_`
+        prefers the kernel).
+        """
         class_rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.t.class_bitmask_size)
         if logits.dtype in (torch.float32, torch.float16, torch.float64):
             # numpy's add stays on this thread; torch's add_ wakes its thread pool,
@@ -179,13 +185,24 @@ class CpuExpansion:
             view = logits.detach().numpy()
             rows = view.reshape(-1, self.t.vocab_size)  # a copy if the logits are strided
             in_place = np.may_share_memory(rows, view)
-            if in_place and class_rows.shape[0] == 1:
-                np.add(rows, self.bias_row(class_rows[0]), out=rows, casting="same_kind")
-            elif in_place and class_rows.shape[0] == rows.shape[0]:
-                for logit_row, class_row in zip(rows, class_rows):
-                    np.add(logit_row, self.bias_row(class_row), out=logit_row, casting="same_kind")
-            else:
-                np.add(view, self.to_logits_bias(class_bitmask), out=view, casting="same_kind")
-        else:
-            logits.add_(torch.from_numpy(np.array(self.to_logits_bias(class_bitmask))))  # memo rows are read-only
+            with np.errstate(invalid="ignore"):  # inf + -inf: repaired below
+                if in_place and class_rows.shape[0] in (1, rows.shape[0]):
+                    for i, logit_row in enumerate(rows):
+                        class_row = class_rows[i if class_rows.shape[0] > 1 else 0]
+                        np.add(logit_row, self.bias_row(class_row), out=logit_row, casting="same_kind")
+                        self._refuse_nans(logit_row, class_row)
+                else:
+                    np.add(view, self.to_logits_bias(class_bitmask), out=view, casting="same_kind")
+                    nan = np.isnan(view)
+                    if nan.any():
+                        view[nan & ~self.to_allowed(class_bitmask)] = -np.inf
+        else:  # bfloat16 (no numpy dtype): a fill, which leaves the allowed logits' bits as they are
+            allowed = torch.from_numpy(np.array(self.to_allowed(class_bitmask)))  # memo rows are read-only
+            logits.masked_fill_(~allowed, float("-inf"))
         return logits
+
+    def _refuse_nans(self, logit_row: np.ndarray, class_row: np.ndarray) -> None:
+        """``-inf`` at refused tokens whose logit the bias made NaN (it was ``+inf`` or NaN)."""
+        nan = np.isnan(logit_row)
+        if nan.any():
+            logit_row[nan & ~self.allowed_row(class_row)] = -np.inf
