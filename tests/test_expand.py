@@ -115,13 +115,20 @@ def skewed_classes(seed: int) -> TokenClasses:
     return TokenClasses(class_of, reps.astype(np.int32), np.zeros(num_classes, np.uint8))
 
 
+@pytest.mark.parametrize("compiled_rows", [False, True], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("large_class_tokens", [256, 1, 10**9])
-def test_union_tables_give_the_gather_bit_for_bit(large_class_tokens):
-    """Large classes through the 16-row union tables, small ones scattered: every output form
-    equals the direct definition, for masks with none, all and random classes allowed."""
+def test_union_tables_give_the_gather_bit_for_bit(large_class_tokens, compiled_rows):
+    """Large classes through the 16-row union tables, small ones scattered (numpy) or set from
+    (word, bits) pairs (the compiled kernel's expand_row): every output form equals the direct
+    definition, for masks with none, all and random classes allowed."""
+    from cfgzip_lab.native.kernel import compiled
+
+    if compiled_rows and compiled is None:
+        pytest.skip("the compiled kernel is not built here")
     classes = skewed_classes(seed=large_class_tokens % 97)
     class_of = np.asarray(classes.class_of)
     expander = Expander(classes, backend="numpy", large_class_tokens=large_class_tokens)
+    expander.cpu.use_compiled = compiled_rows
     if large_class_tokens == 256:
         assert expander.cpu.large_groups.shape == (16, 4)  # 64 of the 70 large classes
     # Split into tables + scatter, except when no class counts as large: one whole gather.
@@ -139,6 +146,7 @@ def test_union_tables_give_the_gather_bit_for_bit(large_class_tokens):
         logits = torch.randn(class_mask.shape[0], class_of.size)
         expected = torch.where(torch.from_numpy(allowed), logits, torch.tensor(float("-inf")))
         assert torch.equal(expander.mask_logits_(logits, class_mask), expected)
+    assert (expander.cpu._compiled is not None) == compiled_rows  # the path under test ran
 
 
 @pytest.mark.parametrize("vocab_size, num_classes", SIZES)

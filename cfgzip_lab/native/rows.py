@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from ..expand import Expander
+from ..kernels.union_tables import CompiledExpansion, largest_classes, pair_lists, union_tables
 from .kernel import compiled as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
 
 __all__ = ["RowCache", "kernel_available"]
@@ -106,55 +107,16 @@ class RowCache:
         np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
 
     def _prepare_kernel(self, class_of: np.ndarray) -> None:
-        """Union tables of the largest classes and the (position, class) lists of the rest (see _kernel.c)."""
-        k, w = self.num_classes, self.vocab_words
-        largest = np.argsort(-self._sizes, kind="stable")[:UNION_CLASSES]
-        large = largest[self._sizes[largest] >= UNION_MIN_TOKENS]
-        groups = -(-large.size // 4)
-        # A short last group repeats its last class: a union with itself is itself.
-        members = np.concatenate([large, np.repeat(large[-1:], groups * 4 - large.size)]).astype(np.int32)
-        tables = np.zeros((groups, 16, w), dtype=np.int32)
-        for g in range(groups):
-            for code in range(1, 16):
-                low = (code & -code).bit_length() - 1
-                bits = np.zeros(w * 32, dtype=bool)
-                bits[: class_of.size] = class_of == members[4 * g + low]
-                tables[g, code] = tables[g, code & (code - 1)] | np.packbits(bits, bitorder="little").view(np.int32)
-        in_tables = np.zeros(k, dtype=bool)
+        """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c)."""
+        large = largest_classes(class_of, self.num_classes, most=UNION_CLASSES, min_tokens=UNION_MIN_TOKENS)
+        members, tables = union_tables(class_of, large, self.vocab_words)
+        in_tables = np.zeros(self.num_classes, dtype=bool)
         in_tables[large] = True
-        # The other classes: one (word, OR of bits) pair per class and word of the packed row, CSR by class.
-        pos = np.flatnonzero(~in_tables[class_of])
-        cls = class_of[pos]
-        order = np.lexsort((pos, cls))
-        pos, cls = pos[order], cls[order]
-        key = cls * w + (pos >> 5)
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, dtype=np.int64)
-        bits = np.left_shift(np.uint64(1), (pos & 31).astype(np.uint64))
-        pair_bits = np.bitwise_or.reduceat(bits, starts) if key.size else np.zeros(0, dtype=np.uint64)
-        indptr = np.zeros(k + 1, dtype=np.int64)
-        np.cumsum(np.bincount(cls[starts], minlength=k), out=indptr[1:])
-        small_all = np.zeros(w * 32, dtype=bool)
-        small_all[pos] = True
-        self._k_groups = members
-        self._k_tables = tables
-        self._k_indptr = indptr.astype(np.int32)
-        self._k_words = (pos[starts] >> 5).astype(np.int32)
-        self._k_bits = pair_bits.astype(np.uint32).view(np.int32)
-        self._k_small_all = np.packbits(small_all, bitorder="little").view(np.int32)
+        pairs = pair_lists(class_of, in_tables, self.vocab_words)
+        self._compiled = CompiledExpansion(_kernel, members, tables, pairs, self.num_classes)
 
     def _expand_compiled(self, class_set: int) -> np.ndarray:
-        row = np.empty(self.vocab_words, dtype=np.int32)
-        _kernel.expand_row(
-            class_set.to_bytes(self.class_bytes, "little"),
-            self._k_groups,
-            self._k_tables,
-            self._k_indptr,
-            self._k_words,
-            self._k_bits,
-            self._k_small_all,
-            row,
-        )
-        return row
+        return self._compiled.expand(class_set.to_bytes(self.class_bytes, "little"))
 
     def class_row(self, class_set: int) -> np.ndarray:
         """The class set as XGrammar's packed int32 class bitmask ``(ceil(K/32),)``."""
