@@ -84,7 +84,8 @@ def test_xgrammar_child_reports_errors_with_position(checker):
 def test_xgrammar_crash_stays_in_the_child(checker):
     verdict = checker.check(CRASHING)
     assert verdict.crashed and not verdict.ok
-    assert "SIGSEGV" in verdict.message or "signal" in verdict.message.lower() or verdict.message
+    # the child's end in words: the signal that killed it (XGrammar 0.2.8 segfaults here) or its exit status
+    assert verdict.message in {"SIGSEGV", "SIGABRT", "SIGBUS"} or verdict.message.startswith("exit status")
     # the next request gets a fresh child
     assert checker.check(JSON_TEXT).ok
 
