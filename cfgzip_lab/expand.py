@@ -156,7 +156,9 @@ def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarr
         neg_inf,
     )
     if target is not logits:
-        logits.copy_(target)
+        # Written back through numpy, not ``copy_``: logits made under ``torch.inference_mode``
+        # refuse in-place torch ops outside it, and XGrammar's kernel writes them in place too.
+        np.copyto(logits.view(as_int).numpy(), target.view(as_int).numpy())
     return True
 
 

@@ -158,3 +158,28 @@ def test_the_compressed_engines_cpu_masking_writes_what_xgrammar_writes(dtype, b
     strided = torch.stack([logits, logits], dim=1)[:, 0, :]  # rows two V apart
     expander.cpu.mask_logits_(strided, class_mask.numpy())
     assert torch.equal(_bits(strided.contiguous()), _bits(expected))
+
+
+@needs_kernel
+def test_logits_made_under_inference_mode_are_masked_outside_it():
+    """A decode loop runs the forward under ``torch.inference_mode`` and masks afterwards: in-place
+    torch ops refuse such tensors there, so every path writes through numpy (as XGrammar's kernel
+    writes through its pointer). gpu_e2e --tiny found the strided case."""
+    rng = np.random.default_rng(5)
+    base = _logits(rng, (2, 3, 640), torch.float32)
+    bitmask = torch.from_numpy(rng.integers(-(2**31), 2**31, (2, 20), dtype=np.int64).astype(np.int32))
+    expected = _xgrammar(base[:, -1, :].contiguous(), bitmask, 640)
+    with torch.inference_mode():
+        strided = base.clone()[:, -1, :]  # the last position of (B, T, V): rows 3 V apart
+        bf16 = base[:, -1, :].to(torch.bfloat16)
+    apply_vocab_bitmask_inplace(strided, bitmask, 640)
+    assert torch.equal(_bits(strided.contiguous()), _bits(expected))
+
+    from cfgzip_lab.classes.classing import TokenClasses
+    from cfgzip_lab.expand import Expander
+
+    class_of = np.arange(640, dtype=np.int32)  # one token per class: class mask = vocabulary mask
+    expander = Expander(TokenClasses(class_of, class_of.copy(), np.zeros(640, np.uint8)), backend="numpy")
+    expected_bf16 = _xgrammar(bf16.clone(), bitmask, 640)
+    expander.cpu.mask_logits_(bf16, bitmask.numpy())  # the numpy path's bf16 branch
+    assert torch.equal(_bits(bf16), _bits(expected_bf16))

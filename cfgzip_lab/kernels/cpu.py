@@ -209,9 +209,10 @@ class CpuExpansion:
                     nan = np.isnan(view)
                     if nan.any():
                         view[nan & ~self.to_allowed(class_bitmask)] = -np.inf
-        else:  # bfloat16 (no numpy dtype): a fill, which leaves the allowed logits' bits as they are
-            allowed = torch.from_numpy(np.array(self.to_allowed(class_bitmask)))  # memo rows are read-only
-            logits.masked_fill_(~allowed, float("-inf"))
+        else:  # bfloat16 (no numpy dtype): its bits through an int16 view, -inf where refused
+            # (through numpy, as above: inference-mode logits refuse in-place torch ops outside it)
+            view = logits.detach().view(torch.int16).numpy()
+            np.copyto(view, np.int16(-128), where=~self.to_allowed(class_bitmask))  # 0xFF80 = bf16 -inf
         return logits
 
     def _refuse_nans(self, logit_row: np.ndarray, class_row: np.ndarray) -> None:
