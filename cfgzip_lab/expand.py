@@ -302,8 +302,8 @@ class Expander:
         the logits' device. Every backend writes ``-inf`` where not allowed and leaves the rest,
         as XGrammar's kernel does; on the CPU the compiled kernel writes it from the memoised
         vocabulary rows. Without the kernel (or for float64 logits, or more than two dims) the
-        numpy backend adds a ``-inf`` bias instead: ``-inf`` for every finite logit, but NaN
-        for a ``+inf`` one. Returns ``logits``.
+        numpy backend adds a ``-inf`` bias, then writes ``-inf`` where that made a NaN (a
+        ``+inf`` or NaN logit at a refused token). Returns ``logits``.
         """
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, expected {self.vocab_size}")
@@ -311,8 +311,10 @@ class Expander:
         class_bitmask = self._as_tensor(class_bitmask)
         backend = self.backend_on(logits.device)
         if backend == "numpy" and logits.device.type == "cpu":
+            from .native.kernel import compiled
+
             class_rows = class_bitmask.cpu().numpy()
-            if logits.dim() <= 2 and class_rows.ndim <= 2:
+            if compiled is not None and logits.dtype in _NEG_INF_BITS and logits.dim() <= 2 and class_rows.ndim <= 2:
                 single = class_rows.ndim == 1 or class_rows.shape[0] == 1
                 rows = self.cpu.vocab_row(class_rows.reshape(-1)) if single else self.cpu.to_vocab_bitmask(class_rows)
                 if _mask_logits_compiled(logits, rows, self.vocab_size):
