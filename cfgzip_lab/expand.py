@@ -87,15 +87,17 @@ def pack_bool_mask(allowed: np.ndarray | torch.Tensor) -> torch.Tensor:
 def apply_vocab_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """``xgrammar.apply_token_bitmask_inplace`` with a backend that works in this environment.
 
-    XGrammar's ``auto`` backend picks Triton on CUDA; the lab installs XGrammar without
-    Triton, so CUDA falls back to XGrammar's torch-native kernel when Triton is missing.
+    On the CPU the compiled kernel masks instead where it is built (same bits, see
+    :func:`_mask_logits_compiled`). XGrammar's ``auto`` backend picks Triton on CUDA; the lab
+    installs XGrammar without Triton, so CUDA falls back to XGrammar's torch-native kernel
+    when Triton is missing.
     The bitmask is moved to the logits' device first, and a single row (shape ``(W,)`` or
     ``(1, W)``) is broadcast over a batch of logits (XGrammar's kernel does not broadcast).
     """
     import xgrammar as xgr
 
     bitmask = bitmask.to(logits.device, non_blocking=True)
-    if logits.device.type == "cpu" and _mask_logits_compiled(logits, bitmask, vocab_size):
+    if _mask_logits_compiled(logits, bitmask, vocab_size):
         return logits
     if logits.dim() == 2 and logits.shape[0] > 1 and (bitmask.dim() == 1 or bitmask.shape[0] == 1):
         bitmask = bitmask.reshape(1, -1).expand(logits.shape[0], -1).contiguous()
@@ -123,6 +125,20 @@ _NEG_INF_BITS = {
 }
 
 
+def _compiled_masking(logits: torch.Tensor):
+    """The compiled kernel if it can mask these logits (built; CPU; fp32/bf16/fp16; 1 or 2 dims), else None."""
+    from .native.kernel import compiled
+
+    if (
+        compiled is None
+        or logits.dtype not in _NEG_INF_BITS
+        or logits.device.type != "cpu"
+        or logits.dim() not in (1, 2)
+    ):
+        return None
+    return compiled
+
+
 def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarray, vocab_size: int) -> bool:
     """Mask CPU logits with the compiled kernel (``native/_kernel.c``, ``mask_logits``); False (nothing
     done) where it is not built or the call is not its case (another dtype, a bitmask that is neither
@@ -130,10 +146,8 @@ def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarr
     runs and says what is wrong. Same bits as XGrammar's on contiguous logits, and right on any
     layout (XGrammar's ignores an element stride); 14-19 µs for one Llama-3 row of a real mask where
     XGrammar's takes 270 µs (README, "Native engine")."""
-    from .native.kernel import compiled
-
-    as_bits = _NEG_INF_BITS.get(logits.dtype)
-    if compiled is None or as_bits is None or logits.device.type != "cpu" or logits.dim() not in (1, 2):
+    compiled = _compiled_masking(logits)
+    if compiled is None:
         return False
     bits = bitmask.numpy() if isinstance(bitmask, torch.Tensor) else bitmask  # a CPU tensor here
     if bits.dtype != np.int32 or bits.ndim not in (1, 2):
@@ -142,7 +156,7 @@ def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarr
     bitmask_rows = bits.shape[0] if bits.ndim == 2 else 1
     if bitmask_rows not in (1, rows):
         return False
-    neg_inf, as_int = as_bits
+    neg_inf, as_int = _NEG_INF_BITS[logits.dtype]
     target = logits if logits.is_contiguous() else logits.contiguous()
     words = bits.shape[-1]
     compiled.mask_logits(
@@ -311,10 +325,8 @@ class Expander:
         class_bitmask = self._as_tensor(class_bitmask)
         backend = self.backend_on(logits.device)
         if backend == "numpy" and logits.device.type == "cpu":
-            from .native.kernel import compiled
-
             class_rows = class_bitmask.cpu().numpy()
-            if compiled is not None and logits.dtype in _NEG_INF_BITS and logits.dim() <= 2 and class_rows.ndim <= 2:
+            if _compiled_masking(logits) is not None and class_rows.ndim <= 2:
                 single = class_rows.ndim == 1 or class_rows.shape[0] == 1
                 rows = self.cpu.vocab_row(class_rows.reshape(-1)) if single else self.cpu.to_vocab_bitmask(class_rows)
                 if _mask_logits_compiled(logits, rows, self.vocab_size):

@@ -83,9 +83,7 @@ class CpuExpansion:
             in_tables = np.zeros(self.t.num_classes, dtype=bool)
             in_tables[self.large_groups.ravel()] = True
             pairs = pair_lists(self.t.class_of, in_tables, self.t.vocab_bitmask_size)
-            self._compiled = CompiledExpansion(
-                compiled, self.large_groups, self.large_tables, pairs, self.t.num_classes
-            )
+            self._compiled = CompiledExpansion(compiled, self.large_groups, self.large_tables, pairs)
         return self._compiled
 
     def _scratch_row(self) -> np.ndarray:
@@ -203,20 +201,20 @@ class CpuExpansion:
                     for i, logit_row in enumerate(rows):
                         class_row = class_rows[i if class_rows.shape[0] > 1 else 0]
                         np.add(logit_row, self.bias_row(class_row), out=logit_row, casting="same_kind")
-                        self._refuse_nans(logit_row, class_row)
+                        _refuse_nans(logit_row, lambda class_row=class_row: self.allowed_row(class_row))
                 else:
                     np.add(view, self.to_logits_bias(class_bitmask), out=view, casting="same_kind")
-                    nan = np.isnan(view)
-                    if nan.any():
-                        view[nan & ~self.to_allowed(class_bitmask)] = -np.inf
+                    _refuse_nans(view, lambda: self.to_allowed(class_bitmask))
         else:  # bfloat16 (no numpy dtype): its bits through an int16 view, -inf where refused
             # (through numpy, as above: inference-mode logits refuse in-place torch ops outside it)
             view = logits.detach().view(torch.int16).numpy()
             np.copyto(view, np.int16(-128), where=~self.to_allowed(class_bitmask))  # 0xFF80 = bf16 -inf
         return logits
 
-    def _refuse_nans(self, logit_row: np.ndarray, class_row: np.ndarray) -> None:
-        """``-inf`` at refused tokens whose logit the bias made NaN (it was ``+inf`` or NaN)."""
-        nan = np.isnan(logit_row)
-        if nan.any():
-            logit_row[nan & ~self.allowed_row(class_row)] = -np.inf
+
+def _refuse_nans(logits: np.ndarray, allowed) -> None:
+    """``-inf`` at refused tokens whose logit a ``-inf`` bias made NaN (it was ``+inf`` or NaN);
+    ``allowed()`` gives the allowed mask (broadcastable), asked only when there is a NaN."""
+    nan = np.isnan(logits)
+    if nan.any():
+        logits[nan & ~allowed()] = -np.inf

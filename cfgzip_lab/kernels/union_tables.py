@@ -83,13 +83,11 @@ class CompiledExpansion:
     pair lists of the rest; the kernel reads them, never writes. About 20 µs a Llama-3 row.
     """
 
-    def __init__(self, kernel, members: np.ndarray, tables: np.ndarray, pairs: PairLists, num_classes: int) -> None:
+    def __init__(self, kernel, members: np.ndarray, tables: np.ndarray, pairs: PairLists) -> None:
         self.kernel = kernel
         self.members = np.ascontiguousarray(members, dtype=np.int32).reshape(-1)
         self.tables = np.ascontiguousarray(tables, dtype=np.int32)
         self.pairs = pairs
-        self.num_classes = num_classes
-        self.class_bytes = 4 * (-(-num_classes // 32))
         self.vocab_words = pairs.all_bits.size
 
     def expand(self, class_set: bytes | np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

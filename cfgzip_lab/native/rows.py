@@ -113,7 +113,7 @@ class RowCache:
         in_tables = np.zeros(self.num_classes, dtype=bool)
         in_tables[large] = True
         pairs = pair_lists(class_of, in_tables, self.vocab_words)
-        self._compiled = CompiledExpansion(_kernel, members, tables, pairs, self.num_classes)
+        self._compiled = CompiledExpansion(_kernel, members, tables, pairs)
 
     def _expand_compiled(self, class_set: int) -> np.ndarray:
         return self._compiled.expand(class_set.to_bytes(self.class_bytes, "little"))
