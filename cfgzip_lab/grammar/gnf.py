@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 
 from .cfg import CFG, ByteSet, byte_classes, format_byteset
+from .counted import Family, family_symbol, is_family_symbol, split_family_symbol
 from .provenance import Origin, describe_gnf_symbol, origin_at, rules_of
 from .words import EMPTY, EPSILON, WordStore
 
@@ -85,10 +86,48 @@ class GNF:
     # for (several after merging) and the byte-CFG / lifting names it was merged from.
     origins: list[tuple[Origin, ...]] = field(default_factory=list)
     merged_from: list[tuple[str, ...]] = field(default_factory=list)
+    # Counted repetitions (see :mod:`.counted`): family f's members F_c are the symbols
+    # ``family_symbol(f, c)``; their rows are computed from the item's row (:meth:`row`).
+    families: list[Family] = field(default_factory=list)
+    _family_rows: dict[int, dict[int, int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_nonterminals(self) -> int:
+        """Plain nonterminals (ids ``0..n-1``); family members are not counted, see :attr:`families`."""
         return len(self.names)
+
+    def row(self, symbol: int) -> dict[int, int]:
+        """``{atom: tail node}`` of a plain nonterminal or a family member ``F_c``.
+
+        A member's row is ``T_X(a) · W_c`` (:mod:`.counted`), made on first use and memoised
+        (bounded: the memo is dropped whole past 100,000 members, it only holds derived data).
+        """
+        if symbol < len(self.table):
+            return self.table[symbol]
+        got = self._family_rows.get(symbol)
+        if got is None:
+            f, c = split_family_symbol(symbol)
+            family = self.families[f]
+            store = self.store
+            rest = EMPTY
+            if family.continues(c):
+                rest = store.word((family_symbol(f, family.successor(c)),))
+            if family.stops(c):
+                rest = store.union(rest, EPSILON)
+            got = {atom: store.concat(tail, rest) for atom, tail in self.table[family.item].items()}
+            if len(self._family_rows) >= 100_000:
+                self._family_rows.clear()
+            self._family_rows[symbol] = got
+        return got
+
+    def symbol_name(self, symbol: int) -> str:
+        """A readable name: the nonterminal's name, or ``name[c]`` for a family member."""
+        if symbol < len(self.names):
+            return self.names[symbol]
+        if is_family_symbol(symbol):
+            f, c = split_family_symbol(symbol)
+            return f"{self.families[f].name}[{c}]"
+        return f"#{symbol}"
 
     def describe_symbol(self, symbol: int | str) -> str:
         """What GNF nonterminal ``symbol`` (an id) stands for in the grammar text, for an author."""
@@ -104,11 +143,18 @@ class GNF:
 
     @property
     def num_productions(self) -> int:
-        """Listed productions ``A → [bytes] B1..Bn``, atoms with equal tail sets merged."""
+        """Listed productions ``A → [bytes] B1..Bn``, atoms with equal tail sets merged.
+
+        A family counts the productions of its rule schema ``F_c → a T_X(a) W_c`` once per
+        choice in ``W_c`` (continue, stop), not once per member: it is never listed.
+        """
         total = 0
         for row in self.table:
             for tail in set(row.values()):
                 total += self.store.count(tail)
+        for family in self.families:
+            choices = 1 + int(family.min < (family.max or 1 << 62))
+            total += choices * sum(self.store.count(t) for t in set(self.table[family.item].values()))
         return total + int(self.accepts_empty)
 
     def productions(self, limit: int | None = None):
@@ -120,7 +166,7 @@ class GNF:
                 by_tail[tail] = by_tail.get(tail, 0) | self.atoms[atom].bits
             for tail, bits in by_tail.items():
                 for word in self.store.words(tail):
-                    yield self.names[a], ByteSet(bits), tuple(self.names[s] for s in word)
+                    yield self.names[a], ByteSet(bits), tuple(self.symbol_name(s) for s in word)
                     produced += 1
                     if limit is not None and produced >= limit:
                         return
@@ -129,6 +175,13 @@ class GNF:
         lines = [f"{a} -> {format_byteset(s)} {' '.join(w)}".rstrip() for a, s, w in self.productions(limit)]
         if self.accepts_empty:
             lines.insert(0, f"{self.names[self.start]} -> ε")
+        for family in self.families:
+            more = "" if family.max is None else f" (c + 1 <= {family.max - 1})"
+            lines.append(
+                f"{family.name}[c] -> {self.names[family.item]}-row {family.name}[c+1]{more}"
+                + (f" | {self.names[family.item]}-row (c + 1 >= {family.min})" if family.min > 0 else f" | {self.names[family.item]}-row")
+                + f"   for 1 <= c <= {'∞' if family.max is None else family.max - 1}"
+            )
         return "\n".join(lines)
 
     def accepts(self, data: bytes, *, prefix: bool = False) -> bool:
@@ -151,7 +204,7 @@ class GNF:
         store, atom = self.store, self.atom_of[byte]
         nxt = EMPTY
         for top, below in store.edges(stacks):
-            tail = self.table[top].get(atom)
+            tail = self.row(top).get(atom)
             if tail is not None:
                 nxt = store.union(nxt, store.concat(tail, below))
         return nxt
@@ -167,6 +220,10 @@ class _Rules:
         self.origins: list[tuple[Origin, ...]] = []  # provenance, parallel to names
         self.rhs: dict[int, int] = {}
         self.z_ids: set[int] = set()  # nonterminals made by left-recursion removal
+        # Counted repetitions: head nonterminal K → (item nonterminal, min, max, byte-CFG name)
+        # until ε-removal; then the families, indexed as in the family symbols (.counted).
+        self.counted: dict[int, tuple[int, int, int | None, str]] = {}
+        self.families: list[tuple[int, int, int, int | None, str]] = []  # (head, item, min, max, name)
 
     def add(self, name: str, rhs: int = EMPTY, origins: tuple[Origin, ...] = ()) -> int:
         self.names.append(name)
@@ -218,7 +275,15 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
             rules.origins[nt] += (origin,)
         return nt
 
+    for name, counted in cfg.counted.items():
+        # A placeholder with K's NULLABLE and GENERATING behaviour ({X}, plus ε when min is 0);
+        # the family replaces it right after ε-removal (_install_families).
+        k, item = ids[name], ids[counted.item]
+        rules.counted[k] = (item, counted.min, counted.max, name)
+        rules.rhs[k] = store.union(store.word((item,)), EPSILON) if counted.min == 0 else store.word((item,))
     for name, alts in cfg.rules.items():
+        if name in cfg.counted:
+            continue
         spans = cfg.symbol_spans.get(name, [])
         words = []
         for i, rhs in enumerate(alts):
@@ -260,8 +325,9 @@ def _closure(rules: _Rules, counts) -> set[int]:
 
 def _remove_useless(rules: _Rules, start: int) -> None:
     store = rules.store
-    # GENERATING: a nonterminal with a word of atoms and generating nonterminals.
-    generating = _closure(rules, lambda s, known: s < 0 or s in known)
+    # GENERATING: a nonterminal with a word of atoms and generating nonterminals. A family
+    # member is generating: a family exists only for a generating item (_install_families).
+    generating = _closure(rules, lambda s, known: s < 0 or s in known or is_family_symbol(s))
 
     restricted: dict[int, int] = {}
 
@@ -269,7 +335,9 @@ def _remove_useless(rules: _Rules, start: int) -> None:
         got = restricted.get(node)
         if got is None:
             accepts, edges = store.nodes[node]
-            got = store.make_edges(accepts, {s: restrict(c) for s, c in edges if s < 0 or s in generating})
+            got = store.make_edges(
+                accepts, {s: restrict(c) for s, c in edges if s < 0 or s in generating or is_family_symbol(s)}
+            )
             restricted[node] = got
         return got
 
@@ -281,13 +349,15 @@ def _remove_useless(rules: _Rules, start: int) -> None:
     while frontier:
         a = frontier.pop()
         for s in rules.symbols_of(rules.rhs[a], memo_syms):
+            if is_family_symbol(s):  # a member's rows are its item's: the item stays
+                s = rules.families[split_family_symbol(s)[0]][1]
             if s >= 0 and s not in reachable:
                 reachable.add(s)
                 frontier.append(s)
     rules.rhs = {a: r for a, r in rules.rhs.items() if a in reachable}
 
 
-def _remove_epsilon(rules: _Rules, start: int) -> bool:
+def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
     store = rules.store
     # NULLABLE: a nonterminal with a word of nullable nonterminals only.
     nullable = _closure(rules, lambda s, known: s in known)
@@ -307,7 +377,34 @@ def _remove_epsilon(rules: _Rules, start: int) -> bool:
         return got
 
     rules.rhs = {a: store.without_empty_word(opt(r)) for a, r in rules.rhs.items()}
-    return start in nullable
+    return start in nullable, nullable
+
+
+def _install_families(rules: _Rules, nullable: set[int]) -> None:
+    """Give each counted repetition ``K = X{m,n}`` its real, ε-free rule set and its family.
+
+    After ε-removal X stands for ``L(X) \\ ε`` and K's occurrences are optional where K is
+    nullable, so K's rule set is ``L(K) \\ ε``: ``X · F_1`` (more items may follow) and ``X``
+    (the repetition may end after one item). A nullable X makes the lower bound 0:
+    ``X{m,n} = (X \\ ε){0,n}`` when ε ∈ L(X). See :mod:`.counted`.
+    """
+    store = rules.store
+    for k, (item, low, high, name) in sorted(rules.counted.items()):
+        if k not in rules.rhs:
+            continue  # useless (unreachable) or only ε
+        if item not in rules.rhs:
+            rules.rhs[k] = EMPTY  # the item derives nothing: K is ε only, already optional
+            continue
+        low = 0 if item in nullable else low
+        if high is not None and high <= 1:  # X{m,1}: just X (never counted in practice)
+            rules.rhs[k] = store.word((item,))
+            continue
+        f = len(rules.families)
+        rules.families.append((k, item, low, high, name))
+        rhs = store.word((item, family_symbol(f, 1)))
+        if low <= 1:
+            rhs = store.union(rhs, store.word((item,)))
+        rules.rhs[k] = rhs
 
 
 def _remove_units(rules: _Rules) -> None:
@@ -432,18 +529,29 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
 BOTTOM = -1  # ⊥, the empty rest of the stack
 
 
-def stack_below(table: list[dict[int, int]], store: WordStore, start: int) -> list[set[int]]:
+def stack_below(
+    table: list[dict[int, int]], store: WordStore, start: int, family_items: list[int] | tuple[int, ...] = ()
+) -> list[set[int]]:
     """Stack adjacency, directly-below form: ``B ∈ below[A]`` when some reachable
     stack may hold B right under A (BOTTOM for the empty rest). A fixpoint::
 
         below[S] ∋ ⊥
         for every production A → a B1…Bk:   below[Bi] ∋ B(i+1)   (i < k)
                                              below[Bk] ⊇ below[A]
+
+    Family f (``family_items[f]`` its item X) is ONE entry, index ``n + f``, for all its
+    members: ``F_(c+1)`` takes the place of ``F_c``, so every member sees the same stacks.
+    Its productions are read as ``F → a T_X(a) F`` and ``F → a T_X(a)`` (both choices, for
+    every member: an over-approximation, which can only keep backtracks the exact relation
+    would drop — never drop one it keeps).
     """
     n = len(table)
-    below: list[set[int]] = [set() for _ in range(n)]
+    below: list[set[int]] = [set() for _ in range(n + len(family_items))]
     below[start].add(BOTTOM)
     lasts_memo: dict[int, frozenset[int]] = {}
+
+    def key(s: int) -> int:
+        return s if s < n else n + split_family_symbol(s)[0]
 
     def lasts(node: int) -> frozenset[int]:
         # Symbols that end some word of the tail set.
@@ -452,7 +560,7 @@ def stack_below(table: list[dict[int, int]], store: WordStore, start: int) -> li
             acc: set[int] = set()
             for s, c in store.edges(node):
                 if store.accepts(c):
-                    acc.add(s)
+                    acc.add(key(s))
                 acc |= lasts(c)
             got = lasts_memo[node] = frozenset(acc)
         return got
@@ -460,15 +568,23 @@ def stack_below(table: list[dict[int, int]], store: WordStore, start: int) -> li
     for node in store.reachable(t for row in table for t in row.values()):
         for s, c in store.edges(node):
             for s2, _ in store.edges(c):
-                below[s].add(s2)
-    ends: list[set[int]] = [set() for _ in range(n)]
+                below[key(s)].add(key(s2))
+    ends: list[set[int]] = [set() for _ in range(n + len(family_items))]
     for a, row in enumerate(table):
         for t in set(row.values()):
             ends[a] |= lasts(t)
+    for f, item in enumerate(family_items):
+        me = n + f
+        ends[me].add(me)  # F → a T_X(a) F, with ε ∈ T_X(a): the member is the whole tail
+        for t in set(table[item].values()):
+            item_lasts = lasts(t)
+            ends[me] |= item_lasts  # F → a T_X(a): the item's last symbols end the tail
+            for b in item_lasts:
+                below[b].add(me)  # F → a T_X(a) F: the next member sits under them
     changed = True
     while changed:
         changed = False
-        for a in range(n):
+        for a in range(n + len(family_items)):
             for b in ends[a]:
                 if not below[a] <= below[b]:
                     below[b] |= below[a]
@@ -477,7 +593,7 @@ def stack_below(table: list[dict[int, int]], store: WordStore, start: int) -> li
 
 
 def _merge_equivalent(
-    store: WordStore, table: list[dict[int, int]], start: int
+    store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
 ) -> tuple[list[int], list[dict[int, int]]]:
     """Coarsest partition with equal tails AND equal below-sets up to the partition.
 
@@ -486,9 +602,11 @@ def _merge_equivalent(
     displacement backtracks, and so split token classes (measured: the C-like
     grammar went from 4,016 to 7,492 classes when keyword letters were merged).
     Requiring equal below-sets keeps adjacency chains exactly as precise.
+    Family members are never merged (their symbols pass through renaming unchanged) and
+    each family keeps a context entry of its own.
     Returns (block_of, merged table).
     """
-    below = stack_below(table, store, start)
+    below = stack_below(table, store, start, family_items)
     n = len(table)
     block = [0] * n
     keys: dict = {}
@@ -504,14 +622,15 @@ def _merge_equivalent(
                 merged: dict[int, int] = {}
                 for s, c in edges:
                     rc = rename(c)
-                    merged[block[s]] = store.union(merged.get(block[s], EMPTY), rc)
+                    b = block[s] if s < n else s
+                    merged[b] = store.union(merged.get(b, EMPTY), rc)
                 got = memo[node] = store.make_edges(accepts, merged)
             return got
 
         keys = {}
         new_block = [0] * n
         for a in range(n):
-            context = frozenset(block[b] if b >= 0 else b for b in below[a])
+            context = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
             sig = (block[a], context, tuple(sorted((atom, rename(t)) for atom, t in table[a].items())))
             new_block[a] = keys.setdefault(sig, len(keys))
         stable = len(keys) == len(set(block))
@@ -547,7 +666,8 @@ def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) ->
     record("terminal lifting", rules)
     _remove_useless(rules, start)
     record("useless symbols", rules)
-    accepts_empty = _remove_epsilon(rules, start)
+    accepts_empty, nullable = _remove_epsilon(rules, start)
+    _install_families(rules, nullable)
     record("ε-rules", rules)
     _remove_useless(rules, start)
     _remove_units(rules)
@@ -568,12 +688,14 @@ def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) ->
         got = memo.get(node)
         if got is None:
             accepts, edges = store.nodes[node]
-            got = memo[node] = store.make(accepts, tuple(sorted((dense[s], renumber(c)) for s, c in edges)))
+            # family members keep their symbols (they name a family, not a rule id)
+            got = memo[node] = store.make(accepts, tuple(sorted((dense.get(s, s), renumber(c)) for s, c in edges)))
         return got
 
     table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
+    family_items = [dense[item] for _, item, _, _, _ in rules.families]
     if merge:
-        block, table = _merge_equivalent(store, table, 0)
+        block, table = _merge_equivalent(store, table, 0, family_items)
     else:
         block = list(range(len(table)))
     names_by_block: dict[int, str] = {}
@@ -583,6 +705,17 @@ def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) ->
         names_by_block.setdefault(b, rules.names[a])
         origins_by_block.setdefault(b, {}).update(dict.fromkeys(rules.origins[a]))
         members_by_block.setdefault(b, []).append(rules.names[a])
+    families = [
+        Family(
+            name=name,
+            item=block[dense[item]],
+            min=low,
+            max=high,
+            head=block[dense[head]] if head in dense else -1,
+            origins=tuple(rules.origins[head]),
+        )
+        for head, item, low, high, name in rules.families
+    ]
     gnf = GNF(
         names=[names_by_block[b] for b in range(len(table))],
         start=block[0],
@@ -594,6 +727,7 @@ def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) ->
         steps=steps,
         origins=[tuple(origins_by_block[b]) for b in range(len(table))],
         merged_from=[tuple(members_by_block[b]) for b in range(len(table))],
+        families=families,
     )
     now = time.perf_counter()
     steps.append(GNFStep("merging", gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))

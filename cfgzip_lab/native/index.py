@@ -18,6 +18,12 @@ Layout: trie node 0 is the root; ``edges`` is an ``int32[E, 3]`` table of ``(par
 symbol, child)``, ``bits_indptr``/``bits_classes`` a CSR list of the classes at each node.
 These arrays are what the class cache stores; :meth:`SigmaInIndex.from_arrays` rebuilds the
 dicts the walk reads.
+
+Counted repetitions (:mod:`cfgzip_lab.grammar.counted`): a σ_in may consume a family member
+with a symbolic count, ``IN(f, lo, hi)``. Such trie edges are kept apart
+(:attr:`SigmaInIndex.family_children`: per node and family, ``(lo, hi, child)``): a stack
+top ``F_c`` of family f follows every edge whose interval holds c. They are stored as
+``native_family_edges`` (int64 rows ``parent, family, lo, hi, child``).
 """
 
 from __future__ import annotations
@@ -31,12 +37,20 @@ import numpy as np
 from ..classes.classing import NORMAL, TokenClasses
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
+from ..grammar.counted import (
+    INPUT_BASE,
+    RELATIVE_BASE,
+    input_symbol,
+    is_family_symbol,
+    split_input_symbol,
+    split_relative_symbol,
+)
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 
 MAX_SIGMA_IN_WORDS = 2_000_000
 """σ_in words listed for one index at most. Most grammars list few (c_like: 131,376 over 7,971
@@ -64,6 +78,8 @@ def gnf_digest(gnf: GNF) -> str:
     h = hashlib.sha256()
     h.update(f"{gnf.start}|{gnf.accepts_empty}|{len(gnf.atoms)}|".encode())
     h.update("\x00".join(gnf.names).encode("utf-8"))
+    for f in gnf.families:
+        h.update(f"|{f.name}:{f.item}:{f.min}:{f.max}".encode())
     return h.hexdigest()
 
 
@@ -92,11 +108,35 @@ class SigmaInIndex:
     def has_children(self) -> list[bool]:
         return [bool(c) for c in self.children]
 
+    @property
+    def family_children(self) -> list[dict[int, list[tuple[int, int, int]]]]:
+        """Per trie node: family → ``[(lo, hi, child)]`` for its ``IN(f, lo, hi)`` edges."""
+        got = self.__dict__.get("_family_children")
+        if got is None:
+            got = []
+            for kids in self.children:
+                fams: dict[int, list[tuple[int, int, int]]] = {}
+                for sym, child in kids.items():
+                    if sym >= INPUT_BASE:
+                        f, lo, hi = split_input_symbol(sym)
+                        fams.setdefault(f, []).append((lo, hi, child))
+                got.append(fams)
+            self.__dict__["_family_children"] = got
+        return got
+
+    @property
+    def has_family_edges(self) -> bool:
+        return any(s >= INPUT_BASE for kids in self.children for s in kids)
+
     # -- arrays for the cache ------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
-        edges = [(p, s, c) for p, kids in enumerate(self.children) for s, c in kids.items()]
+        edges = [(p, s, c) for p, kids in enumerate(self.children) for s, c in kids.items() if s < INPUT_BASE]
         edge_arr = np.array(edges, dtype=np.int32).reshape(-1, 3)
+        family_edges = [
+            (p, *split_input_symbol(s), c) for p, kids in enumerate(self.children) for s, c in kids.items() if s >= INPUT_BASE
+        ]
+        family_arr = np.array(family_edges, dtype=np.int64).reshape(-1, 5)
         counts = np.zeros(self.num_nodes, dtype=np.int64)
         classes: list[np.ndarray] = []
         for t, b in enumerate(self.bits):
@@ -107,6 +147,7 @@ class SigmaInIndex:
         flat = np.concatenate(classes).astype(np.int32) if classes else np.zeros(0, np.int32)
         return {
             "native_edges": edge_arr,
+            "native_family_edges": family_arr,
             "native_bits_indptr": indptr,
             "native_bits_classes": flat,
             "native_unindexed": np.asarray(self.unindexed, dtype=np.int32),
@@ -137,9 +178,14 @@ class SigmaInIndex:
             raise NativeIndexError("native index arrays do not match their node count")
         if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
             raise NativeIndexError("native index lists classes outside its class count")
+        family_edges = np.asarray(arrays.get("native_family_edges", np.zeros((0, 5))), dtype=np.int64).reshape(-1, 5)
+        if family_edges.size and (family_edges[:, [0, 4]].min() < 0 or family_edges[:, [0, 4]].max() >= nodes):
+            raise NativeIndexError("native index family edges do not match their node count")
         children: list[dict[int, int]] = [{} for _ in range(nodes)]
         for p, s, c in edges.tolist():
             children[p][s] = c
+        for p, f, lo, hi, c in family_edges.tolist():
+            children[p][input_symbol(f, lo, hi)] = c
         bits = [_ids_to_bits(flat[indptr[t] : indptr[t + 1]], k) for t in range(nodes)]
         return SigmaInIndex(
             num_classes=k,
@@ -181,8 +227,11 @@ def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[
     for sym, child in store.nodes[node][1]:
         if sym == sep:
             direct.add(child)
-        elif sym < n:
+        elif sym < n or is_family_symbol(sym):
             parts.append(_reversed_inputs(displacer, child, memo))
+        elif sym >= RELATIVE_BASE:  # F_(x+j) · SEP · IN(f, lo, hi): reverse(σ_in) starts with IN
+            f, _, lo, hi = split_relative_symbol(sym)
+            direct.add(store.make(False, ((input_symbol(f, lo, hi), child),)))
     if not direct and len(parts) == 1:
         got = parts[0]
     else:
@@ -289,7 +338,7 @@ def build_index(
                 raise IndexTooLarge(f"the classes' σ_in sets hold more than {max_words:,} words to list")
             row = rest_row[rest] = len(rest_row)
             for w in store.words(rest):
-                sigma = tuple(s - n - 1 for s in reversed(w))
+                sigma = tuple(s - n - 1 if s < INPUT_BASE else s for s in reversed(w))
                 i = sigma_id.get(sigma)
                 if i is None:
                     i = sigma_id[sigma] = len(sigma_list)
