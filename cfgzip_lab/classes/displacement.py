@@ -231,9 +231,7 @@ class Displacer:
         out = []
         for word in self.store.words(node, limit):
             consumed, pushed = self.split_word(word)
-            out.append(
-                DisplacementPair(tuple(map(self.symbol_text, consumed)), tuple(map(self.symbol_text, pushed)))
-            )
+            out.append(DisplacementPair(tuple(map(self.symbol_text, consumed)), tuple(map(self.symbol_text, pushed))))
         return out
 
     def num_pairs(self, node: int) -> int:

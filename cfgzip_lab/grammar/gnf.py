@@ -47,8 +47,15 @@ from dataclasses import dataclass, field
 
 from .cfg import CFG, ByteSet, byte_classes, format_byteset
 from .counted import Family, family_symbol, is_family_symbol, split_family_symbol
-from .provenance import Origin, describe_gnf_symbol, origin_at, rules_of
-from .words import EMPTY, EPSILON, WordStore
+from .diagnostics import Diagnostic, GrammarError
+from .provenance import Origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
+from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
+
+DEFAULT_MAX_GNF_NODES = 1_000_000
+"""Word-store nodes the normal form may create (the memory bound of GNF conversion, about
+600 MB at classing's measured ~600 bytes a node with memos). The bundled grammars need at
+most 54,848 (c_like), the 552 grammars of XGrammar's test suite and the 40 third-party
+grammars far less; a grammar past it gets a :class:`GrammarError` naming the step and rule."""
 
 
 def atom_symbol(k: int) -> int:
@@ -179,7 +186,11 @@ class GNF:
             more = "" if family.max is None else f" (c + 1 <= {family.max - 1})"
             lines.append(
                 f"{family.name}[c] -> {self.names[family.item]}-row {family.name}[c+1]{more}"
-                + (f" | {self.names[family.item]}-row (c + 1 >= {family.min})" if family.min > 0 else f" | {self.names[family.item]}-row")
+                + (
+                    f" | {self.names[family.item]}-row (c + 1 >= {family.min})"
+                    if family.min > 0
+                    else f" | {self.names[family.item]}-row"
+                )
                 + f"   for 1 <= c <= {'∞' if family.max is None else family.max - 1}"
             )
         return "\n".join(lines)
@@ -224,6 +235,7 @@ class _Rules:
         # until ε-removal; then the families, indexed as in the family symbols (.counted).
         self.counted: dict[int, tuple[int, int, int | None, str]] = {}
         self.families: list[tuple[int, int, int, int | None, str]] = []  # (head, item, min, max, name)
+        self.current: int | None = None  # the nonterminal a step is working on (budget errors name it)
 
     def add(self, name: str, rhs: int = EMPTY, origins: tuple[Origin, ...] = ()) -> int:
         self.names.append(name)
@@ -341,7 +353,12 @@ def _remove_useless(rules: _Rules, start: int) -> None:
             restricted[node] = got
         return got
 
-    rules.rhs = {a: restrict(r) for a, r in rules.rhs.items() if a in generating}
+    restricted_rhs = {}
+    for a, r in rules.rhs.items():
+        if a in generating:
+            rules.current = a
+            restricted_rhs[a] = restrict(r)
+    rules.rhs = restricted_rhs
     if start not in rules.rhs:
         rules.rhs[start] = EMPTY  # empty language: keep the start, nothing else
     memo_syms: dict[int, frozenset] = {}
@@ -376,7 +393,11 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
             opt_memo[node] = got
         return got
 
-    rules.rhs = {a: store.without_empty_word(opt(r)) for a, r in rules.rhs.items()}
+    removed = {}
+    for a, r in rules.rhs.items():
+        rules.current = a
+        removed[a] = store.without_empty_word(opt(r))
+    rules.rhs = removed
     return start in nullable, nullable
 
 
@@ -423,6 +444,7 @@ def _remove_units(rules: _Rules) -> None:
             ),
         )
     for a in rules.rhs:
+        rules.current = a
         closure, frontier = {a}, [a]
         while frontier:
             for b in units[frontier.pop()]:
@@ -495,6 +517,7 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
     pos = {a: i for i, a in enumerate(order)}
     zs: list[int] = []
     for i, a in enumerate(order):
+        rules.current = a
         while True:
             lower = [s for s, _ in store.edges(rules.rhs[a]) if s >= 0 and s in pos and pos[s] < i]
             if not lower:
@@ -522,6 +545,7 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
     zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
     for a in originals[::-1] + zs:
+        rules.current = a
         rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s: s >= 0)
         assert all(s < 0 for s, _ in store.edges(rules.rhs[a])), "leading substitution left a nonterminal"
 
@@ -644,40 +668,85 @@ def _merge_equivalent(
     return block, merged_table
 
 
-def to_gnf(cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True) -> GNF:
+def to_gnf(
+    cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True, max_nodes: int = DEFAULT_MAX_GNF_NODES
+) -> GNF:
     """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size.
 
     ``lift_per_occurrence=False`` (one lifted nonterminal per distinct byte set) and
     ``merge=False`` exist for ablations: both give the same language, and more classes.
+
+    Raises
+    ------
+    GrammarError
+        When the normal form would need more than ``max_nodes`` word-store nodes: the
+        message names the step and the source rule it was working on, at that rule's line.
     """
     store = WordStore()
+    store.limit = max_nodes
+    progress = {"step": "terminal lifting", "rules": None}
+    try:
+        return _to_gnf(cfg, store, lift_per_occurrence, merge, progress)
+    except BudgetExceeded:
+        raise _too_large(cfg, progress, max_nodes) from None
+    finally:
+        store.limit = float("inf")
+
+
+def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
+    """The error for a normal form past its node budget, pointing at the rule being worked on."""
+    rules: _Rules | None = progress["rules"]
+    origins = ()
+    current = None if rules is None else rules.current
+    if rules is not None and current is None and rules.rhs:
+        # no rule in hand: the one whose rule set is largest so far
+        current = max(rules.rhs, key=lambda a: rules.store.count(rules.rhs[a]))
+    if rules is not None and current is not None and current < len(rules.origins):
+        origins = rules.origins[current]
+    where = describe_origins(origins) if origins else "the grammar"
+    message = (
+        f"the normal form grew past {max_nodes:,} nodes (about {max_nodes * 600 / 2**20:,.0f} MB) in step "
+        f"'{progress['step']}' while working on {where}: deeply nested optional or nullable parts and long "
+        "chains of left-recursive rules do this; simplify that rule, or raise max_gnf_nodes"
+    )
+    origin = next((o for o in origins if o.span is not None), None)
+    if origin is None and cfg.start in cfg.origins:
+        origin = cfg.origins[cfg.start]
+    line, column = (origin.line or 1, origin.column or 1) if origin is not None else (1, 1)
+    span = origin.span if origin is not None else None
+    return GrammarError([Diagnostic(line, column, message, span=span)], text=cfg.text or None)
+
+
+def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, progress: dict) -> GNF:
     steps: list[GNFStep] = []
     clock = time.perf_counter()
 
-    def record(name: str, rules: _Rules) -> None:
+    def record(name: str, rules: _Rules, following: str) -> None:
         nonlocal clock
         now = time.perf_counter()
         nts, nodes, prods = rules.size()
         steps.append(GNFStep(name, nts, nodes, prods, now - clock))
         clock = now
+        progress["step"], progress["rules"] = following, rules
+        rules.current = None
 
     steps.append(GNFStep("byte CFG", len(cfg.rules), 0, cfg.num_productions, 0.0))
     rules, start, atom_of = _lift_terminals(cfg, store, lift_per_occurrence)
-    record("terminal lifting", rules)
+    record("terminal lifting", rules, "useless symbols")
     _remove_useless(rules, start)
-    record("useless symbols", rules)
+    record("useless symbols", rules, "ε-rules")
     accepts_empty, nullable = _remove_epsilon(rules, start)
     _install_families(rules, nullable)
-    record("ε-rules", rules)
+    record("ε-rules", rules, "unit rules")
     _remove_useless(rules, start)
     _remove_units(rules)
     _remove_useless(rules, start)
-    record("unit rules", rules)
+    record("unit rules", rules, "left recursion")
     order = _remove_left_recursion(rules)
-    record("left recursion", rules)
+    record("left recursion", rules, "leading substitution")
     _substitute_all_leading(rules, order)
     _remove_useless(rules, start)
-    record("leading substitution", rules)
+    record("leading substitution", rules, "merging")
 
     # Dense renumbering, then the per-atom table.
     live = sorted(rules.rhs, key=lambda a: (a != start, a))

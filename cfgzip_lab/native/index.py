@@ -134,7 +134,10 @@ class SigmaInIndex:
         edges = [(p, s, c) for p, kids in enumerate(self.children) for s, c in kids.items() if s < INPUT_BASE]
         edge_arr = np.array(edges, dtype=np.int32).reshape(-1, 3)
         family_edges = [
-            (p, *split_input_symbol(s), c) for p, kids in enumerate(self.children) for s, c in kids.items() if s >= INPUT_BASE
+            (p, *split_input_symbol(s), c)
+            for p, kids in enumerate(self.children)
+            for s, c in kids.items()
+            if s >= INPUT_BASE
         ]
         family_arr = np.array(family_edges, dtype=np.int64).reshape(-1, 5)
         counts = np.zeros(self.num_nodes, dtype=np.int64)
