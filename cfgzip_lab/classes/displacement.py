@@ -80,7 +80,6 @@ class Displacer:
         self.n = n
         self.sep = n
         self.num_atoms = len(gnf.atoms)
-        self.below = stack_adjacency(gnf)
         table = gnf.table
         self.families = gnf.families
         # For each atom: the nonterminals with a production on it, and their tails; the
@@ -90,19 +89,45 @@ class Displacer:
             [(f, table[fam.item][k]) for f, fam in enumerate(self.families) if k in table[fam.item]]
             for k in range(self.num_atoms)
         ]
-        # For each (A_last, atom): the backtrack candidates A below A_last (entry n + f: any
-        # member of family f was consumed last).
-        self._backtracks = [
-            [[(a, t) for a, t in self._tops[k] if a in self.below[last]] for k in range(self.num_atoms)]
-            for last in range(n + len(self.families))
-        ]
-        self._family_backtracks = [
-            [[(f, t) for f, t in self._family_tops[k] if n + f in self.below[last]] for k in range(self.num_atoms)]
-            for last in range(n + len(self.families))
-        ]
+        # Stack adjacency and the backtrack candidates are built by the first backtrack: a native
+        # engine loaded with its index never backtracks (its states have no SEP), and building
+        # them cost 0.31 s on c_like, most of a load from the cache.
+        self._below: list[set[int]] | None = None
+        self._backtracks_table: list[list[list[tuple[int, int]]]] | None = None
+        self._family_backtracks_table: list[list[list[tuple[int, int]]]] | None = None
         self._step: dict[int, int] = {}
         self.initial = self.store.make(False, ((self.sep, EPSILON),))
         self.atom_table = bytes(gnf.atom_of)  # for bytes.translate
+
+    @property
+    def below(self) -> list[set[int]]:
+        """Stack adjacency (:func:`~.adjacency.stack_adjacency`): ``below[A]`` may sit under A."""
+        if self._below is None:
+            self._below = stack_adjacency(self.gnf)
+        return self._below
+
+    @property
+    def _backtracks(self) -> list[list[list[tuple[int, int]]]]:
+        """For each (A_last, atom): the backtrack candidates A below A_last, with their tails
+        (entry ``n + f``: some member of family f was consumed last)."""
+        if self._backtracks_table is None:
+            below = self.below
+            self._backtracks_table = [
+                [[(a, t) for a, t in self._tops[k] if a in below[last]] for k in range(self.num_atoms)]
+                for last in range(self.n + len(self.families))
+            ]
+        return self._backtracks_table
+
+    @property
+    def _family_backtracks(self) -> list[list[list[tuple[int, int]]]]:
+        """For each (A_last, atom): the families f (with the item's tails) whose members may sit below A_last."""
+        if self._family_backtracks_table is None:
+            below, n = self.below, self.n
+            self._family_backtracks_table = [
+                [[(f, t) for f, t in self._family_tops[k] if n + f in below[last]] for k in range(self.num_atoms)]
+                for last in range(n + len(self.families))
+            ]
+        return self._family_backtracks_table
 
     def step(self, node: int, atom: int) -> int:
         key = node * self.num_atoms + atom
@@ -124,11 +149,13 @@ class Displacer:
                     family_candidates = [(f, t, EPSILON) for f, t in self._family_tops[atom]]
                 else:
                     candidates, family_candidates = [], []
+                backtracks = self._backtracks_table or self._backtracks
+                family_backtracks = self._family_backtracks_table or self._family_backtracks
                 for in_sym, deeper in store.edges(rest):
                     consumed = make(False, ((in_sym, deeper),))
                     last = in_sym - n - 1 if in_sym < INPUT_BASE else n + split_input_symbol(in_sym)[0]
-                    candidates += [(a, t, consumed) for a, t in self._backtracks[last][atom]]
-                    family_candidates += [(f, t, consumed) for f, t in self._family_backtracks[last][atom]]
+                    candidates += [(a, t, consumed) for a, t in backtracks[last][atom]]
+                    family_candidates += [(f, t, consumed) for f, t in family_backtracks[last][atom]]
                 for a, tail, consumed in candidates:
                     enqueued = make(False, ((sep, make(False, ((n + 1 + a, consumed),))),))
                     result = union(result, concat(tail, enqueued))
