@@ -23,23 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _find_corpora() -> Path:
-    """``shared/corpora`` in the nearest folder above the repository that has one: ``../shared`` for
-    the integration checkout, ``../../shared`` for an engineer's clone under ``wt/``;
-    ``$CFGZIP_CORPORA`` wins."""
-    import os
-
-    if os.environ.get("CFGZIP_CORPORA"):
-        return Path(os.environ["CFGZIP_CORPORA"])
-    for folder in REPO.parents:
-        if (folder / "shared" / "corpora").is_dir():
-            return folder / "shared" / "corpora"
-    return REPO.parent / "shared" / "corpora"
-
-
-CORPORA = _find_corpora()
+CORPORA = REPO.parent / "shared" / "corpora"  # as ../shared/grammars in corpus.py and tests/paths.py
 NAMES = ("json-schema-test-suite", "xgrammar-tests", "regressions")
 
 

@@ -171,8 +171,9 @@ class Context:
 _CONTEXT: Context | None = None
 
 
-def prepare(tokenizer: str) -> Context:
-    """Load ``tokenizer``'s vocabulary and XGrammar's compiler over it, and import every stage."""
+def prepare(tokenizer: Any) -> Context:
+    """Load ``tokenizer``'s vocabulary (a registry name, or a VocabTable) and XGrammar's compiler
+    over it, and import every stage."""
     global _CONTEXT
     import xgrammar as xgr
 
@@ -182,7 +183,7 @@ def prepare(tokenizer: str) -> Context:
     from cfgzip_lab.pipeline import build_classes, compile_grammar  # noqa: F401
     from cfgzip_lab.vocab_sources import load_vocab
 
-    vocab = load_vocab(tokenizer)
+    vocab = load_vocab(tokenizer) if isinstance(tokenizer, str) else tokenizer
     _CONTEXT = Context(vocab, xgr.GrammarCompiler(plain_tokenizer_info(vocab), cache_enabled=False))
     return _CONTEXT
 
