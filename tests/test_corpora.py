@@ -25,7 +25,6 @@ import sys
 import time
 
 import pytest
-
 from paths import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -41,12 +40,22 @@ if os.environ.get("CFGZIP_CORPUS_SAMPLE"):
 #: and the index; the regressions' targets are 2-5 s), 1.5 GB of memory grown, short verification.
 LIMITS = item_check.Limits(build_seconds=20.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40)
 #: The regressions that still fail run against a tighter bound: 15 s each is what they may cost CI.
-REGRESSION_LIMITS = item_check.Limits(
-    build_seconds=15.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40
-)
+REGRESSION_LIMITS = item_check.Limits(build_seconds=15.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40)
 
 #: Items that fail today, with the bug and who fixes it (issue 17). Strict: a fix turns them red.
-KNOWN_FAILURES: dict[str, str] = {}
+_REGEX = "wrong mask: XGrammar's regex semantics (issue 17.1, owner: regex)"
+_COUNTED = "counted repetition unrolled (issue 17.2, owner: lead)"
+KNOWN_FAILURES: dict[str, str] = {
+    "regressions/jsb_0038": f"native engine: 13 mismatching steps from instance step 11 (date-time pattern); {_REGEX}",
+    "regressions/jsb_0130": f"compressed and native: 1 mismatching step at instance step 105 (after base_path); {_REGEX}",
+    "regressions/jsb_0172": f"classing past the bound; once it classes, 1 mismatching step (issue): {_COUNTED}; {_REGEX}",
+    "regressions/jsb_0044": f"maxLength 131072: GNF past the bound; {_COUNTED}",
+    "regressions/jsb_0082": f"GNF past the bound (was ClassingLimitError; must be served); {_COUNTED}",
+    "regressions/jsb_0282": f"Snowplow maxLength: front end / GNF past the bound; {_COUNTED}",
+    "regressions/xgt_test_grammar_matcher_ebnf__L759": f"[a-zа-я一-龥]{{0,2048}}: GNF past the bound; {_COUNTED}",
+    "regressions/xgt_test_grammar_parser__L988": f"([0-9]*){{200, 1000}}: GNF past the bound; {_COUNTED}",
+    "regressions/xgt_test_grammar_regex_macro__L298": f"Regex (ab){{2,50000}}c: GNF past the bound; {_COUNTED}",
+}
 
 
 def _items() -> list:
@@ -71,11 +80,15 @@ def prepared():
     return item_check.prepare("llama3")
 
 
-def _check(result: item_check.ItemResult, *, must_serve: bool) -> None:
+def _check(result: item_check.ItemResult, *, must_serve: bool, listed_ok: bool) -> None:
+    """What every item must satisfy; ``listed_ok``: the corpus says XGrammar compiles it."""
     where = f"{result.id}: {result.verdict} in stage {result.stage}: {result.error}"
-    if result.xgrammar != "accepts":  # XGrammar refuses or crashes: nothing of ours is asked
-        assert result.verdict == "not accepted", where
-        assert result.xgrammar_error, "XGrammar's refusal is recorded with its message"
+    assert result.xgrammar in ("accepts", "refuses"), (
+        f"{result.id}: XGrammar {result.xgrammar}: {result.xgrammar_error}"
+    )
+    if result.xgrammar == "refuses":  # nothing of ours is asked
+        assert must_serve is False and listed_ok is False, f"{result.id}: XGrammar refuses: {result.xgrammar_error}"
+        assert result.verdict == "not accepted" and result.xgrammar_error, result
         return
     assert result.verdict in ("served", "refused"), where
     if result.verdict == "refused":
@@ -89,8 +102,11 @@ def _check(result: item_check.ItemResult, *, must_serve: bool) -> None:
         check = checks[engine]
         assert check.error is None, f"{result.id} {engine}: {check.error}"
         assert check.steps > 0, f"{result.id} {engine}: no step verified"
-        assert check.mismatches == 0, f"{result.id} {engine}: {check.mismatches} mismatching steps, first {check.first_mismatch}"
-        assert check.xgrammar_disagreements == 0, f"{result.id} {engine}: XGrammar contradicts its own mask"
+        assert check.mismatches == 0, (
+            f"{result.id} {engine}: {check.mismatches} mismatching steps, first {check.first_mismatch}"
+        )
+        # (steps where XGrammar's mask contradicts its own accept_token are counted apart by verify,
+        # xgrammar_disagreements: the README's table lists them; they are XGrammar's bug)
     if item_check.SCHEMA_CHECK in checks:  # XGrammar from the schema == XGrammar from its printed EBNF
         check = checks[item_check.SCHEMA_CHECK]
         assert check.error is None and check.mismatches == 0, f"{result.id}: the printed EBNF differs: {check}"
@@ -101,7 +117,9 @@ def _check(result: item_check.ItemResult, *, must_serve: bool) -> None:
 def test_corpus_item(prepared, item):
     regression = item.corpus == "regressions"
     (result,) = item_check.run_items([item], REGRESSION_LIMITS if regression else LIMITS)
-    _check(result, must_serve=regression)
+    # the schema suite lists XGrammar's verdict; every regression compiled in XGrammar when found
+    listed_ok = regression or (item.corpus == "json-schema-test-suite" and item.xgrammar_listed == "ok")
+    _check(result, must_serve=regression, listed_ok=listed_ok)
 
 
 def test_the_sample_reaches_every_corpus():
@@ -147,7 +165,8 @@ def test_an_item_past_its_bounds_is_recorded_with_its_stage(monkeypatch, stand_i
     monkeypatch.setattr(item_check, "_run_stages", lambda *a: (a[-1].__setattr__("xgrammar", "accepts"), stand_in(*a)))
     monkeypatch.setattr(item_check, "_CONTEXT", item_check.Context(None, None))
     item = corpora.corpus_items("xgrammar-tests")[0]
-    limits = item_check.Limits(build_seconds=1.5, memory_gb=0.25)
+    # only the time case waits for its bound (a child may take a second to start on a loaded machine)
+    limits = item_check.Limits(build_seconds=1.5 if stand_in is _sleeps else 20.0, memory_gb=0.25)
     t0 = time.perf_counter()
     (result,) = item_check.run_items([item], limits)
     assert time.perf_counter() - t0 < 30
