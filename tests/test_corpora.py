@@ -43,12 +43,10 @@ LIMITS = item_check.Limits(build_seconds=20.0, verify_seconds=3.0, memory_gb=1.5
 REGRESSION_LIMITS = item_check.Limits(build_seconds=15.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40)
 
 #: Items that fail today, with the bug and who fixes it (issue 17). Strict: a fix turns them red.
-_REGEX = "wrong mask: XGrammar's regex semantics (issue 17.1, owner: regex)"
 _COUNTED = "counted repetition unrolled (issue 17.2, owner: lead)"
 KNOWN_FAILURES: dict[str, str] = {
-    "regressions/jsb_0038": f"native engine: 13 mismatching steps from instance step 11 (date-time pattern); {_REGEX}",
-    "regressions/jsb_0130": f"compressed and native: 1 mismatching step at instance step 105 (after base_path); {_REGEX}",
-    "regressions/jsb_0172": f"classing past the bound; once it classes, 1 mismatching step (issue): {_COUNTED}; {_REGEX}",
+    # jsb_0038 and jsb_0130 (wrong masks) pass since regex's Regex-as-XGrammar's-automaton (ad2e018)
+    "regressions/jsb_0172": f"classing past the bound (its mask was wrong too before ad2e018); {_COUNTED}",
     "regressions/jsb_0044": f"maxLength 131072: GNF past the bound; {_COUNTED}",
     "regressions/jsb_0082": f"GNF past the bound (was ClassingLimitError; must be served); {_COUNTED}",
     "regressions/jsb_0282": f"Snowplow maxLength: front end / GNF past the bound; {_COUNTED}",
