@@ -184,6 +184,23 @@ def test_large_repeat_threshold(pattern, large):
     assert LARGE_REPEAT_THRESHOLD == 128
 
 
+@pytest.mark.parametrize(
+    "pattern, accepted, rejected",
+    [
+        ("(ab){2,130}c", ["ababc", "ab" * 130 + "c"], ["abc", "ab" * 131 + "c", "ababac"]),
+        ("a{130,}", ["a" * 130, "a" * 131], ["a" * 129, ""]),
+        ("(a?){2,130}b", ["b", "ab", "a" * 130 + "b"], ["a" * 131 + "b"]),
+        ("((ab+)?){129,}", ["", "b", "abab", "bbab"], ["a", "ba"]),  # the sub-rule keeps its ?-quirk
+    ],
+)
+def test_large_repeat_counts_as_xgrammars_matcher(pattern, accepted, rejected):
+    """The counted repeat edge (XGrammar's Earley counter) against our Repeat of the sub-automaton."""
+    for data, xgrammar_says, we_say in both_verdicts(regex_grammar(pattern), accepted + rejected):
+        expected = data in {as_bytes(s) for s in accepted}
+        assert xgrammar_says == expected, f"XGrammar on {data!r}: the table is wrong"
+        assert we_say == expected, f"cfgzip on {data!r}"
+
+
 def test_a_nullable_large_repeat_counts_from_zero():
     # (a?){2,300}: XGrammar relaxes the lower bound of a nullable sub-pattern (same language).
     (repeat,) = [label for _, label, _ in regex_to_expr("(a?){2,300}b").edges if isinstance(label, Repeat)]
