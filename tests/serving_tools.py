@@ -24,7 +24,9 @@ PADDING = 37  # logits wider than the tokenizer, and not a multiple of 32: the l
 def require(module: str, why: str) -> None:
     """Skip with the reason when ``module`` is not installed (scripts/setup.sh --test installs it)."""
     if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed: {why} (bash scripts/setup.sh --test installs requirements-serving.txt)")
+        pytest.skip(
+            f"{module} is not installed: {why} (bash scripts/setup.sh --test installs requirements-serving.txt)"
+        )
 
 
 def smollm2_tokenizer():
@@ -54,14 +56,25 @@ factor ::= [0-9]+ | "(" expr ")"
 EMAIL = r"[a-z]{1,8}@(example|test)\.(com|org)"
 ANSWER_TAG = {
     "type": "structural_tag",
-    "format": {"type": "tag", "begin": "<answer>", "content": {"type": "json_schema", "json_schema": {"type": "integer"}}, "end": "</answer>"},
+    "format": {
+        "type": "tag",
+        "begin": "<answer>",
+        "content": {"type": "json_schema", "json_schema": {"type": "integer"}},
+        "end": "</answer>",
+    },
 }
 TRIGGERED_TAG = {
     "type": "structural_tag",
     "format": {
         "type": "triggered_tags",
         "triggers": ["<function="],
-        "tags": [{"begin": "<function=f>", "content": {"type": "json_schema", "json_schema": {"type": "object"}}, "end": "</function>"}],
+        "tags": [
+            {
+                "begin": "<function=f>",
+                "content": {"type": "json_schema", "json_schema": {"type": "object"}},
+                "end": "</function>",
+            }
+        ],
     },
 }
 
@@ -90,7 +103,9 @@ def allowed_ids(row: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.flatnonzero(bits)
 
 
-def pick(row: np.ndarray, vocab_size: int, rng: random.Random, stop_ids: set[int], stop_after: int, step: int) -> int | None:
+def pick(
+    row: np.ndarray, vocab_size: int, rng: random.Random, stop_ids: set[int], stop_after: int, step: int
+) -> int | None:
     """A token the mask allows: a stop token only after ``stop_after`` steps (so walks get somewhere);
     None when the mask allows nothing."""
     ids = allowed_ids(row, vocab_size)

@@ -22,7 +22,6 @@ import random
 import numpy as np
 import pytest
 import torch
-
 from serving_tools import PADDING, REFUSED_REQUEST, SGLANG_REQUESTS, pick, require, smollm2_tokenizer, vocab_bits
 
 pytestmark = pytest.mark.slow

@@ -38,6 +38,7 @@ __all__ = [
     "GrammarRequest",
     "ServingError",
     "EngineCache",
+    "shared_engine_cache",
     "vocab_from_tokenizer_info",
 ]
 
@@ -222,10 +223,25 @@ def request_from_json(spec: Any, **options: Any) -> GrammarRequest:
         raise ServingError(f"unknown cfgzip argument(s) {', '.join(map(repr, unknown))}")
     if len(kinds) != 1:
         raise ServingError(
-            "give exactly one of json_schema, ebnf, regex, structural_tag" + (f" (got {', '.join(kinds)})" if kinds else "")
+            "give exactly one of json_schema, ebnf, regex, structural_tag"
+            + (f" (got {', '.join(kinds)})" if kinds else "")
         )
     kind = kinds[0]
     value = spec[kind]
     if kind in ("json_schema", "structural_tag") and isinstance(value, (dict, list, bool)):
         value = json.dumps(value)
     return GrammarRequest(kind, value, **options)
+
+
+_SHARED: dict[str, EngineCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_engine_cache(vocab: VocabTable) -> EngineCache:
+    """The process's engine cache for ``vocab`` (by fingerprint): backends and processors made
+    for one model in one process (vLLM builds its processor per runner) share their grammars."""
+    with _SHARED_LOCK:
+        cache = _SHARED.get(vocab.fingerprint)
+        if cache is None:
+            cache = _SHARED[vocab.fingerprint] = EngineCache(vocab)
+        return cache

@@ -67,7 +67,9 @@ def register() -> None:
     register_grammar_backend(BACKEND_NAME, create_backend)
 
 
-def create_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None) -> CfgzipGrammarBackend:
+def create_backend(
+    server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None
+) -> CfgzipGrammarBackend:
     """What SGLang's ``create_grammar_backend`` calls for ``--grammar-backend cfgzip``.
 
     Reads the same JSON options as SGLang's XGrammar backend (``--constrained-json-disable-any-whitespace``,
@@ -109,7 +111,9 @@ class CfgzipGrammar(BaseGrammarObject):
             return
         self.current_token = token
         if not self.matcher.accept_token(int(token)):
-            raise ValueError(f"token {token} is not allowed by the grammar here (cfgzip); accepted so far: {len(self.accepted_tokens)}")
+            raise ValueError(
+                f"token {token} is not allowed by the grammar here (cfgzip); accepted so far: {len(self.accepted_tokens)}"
+            )
         self.accepted_tokens.append(int(token))
 
     def rollback(self, k: int) -> None:
@@ -199,7 +203,9 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         if hasattr(tokenizer, "init_xgrammar"):  # tokenizers SGLang's XGrammar backend asks the same way
             info, override_stop_tokens = tokenizer.init_xgrammar()
             if info is None:
-                raise ValueError(f"tokenizer type {type(tokenizer).__name__} is not supported by XGrammar, nor by cfgzip")
+                raise ValueError(
+                    f"tokenizer type {type(tokenizer).__name__} is not supported by XGrammar, nor by cfgzip"
+                )
             if override_stop_tokens is not None:
                 info = xgr.TokenizerInfo(
                     info.decoded_vocab,
@@ -210,7 +216,9 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
                     else [override_stop_tokens],
                 )
         else:
-            info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=model_eos_token_ids)
+            info = xgr.TokenizerInfo.from_huggingface(
+                tokenizer, vocab_size=vocab_size, stop_token_ids=model_eos_token_ids
+            )
         name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
         self.vocab = vocab_from_tokenizer_info(info, name=name)
         self.vocab_size = vocab_size
