@@ -214,7 +214,9 @@ def fill_vocab_rows(bitmask: torch.Tensor, rows: Sequence[tuple[int, Displacemen
     for row, matcher in rows:
         vocab_row = matcher.vocab_row()
         if vocab_row.shape[0] > out.shape[1]:
-            raise ValueError(f"a row of {vocab_row.shape[0]} words does not fit a bitmask of {out.shape[1]} words per row")
+            raise ValueError(
+                f"a row of {vocab_row.shape[0]} words does not fit a bitmask of {out.shape[1]} words per row"
+            )
         out[row, : vocab_row.shape[0]] = vocab_row
 
 

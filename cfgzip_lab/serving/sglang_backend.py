@@ -47,6 +47,7 @@ from sglang.srt.constrained.base_grammar_backend import (
     GrammarStats,
     InvalidGrammarObject,
 )
+from sglang.srt.constrained.json_schema_validation import UnsupportedJSONSchemaFeature, validate_xgrammar_json_schema
 
 from .grammars import EngineCache, GrammarRequest, ServingError, vocab_from_tokenizer_info
 
@@ -239,14 +240,7 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         if key_string == "$$ANY$$":
             return self._dispatch("json", key_string, GrammarRequest("any_json", ""))
         try:
-            from sglang.srt.constrained.json_schema_validation import (
-                UnsupportedJSONSchemaFeature,
-                validate_xgrammar_json_schema,
-            )
-
             validate_xgrammar_json_schema(json.loads(key_string))  # refuse what their XGrammar backend refuses
-        except (ImportError, AttributeError):
-            pass
         except (UnsupportedJSONSchemaFeature, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             logger.error("cfgzip refused a json request: %s", exc)
             return InvalidGrammarObject(str(exc))
