@@ -12,9 +12,9 @@ decoded bytes, special ids, stop ids and padded size), so both see the same toke
 asked for by several requests at once is built once (the others wait for that build), and a
 refused grammar's reason is remembered so that repeating it costs a dictionary look-up.
 
-The cache engineer's per-request API (``cfgzip_lab.grammar_cache``) will take over
-:func:`_build_engine`'s job (with its on-disk class cache); until it is in main this module
-builds with ``compile_grammar`` + ``build_classes`` + ``build_native_engine``.
+The engines themselves come from the per-request API, :class:`cfgzip_lab.grammar_cache.GrammarCache`
+(by default the process's shared one): an in-process LRU over the on-disk class cache, so a
+schema is classed once per machine and loaded from disk by the next server process.
 """
 
 from __future__ import annotations
@@ -130,14 +130,14 @@ def _line(text: str, number: int) -> str:
     return line if len(line) <= 120 else line[:117] + "..."
 
 
-def _build_engine(ebnf: str, vocab: VocabTable, source: str) -> NativeEngine:
-    """Front end, classing and σ_in index for one grammar (the seam for the per-request cache API)."""
-    from ..native import build_native_engine
-    from ..pipeline import build_classes, compile_grammar
+def _build_engine(ebnf: str, vocab: VocabTable, grammars: Any) -> NativeEngine:
+    """The native engine of one EBNF: the per-request API's (memory, then disk, then front end,
+    classing and σ_in index)."""
+    if grammars is None:
+        from ..grammar_cache import default_grammar_cache
 
-    compiled = compile_grammar(ebnf, source=source)
-    classing = build_classes(compiled, vocab)
-    return build_native_engine(compiled, vocab, classing.classes, classing=classing)
+        grammars = default_grammar_cache()
+    return grammars.engine(ebnf, vocab, kind="ebnf")
 
 
 @dataclass
@@ -156,12 +156,15 @@ class EngineCache:
     :meth:`engine` is safe to call from several threads (SGLang compiles grammars on a thread
     pool): the first caller of a grammar builds it, the others wait for that build. A refused
     grammar is kept too (its reason, not an engine), so a client repeating it is answered at once.
-    ``stats`` counts hits, builds and refusals.
+    ``stats`` counts hits, builds (engines asked of ``grammars``, which may find them in memory
+    or on disk) and refusals. ``grammars`` is the per-request API's cache
+    (:class:`cfgzip_lab.grammar_cache.GrammarCache`; None: the process's default one).
     """
 
-    def __init__(self, vocab: VocabTable, *, capacity: int = 64) -> None:
+    def __init__(self, vocab: VocabTable, *, capacity: int = 64, grammars: Any = None) -> None:
         self.vocab = vocab
         self.capacity = int(capacity)
+        self.grammars = grammars
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
         self._lock = threading.Lock()
         self.stats = {"hits": 0, "builds": 0, "refused": 0}
@@ -186,7 +189,7 @@ class EngineCache:
         if owner:
             start = time.perf_counter()
             try:
-                slot.engine = _build_engine(ebnf, self.vocab, source=f"<{request.kind}>")
+                slot.engine = _build_engine(ebnf, self.vocab, self.grammars)
                 self.stats["builds"] += 1
             except CfgzipError as exc:
                 slot.error = f"cfgzip cannot serve this {request.kind}: {_reason(exc, ebnf)}"

@@ -9,10 +9,11 @@ changes for a server started without ``--grammar-backend cfgzip``.
 Requests: JSON Schema (``$$ANY$$`` too), EBNF, regex and structural tags, each converted to EBNF
 by XGrammar with the server's JSON options (:mod:`.grammars`) and served by the native engine
 (which moves a request past its state budget to the compressed XGrammar engine, never a wrong
-mask). Grammars are compiled once per process and shared: SGLang's own cache keeps one
-:class:`CfgzipGrammar` per key and hands out :meth:`CfgzipGrammar.copy`, and
+mask). Grammars are compiled once and shared: SGLang's own cache keeps one
+:class:`CfgzipGrammar` per key and hands out :meth:`CfgzipGrammar.copy`,
 :class:`~.grammars.EngineCache` keeps one engine per EBNF (two keys that convert to the same
-EBNF share it). A request we cannot serve (a construct the front end refuses, a budget) gets
+EBNF share it), and the per-request API's cache (``cfgzip_lab.grammar_cache``) keeps the
+classes on disk, so a schema is classed once per machine. A request we cannot serve (a construct the front end refuses, a budget) gets
 SGLang's ``InvalidGrammarObject`` with the reason: SGLang aborts that request with the message
 and the server keeps running.
 
@@ -197,6 +198,7 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         any_whitespace: bool = True,
         max_whitespace_cnt: int | None = None,
         capacity: int = 64,
+        grammars: Any = None,
     ) -> None:
         super().__init__()
         import xgrammar as xgr
@@ -223,7 +225,7 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
         self.vocab = vocab_from_tokenizer_info(info, name=name)
         self.vocab_size = vocab_size
-        self.engines = EngineCache(self.vocab, capacity=capacity)
+        self.engines = EngineCache(self.vocab, capacity=capacity, grammars=grammars)
         self.any_whitespace = any_whitespace
         self.max_whitespace_cnt = max_whitespace_cnt
 
