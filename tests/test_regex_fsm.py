@@ -148,6 +148,23 @@ def test_quirk__pattern__json_string__accepted__rejected(quirk, pattern, json_st
     assert_same_automaton(pattern, json_string)
 
 
+@pytest.mark.parametrize(
+    "text, accepted, rejected",
+    [
+        ('root ::= "<" Regex("(ab+)?") ">"', ["<>", "<b>", "<ab>", "<bb>"], ["<a>"]),
+        ('root ::= x x\nx ::= Regex("(a{0,2}|a)") "-"', ["--", "a-aaa-", "aaaa-a-"], ["-"]),
+        ('root ::= Regex("(a?){2,150}") "b" Regex("(ab*)?")', ["b", "bb", "aab", "bab", "ba"], ["a"]),
+    ],
+)
+def test_a_regex_among_other_elements_keeps_its_quirks(text, accepted, rejected):
+    """XGrammar lifts every Regex into a rule of its own: its automaton does not depend on what
+    stands around it (nullable ones included)."""
+    for data, xgrammar_says, we_say in both_verdicts(text, accepted + rejected):
+        expected = data in {as_bytes(s) for s in accepted}
+        assert xgrammar_says == expected, f"XGrammar on {data!r}: the table is wrong"
+        assert we_say == expected, f"cfgzip on {data!r}"
+
+
 # ---- large repetitions: a sub-rule and a counter, never unrolled -------------------------------
 
 
