@@ -54,13 +54,19 @@ term ::= factor (("*" | "/") factor)*
 factor ::= [0-9]+ | "(" expr ")"
 """
 EMAIL = r"[a-z]{1,8}@(example|test)\.(com|org)"
-ANSWER_TAG = {
+ANSWER_TAG = {  # the second tag's missing json_schema means any JSON ({}), as SGLang reads it
     "type": "structural_tag",
     "format": {
-        "type": "tag",
-        "begin": "<answer>",
-        "content": {"type": "json_schema", "json_schema": {"type": "integer"}},
-        "end": "</answer>",
+        "type": "sequence",
+        "elements": [
+            {
+                "type": "tag",
+                "begin": "<answer>",
+                "content": {"type": "json_schema", "json_schema": {"type": "integer"}},
+                "end": "</answer>",
+            },
+            {"type": "tag", "begin": "<note>", "content": {"type": "json_schema"}, "end": "</note>"},
+        ],
     },
 }
 TRIGGERED_TAG = {

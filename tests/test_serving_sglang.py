@@ -7,7 +7,10 @@ arguments ``create_grammar_backend`` gives it. Both then get the same requests t
 cache (``get_cached_or_future_value`` / ``set_cache`` / ``copy``) and the same batches through
 ``allocate_vocab_mask`` / ``fill_vocab_mask_batched`` / ``apply_vocab_mask``, with rollbacks and a
 speculative-decoding tree walk; every mask bit over the vocabulary is compared (bits past it in the last word are nobody's:
-XGrammar sets them 0 or 1 depending on how it computed the row, ours are 0).
+XGrammar sets them 0 or 1 depending on how it computed the row, ours are 0). A bit that differs
+must be one where XGrammar's mask contradicts its own ``accept_token`` (XGrammar 0.2.8 does so
+after a JSON string inside a structural tag: 18 bits in one state of this walk), and ours must
+say what ``accept_token`` says.
 
 ``create_grammar_backend`` itself needs SGLang's published config (``runtime_context.publish``),
 and publishing imports ``sglang.srt.configs``, which imports torchvision at module level; PyPI's
@@ -106,7 +109,7 @@ def test_mixed_batches_equal_xgrammar_backend_word_for_word(backends):
 
     rngs = [random.Random(i) for i in range(len(rows_ours))]
     logits_gen = torch.Generator().manual_seed(0)
-    steps = 0
+    steps, disagreements = 0, []
     for step in range(40):
         live = [i for i, g in enumerate(rows_theirs) if not g.is_terminated()]
         assert live == [i for i, g in enumerate(rows_ours) if not g.is_terminated()]
@@ -120,13 +123,23 @@ def test_mixed_batches_equal_xgrammar_backend_word_for_word(backends):
             mask = first.allocate_vocab_mask(vocab_size=vocab_size, batch_size=len(rows), device="cpu")
             first.fill_vocab_mask_batched([GrammarRow(row=i, grammar=rows[i]) for i in live], mask)
             masks.append(first.move_vocab_mask(mask, "cpu"))
-        assert np.array_equal(vocab_bits(masks[0], vocab_size), vocab_bits(masks[1], vocab_size)), f"step {step}"
+        bits_ours, bits_theirs = vocab_bits(masks[0], vocab_size), vocab_bits(masks[1], vocab_size)
+        for row, token in zip(*np.nonzero(bits_ours != bits_theirs)):
+            # Only where XGrammar's own accept_token contradicts its mask (an XGrammar 0.2.8 bug: a
+            # string's lookahead `(=[ \n\r\t]* [,}\]:])` refuses a token that accept_token takes);
+            # the native engine follows the language there, as `cfgzip-lab verify` arbitrates.
+            matcher = rows_theirs[row].matcher
+            accepted = matcher.accept_token(int(token))
+            if accepted:
+                matcher.rollback(1)
+            assert accepted == bool(bits_ours[row, token]), f"step {step}, row {row}, token {token}"
+            disagreements.append((step, int(row), int(token)))
         steps += 1
         if step % 10 == 9:  # the masked logits too, through each backend's apply
             logits = torch.randn(len(rows_ours), vocab_size, generator=logits_gen)
             mine, ref = logits.clone(), logits.clone()
             rows_ours[live[0]].apply_vocab_mask(mine, masks[0])
-            rows_theirs[live[0]].apply_vocab_mask(ref, masks[1])
+            rows_theirs[live[0]].apply_vocab_mask(ref, masks[0])  # our mask through their apply
             assert torch.equal(mine, ref)
         for i in live:
             token = pick(masks[1][i].numpy(), vocab_size, rngs[i], {EOS}, stop_after=25, step=step)
@@ -139,6 +152,7 @@ def test_mixed_batches_equal_xgrammar_backend_word_for_word(backends):
                 rows_ours[i].accept_token(token)
                 rows_theirs[i].accept_token(token)
     assert steps >= 20
+    assert len(disagreements) < vocab_size // 100, disagreements[:5]  # rare, and each one arbitrated
     ended = [g.is_terminated() for g in rows_theirs]
     assert ended == [g.is_terminated() for g in rows_ours] and any(ended)  # some walks reached a stop token
 

@@ -276,6 +276,12 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
             except (KeyError, TypeError, ValueError, RuntimeError) as exc:
                 return InvalidGrammarObject(f"invalid structural_tag: {exc}")
             return self._dispatch("structural_tag", key_string, GrammarRequest("structural_tag", text))
+        if isinstance(tag, dict) and isinstance(tag.get("format"), dict):
+            # a missing json_schema means {}, as SGLang's XGrammar backend reads it (its own helper)
+            from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
+
+            XGrammarGrammarBackend._sanitize_structural_format(tag["format"])
+            return self._dispatch("structural_tag", key_string, GrammarRequest("structural_tag", json.dumps(tag)))
         return self._dispatch("structural_tag", key_string)
 
     def reset(self) -> None:
