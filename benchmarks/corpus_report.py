@@ -58,6 +58,11 @@ def summarize(items: list[dict[str, Any]]) -> dict[str, Any]:
         "failed": sum(i["verdict"] == "failed" for i in accepted),
         "crashed": sum(i["verdict"] == "crashed" for i in accepted),
         "refusals": dict(Counter(i["reason"] for i in accepted if i["verdict"] == "refused").most_common()),
+        # the XGrammar constructs (SOURCES.txt of xgrammar-tests) of the items refused for each reason
+        "refusal_features": {
+            reason: dict(Counter(f for i in accepted if i["reason"] == reason for f in i.get("features", [])))
+            for reason in {i["reason"] for i in accepted if i["verdict"] == "refused"}
+        },
         "refusal_stages": dict(Counter(i["stage"] for i in accepted if i["verdict"] == "refused").most_common()),
         "over_budget_stages": dict(
             Counter(f"{i['stage']} ({i['reason']})" for i in accepted if i["verdict"] == "over budget").most_common()
@@ -77,6 +82,7 @@ def summarize(items: list[dict[str, Any]]) -> dict[str, Any]:
             "mismatches": sum(c["mismatches"] for c in checks),
             "items_mismatching": sorted(i["name"] for i in served for c in _checks(i, engine) if c["mismatches"]),
             "xgrammar_disagreements": sum(c["xgrammar_disagreements"] for c in checks),
+            "disagreeing": sorted(i["name"] for i in served for c in _checks(i, engine) if c["xgrammar_disagreements"]),
             "errors": sorted(i["name"] for i in served for c in _checks(i, engine) if c.get("error")),
         }
     s["native"]["served_by_compressed"] = sorted(
@@ -112,8 +118,25 @@ def _groups(counts: dict[str, int], top: int = 4) -> str:
 
 
 def _short(reason: str) -> str:
+    """A refusal reason for a table cell: "TagDispatch(...): it scans free text for tags"."""
     reason = re.sub(r"^(GrammarError|ClassingLimitError|IndexTooLarge|GrammarCompileError): ", "", reason)
-    return reason if len(reason) <= 70 else reason[:67] + "…"
+    m = re.match(
+        r"cfgzip cannot reproduce the language of (.+?) exactly[;:]? ?(?:ignoring it would make token classes unsound: )?(.*)",
+        reason,
+    )
+    if m:
+        reason = f"{m.group(1)}: {m.group(2)}" if m.group(2) else m.group(1)
+    reason = re.sub(r"^unexpected …; expected an element.*", "a parse error (unexpected …)", reason)
+    return reason if len(reason) <= 90 else reason[:90].rsplit(" ", 1)[0] + " …"
+
+
+def _stages(counts: dict[str, int]) -> str:
+    """``{"gnf (time)": 6, "classing (memory)": 1}`` → ``gnf 6, classing 1 (memory)``."""
+    parts = []
+    for key, n in counts.items():
+        stage, _, what = key.partition(" (")
+        parts.append(f"{stage} {n}" + ("" if what.startswith("time") else f" ({what}"))
+    return ", ".join(parts)
 
 
 def coverage_table(corpora: dict[str, Any]) -> str:
@@ -127,29 +150,54 @@ def coverage_table(corpora: dict[str, Any]) -> str:
     for corpus, s in summary.items():
         lines.append(
             f"| {corpus} | {_n(s['items'])} | {_n(s['xgrammar_accepts'])} | {_n(s['served'])} | {_n(s['refused'])} "
-            f"| {_n(s['over_budget'])}{' (' + _groups(s['over_budget_stages']) + ')' if s['over_budget'] else ''} "
+            f"| {_n(s['over_budget'])}{' (' + _stages(s['over_budget_stages']) + ')' if s['over_budget'] else ''} "
             f"| {s['failed']} / {s['crashed']} | {_n(s['compressed']['steps'])} / {_n(s['native']['steps'])} "
             f"| {_n(s['compressed']['mismatches'])} / {_n(s['native']['mismatches'])}"
             f"{_mismatching(s)} |"
         )
     reasons: Counter[str] = Counter()
     per: dict[str, Counter[str]] = {}
+    features: dict[str, Counter[str]] = {}
     for corpus, s in summary.items():
         for reason, n in s["refusals"].items():
             reasons[reason] += n
             per.setdefault(reason, Counter())[corpus] += n
+            features.setdefault(reason, Counter()).update(s.get("refusal_features", {}).get(reason, {}))
     if reasons:
-        lines += ["", "| refused because | items | of which |", "|---|---|---|"]
+        lines += ["", "| refused because | items | of which | XGrammar constructs they use |", "|---|---|---|---|"]
         for reason, n in reasons.most_common():
             where = ", ".join(f"{c} {k}" for c, k in per[reason].most_common())
             cell = _short(reason).replace("|", "\\|")
-            lines.append(f"| {cell} | {n} | {where} |")
+            used = ", ".join(f"{f} {k}" for f, k in features[reason].most_common(4)) or "–"
+            lines.append(f"| {cell} | {n} | {where} | {used} |")
     settings = corpora.get("settings", {})
+    notes = []
+    disagreeing = [
+        f"{c}/{name}"
+        for c, s in summary.items()
+        for name in sorted(set(s["compressed"].get("disagreeing", [])) | set(s["native"].get("disagreeing", [])))
+    ]
+    n = sum(s[e]["xgrammar_disagreements"] for s in summary.values() for e in ENGINES)
+    if n:
+        notes.append(
+            f"XGrammar's mask contradicted its own `accept_token` on {n:,} steps, counted apart "
+            f"({', '.join(disagreeing)}): the engines follow the language there."
+        )
+    replayed = sum(s["instances_replayed"] for s in summary.values())
+    refused = sum(s["instances_refused_by_xgrammar"] for s in summary.values())
+    schema = sum(s[SCHEMA_CHECK]["steps"] for s in summary.values())
+    schema_bad = sum(s[SCHEMA_CHECK]["mismatches"] for s in summary.values())
+    notes.append(
+        f"{replayed} instances replayed ({refused} of them refused part-way by XGrammar's own grammar, "
+        f"as by both engines); XGrammar from the schema vs over its printed EBNF: {schema:,} steps, "
+        f"{schema_bad} differing."
+    )
     lines += [
         "",
-        f"Run: {corpora.get('command', 'benchmarks/sweep.py --corpora all')} ({settings.get('tokenizer', '?')}, "
-        f"{corpora.get('wall_seconds', 0) / 60:.0f} min wall on {settings.get('workers', '?')} workers, "
-        f"{corpora.get('date', '')}; commit {corpora.get('commit', '?')}).",
+        " ".join(notes),
+        f"Run: `{corpora.get('command', 'benchmarks/sweep.py --corpora all')}` ({settings.get('tokenizer', '?')}, "
+        f"{corpora.get('wall_seconds', 0) / 60:.0f} min wall on {settings.get('workers', '?')} workers of the shared "
+        f"2-core machine, {corpora.get('date', '')}; cfgzip_lab at {corpora.get('package_commit', corpora.get('commit', '?'))}).",
     ]
     return "\n".join(lines)
 

@@ -208,12 +208,18 @@ def error_message(exc: BaseException) -> str:
 def refusal_reason(exc: BaseException) -> str:
     """A refusal's group: its type and its message with the particulars (names, quoted text,
     numbers, positions) taken out, so that "a lookahead at line 3" and "… at line 9" group."""
-    message = error_message(exc).splitlines()[0] if error_message(exc) else ""
+    return reason_of(type(exc).__name__, error_message(exc))
+
+
+def reason_of(type_name: str, message: str) -> str:
+    """:func:`refusal_reason` from an error's type name and message (as an item keeps them)."""
+    message = message.splitlines()[0] if message else ""
     message = re.sub(r"^line \d+, column \d+: ", "", message)
     message = _QUOTED.sub("…", message)
+    message = re.sub(r"\[[^\]\n]*\]", "[…]", message)  # attribute lists, character classes
     message = _NUMBER.sub("N", message)
     message = re.sub(r"\s+", " ", message).strip()
-    return f"{type(exc).__name__}: {message[:140]}"
+    return f"{type_name}: {message[:240]}"
 
 
 # ---------------------------------------------------------------------------------------

@@ -347,9 +347,32 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _git_commit() -> str:
+def _compact(value: Any) -> Any:
+    """Without the null and empty fields (an item's dataclass defaults fill them back in)."""
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def dump_sweep_json(table: dict[str, Any]) -> str:
+    """The sweep's JSON, indented, with each corpus item on one line (944 lines, not 78,000: diffs
+    between two sweeps stay readable)."""
+    corpora = table.get("corpora")
+    if not corpora or "items" not in corpora:
+        return json.dumps(table, indent=1, default=str)
+    marker = "@@corpus items@@"
+    text = json.dumps({**table, "corpora": {**corpora, "items": marker}}, indent=1, default=str)
+    lines = ",\n".join("  " + json.dumps(_compact(item), ensure_ascii=False, default=str) for item in corpora["items"])
+    return text.replace(json.dumps(marker), "[\n" + lines + "\n ]")
+
+
+def _git_commit(*paths: str) -> str:
+    """HEAD's short hash, or the last commit that touched ``paths`` (``cfgzip_lab``: the code swept)."""
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        cmd = ["git", "-C", str(REPO), "log", "-1", "--format=%h", "--", *paths]
+        out = subprocess.run(cmd, capture_output=True, text=True)
         return out.stdout.strip() or "?"
     except OSError:
         return "?"
@@ -452,17 +475,33 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
             "command": "benchmarks/sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": datetime.date.today().isoformat(),
             "commit": _git_commit(),
+            "package_commit": _git_commit("cfgzip_lab"),
             "settings": {"tokenizer": tokenizer, "workers": args.workers, **asdict(limits)},
             "machine": machine_info(),
             "wall_seconds": round(wall, 1),
             "summary": summary,
             "items": dicts,
         }
-        args.json.write_text(json.dumps(table, indent=1, default=str))
+        args.json.write_text(dump_sweep_json(table))
         print(f"wrote {args.json}")
     bad = sum(s["compressed"]["mismatches"] + s["native"]["mismatches"] for s in summary.values())
     bad += sum(s["failed"] + s["crashed"] + s["over_budget"] for s in summary.values())
     return 0 if bad == 0 else 1
+
+
+def resummarize(corpora: dict[str, Any]) -> dict[str, Any]:
+    """The summary recomputed from the items (with today's grouping of refusal reasons), so a
+    table made from an older sweep's JSON reads like a new one."""
+    from corpus_report import summarize_all
+    from item_check import ItemResult, reason_of
+
+    items = []
+    for d in corpora["items"]:
+        item = ItemResult.from_dict(d).to_dict()
+        if item["verdict"] == "refused" and item["reason"] and item["error"]:
+            item["reason"] = reason_of(item["reason"].split(":", 1)[0], item["error"])
+        items.append(item)
+    return {**corpora, "summary": summarize_all(items)}
 
 
 def print_corpus_table(path: Path, readme: Path | None) -> int:
@@ -473,7 +512,7 @@ def print_corpus_table(path: Path, readme: Path | None) -> int:
     if "corpora" not in table:
         print(f"{path} has no corpus sweep (run --corpora ... --json {path})", file=sys.stderr)
         return 2
-    text = coverage_table(table["corpora"])
+    text = coverage_table(resummarize(table["corpora"]))
     print(text)
     if readme is not None and not update_readme(readme, text):
         print(f"{readme} has no coverage markers", file=sys.stderr)

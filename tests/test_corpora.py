@@ -226,3 +226,17 @@ def test_an_item_is_served_and_verified_over_a_small_vocabulary(toy_prepared):
     for check in checks.values():
         assert check.steps > 0 and check.mismatches == 0 and check.docs == 1, check
     assert set(item_check.BUILD_STAGES) <= set(result.seconds), result.seconds
+
+
+def test_the_readme_coverage_table_is_the_one_docs_sweep_json_gives():
+    """README's table is generated (sweep.py --corpus-table docs/sweep.json --readme README.md), never edited."""
+    import json
+
+    import corpus_report
+    import sweep
+
+    table = json.loads((REPO / "docs" / "sweep.json").read_text())
+    expected = corpus_report.coverage_table(sweep.resummarize(table["corpora"]))
+    readme = (REPO / "README.md").read_text()
+    shown = readme.split(corpus_report.START, 1)[1].split(corpus_report.END, 1)[0].strip()
+    assert shown == expected, "regenerate: benchmarks/sweep.py --corpus-table docs/sweep.json --readme README.md"
