@@ -229,3 +229,65 @@ def test_v2_request_states_masks_equal_vllm_structured_output(vllm_config, refer
     assert ours.add_request(3, _params(REQUESTS[1][0]))
     for _ in range(4):
         step(slots)
+
+    # speculative decoding: rows [committed, draft 1, draft 2] per request; draft 1 from the
+    # grammar, draft 2 any token (often refused). Row j's mask is the state after drafts 1..j; a
+    # row behind a refused draft is left alone (vLLM's structured output leaves it too).
+    import xgrammar as xgr
+
+    live = [s for s in slots if not grammars[s].is_terminated()]
+    for _ in range(3):
+        live = [s for s in live if not grammars[s].is_terminated()]
+        if not live:
+            break
+        order, feed, drafts = [], [], {}
+        for slot in live:
+            probe = xgr.allocate_token_bitmask(1, vocab)
+            grammars[slot].fill_bitmask(probe, 0)
+            d1 = _choose(torch.zeros(vocab).masked_fill(~_bits(probe, vocab), float("-inf")), rng)
+            drafts[slot] = [d1, rng.randrange(vocab)]
+            order += [slot] * 3
+            feed += [sequences[slot][-1], *drafts[slot]]
+        n = len(order)
+        base = {s: len(sequences[s]) - 1 for s in live}
+        ctx = LogitsContext(
+            expanded_idx_mapping=torch.tensor(order),
+            idx_mapping=torch.tensor(live),
+            idx_mapping_np=np.array(live),
+            expanded_local_pos=torch.tensor([0, 1, 2] * len(live)),
+            input_ids=torch.tensor(feed),
+            pos=torch.tensor([base[s] + j for s in live for j in range(3)]),
+            seq_lens_upper_bound_np=np.array([base[s] + 3 for s in live]),
+        )
+        logits = torch.randn(n, vocab, generator=gen)
+        mine = ours.apply(logits.clone(), ctx)
+        bitmask = xgr.allocate_token_bitmask(n, vocab)
+        for k, slot in enumerate(live):  # the reference: vLLM's grammar, drafts accepted then rolled back
+            grammar, taken = grammars[slot], 0
+            grammar.fill_bitmask(bitmask, 3 * k)
+            for j, token in enumerate(drafts[slot], start=1):
+                if grammar.is_terminated() or not grammar.matcher.accept_token(token):
+                    break
+                taken += 1
+                if not grammar.matcher.is_terminated():
+                    grammar.fill_bitmask(bitmask, 3 * k + j)
+            if taken:
+                grammar.matcher.rollback(taken)
+        theirs = logits.clone()
+        xgr.apply_token_bitmask_inplace(theirs, bitmask)
+        assert torch.equal(mine, theirs)
+        for k, slot in enumerate(live):  # draft 1 accepted, plus a bonus token from row 1
+            bonus = _choose(theirs[3 * k + 1], rng)
+            new = [drafts[slot][0], bonus]
+            if not grammars[slot].accept_tokens(str(slot), new):
+                new = [drafts[slot][0]]  # draft 1 ended the grammar
+            start = len(sequences[slot])
+            sequences[slot] += new
+            states.all_token_ids.gpu[slot, start : len(sequences[slot])] = torch.tensor(new, dtype=torch.int32)
+    step(live or slots[:1])  # the committed tokens are taken from all_token_ids at the next step
+
+
+def _bits(bitmask, vocab):
+    from serving_tools import vocab_bits
+
+    return torch.from_numpy(vocab_bits(bitmask, vocab)[0].astype(bool))

@@ -15,18 +15,20 @@ implements both interfaces (V1: ``__init__(vllm_config, device, is_pin_memory)``
 that is not its own interface's subclass).
 
 Each request's matcher is advanced from the request's output tokens (V1: the live output list
-its ``BatchUpdate`` hands over; V2: the token fed at each row's position, and the committed
-tokens in ``req_states.all_token_ids`` after a preemption), then its row is filled (rows of
-different grammars into one full-vocabulary bitmask, :func:`cfgzip_lab.native.matcher.fill_vocab_rows`)
-and applied to the logits.
+its ``BatchUpdate`` hands over; V2: the token fed at the request's first row, and the committed
+tokens in ``req_states.all_token_ids`` after a preemption or accepted drafts), then its rows are
+filled (rows of different grammars into one full-vocabulary bitmask,
+:func:`cfgzip_lab.native.matcher.fill_vocab_rows`) and applied to the logits.
 
 What this route cannot do, and what a patch of vLLM's structured-output manager would give:
 
 - no overlap: the masks are filled inside ``apply``, after the forward pass, on the critical
   path; vLLM's structured-output manager fills XGrammar's bitmasks in the scheduler while the
   model runs. On V2 reading this step's tokens from the device is a synchronisation too.
-- no speculative decoding on V1 (vLLM refuses custom logits processors then); on V2 the rows of
-  draft tokens are left unmasked by this processor.
+- no speculative decoding on V1: vLLM refuses custom logits processors named with
+  ``--logits-processors`` then, and silently leaves out the entry-point ones, so ``cfgzip``
+  requests would run unconstrained (do not combine the two). On V2 each draft token's row is
+  masked by the request's state after the drafts before it (accepted for the fill, rolled back).
 - a grammar the worker cannot build (it passed ``validate_params``, which runs our front end at
   admission and refuses with the reason, but classing failed) cannot fail its request from
   here: its rows allow only the stop tokens, so it ends at once, and the reason is logged.
@@ -159,24 +161,43 @@ class CfgzipLogitsProcessor(*_Bases):
             logger.error("cfgzip cannot serve a request (it may only stop): %s", exc)
             return _Request(None, broken=str(exc))
 
-    def _mask(self, logits: torch.Tensor, rows: list[tuple[int, _Request]]) -> torch.Tensor:
-        """Fill the rows' masks into one bitmask and apply it (rows not listed stay all-allowed)."""
+    def _mask(self, logits: torch.Tensor, rows: list[tuple[int, _Request, list[int]]]) -> torch.Tensor:
+        """Fill the rows' masks into one bitmask and apply it (rows not listed stay all-allowed).
+
+        A row's mask is its request's state after the row's draft tokens (speculative decoding on
+        Model Runner V2; none elsewhere): they are accepted for the fill and rolled back after it.
+        A row behind a draft the grammar refuses is left all-allowed: its draft is rejected anyway,
+        since the row before it has that token masked.
+        """
         import xgrammar as xgr
 
         from ..expand import apply_vocab_bitmask_inplace
         from ..native.matcher import fill_vocab_rows
 
-        live = [(i, r) for i, r in rows if r.masked]
+        live = [(i, r, d) for i, r, d in rows if r.masked]
         if not live:
             return logits
         bitmask = torch.full(xgr.get_bitmask_shape(logits.shape[0], self.vocab_size), -1, dtype=torch.int32)
-        fill_vocab_rows(bitmask, [(i, r.matcher) for i, r in live if r.matcher is not None and not r.broken])
         words = bitmask.numpy().view(np.uint32)
-        for i, r in live:
+        plain = []
+        for i, r, drafts in live:
             if r.matcher is None or r.broken:  # refused or broken: stop tokens only
                 words[i] = 0
                 for s in self.stop_ids:
                     words[i, s >> 5] |= np.uint32(1 << (s & 31))
+            elif not drafts:
+                plain.append((i, r.matcher))
+            else:
+                taken = 0
+                for token in drafts:
+                    if r.matcher.is_terminated() or not r.matcher.accept_token(int(token)):
+                        break
+                    taken += 1
+                if taken == len(drafts) and not r.matcher.is_terminated():
+                    fill_vocab_rows(bitmask, [(i, r.matcher)])
+                if taken:
+                    r.matcher.rollback(taken)
+        fill_vocab_rows(bitmask, plain)
         return apply_vocab_bitmask_inplace(logits, bitmask, min(logits.shape[-1], self.vocab_size))
 
     # -- V1 --------------------------------------------------------------------------------
@@ -216,8 +237,10 @@ class CfgzipLogitsProcessor(*_Bases):
     def apply_staged_writes(self) -> None:
         """V2: nothing staged (the state is on the host)."""
 
-    def _advance_v2(self, ctx: Any) -> list[tuple[int, _Request]]:
-        """The rows this processor masks, each request advanced to the tokens its row has seen."""
+    def _advance_v2(self, ctx: Any) -> list[tuple[int, _Request, list[int]]]:
+        """The rows this processor masks, with their draft tokens; each request first advanced to
+        its committed tokens (the token fed at its first row is the newest; older ones, after a
+        preemption or accepted drafts, are read from ``req_states.all_token_ids``)."""
         slots = ctx.expanded_idx_mapping.tolist()
         if not any(s in self.requests for s in slots):
             return []
@@ -225,31 +248,34 @@ class CfgzipLogitsProcessor(*_Bases):
         positions = ctx.pos.tolist()
         inputs = ctx.input_ids.tolist()
         prompt_len = self.req_states.prompt_len.np
-        rows = []
+        by_slot: dict[int, list[int]] = {}
         for row, slot in enumerate(slots):
-            request = self.requests.get(slot)
-            if request is None or local[row] != 0:  # a draft token's row: not ours to mask
-                continue
+            if slot in self.requests:
+                by_slot.setdefault(slot, []).append(row)
+        out = []
+        for slot, rows in by_slot.items():
+            rows.sort(key=local.__getitem__)
+            request, first = self.requests[slot], rows[0]
             if request.matcher is not None and not request.broken:
-                seen = max(0, positions[row] + 1 - int(prompt_len[slot]))  # output tokens known at this row
+                seen = max(0, positions[first] + 1 - int(prompt_len[slot]))  # committed output tokens
                 done = request.accepted
                 if seen < done:
                     request.rollback(done - seen)
                 elif seen > done:
                     start = int(prompt_len[slot]) + done
                     older = (
-                        self.req_states.all_token_ids.gpu[slot, start : positions[row]].tolist()
+                        self.req_states.all_token_ids.gpu[slot, start : positions[first]].tolist()
                         if seen > done + 1
                         else []
                     )
-                    request.advance([*older, inputs[row]])
-            rows.append((row, request))
-        return rows
+                    request.advance([*older, inputs[first]])
+            out += [(row, request, [inputs[r] for r in rows[1 : j + 1]]) for j, row in enumerate(rows)]
+        return out
 
     def apply(self, logits: torch.Tensor, ctx: Any = None) -> torch.Tensor:
         """Mask the rows of requests that asked for a grammar (V1: ``apply(logits)``; V2: ``apply(logits, ctx)``)."""
         if ctx is None:
-            return self._mask(logits, sorted(self.requests.items()))
+            return self._mask(logits, [(i, r, []) for i, r in sorted(self.requests.items())])
         return self._mask(logits, self._advance_v2(ctx))
 
 
