@@ -20,6 +20,7 @@ from cfgzip_lab.grammar.ebnf import (
     CAPTURE_DROPPED,
     LOOKAHEAD_DROPPED,
     REFUSAL,
+    TEMPERATURE_KEPT,
     check_ebnf,
     parse_ebnf,
 )
@@ -99,8 +100,48 @@ ebnf_text__line__column__message_regex__xgrammar_accepts = [
     # lookaheads XGrammar's own checks reject after parsing
     ('root ::= "a" (= "b" | "c")', 1, 14, r"choices in a lookahead", False),
     ('root ::= "a" (= "")', 1, 14, r"empty lookahead", False),
+    # XGrammar's macro checks (TagDispatch and Substring are read exactly: tests/test_tag_dispatch.py)
+    (
+        'root ::= TagDispatch(("a", x), excludes=("a"))\nx ::= "b"',
+        1,
+        42,
+        r"Exclude string must not be a prefix of trigger string: a$",
+        False,
+    ),
+    ('root ::= TagDispatch(("", x))\nx ::= "b"', 1, 23, r"Tag must be a non-empty string literal", False),
+    (
+        'root ::= TagDispatch(("a", x),)\nx ::= "b"',
+        1,
+        31,
+        r"Expect string, integer, boolean, or tuple in macro argument",
+        False,
+    ),
+    ('root ::= TagDispatch(("a", x), foo=1)\nx ::= "b"', 1, 32, r"Unknown named argument for TagDispatch: foo", False),
+    ('root ::= TagDispatch(("a", x, x))\nx ::= "b"', 1, 22, r"must be a pair \(tag, rule\)", False),
+    ('root ::= TagDispatch("a")', 1, 22, r"Each tag dispatch element must be a tuple", False),
+    ('root ::= TagDispatch(("a", "x"))', 1, 28, r"Rule reference must be an identifier", False),
+    ('root ::= TagDispatch(excludes="a")', 1, 31, r"excludes must be a tuple", False),
+    ("root ::= TagDispatch(loop_after_dispatch=1)", 1, 42, r"loop_after_dispatch must be a boolean literal", False),
+    (
+        'root ::= "a" (= TagDispatch(("b", x)))\nx ::= "c"',
+        1,
+        14,
+        r"TagDispatch\(\.\.\.\) as a lookahead assertion",
+        False,
+    ),
+    ("root ::= Substring(1)", 1, 20, r"Substring\(\) arguments must be strings", False),
+    ('root ::= Substring("a", flags=1)', 1, 10, r"Substring\(\) does not accept named arguments", False),
+    ('root ::= "a" (= Substring("b"))', 1, 14, r"Substring\(\.\.\.\) as a lookahead assertion", False),
+    ('root ::= "a" (= (Regex("b")))', 1, 14, r"Regex\(\.\.\.\) as a lookahead assertion", False),
+    # rule attributes XGrammar refuses
+    ('root[lazy, lazy] ::= "a"', 1, 5, r"bad rule attributes \[lazy, lazy\]: lazy is given twice", False),
+    ('root[temperature=-1] ::= "a"', 1, 5, r"temperature must be a finite non-negative number", False),
+    ('root[capture=""] ::= "a"', 1, 5, r"the capture name must not be empty", False),
+    ('root[max_chars=2147483648] ::= "a"', 1, 5, r"max_chars=2147483648 is too large", False),
     # refused: cfgzip cannot reproduce these languages exactly
-    ('root ::= TagDispatch(("<a>", x))\nx ::= "b"', 1, 10, r"of TagDispatch\(\.\.\.\)", True),
+    ('root[lazy] ::= "(" root ")" | "x"', 1, 5, r"language of lazy on rule 'root' exactly.*reaches itself", True),
+    ('root ::= s s "z"\ns[max_chars=1] ::= "b"+', 2, 2, r"max_chars on rule 's'.*can start where it ends", True),
+    ('root ::= "<" s ">"\ns[max_chars=2] ::= "ab" "c" | "x"', 2, 2, r"max_chars on rule 's'.*dead end", True),
     ('root ::= Regex("a(?=b)b")', 1, 18, r"language of a lookahead assertion exactly", True),
     ('root ::= Regex("ab^c")', 1, 19, r"language of the anchor '\^' here exactly", True),
     # Grammar.from_ebnf takes a bad regex; XGrammar's compiler rejects it (tests/test_regex.py)
@@ -195,6 +236,8 @@ ebnf_text__warnings = [
     ('root ::= "a" (= x)\nx ::= "b"', [(1, 14, "lookahead"), (2, 1, r"'x' is unreach.*dropped")]),
     ('root ::= x\nx ::= y\ny ::= x | "q"\nz ::= z', [(4, 1, r"'z' is unreachable")]),
     ('root[capture] ::= "a"', [(1, 5, re.escape(CAPTURE_DROPPED))]),
+    ('root[temperature=0.6] ::= "a"', [(1, 5, re.escape(TEMPERATURE_KEPT))]),
+    ('root[lazy, capture="x", temperature=1e3] ::= "a"', [(1, 5, re.escape(CAPTURE_DROPPED)), (1, 5, "temperature")]),
     (r'root ::= "\x41BC"', [(1, 11, r"read as the code point U\+41BC")]),
     ('root ::= "a" root | ""', []),
 ]

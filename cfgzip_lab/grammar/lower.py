@@ -102,6 +102,7 @@ class _Lowerer:
     text: str = ""
     counters: dict[str, int] = field(default_factory=dict)
     class_cache: dict[tuple, str | ByteSet | None] = field(default_factory=dict)
+    automata: dict[int, tuple[tree.Automaton, str]] = field(default_factory=dict)  # id → (node, start)
 
     def fresh(
         self,
@@ -145,6 +146,8 @@ class _Lowerer:
             return [(s, e.span) for s in self.char_class(owner, e)]
         if isinstance(e, tree.Repeat):
             return self.repeat(owner, e)
+        if isinstance(e, tree.Automaton):
+            return [(self.automaton(owner, e), e.span)]
         raise TypeError(f"unknown grammar node {e!r}")
 
     def char_class(self, owner: str, e: tree.CharClass) -> list[Symbol]:
@@ -160,6 +163,32 @@ class _Lowerer:
             else:
                 self.class_cache[key] = self.fresh(owner, list(seqs), "character class", e)
         return [self.class_cache[key]]
+
+    def automaton(self, owner: str, e: tree.Automaton) -> str:
+        """One nonterminal per state, ``Q → label Q'`` per edge and ``Q → ε`` per final state: a
+        right-linear grammar with exactly the automaton's language (byte ranges between the
+        same two states share one production). An automaton met twice (XGrammar's sub-rule of a
+        large ``X{n,}`` is both repeated and starred) is lowered once."""
+        if id(e) in self.automata:
+            return self.automata[id(e)][1]
+        names = [self.fresh(owner, [], "regex", e) for _ in range(e.num_states)]
+        self.automata[id(e)] = (e, names[e.start])  # keeps e alive, so its id stays its own
+        bytesets: dict[tuple[int, int], ByteSet] = {}
+        alts: list[list[Production]] = [[] for _ in range(e.num_states)]
+        for source, label, target in e.edges:
+            if isinstance(label, tuple):
+                pair = (source, target)
+                bytesets[pair] = bytesets.get(pair, ByteSet(0)) | ByteSet.range(*label)
+            else:
+                alts[source].append(tuple(s for s, _ in self.symbols(owner, label)) + (names[target],))
+        for (source, target), byteset in bytesets.items():
+            alts[source].append((byteset, names[target]))
+        for q in e.finals:
+            alts[q].append(())
+        for name, productions in zip(names, alts):
+            self.cfg.rules[name] = productions
+            self.cfg.symbol_spans[name] = [tuple(e.span for _ in rhs) for rhs in productions]
+        return names[e.start]
 
     def repeat(self, owner: str, e: tree.Repeat) -> list[tuple[Symbol, Span | None]]:
         pairs = self.symbols(owner, e.item)

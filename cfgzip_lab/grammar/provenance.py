@@ -46,6 +46,7 @@ KINDS = (
     "group",  # a parenthesised sequence that is repeated
     "alternation",  # a parenthesised choice inside a sequence
     "character class",  # [...] that needs more than one byte
+    "regex",  # one state of a Regex(...)'s automaton
     "terminal",  # one terminal occurrence, lifted by the normal form
     "left recursion",  # the tail the normal form makes out of a left-recursive rule
     "start",  # the normal form's fresh start symbol
