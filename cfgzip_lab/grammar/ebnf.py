@@ -62,7 +62,7 @@ from .ebnf_syntax import (
     tokens,
 )
 from .macro_args import MacroArgumentError, MacroArguments, MacroValue, read_arguments
-from .regex import RegexError, regex_to_expr
+from .regex import RegexError, RegexWarning, regex_to_expr
 from .regular import NotRegular, follows_itself, shape_rule
 from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
 from .substring import substring_automaton
@@ -608,8 +608,9 @@ class _Builder:
         return substring_automaton([self._macro_string(value) for value in arguments.positional], span)
 
     def _regex(self, span: Span, parts: list[Tok | Nested]) -> Expr:
-        """``Regex("pattern", json_string=true|false)``: checked as XGrammar's parser does, then
-        lowered exactly by :mod:`.regex`; a regex problem points at its character in the text."""
+        """``Regex("pattern", json_string=true|false, flags="...")``: checked as XGrammar's parser
+        does, then lowered exactly by :mod:`.regex`; a regex problem points at its character in
+        the text, a bad flag at the flags string."""
         arguments: list[list[Tok | Nested]] = [[]]
         for part in parts:
             if isinstance(part, Tok) and part.type == "COMMA":
@@ -618,10 +619,18 @@ class _Builder:
                 arguments[-1].append(part)
         positional: list[Tok | Nested] = []
         json_string = False
+        flags: str | None = None  # absent is not "" (XGrammar: without flags, '.' matches a newline)
+        flags_span = span
         for argument in arguments if parts else []:
             if len(argument) == 3 and isinstance(argument[0], Tok) and _token_type(argument[1]) == "EQUAL":
                 key, value = argument[0].value, argument[2]
-                if key != "json_string":
+                if key == "flags":
+                    if not (isinstance(value, Tok) and value.type == "STRING"):
+                        self._report(span, "flags must be a string")
+                        return Literal("", span)
+                    flags = "".join(map(chr, self._decode(value.value[1:-1], value.start_pos + 1, _STRING_ESCAPES)))
+                    flags_span = (value.start_pos, value.end_pos)
+                elif key != "json_string":
                     self._report(span, f"Regex does not support the named argument {key}")
                 elif not (isinstance(value, Tok) and value.value in _RESERVED_WORDS):
                     self._report(span, "json_string must be a boolean (true or false)")
@@ -630,7 +639,9 @@ class _Builder:
             elif len(argument) == 1:
                 positional.append(argument[0])
             else:
-                self._report(span, "Regex arguments are one string and json_string=true|false, separated by commas")
+                self._report(
+                    span, 'Regex arguments are one string, json_string=true|false and flags="...", separated by commas'
+                )
                 return Literal("", span)
         if len(positional) != 1:
             self._report(span, "Regex expects exactly one string argument")
@@ -641,14 +652,23 @@ class _Builder:
             return Literal("", span)
         start = pattern.start_pos + 1
         code_points, offsets = self._decode_located(pattern.value[1:-1], start, _STRING_ESCAPES)
+        warnings: list[RegexWarning] = []
+
+        def located(start: int, end: int) -> Span:
+            at = offsets[start] if start < len(offsets) else offsets[-1]
+            stop = offsets[end] if end < len(offsets) else offsets[-1]
+            return (at, max(stop, at + 1))
+
         try:
-            expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string)
+            expr = regex_to_expr(
+                "".join(map(chr, code_points)), json_string=json_string, flags=flags, warnings=warnings, span=span
+            )
         except RegexError as error:
-            at = offsets[error.start] if error.start < len(offsets) else offsets[-1]
-            end = offsets[error.end] if error.end < len(offsets) else offsets[-1]
             message = error.message if error.refused else f"XGrammar rejects this regex: {error.message}"
-            self._report((at, max(end, at + 1)), message)
+            self._report(flags_span if error.in_flags else located(error.start, error.end), message)
             return Literal("", span)
+        for warning in warnings:
+            self._report(located(warning.start, warning.end), warning.message, "warning")
         return _with_span(expr, span)
 
     def group(self, lpar: Tok, inner: Expr | None, rpar: Tok) -> Expr:
@@ -898,7 +918,7 @@ def _nullable(expr: Expr, nullable: set[str]) -> bool:
     if isinstance(expr, Choice):
         return any(_nullable(option, nullable) for option in expr.options)
     if isinstance(expr, Automaton):
-        return expr.nullable()  # TagDispatch and Substring: the start is final
+        return expr.nullable()  # a Regex's automaton; TagDispatch and Substring: the start is final
     assert isinstance(expr, Repeat)
     return expr.min == 0 or _nullable(expr.item, nullable)
 

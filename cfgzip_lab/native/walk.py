@@ -95,9 +95,6 @@ class StateWalker:
         self._is_stop_class = kinds == STOP
         self._token_bytes = token_bytes
         self._atoms: dict[int, bytes] = {}
-        self._children = index.children
-        self._bits = index.bits
-        self._deep = [bool(c) for c in index.children]
         self._unindexed = [(int(k), bytes(token_bytes[int(classes.representatives[k])])) for k in index.unindexed]
         # The start state: {[S]}, plus the empty stack when the language holds ε.
         start_word = self.store.word((gnf.start,))
@@ -108,6 +105,9 @@ class StateWalker:
         self._class_list = self._class_of.tolist()  # list indexing: ~3x numpy's
         self._step = self._make_step()
         self._trie = self._compile_trie() if compiled_mask else None
+        # The Python walk's lists, built by its first call (an index read from a cache holds only
+        # arrays; the compiled walk never needs the lists).
+        self._children: list[dict[int, int]] | None = None
         self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
 
     # -- masks --------------------------------------------------------------------
@@ -148,40 +148,18 @@ class StateWalker:
         median, 136-157 at p90, at most 476.
         """
         words = max(1, -(-self.num_classes // 64))
-        ptr, syms, kids = [0], [], []
-        for children in self.index.children:
-            for sym, child in sorted(children.items()):
-                syms.append(sym)
-                kids.append(child)
-            ptr.append(len(syms))
-        dense_idx = np.full(self.index.num_nodes, -1, dtype=np.int32)
-        rows: list[bytes] = []
-        list_ptr, list_cls = [0], []
-        for t, bits in enumerate(self.index.bits):
-            if bits.bit_count() >= DENSE_CLASSES:
-                dense_idx[t] = len(rows)
-                rows.append(bits.to_bytes(words * 8, "little"))
-            else:
-                while bits:
-                    low = bits & -bits
-                    list_cls.append(low.bit_length() - 1)
-                    bits ^= low
-            list_ptr.append(len(list_cls))
+        t = self.index.kernel_arrays(DENSE_CLASSES, words)  # numpy from the index's arrays, no loop per node
         self._mask_out = np.zeros(words, dtype=np.uint64)
-        i32 = np.int32
         return _kernel.trie_new(
-            np.array(ptr, dtype=i32),
-            np.array(syms, dtype=i32),
-            np.array(kids, dtype=i32),
-            dense_idx,
-            np.frombuffer(b"".join(rows), dtype=np.uint64) if rows else np.zeros(0, dtype=np.uint64),
-            np.array(list_ptr, dtype=i32),
-            np.array(list_cls, dtype=i32),
-            words,
+            t["ptr"], t["syms"], t["kids"], t["dense_idx"], t["rows"], t["list_ptr"], t["list_cls"], words
         )
 
     def _product(self, node: int, t: int) -> int:
         """OR of the class sets of trie nodes below ``t`` that words of ``node`` spell out."""
+        if self._children is None:
+            self._bits = self.index.bits
+            self._deep = [bool(c) for c in self.index.children]
+            self._children = self.index.children
         kids = self._children[t]
         bits, deep = self._bits, self._deep
         memo = self._product_memo
