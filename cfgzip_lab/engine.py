@@ -65,6 +65,7 @@ from .batch_rows import MatcherRows
 from .classes.classing import ClassKind, TokenClasses, grammar_sha256
 from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
+from .grammar.token_macros import rewrite_for_representatives
 from .vocab import TokenKind
 
 if TYPE_CHECKING:
@@ -441,7 +442,9 @@ class CompiledEngines:
             self.classes.validate(self.vocab.vocab_size)
             self.classes_digest = self.classes.digest()
 
-    def _compile(self, key: tuple, info_builder) -> xgr.CompiledGrammar:
+    def _compile(self, key: tuple, info_builder, text: str | None = None) -> xgr.CompiledGrammar:
+        text = self.grammar_text if text is None else text
+
         def build_compiled() -> xgr.CompiledGrammar:
             compiler = _lru_get(
                 _compilers,
@@ -450,7 +453,7 @@ class CompiledEngines:
                 lambda: xgr.GrammarCompiler(info_builder(), max_threads=self.max_threads, cache_enabled=False),
             )
             try:
-                return compiler.compile_grammar(self.grammar_text)
+                return compiler.compile_grammar(text)
             except RuntimeError as err:
                 raise GrammarCompileError(str(err).split("\n")[0]) from err
 
@@ -466,7 +469,9 @@ class CompiledEngines:
         if self.classes is None:
             raise ValueError("compressed engines need TokenClasses")
         key = (self.grammar_sha256, "compressed", self.vocab.fingerprint, self.classes_digest)
-        return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes))
+        # Token(...) macros name vocabulary ids: over the representatives they must name classes.
+        text = rewrite_for_representatives(self.grammar_text, self.classes.representatives, self.classes.class_kind)
+        return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes), text)
 
     @property
     def expander(self) -> Expander:

@@ -67,6 +67,7 @@ from .regular import NotRegular, follows_itself, shape_rule
 from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
 from .substring import substring_automaton
 from .tag_dispatch import tag_dispatch_automaton
+from .token_macros import token_set, token_tag_dispatch
 from .tree import (
     Automaton,
     CharClass,
@@ -79,6 +80,7 @@ from .tree import (
     RuleRef,
     Sequence,
     Span,
+    TokenSet,
 )
 
 __all__ = [
@@ -525,10 +527,15 @@ class _Builder:
         span = (name.start_pos, rpar.end_pos)
         if name.value == "Regex":
             expr = self._regex(span, args)
-        elif name.value in ("TagDispatch", "Substring"):
+        elif name.value in ("TagDispatch", "Substring", "Token", "ExcludeToken", "TokenTagDispatch"):
             try:
                 arguments = read_arguments(args, rpar)
-                expr = (self._tag_dispatch if name.value == "TagDispatch" else self._substring)(span, arguments)
+                if name.value == "TokenTagDispatch":  # token-level macros: .token_macros
+                    expr = token_tag_dispatch(arguments, span)
+                elif name.value in ("Token", "ExcludeToken"):
+                    expr = token_set(name.value, arguments, span)
+                else:
+                    expr = (self._tag_dispatch if name.value == "TagDispatch" else self._substring)(span, arguments)
             except MacroArgumentError as error:
                 self._report(error.span, error.message)
                 self._hidden_references(args, rpar)
@@ -919,6 +926,8 @@ def _nullable(expr: Expr, nullable: set[str]) -> bool:
         return any(_nullable(option, nullable) for option in expr.options)
     if isinstance(expr, Automaton):
         return expr.nullable()  # a Regex's automaton; TagDispatch and Substring: the start is final
+    if isinstance(expr, TokenSet):
+        return False  # one whole token
     assert isinstance(expr, Repeat)
     return expr.min == 0 or _nullable(expr.item, nullable)
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .cfg import CFG, ByteSet, byte_classes, format_byteset
+from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
 from .provenance import Origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
@@ -264,7 +264,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     atoms = byte_classes(cfg.byte_sets())
     atom_of = [0] * 256
     for k, a in enumerate(atoms):
-        for b in a:
+        for b in ByteSet(a.bits & BYTE_BITS):  # token atoms (.token_macros) have no byte
             atom_of[b] = k
     rules = _Rules(store, atoms)
     ids = {name: rules.add(name, origins=_cfg_origins(cfg, name)) for name in cfg.rules}
