@@ -21,6 +21,7 @@ from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.sources import GrammarSource, to_ebnf
+from .grammar.token_macros import check_vocabulary
 from .grammar.tree import GrammarAST
 
 
@@ -140,8 +141,11 @@ def build_classes(
 
     ``workers > 1`` forks processes (see :func:`compute_classes`); keep 1 in threads.
     ``max_dag_nodes`` is the memory cap (:mod:`.classes.limits`): past it,
-    :class:`~.classes.limits.ClassingLimitError` names the rules that grow the DAG.
+    :class:`~.classes.limits.ClassingLimitError` names the rules that grow the DAG. A grammar
+    naming token ids past ``vocab`` (``Token(...)``) gets a
+    :class:`~.grammar.token_macros.TokenIdError` at the first such macro.
     """
+    check_vocabulary(compiled, vocab)
     result = compute_classes(
         compiled.gnf,
         vocab.token_bytes,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tree
-from .cfg import ByteSet
+from .cfg import BYTE_BITS, ByteSet
 from .lower import MAX_CODE_POINT, complement, normalize
 from .words import EMPTY
 
@@ -140,6 +140,8 @@ def analyse(ast: tree.GrammarAST) -> dict[str, RuleSets]:
             return n or e.min == 0, f, c
         if isinstance(e, tree.Automaton):
             return e.nullable(), automaton_first(e), set()
+        if isinstance(e, tree.TokenSet):  # one whole token by id: no character starts it
+            return False, (), set()
         raise TypeError(f"unknown grammar node {e!r}")
 
     changed = True
@@ -207,7 +209,7 @@ def expected_bytes(gnf, data: bytes) -> tuple[ByteSet, bool]:
     for top, _ in store.edges(stacks):
         for atom in table[top]:
             bits |= gnf.atoms[atom].bits
-    return ByteSet(bits), ends if data else gnf.accepts_empty
+    return ByteSet(bits & BYTE_BITS), ends if data else gnf.accepts_empty  # token atoms are no bytes
 
 
 def describe_bytes(s: ByteSet, *, limit: int = 16) -> str:

@@ -33,7 +33,8 @@ The dialect, as XGrammar reads it:
 ``Regex("...", json_string=true|false)`` (how XGrammar prints a JSON Schema ``pattern``) is
 lowered exactly by :mod:`.regex`; a regex XGrammar rejects, or a construct it gives a meaning
 cfgzip will not reproduce (a lookahead inside the regex, an anchor in the middle), is an error
-at its character in the text. cfgzip refuses (error) the other macros, ``<...>`` token
+at its character in the text. ``Token``, ``ExcludeToken`` and ``TokenTagDispatch`` name
+vocabulary ids and are read exactly by :mod:`.token_macros`. cfgzip refuses (error) ``<...>`` token
 references and ``max_tokens`` (see ``_REFUSED_BECAUSE``), and drops (warning) rule-level
 lookaheads ``(= ...)`` and ``capture``, which leave the language alone or only restrict it. Code points above U+10FFFF and
 repetition bounds above 2**31-1 are errors: XGrammar accepts them but silently
@@ -129,9 +130,6 @@ REFUSAL = "cfgzip cannot reproduce the language of {what} exactly; ignoring it w
 # Why each refused construct is out of reach, appended to REFUSAL.
 _REFUSED_BECAUSE = {
     "TagDispatch": "it scans free text for tags with an automaton XGrammar builds itself",
-    "TokenTagDispatch": "it dispatches on token ids, not on bytes",
-    "Token": "it matches token ids, not bytes",
-    "ExcludeToken": "it excludes token ids, not bytes",
     "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
     "capture_hidden_body_rule_id": "it names helper rules by XGrammar's internal rule ids (structural-tag internals)",

@@ -77,6 +77,7 @@ __all__ = [
     "token_paths",
     "add_token_paths",
     "check_token_ids",
+    "check_vocabulary",
     "describe_named_tokens",
     "guide_token_ids",
     "rewrite_for_representatives",
@@ -304,6 +305,23 @@ def check_token_ids(max_id: int, vocab_size: int, *, where: str = "", vocab_name
         )
 
 
+def check_vocabulary(compiled, vocab) -> None:
+    """Raise :class:`TokenIdError` when ``compiled`` (a pipeline ``CompiledGrammar``) names a token
+    id past ``vocab``, at the first ``Token``/``ExcludeToken``/``TokenTagDispatch`` naming one."""
+    atoms = token_atoms(compiled.gnf)
+    if atoms is None or atoms.max_id < vocab.vocab_size:
+        return
+    where = ""
+    bad = [node for node in _token_sets(compiled.ast) if node.ids and max(node.ids) >= vocab.vocab_size]
+    if bad:
+        from .diagnostics import position_of
+
+        node = min(bad, key=lambda n: n.span or (0, 0))
+        line, column = position_of(compiled.text, node.span[0] if node.span else 0)
+        where = f"line {line}, column {column}: "
+    check_token_ids(atoms.max_id, vocab.vocab_size, where=where, vocab_name=vocab.name)
+
+
 def add_token_paths(displacer: Displacer, token_bytes, kinds: np.ndarray, node_of: np.ndarray) -> TokenPaths | None:
     """Union every normal token's displacement node (``node_of``, in place) with its atom's.
 
@@ -360,9 +378,12 @@ def describe_named_tokens(gnf: GNF, vocab, *, limit: int = 12) -> list[str]:
             out.append(f"{i} → (not in {vocab.name})")
             continue
         kind = TokenKind(int(vocab.kinds[i]))
-        text = repr(bytes(vocab.token_bytes[i]).decode("utf-8", "replace"))
-        note = "" if kind == TokenKind.NORMAL else f" ({kind.name.lower()} token: never taken as a whole token)"
-        out.append(f"{i} → {text}{note}")
+        data = bytes(vocab.token_bytes[i])
+        if kind == TokenKind.NORMAL:
+            out.append(f"{i} → {data.decode('utf-8', 'replace')!r}")
+        else:
+            shown = f"{data.decode('utf-8', 'replace')!r}, " if data else ""
+            out.append(f"{i} → {shown}a {kind.name.lower()} token (never taken as a whole token)")
     if len(atoms.named) > limit:
         out.append(f"and {len(atoms.named) - limit} more ids")
     return out
