@@ -65,7 +65,7 @@ from .batch_rows import MatcherRows
 from .classes.classing import ClassKind, TokenClasses, grammar_sha256
 from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
-from .grammar.token_macros import rewrite_for_representatives
+from .grammar.token_macros import named_id_bound, rewrite_for_representatives
 from .vocab import TokenKind
 
 if TYPE_CHECKING:
@@ -94,7 +94,8 @@ class GrammarCompileError(CfgzipError, ValueError):
 _PROBE = """
 import sys, xgrammar
 text = sys.stdin.read()
-info = xgrammar.TokenizerInfo([b"a"], xgrammar.VocabType.RAW, vocab_size=1, stop_token_ids=[])
+size = int(sys.argv[1])  # past every id a Token(...) names: XGrammar checks them against it
+info = xgrammar.TokenizerInfo([b"a"], xgrammar.VocabType.RAW, vocab_size=size, stop_token_ids=[])
 xgrammar.GrammarCompiler(info, cache_enabled=False).compile_grammar(text)
 """
 
@@ -111,7 +112,11 @@ def probe_xgrammar(grammar_text: str, *, timeout: float = 120.0) -> None:
 
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE], input=grammar_text, text=True, capture_output=True, timeout=timeout
+            [sys.executable, "-c", _PROBE, str(named_id_bound(grammar_text))],
+            input=grammar_text,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         raise GrammarCompileError(f"XGrammar did not finish compiling the grammar within {timeout:.0f} s") from None

@@ -33,6 +33,7 @@ __all__ = [
     "load_vocab",
     "read_docs",
     "parse_list",
+    "named_token_lines",
 ]
 
 T = TypeVar("T")
@@ -60,6 +61,24 @@ def peak_rss_mb() -> float:
     """Peak resident memory of this process or of its largest finished child (classing workers)."""
     peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return round(peak / 1024, 1)
+
+
+def named_token_lines(compiled: CompiledGrammar, vocab: VocabTable) -> list[str]:
+    """For a grammar with ``Token(...)`` macros: what its ids are in this tokenizer (ids belong to
+    one tokenizer; a stop or special token there is never taken whole, the likely sign of a
+    grammar written for another one)."""
+    from ..grammar.token_macros import describe_named_tokens
+
+    described = describe_named_tokens(compiled.gnf, vocab)
+    if not described:
+        return []
+    lines = [f"  token ids the grammar names, in {vocab.name}: " + ", ".join(described)]
+    if any("never taken" in d for d in described):
+        lines.append(
+            f"  note: ids that are stop or special tokens in {vocab.name} are never taken as a whole token; "
+            "if the grammar was written for another tokenizer, its ids name other tokens here"
+        )
+    return lines
 
 
 def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

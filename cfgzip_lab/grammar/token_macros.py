@@ -82,6 +82,7 @@ __all__ = [
     "guide_token_ids",
     "rewrite_for_representatives",
     "has_token_macros",
+    "named_id_bound",
 ]
 
 OTHER = TOKEN_BASE
@@ -393,6 +394,25 @@ def describe_named_tokens(gnf: GNF, vocab, *, limit: int = 12) -> list[str]:
 def has_token_macros(text: str) -> bool:
     """Whether ``text`` may use a token-level macro (a cheap test before lexing)."""
     return "Token" in text
+
+
+def named_id_bound(text: str) -> int:
+    """1 + the largest token id the macros of ``text`` name (1 without any): a vocabulary size
+    for which XGrammar compiles the grammar (ids are checked against it; a probe's vocabulary)."""
+    if not has_token_macros(text):
+        return 1
+    from .ebnf_syntax import tokens
+
+    toks = list(tokens(text, 0, len(text)))
+    bound = 0
+    for i, tok in enumerate(toks):
+        if tok.type == "MACRO" and tok.value in _MACROS and i + 1 < len(toks) and toks[i + 1].type == "LPAR":
+            try:
+                end = _matching(toks, i + 1)
+            except ValueError:
+                break
+            bound = max([bound] + [int(t.value) for t in toks[i + 2 : end] if t.type == "INT"])
+    return min(bound, MAX_TOKEN_ID) + 1
 
 
 def rewrite_for_representatives(text: str, representatives, class_kind) -> str:
