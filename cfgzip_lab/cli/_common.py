@@ -82,8 +82,9 @@ def named_token_lines(compiled: CompiledGrammar, vocab: VocabTable) -> list[str]
 
 
 def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The grammar a command reads: a positional file or bundled name, or ``--json-schema FILE``
-    or ``--gbnf FILE`` (exactly one; :func:`grammar_argument` checks). Returns the parser."""
+    """The grammar a command reads: a positional file or bundled name, or ``--json-schema FILE``,
+    ``--gbnf FILE`` or ``--structural-tag FILE`` (exactly one; :func:`grammar_argument` checks).
+    Returns the parser."""
     parser.add_argument(
         "grammar",
         nargs="?",
@@ -92,6 +93,11 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     )
     parser.add_argument("--json-schema", metavar="FILE", help="a JSON Schema: XGrammar builds the grammar")
     parser.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar (converted with its exact meaning)")
+    parser.add_argument(
+        "--structural-tag",
+        metavar="FILE",
+        help="a structural tag as vLLM and SGLang send it for tool calling (JSON): XGrammar builds the grammar",
+    )
     from ..classes.limits import DEFAULT_MAX_DAG_NODES
     from ..grammar.gnf import DEFAULT_MAX_GNF_NODES
 
@@ -114,18 +120,21 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
 def grammar_argument(args: argparse.Namespace) -> tuple[str, str]:
     """``(name, kind)`` of the one grammar given on the command line (kind: ``auto``,
-    ``json_schema`` or ``gbnf``); none or several is a usage error."""
+    ``json_schema``, ``gbnf`` or ``structural_tag``); none or several is a usage error."""
     given = [
         (name, kind)
         for name, kind in (
             (args.grammar, "auto"),
             (getattr(args, "json_schema", None), "json_schema"),
             (getattr(args, "gbnf", None), "gbnf"),
+            (getattr(args, "structural_tag", None), "structural_tag"),
         )
         if name
     ]
     if len(given) != 1:
-        raise UsageError("give one grammar: a grammar file or bundled name, --json-schema FILE or --gbnf FILE")
+        raise UsageError(
+            "give one grammar: a grammar file or bundled name, --json-schema FILE, --gbnf FILE or --structural-tag FILE"
+        )
     return given[0]
 
 
