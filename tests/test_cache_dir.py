@@ -327,9 +327,10 @@ def test_cli_classes_once_then_reads_the_folder(tmp_path):
     again = _cli("compress", str(grammar), "--tokenizer", "smollm2", "-o", str(tmp_path / "copy.npz"))
     assert first["source"] == "built" and again["source"] == "cache" and again["classes"] == first["classes"]
     assert Path(first["output"]).parent == Path(os.environ["CFGZIP_CACHE_DIR"])
-    assert _cli("compress", str(grammar), "--tokenizer", "smollm2", "--no-cache", "-o", str(tmp_path / "b.npz"))[
-        "source"
-    ] == "built"
+    assert (
+        _cli("compress", str(grammar), "--tokenizer", "smollm2", "--no-cache", "-o", str(tmp_path / "b.npz"))["source"]
+        == "built"
+    )
     record = _cli("verify", str(grammar), "--tokenizer", "smollm2", "--engine", "native", "--walks", "4")
     assert record["mismatches"] == 0 and record["native_index_source"] == "cache"
     api = GrammarCache(1).get(SMALL, cz.load_vocab("smollm2"))  # the API finds what the CLI classed

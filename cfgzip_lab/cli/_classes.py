@@ -77,10 +77,12 @@ def classes_for(
     budget: int | None = None,
     workers: int = 1,
     progress=None,
+    options: dict | None = None,
 ) -> ClassesFor:
     """The classes of ``compiled`` over ``vocab``: ``--classes`` (checked against both), else the
     cache directory's entry, else built now with the σ_in index and written to the directory.
-    A ``budget`` other than the default skips the directory (its classes may differ)."""
+    A ``budget`` other than the default skips the directory (its classes may differ); ``options``
+    go to :func:`cfgzip_lab.build_classes` (the memory bound, which changes no classes)."""
     from ..classes.classing import DEFAULT_TOKEN_BUDGET
 
     started = time.perf_counter()
@@ -114,7 +116,7 @@ def classes_for(
     from ..native.index import IndexTooLarge, build_index
     from ..pipeline import build_classes
 
-    result = build_classes(compiled, vocab, budget=budget, progress=progress, workers=workers)
+    result = build_classes(compiled, vocab, budget=budget, progress=progress, workers=workers, **(options or {}))
     index, unavailable = None, None
     try:  # read off the classing result: c_like with Llama-3 ~0.3 s
         index = build_index(

@@ -17,11 +17,11 @@ from ._common import (
     UsageError,
     add_grammar_arguments,
     add_json_flag,
+    classing_options,
     emit,
-    grammar_argument,
     load_vocab,
     peak_rss_mb,
-    read_grammar,
+    read_grammar_arguments,
 )
 
 __all__ = ["register", "cmd_compress", "cmd_inspect"]
@@ -33,7 +33,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if not args.output and args.no_cache:
         raise UsageError("--no-cache writes no cache directory entry: give -o FILE")
-    path, compiled = read_grammar(*grammar_argument(args))
+    path, compiled = read_grammar_arguments(args)
     vocab = load_vocab(args.tokenizer)
     progress = None
     if not args.json and sys.stderr.isatty():
@@ -46,7 +46,15 @@ def cmd_compress(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
-    got = classes_for(args, compiled, vocab, budget=args.budget, progress=progress, workers=args.workers)
+    got = classes_for(
+        args,
+        compiled,
+        vocab,
+        budget=args.budget,
+        progress=progress,
+        workers=args.workers,
+        options=classing_options(args),
+    )
     classes = got.classes
     if got.source == "built":
         classes.metadata["build_seconds"] = round(time.perf_counter() - t0, 4)

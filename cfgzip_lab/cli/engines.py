@@ -18,12 +18,13 @@ from ._common import (
     UsageError,
     add_grammar_arguments,
     add_json_flag,
+    classing_options,
     emit,
     grammar_argument,
     load_vocab,
     parse_list,
     read_docs,
-    read_grammar,
+    read_grammar_arguments,
 )
 
 __all__ = ["register", "cmd_verify", "cmd_bench"]
@@ -40,7 +41,7 @@ def _setup(args):
     from ..bench import sample_docs
     from ..engine import GrammarCompileError, probe_xgrammar
 
-    path, compiled = read_grammar(*grammar_argument(args))
+    path, compiled = read_grammar_arguments(args)
     try:
         probe_xgrammar(compiled.text)
     except GrammarCompileError as exc:
@@ -50,7 +51,8 @@ def _setup(args):
     source = "docs"
     if not args.docs:
         docs, source = sample_docs(path), "samples"
-    args.classes_for = classes_for(args, compiled, vocab)  # --classes, the cache directory, or built
+    # --classes, the cache directory, or built (under --max-dag-nodes)
+    args.classes_for = classes_for(args, compiled, vocab, options=classing_options(args))
     return path, compiled, vocab, args.classes_for.classes, docs, source
 
 
