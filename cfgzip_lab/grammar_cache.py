@@ -245,16 +245,15 @@ class GrammarCache:
     def _from_disk(self, key: CacheKey, text: str, vocab: VocabTable) -> ReadyGrammar | None:
         if self.disk is None:
             return None
-        from .native.cache import index_from_contents
+        from .native.cache import index_or_build
 
         t0 = time.perf_counter()
         contents = self.disk.load(key, vocab, input_text=text)
         if contents is None:
             return None
-        index = index_from_contents(contents, contents.grammar.gnf)
-        unavailable = contents.metadata.get("index_unavailable")
-        if index is None and not unavailable:
-            return None  # no index stored that fits: rebuild the entry whole
+        index, unavailable, built = index_or_build(contents, contents.grammar.gnf, vocab)
+        if built:  # an entry written without its index (the workbench's): complete it once
+            self.disk.store(key, contents.grammar, contents.classes, vocab, index)
         ready = ReadyGrammar(
             key, contents.grammar, contents.classes, vocab, index, unavailable, origin="disk", source="disk"
         )
