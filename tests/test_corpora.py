@@ -45,14 +45,9 @@ REGRESSION_LIMITS = item_check.Limits(build_seconds=15.0, verify_seconds=3.0, me
 #: Items that fail today, with the bug and who fixes it (issue 17). Strict: a fix turns them red.
 _COUNTED = "counted repetition unrolled (issue 17.2, owner: lead)"
 KNOWN_FAILURES: dict[str, str] = {
-    # jsb_0038 and jsb_0130 (wrong masks) pass since regex's Regex-as-XGrammar's-automaton (ad2e018)
+    # jsb_0038 and jsb_0130 (wrong masks) pass since regex's Regex-as-XGrammar's-automaton (ad2e018);
+    # jsb_0044, jsb_0082, jsb_0282 and the three XGrammar-test repetitions since counted repetitions
     "regressions/jsb_0172": f"classing past the bound (its mask was wrong too before ad2e018); {_COUNTED}",
-    "regressions/jsb_0044": f"maxLength 131072: GNF past the bound; {_COUNTED}",
-    "regressions/jsb_0082": f"GNF past the bound (was ClassingLimitError; must be served); {_COUNTED}",
-    "regressions/jsb_0282": f"Snowplow maxLength: front end / GNF past the bound; {_COUNTED}",
-    "regressions/xgt_test_grammar_matcher_ebnf__L759": f"[a-zа-я一-龥]{{0,2048}}: GNF past the bound; {_COUNTED}",
-    "regressions/xgt_test_grammar_parser__L988": f"([0-9]*){{200, 1000}}: GNF past the bound; {_COUNTED}",
-    "regressions/xgt_test_grammar_regex_macro__L298": f"Regex (ab){{2,50000}}c: GNF past the bound; {_COUNTED}",
 }
 
 

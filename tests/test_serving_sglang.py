@@ -74,6 +74,10 @@ def test_plugin_registers_the_backend_and_its_choice(sglang_env):
     assert GRAMMAR_BACKEND_REGISTRY["cfgzip"] is create_backend
     register()  # a second load (scheduler process, re-import) adds no second choice
     assert GRAMMAR_BACKEND_CHOICES.count("cfgzip") == 1
+    from sglang.srt.server_args import prepare_server_args  # the launcher's own argument parsing
+
+    args = prepare_server_args(["--model-path", "unused", "--grammar-backend", "cfgzip", "--device", "cpu"])
+    assert args.grammar_backend == "cfgzip"
 
 
 def test_create_grammar_backend(sglang_env):

@@ -131,12 +131,25 @@ def test_validate_params_refuses_with_the_reason(vllm_config):
 
     validate_logits_processors_parameters(None, _params())  # no grammar: nothing to check
     validate_logits_processors_parameters(None, _params({"json_schema": PERSON}))
+    # the OpenAI server's form: vllm_xargs values cannot be objects (its own model refuses them), so JSON text
+    from pydantic import ValidationError
+    from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+
+    with pytest.raises(ValidationError):
+        CompletionRequest(model="m", prompt="p", vllm_xargs={"cfgzip": {"regex": EMAIL}})
+    served = CompletionRequest(model="m", prompt="p", vllm_xargs={"cfgzip": json.dumps({"regex": EMAIL})})
+    sampling = served.to_sampling_params(max_tokens=8)
+    validate_logits_processors_parameters(None, sampling)
+    from cfgzip_lab.serving.vllm_processor import grammar_request_of
+
+    assert grammar_request_of(sampling).kind == "regex"
     for bad, reason in [
         ({"json_schema": PERSON, "ebnf": "x"}, "exactly one"),
         ({"jsonschema": PERSON}, "unknown cfgzip argument"),
         ({"ebnf": 'root ::= "a" | '}, "cfgzip cannot serve this ebnf"),
         ({"structural_tag": TRIGGERED_TAG}, "TagDispatch"),
         ({"regex": "(unclosed"}, "invalid regex"),
+        ('{"regex": ', "not JSON"),
     ]:
         with pytest.raises(VLLMValidationError, match=reason):
             validate_logits_processors_parameters(None, _params(bad))

@@ -93,6 +93,8 @@ class GNF:
     # for (several after merging) and the byte-CFG / lifting names it was merged from.
     origins: list[tuple[Origin, ...]] = field(default_factory=list)
     merged_from: list[tuple[str, ...]] = field(default_factory=list)
+    #: The dead terminal's atom (grammar.dead_ends): the last atom, with no byte, or -1.
+    dead_atom: int = -1
     # Counted repetitions (see :mod:`.counted`): family f's members F_c are the symbols
     # ``family_symbol(f, c)``; their rows are computed from the item's row (:meth:`row`).
     families: list[Family] = field(default_factory=list)
@@ -261,11 +263,16 @@ class _Rules:
 
 def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) -> tuple[_Rules, int, list[int]]:
     """Build the initial rule sets; every byte set becomes a nonterminal over atoms."""
-    atoms = byte_classes(cfg.byte_sets())
+    byte_sets = cfg.byte_sets()
+    atoms = byte_classes(byte_sets)
     atom_of = [0] * 256
     for k, a in enumerate(atoms):
         for b in ByteSet(a.bits & BYTE_BITS):  # token atoms (.token_macros) have no byte
             atom_of[b] = k
+    if ByteSet(0) in byte_sets:
+        # The dead terminal (grammar.dead_ends.DEAD): an atom of its own that no byte maps to,
+        # so the paths through a dead end survive the normal form and no token ever takes one.
+        atoms.append(ByteSet(0))
     rules = _Rules(store, atoms)
     ids = {name: rules.add(name, origins=_cfg_origins(cfg, name)) for name in cfg.rules}
     start_origin = Origin(cfg.start, "start")
@@ -280,7 +287,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         origin = origin_at(rule, "terminal", span, cfg.text)
         nt = None if per_occurrence else lifted.get(s.bits)
         if nt is None:
-            members = [k for k, a in enumerate(atoms) if a.bits & s.bits]
+            members = [k for k, a in enumerate(atoms) if a.bits & s.bits] if s.bits else [len(atoms) - 1]
             rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
             nt = lifted[s.bits] = rules.add(format_byteset(s), rhs, (origin,))
         elif origin not in rules.origins[nt]:
@@ -786,6 +793,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         for head, item, low, high, name in rules.families
     ]
     gnf = GNF(
+        dead_atom=len(rules.atoms) - 1 if rules.atoms and not rules.atoms[-1].bits else -1,
         names=[names_by_block[b] for b in range(len(table))],
         start=block[0],
         accepts_empty=accepts_empty,

@@ -128,7 +128,7 @@ def _save_atoms(gnf, arrays, doc, ids):
     # Atoms partition 0..255 (grammar.cfg.byte_classes), so the byte → atom map says it all;
     # the token atoms after them (grammar.token_macros: bits from 256 on) are listed apart.
     arrays["atom_of"] = np.asarray(gnf.atom_of, dtype=np.int16)
-    tokens = [hex(a.bits >> TOKEN_BASE) for a in gnf.atoms[max(gnf.atom_of) + 1 :]]
+    tokens = [hex(a.bits >> TOKEN_BASE) for a in gnf.atoms[max(gnf.atom_of) + 1 :] if a.bits]  # not the dead one
     if tokens:
         doc["token_atoms"] = tokens
 
@@ -151,7 +151,11 @@ def _load_atoms(arrays, doc, store):
     tokens = doc.get("token_atoms", [])
     if not isinstance(tokens, list) or not all(isinstance(t, str) and int(t, 16) > 0 for t in tokens):
         raise GNFArraysError("the token atoms are not a list of non-empty bit sets")
-    return [ByteSet(b) for b in bits] + [ByteSet(int(t, 16) << TOKEN_BASE) for t in tokens]
+    atoms = [ByteSet(b) for b in bits] + [ByteSet(int(t, 16) << TOKEN_BASE) for t in tokens]
+    dead = doc.get("dead_atom", -1)
+    if dead not in (-1, len(atoms)):
+        raise GNFArraysError("the dead terminal's atom is not the one after the byte and token atoms")
+    return atoms + ([ByteSet(0)] if dead == len(atoms) else [])
 
 
 def _save_table(gnf, arrays, doc, ids):
@@ -191,6 +195,7 @@ def _origin_from_json(v: list) -> Origin:
 FIELDS: tuple[_Field, ...] = (
     _json("names", list, lambda v: [str(s) for s in v]),
     _json("start", int, int),
+    _json("dead_atom", int, int),
     _json("accepts_empty", bool, bool),
     _Field("atoms", lambda *a: None, _load_atoms),  # derived from atom_of (saved with it)
     _Field("atom_of", _save_atoms, _load_atom_of),

@@ -70,16 +70,17 @@ def _shortest(cfg: CFG) -> tuple[dict[str, float], dict[str, int]]:
                     changed = True
                 continue
             for i, rhs in enumerate(alts):
-                total = sum(_length(s) if isinstance(s, ByteSet) else best.get(s, math.inf) for s in rhs)
+                total = sum(_byte_length(s) if isinstance(s, ByteSet) else best.get(s, math.inf) for s in rhs)
                 if total < best[name]:
                     best[name], way_out[name] = total, i
                     changed = True
     return best, way_out
 
 
-def _length(s: ByteSet) -> float:
-    """A byte set is one byte; a token terminal (``Token(...)``, bits from 256 on) is no text at
-    all: text sentences never take it (nor does XGrammar's ``accept_string``)."""
+def _byte_length(s: ByteSet) -> float:
+    """A terminal's length: 1 byte, or never: the dead terminal of a dead end matches nothing, and a
+    token terminal (``Token(...)``, bits from 256 on) is no text (XGrammar's ``accept_string``
+    never takes one either)."""
     return 1 if s.bits & BYTE_BITS else math.inf
 
 
@@ -115,7 +116,7 @@ def generate(
         name: [
             i
             for i, rhs in enumerate(alts)
-            if all(_length(s) < math.inf if isinstance(s, ByteSet) else best[s] < math.inf for s in rhs)
+            if all(_byte_length(s) < math.inf if isinstance(s, ByteSet) else best[s] < math.inf for s in rhs)
         ]
         for name, alts in cfg.rules.items()
     }

@@ -4,9 +4,12 @@ vLLM has no registry for structured-output backends, but loads custom logits pro
 ``vllm.logits_processors`` entry point group (ours: :class:`CfgzipLogitsProcessor`, so installing
 cfgzip_lab is enough), or by name (``--logits-processors
 cfgzip_lab.serving.vllm_processor:CfgzipLogitsProcessor``, ``LLM(logits_processors=[...])``). A
-request opts in with ``SamplingParams.extra_args`` (``vllm_xargs`` in the OpenAI server)::
+request opts in with ``SamplingParams.extra_args``::
 
     {"cfgzip": {"json_schema": {...}}}      # or {"ebnf": "..."}, {"regex": "..."}, {"structural_tag": ...}
+
+or, in the OpenAI server's ``vllm_xargs`` (whose values cannot be objects), the same as JSON text:
+``{"cfgzip": "{\"json_schema\": {...}}"}``.
 
 Requests without it are left alone. Both runners load the entry point group, so the one class
 implements both interfaces (V1: ``__init__(vllm_config, device, is_pin_memory)``,
@@ -45,6 +48,7 @@ added tokens removed), so the masks are over the tokens vLLM's own structured ou
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -77,7 +81,13 @@ def grammar_request_of(params: SamplingParams) -> GrammarRequest | None:
     extra = getattr(params, "extra_args", None) or {}
     if ARG not in extra:
         return None
-    return request_from_json(extra[ARG])
+    value = extra[ARG]
+    if isinstance(value, str):  # the OpenAI server's vllm_xargs takes no nested objects: JSON text
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ServingError(f"the cfgzip argument is not JSON: {exc}") from None
+    return request_from_json(value)
 
 
 @dataclass
