@@ -21,7 +21,7 @@ from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.sources import GrammarSource, to_ebnf
-from .grammar.token_macros import check_vocabulary
+from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
 
 
@@ -166,6 +166,9 @@ def build_classes(
             "gnf_seconds": round(compiled.seconds.get("gnf", 0.0), 4),
         }
     )
+    named = describe_named_tokens(compiled.gnf, vocab)  # Token(...): what the ids are in this tokenizer
+    if named:
+        result.classes.metadata["named_tokens"] = named
     return result
 
 

@@ -189,6 +189,9 @@ def test_a_class_may_mix_named_and_unnamed_tokens_the_grammar_cannot_tell_apart(
     assert text == f"root ::= {expected_token} | ExcludeToken({classes.blocked_class()})"
     engines = compile_engines(compiled.text, vocab, classes)
     assert verify_engines(engines, walks=20, steps=8, seed=1).mismatches == 0
+    # the native index read off the representatives (no classing result: a cache without an index)
+    native = build_native_engine(compiled, vocab, classes, xgrammar_engines=engines)
+    assert verify_engines(engines, walks=20, steps=8, seed=1, candidate=native.matcher).mismatches == 0
 
 
 def test_rewrite_for_representatives_names_classes() -> None:
