@@ -148,6 +148,23 @@ def test_quirk__pattern__json_string__accepted__rejected(quirk, pattern, json_st
     assert_same_automaton(pattern, json_string)
 
 
+@pytest.mark.parametrize(
+    "text, accepted, rejected",
+    [
+        ('root ::= "<" Regex("(ab+)?") ">"', ["<>", "<b>", "<ab>", "<bb>"], ["<a>"]),
+        ('root ::= x x\nx ::= Regex("(a{0,2}|a)") "-"', ["--", "a-aaa-", "aaaa-a-"], ["-"]),
+        ('root ::= Regex("(a?){2,150}") "b" Regex("(ab*)?")', ["b", "bb", "aab", "bab", "ba"], ["a"]),
+    ],
+)
+def test_a_regex_among_other_elements_keeps_its_quirks(text, accepted, rejected):
+    """XGrammar lifts every Regex into a rule of its own: its automaton does not depend on what
+    stands around it (nullable ones included)."""
+    for data, xgrammar_says, we_say in both_verdicts(text, accepted + rejected):
+        expected = data in {as_bytes(s) for s in accepted}
+        assert xgrammar_says == expected, f"XGrammar on {data!r}: the table is wrong"
+        assert we_say == expected, f"cfgzip on {data!r}"
+
+
 # ---- large repetitions: a sub-rule and a counter, never unrolled -------------------------------
 
 
@@ -182,6 +199,23 @@ def test_large_repeat_threshold(pattern, large):
     theirs = xgrammar_rule_fsms(regex_grammar(pattern))
     assert (len(theirs) > 1) == large, "XGrammar makes a sub-rule exactly above 128"
     assert LARGE_REPEAT_THRESHOLD == 128
+
+
+@pytest.mark.parametrize(
+    "pattern, accepted, rejected",
+    [
+        ("(ab){2,130}c", ["ababc", "ab" * 130 + "c"], ["abc", "ab" * 131 + "c", "ababac"]),
+        ("a{130,}", ["a" * 130, "a" * 131], ["a" * 129, ""]),
+        ("(a?){2,130}b", ["b", "ab", "a" * 130 + "b"], ["a" * 131 + "b"]),
+        ("((ab+)?){129,}", ["", "b", "abab", "bbab"], ["a", "ba"]),  # the sub-rule keeps its ?-quirk
+    ],
+)
+def test_large_repeat_counts_as_xgrammars_matcher(pattern, accepted, rejected):
+    """The counted repeat edge (XGrammar's Earley counter) against our Repeat of the sub-automaton."""
+    for data, xgrammar_says, we_say in both_verdicts(regex_grammar(pattern), accepted + rejected):
+        expected = data in {as_bytes(s) for s in accepted}
+        assert xgrammar_says == expected, f"XGrammar on {data!r}: the table is wrong"
+        assert we_say == expected, f"cfgzip on {data!r}"
 
 
 def test_a_nullable_large_repeat_counts_from_zero():

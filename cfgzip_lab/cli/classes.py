@@ -11,11 +11,11 @@ from ._common import (
     UsageError,
     add_grammar_arguments,
     add_json_flag,
+    classing_options,
     emit,
-    grammar_argument,
     load_vocab,
     peak_rss_mb,
-    read_grammar,
+    read_grammar_arguments,
 )
 
 __all__ = ["register", "cmd_compress", "cmd_inspect"]
@@ -26,7 +26,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
     from ..pipeline import build_classes
 
     t0 = time.perf_counter()
-    path, compiled = read_grammar(*grammar_argument(args))
+    path, compiled = read_grammar_arguments(args)
     vocab = load_vocab(args.tokenizer)
     progress = None
     if not args.json and sys.stderr.isatty():
@@ -39,7 +39,9 @@ def cmd_compress(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
-    result = build_classes(compiled, vocab, budget=args.budget, progress=progress, workers=args.workers)
+    result = build_classes(
+        compiled, vocab, budget=args.budget, progress=progress, workers=args.workers, **classing_options(args)
+    )
     classes = result.classes
     classes.metadata["build_seconds"] = round(time.perf_counter() - t0, 4)
     index = None

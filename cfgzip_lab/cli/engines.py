@@ -17,12 +17,12 @@ from ._common import (
     UsageError,
     add_grammar_arguments,
     add_json_flag,
+    classing_options,
     emit,
-    grammar_argument,
     load_vocab,
     parse_list,
     read_docs,
-    read_grammar,
+    read_grammar_arguments,
 )
 
 __all__ = ["register", "cmd_verify", "cmd_bench"]
@@ -39,7 +39,7 @@ def _classes_for(args, compiled, vocab):
             raise UsageError(str(exc)) from None
     from ..pipeline import build_classes
 
-    return build_classes(compiled, vocab).classes
+    return build_classes(compiled, vocab, **classing_options(args)).classes
 
 
 def _native_engine(args, compiled, vocab, classes, engines=None):
@@ -58,7 +58,7 @@ def _setup(args):
     from ..bench import sample_docs
     from ..engine import GrammarCompileError, probe_xgrammar
 
-    path, compiled = read_grammar(*grammar_argument(args))
+    path, compiled = read_grammar_arguments(args)
     try:
         probe_xgrammar(compiled.text)
     except GrammarCompileError as exc:

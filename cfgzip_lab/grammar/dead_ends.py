@@ -20,6 +20,11 @@ on the byte CFG (ε = the empty production)::
                   symbols (in their production) are all productive
     dead end   := a production of a LIVE nonterminal whose first non-productive symbol Xi
                   has a NONEMPTY symbol before it
+
+A counted repetition ``K = X{m,n}`` (``cfg.counted``) has no listed productions; it counts as
+the production ``K → X^min`` (all it needs to be productive) plus, when ``max > 0``, the
+optional further copies: K is productive iff X is or ``min == 0``, NONEMPTY iff X is and K
+is productive, and X is LIVE when K is (a dead end inside X is found there).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ class DeadEnd:
         else:
             why = (
                 "matches nothing"
-                if not cfg.rules.get(self.symbol)
+                if not cfg.rules.get(self.symbol) and self.symbol not in cfg.counted
                 else "derives no string (it recurses with no way out)"
             )
             what = f"{cfg.describe_symbol(self.symbol)}, which {why}"
@@ -67,7 +72,14 @@ def productive_nonterminals(cfg: CFG) -> set[str]:
     while changed:
         changed = False
         for name, alts in cfg.rules.items():
-            if name not in productive and any(all(_is_productive(s, productive) for s in rhs) for rhs in alts):
+            if name in productive:
+                continue
+            counted = cfg.counted.get(name)
+            if counted is not None:
+                ok = counted.min == 0 or counted.item in productive
+            else:
+                ok = any(all(_is_productive(s, productive) for s in rhs) for rhs in alts)
+            if ok:
                 productive.add(name)
                 changed = True
     return productive
@@ -84,6 +96,12 @@ def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
         changed = False
         for name, alts in cfg.rules.items():
             if name in nonempty:
+                continue
+            counted = cfg.counted.get(name)
+            if counted is not None:
+                if name in productive and counted.item in nonempty and counted.item in productive:
+                    nonempty.add(name)
+                    changed = True
                 continue
             for rhs in alts:
                 if all(_is_productive(s, productive) for s in rhs) and any(_is_nonempty(s, nonempty) for s in rhs):
@@ -107,6 +125,10 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
     live, todo = {cfg.start}, [cfg.start]
     while todo:
         name = todo.pop()
+        counted = cfg.counted.get(name)
+        if counted is not None and counted.item not in live:
+            live.add(counted.item)
+            todo.append(counted.item)
         for index, rhs in enumerate(cfg.rules.get(name, ())):
             consumed = False
             for position, symbol in enumerate(rhs):

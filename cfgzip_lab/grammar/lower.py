@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
+from .counted import COUNTED_THRESHOLD, Counted
 from .provenance import origin_at
 from .tree import Span
 
@@ -102,6 +103,7 @@ class _Lowerer:
     text: str = ""
     counters: dict[str, int] = field(default_factory=dict)
     class_cache: dict[tuple, str | ByteSet | None] = field(default_factory=dict)
+    counted_threshold: int = COUNTED_THRESHOLD
     automata: dict[int, tuple[tree.Automaton, str]] = field(default_factory=dict)  # id → (node, start)
 
     def fresh(
@@ -197,6 +199,13 @@ class _Lowerer:
         if len(item) != 1:
             item = [self.fresh(owner, [tuple(item)], "group", e.item, [tuple(sp for _, sp in pairs)])]
             pairs = [(item[0], e.item.span)]
+        if (e.max if e.max is not None else e.min) > self.counted_threshold:
+            # Large bounds stay one counted nonterminal (see .counted): never n copies.
+            if not isinstance(item[0], str):
+                item = [self.fresh(owner, [(item[0],)], "group", e.item, [(pairs[0][1],)])]
+            counted = self.fresh(owner, [], "counted repetition", e, [])
+            self.cfg.counted[counted] = Counted(item[0], e.min, e.max)
+            return [(counted, e.span)]
         head = pairs * e.min  # the mandatory copies point at the item, the loop at the repetition
         if e.max is None:
             # X* as right recursion (star -> ε | X star): right recursion needs no
@@ -221,15 +230,17 @@ def _span(node: tree.Expr | None) -> Span | None:
     return None if node is None else node.span
 
 
-def lower(ast: tree.GrammarAST) -> CFG:
+def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD) -> CFG:
     """Byte-level CFG with the same language as ``ast`` under XGrammar's semantics.
 
     Rule names are kept; helper nonterminals are named ``rule@n``. ``cfg.origins`` maps
     every nonterminal to the source construct it stands for (:mod:`.provenance`), and
     ``cfg.symbol_spans`` gives each production symbol's span in the grammar text.
+    A repetition whose bound exceeds ``counted_threshold`` becomes one counted nonterminal
+    (``cfg.counted``, :mod:`.counted`) instead of that many copies of its item.
     """
     cfg = CFG(start=ast.root, text=ast.text)
-    lowerer = _Lowerer(cfg, ast.text)
+    lowerer = _Lowerer(cfg, ast.text, counted_threshold=counted_threshold)
     for name, rule in ast.rules.items():
         cfg.rules[name] = []
         cfg.origins[name] = origin_at(name, "rule", rule.span, ast.text)
