@@ -15,7 +15,7 @@ from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_clas
 from .classes.limits import DEFAULT_MAX_DAG_NODES
 from .grammar.cfg import CFG
 from .grammar.counted import COUNTED_THRESHOLD
-from .grammar.dead_ends import dead_ends, productive_nonterminals
+from .grammar.dead_ends import dead_ends, keep_dead_ends, productive_nonterminals
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
@@ -109,12 +109,14 @@ def compile_grammar(
         raise (origin.remap_error(error) if origin else error) from None
     dead = dead_ends(cfg, productive)
     if dead:
-        diagnostics = []
+        # Kept exactly (XGrammar lets decoding in, see .grammar.dead_ends): the author is warned.
+        notes = []
         for d in dead[:5]:
             line, column = position_of(text, d.span[0]) if d.span else (1, 1)
-            diagnostics.append(Diagnostic(line, column, d.describe(cfg), span=d.span))
-        error = GrammarError(diagnostics, text=text, source=source)
-        raise (origin.remap_error(error) if origin else error) from None
+            notes.append(Diagnostic(line, column, d.describe(cfg), "warning", span=d.span))
+        ast.warnings = list(ast.warnings) + (origin.user_diagnostics(notes) if origin else notes)
+    if len(productive) < len(cfg.rules):
+        keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:
         gnf = to_gnf(cfg, max_nodes=max_gnf_nodes)

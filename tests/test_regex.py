@@ -238,15 +238,42 @@ def test_pattern__message__refused(pattern, message, refused):
     "pattern, dead_prefix",
     [('a"b', "a"), ("ab\\\\", "ab"), ("x|a\\nb", "a"), ("(a[\\x00-\\x1f])+", "a"), ("a{2}\\0", "aa"), ("b\\cA", "b")],
 )
-def test_json_string_dead_ends_are_refused(pattern, dead_prefix):
+def test_json_string_dead_ends_are_kept_exactly(pattern, dead_prefix):
     """json_string empties an atom after text was consumed: XGrammar's matcher accepts that text
-    and then nothing (a dead end, which GNF cannot hold), so we refuse the pattern."""
-    with pytest.raises(RegexError, match="under json_string=true exactly") as info:
-        regex_to_expr(pattern, json_string=True)
-    assert info.value.refused
+    and then nothing (a dead end); our GNF keeps the same prefix, just as unfinishable, and says so."""
+    warnings: list = []
+    regex_to_expr(pattern, json_string=True, warnings=warnings)
+    assert any("dead end" in w.message for w in warnings)
     matcher = xgrammar_matcher(regex_grammar(pattern, json_string=True))
     assert matcher.accept_string(dead_prefix.encode()) and not matcher.is_terminated()
+    # (beside an alternative: the regex alone has an empty language, which is refused)
+    gnf = compile_grammar(regex_grammar(pattern, json_string=True) + ' | "z"').gnf
+    prefix = dead_prefix.encode()
+    assert gnf.accepts(prefix, prefix=True) and not gnf.accepts(prefix)
+    assert not any(gnf.accepts(prefix + bytes([b]), prefix=True) for b in range(256))
     regex_to_expr(pattern)  # without json_string the pattern is fine
+
+
+@pytest.mark.parametrize("engine", ["compressed", "native"])
+@pytest.mark.parametrize("pattern", ['a"b', "x|a\\nb"])
+def test_json_string_dead_ends_mask_like_xgrammar(pattern, engine):
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.verify import verify_engines
+
+    vocab = vocab_from_bytes(
+        [b"a", b"b", b"x", b"ab", b'"', b'a"', b"\\", b"\n", b"xa", b""], stop_ids=[9], name="dead"
+    )
+    text = regex_grammar(pattern, json_string=True) + ' | "b"'
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, vocab)
+    engines = compile_engines(text, vocab, result.classes)
+    native = build_native_engine(compiled, vocab, result.classes, classing=result, xgrammar_engines=engines)
+    candidate = native.matcher if engine == "native" else None
+    report = verify_engines(
+        engines, candidate=candidate, candidate_name=engine, walks=10, steps=5, docs=["a", "x", "ab"]
+    )
+    assert report.ok and report.steps_checked > 5, report.first_mismatch
 
 
 def test_a_regex_error_points_at_its_character_in_the_grammar_text():
@@ -315,9 +342,11 @@ def test_anchors_at_the_ends_give_no_warning():
         assert not warnings, pattern
 
 
-def test_refusals_use_the_shared_refusal_prefix():
+def test_a_json_string_dead_end_is_a_warning_at_its_atom():
+    """It was the last regex refusal (tokens could not hold a dead end; now they do)."""
     (diagnostic,) = check_ebnf(regex_grammar('a"b', json_string=True))
-    assert diagnostic.message.startswith(REFUSED_PREFIX)
+    assert diagnostic.severity == "warning" and "dead end" in diagnostic.message
+    assert (diagnostic.line, diagnostic.column) == (1, 18) and not diagnostic.message.startswith(REFUSED_PREFIX)
 
 
 # ---- random patterns and strings ---------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""Dead ends: places where decoding could consume bytes and then never finish.
+"""Dead ends: places where decoding could consume bytes and then never finish, kept exactly.
 
 A rule that derives no string (it matches nothing, like ``[]``, or recurses forever) is
-*non-productive*. GNF conversion drops every path through one, as it must, so cfgzip's
-classes say no token may enter such a path. XGrammar 0.2.8 does not look ahead that far:
-for ``root ::= "a" [] | "b"`` it allows ``a`` and then nothing, ever. The two masks then
-differ at the very first step (``cfgzip-lab verify`` reports it), so such a grammar cannot
-be compressed losslessly and is refused with the place of the dead end. It is almost
-always a mistake in the grammar anyway: a misspelt class, a rule without a base case.
+*non-productive*. XGrammar 0.2.8 does not look ahead that far: for ``root ::= "a" [] | "b"``
+it allows ``a`` and then nothing, ever (and for ``x ::= "c" x`` any number of ``c``). A plain
+normal form would drop every path through such a rule, and the masks would differ at the
+first step. So :func:`keep_dead_ends` gives every non-productive nonterminal one more
+production, the *dead terminal* (:data:`DEAD`, the empty byte set): it matches no byte, so
+no sentence uses it, but it keeps the rule productive, and its paths survive the normal
+form. The prefixes the byte CFG then allows are exactly the prefixes XGrammar allows:
+decoding may enter a dead end and then nothing more is allowed (no byte, no stop). The
+author gets a warning with the place (almost always a mistake: a misspelt class, a rule
+without a base case); only a root that derives nothing at all is still refused.
 
 A non-productive symbol is harmless when nothing can be consumed before it on its path
 (``root ::= [] | "b"``): then XGrammar offers no byte for that path either. The check,
@@ -34,7 +38,10 @@ from dataclasses import dataclass
 from .cfg import CFG, ByteSet, Symbol
 from .tree import Span
 
-__all__ = ["DeadEnd", "dead_ends", "productive_nonterminals"]
+__all__ = ["DEAD", "DeadEnd", "dead_ends", "keep_dead_ends", "productive_nonterminals"]
+
+DEAD = ByteSet(0)
+"""The dead terminal: matches no byte (the normal form gives it an atom no byte maps to)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +66,8 @@ class DeadEnd:
             )
             what = f"{cfg.describe_symbol(self.symbol)}, which {why}"
         return (
-            f"dead end: after some text, {what}; XGrammar would let decoding go in and never finish, "
-            "and cfgzip cannot reproduce its masks there, so the grammar is refused"
+            f"dead end: after some text, {what}; XGrammar lets decoding go in and never finish there "
+            "(cfgzip's masks do the same)"
         )
 
 
@@ -143,3 +150,21 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
                     break
                 consumed = consumed or _is_nonempty(symbol, nonempty)
     return sorted(found, key=lambda d: (d.span or (1 << 62, 0), d.nonterminal, d.index))
+
+
+def keep_dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[str]:
+    """Give every non-productive nonterminal of ``cfg`` the production ``→ DEAD`` (in place),
+    so that the normal form keeps the paths XGrammar lets decoding enter; returns their names.
+
+    A counted repetition ``X{m,n}`` is non-productive only through its item X, which gets the
+    production itself. The start must be productive (the caller refuses an empty language).
+    """
+    if productive is None:
+        productive = productive_nonterminals(cfg)
+    patched = [name for name in cfg.rules if name not in productive and name not in cfg.counted]
+    for name in patched:
+        cfg.rules[name].append((DEAD,))
+        spans = cfg.symbol_spans.get(name)
+        if spans is not None and len(spans) == len(cfg.rules[name]) - 1:
+            spans.append((None,))
+    return patched

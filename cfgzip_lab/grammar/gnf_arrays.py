@@ -144,7 +144,10 @@ def _load_atoms(arrays, doc, store):
         bits[atom] |= 1 << byte
     if min(atom_of) < 0 or not all(bits):
         raise GNFArraysError("the byte → atom map leaves an atom without bytes")
-    return [ByteSet(b) for b in bits]
+    dead = doc.get("dead_atom", -1)
+    if dead not in (-1, count):
+        raise GNFArraysError("the dead terminal's atom is not the one after the byte atoms")
+    return [ByteSet(b) for b in bits] + ([ByteSet(0)] if dead == count else [])
 
 
 def _save_table(gnf, arrays, doc, ids):
@@ -184,6 +187,7 @@ def _origin_from_json(v: list) -> Origin:
 FIELDS: tuple[_Field, ...] = (
     _json("names", list, lambda v: [str(s) for s in v]),
     _json("start", int, int),
+    _json("dead_atom", int, int),
     _json("accepts_empty", bool, bool),
     _Field("atoms", lambda *a: None, _load_atoms),  # derived from atom_of (saved with it)
     _Field("atom_of", _save_atoms, _load_atom_of),

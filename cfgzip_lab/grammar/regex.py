@@ -180,13 +180,19 @@ def regex_to_expr(
     except fsm.RegexBuildError as error:
         raise RegexError(error.message, *error.span) from None
     if json_string and parser.emptied and fsm.dead_end(raw) is not None:
+        # A dead end: XGrammar's matcher accepts the text before the emptied atom and then
+        # nothing. Kept exactly (the dead states stay, .dead_ends keeps their paths), with a warning.
         start, end = parser.emptied[0]
-        message = (
-            f"cfgzip cannot reproduce the language of {pattern[start:end]!r} under json_string=true exactly: "
-            "it can match no character there (no control character, '\"' or '\\'), and XGrammar's matcher "
-            "still accepts the text before it, a dead end that token classes cannot reproduce"
+        automaton, raw = fsm.build(root, json_string=json_string, span=span, pattern=pattern, keep_dead=True)
+        parser.warnings.append(
+            RegexWarning(
+                f"dead end: under json_string=true {pattern[start:end]!r} can match no character (no control "
+                "character, '\"' or '\\'); XGrammar's matcher accepts the text before it and then nothing "
+                "(cfgzip's masks do the same)",
+                start,
+                end,
+            )
         )
-        raise RegexError(message, start, end, refused=True)
     if warnings is not None:
         warnings.extend(parser.warnings)
     return automaton

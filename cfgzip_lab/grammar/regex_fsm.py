@@ -726,7 +726,9 @@ def _groups(row: list[tuple[int, int, int]]):
 # ---- to the AST --------------------------------------------------------------------------------
 
 
-def to_automaton(f: _FSM, span: Span | None, pattern: str, rules: dict[int, Automaton]) -> Automaton:
+def to_automaton(
+    f: _FSM, span: Span | None, pattern: str, rules: dict[int, Automaton], *, keep_dead: bool = False
+) -> Automaton:
     """The ε-free, trimmed :class:`~.tree.Automaton` of ``f`` (the same language).
 
     ε-closure: state q gets the byte and sub-expression edges of every state in its
@@ -734,6 +736,10 @@ def to_automaton(f: _FSM, span: Span | None, pattern: str, rules: dict[int, Auto
     reachable or cannot reach a final state go. Equivalent states are left to the normal
     form, which merges them (a Moore-style refinement here took 13 minutes on the 30,000
     states of ``(.{30}){128}``).
+
+    ``keep_dead`` keeps the reachable states that cannot reach a final state (a json_string
+    dead end: XGrammar's matcher accepts the text that leads there and then nothing); they
+    lower to non-productive rules, which the pipeline keeps exactly (:mod:`.dead_ends`).
     """
     n = f.num_states()
     closures = _epsilon_closures(f)
@@ -752,6 +758,8 @@ def to_automaton(f: _FSM, span: Span | None, pattern: str, rules: dict[int, Auto
         for _, _, t in edges[q]:
             preds.setdefault(t, []).append(q)
     useful = _reachable([q for q in live if finals[q]], lambda q: preds.get(q, ()))
+    if keep_dead:
+        useful = live
     number: dict[int, int] = {f.start: 0}
     for q in sorted(useful):
         number.setdefault(q, len(number))
@@ -797,7 +805,9 @@ def _reachable(roots, successors) -> set[int]:
 # ---- the entry point ---------------------------------------------------------------------------
 
 
-def build(root: Node, *, json_string: bool, span: Span | None = None, pattern: str = "") -> tuple[Automaton, _FSM]:
+def build(
+    root: Node, *, json_string: bool, span: Span | None = None, pattern: str = "", keep_dead: bool = False
+) -> tuple[Automaton, _FSM]:
     """XGrammar's automaton for the parsed pattern ``root``: the AST node, and the rule automaton
     XGrammar matches with (:func:`rule_fsm`, forbidden bytes removed under ``json_string``),
     which the dead-end check in :mod:`.regex` reads.
@@ -812,7 +822,7 @@ def build(root: Node, *, json_string: bool, span: Span | None = None, pattern: s
     if json_string:
         fsm = _forbid(fsm, JSON_STRING_FORBIDDEN_BYTES)
     final = rule_fsm(fsm)
-    return to_automaton(final, span, pattern, builder.rules), final
+    return to_automaton(final, span, pattern, builder.rules, keep_dead=keep_dead), final
 
 
 def dead_end(fsm: _FSM, *, budget: int = 20_000) -> tuple[bytes, set[int]] | None:

@@ -68,11 +68,16 @@ def _shortest(cfg: CFG) -> tuple[dict[str, float], dict[str, int]]:
                     changed = True
                 continue
             for i, rhs in enumerate(alts):
-                total = sum(1 if isinstance(s, ByteSet) else best.get(s, math.inf) for s in rhs)
+                total = sum(_byte_length(s) if isinstance(s, ByteSet) else best.get(s, math.inf) for s in rhs)
                 if total < best[name]:
                     best[name], way_out[name] = total, i
                     changed = True
     return best, way_out
+
+
+def _byte_length(s: ByteSet) -> float:
+    """A terminal's length: 1 byte, or never (the dead terminal of a dead end matches nothing)."""
+    return 1 if s.bits else math.inf
 
 
 def _pick_byte(s: ByteSet, rng: random.Random, printable: float) -> int:
@@ -99,7 +104,11 @@ def generate(
     if best.get(cfg.start, math.inf) == math.inf:
         raise ValueError("the grammar's language is empty: no sentence can be generated")
     finite = {
-        name: [i for i, rhs in enumerate(alts) if all(isinstance(s, ByteSet) or best[s] < math.inf for s in rhs)]
+        name: [
+            i
+            for i, rhs in enumerate(alts)
+            if all(s.bits if isinstance(s, ByteSet) else best[s] < math.inf for s in rhs)
+        ]
         for name, alts in cfg.rules.items()
     }
     # A character class that needs several bytes is a helper with one production per UTF-8
