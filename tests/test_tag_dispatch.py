@@ -116,7 +116,10 @@ def test_automaton_is_small() -> None:
     assert len(built.rows) == 1 + len("<tool_call>") + len("hink>") + len("/s>")  # "<t" and "<" shared
     assert built.dispatch == {11: (0,), 16: (1,)}
     assert built.finals == frozenset(range(len(built.rows))) - {11, 16, 19}
-    assert all(len({target for target in row.values()}) <= 4 for row in built.rows)
+    assert all(len(set(row.values())) <= 4 for row in built.rows)
+    assert built.step(17, ord("s")) == 18 and built.step(18, ord(">")) is None  # "</s" then ">": excluded
+    assert built.defaults[11] is None and built.defaults[0] == built.defaults[5] == 0
+    assert built.step(0, ord("<")) == 1 and built.step(5, ord("x")) == 0 and built.step(11, ord("x")) is None
 
 
 def test_dispatch_triggers_lists_tags_and_excludes() -> None:
