@@ -50,7 +50,7 @@ class StartupResult:
     kind: str
     xgrammar_compile_s: float
     xgrammar_ready_s: float
-    cold: dict[str, float] = field(default_factory=dict)  # front_end, classes, index, engine, first_mask
+    cold: dict[str, float] = field(default_factory=dict)  # front_end, classes, index, compact, engine, first_mask
     cold_ready_s: float = 0.0
     cold_write_s: float = 0.0
     warm_ready_s: float = 0.0
@@ -246,7 +246,7 @@ def format_rows(results: list[StartupResult]) -> list[str]:
         lines.append(
             f"{r.name[:28]:<28} {_ms(r.xgrammar_compile_s):>11} {_ms(r.xgrammar_ready_s):>9} | "
             f"{_ms(r.cold_ready_s):>9} {_ms(c.get('front_end', 0)):>7} {_ms(c.get('classes', 0)):>8} "
-            f"{_ms(c.get('index', 0)):>7} {_ms(c.get('engine', 0) + c.get('first_mask', 0)):>11} "
+            f"{_ms(c.get('index', 0)):>7} {_ms(c.get('compact', 0) + c.get('engine', 0) + c.get('first_mask', 0)):>11} "
             f"{r.cold_ratio:>5.2f}x | {_ms(r.warm_ready_s):>9} {r.warm_ratio:>5.2f}x | "
             f"{r.plain_step_us:>8.0f} / {r.native_step_us:<6.0f} | "
             f"{_pays(r, r.cold_ready_s):>11} / {_pays(r, r.warm_ready_s):<11}"
