@@ -25,18 +25,22 @@ The dialect, as XGrammar reads it:
   bytes to a ``GrammarMatcher``). Literal text in the AST therefore holds code
   points; a ``\\x`` escape with more than two digits gets a warning.
 - ``rule ::= body (= lookahead)``: a lookahead assertion, only at the end of a rule.
-- Rule attributes ``name[max_tokens=N]`` and ``name[capture]``/``[capture="c"]``.
+- Rule attributes ``name[lazy, max_chars=N, max_tokens=N, temperature=T, capture="c", ...]``
+  (:mod:`.rule_attributes` reads the block as XGrammar's lexer does).
 - Macros ``TagDispatch(...)``, ``TokenTagDispatch(...)``, ``Token(...)``,
-  ``ExcludeToken(...)``, ``Regex(...)``: a macro name is always a call, never a rule
-  reference. ``true``/``false`` are reserved words.
+  ``ExcludeToken(...)``, ``Regex(...)``, ``Substring(...)``: a macro name is always a call,
+  never a rule reference; the arguments are XGrammar's (:mod:`.macro_args`), and a lookahead
+  may not be a bare ``TagDispatch``, ``Regex`` or ``Substring``. ``true``/``false`` are reserved.
 
-``Regex("...", json_string=true|false)`` (how XGrammar prints a JSON Schema ``pattern``) is
-lowered exactly by :mod:`.regex`; a regex XGrammar rejects, or a construct it gives a meaning
-cfgzip will not reproduce (a lookahead inside the regex, an anchor in the middle), is an error
-at its character in the text. ``Token``, ``ExcludeToken`` and ``TokenTagDispatch`` name
-vocabulary ids and are read exactly by :mod:`.token_macros`. cfgzip refuses (error) ``<...>`` token
-references and ``max_tokens`` (see ``_REFUSED_BECAUSE``), and drops (warning) rule-level
-lookaheads ``(= ...)`` and ``capture``, which leave the language alone or only restrict it. Code points above U+10FFFF and
+Exactly reproduced: ``Regex("...", json_string=..., flags=...)`` (:mod:`.regex`; a regex
+XGrammar rejects is an error at its character), ``TagDispatch`` (:mod:`.tag_dispatch`),
+``Substring`` (:mod:`.substring`), ``lazy`` / ``max_chars`` on a rule whose language is
+regular (:mod:`.regular`, refused with the reason otherwise), and the token macros ``Token``,
+``ExcludeToken``, ``TokenTagDispatch``, which name vocabulary ids (:mod:`.token_macros`).
+Refused (error, see ``_REFUSED_BECAUSE``): ``<...>`` token references, ``max_tokens`` and the
+rule-id capture attributes. Dropped or kept with a warning: rule-level lookaheads ``(= ...)``,
+captures and ``temperature``, which only restrict the language, leave it alone, or only
+concern sampling. Code points above U+10FFFF and
 repetition bounds above 2**31-1 are errors: XGrammar accepts them but silently
 produces a different grammar (an invalid code point, a wrapped 32-bit bound).
 Surrogate code points (``"\\uD800"``) are kept: XGrammar matches their 3-byte
