@@ -58,6 +58,9 @@ SPEC_ERRORS = [
     (json.dumps({"structures": [{"begin": "<a>", "schema": {}, "end": "</a>"}], "triggers": ["<b"]}), '["<b"]',
      "One tag does not match any trigger"),
     ('{"type": "structural_tag",\n "format" {}}', "{", "not valid JSON: Expecting ':' delimiter"),
+    # XGrammar resolves a token's text with a tokenizer only (compile_structural_tag)
+    (tag({"type": "tag", "begin": {"type": "token", "token": 7}, "content": {"type": "any_text"},
+          "end": {"type": "token", "token": "</x>"}}), '"</x>"', "a token given by its text needs a tokenizer"),
 ]  # fmt: skip
 
 
@@ -116,3 +119,29 @@ def test_two_tools_verify_compressed_and_native_with_smollm2() -> None:
         record = json.loads(proc.stdout.strip().splitlines()[-1])
         assert record["mismatches"] == 0 and record["steps_checked"] > 100
         assert "TagDispatch strings typed" in proc.stdout
+
+
+def test_a_spec_with_token_formats_is_exact() -> None:
+    """``token`` and ``token_triggered_tags`` formats print Token/TokenTagDispatch (ids of one
+    tokenizer, here a small one): both engines verify against XGrammar, taking those tokens."""
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.grammar.token_macros import guide_token_ids
+    from cfgzip_lab.native.engine import build_native_engine
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.verify import verify_engines
+    from cfgzip_lab.vocab import vocab_from_bytes
+
+    vocab = vocab_from_bytes([b"a", b"b", b"<call>", b"{", b"}", b"</call>", b"1", b"12", b"", b"</s>"],
+                             stop_ids=[9], special_ids=[8], name="tiny")  # fmt: skip
+    call = {"type": "tag", "begin": {"type": "token", "token": 2},
+            "content": {"type": "json_schema", "json_schema": {"type": "integer"}}, "end": {"type": "token", "token": 5}}  # fmt: skip
+    spec = tag({"type": "token_triggered_tags", "trigger_tokens": [2], "tags": [call], "exclude_tokens": [4]})
+    compiled = compile_grammar(spec, kind="structural_tag")
+    assert "TokenTagDispatch(" in compiled.text and "Token(5)" in compiled.text
+    result = build_classes(compiled, vocab)
+    engines = compile_engines(compiled.text, vocab, result.classes)
+    native = build_native_engine(compiled, vocab, result.classes, classing=result, xgrammar_engines=engines)
+    guides = guide_token_ids(compiled.gnf, vocab)
+    for candidate in (None, native.matcher):
+        report = verify_engines(engines, walks=12, steps=12, seed=3, token_guides=guides, candidate=candidate)
+        assert report.mismatches == 0 and report.guide_tokens_taken > 0 and report.steps_checked > 60

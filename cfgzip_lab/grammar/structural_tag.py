@@ -80,7 +80,16 @@ def read_structural_tag(text: str, source: str = "<structural tag>") -> Structur
         else:
             path = _locate_path(value, refused.message)
         where = spans.get(path, spans[()])
-        raise _error(text, source, where, f"XGrammar refuses this structural tag: {refused.message}") from None
+        message = f"XGrammar refuses this structural tag: {refused.message}"
+        if "Token string resolution requires tokenizer_info" in refused.message:
+            at = _token_string(spec_value)
+            where = spans.get(at, where) if at and not legacy else where
+            message = (
+                "a token given by its text needs a tokenizer to be resolved to an id, and cfgzip reads a "
+                "structural tag without one: give the token's id in the tokenizer you decode with "
+                "(ids belong to one tokenizer)"
+            )
+        raise _error(text, source, where, message) from None
     notes.insert(0, f"grammar built by XGrammar from the structural tag; {ebnf.count('::=')} rules of its EBNF are classed")
     return StructuralTagSpec(ebnf, spec, notes)
 
@@ -121,6 +130,30 @@ def _from_legacy(value: dict, text: str, source: str, spans: dict[Path, tuple[in
     tag = xgr.StructuralTag.from_legacy_structural_tag(items, triggers)
     tag.format.at_least_one = bool(value.get("at_least_one", False))
     return json.loads(tag.model_dump_json())
+
+
+_TOKEN_FIELDS = {"token": "token", "exclude_token": "exclude_tokens", "any_tokens": "exclude_tokens",
+                 "token_triggered_tags": "trigger_tokens"}  # fmt: skip
+
+
+def _token_string(value: Any) -> Path | None:
+    """The path of the first token written as text (``{"type": "token", "token": "<x>"}``)."""
+    todo: list[tuple[Path, Any]] = [((), value)]
+    while todo:
+        path, node = todo.pop(0)
+        if isinstance(node, dict):
+            field = _TOKEN_FIELDS.get(node.get("type"))
+            got = node.get(field) if field else None
+            if isinstance(got, str):
+                return path + (field,)
+            if isinstance(got, list):
+                for i, t in enumerate(got):
+                    if isinstance(t, str):
+                        return path + (field, i)
+            todo += [(path + (k,), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            todo += [(path + (i,), v) for i, v in enumerate(node)]
+    return None
 
 
 def _legacy_path(path: Path, message: str) -> Path:
