@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import ipywidgets as w
 
-from ..vocab_sources import vocab_cache_dir
+from ._base import Throttle
 from ._format import CSS, esc, fmt_seconds
 from .classes_panel import ClassesPanel
 from .decoder import DecoderPanel
+from .drafts import draft_path_for, notebook_key
 from .editor import EditorPanel
 from .export import ExportPanel
 from .samples import SamplesPanel
@@ -47,8 +48,10 @@ class Workbench:
     delay : float
         Seconds after the last keystroke before the editor re-checks the grammar.
     draft : bool
-        Write every checked text to ``~/.cache/cfgzip_lab/workbench_draft.ebnf`` too, so
-        nothing typed is lost if the kernel dies ("Restore draft" reads it back).
+        Write every checked text that was typed to a draft file of this notebook
+        (``~/.cache/cfgzip_lab/drafts/``, one per notebook path, see :mod:`.drafts`), so nothing
+        typed is lost if the kernel dies or restarts ("Restore draft" reads it back). The
+        start-up check never writes it.
     session : WorkbenchSession, optional
         Share a session with other views.
     editor : str
@@ -69,9 +72,12 @@ class Workbench:
         report_path: str = "cfgzip_report.json",
         editor: str = "codemirror",
     ) -> None:
-        draft_path = vocab_cache_dir() / "workbench_draft.ebnf" if draft else None
+        notebook = notebook_key()
+        draft_path = draft_path_for(notebook) if draft else None
         self.session = session or WorkbenchSession(text, tokenizer=tokenizer, draft_path=draft_path)
         s = self.session
+        if s.draft_path is not None and not s.draft_notebook:
+            s.draft_notebook = notebook
         s.checker.warm_up()
         self.editor = EditorPanel(s, delay=delay, editor=editor)
         self.samples = SamplesPanel(s)
@@ -89,9 +95,13 @@ class Workbench:
             [w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs]
         )
         self.widget.add_class("cfgzip-app")
-        for topic in ("text", "source", "grammar", "classes", "job", "decoder", "error"):
+        self._throttled_status = Throttle(self._show_status, 0.25)
+        for topic in ("text", "source", "grammar", "classes", "error"):
             s.on(topic, self._show_status)
-        s.compile()
+        for topic in ("job", "decoder"):  # one per decode step: drawn at most every 0.25 s while it runs
+            s.on(topic, self._on_progress)
+        s.compile(draft=False)  # the start-up check: the draft on disk stays for "Restore draft"
+        self.editor.show_draft_hint()
 
     # -- the main actions, one call each ------------------------------------------------
 
@@ -154,6 +164,13 @@ class Workbench:
         close_tree(self.widget)
 
     # -- status line ---------------------------------------------------------------------
+
+    def _on_progress(self) -> None:
+        job = self.session.jobs.get("decode")
+        if job is not None and job.running:
+            self._throttled_status()
+        else:
+            self._show_status()
 
     def _show_status(self) -> None:
         s = self.session

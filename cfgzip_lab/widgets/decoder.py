@@ -8,7 +8,12 @@ done by :class:`cfgzip_lab.decode.Stepper`; this panel only drives it and draws.
 The decoder's classes are the session's: when the classes in the session are for another
 tokenizer than the model's, the decoder classes the model's vocabulary and makes those the
 session's classes, so the status line, the Classes tab and the decoder name one tokenizer.
-Its status line always ends in an outcome: done, cancelled, stop token, or failed.
+Its status line always ends in an outcome: done, cancelled (with how many steps ran after the
+click and how long stopping took, measured), stop token, rolled back, or failed.
+
+While Run N runs, the views are drawn at most every :data:`DRAW_INTERVAL` seconds and once at
+the end (:class:`~._base.Throttle`): drawn at every step, a CPU decode sent plotly and HTML
+updates faster than the browser rendered them, and the page fell seconds behind the kernel.
 
 The model runs on the GPU when there is one (device "auto"), else on the CPU. XGrammar is
 compiled inside the kernel here, so the panel first asks the XGrammar child process
@@ -25,13 +30,14 @@ import ipywidgets as w
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ._base import Panel
+from ._base import Panel, Throttle
 from ._format import esc, fmt_seconds, show_bytes, table, token_label
 from .session import Stamp, WorkbenchError
 
 __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
 DEFAULT_PROMPT = "Describe a cat as a JSON object with a name, an age and a list of toys."
+DRAW_INTERVAL = 0.25  # seconds between two redraws while Run N runs
 
 
 class DecoderPanel(Panel):
@@ -49,6 +55,8 @@ class DecoderPanel(Panel):
         self._stepper_key = None
         self._lock = threading.RLock()
         self.outcome = ""  # how the last action ended: "done: 8 steps", "cancelled at step 3", …
+        self._latest = None  # the last StepResult drawn by the throttled redraw
+        self._redraw = Throttle(lambda: self._show(self._latest), DRAW_INTERVAL)
 
         # Any local Hugging Face model folder works too (hf.load_model); the status line says
         # which device and dtype it was loaded with.
@@ -91,10 +99,13 @@ class DecoderPanel(Panel):
         self.chart = go.FigureWidget(fig)
         self.chart.add_bar(x=[], y=[], orientation="h", name="before", marker_color=[], row=1, col=1)
         self.chart.add_bar(x=[], y=[], orientation="h", name="after", marker_color="#1a7f37", row=1, col=2)
-        self.chart.update_layout(height=360, showlegend=False, margin=dict(l=110, r=20, t=40, b=40))
+        self.chart.update_layout(height=360, showlegend=False, margin=dict(l=110, r=20, t=40, b=40), autosize=True)
         self.chart.update_yaxes(autorange="reversed", type="category")
-        self.chart_box = w.Box([self.chart])
+        # The chart takes the room the window gives it and the allowed-classes table wraps below
+        # it when both do not fit side by side (a 1,000 px window), never on top of it.
+        self.chart_box = w.Box([self.chart], layout=w.Layout(flex="1 1 560px", min_width="0", overflow="hidden"))
         self.chart_box.add_class("cfgzip-decoder-chart")
+        self.allowed.layout = w.Layout(flex="0 1 340px", min_width="260px", overflow="auto")
         self.widget = w.VBox(
             [
                 w.HBox([self.model, self.device, load]),
@@ -103,7 +114,7 @@ class DecoderPanel(Panel):
                 self.status,
                 self.error_box,
                 self.step_info,
-                w.HBox([self.chart_box, self.allowed]),
+                w.HBox([self.chart_box, self.allowed], layout=w.Layout(flex_flow="row wrap", width="100%")),
                 w.HTML("<b>Text so far</b> (prompt in grey, generated in green)"),
                 self.text,
                 w.HTML("<b>Tokens</b>"),
@@ -169,7 +180,7 @@ class DecoderPanel(Panel):
             classes = s.adopt_classes_for(vocab, job)
             # XGrammar's compile over the K classes, timed before the Stepper hits the cache
             # (the compressed engine's one-off, for "does it pay?" in Timings).
-            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.input_sha256, vocab.name))
+            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.sha256, vocab.name))
             self.stepper = Stepper(
                 model,
                 tokenizer,
@@ -184,7 +195,7 @@ class DecoderPanel(Panel):
             self.results = []
             s.decode_log = []
             s.decoder = self.stepper
-            s.decoder_stamp = Stamp(compiled.input_sha256, vocab.name)
+            s.decoder_stamp = Stamp(compiled.sha256, vocab.name)
             self._show_status()
         return self.stepper
 
@@ -212,14 +223,20 @@ class DecoderPanel(Panel):
             with self._lock:
                 stepper = self._ensure_stepper(job)
                 out = []
-                for i in range(n):
-                    if job.cancelled or self._finished():
-                        break
-                    result = stepper.step()
-                    self._record(result)
-                    out.append(result)
-                    job.progress(i + 1, n, "decoding")
-                    self._show(result)
+                try:
+                    for i in range(n):
+                        if job.cancelled or self._finished():  # polled between steps: Cancel waits one step at most
+                            break
+                        result = stepper.step()
+                        self._record(result)
+                        out.append(result)
+                        job.progress(i + 1, n, "decoding")
+                        self._latest = result
+                        self._redraw()
+                finally:
+                    if out:
+                        self._latest = out[-1]
+                        self._redraw.flush()  # the last step is always drawn
                 return out
 
         self.outcome = ""
@@ -229,8 +246,10 @@ class DecoderPanel(Panel):
         return job
 
     def rollback(self, n: int = 1):
+        """Undo the last ``n`` steps; the status says where decoding stands now."""
         with self._lock:
             if self.stepper is None or not self.results:
+                self._end("nothing to roll back")
                 return None
             n = min(n, len(self.results))
             self.stepper.rollback(n)
@@ -238,6 +257,10 @@ class DecoderPanel(Panel):
             del self.session.decode_log[len(self.results) :]
             self.session.emit("decoder")
         self._show(self.results[-1] if self.results else None)
+        kept = len(self.results)
+        self._end(
+            f"rolled back {n} step{'s' * (n != 1)}: at step {kept}" if kept else f"rolled back {n} step{'s' * (n != 1)}: at the prompt"
+        )
         return self.results[-1] if self.results else None
 
     def reset(self):
@@ -342,7 +365,10 @@ class DecoderPanel(Panel):
             steps = len(last.result or [])
             self._end("stop token: done" if self._finished() else f"done: {steps} step{'s' * (steps != 1)}")
         elif last.status == "cancelled":
-            self._end(f"cancelled at step {len(self.results)}")
+            after = last.steps_after_cancel
+            took = f", stopped {fmt_seconds(last.stopped_after)} after Cancel" if last.stopped_after is not None else ""
+            extra = f" ({after} step{'s' * (after != 1)} after Cancel{took})" if after is not None else ""
+            self._end(f"cancelled at step {len(self.results)}{extra}")
         else:
             self._end(f"failed: {last.error.message if last.error else 'see the error below'}")
 

@@ -75,8 +75,10 @@ class EditorPanel(Panel):
             self.restore_draft,
             where="load grammar",
             icon="history",
-            tooltip="the text of the last check, kept on disk (after a kernel restart)",
+            tooltip="the text typed at the last check, kept on disk per notebook (after a kernel restart)",
         )
+        self.draft_note = w.HTML()
+        self.draft_note.add_class("cfgzip-draft-note")
         check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
         self._setting_kind = False
         self.kind = w.Dropdown(
@@ -130,6 +132,7 @@ class EditorPanel(Panel):
                     [self.bundled, self.path, load, save, undo, draft, check, self.kind],
                     layout=w.Layout(flex_flow="row wrap"),
                 ),
+                self.draft_note,
                 w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
                 self.error_box,
             ]
@@ -152,11 +155,7 @@ class EditorPanel(Panel):
     def set_input_kind(self, kind: str) -> bool:
         """Read the text as ``kind`` (``"auto"``, ``"ebnf"``, ``"gbnf"``, ``"json_schema"``) and check it."""
         self.session.set_input_kind(kind)  # refuses an unknown kind before the dropdown shows it
-        self._setting_kind = True
-        try:
-            self.kind.value = kind
-        finally:
-            self._setting_kind = False
+        self._set_kind_dropdown(kind)
         return self.compile()
 
     def load_bundled(self, name: str) -> None:
@@ -176,11 +175,37 @@ class EditorPanel(Panel):
         return self.session.restore_previous()
 
     def restore_draft(self) -> bool:
-        """Bring back the text of the last check from the draft file (after a kernel restart)."""
+        """Bring back the text typed at the last check from this notebook's draft file (after a
+        kernel restart); the input kind comes back with it."""
+        draft = self.session.draft()
         if not self.session.restore_draft():
             self.status.value = '<span class="cfgzip-muted">no draft saved yet</span>'
             return False
+        self._set_kind_dropdown(self.session.input_kind)
+        self.draft_note.value = (
+            f'<span class="cfgzip-muted">draft restored ({esc(draft.describe())}); "Undo load" brings back '
+            "the text it replaced</span>"
+        )
         return True
+
+    def show_draft_hint(self) -> None:
+        """Say when this notebook's draft differs from the editor's text (drawn at start-up: after
+        a kernel restart the typed text is one click away)."""
+        draft = self.session.draft()
+        if draft is None or draft.text == self.session.text:
+            self.draft_note.value = ""
+            return
+        self.draft_note.value = (
+            f'<span class="cfgzip-warn">a draft of this notebook is on disk</span> ({esc(draft.describe())}): '
+            "press <b>Restore draft</b> to bring it back"
+        )
+
+    def _set_kind_dropdown(self, kind: str) -> None:
+        self._setting_kind = True
+        try:
+            self.kind.value = kind
+        finally:
+            self._setting_kind = False
 
     def jump_to(self, line: int, column: int = 1) -> dict[str, int] | None:
         """Cursor to ``line``/``column`` in the editor, scrolled into view and focused (a click on a

@@ -186,6 +186,8 @@ class SamplesPanel(Panel):
         self.generated_output = w.HTML()
         self.generated_output.add_class("cfgzip-generated-samples")
         self.generated: list[SampleResult] = []
+        self.generated_stamp = None  # the grammar the generated strings were last judged for
+        self.generated_seed: int | None = None
         self.results_stamp = None  # the grammar the shown verdicts were made for
         self._seed = 0
         self.widget = w.VBox(
@@ -242,7 +244,19 @@ class SamplesPanel(Panel):
             except UnicodeDecodeError:
                 continue
         self.generated, xgr = self._judge(compiled, texts[:count])
+        self.generated_stamp, self.generated_seed = self.session.grammar_stamp, seed
         self._show_generated(xgr, seed)
+        return self.generated
+
+    def recheck_generated(self) -> list[SampleResult]:
+        """Judge the generated strings again under the current grammar (done on every check: a
+        string generated for an earlier grammar may be refused by this one, and says so)."""
+        if not self.generated:
+            return []
+        compiled = self.session.require_grammar()
+        self.generated, xgr = self._judge(compiled, [r.text for r in self.generated])
+        self.generated_stamp = self.session.grammar_stamp
+        self._show_generated(xgr, self.generated_seed, rechecked=True)
         return self.generated
 
     def add_generated(self) -> None:
@@ -278,22 +292,30 @@ class SamplesPanel(Panel):
 
     def _on_grammar(self) -> None:
         try:
-            if not (self.results or self.results_stamp is not None):
-                return
             if self.session.grammar_ok:
-                self.check_samples()
+                if self.results or self.results_stamp is not None:
+                    self.check_samples()
+                if self.generated and not self.session.is_current(self.generated_stamp):
+                    self.recheck_generated()
             else:
                 self._mark_stale()
         except Exception as exc:  # last resort: runs from session events, maybe in a worker thread
             self.session.record_error("samples", exc)
 
     def _mark_stale(self) -> None:
+        why = "the grammar has errors" if self.session.checked_text == self.session.text else "the text changed"
         if self.results and not self.results_current:
             self.results = []
-            why = "the grammar has errors" if self.session.checked_text == self.session.text else "the text changed"
             self.output.value = (
                 f'<p class="cfgzip-warn">out of date: {why}; the samples are re-checked as soon as the grammar '
                 "compiles (or press Check samples)</p>"
+            )
+        if self.generated and not self.session.is_current(self.generated_stamp):
+            # Keep the strings (they are re-judged when the grammar compiles), drop their verdicts.
+            self.generated = [SampleResult(r.text, r.ours, None) for r in self.generated]
+            self.generated_output.value = (
+                f'<p class="cfgzip-warn cfgzip-generated-stale">generated strings out of date: {why}; they are '
+                "re-checked as soon as the grammar compiles</p>"
             )
 
     # -- view -------------------------------------------------------------------------
@@ -302,11 +324,16 @@ class SamplesPanel(Panel):
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
         self.output.value = note + _results_table(self.results)
 
-    def _show_generated(self, xgr, seed: int) -> None:
+    def _show_generated(self, xgr, seed: int | None, *, rechecked: bool = False) -> None:
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
+        again = (
+            ' · <span class="cfgzip-muted">re-checked for the current grammar (they were generated for an earlier one)</span>'
+            if rechecked
+            else ""
+        )
         self.generated_output.value = (
             f"<b>Generated valid strings</b> (seed {seed}; random choices up to depth 12 or 120 bytes, then the "
-            "shortest way to finish)" + note + _results_table(self.generated)
+            "shortest way to finish)" + again + note + _results_table(self.generated)
         )
 
 
