@@ -80,7 +80,9 @@ def test_one_draft_per_notebook_never_overwritten_by_the_start_up_check(checker,
         assert read_draft(path) is None  # the start-up check wrote nothing
         first.editor.text.value = ROBOT  # typed (pasted over the default grammar)
         draft = read_draft(path)
-        assert draft is not None and draft.text == ROBOT and draft.notebook.endswith("clone-a/notebooks/workbench.ipynb")
+        assert (
+            draft is not None and draft.text == ROBOT and draft.notebook.endswith("clone-a/notebooks/workbench.ipynb")
+        )
         first.editor.load_bundled("xml")  # a load is not typing: the draft stays
         assert read_draft(path).text == ROBOT
     finally:
@@ -225,7 +227,10 @@ def test_does_it_pay_shows_both_bases_side_by_side(checker):
         assert "4.00× plain" in html and "0.20× plain" in html and "never pays" in html and "pays after" in html
         assert "is <b>4.0×</b> the benchmark&#x27;s" in html or "is <b>4.0×</b> the benchmark's" in html
         report = build_report(s)
-        assert report["pays_after_tokens"] == {"decoder": {"compressed": None}, "benchmark": {"compressed": bench["tokens"]}}
+        assert report["pays_after_tokens"] == {
+            "decoder": {"compressed": None},
+            "benchmark": {"compressed": bench["tokens"]},
+        }
     finally:
         s.close()
         s.wait(30)

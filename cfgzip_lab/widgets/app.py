@@ -4,9 +4,14 @@
 >>> Workbench()          # in a notebook cell: the whole app       # doctest: +SKIP
 
 The app object is not a widget (composition): ``app.widget`` is the root, ``app.editor``,
-``app.samples``, ``app.structure``, ``app.classes``, ``app.decoder``, ``app.timings`` and
-``app.export`` are the panels, and ``app.session`` is what they share. Every button is one
-public method of a panel; the most used ones are also methods of the app.
+``app.samples``, ``app.tests``, ``app.structure``, ``app.classes``, ``app.decoder``,
+``app.timings`` and ``app.export`` are the panels, and ``app.session`` is what they share.
+Every button is one public method of a panel; the most used ones are also methods of the app.
+
+The workbench follows JupyterLab's theme: its CSS uses the ``--jp-*`` variables, and a hidden
+:class:`~.theme.ThemeProbe` reports the theme so that every plotly chart gets a template in the
+same colours (:meth:`Workbench.set_theme`), again at every theme switch. A rule name clicked in
+any tab (a railroad box, a parse tree, a table) opens the Grammar tab on its definition.
 
 The status line names where the text comes from (``untitled``, a file, a bundled grammar,
 each with "(edited)" once changed), the classes and their tokenizer (the decoder's too),
@@ -29,11 +34,13 @@ from .export import ExportPanel
 from .samples import SamplesPanel
 from .session import WorkbenchSession
 from .structure import StructurePanel
+from .tests_panel import TestsPanel
+from .theme import ThemeProbe, plotly_template
 from .timings import TimingsPanel
 
 __all__ = ["Workbench"]
 
-TABS = ("Grammar", "Samples", "Structure", "Classes", "Decoder", "Timings", "Export")
+TABS = ("Grammar", "Samples", "Tests", "Structure", "Classes", "Decoder", "Timings", "Export")
 
 
 class Workbench:
@@ -81,18 +88,36 @@ class Workbench:
         s.checker.warm_up()
         self.editor = EditorPanel(s, delay=delay, editor=editor)
         self.samples = SamplesPanel(s)
+        self.tests = TestsPanel(s)
         self.structure = StructurePanel(s)
         self.classes = ClassesPanel(s)
         self.decoder = DecoderPanel(s, model=model)
         self.timings = TimingsPanel(s)
         self.export = ExportPanel(s, cache_path=cache_path, report_path=report_path)
-        panels = [self.editor, self.samples, self.structure, self.classes, self.decoder, self.timings, self.export]
+        panels = [
+            self.editor,
+            self.samples,
+            self.tests,
+            self.structure,
+            self.classes,
+            self.decoder,
+            self.timings,
+            self.export,
+        ]
         self.tabs = w.Tab(children=[p.widget for p in panels], titles=TABS)
         self.tabs.add_class("cfgzip-tabs")
         self.status = w.HTML()
         self.status.add_class("cfgzip-status")
+        self.theme = ThemeProbe()
+        self.theme.observe(lambda change: self.set_theme(change["new"]), names="theme")
         self.widget = w.VBox(
-            [w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs]
+            [
+                w.HTML(CSS),
+                self.theme,
+                w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"),
+                self.status,
+                self.tabs,
+            ]
         )
         self.widget.add_class("cfgzip-app")
         self._throttled_status = Throttle(self._show_status, 0.25)
@@ -100,6 +125,7 @@ class Workbench:
             s.on(topic, self._show_status)
         for topic in ("job", "decoder"):  # one per decode step: drawn at most every 0.25 s while it runs
             s.on(topic, self._on_progress)
+        s.on("jump", lambda: self.select("Grammar"))
         s.compile(draft=False)  # the start-up check: the draft on disk stays for "Restore draft"
         self.editor.show_draft_hint()
 
@@ -141,6 +167,32 @@ class Workbench:
     def select(self, tab: str) -> None:
         """Show the tab titled ``tab`` ("Grammar", "Classes", …)."""
         self.tabs.selected_index = TABS.index(tab)
+
+    def run_tests(self):
+        return self.tests.run_tests()
+
+    def jump_to_rule(self, rule: str):
+        """Open the Grammar tab on ``rule``'s definition."""
+        return self.session.jump_to_rule(rule)
+
+    def figures(self) -> list:
+        """Every plotly chart of the workbench (what :meth:`set_theme` colours)."""
+        return [
+            self.structure.figure,
+            self.classes.histogram,
+            self.decoder.chart,
+            self.timings.line,
+            self.timings.hist,
+        ]
+
+    def set_theme(self, theme: dict | None) -> dict:
+        """Colour every chart for ``theme`` (as :class:`~.theme.ThemeProbe` reports JupyterLab's:
+        ``{"light": bool, "name": ..., "vars": {"layout-color1": ..., ...}}``); returns the template."""
+        template = plotly_template(theme)
+        for figure in self.figures():
+            figure.layout.template = template
+        self.theme_applied = theme
+        return template
 
     # -- display ------------------------------------------------------------------------
 

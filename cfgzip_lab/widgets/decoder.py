@@ -259,7 +259,9 @@ class DecoderPanel(Panel):
         self._show(self.results[-1] if self.results else None)
         kept = len(self.results)
         self._end(
-            f"rolled back {n} step{'s' * (n != 1)}: at step {kept}" if kept else f"rolled back {n} step{'s' * (n != 1)}: at the prompt"
+            f"rolled back {n} step{'s' * (n != 1)}: at step {kept}"
+            if kept
+            else f"rolled back {n} step{'s' * (n != 1)}: at the prompt"
         )
         return self.results[-1] if self.results else None
 

@@ -97,6 +97,11 @@ def read_draft(path: Path | None) -> Draft | None:
         return Draft(raw, "auto", saved_at)
     try:
         data = json.loads(raw)
-        return Draft(str(data["text"]), str(data.get("kind", "auto")), float(data.get("saved_at", saved_at)), str(data.get("notebook", "")))
+        return Draft(
+            str(data["text"]),
+            str(data.get("kind", "auto")),
+            float(data.get("saved_at", saved_at)),
+            str(data.get("notebook", "")),
+        )
     except (ValueError, KeyError, TypeError):
         return None

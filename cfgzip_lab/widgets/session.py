@@ -25,7 +25,15 @@ written only for typed text, never by the start-up check.
 Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the text was
 replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
 ``"job"`` (progress), ``"decoder"``, ``"error"``, ``"source"`` (saved under a new
-provenance). Callbacks may run in a worker thread.
+provenance), ``"tests"`` (the test list or its outcomes changed), ``"jump"`` (a view asked
+to show a rule's definition: ``jump_target``). Callbacks may run in a worker thread.
+
+Besides the grammar's own checks, every check adds what an author wants to know (:mod:`
+cfgzip_lab.grammar.authoring`): hints for habits from regex and GBNF (``\\d`` → ``[0-9]``) and
+warnings where keywords can run together (a nullable separator). The test list (:mod:`
+cfgzip_lab.grammar.testlist`) is re-run on every check; parse trees come from an Earley parser
+over the source rules (:meth:`earley`); a JSON Schema's rules map to JSON pointers
+(:meth:`schema_info`).
 """
 
 from __future__ import annotations
@@ -42,8 +50,10 @@ from typing import Any
 from ..classes.classing import grammar_sha256
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
-from ..grammar.diagnostics import Diagnostic, GrammarError
+from ..grammar.authoring import run_together_lint, with_hints
+from ..grammar.diagnostics import Diagnostic, GrammarError, position_of
 from ..grammar.sources import KINDS, check_source, detect_kind, to_ebnf
+from ..grammar.testlist import GrammarTest, TestOutcome, load_tests, run_tests, save_tests
 from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
 from .drafts import Draft, read_draft, write_draft
 from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
@@ -296,6 +306,14 @@ class WorkbenchSession:
         self.kept: dict[str, Stamped] = {}  # other results (benchmark table, token explanation)
         self.errors: list[ErrorRecord] = []
         self.jobs: dict[str, Job] = {}
+        # the test list: strings with what they should be, re-run on every check
+        self.tests: list[GrammarTest] = []
+        self.test_outcomes: list[TestOutcome] = []
+        self.tests_stamp: Stamp | None = None
+        self.tests_path: Path | None = None  # where the list was loaded from or saved to
+        # views asking to show a rule's definition (topic "jump")
+        self.jump_target: dict | None = None
+        self._derived: dict[str, tuple[str, Any]] = {}  # per-grammar results: name -> (sha, value)
         self._listeners: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._lock = threading.RLock()
         self._sha: tuple[str, str, str] | None = None  # (text, kind, sha256 of its EBNF) last hashed
@@ -458,7 +476,11 @@ class WorkbenchSession:
 
         An edit that replaces most of the text (:func:`typed_over`) makes it ``untitled``: what
         is in the editor then comes from no file, and is not read as one (a ``.gbnf`` name)."""
-        if text != self.text and typed_over(self.text, text) and not (self.source == UNTITLED and self.source_text is None):
+        if (
+            text != self.text
+            and typed_over(self.text, text)
+            and not (self.source == UNTITLED and self.source_text is None)
+        ):
             self._set_source(UNTITLED, None)
             self.emit("source")
         self.text = text
@@ -548,7 +570,9 @@ class WorkbenchSession:
                 except Exception as exc:  # a core bug: show it as a diagnostic, keep going
                     self.record_error("compile", exc)
                     diagnostics = diagnostics + [Diagnostic(1, 1, f"internal error while compiling: {exc!r}")]
-            self.diagnostics = diagnostics
+            if compiled is not None:
+                diagnostics = diagnostics + self._author_warnings(compiled)
+            self.diagnostics = with_hints(diagnostics, text)
             self.compiled = compiled
             self.compiled_stamp = Stamp(compiled.sha256 if compiled is not None else self.sha_for(text), None)
             self.checked_text = text
@@ -557,9 +581,153 @@ class WorkbenchSession:
                     self.record_timing(f"compile_{k}", v, self.compiled_stamp)
                 self.clear_errors("compile")
         self.emit("grammar")
+        if compiled is not None and self.tests and not self.is_current(self.tests_stamp):
+            self._guarded_tests()
         if xgrammar:
             self.check_xgrammar()
         return compiled is not None
+
+    def _author_warnings(self, compiled: CompiledGrammar) -> list[Diagnostic]:
+        """The run-together lint, placed in the user's text (a GBNF file's through its map; none
+        for a schema, whose rules XGrammar wrote)."""
+        origin = compiled.grammar_source
+        if origin is not None and origin.kind == "json_schema":
+            return []
+        try:
+            found = run_together_lint(compiled.ast)
+        except Exception as exc:  # a lint must never stop a check
+            self.record_error("compile", exc)
+            return []
+        if origin is None or origin.kind == "ebnf":
+            return found
+        return [m for m in (origin.remap(d) for d in found) if m is not None]
+
+    def _guarded_tests(self) -> None:
+        try:
+            self.run_tests()
+        except Exception as exc:  # runs from a check, maybe in the debounce thread
+            self.record_error("tests", exc)
+
+    # -- per-grammar results for authors ------------------------------------------------
+
+    def derived(self, name: str, make: Callable[[CompiledGrammar], Any]) -> Any:
+        """``make(compiled)`` for the current grammar, computed once per grammar (by its sha)."""
+        compiled = self.require_grammar()
+        kept = self._derived.get(name)
+        if kept is not None and kept[0] == compiled.sha256:
+            return kept[1]
+        value = make(compiled)
+        self._derived[name] = (compiled.sha256, value)
+        return value
+
+    def earley(self):
+        """The :class:`~cfgzip_lab.grammar.earley.EarleyGrammar` of the current grammar's rules
+        (as the user wrote them, or as XGrammar built them from a schema)."""
+        from ..grammar.earley import EarleyGrammar
+
+        return self.derived("earley", lambda c: EarleyGrammar(c.ast))
+
+    def schema_info(self) -> dict | None:
+        """For a JSON Schema: ``{"pointers": {rule: JSON pointer}, "notes": [SchemaNote],
+        "warnings": [XGrammar's own], "costly": [SchemaNote]}``; None for other inputs."""
+        compiled = self.require_grammar()
+        origin = compiled.grammar_source
+        if origin is None or origin.kind != "json_schema":
+            return None
+
+        def make(c: CompiledGrammar) -> dict:
+            from ..grammar import schema_info as si
+            from ..grammar.provenance import rule_sizes
+
+            pointers = si.rule_pointers(origin.text, c.text)
+            warnings = si.xgrammar_warnings(origin.text)
+            seconds = sum(c.seconds.values())
+            return {
+                "pointers": pointers,
+                "notes": si.unenforced_keywords(origin.text, warnings),
+                "warnings": warnings,
+                "costly": si.costly_keywords(origin.text, pointers, rule_sizes(c.cfg, c.gnf), seconds=seconds),
+                "order": si.PROPERTY_ORDER,
+            }
+
+        return self.derived("schema_info", make)
+
+    def rule_pointer(self, rule: str) -> str | None:
+        """The JSON pointer a schema's rule enforces (None for other inputs or unknown rules)."""
+        try:
+            info = self.schema_info()
+        except WorkbenchError:
+            return None
+        return info["pointers"].get(rule) if info else None
+
+    def rule_location(self, rule: str) -> dict | None:
+        """Where ``rule`` is defined: ``{"rule", "line", "column", "in": "text" | "converted"}``
+        ("converted": in the EBNF built from a schema or a GBNF file, not in the user's text)."""
+        compiled = self.compiled if self.grammar_ok else None
+        if compiled is None or rule not in compiled.ast.rules:
+            return None
+        span = compiled.ast.rules[rule].span
+        offset = span[0] if span else 0
+        origin = compiled.grammar_source
+        if origin is None or origin.kind == "ebnf":
+            line, column = position_of(compiled.text, offset)
+            return {"rule": rule, "line": line, "column": column, "in": "text"}
+        if origin.kind == "gbnf":
+            moved = origin.remap(Diagnostic(1, 1, "", span=(offset, offset + 1)))
+            if moved is not None:
+                return {"rule": rule, "line": moved.line, "column": moved.column, "in": "text"}
+        line, column = position_of(compiled.text, offset)
+        return {"rule": rule, "line": line, "column": column, "in": "converted"}
+
+    def jump_to_rule(self, rule: str) -> dict | None:
+        """Ask the views to show ``rule``'s definition (the editor puts its cursor there; topic
+        ``"jump"``); returns the location, None for an unknown rule."""
+        where = self.rule_location(rule)
+        if where is None:
+            raise WorkbenchError(f"no rule {rule!r} in the current grammar")
+        self.jump_target = where
+        self.emit("jump")
+        return where
+
+    # -- the test list ------------------------------------------------------------------
+
+    def set_tests(self, tests: list[GrammarTest]) -> None:
+        self.tests = list(tests)
+        self.test_outcomes, self.tests_stamp = [], None
+        self.emit("tests")
+
+    def add_tests(self, tests: list[GrammarTest]) -> None:
+        """Append tests (a string already in the list is not added twice with one expectation)."""
+        have = {(t.text, t.expect) for t in self.tests}
+        self.set_tests(self.tests + [t for t in tests if (t.text, t.expect) not in have])
+
+    def run_tests(self) -> list[TestOutcome]:
+        """Judge every test under the current grammar: our GNF, and XGrammar in its child."""
+        compiled = self.require_grammar()
+        datas = [t.text.encode("utf-8") for t in self.tests]
+        verdict = self.checker.check(compiled.text, datas) if datas else None
+        theirs = (
+            [(m.accepted_bytes, m.complete) for m in verdict.samples] if verdict is not None and verdict.ok else None
+        )
+        # XGrammar refused or crashed on the grammar: our verdicts alone (its own panel says why)
+        outcomes = run_tests(compiled, self.tests, xgrammar=(lambda _datas: theirs) if theirs is not None else None)
+        self.test_outcomes, self.tests_stamp = outcomes, self.grammar_stamp
+        self.emit("tests")
+        return outcomes
+
+    def save_tests(self, path: str | Path) -> Path:
+        grammar = self.source if self.source not in (UNTITLED,) else None
+        self.tests_path = save_tests(path, self.tests, grammar=grammar)
+        self.emit("tests")
+        return self.tests_path
+
+    def load_tests(self, path: str | Path) -> list[GrammarTest]:
+        tests = load_tests(path)
+        self.tests_path = Path(path).expanduser()
+        self.set_tests(tests)
+        if self.grammar_ok:
+            self.run_tests()
+        return tests
 
     @property
     def kind(self) -> str:
