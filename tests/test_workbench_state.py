@@ -21,6 +21,7 @@ number ::= [0-9]+
 ws ::= [ \\t]*
 """
 
+JSON_LIKE = "".join(f"rule{i} ::= \"{i}\" | rule{i + 1}\n" for i in range(30)) + "rule30 ::= \"end\"\n"
 SCHEMA = {
     "type": "object",
     "description": "a meeting",
@@ -38,6 +39,9 @@ SCHEMA = {
         ("root ::= [a]\n", "", True),  # select all, delete
         ("root ::= [a]\nx ::= [b]\n", 'command ::= "go"\n', True),  # pasted over
         ("", "root ::= x", False),  # nothing to type over
+        # two edits in one update (the browser sends the latest text while one is in flight):
+        # a rule typed at the end, then one at the start, no common prefix or suffix left
+        (JSON_LIKE, "first ::= x\n" + JSON_LIKE[:-1] + '\nlast ::= "y"', False),
     ],
 )
 def test_typed_over_is_one_edit_that_replaces_most_of_the_text(before, after, over):

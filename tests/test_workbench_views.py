@@ -220,10 +220,13 @@ def test_a_plotly_template_from_the_theme_colours_every_chart(checker):
     try:
         app.theme.theme = dark  # what the probe in the browser reports
         for figure in app.figures():
-            assert figure.layout.template.layout.paper_bgcolor == "#212121"
-            assert figure.layout.template.layout.font.color == "rgba(255, 255, 255, 1)"
+            assert figure.layout.paper_bgcolor == "#212121" and figure.layout.font.color == "rgba(255, 255, 255, 1)"
+            assert figure.layout.xaxis.gridcolor == "#424242"
+        chart = app.decoder.chart.layout
+        assert chart.yaxis2.type == "category" and chart.yaxis2.gridcolor == "#424242"  # the axes keep their type
+        assert all(a.font.color == "rgba(255, 255, 255, 1)" for a in chart.annotations)  # subplot titles
         app.set_theme(None)  # no report: the light theme
-        assert app.decoder.chart.layout.template.layout.paper_bgcolor == "white"
+        assert app.decoder.chart.layout.paper_bgcolor == "white"
     finally:
         app.close()
 

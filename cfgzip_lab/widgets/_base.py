@@ -50,12 +50,17 @@ class Throttle:
             self._last = time.monotonic()
         self.fn()
 
-    def flush(self) -> None:
-        """Draw now (a run ended): cancels the pending trailing call."""
+    def cancel(self) -> None:
+        """Drop the pending trailing call (the caller draws the final state itself)."""
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+
+    def flush(self) -> None:
+        """Draw now (a run ended): cancels the pending trailing call."""
+        self.cancel()
+        with self._lock:
             self._last = time.monotonic()
         self.fn()
 

@@ -35,7 +35,7 @@ from .samples import SamplesPanel
 from .session import WorkbenchSession
 from .structure import StructurePanel
 from .tests_panel import TestsPanel
-from .theme import ThemeProbe, plotly_template
+from .theme import ThemeProbe, apply_theme, plotly_template
 from .timings import TimingsPanel
 
 __all__ = ["Workbench"]
@@ -188,11 +188,10 @@ class Workbench:
     def set_theme(self, theme: dict | None) -> dict:
         """Colour every chart for ``theme`` (as :class:`~.theme.ThemeProbe` reports JupyterLab's:
         ``{"light": bool, "name": ..., "vars": {"layout-color1": ..., ...}}``); returns the template."""
-        template = plotly_template(theme)
         for figure in self.figures():
-            figure.layout.template = template
+            apply_theme(figure, theme)
         self.theme_applied = theme
-        return template
+        return plotly_template(theme)
 
     # -- display ------------------------------------------------------------------------
 

@@ -11,9 +11,12 @@ session's classes, so the status line, the Classes tab and the decoder name one 
 Its status line always ends in an outcome: done, cancelled (with how many steps ran after the
 click and how long stopping took, measured), stop token, rolled back, or failed.
 
-While Run N runs, the views are drawn at most every :data:`DRAW_INTERVAL` seconds and once at
-the end (:class:`~._base.Throttle`): drawn at every step, a CPU decode sent plotly and HTML
-updates faster than the browser rendered them, and the page fell seconds behind the kernel.
+While Run N runs, the step's text is drawn at most every :data:`DRAW_INTERVAL` seconds
+(:class:`~._base.Throttle`) and the plotly chart only when the run ends. Measured in the browser
+test (issue 21, Cancel took 6.5 and 11.3 s): every chart update makes plotly's front end send
+layout updates back to the kernel, and those queued on the kernel's message channel ahead of the
+Cancel click, which the decode thread's steps (20 a second here) left little time to reach;
+with the chart drawn per step or even four times a second, the click waited seconds.
 
 The model runs on the GPU when there is one (device "auto"), else on the CPU. XGrammar is
 compiled inside the kernel here, so the panel first asks the XGrammar child process
@@ -38,6 +41,7 @@ __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
 DEFAULT_PROMPT = "Describe a cat as a JSON object with a name, an age and a list of toys."
 DRAW_INTERVAL = 0.25  # seconds between two redraws while Run N runs
+CHART_WIDTH = 660  # px: the before/after chart
 
 
 class DecoderPanel(Panel):
@@ -56,7 +60,7 @@ class DecoderPanel(Panel):
         self._lock = threading.RLock()
         self.outcome = ""  # how the last action ended: "done: 8 steps", "cancelled at step 3", …
         self._latest = None  # the last StepResult drawn by the throttled redraw
-        self._redraw = Throttle(lambda: self._show(self._latest), DRAW_INTERVAL)
+        self._redraw = Throttle(lambda: self._show(self._latest, chart=False), DRAW_INTERVAL)
 
         # Any local Hugging Face model folder works too (hf.load_model); the status line says
         # which device and dtype it was loaded with.
@@ -74,6 +78,7 @@ class DecoderPanel(Panel):
         self.prompt.add_class("cfgzip-prompt")
         self.top_k = w.BoundedIntText(value=top_k, min=1, max=50, description="Top-k", layout=w.Layout(width="160px"))
         self.n = w.BoundedIntText(value=8, min=1, max=2000, description="N", layout=w.Layout(width="140px"))
+        self.n.add_class("cfgzip-steps-n")
         load = self._button("Load model", "cfgzip-load-model", self.load_model, where="load model", icon="download")
         step = self._button("Step", "cfgzip-step", self.step, where="decoder", icon="step-forward", style="primary")
         run = self._button("Run N", "cfgzip-run-steps", self.run_steps, where="run steps", icon="forward")
@@ -99,13 +104,15 @@ class DecoderPanel(Panel):
         self.chart = go.FigureWidget(fig)
         self.chart.add_bar(x=[], y=[], orientation="h", name="before", marker_color=[], row=1, col=1)
         self.chart.add_bar(x=[], y=[], orientation="h", name="after", marker_color="#1a7f37", row=1, col=2)
-        self.chart.update_layout(height=360, showlegend=False, margin=dict(l=110, r=20, t=40, b=40), autosize=True)
+        # A fixed width: the table beside it wraps below when the window is narrow (a 1,000 px
+        # window), and the chart is never squeezed or clipped by its neighbour.
+        self.chart.update_layout(height=360, width=CHART_WIDTH, showlegend=False, margin=dict(l=110, r=20, t=40, b=40))
         self.chart.update_yaxes(autorange="reversed", type="category")
         # The chart takes the room the window gives it and the allowed-classes table wraps below
         # it when both do not fit side by side (a 1,000 px window), never on top of it.
-        self.chart_box = w.Box([self.chart], layout=w.Layout(flex="1 1 560px", min_width="0", overflow="hidden"))
+        self.chart_box = w.Box([self.chart], layout=w.Layout(flex=f"0 0 {CHART_WIDTH}px"))
         self.chart_box.add_class("cfgzip-decoder-chart")
-        self.allowed.layout = w.Layout(flex="0 1 340px", min_width="260px", overflow="auto")
+        self.allowed.layout = w.Layout(flex="1 1 300px", min_width="280px", overflow="auto")
         self.widget = w.VBox(
             [
                 w.HBox([self.model, self.device, load]),
@@ -234,9 +241,9 @@ class DecoderPanel(Panel):
                         self._latest = result
                         self._redraw()
                 finally:
+                    self._redraw.cancel()
                     if out:
-                        self._latest = out[-1]
-                        self._redraw.flush()  # the last step is always drawn
+                        self._show(out[-1])  # the last step is always drawn, chart included
                 return out
 
         self.outcome = ""
@@ -374,7 +381,7 @@ class DecoderPanel(Panel):
         else:
             self._end(f"failed: {last.error.message if last.error else 'see the error below'}")
 
-    def _show(self, result) -> None:
+    def _show(self, result, *, chart: bool = True) -> None:
         if result is None:
             with self.chart.batch_update():
                 for trace in self.chart.data:
@@ -384,7 +391,8 @@ class DecoderPanel(Panel):
             self.tokens.value = ""
             self.allowed.value = ""
             return
-        self._show_chart(result)
+        if chart:
+            self._show_chart(result)
         self._show_step(result)
         self._show_text(result)
 

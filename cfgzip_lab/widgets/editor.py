@@ -344,6 +344,8 @@ class EditorPanel(Panel):
             self.converted_text.value = ""
             self.schema_report.value = ""
             return
+        if self.converted.layout.display == "none":  # just became a schema or GBNF: show what it became
+            self.converted.selected_index = 0
         self.converted.layout.display = ""
         schema = origin.kind == "json_schema"
         self.converted.set_title(

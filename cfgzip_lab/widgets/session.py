@@ -38,6 +38,7 @@ over the source rules (:meth:`earley`); a JSON Schema's rules map to JSON pointe
 
 from __future__ import annotations
 
+import difflib
 import threading
 import time
 import traceback
@@ -80,9 +81,14 @@ class WorkbenchError(CfgzipError, ValueError):
 
 
 def typed_over(before: str, after: str) -> bool:
-    """Whether one edit from ``before`` to ``after`` replaced most of the text: less than half of
-    ``before`` survives as the common prefix and suffix (select all and type, paste over, delete
-    all). Typing, deleting a line or pasting a rule into a grammar keeps most of it."""
+    """Whether one update from ``before`` to ``after`` replaced most of the text: less than half of
+    ``before`` survives in ``after`` (select all and type, paste over, delete all). Typing,
+    deleting a line or pasting a rule into a grammar keeps most of it.
+
+    One update can hold several edits: the browser sends only the latest text while a message is
+    in flight, so a rule typed at the end and one typed at the start can arrive together (the
+    browser test did exactly that, and a common prefix and suffix alone called it typed over).
+    So when prefix and suffix keep less than half, the lines both texts share decide."""
     if not before:
         return False
     if not after:
@@ -90,7 +96,12 @@ def typed_over(before: str, after: str) -> bool:
     n = min(len(before), len(after))
     prefix = _common_prefix(before, after, n)
     suffix = _common_prefix(before[::-1], after[::-1], n - prefix)
-    return 2 * (prefix + suffix) < len(before)
+    if 2 * (prefix + suffix) >= len(before):
+        return False
+    old_lines, new_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    kept = sum(len(line) for a, _, size in matcher.get_matching_blocks() for line in old_lines[a : a + size])
+    return 2 * kept < len(before)
 
 
 def _common_prefix(a: str, b: str, limit: int) -> int:
@@ -594,7 +605,7 @@ class WorkbenchSession:
         if origin is not None and origin.kind == "json_schema":
             return []
         try:
-            found = run_together_lint(compiled.ast)
+            found = self.derived("lint", lambda c: run_together_lint(c.ast), compiled)
         except Exception as exc:  # a lint must never stop a check
             self.record_error("compile", exc)
             return []
@@ -610,9 +621,12 @@ class WorkbenchSession:
 
     # -- per-grammar results for authors ------------------------------------------------
 
-    def derived(self, name: str, make: Callable[[CompiledGrammar], Any]) -> Any:
-        """``make(compiled)`` for the current grammar, computed once per grammar (by its sha)."""
-        compiled = self.require_grammar()
+    def derived(
+        self, name: str, make: Callable[[CompiledGrammar], Any], compiled: CompiledGrammar | None = None
+    ) -> Any:
+        """``make(compiled)`` for the current grammar (or ``compiled``), computed once per grammar
+        (by its sha): the views of one check share it."""
+        compiled = compiled or self.require_grammar()
         kept = self._derived.get(name)
         if kept is not None and kept[0] == compiled.sha256:
             return kept[1]

@@ -58,15 +58,16 @@ def _short(found) -> str:
     return shown if length <= 40 else f"{shown} ({length:,} characters)"
 
 
-def author_facts(compiled) -> dict:
+def author_facts(compiled, lint=None) -> dict:
     """FIRST and FOLLOW as literals, a shortest sentence per rule and the run-together lint of a
-    compiled grammar (what the Structure tab shows; computed once per grammar)."""
+    compiled grammar (what the Structure tab shows; computed once per grammar; ``lint``: the
+    session's, when it has it). Measured on c_like: 53 + 76 + 24 ms, and 98 ms for the lint."""
     ast = compiled.ast
     return {
         "first": first_terminals(ast),
         "follow": follow_terminals(ast),
         "shortest": shortest_sentences(ast),
-        "lint": run_together_lint(ast),
+        "lint": run_together_lint(ast) if lint is None else lint,
     }
 
 
@@ -249,7 +250,8 @@ class StructurePanel(Panel):
     def _show_rules(self, compiled) -> None:
         sets = analyse(compiled.ast)
         sizes = rule_sizes(compiled.cfg, compiled.gnf)
-        facts = self.session.derived("author_facts", author_facts)
+        lint = self.session.derived("lint", lambda c: run_together_lint(c.ast), compiled)
+        facts = self.session.derived("author_facts", lambda c: author_facts(c, lint), compiled)
         pointer = self.session.rule_pointer
         self.rule_rows = [
             {

@@ -5,8 +5,13 @@ Plotly draws in the browser from a figure made in Python, with its own colours: 
 JupyterLab every chart was a white block (issue 21). :class:`ThemeProbe` (``static/
 theme_probe.js``) reads the variables named in :data:`THEME_VARS` and reports them, again at
 every theme switch; :func:`plotly_template` turns them into a plotly layout template (paper,
-plot area, fonts, grid, axis lines, legend, hover labels); the app applies it to every chart
-(:meth:`cfgzip_lab.widgets.Workbench.set_theme`).
+plot area, fonts, grid, axis lines, legend, hover labels); :func:`apply_theme` gives a chart
+those values (:meth:`cfgzip_lab.widgets.Workbench.set_theme` does it for every chart).
+
+Why the values and not the template itself: assigned to a live FigureWidget, the template made
+the second subplot of the decoder's chart lose its category axis in JupyterLab (its bars drawn
+at their token ids, seen in the browser test's screenshot), while explicit colours on the layout
+and on every axis leave the axes alone. The template stays the one place the colours come from.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 import anywidget
 import traitlets as t
 
-__all__ = ["ThemeProbe", "THEME_VARS", "plotly_template", "LIGHT"]
+__all__ = ["ThemeProbe", "THEME_VARS", "plotly_template", "apply_theme", "LIGHT"]
 
 BUNDLE = Path(__file__).resolve().parent / "static" / "theme_probe.js"
 
@@ -89,3 +94,25 @@ def plotly_template(theme: dict | None) -> dict:
             "annotationdefaults": {"font": {"color": muted}},
         }
     }
+
+
+def apply_theme(figure, theme: dict | None) -> dict:
+    """Colour ``figure`` (a plotly figure or FigureWidget) for ``theme``: paper, plot area, fonts,
+    legend and hover labels, every x and y axis and the subplot titles; returns the template."""
+    template = plotly_template(theme)
+    layout = template["layout"]
+    axis = {k: v for k, v in layout["xaxis"].items() if k != "title"}
+    with figure.batch_update():
+        figure.update_layout(
+            paper_bgcolor=layout["paper_bgcolor"],
+            plot_bgcolor=layout["plot_bgcolor"],
+            font=layout["font"],
+            legend=layout["legend"],
+            hoverlabel=layout["hoverlabel"],
+        )
+        figure.update_xaxes(**axis, title_font_color=layout["font"]["color"])
+        figure.update_yaxes(**axis, title_font_color=layout["font"]["color"])
+        figure.update_annotations(font_color=layout["font"]["color"])
+        if figure.layout.title is not None:
+            figure.layout.title.font.color = layout["font"]["color"]
+    return template

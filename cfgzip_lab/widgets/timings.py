@@ -35,7 +35,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..bench import NEVER, break_even, one_off_seconds, pays_text
-from ._base import Panel, Throttle
+from ._base import Panel
 from ._format import esc, figure_layout, fmt_seconds, table
 from .session import WorkbenchError
 
@@ -318,19 +318,27 @@ class TimingsPanel(Panel):
             ]
         )
         self.widget.add_class("cfgzip-timings")
-        self._throttled_refresh = Throttle(self._guarded_refresh, 0.25)
+        self._stale_during_run = False
         session.on("decoder", self._on_decoder)
+        session.on("job", self._on_job)
         for topic in ("text", "grammar", "classes"):
             session.on(topic, self._guarded_refresh)  # marks old numbers out of date
         self._guarded_refresh()
 
     def _on_decoder(self) -> None:
-        # While Run N runs, redraw at most every 0.25 s (the browser cannot draw faster than
-        # steps come; see decoder.DRAW_INTERVAL); the trailing call draws the last step.
+        # While Run N runs, nothing is drawn here: each plotly update sends layout updates back
+        # to the kernel, which delayed the Cancel click by seconds (see decoder.py); the charts
+        # are drawn once the run ends (topic "job").
         job = self.session.jobs.get("decode")
         if job is not None and job.running:
-            self._throttled_refresh()
+            self._stale_during_run = True
         else:
+            self._guarded_refresh()
+
+    def _on_job(self) -> None:
+        job = self.session.jobs.get("decode")
+        if getattr(self, "_stale_during_run", False) and (job is None or not job.running):
+            self._stale_during_run = False
             self._guarded_refresh()
 
     def refresh(self) -> None:

@@ -161,7 +161,9 @@ const colours = HighlightStyle.define([
 // show as a white block.
 const chrome = (height) =>
   EditorView.theme({
-    "&": {
+    // "&.cm-editor", not "&": the theme's class is also on the tooltip container in <body>, which
+    // must not get the editor's height and background (it would cover the page and take clicks).
+    "&.cm-editor": {
       height,
       border: `1px solid ${jp("border-color1", "#ccc")}`,
       fontSize: "12px",
