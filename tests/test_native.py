@@ -156,6 +156,32 @@ def test_batch_rows_match_single_matchers(toy):
     assert torch.isinf(logits).any(dim=1).all()
 
 
+def test_rows_of_different_grammars_fill_one_bitmask(toy):
+    """A serving engine's batch: rows of two grammars (two engines) in one full-vocabulary bitmask,
+    filled at the rows it names (others untouched), each equal to plain XGrammar's row."""
+    from cfgzip_lab.native.matcher import fill_vocab_rows
+
+    (json_engines, json_native), (arith_engines, arith_native) = _build(JSON_SMALL, toy), _build(ARITH, toy)
+    rows = {
+        1: (json_native.matcher(), json_engines.plain(), "[1, "),
+        3: (arith_native.matcher(), arith_engines.plain(), "(1+"),
+    }
+    for m, plain, text in rows.values():
+        for t in toy.encode(text):
+            assert m.accept_token(t) and plain.accept_token(t)
+    mixed = DisplacementBatchMatcher([rows[1][0], rows[3][0]])  # one batch of two grammars
+    assert mixed.batch_size == 2
+    buf = torch.full((5, json_native.matcher().bitmask_size), 7, dtype=torch.int32)
+    fill_vocab_rows(buf, [(row, m) for row, (m, _, _) in rows.items()])
+    for row, (_, plain, _) in rows.items():
+        assert torch.equal(buf[row], plain.next_vocab_bitmask())
+    assert (buf[[0, 2, 4]] == 7).all()
+    assert not torch.equal(buf[1], buf[3])
+    wider = vocab_from_bytes(TOY_TOKENS, stop_ids=[29], special_ids=[30], vocab_size=70, name="toy70")
+    with pytest.raises(ValueError, match="share a vocabulary size"):
+        DisplacementBatchMatcher([rows[1][0], _build(ARITH, wider)[1].matcher()])
+
+
 def test_index_round_trips_through_arrays_and_rebuilds_without_classing(toy):
     compiled = compile_grammar(JSON_SMALL)
     result = build_classes(compiled, toy)
@@ -300,6 +326,35 @@ def test_long_document_20k_tokens():
 def test_stop_class_exists_in_the_toy_partition(toy):
     _, native = _build(JSON_SMALL, toy)
     assert (np.asarray(native.classes.class_kind) == STOP).sum() == 1
+
+
+@pytest.mark.parametrize("kernel", ["1", "0"], ids=["kernel", "numpy"])
+def test_the_native_engine_runs_without_importing_torch(kernel):
+    """``import cfgzip_lab.native`` and a native mask need no tensor, so torch stays unloaded
+    (it cost 0.75-1.7 s and 150 MB per process, ``cfgzip-lab compress`` included)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from cfgzip_lab.native import build_native_engine
+        from cfgzip_lab.native.cache import native_engine_from_cache
+        from cfgzip_lab.pipeline import build_classes, compile_grammar
+        from cfgzip_lab.vocab import vocab_from_bytes
+        vocab = vocab_from_bytes([b"[", b"]", b"a", b"aa", b""], stop_ids=[4], name="t")
+        g = compile_grammar('root ::= "[" "a"* "]"')
+        engine = build_native_engine(g, vocab, build_classes(g, vocab).classes)
+        m = engine.matcher()
+        assert m.vocab_row()[0] == 0b00001 and m.accept_token(0) and m.vocab_row()[0] == 0b01110
+        print(sorted(x for x in ("torch", "xgrammar", "transformers") if x in sys.modules))
+        """
+    )
+    env = {**os.environ, "CFGZIP_NATIVE_KERNEL": kernel}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"
 
 
 # -- the index in the class cache -----------------------------------------------------------------

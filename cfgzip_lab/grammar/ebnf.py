@@ -3,7 +3,8 @@
 CFGzip must class tokens for exactly the language XGrammar enforces, so this front
 end reads the dialect ``xgrammar.Grammar.from_ebnf`` reads (checked by experiment
 against xgrammar 0.2.8, whose parser is ``cpp/grammar_parser.cc``) and refuses what
-it cannot reproduce instead of approximating it.
+it cannot reproduce instead of approximating it. The tokens and the parser are in
+:mod:`.ebnf_syntax`; this module holds the semantic actions and the whole-grammar checks.
 
 The dialect, as XGrammar reads it:
 
@@ -24,17 +25,21 @@ The dialect, as XGrammar reads it:
   bytes to a ``GrammarMatcher``). Literal text in the AST therefore holds code
   points; a ``\\x`` escape with more than two digits gets a warning.
 - ``rule ::= body (= lookahead)``: a lookahead assertion, only at the end of a rule.
-- Rule attributes ``name[max_tokens=N]`` and ``name[capture]``/``[capture="c"]``.
+- Rule attributes ``name[lazy, max_chars=N, max_tokens=N, temperature=T, capture="c", ...]``
+  (:mod:`.rule_attributes` reads the block as XGrammar's lexer does).
 - Macros ``TagDispatch(...)``, ``TokenTagDispatch(...)``, ``Token(...)``,
-  ``ExcludeToken(...)``, ``Regex(...)``: a macro name is always a call, never a rule
-  reference. ``true``/``false`` are reserved words.
+  ``ExcludeToken(...)``, ``Regex(...)``, ``Substring(...)``: a macro name is always a call,
+  never a rule reference; the arguments are XGrammar's (:mod:`.macro_args`), and a lookahead
+  may not be a bare ``TagDispatch``, ``Regex`` or ``Substring``. ``true``/``false`` are reserved.
 
-``Regex("...", json_string=true|false)`` (how XGrammar prints a JSON Schema ``pattern``) is
-lowered exactly by :mod:`.regex`; a regex XGrammar rejects, or a construct it gives a meaning
-cfgzip will not reproduce (a lookahead inside the regex, an anchor in the middle), is an error
-at its character in the text. cfgzip refuses (error) the other macros, ``<...>`` token
-references and ``max_tokens`` (see ``_REFUSED_BECAUSE``), and drops (warning) rule-level
-lookaheads ``(= ...)`` and ``capture``, which leave the language alone or only restrict it. Code points above U+10FFFF and
+Exactly reproduced: ``Regex("...", json_string=..., flags=...)`` (:mod:`.regex`; a regex
+XGrammar rejects is an error at its character), ``TagDispatch`` (:mod:`.tag_dispatch`),
+``Substring`` (:mod:`.substring`), and ``lazy`` / ``max_chars`` on a rule whose language is
+regular (:mod:`.regular`, refused with the reason otherwise). Refused (error, see
+``_REFUSED_BECAUSE``): the token macros, ``<...>`` token references, ``max_tokens`` and the
+rule-id capture attributes. Dropped or kept with a warning: rule-level lookaheads ``(= ...)``,
+captures and ``temperature``, which only restrict the language, leave it alone, or only
+concern sampling. Code points above U+10FFFF and
 repetition bounds above 2**31-1 are errors: XGrammar accepts them but silently
 produces a different grammar (an invalid code point, a wrapped 32-bit bound).
 Surrogate code points (``"\\uD800"``) are kept: XGrammar matches their 3-byte
@@ -46,15 +51,28 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import NamedTuple
 
-from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
-
 from .diagnostics import Diagnostic, GrammarError, Severity, position_of
-from .regex import RegexError, regex_to_expr
+from .ebnf_syntax import (
+    ELEMENT_STARTS,
+    MACROS,
+    NAME_PATTERN,
+    QUANTIFIERS,
+    Nested,
+    ParseFailure,
+    Tok,
+    parse_chunk,
+    tokens,
+)
+from .macro_args import MacroArgumentError, MacroArguments, MacroValue, read_arguments
+from .regex import RegexError, RegexWarning, regex_to_expr
+from .regular import NotRegular, follows_itself, shape_rule
+from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
+from .substring import substring_automaton
+from .tag_dispatch import tag_dispatch_automaton
 from .tree import (
+    Automaton,
     CharClass,
     Choice,
     Expr,
@@ -76,69 +94,19 @@ __all__ = [
     "REFUSAL",
     "LOOKAHEAD_DROPPED",
     "CAPTURE_DROPPED",
+    "TEMPERATURE_KEPT",
 ]
 
-XGRAMMAR_MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex")
+XGRAMMAR_MACROS = MACROS
 MAX_REPEAT_BOUND = 2**31 - 1  # XGrammar stores bounds as int32 and wraps larger ones
 _MAX_CODE_POINT = 0x10FFFF
 _RESERVED_WORDS = ("true", "false")  # XGrammar lexes them as booleans, never as names
 
-_NAME = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
-
-# Whitespace and comments between tokens. A comment must run to the end of its line:
-# otherwise "# # # #" could split in exponentially many ways when a lookahead fails.
-_GAP = r"(?:[ \t\r\n]|#[^\r\n]*(?![^\r\n]))*"
-
-# One LALR(1) grammar. Strings and classes are single terminals because whitespace
-# inside them is significant; their contents are decoded by the regexes further
-# down. RULE_NAME looks ahead for ``::=`` (possibly after an attribute block,
-# whitespace or comments): that lookahead is what ends a rule body at the next
-# rule head without needing a second token of lookahead in the parser.
-_LARK_GRAMMAR = rf"""
-start: rule*
-rule: RULE_NAME ATTRIBUTES? ASSIGN choices lookahead?
-lookahead: LOOKAHEAD choices RPAR
-choices: sequence (VBAR sequence)*
-sequence: item+
-item: atom quantifier?
-quantifier: STAR | PLUS | QMARK | LBRACE INT (COMMA (INT | NAME)?)? RBRACE
-?atom: STRING                     -> literal
-     | CHAR_CLASS                 -> char_class
-     | NAME                       -> rule_ref
-     | TOKEN_REF                  -> token_ref
-     | LPAR choices? RPAR         -> group
-     | MACRO LPAR macro_arg* RPAR -> macro_call
-macro_arg: STRING | INT | NAME | MACRO | COMMA | EQUAL | LPAR macro_arg* RPAR
-
-RULE_NAME.4: /{_NAME}(?=\[[^\]\r\n]*\][ \t]*::=|{_GAP}::=)/
-ATTRIBUTES.3: /\[[^\]\r\n]*\](?=[ \t]*::=)/
-MACRO.2: /(?:{"|".join(XGRAMMAR_MACROS)})(?![A-Za-z0-9_.\-])/
-NAME: /{_NAME}/
-INT: /[0-9]+/
-STRING: /"(?:[^"\\\r\n]|\\[^\r\n])*"/
-CHAR_CLASS: /\[(?:[^\]\\\r\n]|\\[^\r\n])*\]/
-TOKEN_REF: /<[^<>\r\n]*>/
-ASSIGN: "::="
-LOOKAHEAD: "(="
-LPAR: "("
-RPAR: ")"
-VBAR: "|"
-STAR: "*"
-PLUS: "+"
-QMARK: "?"
-LBRACE: "{{"
-RBRACE: "}}"
-COMMA: ","
-EQUAL: "="
-%ignore /[ \t\r\n]+/
-%ignore /#[^\r\n]*/
-"""
-
 # A line that starts a rule. Used only to cut the text into one chunk per rule so that
-# a syntax error in one rule still lets every other rule be checked (LALR stops at the
+# a syntax error in one rule still lets every other rule be checked (the parser stops at the
 # first error). Strings, classes and comments never span lines, so a line matching this
 # is a rule head in XGrammar too.
-_RULE_HEAD = re.compile(rf"^[ \t]*({_NAME})(?:\[[^\]\r\n]*\])?[ \t]*::=", re.MULTILINE)
+_RULE_HEAD = re.compile(rf"^[ \t]*({NAME_PATTERN})(?:\[[^\]\r\n]*\])?[ \t]*::=", re.MULTILINE)
 
 _STRING_ESCAPES = {
     "'": "'", '"': '"', "?": "?", "\\": "\\", "/": "/", "0": "\0",
@@ -158,8 +126,6 @@ _CHAR_RE = re.compile(_CHAR, re.DOTALL)
 # ``a-c``, ``-``, ``e`` and of ``[a-]`` as ``a``, ``-``.
 _CLASS_MEMBER_RE = re.compile(rf"(?P<lo>{_CHAR})-(?P<hi>{_CHAR})|(?P<one>{_CHAR})", re.DOTALL)
 
-# One attribute of ``name[...] ::=`` followed by a comma or the end of the block.
-_ATTRIBUTE_RE = re.compile(r'\s*(?:(?P<max_tokens>max_tokens\s*=\s*[0-9]+)|capture(?:\s*=\s*"[^"\\\r\n]*")?)\s*(?:,|$)')
 
 REFUSAL = "cfgzip cannot reproduce the language of {what} exactly; ignoring it would make token classes unsound"
 # Why each refused construct is out of reach, appended to REFUSAL.
@@ -170,14 +136,17 @@ _REFUSED_BECAUSE = {
     "ExcludeToken": "it excludes token ids, not bytes",
     "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
+    "capture_hidden_body_rule_id": "it names helper rules by XGrammar's internal rule ids (structural-tag internals)",
 }
 LOOKAHEAD_DROPPED = (
     "lookahead assertion dropped: it only restricts the language; the lossless verifier checks the classes"
 )
 CAPTURE_DROPPED = "capture attribute dropped: it names a match and leaves the language unchanged"
+TEMPERATURE_KEPT = (
+    "temperature attribute: it sets the sampling temperature inside the rule and leaves the masks unchanged, "
+    "so cfgzip's masks are XGrammar's; apply it when sampling"
+)
 
-_ELEMENT_STARTS = frozenset({"STRING", "CHAR_CLASS", "NAME", "LPAR", "MACRO", "TOKEN_REF"})
-_QUANTIFIERS = frozenset({"STAR", "PLUS", "QMARK", "LBRACE"})
 # How a syntax error names what the parser wanted, in the order it lists them.
 _EXPECTED_WORDS = {
     "ELEMENT": "an element (string, character class, rule name or '(')",
@@ -224,11 +193,16 @@ class _Definition:
     name_span: Span
     lookahead: Expr | None
     macro_refs: tuple[RuleRef, ...]  # rule names passed to refused macros such as TagDispatch
+    shaping: _Shaping | None = None  # lazy / max_chars
 
 
-@cache
-def _parser() -> Lark:
-    return Lark(_LARK_GRAMMAR, parser="lalr", lexer="basic", maybe_placeholders=False)
+@dataclass(frozen=True, slots=True)
+class _Shaping:
+    """The attributes that change a rule's language: ``lazy`` and ``max_chars``, at ``span``."""
+
+    lazy: bool
+    max_chars: int | None
+    span: Span
 
 
 def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> GrammarAST:
@@ -282,24 +256,83 @@ def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> l
 
 def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
     """Parse chunk by chunk, then run the whole-grammar checks."""
+    diagnostics, definitions, broken_names = _parse_chunks(text)
+    rules = _whole_grammar(text, root, definitions, broken_names, diagnostics)
+    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+
+
+def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[str]]:
+    """Each rule chunk parsed: the diagnostics, the rules defined, and the names defined in
+    chunks that did not parse."""
     diagnostics: list[Diagnostic] = []
     definitions: list[_Definition] = []
-    broken_names: set[str] = set()  # defined in a chunk that did not parse
+    broken_names: set[str] = set()
     for start, end in _rule_chunks(text):
-        builder = _Builder(text, start, diagnostics)
+        builder = _Builder(text)
         try:
-            builder.transform(_parser().parse(text[start:end]))
-        except UnexpectedInput as error:
-            diagnostics.append(_syntax_diagnostic(text, start, end, error))
+            parse_chunk(tokens(text, start, end), builder)
+        except ParseFailure as error:  # the chunk's own diagnostics and rules go, as lark's did
+            diagnostics.append(_syntax_diagnostic(text, end, error))
             broken_names.update(m.group(1) for m in _RULE_HEAD.finditer(text, start, end))
-        except VisitError as error:  # a bug in _Builder, not in the grammar
-            raise error.orig_exc from error
+            continue
+        diagnostics += builder.diagnostics
         definitions += builder.definitions
+    return diagnostics, definitions, broken_names
+
+
+def _whole_grammar(
+    text: str, root: str, definitions: list[_Definition], broken_names: set[str], diagnostics: list[Diagnostic]
+) -> dict[str, Rule]:
+    """The checks over all rules (names, reachability, the lazy and max_chars rules, left
+    recursion); their diagnostics join ``diagnostics``, which end sorted by position."""
     rules = _check_rules(text, root, definitions, broken_names, diagnostics)
+    if not any(d.severity == "error" for d in diagnostics):
+        _shape_rules(text, rules, definitions, diagnostics)
     if not any(d.severity == "error" for d in diagnostics):
         _note_left_recursion(text, rules, diagnostics)
     diagnostics.sort(key=lambda d: (d.line, d.column))
-    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+    return rules
+
+
+def _shape_rules(
+    text: str, rules: dict[str, Rule], definitions: list[_Definition], diagnostics: list[Diagnostic]
+) -> None:
+    """Rules with ``lazy`` or ``max_chars`` get their exact language as one automaton
+    (:mod:`.regular`), or a refusal saying why not. A shaped rule inside another keeps its
+    meaning: rules are shaped in the order they use each other."""
+    wanted = {d.rule.name: d.shaping for d in definitions if d.shaping and rules.get(d.rule.name) is d.rule}
+    if not wanted:
+        return
+    shaped: dict[str, Automaton] = {}
+    nullable = _nullable_rules(rules)
+
+    def shape(name: str, inside: tuple[str, ...]) -> None:
+        if name in shaped:
+            return
+        for ref in _references(rules[name].body):  # shaped rules it uses, first
+            if ref.name in wanted and ref.name not in inside and ref.name != name:
+                shape(ref.name, inside + (name,))
+        shaping = wanted[name]
+        try:
+            if shaping.max_chars is not None and follows_itself(rules, name, nullable):
+                raise NotRegular(
+                    f"rule {name!r} can start where it ends, which XGrammar 0.2.8 counts wrongly "
+                    "(the second occurrence gets more characters)"
+                )
+            shaped[name] = shape_rule(
+                rules, name, lazy=shaping.lazy, max_chars=shaping.max_chars, shaped=shaped, span=rules[name].span
+            )
+        except NotRegular as error:
+            what = " and ".join(
+                (["lazy"] if shaping.lazy else []) + (["max_chars"] if shaping.max_chars is not None else [])
+            )
+            message = f"{REFUSAL.format(what=f'{what} on rule {name!r}')}: cfgzip reproduces it for a rule whose language is regular, and {error.reason}"
+            diagnostics.append(_diagnostic(text, shaping.span, message))
+
+    for name in wanted:
+        shape(name, ())
+    for name, automaton in shaped.items():
+        rules[name] = replace(rules[name], body=automaton)
 
 
 def decode_ebnf_string(body: str) -> str:
@@ -328,26 +361,25 @@ def _diagnostic(text: str, span: Span, message: str, severity: Severity = "error
     return Diagnostic(line, column, message, severity, span)
 
 
-def _syntax_diagnostic(text: str, start: int, end: int, error: UnexpectedInput) -> Diagnostic:
-    """Say what lark found and what it expected, at the offending position in ``text``."""
-    if isinstance(error, UnexpectedCharacters):
-        at = start + error.pos_in_stream
+def _syntax_diagnostic(text: str, end: int, error: ParseFailure) -> Diagnostic:
+    """Say what the parser found and what it expected, at the offending position in ``text``
+    (``end``: where the chunk ends)."""
+    token = error.token
+    if token.type == "ERROR":
+        at = token.start_pos
         char = text[at]
         message = _UNEXPECTED_CHARACTER.get(char, f"unexpected character {char!r}")
         if text.startswith(("//", "/*"), at):
             message = f"unexpected {text[at : at + 2]!r}: comments start with '#' in XGrammar's EBNF (to the line end)"
             return _diagnostic(text, (at, at + 2), message)
         return _diagnostic(text, (at, at + 1), message)
-    assert isinstance(error, UnexpectedToken)
-    token = error.token
-    if token.type == "$END":  # lark borrows the last token's position for the end
-        at = start + (token.end_pos or 0)
+    if token.type == "$END":  # placed at the end of the last token, as lark placed it
+        at = token.start_pos
         last = end == len(text)
         found = "end of the grammar" if last else "end of the rule (the next rule starts below)"
         span = (at, at)
     else:
-        at = start + token.start_pos
-        span = (at, start + token.end_pos)
+        span = (token.start_pos, token.end_pos)
         if token.type == "ASSIGN":
             return _diagnostic(text, span, "'::=' needs a rule name right before it")
         found = f"{token.value!r}"
@@ -356,46 +388,51 @@ def _syntax_diagnostic(text: str, start: int, end: int, error: UnexpectedInput) 
 
 
 def _describe_expected(expected: set[str]) -> str:
-    if _ELEMENT_STARTS <= expected:
-        expected = (expected - _ELEMENT_STARTS) | {"ELEMENT"}
-    if _QUANTIFIERS <= expected:
-        expected = (expected - _QUANTIFIERS) | {"QUANTIFIER"}
+    if ELEMENT_STARTS <= expected:
+        expected = (expected - ELEMENT_STARTS) | {"ELEMENT"}
+    if QUANTIFIERS <= expected:
+        expected = (expected - QUANTIFIERS) | {"QUANTIFIER"}
     words = [word for name, word in _EXPECTED_WORDS.items() if name in expected]
     words += sorted(name for name in expected if name not in _EXPECTED_WORDS)
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-_Located = Token | Expr | Span
+_Located = Tok | Expr | Span
 
 
-@v_args(inline=True)
-class _Builder(Transformer):
-    """Turns one chunk's parse tree into AST nodes whose spans are offsets in the whole text.
+class _Builder:
+    """The parser's semantic actions: AST nodes whose spans are offsets in the whole text.
 
     Problems local to one construct (bad escapes, bounds, refused constructs) become
     diagnostics here and the node is replaced by a placeholder so that checking goes on.
+    The parser calls these bottom-up, left to right, so diagnostics keep the text's order.
     """
 
-    def __init__(self, text: str, offset: int, diagnostics: list[Diagnostic]) -> None:
-        super().__init__(visit_tokens=False)
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.offset = offset
-        self.diagnostics = diagnostics
+        self.diagnostics: list[Diagnostic] = []
         self.definitions: list[_Definition] = []
         self._macro_refs: list[RuleRef] = []  # of the rule being built
+        # id → (node, macro name) of what a macro call built (kept alive, so ids stay unique):
+        # XGrammar refuses a lookahead that is a bare macro call.
+        self._macro_results: dict[int, tuple[Expr, str]] = {}
 
-    def _span(self, first: _Located, last: _Located | None = None) -> Span:
+    @staticmethod
+    def _span(first: _Located, last: _Located | None = None) -> Span:
         """From the start of ``first`` to the end of ``last`` (default ``first``), in the text."""
-
-        def bounds(x: _Located) -> Span:
-            if isinstance(x, Token):
-                return self.offset + x.start_pos, self.offset + x.end_pos
-            if isinstance(x, tuple):
-                return x
-            assert x.span is not None
-            return x.span
-
-        return bounds(first)[0], bounds(last if last is not None else first)[1]
+        if last is None:
+            last = first
+        if isinstance(first, Tok):
+            start = first.start_pos
+        elif isinstance(first, tuple):
+            start = first[0]
+        else:
+            start = first.span[0]  # type: ignore[index]
+        if isinstance(last, Tok):
+            return start, last.end_pos
+        if isinstance(last, tuple):
+            return start, last[1]
+        return start, last.span[1]  # type: ignore[index]
 
     def _report(self, span: Span, message: str, severity: Severity = "error") -> None:
         self.diagnostics.append(_diagnostic(self.text, span, message, severity))
@@ -407,13 +444,16 @@ class _Builder(Transformer):
 
     # ---- atoms -------------------------------------------------------------------------
 
-    def literal(self, token: Token) -> Literal:
-        span = self._span(token)
-        code_points = self._decode(token.value[1:-1], span[0] + 1, _STRING_ESCAPES)
+    def literal(self, token: Tok) -> Literal:
+        span = (token.start_pos, token.end_pos)
+        body = token.value[1:-1]
+        if "\\" not in body:  # no escapes: the text is the body (most literals)
+            return Literal(body, span)
+        code_points = self._decode(body, span[0] + 1, _STRING_ESCAPES)
         return Literal("".join(map(chr, code_points)), span)
 
-    def char_class(self, token: Token) -> CharClass:
-        span = self._span(token)
+    def char_class(self, token: Tok) -> CharClass:
+        span = (token.start_pos, token.end_pos)
         body, start = token.value[1:-1], span[0] + 1
         negated = body.startswith("^")
         if negated:
@@ -434,7 +474,10 @@ class _Builder(Transformer):
 
     def _decode_one(self, member: re.Match[str], group: str, start: int) -> int:
         """The code point of one class character; 0 stands in for a reported bad escape."""
-        code_points = self._decode(member.group(group), start + member.start(group), _CLASS_ESCAPES)
+        piece = member.group(group)
+        if len(piece) == 1:
+            return ord(piece)
+        code_points = self._decode(piece, start + member.start(group), _CLASS_ESCAPES)
         return code_points[0] if code_points else 0
 
     def _decode(self, body: str, start: int, escapes: dict[str, str]) -> list[int]:
@@ -473,93 +516,182 @@ class _Builder(Transformer):
         offsets.append(start + len(body))
         return out, offsets
 
-    def rule_ref(self, token: Token) -> RuleRef:
-        span = self._span(token)
+    def rule_ref(self, token: Tok) -> RuleRef:
+        span = (token.start_pos, token.end_pos)
         if token.value in _RESERVED_WORDS:
             self._report(span, f"{token.value!r} is a boolean in XGrammar's EBNF, not a rule name")
         return RuleRef(token.value, span)
 
-    def token_ref(self, token: Token) -> Literal:
+    def token_ref(self, token: Tok) -> Literal:
         return self._refuse("<token>", self._span(token))
 
-    def macro_call(self, name: Token, *rest: Token | Tree) -> Expr:
-        # Rule names among the arguments still count as references, so that an undefined
-        # one is reported and the rules a TagDispatch dispatches to are not called unreachable.
-        tokens = [
-            token for part in rest for token in (part.scan_values(_is_token) if isinstance(part, Tree) else [part])
-        ]
-        closer = rest[-1]
-        assert isinstance(closer, Token)
-        span = self._span(name, closer)
+    def macro_call(self, name: Tok, args: list[Tok | Nested], rpar: Tok) -> Expr:
+        span = (name.start_pos, rpar.end_pos)
         if name.value == "Regex":
-            return self._regex(span, rest[1:-1])
-        for token, following in zip(tokens, tokens[1:]):
+            expr = self._regex(span, args)
+        elif name.value in ("TagDispatch", "Substring"):
+            try:
+                arguments = read_arguments(args, rpar)
+                expr = (self._tag_dispatch if name.value == "TagDispatch" else self._substring)(span, arguments)
+            except MacroArgumentError as error:
+                self._report(error.span, error.message)
+                self._hidden_references(args, rpar)
+                return Literal("", span)
+        else:
+            self._hidden_references(args, rpar)
+            return self._refuse(f"{name.value}(...)", span)
+        self._macro_results[id(expr)] = (expr, name.value)
+        return expr
+
+    def _hidden_references(self, args: list[Tok | Nested], rpar: Tok) -> None:
+        """Rule names among a refused or broken macro call's arguments still count as
+        references, so that an undefined one is reported and the rules it names are not
+        called unreachable."""
+        flat = [token for arg in args for token in (arg.tokens() if isinstance(arg, Nested) else [arg])] + [rpar]
+        for token, following in zip(flat, flat[1:]):
             is_key = following.type == "EQUAL"  # loop_after_dispatch=..., excludes=...
             if token.type == "NAME" and not is_key and token.value not in _RESERVED_WORDS:
                 self._macro_refs.append(RuleRef(token.value, self._span(token)))
-        return self._refuse(f"{name.value}(...)", span)
 
-    def _regex(self, span: Span, args: tuple[Token | Tree, ...]) -> Expr:
-        """``Regex("pattern", json_string=true|false)``: checked as XGrammar's parser does, then
-        lowered exactly by :mod:`.regex`; a regex problem points at its character in the text."""
-        parts = [a.children[0] if isinstance(a, Tree) and len(a.children) == 1 else a for a in args]
-        arguments: list[list[Token | Tree]] = [[]]
+    def _macro_string(self, value: MacroValue) -> bytes:
+        """A string argument's UTF-8 bytes (escapes as in string literals; bad ones reported)."""
+        token = value.token
+        assert token is not None
+        code_points = self._decode(token.value[1:-1], token.start_pos + 1, _STRING_ESCAPES)
+        return "".join(map(chr, code_points)).encode("utf-8", "surrogatepass")
+
+    def _tag_dispatch(self, span: Span, arguments: MacroArguments) -> Expr:
+        """``TagDispatch((tag, rule), ..., loop_after_dispatch=..., excludes=(...))``, checked as
+        XGrammar 0.2.8's parser checks it (its messages), then :mod:`.tag_dispatch`."""
+        for key, at in arguments.name_spans.items():
+            if key not in ("loop_after_dispatch", "excludes"):
+                raise MacroArgumentError(f"Unknown named argument for TagDispatch: {key}", at)
+        tags: list[tuple[bytes, RuleRef]] = []
+        for value in arguments.positional:
+            if value.kind != "tuple":
+                raise MacroArgumentError("Each tag dispatch element must be a tuple", value.span)
+            if len(value.elements) != 2:
+                raise MacroArgumentError("Each tag dispatch element must be a pair (tag, rule)", value.span)
+            tag, rule = value.elements
+            tag_bytes = self._macro_string(tag) if tag.kind == "string" else b""
+            if not tag_bytes:
+                raise MacroArgumentError("Tag must be a non-empty string literal", tag.span)
+            if rule.kind != "identifier":
+                raise MacroArgumentError("Rule reference must be an identifier", rule.span)
+            assert rule.token is not None
+            tags.append((tag_bytes, RuleRef(rule.token.value, rule.span)))
+        loop = arguments.named.get("loop_after_dispatch")
+        if loop is not None and loop.kind != "boolean":
+            raise MacroArgumentError("loop_after_dispatch must be a boolean literal", loop.span)
+        excludes: list[bytes] = []
+        listed = arguments.named.get("excludes")
+        if listed is not None:
+            if listed.kind != "tuple":
+                raise MacroArgumentError("excludes must be a tuple", listed.span)
+            for value in listed.elements:
+                exclude = self._macro_string(value) if value.kind == "string" else b""
+                if not exclude:
+                    raise MacroArgumentError("Exclude must be a non-empty string literal", value.span)
+                if any(tag.startswith(exclude) for tag, _ in tags):
+                    message = (
+                        f"Exclude string must not be a prefix of trigger string: {exclude.decode(errors='replace')}"
+                    )
+                    raise MacroArgumentError(message, value.span)
+                excludes.append(exclude)
+        return tag_dispatch_automaton(
+            tags, loop_after_dispatch=loop is None or loop.boolean, excludes=excludes, span=span
+        )
+
+    def _substring(self, span: Span, arguments: MacroArguments) -> Expr:
+        """``Substring("c1", ...)``: strings only, no named arguments (XGrammar's checks)."""
+        if arguments.named:
+            raise MacroArgumentError("Substring() does not accept named arguments", span)
+        for value in arguments.positional:
+            if value.kind != "string":
+                raise MacroArgumentError("Substring() arguments must be strings", value.span)
+        return substring_automaton([self._macro_string(value) for value in arguments.positional], span)
+
+    def _regex(self, span: Span, parts: list[Tok | Nested]) -> Expr:
+        """``Regex("pattern", json_string=true|false, flags="...")``: checked as XGrammar's parser
+        does, then lowered exactly by :mod:`.regex`; a regex problem points at its character in
+        the text, a bad flag at the flags string."""
+        arguments: list[list[Tok | Nested]] = [[]]
         for part in parts:
-            if isinstance(part, Token) and part.type == "COMMA":
+            if isinstance(part, Tok) and part.type == "COMMA":
                 arguments.append([])
             else:
                 arguments[-1].append(part)
-        positional: list[Token | Tree] = []
+        positional: list[Tok | Nested] = []
         json_string = False
+        flags: str | None = None  # absent is not "" (XGrammar: without flags, '.' matches a newline)
+        flags_span = span
         for argument in arguments if parts else []:
-            if len(argument) == 3 and isinstance(argument[0], Token) and _token_type(argument[1]) == "EQUAL":
+            if len(argument) == 3 and isinstance(argument[0], Tok) and _token_type(argument[1]) == "EQUAL":
                 key, value = argument[0].value, argument[2]
-                if key != "json_string":
+                if key == "flags":
+                    if not (isinstance(value, Tok) and value.type == "STRING"):
+                        self._report(span, "flags must be a string")
+                        return Literal("", span)
+                    flags = "".join(map(chr, self._decode(value.value[1:-1], value.start_pos + 1, _STRING_ESCAPES)))
+                    flags_span = (value.start_pos, value.end_pos)
+                elif key != "json_string":
                     self._report(span, f"Regex does not support the named argument {key}")
-                elif not (isinstance(value, Token) and value.value in _RESERVED_WORDS):
+                elif not (isinstance(value, Tok) and value.value in _RESERVED_WORDS):
                     self._report(span, "json_string must be a boolean (true or false)")
                 else:
                     json_string = value.value == "true"
             elif len(argument) == 1:
                 positional.append(argument[0])
             else:
-                self._report(span, "Regex arguments are one string and json_string=true|false, separated by commas")
+                self._report(
+                    span, 'Regex arguments are one string, json_string=true|false and flags="...", separated by commas'
+                )
                 return Literal("", span)
         if len(positional) != 1:
             self._report(span, "Regex expects exactly one string argument")
             return Literal("", span)
         pattern = positional[0]
-        if not (isinstance(pattern, Token) and pattern.type == "STRING"):
+        if not (isinstance(pattern, Tok) and pattern.type == "STRING"):
             self._report(span, "Regex pattern must be a string literal")
             return Literal("", span)
-        start = self._span(pattern)[0] + 1
+        start = pattern.start_pos + 1
         code_points, offsets = self._decode_located(pattern.value[1:-1], start, _STRING_ESCAPES)
+        warnings: list[RegexWarning] = []
+
+        def located(start: int, end: int) -> Span:
+            at = offsets[start] if start < len(offsets) else offsets[-1]
+            stop = offsets[end] if end < len(offsets) else offsets[-1]
+            return (at, max(stop, at + 1))
+
         try:
-            expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string)
+            expr = regex_to_expr(
+                "".join(map(chr, code_points)), json_string=json_string, flags=flags, warnings=warnings, span=span
+            )
         except RegexError as error:
-            at = offsets[error.start] if error.start < len(offsets) else offsets[-1]
-            end = offsets[error.end] if error.end < len(offsets) else offsets[-1]
             message = error.message if error.refused else f"XGrammar rejects this regex: {error.message}"
-            self._report((at, max(end, at + 1)), message)
+            self._report(flags_span if error.in_flags else located(error.start, error.end), message)
             return Literal("", span)
+        for warning in warnings:
+            self._report(located(warning.start, warning.end), warning.message, "warning")
         return _with_span(expr, span)
 
-    def group(self, lpar: Token, *rest: Expr | Token) -> Expr:
+    def group(self, lpar: Tok, inner: Expr | None, rpar: Tok) -> Expr:
         """The inner expression, its span widened to the parentheses; ``()`` is ε."""
-        inner, rpar = rest[0], rest[-1]
-        assert isinstance(rpar, Token)
-        span = self._span(lpar, rpar)
-        if isinstance(inner, Token):  # "()": XGrammar's other spelling of ""
+        span = (lpar.start_pos, rpar.end_pos)
+        if inner is None:  # "()": XGrammar's other spelling of ""
             return Literal("", span)
-        return replace(inner, span=span)
+        grouped = replace(inner, span=span)
+        if id(inner) in self._macro_results:  # "(Substring(...))" is still the macro for XGrammar
+            self._macro_results[id(grouped)] = (grouped, self._macro_results[id(inner)][1])
+        return grouped
 
     # ---- composites --------------------------------------------------------------------
 
-    def quantifier(self, *tokens: Token) -> _Quantifier:
-        end = self._span(tokens[-1])[1]
+    def quantifier(self, tokens: list[Tok]) -> _Quantifier:
+        end = tokens[-1].end_pos
         kind = tokens[0].type
         if kind != "LBRACE":
-            return _Quantifier(*{"STAR": (0, None), "PLUS": (1, None), "QMARK": (0, 1)}[kind], end)
+            return _Quantifier(*_SIMPLE_QUANTIFIERS[kind], end)
         low = self._bound(tokens[1])
         if len(tokens) == 3:  # {m}
             return _Quantifier(low, low, end)
@@ -576,7 +708,7 @@ class _Builder(Transformer):
             high = low
         return _Quantifier(low, high, end)
 
-    def _bound(self, token: Token) -> int:
+    def _bound(self, token: Tok) -> int:
         value = int(token.value)
         if value > MAX_REPEAT_BOUND:
             message = f"repetition bound {value} is too large: XGrammar wraps bounds above 2**31-1"
@@ -584,32 +716,37 @@ class _Builder(Transformer):
             return MAX_REPEAT_BOUND
         return value
 
-    def item(self, atom: Expr, quantifier: _Quantifier | None = None) -> Expr:
+    def item(self, atom: Expr, quantifier: _Quantifier | None) -> Expr:
         if quantifier is None:
             return atom
-        return Repeat(atom, quantifier.min, quantifier.max, self._span(atom, (0, quantifier.end)))
+        return Repeat(atom, quantifier.min, quantifier.max, (atom.span[0], quantifier.end))  # type: ignore[index]
 
-    def sequence(self, *items: Expr) -> Expr:
-        return items[0] if len(items) == 1 else Sequence(items, self._span(items[0], items[-1]))
+    def sequence(self, items: list[Expr]) -> Expr:
+        if len(items) == 1:
+            return items[0]
+        return Sequence(tuple(items), (items[0].span[0], items[-1].span[1]))  # type: ignore[index]
 
-    def choices(self, *children: Expr | Token) -> Expr:
-        options = tuple(c for c in children if not isinstance(c, Token))  # drop the '|'s
+    def choices(self, options: list[Expr]) -> Expr:
         if len(options) == 1:
             return options[0]
-        return Choice(options, self._span(options[0], options[-1]))
+        return Choice(tuple(options), (options[0].span[0], options[-1].span[1]))  # type: ignore[index]
 
-    def lookahead(self, opener: Token, body: Expr, closer: Token) -> _Lookahead:
-        span = self._span(opener, closer)
+    def lookahead(self, opener: Tok, body: Expr, closer: Tok) -> _Lookahead:
+        span = (opener.start_pos, closer.end_pos)
         # XGrammar's parser accepts these but its grammar checks reject them afterwards.
         if isinstance(body, Choice):
             self._report(span, "XGrammar does not support choices in a lookahead assertion")
         elif isinstance(body, Literal) and not body.text:
             self._report(span, "XGrammar does not allow an empty lookahead assertion")
+        elif id(body) in self._macro_results:
+            self._report(
+                span, f"XGrammar does not allow {self._macro_results[id(body)][1]}(...) as a lookahead assertion"
+            )
         self._report(span, LOOKAHEAD_DROPPED, "warning")
         return _Lookahead(body, span)
 
-    def rule(self, name: Token, *rest: Token | Expr | _Lookahead) -> None:
-        name_span = self._span(name)
+    def rule(self, name: Tok, attributes: Tok | None, body: Expr, lookahead: _Lookahead | None) -> None:
+        name_span = (name.start_pos, name.end_pos)
         line_start = self.text.rfind("\n", 0, name_span[0]) + 1
         if self.text[line_start : name_span[0]].strip():
             self._report(name_span, f"rule {name.value!r} must start on a new line")
@@ -617,40 +754,44 @@ class _Builder(Transformer):
         # reference would read as a macro call.
         if name.value in _RESERVED_WORDS:
             self._report(name_span, f"{name.value!r} is reserved in XGrammar's EBNF")
-        if isinstance(rest[0], Token) and rest[0].type == "ATTRIBUTES":
-            self._attributes(rest[0])
-        lookahead = rest[-1] if isinstance(rest[-1], _Lookahead) else None
-        body = rest[-2] if lookahead else rest[-1]
-        assert not isinstance(body, (Token, _Lookahead))
+        read = self._attributes(attributes, name.value) if attributes is not None else None
         end = lookahead.span[1] if lookahead else body.span[1]  # type: ignore[index]
         rule = Rule(name.value, body, (name_span[0], end))
         macro_refs, self._macro_refs = tuple(self._macro_refs), []
         hidden = lookahead.body if lookahead else None
-        self.definitions.append(_Definition(rule, name_span, hidden, macro_refs))
+        shaping = None
+        if read is not None and ("lazy" in read or "max_chars" in read):
+            shaping = _Shaping(bool(read.values.get("lazy")), read.values.get("max_chars"), self._span(attributes))  # type: ignore[arg-type]
+        self.definitions.append(_Definition(rule, name_span, hidden, macro_refs, shaping))
 
-    def _attributes(self, token: Token) -> None:
-        """Refuse ``max_tokens=N``; drop ``capture`` with a warning (the language is unchanged)."""
+    def _attributes(self, token: Tok, rule_name: str) -> RuleAttributes | None:
+        """Read the block as XGrammar does (:mod:`.rule_attributes`). Refuse ``max_tokens`` and rule
+        ids; warn about what leaves the masks alone (captures, ``temperature``); ``lazy`` and
+        ``max_chars`` change the language and are applied to the rule afterwards."""
         span = self._span(token)
-        body, position = token.value[1:-1], 0
-        while position < len(body) or position == 0:
-            match = _ATTRIBUTE_RE.match(body, position)
-            if match is None or match.end() == position:
-                message = f"unknown rule attributes {token.value}"
-                self._report(span, f"{message}: XGrammar knows max_tokens and capture")
-                return
-            if match.group("max_tokens"):
-                self._refuse("max_tokens", span)
-            else:
-                self._report(span, CAPTURE_DROPPED, "warning")
-            position = match.end()
+        try:
+            attributes = read_attributes(token.value, rule_name)
+        except AttributeError_ as error:
+            what = "unknown" if error.unknown else "bad"
+            self._report(span, f"{what} rule attributes {token.value}: {error.message}")
+            return None
+        if "max_tokens" in attributes:
+            self._refuse("max_tokens", span)
+        if "capture_hidden_body_rule_id" in attributes:
+            self._refuse("capture_hidden_body_rule_id", span)
+        if any(keyword in attributes for keyword in _CAPTURE_ATTRIBUTES):
+            self._report(span, CAPTURE_DROPPED, "warning")
+        if "temperature" in attributes:
+            self._report(span, TEMPERATURE_KEPT, "warning")
+        return attributes
 
 
-def _is_token(value: object) -> bool:
-    return isinstance(value, Token)
+_SIMPLE_QUANTIFIERS = {"STAR": (0, None), "PLUS": (1, None), "QMARK": (0, 1)}
+_CAPTURE_ATTRIBUTES = ("capture", "stop_capture", "capture_hidden_suffix_bytes", "capture_hidden_stop_bytes")
 
 
 def _token_type(value: object) -> str | None:
-    return value.type if isinstance(value, Token) else None
+    return value.type if isinstance(value, Tok) else None
 
 
 def _with_span(expr: Expr, span: Span) -> Expr:
@@ -686,6 +827,7 @@ def _check_rules(
     """Duplicates, undefined references, the root rule and reachability, over the whole grammar."""
     rules: dict[str, Rule] = {}
     first_span: dict[str, Span] = {}
+    body_refs: dict[str, tuple[RuleRef, ...]] = {}  # of each name's first definition
     for definition in definitions:
         name = definition.rule.name
         if name in rules:
@@ -697,7 +839,10 @@ def _check_rules(
         first_span[name] = definition.name_span
     known = rules.keys() | broken_names
     for definition in definitions:
-        for ref in _references(definition.rule.body, definition.lookahead) + definition.macro_refs:
+        refs = _references(definition.rule.body)
+        if rules[definition.rule.name] is definition.rule:
+            body_refs[definition.rule.name] = refs
+        for ref in refs + _references(definition.lookahead) + definition.macro_refs:
             if ref.name not in known and ref.name not in _RESERVED_WORDS:
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
@@ -705,7 +850,7 @@ def _check_rules(
     if root not in known:
         diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
     elif not broken_names:  # with unparsed rules we cannot know who references whom
-        _warn_unreachable(text, root, definitions, rules, first_span, diagnostics)
+        _warn_unreachable(text, root, definitions, body_refs, first_span, diagnostics)
     return rules
 
 
@@ -729,14 +874,7 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
     through nullable prefixes: NULLABLE is a fixpoint over the rules, LEFT(A) the rules
     that can start A's body; a group is a strongly connected part of the LEFT graph.
     """
-    nullable: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, rule in rules.items():
-            if name not in nullable and _nullable(rule.body, nullable):
-                nullable.add(name)
-                changed = True
+    nullable = _nullable_rules(rules)
     left = {name: _leftmost(rule.body, nullable) & rules.keys() for name, rule in rules.items()}
     reach: dict[str, set[str]] = {}
     for name in rules:
@@ -759,6 +897,19 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
         diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "info"))
 
 
+def _nullable_rules(rules: dict[str, Rule]) -> set[str]:
+    """NULLABLE: the rules that can match the empty string (a least fixpoint)."""
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, rule in rules.items():
+            if name not in nullable and _nullable(rule.body, nullable):
+                nullable.add(name)
+                changed = True
+    return nullable
+
+
 def _nullable(expr: Expr, nullable: set[str]) -> bool:
     if isinstance(expr, Literal):
         return not expr.text
@@ -770,6 +921,8 @@ def _nullable(expr: Expr, nullable: set[str]) -> bool:
         return all(_nullable(item, nullable) for item in expr.items)
     if isinstance(expr, Choice):
         return any(_nullable(option, nullable) for option in expr.options)
+    if isinstance(expr, Automaton):
+        return expr.nullable()  # a Regex's automaton; TagDispatch and Substring: the start is final
     assert isinstance(expr, Repeat)
     return expr.min == 0 or _nullable(expr.item, nullable)
 
@@ -796,28 +949,32 @@ def _warn_unreachable(
     text: str,
     root: str,
     definitions: list[_Definition],
-    rules: dict[str, Rule],
+    body_refs: dict[str, tuple[RuleRef, ...]],
     name_spans: dict[str, Span],
     diagnostics: list[Diagnostic],
 ) -> None:
     """Warn at each rule the root cannot reach; say so when a dropped or refused construct did."""
     hidden = {d.rule.name: d.macro_refs + _references(d.lookahead) for d in definitions}
-    in_language = _reachable(root, rules, {})
-    with_hidden = _reachable(root, rules, hidden)
-    for name in rules.keys() - in_language:
+    in_language = _reachable(root, body_refs, {})
+    with_hidden = _reachable(root, body_refs, hidden)
+    for name in body_refs.keys() - in_language:
         note = " (only dropped or refused constructs use it)" if name in with_hidden else ""
         message = f"rule {name!r} is unreachable from {root!r}{note}"
         diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
 
 
-def _reachable(root: str, rules: dict[str, Rule], hidden: dict[str, tuple[RuleRef, ...]]) -> set[str]:
-    """Names reachable from ``root`` through bodies and, per rule, its ``hidden`` references."""
+def _reachable(
+    root: str, body_refs: dict[str, tuple[RuleRef, ...]], hidden: dict[str, tuple[RuleRef, ...]]
+) -> set[str]:
+    """Names reachable from ``root`` through bodies (``body_refs``: the references in each
+    rule's body) and, per rule, its ``hidden`` references."""
     seen, todo = {root}, [root]
     while todo:
-        rule = rules.get(todo.pop())
-        if rule is None:
+        name = todo.pop()
+        refs = body_refs.get(name)
+        if refs is None:
             continue
-        for ref in _references(rule.body) + hidden.get(rule.name, ()):
+        for ref in refs + hidden.get(name, ()):
             if ref.name not in seen:
                 seen.add(ref.name)
                 todo.append(ref.name)
@@ -838,4 +995,6 @@ def _references(*exprs: Expr | None) -> tuple[RuleRef, ...]:
             todo += reversed(expr.options)
         elif isinstance(expr, Repeat):
             todo.append(expr.item)
+        elif isinstance(expr, Automaton):  # TagDispatch's rules are its edges' labels
+            todo += reversed([label for _, label, _ in expr.edges if not isinstance(label, tuple)])
     return tuple(out)

@@ -18,25 +18,40 @@ Layout: trie node 0 is the root; ``edges`` is an ``int32[E, 3]`` table of ``(par
 symbol, child)``, ``bits_indptr``/``bits_classes`` a CSR list of the classes at each node.
 These arrays are what the class cache stores; :meth:`SigmaInIndex.from_arrays` rebuilds the
 dicts the walk reads.
+
+Counted repetitions (:mod:`cfgzip_lab.grammar.counted`): a σ_in may consume a family member
+with a symbolic count, ``IN(f, lo, hi)``; such symbols are keys of ``children`` like any other,
+and :attr:`SigmaInIndex.family_children` lists them per node and family as ``(lo, hi, child)``:
+a stack top ``F_c`` of family f follows every edge whose interval holds c. The cache stores
+them apart, as ``native_family_edges`` (int64 rows ``parent, family, lo, hi, child``); the
+compiled walk does not follow them (an index with some is walked in Python).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from itertools import chain, repeat
 
 import numpy as np
 
 from ..classes.classing import NORMAL, TokenClasses
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
+from ..grammar.counted import (
+    INPUT_BASE,
+    RELATIVE_BASE,
+    input_symbol,
+    is_family_symbol,
+    split_input_symbol,
+    split_relative_symbol,
+)
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 
 MAX_SIGMA_IN_WORDS = 2_000_000
 """σ_in words listed for one index at most. Most grammars list few (c_like: 131,376 over 7,971
@@ -64,29 +79,105 @@ def gnf_digest(gnf: GNF) -> str:
     h = hashlib.sha256()
     h.update(f"{gnf.start}|{gnf.accepts_empty}|{len(gnf.atoms)}|".encode())
     h.update("\x00".join(gnf.names).encode("utf-8"))
+    for f in gnf.families:
+        h.update(f"|{f.name}:{f.item}:{f.min}:{f.max}".encode())
     return h.hexdigest()
 
 
-@dataclass
 class SigmaInIndex:
     """A trie of σ_in (top of stack first) whose nodes carry the set of classes with that σ_in.
 
     ``children[t]`` maps a GNF nonterminal to the child trie node; ``bits[t]`` is the class
     set at ``t`` as a Python int (bit k = class k; OR of 4,000-bit ints costs ~0.1 µs);
     ``has_children[t]`` says whether the walk needs to go deeper from ``t``.
+
+    Two equal forms: those lists (what :func:`build_index` makes and the Python walk reads) and
+    the arrays of :meth:`to_arrays` (what the cache stores and the compiled walk reads, through
+    :meth:`kernel_arrays`). An index read from a cache holds only the arrays and builds the
+    lists on first use, so a process that walks with the compiled kernel never builds them
+    (c_like, 46,568 trie nodes: 0.29 s of Python per load before). Either form is converted to
+    the other with numpy, a chunk of nodes at a time, never one node per numpy call (sql_select's
+    index took 0.86 s to write that way).
     """
 
-    num_classes: int
-    children: list[dict[int, int]]
-    bits: list[int]
-    unindexed: np.ndarray  # int32: NORMAL classes decided by running their representative
-    gnf_digest: str
-    build_seconds: float = 0.0
-    stats: dict = field(default_factory=dict)
+    def __init__(
+        self,
+        num_classes: int,
+        children: list[dict[int, int]] | None = None,
+        bits: list[int] | None = None,
+        unindexed: np.ndarray | None = None,
+        gnf_digest: str = "",
+        build_seconds: float = 0.0,
+        stats: dict | None = None,
+        *,
+        arrays: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        if (children is None or bits is None) and arrays is None:
+            raise ValueError("an index needs its children and bits, or its arrays")
+        self.num_classes = int(num_classes)
+        self._children = children
+        self._bits = bits
+        self._arrays = arrays
+        self.unindexed = np.asarray(unindexed if unindexed is not None else [], dtype=np.int32)
+        self.gnf_digest = gnf_digest
+        self.build_seconds = build_seconds
+        self.stats = stats if stats is not None else {}
+
+    def __repr__(self) -> str:
+        return f"SigmaInIndex({self.num_classes} classes, {self.num_nodes} trie nodes, {len(self.unindexed)} unindexed)"
 
     @property
     def num_nodes(self) -> int:
-        return len(self.children)
+        if self._children is not None:
+            return len(self._children)
+        return int(self._arrays["native_bits_indptr"].shape[0]) - 1
+
+    @property
+    def children(self) -> list[dict[int, int]]:
+        if self._children is None:
+            nodes = self.num_nodes
+            children: list[dict[int, int]] = [{} for _ in range(nodes)]
+            for p, s, c in self._arrays["native_edges"].tolist():
+                children[p][s] = c
+            for p, f, lo, hi, c in self._family_edges().tolist():
+                children[p][input_symbol(f, lo, hi)] = c
+            self._children = children
+        return self._children
+
+    def _family_edges(self) -> np.ndarray:
+        """``int64[E, 5]`` rows ``(parent, family, lo, hi, child)`` of the ``IN(f, lo, hi)`` edges."""
+        if self._arrays is not None and "native_family_edges" in self._arrays:
+            return self._arrays["native_family_edges"]
+        rows = [
+            (p, *split_input_symbol(s), c)
+            for p, kids in enumerate(self._children or ())
+            for s, c in kids.items()
+            if s >= INPUT_BASE
+        ]
+        return np.array(rows, dtype=np.int64).reshape(-1, 5)
+
+    @property
+    def family_children(self) -> list[dict[int, list[tuple[int, int, int]]]]:
+        """Per trie node: family → ``[(lo, hi, child)]``, its ``IN(f, lo, hi)`` edges."""
+        got = self.__dict__.get("_family_children_lists")
+        if got is None:
+            got = [{} for _ in range(self.num_nodes)]
+            for p, f, lo, hi, c in self._family_edges().tolist():
+                got[p].setdefault(f, []).append((lo, hi, c))
+            self.__dict__["_family_children_lists"] = got
+        return got
+
+    @property
+    def has_family_edges(self) -> bool:
+        return bool(self._family_edges().size)
+
+    @property
+    def bits(self) -> list[int]:
+        if self._bits is None:
+            self._bits = _csr_to_ints(
+                self._arrays["native_bits_indptr"], self._arrays["native_bits_classes"], self.num_classes
+            )
+        return self._bits
 
     @property
     def has_children(self) -> list[bool]:
@@ -95,21 +186,57 @@ class SigmaInIndex:
     # -- arrays for the cache ------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
-        edges = [(p, s, c) for p, kids in enumerate(self.children) for s, c in kids.items()]
-        edge_arr = np.array(edges, dtype=np.int32).reshape(-1, 3)
-        counts = np.zeros(self.num_nodes, dtype=np.int64)
-        classes: list[np.ndarray] = []
-        for t, b in enumerate(self.bits):
-            ks = _bits_to_ids(b, self.num_classes)
-            counts[t] = ks.size
-            classes.append(ks)
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        flat = np.concatenate(classes).astype(np.int32) if classes else np.zeros(0, np.int32)
+        if self._arrays is None:
+            family_edges = self._family_edges()
+            children = self._children
+            if family_edges.size:  # IN(f, lo, hi) keys go to their own table
+                children = [{s: c for s, c in kids.items() if s < INPUT_BASE} for kids in children]
+            counts = np.fromiter(map(len, children), dtype=np.int64, count=len(children))
+            total = int(counts.sum())
+            edges = np.empty((total, 3), dtype=np.int32)
+            edges[:, 0] = np.repeat(np.arange(len(children), dtype=np.int32), counts)
+            edges[:, 1] = np.fromiter(chain.from_iterable(children), dtype=np.int32, count=total)
+            edges[:, 2] = np.fromiter(chain.from_iterable(map(dict.values, children)), dtype=np.int32, count=total)
+            indptr, flat = _ints_to_csr(self._bits, self.num_classes)
+            self._arrays = {
+                "native_edges": edges,
+                "native_family_edges": family_edges,
+                "native_bits_indptr": indptr,
+                "native_bits_classes": flat,
+            }
+        return {**self._arrays, "native_unindexed": np.asarray(self.unindexed, dtype=np.int32)}
+
+    def kernel_arrays(self, dense_classes: int, words: int) -> dict[str, np.ndarray]:
+        """The trie as the compiled walk takes it (``_kernel.c``, ``trie_new``): children CSR sorted
+        by symbol; class sets of ``dense_classes`` classes or more as dense rows of ``words``
+        uint64, the others as class lists. From :meth:`to_arrays` with numpy alone."""
+        arrays = self.to_arrays()
+        nodes = self.num_nodes
+        edges = arrays["native_edges"].astype(np.int64).reshape(-1, 3)
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        ptr = np.zeros(nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edges[:, 0], minlength=nodes), out=ptr[1:])
+        indptr = arrays["native_bits_indptr"].astype(np.int64)
+        flat = arrays["native_bits_classes"].astype(np.int64)
+        counts = np.diff(indptr)
+        dense = counts >= dense_classes
+        dense_idx = np.full(nodes, -1, dtype=np.int32)
+        dense_idx[dense] = np.arange(int(dense.sum()), dtype=np.int32)
+        owner = np.repeat(np.arange(nodes, dtype=np.int64), counts)
+        in_dense = dense[owner]
+        rows = np.zeros((int(dense.sum()), words * 64), dtype=bool)
+        rows[dense_idx[owner[in_dense]], flat[in_dense]] = True
+        list_ptr = np.zeros(nodes + 1, dtype=np.int64)
+        np.cumsum(np.where(dense, 0, counts), out=list_ptr[1:])
+        i32 = np.int32
         return {
-            "native_edges": edge_arr,
-            "native_bits_indptr": indptr,
-            "native_bits_classes": flat,
-            "native_unindexed": np.asarray(self.unindexed, dtype=np.int32),
+            "ptr": ptr.astype(i32),
+            "syms": edges[:, 1].astype(i32),
+            "kids": edges[:, 2].astype(i32),
+            "dense_idx": dense_idx,
+            "rows": np.packbits(rows, axis=1, bitorder="little").reshape(-1).view(np.uint64).copy(),
+            "list_ptr": list_ptr.astype(i32),
+            "list_cls": flat[~in_dense].astype(i32),
         }
 
     def metadata(self) -> dict:
@@ -123,47 +250,105 @@ class SigmaInIndex:
 
     @staticmethod
     def from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> SigmaInIndex:
-        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`NativeIndexError` if inconsistent."""
+        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`NativeIndexError` if
+        inconsistent. Checks every array with numpy and keeps them; the lists are built on first use."""
         if meta.get("native_index_format") != INDEX_FORMAT:
             raise NativeIndexError(f"native index format {meta.get('native_index_format')!r}, expected {INDEX_FORMAT}")
         k = int(meta["native_num_classes"])
         nodes = int(meta["native_trie_nodes"])
-        edges = np.asarray(arrays["native_edges"], dtype=np.int64).reshape(-1, 3)
+        edges = np.asarray(arrays["native_edges"]).reshape(-1, 3)
         indptr = np.asarray(arrays["native_bits_indptr"], dtype=np.int64)
-        flat = np.asarray(arrays["native_bits_classes"], dtype=np.int64)
+        flat = np.asarray(arrays["native_bits_classes"])
         if indptr.shape != (nodes + 1,) or (
             edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)
         ):
             raise NativeIndexError("native index arrays do not match their node count")
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            raise NativeIndexError("native index class lists are not in order")
         if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
             raise NativeIndexError("native index lists classes outside its class count")
-        children: list[dict[int, int]] = [{} for _ in range(nodes)]
-        for p, s, c in edges.tolist():
-            children[p][s] = c
-        bits = [_ids_to_bits(flat[indptr[t] : indptr[t + 1]], k) for t in range(nodes)]
+        family_edges = np.asarray(arrays.get("native_family_edges", np.zeros((0, 5))), dtype=np.int64).reshape(-1, 5)
+        if family_edges.size and (
+            family_edges[:, [0, 4]].min() < 0
+            or family_edges[:, [0, 4]].max() >= nodes
+            or family_edges[:, 1:4].min() < 0
+            or family_edges[:, 2:4].max() >= 1 << 32
+            or np.any(family_edges[:, 2] > family_edges[:, 3])
+        ):
+            raise NativeIndexError("native index counted-repetition edges do not match their node count")
+        # A tree: every node but the root is the child of exactly one edge, and no node has two
+        # edges on one symbol (sorted by parent and symbol here, as the compiled walk takes them).
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        targets = np.concatenate([edges[:, 2], family_edges[:, 4]]).astype(np.int64)
+        parents = np.bincount(targets, minlength=nodes) if targets.size else np.zeros(nodes, dtype=np.int64)
+        alike = (edges[1:, 0] == edges[:-1, 0]) & (edges[1:, 1] == edges[:-1, 1])
+        if nodes < 1 or parents[0] != 0 or np.any(parents[1:] != 1) or np.any(alike):
+            raise NativeIndexError("native index trie is not a tree (a node with two parents or two edges alike)")
+        unindexed = np.asarray(arrays["native_unindexed"], dtype=np.int32)
+        if unindexed.size and (unindexed.min() < 0 or unindexed.max() >= k):
+            raise NativeIndexError("native index leaves classes outside its class count to the walk")
         return SigmaInIndex(
             num_classes=k,
-            children=children,
-            bits=bits,
-            unindexed=np.asarray(arrays["native_unindexed"], dtype=np.int32),
+            unindexed=unindexed,
             gnf_digest=str(meta["native_gnf_digest"]),
             build_seconds=float(meta.get("native_build_seconds", 0.0)),
+            arrays={
+                "native_edges": edges.astype(np.int32),
+                "native_family_edges": family_edges,
+                "native_bits_indptr": indptr,
+                "native_bits_classes": flat.astype(np.int32),
+            },
         )
 
 
-def _ids_to_bits(ids: np.ndarray, k: int) -> int:
-    if ids.size == 0:
-        return 0
-    flags = np.zeros(-(-k // 8) * 8, dtype=bool)
-    flags[ids] = True
-    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+_CHUNK_BYTES = 1 << 22
+"""Bytes of class-set rows held at once while converting (4 MB: 8,000 nodes of Llama-3's 4,001 classes)."""
 
 
-def _bits_to_ids(bits: int, k: int) -> np.ndarray:
-    if bits == 0:
-        return np.zeros(0, dtype=np.int64)
-    raw = np.frombuffer(bits.to_bytes(-(-k // 8), "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")[:k])
+def _ints_to_csr(bits: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Class sets as ints → CSR (indptr int64[N+1], class ids int32 ascending per node).
+
+    The ints' bytes are scanned as 64-bit words and only the non-zero words are unpacked: a
+    trie node holds a few classes (c_like: 223,862 over 46,568 nodes), so the work is one scan
+    of the rows, not one step per node and class."""
+    words = max(1, -(-k // 64))
+    step = max(1, _CHUNK_BYTES // (8 * words))
+    rows_out: list[np.ndarray] = []
+    cols_out: list[np.ndarray] = []
+    for lo in range(0, len(bits), step):
+        chunk = bits[lo : lo + step]
+        raw = b"".join(map(int.to_bytes, chunk, repeat(8 * words), repeat("little")))
+        packed = np.frombuffer(raw, dtype="<u8")
+        at = np.flatnonzero(packed)
+        flags = np.unpackbits(packed[at].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        which, bit = np.nonzero(flags)
+        rows_out.append(at[which] // words + lo)
+        cols_out.append((at[which] % words) * 64 + bit)
+    rows = np.concatenate(rows_out) if rows_out else np.zeros(0, dtype=np.int64)
+    cols = np.concatenate(cols_out) if cols_out else np.zeros(0, dtype=np.int64)
+    indptr = np.zeros(len(bits) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(bits)), out=indptr[1:])
+    return indptr, cols.astype(np.int32)
+
+
+def _csr_to_ints(indptr: np.ndarray, flat: np.ndarray, k: int) -> list[int]:
+    """CSR class lists → one int per node (bit c = class c), a chunk of nodes' rows at a time."""
+    nodes = int(indptr.shape[0]) - 1
+    words = max(1, -(-k // 64))
+    step = max(1, _CHUNK_BYTES // (8 * words))
+    counts = np.diff(indptr)
+    out: list[int] = []
+    for lo in range(0, nodes, step):
+        hi = min(nodes, lo + step)
+        a, b = int(indptr[lo]), int(indptr[hi])
+        cls = flat[a:b].astype(np.uint64)
+        where = np.repeat(np.arange(hi - lo, dtype=np.int64), counts[lo:hi]) * words + (cls >> np.uint64(6)).astype(
+            np.int64
+        )
+        packed = np.zeros((hi - lo) * words, dtype="<u8")
+        np.bitwise_or.at(packed, where, np.left_shift(np.uint64(1), cls & np.uint64(63)))
+        out.extend(map(int.from_bytes, packed.view(np.uint8).reshape(hi - lo, 8 * words), repeat("little")))
+    return out
 
 
 def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[int]]) -> frozenset[int]:
@@ -181,8 +366,11 @@ def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[
     for sym, child in store.nodes[node][1]:
         if sym == sep:
             direct.add(child)
-        elif sym < n:
+        elif sym < n or is_family_symbol(sym):
             parts.append(_reversed_inputs(displacer, child, memo))
+        elif sym >= RELATIVE_BASE:  # F_(x+j) · SEP · IN(f, lo, hi): reverse(σ_in) starts with IN
+            f, _, lo, hi = split_relative_symbol(sym)
+            direct.add(store.make(False, ((input_symbol(f, lo, hi), child),)))
     if not direct and len(parts) == 1:
         got = parts[0]
     else:
@@ -289,7 +477,7 @@ def build_index(
                 raise IndexTooLarge(f"the classes' σ_in sets hold more than {max_words:,} words to list")
             row = rest_row[rest] = len(rest_row)
             for w in store.words(rest):
-                sigma = tuple(s - n - 1 for s in reversed(w))
+                sigma = tuple(s - n - 1 if s < INPUT_BASE else s for s in reversed(w))
                 i = sigma_id.get(sigma)
                 if i is None:
                     i = sigma_id[sigma] = len(sigma_list)

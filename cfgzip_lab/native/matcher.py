@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..batch_rows import MatcherRows
 from ..classes.classing import BLOCKED, NORMAL, STOP
@@ -29,10 +28,18 @@ from ..grammar.words import EMPTY
 from .walk import StateBudgetExceeded
 
 if TYPE_CHECKING:
+    import torch
+
     from ..engine import CompressedMatcher
     from .engine import NativeEngine
 
-__all__ = ["DisplacementMatcher", "DisplacementBatchMatcher", "NativeMatcher", "NativeBatchMatcher"]
+__all__ = [
+    "DisplacementMatcher",
+    "DisplacementBatchMatcher",
+    "NativeMatcher",
+    "NativeBatchMatcher",
+    "fill_vocab_rows",
+]
 
 _STOPPED = -1  # history entry after a stop token
 
@@ -63,6 +70,8 @@ class DisplacementMatcher:
         return -1 if self._class_kind[self._class_of[token_id]] == BLOCKED else int(token_id)
 
     def allocate_bitmask(self, batch_size: int = 1) -> torch.Tensor:
+        import torch
+
         return torch.full((batch_size, self.bitmask_size), -1, dtype=torch.int32)
 
     @property
@@ -109,6 +118,8 @@ class DisplacementMatcher:
 
     def next_vocab_bitmask(self) -> torch.Tensor:
         """The full-vocabulary packed mask for the next token: int32 ``(ceil(V/32),)``, a fresh tensor."""
+        import torch
+
         return torch.from_numpy(np.array(self.vocab_row()))
 
     def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
@@ -187,14 +198,43 @@ class DisplacementMatcher:
         return ok
 
 
+def fill_vocab_rows(bitmask: torch.Tensor, rows: Sequence[tuple[int, DisplacementMatcher]]) -> None:
+    """Fill ``bitmask[row]`` with each ``(row, matcher)``'s next-token mask; other rows are left alone.
+
+    The matchers may be of different grammars (each its own engine), as a serving engine's batch
+    is: one full-vocabulary bitmask (XGrammar's int32 layout, on the CPU) takes them all. Every
+    matcher must be over the bitmask's vocabulary size. Bits past the vocabulary in the last word
+    are 0; XGrammar's are 0 or 1 depending on how it computed the row (its accepted or its
+    rejected list), and no kernel reads them.
+    """
+    if not rows:
+        return
+    out = bitmask.numpy()
+    out = out.reshape(-1, out.shape[-1])
+    for row, matcher in rows:
+        vocab_row = matcher.vocab_row()
+        if vocab_row.shape[0] > out.shape[1]:
+            raise ValueError(
+                f"a row of {vocab_row.shape[0]} words does not fit a bitmask of {out.shape[1]} words per row"
+            )
+        out[row, : vocab_row.shape[0]] = vocab_row
+
+
 class DisplacementBatchMatcher(MatcherRows):
     """A batch of native matchers with :class:`cfgzip_lab.engine.BatchMatcher`'s interface.
 
     Rows are filled one after the other on this thread: a row costs microseconds, so
-    thread hand-offs would cost more than they save.
+    thread hand-offs would cost more than they save. The rows may be of different grammars
+    (each its own engine) over one vocabulary size.
     """
 
     kind = "native"
+
+    def __init__(self, matchers: Sequence[DisplacementMatcher]) -> None:
+        super().__init__(matchers)
+        sizes = {m.vocab_size for m in self.matchers}
+        if len(sizes) > 1:
+            raise ValueError(f"the rows of one batch must share a vocabulary size, got {sorted(sizes)}")
 
     def accept_tokens(self, token_ids: Sequence[int]) -> list[bool]:
         self._check_batch(token_ids)
@@ -209,6 +249,8 @@ class DisplacementBatchMatcher(MatcherRows):
 
     def next_vocab_bitmask(self) -> torch.Tensor:
         """Masks ``(B, ceil(V/32))``; rows of terminated matchers are 0."""
+        import torch
+
         out = torch.zeros((self.batch_size, self.bitmask_size), dtype=torch.int32)
         live = [i for i, m in enumerate(self.matchers) if not m.is_terminated()]
         if live:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..classes.classing import STOP, TokenClasses
 from ..classes.displacement import Displacer
+from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
 from .index import SigmaInIndex
@@ -76,9 +77,12 @@ class StateWalker:
         displacer: Displacer | None = None,
         compiled_mask: bool | None = None,
     ) -> None:
-        """``compiled_mask``: walk the trie with the compiled kernel (default: where it is built)."""
+        """``compiled_mask``: walk the trie with the compiled kernel (default: where it is built,
+        and the trie has no counted-repetition edges, which only the Python walk follows)."""
         if compiled_mask is None:
-            compiled_mask = _kernel is not None
+            compiled_mask = _kernel is not None and not index.has_family_edges
+        elif compiled_mask and index.has_family_edges:
+            raise RuntimeError("the compiled trie walk does not follow counted-repetition edges")
         elif compiled_mask and _kernel is None:
             raise RuntimeError("the compiled kernel (cfgzip_lab.native._kernel) is not built")
         self.gnf = gnf
@@ -95,9 +99,6 @@ class StateWalker:
         self._is_stop_class = kinds == STOP
         self._token_bytes = token_bytes
         self._atoms: dict[int, bytes] = {}
-        self._children = index.children
-        self._bits = index.bits
-        self._deep = [bool(c) for c in index.children]
         self._unindexed = [(int(k), bytes(token_bytes[int(classes.representatives[k])])) for k in index.unindexed]
         # The start state: {[S]}, plus the empty stack when the language holds ε.
         start_word = self.store.word((gnf.start,))
@@ -108,6 +109,9 @@ class StateWalker:
         self._class_list = self._class_of.tolist()  # list indexing: ~3x numpy's
         self._step = self._make_step()
         self._trie = self._compile_trie() if compiled_mask else None
+        # The Python walk's lists, built by its first call (an index read from a cache holds only
+        # arrays; the compiled walk never needs the lists).
+        self._children: list[dict[int, int]] | None = None
         self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
 
     # -- masks --------------------------------------------------------------------
@@ -148,59 +152,46 @@ class StateWalker:
         median, 136-157 at p90, at most 476.
         """
         words = max(1, -(-self.num_classes // 64))
-        ptr, syms, kids = [0], [], []
-        for children in self.index.children:
-            for sym, child in sorted(children.items()):
-                syms.append(sym)
-                kids.append(child)
-            ptr.append(len(syms))
-        dense_idx = np.full(self.index.num_nodes, -1, dtype=np.int32)
-        rows: list[bytes] = []
-        list_ptr, list_cls = [0], []
-        for t, bits in enumerate(self.index.bits):
-            if bits.bit_count() >= DENSE_CLASSES:
-                dense_idx[t] = len(rows)
-                rows.append(bits.to_bytes(words * 8, "little"))
-            else:
-                while bits:
-                    low = bits & -bits
-                    list_cls.append(low.bit_length() - 1)
-                    bits ^= low
-            list_ptr.append(len(list_cls))
+        t = self.index.kernel_arrays(DENSE_CLASSES, words)  # numpy from the index's arrays, no loop per node
         self._mask_out = np.zeros(words, dtype=np.uint64)
-        i32 = np.int32
         return _kernel.trie_new(
-            np.array(ptr, dtype=i32),
-            np.array(syms, dtype=i32),
-            np.array(kids, dtype=i32),
-            dense_idx,
-            np.frombuffer(b"".join(rows), dtype=np.uint64) if rows else np.zeros(0, dtype=np.uint64),
-            np.array(list_ptr, dtype=i32),
-            np.array(list_cls, dtype=i32),
-            words,
+            t["ptr"], t["syms"], t["kids"], t["dense_idx"], t["rows"], t["list_ptr"], t["list_cls"], words
         )
 
     def _product(self, node: int, t: int) -> int:
         """OR of the class sets of trie nodes below ``t`` that words of ``node`` spell out."""
+        if self._children is None:
+            self._bits = self.index.bits
+            self._deep = [bool(c) for c in self.index.children]
+            self._family_children = self.index.family_children
+            self._children = self.index.children
         kids = self._children[t]
+        families = self._family_children[t]
         bits, deep = self._bits, self._deep
         memo = self._product_memo
         acc = 0
         for sym, child in self.store.nodes[node][1]:
-            nt = kids.get(sym)
-            if nt is None:
-                continue
-            acc |= bits[nt]
-            if deep[nt] and child != EPSILON:
-                key = (child, nt)
-                sub = memo.get(key)
-                if sub is None:
-                    sub = self._product(child, nt)
-                    if len(memo) >= self.limits.memo_entries:
-                        memo.clear()
-                        self.stats["memo_drops"] += 1
-                    memo[key] = sub
-                acc |= sub
+            if sym >= FAMILY_BASE:
+                # a member F_c: every IN(f, lo, hi) edge whose interval holds c
+                f, c = split_family_symbol(sym)
+                targets = [nt for lo, hi, nt in families.get(f, ()) if lo <= c <= hi]
+            else:
+                nt = kids.get(sym)
+                if nt is None:
+                    continue
+                targets = (nt,)
+            for nt in targets:
+                acc |= bits[nt]
+                if deep[nt] and child != EPSILON:
+                    key = (child, nt)
+                    sub = memo.get(key)
+                    if sub is None:
+                        sub = self._product(child, nt)
+                        if len(memo) >= self.limits.memo_entries:
+                            memo.clear()
+                            self.stats["memo_drops"] += 1
+                        memo[key] = sub
+                    acc |= sub
         return acc
 
     # -- advancing ----------------------------------------------------------------
@@ -224,6 +215,7 @@ class StateWalker:
         cmemo, smemo = store._concat, displacer._step
         table, n, num_atoms = self.gnf.table, displacer.n, displacer.num_atoms
         slow_step = displacer.step
+        family_row = self.gnf.row
 
         def concat(a: int, b: int) -> int:
             # a is a tail node (never EMPTY or EPSILON here), b the rest (never EMPTY)
@@ -251,9 +243,12 @@ class StateWalker:
                 return got
             result = EMPTY
             for sym, rest in nodes[node][1]:
-                if sym >= n:  # a SEP word: not a parser state, the displacer's own step
+                if sym < n:
+                    tail = table[sym].get(atom)
+                elif FAMILY_BASE <= sym < INPUT_BASE:  # a counted repetition's member F_c
+                    tail = family_row(sym).get(atom)
+                else:  # a SEP word: not a parser state, the displacer's own step
                     return slow_step(node, atom)
-                tail = table[sym].get(atom)
                 if tail is None:
                     continue
                 if tail == EPSILON:
