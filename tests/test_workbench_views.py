@@ -158,7 +158,8 @@ def test_structure_shows_first_follow_shortest_and_the_lint(session):
     panel = StructurePanel(session)
     rows = {r["rule"]: r for r in panel.rule_rows}
     assert rows["turn"]["first_terms"] == '"left" | "right"' and rows["turn"]["shortest"] == "'left'"
-    assert rows["turn"]["follow"] == '";" or the end' and rows["ws"]["shortest"] == "''"
+    assert rows["turn"]["follow"] == '";" or the end of the input' and rows["ws"]["shortest"] == "''"
+    assert rows["root"]["follow"] == "the end of the input"
     assert "2 place(s) where words can run together" in panel.checks.value
     assert "&#x27;turnleft&#x27; is accepted" in panel.checks.value
     panel.show_rule("command")

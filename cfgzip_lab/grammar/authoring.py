@@ -67,18 +67,46 @@ class Terminal:
         return self.text
 
 
-def _written(e: tree.Literal | tree.CharClass, text: str) -> str:
+_AUTOMATON = getattr(tree, "Automaton", None)  # Regex(...), TagDispatch, Substring, regular bodies
+
+
+def _is_automaton(e) -> bool:
+    return _AUTOMATON is not None and isinstance(e, _AUTOMATON)
+
+
+def _written(e, text: str) -> str:
     if e.span is not None and text:
         written = text[e.span[0] : e.span[1]]
-        if written[:1] in ('"', "["):
+        if written[:1] in ('"', "[") or (_is_automaton(e) and "(" in written):
             return written
     if isinstance(e, tree.Literal):
         return '"' + e.text.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    if _is_automaton(e):
+        return e.pattern or "automaton"
     return "[…]"
 
 
 def _terminal(e, rule: str, text: str) -> Terminal:
-    return Terminal(_written(e, text), "literal" if isinstance(e, tree.Literal) else "class", rule, e.span)
+    kind = "literal" if isinstance(e, tree.Literal) else "pattern" if _is_automaton(e) else "class"
+    return Terminal(_written(e, text), kind, rule, e.span)
+
+
+def _labels(e) -> list:
+    """The expressions an automaton's edges carry (a TagDispatch's rules, a counted sub-rule)."""
+    return [label for _, label, _ in e.edges if not isinstance(label, tuple)]
+
+
+def _automaton_nullable(e, nullable: set[str]) -> bool:
+    seen, todo = {e.start}, [e.start]
+    while todo:
+        q = todo.pop()
+        if q in e.finals:
+            return True
+        for source, label, target in e.edges:
+            if source == q and not isinstance(label, tuple) and target not in seen and _expr_nullable(label, nullable):
+                seen.add(target)
+                todo.append(target)
+    return False
 
 
 def _nullable(ast: tree.GrammarAST) -> set[str]:
@@ -108,6 +136,8 @@ def _expr_nullable(e: tree.Expr, nullable: set[str]) -> bool:
         return any(_expr_nullable(o, nullable) for o in e.options)
     if isinstance(e, tree.Repeat):
         return e.min == 0 or _expr_nullable(e.item, nullable)
+    if _is_automaton(e):
+        return _automaton_nullable(e, nullable)
     return False
 
 
@@ -152,6 +182,8 @@ def _first_of(e, rule, text, nullable, first) -> dict[Terminal, None]:
         return out
     if isinstance(e, tree.Repeat):
         return _first_of(e.item, rule, text, nullable, first)
+    if _is_automaton(e):  # the pattern as written; it is one terminal to an author
+        return {_terminal(e, rule, text): None}
     return {}
 
 
@@ -187,6 +219,10 @@ def follow_terminals(ast: tree.GrammarAST) -> dict[str, tuple[tuple[Terminal, ..
             again = e.max is None or e.max > 1
             inner = {**_first_of(e.item, owner, ast.text, nullable, first), **after} if again else after
             walk(e.item, owner, inner, to_end)
+        elif _is_automaton(e):  # a rule dispatched inside it: the pattern goes on after it
+            inner = {_terminal(e, owner, ast.text): None, **after}
+            for label in _labels(e):
+                walk(label, owner, inner, to_end)
 
     for name, rule in ast.rules.items():
         walk(rule.body, name, {}, True)
@@ -249,6 +285,8 @@ def shortest_sentences(ast: tree.GrammarAST) -> dict[str, tuple[int, str] | None
                 return None
             copies = min(e.min, _SHORT_CAP // max(1, got[0]) + 1)
             return got[0] * e.min, (got[1] * copies)[: _SHORT_CAP + 1]
+        if _is_automaton(e):
+            return _automaton_shortest(e, short)
         return None
 
     changed = True
@@ -262,7 +300,43 @@ def shortest_sentences(ast: tree.GrammarAST) -> dict[str, tuple[int, str] | None
     return best
 
 
+def _automaton_shortest(e, short) -> tuple[int, str] | None:
+    """A shortest string through an automaton (Dijkstra over its states; a byte costs 1, an
+    expression edge its own shortest length), as (length in bytes, text)."""
+    import heapq
+
+    best: dict[int, int] = {e.start: 0}
+    words: dict[int, bytes] = {e.start: b""}
+    heap = [(0, e.start)]
+    while heap:
+        cost, q = heapq.heappop(heap)
+        if cost > best.get(q, cost):
+            continue
+        if q in e.finals:
+            data = words[q]
+            return cost, data.decode("utf-8", "replace")[: _SHORT_CAP + 1]
+        for source, label, target in e.edges:
+            if source != q:
+                continue
+            if isinstance(label, tuple):
+                lo, hi = label
+                printable = [b for b in (ord("a"), ord("0"), ord("A"), 0x20) if lo <= b <= hi]
+                step, piece = 1, bytes([printable[0] if printable else max(lo, min(hi, 0x21))])
+            else:
+                got = short(label)
+                if got is None:
+                    continue
+                step, piece = got[0], got[1].encode("utf-8", "surrogatepass")
+            if cost + step < best.get(target, 1 << 62):
+                best[target] = cost + step
+                words[target] = (words[q] + piece)[: 4 * _SHORT_CAP]
+                heapq.heappush(heap, (cost + step, target))
+    return None
+
+
 def _refs(e: tree.Expr) -> set[str]:
+    if _is_automaton(e):
+        return set().union(*(_refs(label) for label in _labels(e))) if _labels(e) else set()
     if isinstance(e, tree.RuleRef):
         return {e.name}
     if isinstance(e, tree.Sequence):
@@ -339,6 +413,9 @@ def _last_of(e: tree.Expr, nullable: set[str], last: dict[str, CodePoints]) -> C
         return tuple(normalize([r for o in e.options for r in _last_of(o, nullable, last)]))
     if isinstance(e, tree.Repeat):
         return _last_of(e.item, nullable, last)
+    if _is_automaton(e):  # the ASCII bytes that can end it (enough to tell a word character)
+        into = [label for _, label, target in e.edges if target in e.finals and isinstance(label, tuple)]
+        return tuple(normalize([(lo, min(hi, 0x7F)) for lo, hi in into if lo <= 0x7F]))
     return ()
 
 
@@ -360,6 +437,13 @@ def _first_points(e: tree.Expr, nullable: set[str], first: dict[str, CodePoints]
         return tuple(normalize([r for o in e.options for r in _first_points(o, nullable, first)]))
     if isinstance(e, tree.Repeat):
         return _first_points(e.item, nullable, first)
+    if _is_automaton(e):
+        out = [
+            (label[0], min(label[1], 0x7F))
+            for src, label, _ in e.edges
+            if src == e.start and isinstance(label, tuple) and label[0] <= 0x7F
+        ]
+        return tuple(normalize(out))
     return ()
 
 
@@ -451,6 +535,9 @@ def run_together_lint(ast: tree.GrammarAST) -> list[Diagnostic]:
                 visit(option, rule)
         elif isinstance(e, tree.Repeat):
             visit(e.item, rule)
+        elif _is_automaton(e):
+            for label in _labels(e):
+                visit(label, rule)
 
     for name, rule in ast.rules.items():
         visit(rule.body, name)

@@ -14,14 +14,24 @@ repetitions it expands), and on a rejected input it raises without the chart, so
 partial tree to show; here the chart is ours, and the failure, the partial derivation and the
 expected terminals all come from it.
 
+The parse runs over the sample's UTF-8 bytes, as XGrammar and the GNF do: a literal is its
+bytes, a character class takes one whole code point (1 to 4 bytes) in one scan, and a
+``Regex(...)``, ``TagDispatch`` or other :class:`~.tree.Automaton` runs its own byte edges (an
+edge labelled with an expression, a rule for TagDispatch, is a symbol like any other). So the
+longest viable prefix is the GNF's to the byte; nodes report their spans in code points.
+
 The algorithm (Earley 1970; the empty-rule fix of Aycock and Horspool 2002 done dynamically:
 an item that starts waiting on a symbol which already completed empty at that position is
 advanced at once)::
 
-    items are (symbol, alternative, dot, origin); set k holds the items after k code points
+    items are (symbol, alternative, dot, origin); set k holds the items after k bytes
     predict  B at k:   add (B, a, 0, k) for every alternative a of B
-    scan     c = text[k]: (A, a, d, o) waiting on a terminal that matches c -> (A, a, d+1, o) in set k+1
-    complete (B, a, end, o) in set k: every (A, a', d, o') in set o waiting on B -> (A, a', d+1, o') in set k
+    scan     (A, a, d, o) waiting on a terminal that matches the bytes at k (one byte, or the
+             code point starting there) -> (A, a, d', o) in set k + its length
+    complete (B, a, end, o) in set k: every (A, a', d, o') in set o waiting on B -> (A, a', d', o') in set k
+
+where ``d'`` is the next dot: ``d + 1`` in a sequence, the next count in a repetition, the
+target state of the edge in an automaton.
 
 Each item keeps its back links ``(start of the last child, previous dot, child)``: a derivation
 is read back from them, and an item with two links (or a completed symbol with two final items)
@@ -33,7 +43,9 @@ done (capped at ``m`` when there is no upper bound, since more make no differenc
 something (an empty one adds nothing to the language and would loop). Groups and repetitions
 are transparent in the tree: their children belong to the rule that wrote them.
 
-Every parse is bounded by ``max_items`` (:class:`ParseLimitError` past it, a CfgzipError). The
+Every parse is bounded by ``max_items`` items and back links together (:class:`ParseLimitError`
+past it, a CfgzipError; items alone, 400,000 of them, measured 5 s and +297 MB on a deliberately
+ambiguous sample; items and links, 250,000, 1.0 s and +73 MB), and by :data:`MAX_DEPTH` nested rules when a tree is read back. The
 sample's language is the GNF's (rule lookaheads are dropped, as everywhere in cfgzip), which the
 tests compare on every bundled grammar's samples and generated sentences.
 """
@@ -62,7 +74,7 @@ __all__ = [
     "MAX_ITEMS",
 ]
 
-MAX_ITEMS = 400_000  # Earley items per parse: a few seconds of Python at most
+MAX_ITEMS = 250_000  # Earley items and back links per parse (measured at the limit: 1.0 s, +73 MB)
 MAX_DEPTH = 4_000  # nested rules in one derivation (a 4,000-character right-recursive string)
 
 
@@ -81,7 +93,7 @@ class ParseNode:
     """
 
     label: str
-    kind: str  # "rule", "literal", "class"
+    kind: str  # "rule", "literal", "class", "pattern" (a Regex, TagDispatch, …: an automaton)
     start: int
     end: int
     children: tuple[ParseNode, ...] = ()
@@ -114,15 +126,15 @@ class Expected:
     rule (and line), and how much of it was already matched (``"left"`` after ``lef``)."""
 
     text: str
-    kind: str  # "literal" or "class"
+    kind: str  # "literal", "class" or "pattern"
     rule: str
     line: int
     column: int
     source: tuple[int, int] | None
-    matched: int = 0  # code points of the literal matched before the stop
+    matched: str = ""  # the part of the literal matched before the stop
 
     def describe(self) -> str:
-        return self.text if not self.matched else f"{self.text} (after {self.text[1 : 1 + self.matched]!r})"
+        return self.text if not self.matched else f"{self.text} (after {self.matched!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,20 +226,24 @@ def _or(items: list[str]) -> str:
 
 @dataclass(slots=True)
 class _Terminal:
-    ranges: tuple[tuple[int, int], ...]  # sorted inclusive code-point ranges
-    lows: tuple[int, ...]
-    node: tree.Literal | tree.CharClass
-    index: int  # position in the literal
-    rule: str
+    """What one scan takes: a byte in ``ranges`` (``unit="byte"``: a literal's byte, an automaton
+    edge), or a whole UTF-8 code point in ``ranges`` (``unit="code point"``: a character class)."""
 
-    def matches(self, cp: int) -> bool:
-        i = bisect.bisect_right(self.lows, cp) - 1
-        return i >= 0 and cp <= self.ranges[i][1]
+    ranges: tuple[tuple[int, int], ...]  # sorted inclusive ranges
+    lows: tuple[int, ...]
+    node: tree.Expr  # the Literal, CharClass or Automaton it comes from
+    index: int  # the byte's position in its literal
+    rule: str
+    unit: str = "byte"
+
+    def matches(self, value: int) -> bool:
+        i = bisect.bisect_right(self.lows, value) - 1
+        return i >= 0 and value <= self.ranges[i][1]
 
 
 @dataclass(slots=True)
 class _Symbol:
-    kind: str  # "rule", "group", "loop"
+    kind: str  # "rule", "group", "loop", "automaton"
     rule: str  # the source rule it is written in (its own name for a rule)
     alternatives: list[tuple[int, ...]] = field(default_factory=list)  # elements: >= 0 symbol, < 0 ~terminal
     item: int = 0  # loops: the repeated element
@@ -236,6 +252,36 @@ class _Symbol:
     item_nullable: bool = False
     span: tuple[int, int] | None = None
     nullable: bool = False
+    # automata: the edges leaving each state, (element, target state), and the final states
+    edges: list[list[tuple[int, int]]] = field(default_factory=list)
+    finals: frozenset[int] = frozenset()
+    start: int = 0
+    label: str = ""  # how a tree shows it: Regex("...") as written, or its pattern
+
+
+def _decode_at(data: bytes, k: int) -> tuple[int, int] | None:
+    """(code point, length) of the UTF-8 sequence at ``data[k]`` (surrogates allowed, as XGrammar
+    matches their 3-byte form); None for a byte that starts no code point."""
+    b0 = data[k]
+    if b0 < 0x80:
+        return b0, 1
+    if 0xC2 <= b0 <= 0xDF:
+        n, cp, lo = 2, b0 & 0x1F, 0x80
+    elif 0xE0 <= b0 <= 0xEF:
+        n, cp, lo = 3, b0 & 0x0F, 0xA0 if b0 == 0xE0 else 0x80
+    elif 0xF0 <= b0 <= 0xF4:
+        n, cp, lo = 4, b0 & 0x07, 0x90 if b0 == 0xF0 else 0x80
+    else:
+        return None
+    if k + n > len(data):
+        return None
+    hi = 0x8F if b0 == 0xF4 else 0xBF
+    for i in range(1, n):
+        b = data[k + i]
+        if not (lo if i == 1 else 0x80) <= b <= (hi if i == 1 else 0xBF):
+            return None
+        cp = (cp << 6) | (b & 0x3F)
+    return cp, n
 
 
 class EarleyGrammar:
@@ -262,6 +308,7 @@ class EarleyGrammar:
         self.symbols: list[_Symbol] = []
         self.terminals: list[_Terminal] = []
         self.rule_ids: dict[str, int] = {}
+        self._automata: dict[int, int] = {}  # id(Automaton node) -> symbol (a node met twice is one symbol)
         for name, rule in ast.rules.items():
             self.rule_ids[name] = self._new(_Symbol("rule", name, span=rule.span))
         for name, rule in ast.rules.items():
@@ -277,18 +324,23 @@ class EarleyGrammar:
         self.symbols.append(sym)
         return len(self.symbols) - 1
 
-    def _terminal(self, ranges, node, index: int, rule: str) -> int:
+    def _terminal(self, ranges, node, index: int, rule: str, unit: str = "byte") -> int:
         ranges = tuple(ranges)
-        self.terminals.append(_Terminal(ranges, tuple(lo for lo, _ in ranges), node, index, rule))
+        self.terminals.append(_Terminal(ranges, tuple(lo for lo, _ in ranges), node, index, rule, unit))
         return ~(len(self.terminals) - 1)
+
+    def _written(self, node) -> str | None:
+        span = getattr(node, "span", None)
+        return self.text[span[0] : span[1]] if span and self.text else None
 
     def _elements(self, e: tree.Expr, rule: str) -> list[int]:
         if isinstance(e, tree.Literal):
-            return [self._terminal(((ord(c), ord(c)),), e, i, rule) for i, c in enumerate(e.text)]
+            data = e.text.encode("utf-8", "surrogatepass")
+            return [self._terminal(((b, b),), e, i, rule) for i, b in enumerate(data)]
         if isinstance(e, tree.CharClass):
             ranges = normalize(e.ranges)
             ranges = complement(tuple(ranges)) if e.negated else ranges
-            return [self._terminal(ranges, e, 0, rule)]
+            return [self._terminal(ranges, e, 0, rule, "code point")]
         if isinstance(e, tree.RuleRef):
             if e.name not in self.rule_ids:
                 raise CfgzipError(f"undefined rule {e.name!r} in rule {rule}")
@@ -300,12 +352,38 @@ class EarleyGrammar:
             self.symbols[group].alternatives = [tuple(self._elements(o, rule)) for o in e.options]
             return [group]
         if isinstance(e, tree.Repeat):
-            inner = self._elements(e.item, rule)
-            if len(inner) != 1:
-                group = self._new(_Symbol("group", rule, span=e.item.span, alternatives=[tuple(inner)]))
-                inner = [group]
-            return [self._new(_Symbol("loop", rule, item=inner[0], min=e.min, max=e.max, span=e.span))]
+            return [self._new(_Symbol("loop", rule, item=self._one(e.item, rule), min=e.min, max=e.max, span=e.span))]
+        automaton = getattr(tree, "Automaton", None)
+        if automaton is not None and isinstance(e, automaton):
+            return [self._automaton(e, rule)]
         raise CfgzipError(f"parse trees do not support {type(e).__name__} (in rule {rule}) yet")
+
+    def _one(self, e: tree.Expr, rule: str) -> int:
+        """One element for ``e`` (a group around a sequence of several)."""
+        inner = self._elements(e, rule)
+        if len(inner) == 1:
+            return inner[0]
+        return self._new(_Symbol("group", rule, span=getattr(e, "span", None), alternatives=[tuple(inner)]))
+
+    def _automaton(self, e, rule: str) -> int:
+        if id(e) in self._automata:
+            return self._automata[id(e)]
+        written = self._written(e)
+        label = (
+            written if written and not written.startswith(("[", '"')) and "(" in written else e.pattern or "automaton"
+        )
+        sym_id = self._new(
+            _Symbol("automaton", rule, span=e.span, start=e.start, finals=frozenset(e.finals), label=label)
+        )
+        self._automata[id(e)] = sym_id
+        edges: list[list[tuple[int, int]]] = [[] for _ in range(e.num_states)]
+        for source, edge_label, target in e.edges:
+            if isinstance(edge_label, tuple):
+                edges[source].append((self._terminal((edge_label,), e, 0, rule), target))
+            else:
+                edges[source].append((self._one(edge_label, rule), target))
+        self.symbols[sym_id].edges = edges
+        return sym_id
 
     def _nullables(self) -> None:
         def null(el: int) -> bool:
@@ -319,6 +397,15 @@ class EarleyGrammar:
                     continue
                 if sym.kind == "loop":
                     now = sym.min == 0 or null(sym.item)
+                elif sym.kind == "automaton":
+                    seen, todo, now = {sym.start}, [sym.start], False
+                    while todo and not now:
+                        q = todo.pop()
+                        now = q in sym.finals
+                        for el, target in sym.edges[q]:
+                            if null(el) and target not in seen:
+                                seen.add(target)
+                                todo.append(target)
                 else:
                     now = any(all(null(x) for x in alt) for alt in sym.alternatives)
                 if now:
@@ -330,7 +417,7 @@ class EarleyGrammar:
     # -- parsing ------------------------------------------------------------------------
 
     def parse(self, sample: str, *, max_items: int = MAX_ITEMS) -> ParseResult:
-        """Parse ``sample`` (a str: code points, as the grammar's literals and classes are)."""
+        """Parse ``sample`` (its UTF-8 bytes, surrogates as XGrammar encodes them)."""
         return _Parse(self, sample, max_items).run()
 
     def line_of(self, span: tuple[int, int] | None) -> tuple[int, int]:
@@ -352,8 +439,8 @@ class _Set:
     def __init__(self) -> None:
         self.links: dict[tuple, dict] = {}  # item -> {(child start, previous dot, child): None}
         self.order: list[tuple] = []
-        self.waiting: dict[int, list[tuple]] = {}
-        self.scans: list[tuple[tuple, int]] = []  # (item, terminal index)
+        self.waiting: dict[int, list[tuple[tuple, int]]] = {}  # symbol -> [(item, its next dot)]
+        self.scans: list[tuple[tuple, int, int]] = []  # (item, terminal index, next dot)
         self.completed: dict[tuple[int, int], list[tuple]] = {}  # (symbol, origin) -> final items
         self.predicted: set[int] = set()
 
@@ -362,16 +449,36 @@ class _Parse:
     def __init__(self, grammar: EarleyGrammar, sample: str, max_items: int) -> None:
         self.g = grammar
         self.sample = sample
-        self.cps = [ord(c) for c in sample]
+        self.data = sample.encode("utf-8", "surrogatepass")
+        n = len(self.data)
+        # code points wholly before each byte offset (an offset inside a character: the characters
+        # before that one), to report spans as the sample's str indices
+        self.cp_at = [0] * (n + 1)
+        leads = 0
+        for i, b in enumerate(self.data):
+            continuation = b & 0xC0 == 0x80
+            self.cp_at[i] = leads - 1 if continuation else leads
+            leads += not continuation
+        self.cp_at[n] = leads
         self.max_items = max_items
         self.count = 0
-        self.sets: list[_Set] = [_Set()]
+        self.sets: list[_Set | None] = [None] * (n + 1)
+        self.sets[0] = _Set()
         self.memo: dict[tuple[int, int, int], list[ParseNode]] = {}
+
+    def cp(self, offset: int) -> int:
+        return self.cp_at[offset]
 
     # -- the chart ----------------------------------------------------------------------
 
-    def add(self, k: int, item: tuple, link: tuple | None) -> None:
+    def set_at(self, k: int) -> _Set:
         s = self.sets[k]
+        if s is None:
+            s = self.sets[k] = _Set()
+        return s
+
+    def add(self, k: int, item: tuple, link: tuple | None) -> None:
+        s = self.set_at(k)
         links = s.links.get(item)
         if links is None:
             self.count += 1
@@ -382,7 +489,13 @@ class _Parse:
                 )
             s.links[item] = {link: None} if link is not None else {}
             s.order.append(item)
-        elif link is not None:
+        elif link is not None and link not in links:
+            self.count += 1  # links cost memory like items: both count against the budget
+            if self.count > self.max_items:
+                raise ParseLimitError(
+                    f"the parse tree of this sample needs more than {self.max_items:,} Earley items "
+                    f"({len(self.sample):,} characters; a long or very ambiguous sample)"
+                )
             links[link] = None
 
     def predict(self, k: int, sym_id: int) -> None:
@@ -393,6 +506,8 @@ class _Parse:
         sym = self.g.symbols[sym_id]
         if sym.kind == "loop":
             self.add(k, (sym_id, 0, 0, k), None)
+        elif sym.kind == "automaton":
+            self.add(k, (sym_id, 0, sym.start, k), None)
         else:
             for a in range(len(sym.alternatives)):
                 self.add(k, (sym_id, a, 0, k), None)
@@ -402,22 +517,21 @@ class _Parse:
             return min(dot + 1, sym.min)
         return dot + 1
 
-    def advance(self, item: tuple, child: int, start: int, k: int) -> None:
+    def advance(self, item: tuple, next_dot: int, child: int, start: int, k: int) -> None:
         """``item`` (in set ``start``) moves over ``child``, which spans ``start``..``k``."""
-        sym = self.g.symbols[item[0]]
-        if sym.kind == "loop" and start == k:
+        if start == k and self.g.symbols[item[0]].kind == "loop":
             return  # an empty iteration adds nothing
-        self.add(k, (item[0], item[1], self.next_dot(sym, item[2]), item[3]), (start, item[2], child))
+        self.add(k, (item[0], item[1], next_dot, item[3]), (start, item[2], child))
 
-    def expect(self, k: int, item: tuple, element: int) -> None:
+    def expect(self, k: int, item: tuple, element: int, next_dot: int) -> None:
         s = self.sets[k]
         if element < 0:
-            s.scans.append((item, ~element))
+            s.scans.append((item, ~element, next_dot))
             return
-        s.waiting.setdefault(element, []).append(item)
+        s.waiting.setdefault(element, []).append((item, next_dot))
         self.predict(k, element)
         if (element, k) in s.completed:  # it completed empty here already (Aycock-Horspool)
-            self.advance(item, element, k, k)
+            self.advance(item, next_dot, element, k, k)
 
     def complete(self, k: int, item: tuple) -> None:
         s = self.sets[k]
@@ -427,8 +541,8 @@ class _Parse:
             finals.append(item)  # another derivation of the same span
             return
         s.completed[key] = [item]
-        for waiting in list(self.sets[item[3]].waiting.get(item[0], ())):
-            self.advance(waiting, item[0], item[3], k)
+        for waiting, next_dot in list(self.sets[item[3]].waiting.get(item[0], ())):
+            self.advance(waiting, next_dot, item[0], item[3], k)
 
     def close(self, k: int) -> None:
         s = self.sets[k]
@@ -443,59 +557,81 @@ class _Parse:
                 if dot >= sym.min or sym.item_nullable:
                     self.complete(k, item)
                 if sym.max is None or dot < sym.max:
-                    self.expect(k, item, sym.item)
+                    self.expect(k, item, sym.item, self.next_dot(sym, dot))
+            elif sym.kind == "automaton":
+                if dot in sym.finals:
+                    self.complete(k, item)
+                for element, target in sym.edges[dot]:
+                    self.expect(k, item, element, target)
             else:
                 alt = sym.alternatives[item[1]]
                 if dot == len(alt):
                     self.complete(k, item)
                 else:
-                    self.expect(k, item, alt[dot])
+                    self.expect(k, item, alt[dot], dot + 1)
 
     def scan(self, k: int) -> None:
-        cp = self.cps[k]
-        self.sets.append(_Set())
-        terminals, symbols = self.g.terminals, self.g.symbols
-        for item, t in self.sets[k].scans:
-            if terminals[t].matches(cp):
-                sym = symbols[item[0]]
-                self.add(k + 1, (item[0], item[1], self.next_dot(sym, item[2]), item[3]), (k, item[2], ~t))
+        data, terminals = self.data, self.g.terminals
+        byte = data[k]
+        point = None
+        for item, t, next_dot in self.sets[k].scans:
+            term = terminals[t]
+            if term.unit == "byte":
+                if term.matches(byte):
+                    self.add(k + 1, (item[0], item[1], next_dot, item[3]), (k, item[2], ~t))
+                continue
+            if point is None:
+                point = _decode_at(data, k) or (-1, 0)
+            if point[1] and term.matches(point[0]):
+                self.add(k + point[1], (item[0], item[1], next_dot, item[3]), (k, item[2], ~t))
 
     def run(self) -> ParseResult:
-        n = len(self.cps)
+        n = len(self.data)
         self.predict(0, self.g.root)
-        k = 0
-        while True:
+        last = 0  # the furthest set with items: how far the sample fits
+        for k in range(n + 1):
+            s = self.sets[k]
+            if s is None or not s.order:
+                if k > last and not any(self.sets[j] is not None for j in range(k, min(n, k + 4) + 1)):
+                    break  # nothing reaches past here (a code point is at most 4 bytes)
+                continue
+            last = k
             self.close(k)
-            if k == n or not self.sets[k].scans:
-                break
-            self.scan(k)
-            if not self.sets[k + 1].order:
-                break
-            k += 1
-        root_done = (self.g.root, 0) in self.sets[k].completed
-        accepted = k == n and root_done
-        result = ParseResult(self.sample, accepted, k, None, can_end=root_done, items=self.count)
+            if k < n and s.scans:
+                self.scan(k)
+        root_done = (self.g.root, 0) in self.sets[last].completed
+        accepted = last == n and root_done
+        result = ParseResult(self.sample, accepted, self.cp(last), None, can_end=root_done, items=self.count)
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 1000))  # derivations nest a few frames per rule
         try:
             if accepted:
-                (result.tree,) = self.build(self.g.root, 0, n, set(), 0)
+                (tree_node,) = self.build(self.g.root, 0, n, set(), 0)
+                result.tree = self.in_code_points(tree_node)
                 result.ambiguity = self.find_ambiguity(n)
             else:
-                result.tree = self.partial(k)
-            result.expected, result.expected_rules = self.expected(k)
+                partial = self.partial(last)
+                result.tree = self.in_code_points(partial) if partial is not None else None
+            result.expected, result.expected_rules = self.expected(last)
         except _Cycle:  # pragma: no cover - every completed span has an acyclic derivation
             result.tree = None
         finally:
             sys.setrecursionlimit(limit)
         return result
 
+    def in_code_points(self, node: ParseNode) -> ParseNode:
+        """``node`` with its spans (bytes while it was built) in code points of the sample."""
+        children = tuple(self.in_code_points(c) for c in node.children)
+        return ParseNode(
+            node.label, node.kind, self.cp(node.start), self.cp(node.end), children, node.source, node.complete
+        )
+
     # -- reading derivations back ------------------------------------------------------------
 
     def build(self, sym_id: int, start: int, end: int, stack: set, depth: int, choice=None) -> list[ParseNode]:
-        """The nodes ``sym_id`` contributes over ``start``..``end``: one node for a rule, the
-        spliced children for a group or a loop. ``choice``: (final index, (item, set) where to
-        take the second link) for the second derivation of an ambiguity."""
+        """The nodes ``sym_id`` contributes over ``start``..``end``: one node for a rule or an
+        automaton, the spliced children for a group or a loop. ``choice``: (final index, (item,
+        set) where to take the second link) for the second derivation of an ambiguity."""
         key = (sym_id, start, end)
         if choice is None and key in self.memo:
             return self.memo[key]
@@ -520,6 +656,8 @@ class _Parse:
         sym = self.g.symbols[sym_id]
         if sym.kind == "rule":
             nodes = [ParseNode(sym.rule, "rule", start, end, tuple(children), sym.span)]
+        elif sym.kind == "automaton":  # its bytes are one leaf; rules it dispatches to stay inside
+            nodes = [ParseNode(sym.label, "pattern", start, end, tuple(children), sym.span)]
         else:
             nodes = children
         if choice is None:
@@ -552,16 +690,18 @@ class _Parse:
 
     def child(self, child: int, start: int, end: int, stack: set, depth: int) -> list[ParseNode]:
         if child < 0:
-            return [self.leaf(~child, start, end)]
+            if isinstance(self.g.terminals[~child].node, (tree.Literal, tree.CharClass)):
+                return [self.leaf(~child, start, end)]
+            return []  # an automaton's own bytes: the automaton's node covers them
         return self.build(child, start, end, stack, depth + 1)
 
     def leaf(self, t: int, start: int, end: int, *, complete: bool = True) -> ParseNode:
         term = self.g.terminals[t]
         node = term.node
-        written = self.g.text[node.span[0] : node.span[1]] if node.span and self.g.text else None
+        written = self.g._written(node)
         if isinstance(node, tree.Literal):
             label = written if written and written.startswith('"') else _quote(node.text)
-            # ``source`` identifies the literal; ``index`` lets _merge_literals glue its characters
+            # ``literal_id`` identifies the literal; ``index`` lets _merge_literals glue its bytes
             return _Leaf(label, "literal", start, end, (), node.span, complete, id(node), term.index)
         label = written if written and written.startswith("[") else "[…]"
         return ParseNode(label, "class", start, end, (), node.span, complete)
@@ -614,36 +754,37 @@ class _Parse:
         sym = self.g.symbols[sym_id]
 
         def wrap(nodes):
-            return (
-                nodes[0]
-                if len(nodes) == 1 and nodes[0].kind == "rule"
-                else ParseNode(sym.rule, "rule", start, end, tuple(nodes), sym.span)
-            )  # noqa: E731
+            if len(nodes) == 1 and nodes[0].kind in ("rule", "pattern"):
+                return nodes[0]
+            return ParseNode(sym.rule, "rule", start, end, tuple(nodes), sym.span)
 
-        a, b = wrap(first), wrap(second)
+        a, b = self.in_code_points(wrap(first)), self.in_code_points(wrap(second))
         if _shape(a) == _shape(b):
             return None  # the same tree (a cycle through an empty span): not two readings
         what = {
             "rule": f"rule {sym.rule}",
             "group": f"a group in rule {sym.rule}",
             "loop": f"a repetition in rule {sym.rule}",
+            "automaton": f"{sym.label} in rule {sym.rule}",
         }[sym.kind]
-        return Ambiguity(sym.rule, start, end, a, b, what)
+        return Ambiguity(sym.rule, a.start, a.end, a, b, what)
 
     # -- a rejected sample -------------------------------------------------------------------
 
     def expected(self, k: int) -> tuple[list[Expected], list[tuple[str, int]]]:
         s = self.sets[k]
-        out = []
-        for _item, t in s.scans:
+        out: list[Expected] = []
+        seen: set = set()
+        for _item, t, _next in s.scans:
             term = self.g.terminals[t]
             node = term.node
             line, column = self.g.line_of(node.span)
-            written = self.g.text[node.span[0] : node.span[1]] if node.span and self.g.text else None
+            written = self.g._written(node)
             if isinstance(node, tree.Literal):
                 text = written if written and written.startswith('"') else _quote(node.text)
-                out.append(Expected(text, "literal", term.rule, line, column, node.span, term.index))
-            else:
+                matched = node.text.encode("utf-8", "surrogatepass")[: term.index].decode("utf-8", "ignore")
+                out.append(Expected(text, "literal", term.rule, line, column, node.span, matched))
+            elif isinstance(node, tree.CharClass):
                 out.append(
                     Expected(
                         written if written and written.startswith("[") else "[…]",
@@ -654,6 +795,11 @@ class _Parse:
                         node.span,
                     )
                 )
+            else:  # an automaton's byte: the pattern, once
+                sym = self.g.symbols[self.g._automata[id(node)]]
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    out.append(Expected(sym.label, "pattern", term.rule, line, column, node.span))
         rules = []
         for sym_id in s.predicted:
             sym = self.g.symbols[sym_id]
@@ -670,8 +816,8 @@ class _Parse:
         if s.scans:
             # the derivation that got furthest into what it expects: a literal matched in part
             # first ("turn" at "tu"), then the innermost (latest origin)
-            start_item, t = max(s.scans, key=lambda st: (terminals[st[1]].index > 0, st[0][3], st[0][2]))
-            half = terminals[t].index > 0
+            start_item, t, _ = max(s.scans, key=lambda st: (terminals[st[1]].index > 0, st[0][3], st[0][2]))
+            half = terminals[t].index > 0 and isinstance(terminals[t].node, tree.Literal)
         elif s.order:
             start_item, half = max(s.order, key=lambda it: (it[3], it[2])), False
         else:
@@ -694,6 +840,8 @@ class _Parse:
             sym = self.g.symbols[item[0]]
             if sym.kind == "rule":
                 open_nodes = [ParseNode(sym.rule, "rule", item[3], k, tuple(children), sym.span, complete=False)]
+            elif sym.kind == "automaton":
+                open_nodes = [ParseNode(sym.label, "pattern", item[3], k, tuple(children), sym.span, complete=False)]
             else:
                 open_nodes = children
         return open_nodes[0] if len(open_nodes) == 1 and open_nodes[0].kind == "rule" else None
@@ -713,7 +861,7 @@ class _Parse:
                     node = parent[node]
                 return path[::-1]  # the inner item first, the root item last
             origin = it[3]
-            for up in self.sets[origin].waiting.get(it[0], ()):
+            for up, _next in self.sets[origin].waiting.get(it[0], ()):
                 nxt = (up, origin)
                 if nxt not in parent:
                     parent[nxt] = node
@@ -728,7 +876,7 @@ class _Leaf(ParseNode):
 
 
 def _merge_literals(nodes: list[ParseNode]) -> list[ParseNode]:
-    """Glue the characters of one literal occurrence (``"left"`` matched as l, e, f, t) into one leaf."""
+    """Glue the bytes of one literal occurrence (``"left"`` matched as l, e, f, t) into one leaf."""
     out: list[ParseNode] = []
     for node in nodes:
         prev = out[-1] if out else None

@@ -49,6 +49,7 @@ mark.cfgzip-span-empty { padding: 0 1px; border-left: 2px solid var(--jp-brand-c
 .cfgzip-app [data-rule] { cursor: pointer; text-decoration: underline dotted; }
 .cfgzip-app [data-rule]:hover { color: var(--jp-brand-color1, #1976d2); }
 .cfgzip-app [data-action] { cursor: pointer; color: var(--jp-brand-color1, #1976d2); }
+.cfgzip-rule-table, .cfgzip-first-follow, .cfgzip-samples-results, .cfgzip-tests-table, .cfgzip-schema-report { display: block; max-width: 100%; overflow-x: auto; }
 .cfgzip-tree { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
 .cfgzip-tree details { margin-left: 14px; }
 .cfgzip-tree summary { cursor: default; }

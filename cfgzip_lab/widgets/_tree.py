@@ -54,6 +54,12 @@ def tree_html(result: ParseResult, *, title: str = "sample", pointer: Callable[[
             return ""
         budget[0] -= 1
         text = node.text(sample)
+        if node.kind == "pattern" and node.children:  # a TagDispatch: the rules it dispatched to, inside
+            inner = "".join(node_html(child, depth + 1) for child in node.children)
+            return (
+                f'<details open><summary><span class="cfgzip-node" data-span="{node.start},{node.end}">'
+                f'<span class="cfgzip-code">{esc(node.label)}</span> {esc(_preview(text))}</span></summary>{inner}</details>'
+            )
         if node.kind != "rule":
             matched = esc(_preview(text))
             state = "" if node.complete else ' <span class="cfgzip-open">(only this much matched)</span>'

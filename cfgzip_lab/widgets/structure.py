@@ -50,6 +50,16 @@ def _terms(terms, limit: int = 8) -> str:
     return " | ".join(texts[:limit]) + more if texts else "nothing"
 
 
+def _follow(found) -> str:
+    """``";" or the end of the input``: FOLLOW as literals, and whether the input may end there."""
+    if found is None:
+        return ""
+    terms, ends = found
+    if not terms:
+        return "the end of the input" if ends else "nothing (the rule is not used)"
+    return _terms(terms) + (" or the end of the input" if ends else "")
+
+
 def _short(found) -> str:
     if found is None:
         return "(never ends)"
@@ -261,9 +271,7 @@ class StructurePanel(Panel):
                 "nullable": sets[s.rule].nullable,
                 "first": format_code_points(sets[s.rule].first, limit=8),
                 "first_terms": _terms(facts["first"].get(s.rule, ())),
-                "follow": _terms(facts["follow"][s.rule][0]) + (" or the end" if facts["follow"][s.rule][1] else "")
-                if s.rule in facts["follow"]
-                else "",
+                "follow": _follow(facts["follow"].get(s.rule)),
                 "shortest": _short(facts["shortest"].get(s.rule)),
                 "left_corners": sets[s.rule].left_corners,
                 "left_recursive": sets[s.rule].left_recursive,

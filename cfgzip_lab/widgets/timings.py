@@ -266,8 +266,12 @@ class TimingsPanel(Panel):
             layout=figure_layout(
                 "Mask time per decode step (log scale)",
                 width=480,
+                height=380,
                 xaxis=dict(title="step"),
                 yaxis=dict(title="µs", type="log"),
+                # below the plot: three long names above it covered the title
+                legend=dict(orientation="h", y=-0.22, yanchor="top", x=0),
+                margin=dict(l=55, r=20, t=50, b=120),
             )
         )
         self.line.add_scatter(x=[], y=[], mode="lines+markers", name="plain XGrammar (V tokens)")
