@@ -81,6 +81,18 @@ def compile_grammar(
     ``max_gnf_nodes`` bounds the normal form's memory (past it: a ``GrammarError`` naming
     the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
     """
+    try:
+        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes)
+    except RecursionError:
+        # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
+        message = (
+            "the grammar nests too deeply for cfgzip (parentheses, rules or a literal thousands of levels deep "
+            "exceed its recursion limit); flatten the deepest part"
+        )
+        raise GrammarError([Diagnostic(1, 1, message)], text=text, source=source) from None
+
+
+def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int) -> CompiledGrammar:
     t0 = time.perf_counter()
     origin = None
     if kind != "ebnf":

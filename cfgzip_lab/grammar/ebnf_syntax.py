@@ -4,7 +4,7 @@ This replaced a lark LALR(1) parser (lark 1.3.1, ``parser="lalr"``, ``lexer="bas
 whose costs were lark itself: 50 ms to import it, 45 ms to build its tables on the first
 parse of a process, and a tree plus a ``Transformer`` pass per chunk (c_like 21 ms, json
 1.9 ms warm). Here one master regex lexes and a hand-written parser calls the semantic
-actions of a *builder* directly, with no tree in between (numbers: ``benchmarks/ebnf_parse.py``).
+actions of a *builder* directly, with no tree in between (numbers: ``benchmarks/front_end.py``).
 
 The grammar, as the LALR parser had it::
 
@@ -47,7 +47,7 @@ from typing import NamedTuple, Protocol
 
 __all__ = ["Tok", "Nested", "ParseFailure", "tokens", "parse_chunk", "MACROS", "NAME_PATTERN", "GAP_PATTERN"]
 
-MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex")
+MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex", "Substring")
 NAME_PATTERN = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
 # Whitespace and comments between tokens. A comment must run to the end of its line:
 # otherwise "# # # #" could split in exponentially many ways when a lookahead fails.
