@@ -335,7 +335,11 @@ def _closure(rules: _Rules, counts) -> set[int]:
             got = memo.get(node)
             if got is None:
                 accepts, edges = store.nodes[node]
-                got = accepts or any(counts(s, found) and has_word(c) for s, c in edges)
+                got = accepts
+                for s, c in edges:  # a loop, not any(...): recursion must not pass through C
+                    if got:
+                        break
+                    got = counts(s, found) and has_word(c)
                 memo[node] = got
             return got
 
@@ -427,7 +431,10 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
         got = opt_memo.get(node)
         if got is None:
             accepts, edges = store.nodes[node]
-            got = store.make(accepts, tuple((s, opt(c)) for s, c in edges))
+            out = []
+            for s, c in edges:  # a loop, not tuple(...): recursion must not pass through C
+                out.append((s, opt(c)))
+            got = store.make(accepts, tuple(out))
             for s, c in edges:
                 if s in nullable:
                     got = store.union(got, opt(c))
@@ -657,6 +664,30 @@ def stack_below(
     return below
 
 
+MERGE_BUDGET_BASE, MERGE_BUDGET_PER_NODE = 100_000, 30
+"""Store nodes merging may create: this base plus this many per node of the tails it renames.
+The bundled grammars need under 3 per node (c_like: 13,246 for 4,457). A long chain converges
+one position per round (a 4,000-byte literal took past a million nodes): such a grammar is left
+unmerged, which is always sound (merging only makes classes coarser)."""
+
+
+def _merge_within_budget(
+    store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
+) -> tuple[list[int], list[dict[int, int]]] | None:
+    """:func:`_merge_equivalent`, or None when it would create more nodes than its budget."""
+    outer = store.limit
+    nodes = len(store.reachable(t for row in table for t in row.values()))
+    store.limit = min(outer, store.created + MERGE_BUDGET_BASE + MERGE_BUDGET_PER_NODE * nodes)
+    try:
+        return _merge_equivalent(store, table, start, family_items)
+    except BudgetExceeded:
+        if store.created > outer:
+            raise  # the normal form's own budget: the caller's error
+        return None
+    finally:
+        store.limit = outer
+
+
 def _merge_equivalent(
     store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
 ) -> tuple[list[int], list[dict[int, int]]]:
@@ -809,8 +840,9 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
     where = describe_origins(origins) if origins else "the grammar"
     message = (
         f"the normal form grew past {max_nodes:,} nodes (about {max_nodes * 600 / 2**20:,.0f} MB) in step "
-        f"'{progress['step']}' while working on {where}: deeply nested optional or nullable parts and long "
-        "chains of left-recursive rules do this; simplify that rule, or raise max_gnf_nodes"
+        f"'{progress['step']}' while working on {where}: deeply nested optional or nullable parts, long "
+        "chains of left-recursive rules and literals of tens of thousands of bytes do this; simplify that rule, "
+        "or raise max_gnf_nodes"
     )
     origin = next((o for o in origins if o.span is not None), None)
     if origin is None and cfg.start in cfg.origins:
@@ -860,14 +892,24 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         got = memo.get(node)
         if got is None:
             accepts, edges = store.nodes[node]
-            # family members keep their symbols (they name a family, not a rule id)
-            got = memo[node] = store.make(accepts, tuple(sorted((dense.get(s, s), renumber(c)) for s, c in edges)))
+            out = []
+            for s, c in edges:  # a loop: recursion must not pass through C (see words.py)
+                # family members keep their symbols (they name a family, not a rule id)
+                out.append((dense.get(s, s), renumber(c)))
+            out.sort()
+            got = memo[node] = store.make(accepts, tuple(out))
         return got
 
     table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
+    merged_name = "merging"
     if merge:
-        block, table = _merge_equivalent(store, table, 0, family_items)
+        merged = _merge_within_budget(store, table, 0, family_items)
+        if merged is None:
+            merged_name = "merging (skipped: past its budget)"
+            block = list(range(len(table)))
+        else:
+            block, table = merged
     else:
         block = list(range(len(table)))
     names_by_block: dict[int, str] = {}
@@ -903,7 +945,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         families=families,
     )
     now = time.perf_counter()
-    steps.append(GNFStep("merging", gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))
+    steps.append(GNFStep(merged_name, gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))
     return gnf
 
 
