@@ -145,3 +145,28 @@ def test_a_spec_with_token_formats_is_exact() -> None:
     for candidate in (None, native.matcher):
         report = verify_engines(engines, walks=12, steps=12, seed=3, token_guides=guides, candidate=candidate)
         assert report.mismatches == 0 and report.guide_tokens_taken > 0 and report.steps_checked > 60
+
+
+def test_the_workbench_input_menu_reads_a_structural_tag(checker) -> None:
+    """The editor's Input menu: "structural tag" reads the text as one (auto too), XGrammar's
+    verdict on its grammar comes back, and a bad spec's error is at its place in the spec."""
+    from cfgzip_lab.widgets.app import Workbench
+
+    app = Workbench("", draft=False, editor="textarea", tokenizer="smollm2")
+    try:
+        editor = app.editor
+        assert ("structural tag", "structural_tag") in editor.kind.options
+        editor.text.value = TOOLS.read_text()
+        assert editor.set_input_kind("structural_tag") and app.session.kind == "structural_tag"
+        assert "structural tag → EBNF" in editor.status.value
+        app.session.jobs["xgrammar"].wait(60)
+        assert app.session.xgrammar is not None and app.session.xgrammar.ok, app.session.xgrammar
+        editor.kind.value = "auto"  # the dropdown, as a click sets it
+        assert app.session.grammar_ok and app.session.kind == "structural_tag"
+        editor.text.value = tag({"type": "tag", "begin": 3, "content": {"type": "any_text"}, "end": "x"})
+        assert not editor.compile()
+        error = next(d for d in app.session.diagnostics if d.severity == "error")
+        assert (error.line, error.column) == (1, 63) and "begin field must be a string" in error.message
+    finally:
+        app.close()
+        app.session.wait(30)
