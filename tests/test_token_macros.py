@@ -122,6 +122,26 @@ def test_accept_string_never_takes_a_token_edge() -> None:
         generate(compile_grammar("root ::= Token(0)").cfg, 1)
 
 
+def test_parse_trees_and_authoring_facts_see_a_token_as_a_terminal_no_text_matches() -> None:
+    """The workbench's Earley parses and FIRST/shortest facts (issue 21) over a token macro:
+    like the GNF, no text takes ``Token(...)``, a parse stopped before one says it expected it,
+    and a rule made of tokens still has a (placeholder) shortest sentence, so it never "never ends"."""
+    from cfgzip_lab.grammar.authoring import first_terminals, never_ending, shortest_sentences
+    from cfgzip_lab.grammar.earley import EarleyGrammar, describe_expected
+
+    text = 'root ::= "a" (Token(5, 7) | "b") "c" | t\nt ::= TokenTagDispatch((9, u))\nu ::= "u"\n'
+    ast = compile_grammar(text).ast
+    parser = EarleyGrammar(ast)
+    assert parser.parse("abc").accepted and not parser.parse("ac").accepted
+    stop = parser.parse("ax")
+    assert describe_expected(stop.expected, stop.expected_rules) == 'expected Token(5, 7) or "b" (rule root, line 1)'
+    assert {e.kind for e in parser.parse("").expected} >= {"token", "literal"}
+    assert [t.text for t in first_terminals(ast)["t"]] == ["ExcludeToken(9)", "Token(9)"]
+    assert shortest_sentences(ast)["t"] == (0, "") and shortest_sentences(ast)["u"] == (1, "u")
+    assert shortest_sentences(compile_grammar("root ::= Token(3) Token(4)").ast)["root"] == (2, "⟨Token(3)⟩⟨Token(4)⟩")
+    assert never_ending(compile_grammar("root ::= Token(3) root | ExcludeToken(1)").ast) == []
+
+
 # grammar, a piece of XGrammar 0.2.8's error (ours says the same, or more where noted)
 PARSE_ERRORS = [
     ("root ::= Token()", "Token() requires at least one integer argument"),
