@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from ..classes.displacement import Displacer
 from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
+from .compiled import DepthError, make_displacer
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
@@ -71,14 +73,19 @@ def gnf_digest(gnf: GNF) -> str:
 class SigmaInIndex:
     """A trie of σ_in (top of stack first) whose nodes carry the set of classes with that σ_in.
 
-    ``children[t]`` maps a GNF nonterminal to the child trie node; ``bits[t]`` is the class
-    set at ``t`` as a Python int (bit k = class k; OR of 4,000-bit ints costs ~0.1 µs);
-    ``has_children[t]`` says whether the walk needs to go deeper from ``t``.
+    Held as the arrays the cache stores: ``edges`` ``int32[E, 3]`` of ``(parent, symbol, child)``
+    grouped by parent, each parent's children by symbol; the classes at trie node ``t`` are
+    ``bits_classes[bits_indptr[t]:bits_indptr[t + 1]]`` (ascending). So loading an index, the
+    compiled build and the compiled walk never make per-node Python objects. The Python walk's
+    views are made on first use: ``children[t]`` maps a GNF nonterminal to the child trie node,
+    ``bits[t]`` is the class set at ``t`` as a Python int (bit k = class k; OR of 4,000-bit ints
+    costs ~0.1 µs).
     """
 
     num_classes: int
-    children: list[dict[int, int]]
-    bits: list[int]
+    edges: np.ndarray  # int32[E, 3]
+    bits_indptr: np.ndarray  # int64[T + 1]
+    bits_classes: np.ndarray  # int32
     unindexed: np.ndarray  # int32: NORMAL classes decided by running their representative
     gnf_digest: str
     build_seconds: float = 0.0
@@ -86,29 +93,65 @@ class SigmaInIndex:
 
     @property
     def num_nodes(self) -> int:
-        return len(self.children)
+        return int(self.bits_indptr.shape[0]) - 1
+
+    @cached_property
+    def children(self) -> list[dict[int, int]]:
+        children: list[dict[int, int]] = [{} for _ in range(self.num_nodes)]
+        for p, sym, c in self.edges.tolist():
+            children[p][sym] = c
+        return children
+
+    @cached_property
+    def bits(self) -> list[int]:
+        ptr, flat, k = self.bits_indptr, self.bits_classes, self.num_classes
+        width, out = -(-k // 8), []
+        for start in range(0, self.num_nodes, 1024):  # 1,024 rows packed at a time (bounded memory)
+            stop = min(start + 1024, self.num_nodes)
+            lo, hi = ptr[start], ptr[stop]
+            rows = np.zeros((stop - start, width * 8), dtype=bool)
+            rows[np.repeat(np.arange(stop - start), np.diff(ptr[start : stop + 1])), flat[lo:hi]] = True
+            packed = np.packbits(rows, axis=1, bitorder="little")
+            out.extend(int.from_bytes(r.tobytes(), "little") for r in packed)
+        return out
 
     @property
     def has_children(self) -> list[bool]:
-        return [bool(c) for c in self.children]
+        counts = (
+            np.bincount(self.edges[:, 0], minlength=self.num_nodes) if self.edges.size else np.zeros(self.num_nodes)
+        )
+        return (counts > 0).tolist()
+
+    @staticmethod
+    def from_trie(children: list[dict[int, int]], bits: list[int], num_classes: int, **fields) -> SigmaInIndex:
+        """The index of a trie given as child dicts (insertion order kept) and class-set ints."""
+        edges = [(p, s, c) for p, kids in enumerate(children) for s, c in kids.items()]
+        width = max(1, -(-num_classes // 8))
+        counts = np.zeros(len(bits), dtype=np.int64)
+        classes: list[np.ndarray] = []
+        for start in range(0, len(bits), 4096):  # 4,096 class sets at a time (bounded memory)
+            chunk = bits[start : start + 4096]
+            raw = np.frombuffer(b"".join(b.to_bytes(width, "little") for b in chunk), dtype=np.uint8)
+            nz = np.flatnonzero(raw)  # only the non-zero bytes are unpacked: rows, then classes, ascending
+            hit, bit = np.nonzero(np.unpackbits(raw[nz][:, None], axis=1, bitorder="little"))
+            rows, ks = nz[hit] // width, (nz[hit] % width) * 8 + bit
+            counts[start : start + len(chunk)] = np.bincount(rows, minlength=len(chunk))
+            classes.append(ks)
+        return SigmaInIndex(
+            num_classes=num_classes,
+            edges=np.array(edges, dtype=np.int32).reshape(-1, 3),
+            bits_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            bits_classes=np.concatenate(classes).astype(np.int32) if classes else np.zeros(0, np.int32),
+            **fields,
+        )
 
     # -- arrays for the cache ------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
-        edges = [(p, s, c) for p, kids in enumerate(self.children) for s, c in kids.items()]
-        edge_arr = np.array(edges, dtype=np.int32).reshape(-1, 3)
-        counts = np.zeros(self.num_nodes, dtype=np.int64)
-        classes: list[np.ndarray] = []
-        for t, b in enumerate(self.bits):
-            ks = _bits_to_ids(b, self.num_classes)
-            counts[t] = ks.size
-            classes.append(ks)
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        flat = np.concatenate(classes).astype(np.int32) if classes else np.zeros(0, np.int32)
         return {
-            "native_edges": edge_arr,
-            "native_bits_indptr": indptr,
-            "native_bits_classes": flat,
+            "native_edges": np.asarray(self.edges, dtype=np.int32).reshape(-1, 3),
+            "native_bits_indptr": np.asarray(self.bits_indptr, dtype=np.int64),
+            "native_bits_classes": np.asarray(self.bits_classes, dtype=np.int32),
             "native_unindexed": np.asarray(self.unindexed, dtype=np.int32),
         }
 
@@ -135,35 +178,99 @@ class SigmaInIndex:
             edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)
         ):
             raise NativeIndexError("native index arrays do not match their node count")
-        if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
+        if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[0] != 0 or indptr[-1] != flat.size:
             raise NativeIndexError("native index lists classes outside its class count")
-        children: list[dict[int, int]] = [{} for _ in range(nodes)]
-        for p, s, c in edges.tolist():
-            children[p][s] = c
-        bits = [_ids_to_bits(flat[indptr[t] : indptr[t + 1]], k) for t in range(nodes)]
+        if np.any(np.diff(indptr) < 0):
+            raise NativeIndexError("native index class lists are out of order")
         return SigmaInIndex(
             num_classes=k,
-            children=children,
-            bits=bits,
+            edges=edges.astype(np.int32),
+            bits_indptr=indptr,
+            bits_classes=flat.astype(np.int32),
             unindexed=np.asarray(arrays["native_unindexed"], dtype=np.int32),
             gnf_digest=str(meta["native_gnf_digest"]),
             build_seconds=float(meta.get("native_build_seconds", 0.0)),
         )
 
+    def trie_arrays(self, dense_classes: int) -> dict[str, np.ndarray]:
+        """The trie as the compiled walk's arrays (``_kernel.trie_new``): children CSR sorted by symbol;
+        nodes with at least ``dense_classes`` classes as dense uint64 bit rows, the others as class lists."""
+        t_nodes, k = self.num_nodes, self.num_classes
+        words = max(1, -(-k // 64))
+        edges = np.asarray(self.edges, dtype=np.int64).reshape(-1, 3)
+        order = np.lexsort((edges[:, 1], edges[:, 0]))
+        edges = edges[order]
+        ptr = np.zeros(t_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edges[:, 0], minlength=t_nodes), out=ptr[1:])
+        indptr = np.asarray(self.bits_indptr, dtype=np.int64)
+        flat = np.asarray(self.bits_classes, dtype=np.int64)
+        counts = np.diff(indptr)
+        dense = np.flatnonzero(counts >= dense_classes)
+        dense_idx = np.full(t_nodes, -1, dtype=np.int32)
+        dense_idx[dense] = np.arange(dense.size, dtype=np.int32)
+        node_of = np.repeat(np.arange(t_nodes), counts)
+        in_dense = dense_idx[node_of] >= 0
+        rows = np.zeros((dense.size, words * 64), dtype=bool)
+        rows[dense_idx[node_of[in_dense]], flat[in_dense]] = True
+        rows = np.packbits(rows, axis=1, bitorder="little").view(np.uint64).reshape(-1)
+        list_counts = np.where(dense_idx >= 0, 0, counts)
+        list_ptr = np.zeros(t_nodes + 1, dtype=np.int64)
+        np.cumsum(list_counts, out=list_ptr[1:])
+        i32 = np.int32
+        return {
+            "ptr": ptr.astype(i32),
+            "syms": edges[:, 1].astype(i32),
+            "kids": edges[:, 2].astype(i32),
+            "dense_idx": dense_idx,
+            "dense": np.ascontiguousarray(rows, dtype=np.uint64),
+            "list_ptr": list_ptr.astype(i32),
+            "list_cls": flat[~in_dense].astype(i32),
+            "words": words,
+        }
 
-def _ids_to_bits(ids: np.ndarray, k: int) -> int:
-    if ids.size == 0:
-        return 0
-    flags = np.zeros(-(-k // 8) * 8, dtype=bool)
-    flags[ids] = True
-    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
+def _build_compiled(
+    gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
+) -> SigmaInIndex:
+    """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes, the
+    same arrays (tested against the Python build)."""
+    from ..grammar.words import BudgetExceeded
 
-def _bits_to_ids(bits: int, k: int) -> np.ndarray:
-    if bits == 0:
-        return np.zeros(0, dtype=np.int64)
-    raw = np.frombuffer(bits.to_bytes(-(-k // 8), "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")[:k])
+    native = displacer.store.native
+    kinds = np.asarray(classes.class_kind)
+    reps = np.asarray(classes.representatives, dtype=np.int64)
+    normal = np.flatnonzero(kinds == NORMAL)
+    class_nodes = np.zeros(classes.num_classes, dtype=np.int64)  # 0: not indexed
+    nodes = np.asarray(token_node, dtype=np.int64)[reps[normal]] if token_node is not None else np.full(normal.size, -1)
+    unindexed: list[int] = []
+    for i in np.flatnonzero(nodes < 0).tolist():
+        # Not known from classing (cache load, or a fallback singleton): run it under the same kind of
+        # budget classing uses; past it the class is decided by the walk.
+        k = int(normal[i])
+        atoms = bytes(token_bytes[int(reps[k])]).translate(displacer.atom_table)
+        try:
+            nodes[i] = native.run(displacer.initial, atoms, 200_000)[0]
+        except BudgetExceeded:
+            unindexed.append(k)
+            nodes[i] = 0
+    class_nodes[normal] = nodes
+    status = native.sigma_index(class_nodes, max_words_per_node, max_words)
+    if status[0] == "words":
+        raise IndexTooLarge(f"the classes' σ_in sets hold {status[1]:,} words to list (at most {max_words:,})")
+    _, edges, indptr, flat, too_big, stats = status
+    unindexed += np.frombuffer(too_big, dtype=np.int32).tolist()
+    if len(unindexed) > max_unindexed:
+        raise IndexTooLarge(f"{len(unindexed)} classes have σ_in sets too large to list (at most {max_unindexed})")
+    return SigmaInIndex(
+        num_classes=classes.num_classes,
+        edges=np.frombuffer(edges, dtype=np.int32).reshape(-1, 3).copy(),
+        bits_indptr=np.frombuffer(indptr, dtype=np.int64).copy(),
+        bits_classes=np.frombuffer(flat, dtype=np.int32).copy(),
+        unindexed=np.asarray(sorted(unindexed), dtype=np.int32),
+        gnf_digest=gnf_digest(gnf),
+        build_seconds=time.perf_counter() - started,
+        stats=stats,
+    )
 
 
 def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[int]]) -> frozenset[int]:
@@ -189,13 +296,6 @@ def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[
         got = frozenset(direct.union(*parts))
     memo[node] = got
     return got
-
-
-def _bits_of(ids: list[int], k: int) -> int:
-    raw = bytearray(-(-k // 8))
-    for i in ids:
-        raw[i >> 3] |= 1 << (i & 7)
-    return int.from_bytes(raw, "little")
 
 
 def build_index(
@@ -237,7 +337,14 @@ def build_index(
     from ..grammar.words import BudgetExceeded
 
     started = time.perf_counter()
-    displacer = displacer or Displacer(gnf)
+    displacer = displacer or make_displacer(gnf)
+    if getattr(displacer.store, "native", None) is not None:
+        try:
+            return _build_compiled(
+                gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
+            )
+        except DepthError:  # deeper than the compiled store recurses: the Python build below, on the same store
+            pass
     store, n = displacer.store, displacer.n
     kinds = np.asarray(classes.class_kind)
     reps = np.asarray(classes.representatives)
@@ -342,10 +449,10 @@ def build_index(
     for i, t in enumerate(node_of_sigma):
         bits[t] = sigma_bits[i]
     seconds = time.perf_counter() - started
-    return SigmaInIndex(
-        num_classes=k_total,
-        children=children,
-        bits=bits,
+    return SigmaInIndex.from_trie(
+        children,
+        bits,
+        k_total,
         unindexed=np.asarray(sorted(unindexed), dtype=np.int32),
         gnf_digest=gnf_digest(gnf),
         build_seconds=seconds,

@@ -26,6 +26,7 @@ request to the compressed XGrammar engine. Memo tables are bounded and dropped w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from ..classes.classing import STOP, TokenClasses
 from ..classes.displacement import Displacer
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
+from .compiled import DepthError, make_displacer
 from .index import SigmaInIndex
 from .rows import _kernel
 
@@ -82,8 +84,11 @@ class StateWalker:
         elif compiled_mask and _kernel is None:
             raise RuntimeError("the compiled kernel (cfgzip_lab.native._kernel) is not built")
         self.gnf = gnf
-        self.displacer = displacer or Displacer(gnf)
+        self.displacer = displacer or make_displacer(gnf)
         self.store = self.displacer.store
+        # The compiled store (a CompiledDisplacer's; None for the Python WordStore): steps, runs and
+        # trie masks of states then run in C on it (native/_words.c), node for node as in Python.
+        self._native = getattr(self.store, "native", None)
         self.index = index
         self.limits = limits
         self.num_classes = classes.num_classes
@@ -95,9 +100,6 @@ class StateWalker:
         self._is_stop_class = kinds == STOP
         self._token_bytes = token_bytes
         self._atoms: dict[int, bytes] = {}
-        self._children = index.children
-        self._bits = index.bits
-        self._deep = [bool(c) for c in index.children]
         self._unindexed = [(int(k), bytes(token_bytes[int(classes.representatives[k])])) for k in index.unindexed]
         # The start state: {[S]}, plus the empty stack when the language holds ε.
         start_word = self.store.word((gnf.start,))
@@ -122,7 +124,10 @@ class StateWalker:
             return got
         self.stats["mask_walks"] += 1
         if self._trie is not None:
-            _kernel.trie_mask(self._trie, self.store.nodes, state, self._mask_out)
+            if self._native is not None:
+                self._native.trie_mask(self._trie, state, self._mask_out)
+            else:
+                _kernel.trie_mask(self._trie, self.store.nodes, state, self._mask_out)
             got = int.from_bytes(self._mask_out, "little")
         else:
             got = self._product(state, 0)
@@ -140,50 +145,29 @@ class StateWalker:
 
     def _compile_trie(self):
         """The trie as the kernel's arrays (see _kernel.c, trie_mask): children CSR sorted by symbol,
-        class sets as dense bit rows (``DENSE_CLASSES`` classes or more) or class lists.
+        class sets as dense bit rows (``DENSE_CLASSES`` classes or more) or class lists
+        (:meth:`SigmaInIndex.trie_arrays`).
 
         The kernel walks the state's DAG with the trie afresh for every new state (no memo: the DAG is
         deterministic and the trie a tree, so each pair is met once); measured with Llama-3 on the
         sample documents' timed states (bython, c_like, sql_select): 28-42 trie nodes met at the
         median, 136-157 at p90, at most 476.
         """
-        words = max(1, -(-self.num_classes // 64))
-        ptr, syms, kids = [0], [], []
-        for children in self.index.children:
-            for sym, child in sorted(children.items()):
-                syms.append(sym)
-                kids.append(child)
-            ptr.append(len(syms))
-        dense_idx = np.full(self.index.num_nodes, -1, dtype=np.int32)
-        rows: list[bytes] = []
-        list_ptr, list_cls = [0], []
-        for t, bits in enumerate(self.index.bits):
-            if bits.bit_count() >= DENSE_CLASSES:
-                dense_idx[t] = len(rows)
-                rows.append(bits.to_bytes(words * 8, "little"))
-            else:
-                while bits:
-                    low = bits & -bits
-                    list_cls.append(low.bit_length() - 1)
-                    bits ^= low
-            list_ptr.append(len(list_cls))
-        self._mask_out = np.zeros(words, dtype=np.uint64)
-        i32 = np.int32
+        a = self.index.trie_arrays(DENSE_CLASSES)
+        self._mask_out = np.zeros(a["words"], dtype=np.uint64)
         return _kernel.trie_new(
-            np.array(ptr, dtype=i32),
-            np.array(syms, dtype=i32),
-            np.array(kids, dtype=i32),
-            dense_idx,
-            np.frombuffer(b"".join(rows), dtype=np.uint64) if rows else np.zeros(0, dtype=np.uint64),
-            np.array(list_ptr, dtype=i32),
-            np.array(list_cls, dtype=i32),
-            words,
+            a["ptr"], a["syms"], a["kids"], a["dense_idx"], a["dense"], a["list_ptr"], a["list_cls"], a["words"]
         )
+
+    @cached_property
+    def _python_trie(self) -> tuple[list[dict[int, int]], list[int], list[bool]]:
+        """The Python walk's views of the trie (children dicts, class-set ints, has-children flags)."""
+        return self.index.children, self.index.bits, self.index.has_children
 
     def _product(self, node: int, t: int) -> int:
         """OR of the class sets of trie nodes below ``t`` that words of ``node`` spell out."""
-        kids = self._children[t]
-        bits, deep = self._bits, self._deep
+        children, bits, deep = self._python_trie
+        kids = children[t]
         memo = self._product_memo
         acc = 0
         for sym, child in self.store.nodes[node][1]:
@@ -217,8 +201,11 @@ class StateWalker:
         nodes it returns are the ones ``Displacer.step`` would return; only the interpreter
         work differs: the concat below looks up its memo and the interning table before
         recursing, and a tail edge ending the word (child ε) is the rest itself. Measured with
-        Llama-3 on the sample documents: concat is ~60% of a cold accept.
+        Llama-3 on the sample documents: concat is ~60% of a cold accept. On a compiled store the
+        step is the compiled one (the same nodes, see :mod:`.compiled`).
         """
+        if self._native is not None:
+            return self._native.step
         store, displacer = self.store, self.displacer
         nodes, index, make, union = store.nodes, store._index, store.make, store.union
         cmemo, smemo = store._concat, displacer._step
@@ -274,6 +261,15 @@ class StateWalker:
         """Run bytes (or atoms) from ``state``; returns (new state, nodes created)."""
         store = self.store
         data = atoms_or_bytes if atoms else atoms_or_bytes.translate(self.displacer.atom_table)
+        if self._native is not None:
+            try:
+                return self._native.run(state, data, budget)
+            except BudgetExceeded:
+                raise StateBudgetExceeded(f"a token would create more than {budget} state nodes") from None
+            except DepthError:
+                raise StateBudgetExceeded(
+                    "a token would nest the state deeper than the compiled store allows"
+                ) from None
         step = self._step
         before = store.created
         store.limit = before + budget

@@ -1,0 +1,246 @@
+"""Python reference vs compiled word store, side by side in one process, beside XGrammar's compile.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/compiled_bench.py [--tokenizer llama3] [--export] [--json OUT] [GRAMMAR ...]
+
+Per grammar (default: every bundled one), in this order and in this process:
+
+* XGrammar: ``GrammarCompiler(cache_enabled=False).compile_grammar`` of the text (best of 2);
+* the front end (EBNF → GNF, :func:`cfgzip_lab.pipeline.compile_grammar`): ours, not the compiled part;
+* for each path (``python``: ``compute_classes(compiled=False)`` + the Python index and walk, what
+  main ran before the compiled store; ``compiled``: the default): classing, the σ_in index and the
+  native engine's construction, each in seconds, and the peak resident memory the three add
+  (VmHWM reset through /proc/self/clear_refs before classing, so each path's own peak);
+* the native engine of each path replayed over the bundled sample documents, every step timed
+  (:func:`cfgzip_lab.bench.bench_engines` with ``steps=0``): the packed vocabulary mask (the class
+  set and its row) and ``accept_token``, median and p90 in µs; the engines start cold (no memo);
+* ``--export``: what the other design (compiled classing re-interning its nodes into the Python
+  WordStore, as ``classing._walk_parallel`` does for forked workers) would cost: every new node,
+  and only the nodes reachable from the tokens' displacement nodes, made again in a WordStore.
+
+Both paths must give the same classes and the same index (checked; a difference stops the run).
+Prints a table and the machine (``uptime``'s load: the machine is shared); never asserts on wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _rss_mb(field: str = "VmRSS:") -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) / 1024 for line in fh if line.startswith(field))
+
+
+def _xgrammar_compile_s(text: str, vocab) -> float:
+    import xgrammar
+
+    compiler = xgrammar.GrammarCompiler(vocab.to_xgrammar(), cache_enabled=False)
+    best = float("inf")
+    for _ in range(2):
+        t = time.perf_counter()
+        compiler.compile_grammar(text)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _path(text: str, vocab, compiled: bool) -> dict:
+    import numpy as np
+
+    from cfgzip_lab.classes.classing import compute_classes
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.native.index import build_index
+    from cfgzip_lab.pipeline import compile_grammar
+
+    t = time.perf_counter()
+    grammar = compile_grammar(text)
+    front = time.perf_counter() - t
+    peak_known = _reset_peak()
+    base = _rss_mb()
+    t0 = time.perf_counter()
+    result = compute_classes(grammar.gnf, vocab.token_bytes, vocab.kinds, compiled=compiled)
+    t1 = time.perf_counter()
+    index = build_index(
+        grammar.gnf, result.classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
+    )
+    t2 = time.perf_counter()
+    engine = build_native_engine(grammar, vocab, result.classes, classing=result, index=index)
+    t3 = time.perf_counter()
+    peak = _rss_mb("VmHWM:") - base if peak_known else float("nan")
+    return {
+        "grammar": grammar,
+        "result": result,
+        "index": index,
+        "engine": engine,
+        "front_s": front,
+        "classing_s": t1 - t0,
+        "index_s": t2 - t1,
+        "engine_s": t3 - t2,
+        "peak_mb": peak,
+        "class_of": np.asarray(result.classes.class_of),
+    }
+
+
+def _steps(engine, vocab, docs) -> dict:
+    from cfgzip_lab.bench import bench_engines
+
+    bench = bench_engines(
+        engine.compiled.text,
+        vocab,
+        engine.classes,
+        docs=docs,
+        source="samples",
+        steps=0,
+        expansion_repeats=0,
+        engine_names=("native",),
+        native=engine,
+        engines=engine.xgrammar_engines or _engines(engine, vocab),
+    )
+    b = bench.batches[0]
+    return {
+        "steps": b.steps,
+        "mask_median_us": b.native_fill.median_us,
+        "mask_p90_us": b.native_fill.p90_us,
+        "accept_median_us": b.native_accept.median_us,
+        "accept_p90_us": b.native_accept.p90_us,
+        "fallbacks": engine.fallbacks,
+    }
+
+
+def _engines(engine, vocab):
+    from cfgzip_lab.engine import compile_engines
+
+    engine.xgrammar_engines = compile_engines(engine.compiled.text, vocab, engine.classes)
+    return engine.xgrammar_engines
+
+
+def _export_s(python_store, compiled_result) -> dict:
+    """Seconds to make the compiled store's new nodes again in a copy of the GNF's Python store."""
+    from cfgzip_lab.grammar.words import WordStore
+
+    cs = compiled_result.displacer.store
+    out = {}
+    for label, nodes in (
+        ("all", range(len(python_store), len(cs))),
+        ("reachable", sorted(cs.reachable(int(n) for n in set(compiled_result.token_node.tolist()) if n > 1))),
+    ):
+        store = WordStore()
+        store.nodes = list(python_store.nodes)
+        store._index = dict(python_store._index)
+        ids: dict[int, int] = {}
+        t = time.perf_counter()
+        for node in nodes:
+            if node < len(python_store):
+                continue
+            accepts, edges = cs.nodes[node]
+            ids[node] = store.make(accepts, tuple((s, ids.get(c, c)) for s, c in edges))
+        out[f"export_{label}_s"] = time.perf_counter() - t
+        out[f"export_{label}_nodes"] = len(ids)
+    return out
+
+
+def measure(name: str, tokenizer: str, export: bool) -> dict:
+    import numpy as np
+
+    from cfgzip_lab.bundled import bundled_samples
+    from cfgzip_lab.pipeline import compile_grammar, resolve_grammar
+    from cfgzip_lab.vocab import load_vocab
+
+    vocab = load_vocab(tokenizer)
+    path = resolve_grammar(name)
+    text = path.read_text(encoding="utf-8")
+    docs = [p.read_text(encoding="utf-8") for p in bundled_samples(path)]
+    row = {"grammar": name, "tokenizer": vocab.name, "xgrammar_compile_s": _xgrammar_compile_s(text, vocab)}
+    paths = {}
+    for label, flag in (("python", False), ("compiled", True)):
+        p = _path(text, vocab, flag)
+        paths[label] = p
+        row[f"{label}_classing_s"] = p["classing_s"]
+        row[f"{label}_index_s"] = p["index_s"]
+        row[f"{label}_engine_s"] = p["engine_s"]
+        row[f"{label}_peak_mb"] = p["peak_mb"]
+        row["front_s"] = p["front_s"]
+    a, b = paths["python"], paths["compiled"]
+    same = np.array_equal(a["class_of"], b["class_of"]) and all(
+        np.array_equal(x, y) for x, y in zip(a["index"].to_arrays().values(), b["index"].to_arrays().values())
+    )
+    if not same:
+        raise SystemExit(f"{name}: the compiled path's classes or index differ from the Python path's")
+    row["classes"] = b["result"].classes.num_classes
+    row["dag_nodes"] = len(b["result"].displacer.store)
+    if export:
+        row.update(_export_s(compile_grammar(text).gnf.store, b["result"]))
+    for label in ("python", "compiled"):
+        for key, value in _steps(paths[label]["engine"], vocab, docs).items():
+            row[f"{label}_{key}"] = value
+    return row
+
+
+def main() -> int:
+    from cfgzip_lab.bench import machine_info
+    from cfgzip_lab.bundled import bundled_grammars
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("grammars", nargs="*")
+    ap.add_argument("--tokenizer", default="llama3")
+    ap.add_argument("--export", action="store_true", help="also time re-interning the compiled nodes in Python")
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args()
+    names = args.grammars or list(bundled_grammars())
+    load_before = os.getloadavg()
+    rows = []
+    print(
+        f"{'grammar':<26} {'xgr s':>6} {'front s':>7} | {'classing s py/c (x)':>21} | {'index s py/c (x)':>20} | "
+        f"{'engine s py/c':>13} | {'peak MB py/c':>12} | {'accept µs med/p90 py -> c':>27} | "
+        f"{'mask µs med/p90 py -> c':>27}",
+        flush=True,
+    )
+    for name in names:
+        r = measure(name, args.tokenizer, args.export)
+        rows.append(r)
+        print(
+            f"{name:<26} {r['xgrammar_compile_s']:>6.3f} {r['front_s']:>7.3f} | "
+            f"{r['python_classing_s']:>6.3f}/{r['compiled_classing_s']:.3f} ({r['python_classing_s'] / r['compiled_classing_s']:>4.0f}x) | "
+            f"{r['python_index_s']:>5.3f}/{r['compiled_index_s']:.4f} ({r['python_index_s'] / r['compiled_index_s']:>4.0f}x) | "
+            f"{r['python_engine_s']:.3f}/{r['compiled_engine_s']:.3f} | "
+            f"{r['python_peak_mb']:>5.0f}/{r['compiled_peak_mb']:<5.0f} | "
+            f"{r['python_accept_median_us']:5.1f}/{r['python_accept_p90_us']:<5.1f} -> "
+            f"{r['compiled_accept_median_us']:4.1f}/{r['compiled_accept_p90_us']:<5.1f} | "
+            f"{r['python_mask_median_us']:5.1f}/{r['python_mask_p90_us']:<5.1f} -> "
+            f"{r['compiled_mask_median_us']:4.1f}/{r['compiled_mask_p90_us']:<5.1f}",
+            flush=True,
+        )
+        if args.export:
+            print(
+                f"{'':<26} export to the Python store: all {r['export_all_nodes']:,} new nodes "
+                f"{r['export_all_s']:.3f} s, reachable from tokens {r['export_reachable_nodes']:,} "
+                f"{r['export_reachable_s']:.3f} s (compiled classing {r['compiled_classing_s']:.3f} s)",
+                flush=True,
+            )
+    machine = machine_info()
+    print(
+        f"machine: {machine['cpu']}, {machine['cores']} cores, xgrammar {machine['xgrammar']}; load average "
+        f"{load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after (1-minute)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "machine": machine}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,371 @@
+"""The compiled word store and classing walk (``cfgzip_lab/native/_words.c``) against the Python reference.
+
+Node for node: a compiled store is seeded with a Python store's nodes, and every operation must
+create its nodes in the Python order, so after the same calls both hold the same nodes under the
+same ids. Class for class: compiled classing and the Python walk give the same partition, the same
+representatives, the same displacement node per token and the same metadata, on the bundled
+grammars, a seeded sample of the third-party and shared corpora, with Llama-3 and SmolLM2, and on
+small vocabularies through budgets, fallbacks, the DAG cap and cancellation.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from paths import BUNDLED, REPO, grammar_id, third_party_grammars
+from toy_vocab import NESTING_TOKENS
+
+from cfgzip_lab.classes.classing import ClassingResult, compute_classes
+from cfgzip_lab.classes.displacement import Displacer
+from cfgzip_lab.classes.limits import ClassingLimitError
+from cfgzip_lab.grammar.words import EMPTY, BudgetExceeded, WordStore
+from cfgzip_lab.native import compiled
+from cfgzip_lab.pipeline import compile_grammar
+from cfgzip_lab.vocab import vocab_from_bytes
+
+needs_compiled = pytest.mark.skipif(not compiled.available(), reason="the compiled kernel is not built here")
+pytestmark = needs_compiled
+
+CORPORA = REPO.parent / "shared" / "corpora"
+ARITH = (
+    'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
+    'factor ::= [0-9]+ | "(" expr ")"\n'
+)
+JSON_SMALL = (
+    'root ::= value\nvalue ::= object | array | string | number | "true" | "false" | "null"\n'
+    'object ::= "{" ws ( member ( "," ws member )* )? "}"\nmember ::= string ws ":" ws value ws\n'
+    'array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"\nstring ::= "\\"" [a-z]* "\\""\n'
+    'number ::= "-"? [0-9]+\nws ::= [ \\n]*\n'
+)
+NESTED = 'root ::= "(" root ")" | [ab]+ | "[" root* "]"\n'
+
+
+@pytest.fixture(scope="module")
+def toy():
+    tokens = NESTING_TOKENS + [b"((((", b"))))", b"[[(", b"ab" * 8, b"1" * 30]
+    return vocab_from_bytes(tokens, stop_ids=[29], special_ids=[30], vocab_size=len(tokens) + 3, name="toy")
+
+
+def _load(name: str):
+    from cfgzip_lab.vocab import load_vocab
+
+    try:
+        return load_vocab(name)
+    except Exception as err:  # pragma: no cover - depends on the machine's offline files
+        pytest.skip(f"{name} vocabulary unavailable: {err}")
+
+
+def assert_same_nodes(python: WordStore, other) -> None:
+    assert len(python) == len(other) and python.created == other.created
+    mismatched = [i for i in range(len(python)) if python.nodes[i] != other.nodes[i]]
+    assert not mismatched, f"{len(mismatched)} nodes differ, first {mismatched[0]}"
+
+
+def assert_same_classing(a: ClassingResult, b: ClassingResult) -> None:
+    """``a`` from the Python path, ``b`` from the compiled one (each on its own compile of a grammar)."""
+    assert type(a.displacer) is Displacer and isinstance(b.displacer, compiled.CompiledDisplacer)
+    for name in ("class_of", "representatives", "class_kind"):
+        x, y = getattr(a.classes, name), getattr(b.classes, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    assert np.array_equal(a.token_node, b.token_node)
+    skip = {"classing_seconds", "workers"}
+    assert {k: v for k, v in a.classes.metadata.items() if k not in skip} == {
+        k: v for k, v in b.classes.metadata.items() if k not in skip
+    }
+    assert_same_nodes(a.displacer.store, b.displacer.store)
+    assert a.displacer.initial == b.displacer.initial
+
+
+def _both(text: str, vocab, *, kind: str = "ebnf", **options) -> tuple[ClassingResult, ClassingResult]:
+    """(Python, compiled) classing of two separate compiles of ``text``."""
+    one, two = compile_grammar(text, kind=kind).gnf, compile_grammar(text, kind=kind).gnf
+    a = compute_classes(one, vocab.token_bytes, vocab.kinds, compiled=False, **options)
+    b = compute_classes(two, vocab.token_bytes, vocab.kinds, compiled=True, **options)
+    return a, b
+
+
+# -- the store itself ----------------------------------------------------------------------------
+def _random_words(rng: random.Random, count: int) -> list[tuple[int, ...]]:
+    return [tuple(rng.randrange(6) for _ in range(rng.randrange(0, 7))) for _ in range(count)]
+
+
+def test_the_set_algebra_interns_the_python_stores_nodes_in_its_order():
+    """Random unions and concatenations of random word sets, the same calls on a WordStore and on a
+    compiled store seeded with it: the same result ids and the same node table after every call."""
+    rng = random.Random(0)
+    py = WordStore()
+    for w in _random_words(rng, 20):
+        py.word(w)
+    cs = compiled.CompiledWordStore.seeded(py)
+    assert_same_nodes(py, cs)
+    live = list(range(len(py)))
+    for _ in range(3000):
+        op = rng.random()
+        a, b = rng.choice(live), rng.choice(live)
+        if op < 0.45:
+            got = (py.union(a, b), cs.union(a, b))
+        elif op < 0.9:
+            got = (py.concat(a, b), cs.concat(a, b))
+        else:
+            w = _random_words(rng, 1)[0]
+            got = (py.word(w), cs.word(w))
+        assert got[0] == got[1]
+        live.append(got[0])
+    assert_same_nodes(py, cs)
+    for node in rng.sample(range(len(py)), 200):
+        assert py.count(node) == cs.count(node) and list(py.words(node, 20)) == list(cs.words(node, 20))
+        assert py.accepts(node) == cs.accepts(node) and py.edges(node) == cs.edges(node)
+    assert cs.reachable(live[-50:]) == py.reachable(live[-50:])
+
+
+def test_budgets_trip_at_the_same_node_and_leave_the_store_usable():
+    rng = random.Random(1)
+    py = WordStore()
+    for w in _random_words(rng, 30):
+        py.word(w)
+    cs = compiled.CompiledWordStore.seeded(py)
+    for _ in range(400):
+        a, b = rng.randrange(len(py)), rng.randrange(len(py))
+        budget = rng.randrange(0, 4)
+        outcomes = []
+        for store in (py, cs):
+            store.limit = store.created + budget
+            try:
+                outcomes.append(store.concat(a, b))
+            except BudgetExceeded:
+                outcomes.append("budget")
+            finally:
+                store.limit = float("inf")
+        assert outcomes[0] == outcomes[1]
+        assert_same_nodes(py, cs)
+
+
+def test_the_store_refuses_what_is_no_canonical_store():
+    words = compiled._kernel.Words
+    with pytest.raises(ValueError, match="EMPTY and EPSILON"):
+        words([(True, ()), (False, ())])
+    with pytest.raises(ValueError, match="not a canonical store"):
+        words([(False, ()), (True, ()), (False, ((3, 1),)), (False, ((3, 1),))])
+    with pytest.raises(ValueError, match="sorted by symbol"):
+        words([(False, ()), (True, ()), (False, ((3, 1), (2, 1)))])
+    store = compiled.CompiledWordStore(words([(False, ()), (True, ())]))
+    with pytest.raises(IndexError):
+        store.union(0, 7)
+    with pytest.raises(ValueError, match="sorted by symbol"):
+        store.make(False, ((1, EMPTY),))
+
+
+def test_past_its_depth_the_compiled_store_says_so():
+    """A set operation deeper than the compiled store recurses raises DepthError (the callers then use
+    the Python path, or hand the request to XGrammar); nothing is half-done."""
+    store = compiled.CompiledWordStore.seeded(WordStore())
+    deep = store.word(range(compiled._kernel.MAX_DEPTH + 10))
+    before = len(store)
+    with pytest.raises(compiled.DepthError):
+        store.concat(deep, store.word((7,)))
+    assert store.concat(store.word((1, 2)), store.word((3,))) == store.word((1, 2, 3))
+    assert len(store) >= before
+
+
+# -- classing, small vocabularies ------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
+@pytest.mark.parametrize("grammar", [ARITH, JSON_SMALL, NESTED], ids=["arith", "json", "nested"])
+def test_classing_toy_node_for_node(toy, grammar, budget):
+    """Every budget from none to one node per token: the same fallback singletons, nodes and classes."""
+    a, b = _both(grammar, toy, budget=budget)
+    assert_same_classing(a, b)
+    if budget == 1:
+        assert b.classes.metadata["fallback_singletons"] > 0
+
+
+def test_the_dag_cap_stops_both_paths_with_the_same_message(toy):
+    full = compute_classes(compile_grammar(NESTED).gnf, toy.token_bytes, toy.kinds, compiled=False)
+    cap = full.classes.metadata["dag_nodes"] - 5
+    messages = []
+    for flag in (False, True):
+        with pytest.raises(ClassingLimitError) as info:
+            compute_classes(compile_grammar(NESTED).gnf, toy.token_bytes, toy.kinds, max_dag_nodes=cap, compiled=flag)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "while walking the token" in messages[0]
+
+
+def test_progress_reaches_the_end_and_cancel_stops(toy):
+    seen = []
+    gnf = compile_grammar(JSON_SMALL).gnf
+    compute_classes(gnf, toy.token_bytes, toy.kinds, progress=lambda d, t: seen.append((d, t)), compiled=True)
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+    vocab = vocab_from_bytes([bytes([a, b]) for a in range(97, 123) for b in range(97, 123)] * 4, name="pairs")
+    with pytest.raises(InterruptedError):
+        compute_classes(gnf, vocab.token_bytes, vocab.kinds, cancel=lambda: True, compiled=True)
+
+
+def test_the_vocabulary_trie_is_kept_per_vocabulary(toy):
+    one = compiled.vocab_trie(toy.token_bytes, toy.kinds)
+    assert compiled.vocab_trie(list(toy.token_bytes), toy.kinds) is one  # equal tokens, another list
+    other_kinds = np.array(toy.kinds)
+    other_kinds[0] = 2
+    assert compiled.vocab_trie(toy.token_bytes, other_kinds) is not one
+    info = one.info()
+    assert info["tokens"] == toy.vocab_size and info["eligible"] == int(
+        np.count_nonzero((np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0))
+    )
+
+
+def test_the_stack_adjacency_is_the_python_one():
+    from cfgzip_lab.classes.adjacency import stack_adjacency
+
+    for text in (ARITH, JSON_SMALL, NESTED, *(p.read_text(encoding="utf-8") for p in BUNDLED)):
+        gnf = compile_grammar(text).gnf
+        assert compiled.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
+
+
+def test_grammars_with_counted_families_take_the_python_path(toy):
+    """Issue 17's GNF families of counted nonterminals are not in the kernel: every compiled entry point
+    leaves such a GNF to Python."""
+    gnf = compile_grammar(ARITH).gnf
+    gnf.families = {"F": object()}  # what the lead's GNF will carry; any non-empty value
+    assert not compiled.supports(gnf)
+    result = compute_classes(gnf, toy.token_bytes, toy.kinds)
+    assert type(result.displacer) is Displacer
+    assert type(compiled.make_displacer(gnf)) is Displacer
+    with pytest.raises(RuntimeError):
+        compute_classes(gnf, toy.token_bytes, toy.kinds, compiled=True)
+
+
+def test_without_the_kernel_classing_runs_in_python():
+    code = (
+        "from cfgzip_lab.native import compiled\n"
+        "from cfgzip_lab.classes.classing import compute_classes\n"
+        "from cfgzip_lab.classes.displacement import Displacer\n"
+        "from cfgzip_lab.pipeline import compile_grammar\n"
+        "from cfgzip_lab.vocab import vocab_from_bytes\n"
+        "v = vocab_from_bytes([b'a', b'b', b'ab', b'('], name='t')\n"
+        "r = compute_classes(compile_grammar('root ::= [ab]+').gnf, v.token_bytes, v.kinds)\n"
+        "assert not compiled.available() and type(r.displacer) is Displacer\n"
+        "assert r.classes.num_classes == 2, r.classes.num_classes  # blocked '(', and a = b = ab\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "CFGZIP_NATIVE_KERNEL": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+# -- classing, real vocabularies -------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BUNDLED, ids=grammar_id)
+def test_bundled_grammars_llama3_node_for_node(path):
+    vocab = _load("llama3")
+    a, b = _both(path.read_text(encoding="utf-8"), vocab)
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+def _corpus_sample() -> list[tuple[str, Path, str]]:
+    """A seeded sample: 6 third-party grammars, 6 of XGrammar's test grammars, 4 JSON Schemas."""
+    rng = random.Random(18)
+    out = [(grammar_id(p), p, "gbnf" if p.suffix == ".gbnf" else "ebnf") for p in third_party_grammars()]
+    out = rng.sample(out, min(6, len(out)))
+    ebnf = sorted((CORPORA / "xgrammar-tests").glob("*.ebnf"))
+    schemas = sorted(p for p in (CORPORA / "json-schema-test-suite").glob("*.json") if ".instance" not in p.name)
+    out += [(p.name, p, "ebnf") for p in rng.sample(ebnf, min(6, len(ebnf)))]
+    out += [(p.name, p, "json_schema") for p in rng.sample(schemas, min(4, len(schemas)))]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,path,kind", _corpus_sample(), ids=[n for n, _, _ in _corpus_sample()])
+def test_corpus_sample_llama3_node_for_node(name, path, kind):
+    from cfgzip_lab.grammar.diagnostics import GrammarError
+
+    vocab = _load("llama3")
+    try:
+        a, b = _both(path.read_text(encoding="utf-8"), vocab, kind=kind)
+    except GrammarError as err:  # constructs the lowering refuses: nothing to class
+        pytest.skip(f"not lowered: {str(err)[:80]}")
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["json", "xml", "c_like"])
+def test_smollm2_node_for_node(name):
+    from cfgzip_lab.bundled import bundled_grammars
+
+    vocab = _load("smollm2")
+    a, b = _both(bundled_grammars()[name].read_text(encoding="utf-8"), vocab)
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+# -- the σ_in index ----------------------------------------------------------------------------------
+def _index_pair(a: ClassingResult, b: ClassingResult, vocab, *, with_nodes: bool = True, **options):
+    """(Python build on a's Python store, compiled build on b's compiled store); errors as strings."""
+    from cfgzip_lab.native.index import IndexTooLarge, build_index
+
+    out = []
+    for result in (a, b):
+        try:
+            out.append(
+                build_index(
+                    result.displacer.gnf,
+                    result.classes,
+                    vocab.token_bytes,
+                    token_node=result.token_node if with_nodes else None,
+                    displacer=result.displacer,
+                    **options,
+                )
+            )
+        except IndexTooLarge as err:
+            out.append(f"IndexTooLarge: {err}")
+    return out
+
+
+def assert_same_index(python, other) -> None:
+    if isinstance(python, str) or isinstance(other, str):
+        assert python == other
+        return
+    x, y = python.to_arrays(), other.to_arrays()
+    assert x.keys() == y.keys()
+    for key in x:
+        assert x[key].dtype == y[key].dtype and np.array_equal(x[key], y[key]), key
+    assert python.stats == other.stats and python.metadata() | {"native_build_seconds": 0} == other.metadata() | {
+        "native_build_seconds": 0
+    }
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"max_words": 3}, {"max_words_per_node": 1, "max_unindexed": 10_000}, {"max_words_per_node": 0}],
+    ids=["default", "few-words", "one-word-per-node", "nothing-listed"],
+)
+@pytest.mark.parametrize("grammar", [ARITH, JSON_SMALL, NESTED], ids=["arith", "json", "nested"])
+def test_index_toy_is_the_python_index(toy, grammar, options):
+    a, b = _both(grammar, toy)
+    for with_nodes in (True, False):
+        python, other = _index_pair(a, b, toy, with_nodes=with_nodes, **options)
+        assert_same_index(python, other)
+    assert_same_nodes(a.displacer.store, b.displacer.store)  # representatives re-run: the same new nodes
+
+
+def test_index_with_fallback_singletons_is_the_python_index(toy):
+    a, b = _both(NESTED, toy, budget=6)
+    assert b.classes.metadata["fallback_singletons"] > 0
+    assert_same_index(*_index_pair(a, b, toy))
+
+
+def test_trie_arrays_round_trip_through_the_cache_arrays(toy):
+    from cfgzip_lab.native.index import SigmaInIndex
+
+    _, b = _both(JSON_SMALL, toy)
+    (index,) = _index_pair(b, b, toy)[:1]
+    again = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
+    assert again.children == index.children and again.bits == index.bits
+    for dense in (1, 2, 1000):
+        x, y = again.trie_arrays(dense), index.trie_arrays(dense)
+        assert all(np.array_equal(x[k], y[k]) for k in x)
