@@ -162,12 +162,12 @@ def test_the_store_refuses_what_is_no_canonical_store():
 
 
 def test_past_its_depth_the_compiled_store_says_so():
-    """A set operation deeper than the compiled store recurses raises DepthError (the callers then use
+    """A set operation deeper than the compiled store recurses raises Unsupported (the callers then use
     the Python path, or hand the request to XGrammar); nothing is half-done."""
     store = compiled.CompiledWordStore.seeded(WordStore())
     deep = store.word(range(compiled._kernel.MAX_DEPTH + 10))
     before = len(store)
-    with pytest.raises(compiled.DepthError):
+    with pytest.raises(compiled.Unsupported):
         store.concat(deep, store.word((7,)))
     assert store.concat(store.word((1, 2)), store.word((3,))) == store.word((1, 2, 3))
     assert len(store) >= before

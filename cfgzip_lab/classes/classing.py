@@ -308,7 +308,7 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
         keys, _, status = store.native.classify(
             trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel
         )
-    except native_compiled.DepthError:
+    except native_compiled.Unsupported:
         return None
     if status == "cancelled":
         raise InterruptedError("classing cancelled")

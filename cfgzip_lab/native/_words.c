@@ -31,6 +31,7 @@
 #define E_LIMIT (-5)
 #define E_CANCEL (-6)
 #define E_PYTHON (-7)
+#define E_SYMBOL (-8)
 /* Set operations recurse along word length. Words here are stacks and token displacements (a few
  * hundred symbols at most on every grammar tried); past this depth the caller falls back to Python. */
 #define MAX_DEPTH 20000
@@ -363,6 +364,16 @@ static int64_t w_concat(Words *S, int64_t a, int64_t b, int depth) {
     return r;
 }
 
+/* The kinds of symbols on top of a configuration word: a GNF nonterminal (output), SEP, or something
+ * else. The room for issue 17's counted families (concrete members F_c, symbolic REL symbols, which the
+ * Python reference keeps in ranges above 2^48): a kind per symbol range, looked up here once the kernel
+ * learns them. Until then a GNF with families never reaches this code (native.compiled.supports), and
+ * an unknown kind is E_SYMBOL: the caller falls back to Python. */
+enum { SYM_OUTPUT, SYM_SEP, SYM_OTHER };
+static inline int sym_kind(const Words *S, int64_t sym) {
+    return sym >= 0 && sym < S->nt ? SYM_OUTPUT : sym == S->sep ? SYM_SEP : SYM_OTHER;
+}
+
 static inline int below_has(const Words *S, int64_t last, int64_t a) {
     return (S->below[last * S->below_words + (a >> 6)] >> (a & 63)) & 1;
 }
@@ -380,8 +391,10 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
     int64_t nedges = n_edges(S, node);
     for (int64_t e = 0; e < nedges; e++) {
         int64_t sym = S->esym[S->estart[node] + e], rest = S->ekid[S->estart[node] + e];
-        if (sym < nt) {
-            int64_t tail = sym >= 0 ? S->table[sym * S->natoms + atom] : -1;
+        int kind = sym_kind(S, sym);
+        if (kind == SYM_OTHER) return E_SYMBOL;
+        if (kind == SYM_OUTPUT) {
+            int64_t tail = S->table[sym * S->natoms + atom];
             if (tail < 0) continue;
             int64_t c = w_concat(S, tail, rest, 0);
             if (c < 0) return c;
@@ -435,13 +448,17 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
 }
 
 /* ---- Python-facing errors ---- */
-static PyObject *DepthError; /* cfgzip_lab.native._kernel.DepthError: recursion past MAX_DEPTH */
+/* cfgzip_lab.native._kernel.Unsupported: what this store does not do (recursion past MAX_DEPTH, a symbol
+ * kind it does not know); the callers run the Python reference instead. */
+static PyObject *Unsupported;
 
 static PyObject *raise_code(Words *S, int64_t code) {
     if (code == E_BUDGET) {
         PyErr_SetObject(S->budget_exc ? S->budget_exc : PyExc_RuntimeError, PyLong_FromLongLong(S->created));
     } else if (code == E_DEPTH) {
-        PyErr_SetString(DepthError, "word store: recursion deeper than the compiled store allows");
+        PyErr_SetString(Unsupported, "word store: recursion deeper than the compiled store allows");
+    } else if (code == E_SYMBOL) {
+        PyErr_SetString(Unsupported, "word store: a symbol the compiled step does not know on top of a word");
     } else if (code == E_NOMEM) {
         PyErr_NoMemory();
     } else if (!PyErr_Occurred()) {
@@ -1997,7 +2014,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     goto done;
 fail:
     if (code == E_DEPTH) {
-        PyErr_SetString(DepthError, "sigma_index: the displacements nest deeper than the compiled store allows");
+        PyErr_SetString(Unsupported, "sigma_index: the displacements nest deeper than the compiled store allows");
     } else if (!PyErr_Occurred()) {
         PyErr_NoMemory();
     }
@@ -2111,9 +2128,9 @@ static PyMethodDef module_functions[] = {
 
 int words_add_to_module(PyObject *m) {
     if (PyType_Ready(&WordsType) < 0 || PyType_Ready(&VocabTrieType) < 0) return -1;
-    DepthError = PyErr_NewException("cfgzip_lab.native._kernel.DepthError", PyExc_RuntimeError, NULL);
-    if (!DepthError) return -1;
-    if (PyModule_AddObjectRef(m, "DepthError", DepthError) < 0) return -1;
+    Unsupported = PyErr_NewException("cfgzip_lab.native._kernel.Unsupported", PyExc_RuntimeError, NULL);
+    if (!Unsupported) return -1;
+    if (PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0) return -1;
     if (PyModule_AddObjectRef(m, "Words", (PyObject *)&WordsType) < 0) return -1;
     if (PyModule_AddObjectRef(m, "VocabTrie", (PyObject *)&VocabTrieType) < 0) return -1;
     if (PyModule_AddFunctions(m, module_functions) < 0) return -1;

@@ -42,10 +42,10 @@ __all__ = [
     "CompiledWordStore",
     "CompiledDisplacer",
     "vocab_trie",
-    "DepthError",
+    "Unsupported",
 ]
 
-DepthError = getattr(_kernel, "DepthError", RuntimeError)
+Unsupported = getattr(_kernel, "Unsupported", RuntimeError)
 """Raised by the compiled store where a set operation would recurse deeper than it allows
 (``_kernel.MAX_DEPTH``); callers fall back to the Python path."""
 

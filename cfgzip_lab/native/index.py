@@ -34,7 +34,7 @@ from ..classes.displacement import Displacer
 from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
-from .compiled import DepthError, make_displacer
+from .compiled import Unsupported, make_displacer
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
@@ -343,7 +343,7 @@ def build_index(
             return _build_compiled(
                 gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
             )
-        except DepthError:  # deeper than the compiled store recurses: the Python build below, on the same store
+        except Unsupported:  # deeper than the compiled store recurses: the Python build below, on the same store
             pass
     store, n = displacer.store, displacer.n
     kinds = np.asarray(classes.class_kind)

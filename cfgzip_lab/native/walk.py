@@ -34,7 +34,7 @@ from ..classes.classing import STOP, TokenClasses
 from ..classes.displacement import Displacer
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
-from .compiled import DepthError, make_displacer
+from .compiled import Unsupported, make_displacer
 from .index import SigmaInIndex
 from .rows import _kernel
 
@@ -266,7 +266,7 @@ class StateWalker:
                 return self._native.run(state, data, budget)
             except BudgetExceeded:
                 raise StateBudgetExceeded(f"a token would create more than {budget} state nodes") from None
-            except DepthError:
+            except Unsupported:
                 raise StateBudgetExceeded(
                     "a token would nest the state deeper than the compiled store allows"
                 ) from None
