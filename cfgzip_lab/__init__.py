@@ -51,6 +51,11 @@ _API: dict[str, str] = {
     "save_classes": ".classes.cache",
     "load_classes": ".classes.cache",
     "read_metadata": ".classes.cache",
+    # a ready native matcher per request, cached in memory and on disk
+    "matcher_for": ".grammar_cache",
+    "engine_for": ".grammar_cache",
+    "GrammarCache": ".grammar_cache",
+    "ReadyGrammar": ".grammar_cache",
     # engines, expansion, the lossless check
     "compile_engines": ".engine",
     "CompiledEngines": ".engine",
@@ -104,6 +109,10 @@ __all__ = [
     "save_classes",
     "load_classes",
     "read_metadata",
+    "matcher_for",
+    "engine_for",
+    "GrammarCache",
+    "ReadyGrammar",
     "compile_engines",
     "CompiledEngines",
     "PlainMatcher",
@@ -163,6 +172,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ do
         VocabLoadError,
     )
     from .expand import Expander
+    from .grammar_cache import GrammarCache, ReadyGrammar, engine_for, matcher_for
     from .hf import (
         CompressedLogitsProcessor,
         GenerationResult,

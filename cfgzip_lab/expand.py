@@ -28,22 +28,31 @@ each, chosen by the device of the input through a dispatch table):
   ops per call, launch-bound on a GPU (104–334 µs measured on an H200).
 
 All backends give the same bits (tested against each other and a naive reference).
+
+torch is imported only where a tensor is made or given (a tensor given means torch is loaded
+already): the native engine reaches this module through :mod:`cfgzip_lab.native.rows`, and
+``import cfgzip_lab.native`` or ``cfgzip-lab compress`` then never pay for torch (measured on
+this 2-core machine: importing torch costs 0.75-1.7 s and 150 MB).
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from typing import Literal
+from functools import cache
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 
 from .classes.classing import TokenClasses
 from .kernels import backend_for
 from .kernels.cpu import LARGE_CLASS_TOKENS, MAX_LARGE_CLASSES, CpuExpansion
 from .kernels.tables import ExpansionTables
-from .kernels.torch import TorchExpansion
+
+if TYPE_CHECKING:
+    import torch
+
+    from .kernels.torch import TorchExpansion
 
 __all__ = [
     "Expander",
@@ -58,13 +67,19 @@ if sys.byteorder != "little":  # pragma: no cover - every platform XGrammar ship
     raise ImportError("cfgzip_lab.expand assumes a little-endian machine (XGrammar does too)")
 
 
+def _is_tensor(value) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch (none exists before it is imported)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def unpack_bitmask(bitmask: np.ndarray | torch.Tensor, size: int) -> np.ndarray:
     """Packed int32 bitmask ``(…, W)`` → bool array ``(…, size)`` (numpy, on CPU).
 
     >>> unpack_bitmask(np.array([0b101], dtype=np.int32), 3).tolist()
     [True, False, True]
     """
-    if isinstance(bitmask, torch.Tensor):
+    if _is_tensor(bitmask):
         bitmask = bitmask.detach().cpu().numpy()
     words = np.ascontiguousarray(bitmask, dtype=np.int32)
     bits = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
@@ -73,6 +88,8 @@ def unpack_bitmask(bitmask: np.ndarray | torch.Tensor, size: int) -> np.ndarray:
 
 def pack_bool_mask(allowed: np.ndarray | torch.Tensor) -> torch.Tensor:
     """Bool array ``(…, V)`` → packed int32 tensor ``(…, ceil(V / 32))`` (CPU), XGrammar's format."""
+    import torch
+
     if isinstance(allowed, torch.Tensor):
         allowed = allowed.detach().cpu().numpy()
     allowed = np.asarray(allowed, dtype=bool)
@@ -116,13 +133,17 @@ def apply_vocab_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor, voc
     return logits
 
 
-# The bit pattern of -inf in each dtype the compiled kernel masks (XGrammar's CPU kernel takes the
-# same three), and the integer dtype of that width the kernel writes through.
-_NEG_INF_BITS = {
-    torch.float32: (0xFF800000, torch.int32),
-    torch.bfloat16: (0xFF80, torch.int16),
-    torch.float16: (0xFC00, torch.int16),
-}
+@cache
+def _neg_inf_bits() -> dict:
+    """The bit pattern of -inf in each dtype the compiled kernel masks (XGrammar's CPU kernel takes the
+    same three), and the integer dtype of that width the kernel writes through."""
+    import torch
+
+    return {
+        torch.float32: (0xFF800000, torch.int32),
+        torch.bfloat16: (0xFF80, torch.int16),
+        torch.float16: (0xFC00, torch.int16),
+    }
 
 
 def _compiled_masking(logits: torch.Tensor):
@@ -131,7 +152,7 @@ def _compiled_masking(logits: torch.Tensor):
 
     if (
         compiled is None
-        or logits.dtype not in _NEG_INF_BITS
+        or logits.dtype not in _neg_inf_bits()
         or logits.device.type != "cpu"
         or logits.dim() not in (1, 2)
     ):
@@ -149,14 +170,14 @@ def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarr
     compiled = _compiled_masking(logits)
     if compiled is None:
         return False
-    bits = bitmask.numpy() if isinstance(bitmask, torch.Tensor) else bitmask  # a CPU tensor here
+    bits = bitmask.numpy() if _is_tensor(bitmask) else bitmask  # a CPU tensor here
     if bits.dtype != np.int32 or bits.ndim not in (1, 2):
         return False
     rows = logits.shape[0] if logits.dim() == 2 else 1
     bitmask_rows = bits.shape[0] if bits.ndim == 2 else 1
     if bitmask_rows not in (1, rows):
         return False
-    neg_inf, as_int = _NEG_INF_BITS[logits.dtype]
+    neg_inf, as_int = _neg_inf_bits()[logits.dtype]
     target = logits if logits.is_contiguous() else logits.contiguous()
     words = bits.shape[-1]
     compiled.mask_logits(
@@ -221,9 +242,27 @@ class Expander:
         self.tables = ExpansionTables.build(class_of, self.num_classes)
         self.class_bitmask_size = self.tables.class_bitmask_size
         self.vocab_bitmask_size = self.tables.vocab_bitmask_size
-        self.cpu = CpuExpansion(self.tables, memo_bytes=memo_bytes, large_class_tokens=large_class_tokens)
-        self.torch = TorchExpansion(self.tables)
+        self._cpu_options = {"memo_bytes": memo_bytes, "large_class_tokens": large_class_tokens}
+        self._cpu: CpuExpansion | None = None
+        self._torch: TorchExpansion | None = None
         self._triton = None
+
+    @property
+    def cpu(self) -> CpuExpansion:
+        """The numpy backend (:class:`cfgzip_lab.kernels.cpu.CpuExpansion`), built on first use: the
+        native engine's compiled rows never need it (c_like with Llama-3: 7 ms of union tables)."""
+        if self._cpu is None:
+            self._cpu = CpuExpansion(self.tables, **self._cpu_options)
+        return self._cpu
+
+    @property
+    def torch(self) -> TorchExpansion:
+        """The torch backend (:class:`cfgzip_lab.kernels.torch.TorchExpansion`), built on first use."""
+        if self._torch is None:
+            from .kernels.torch import TorchExpansion
+
+            self._torch = TorchExpansion(self.tables)
+        return self._torch
 
     @property
     def triton(self):
@@ -236,6 +275,8 @@ class Expander:
 
     def backend_on(self, device: torch.device | str) -> str:
         """Which backend this expander uses for tensors on ``device`` (``numpy``, ``torch``, ``triton``)."""
+        import torch
+
         return backend_for(self.backend, torch.device(device))
 
     def clear_memo(self) -> None:
@@ -251,6 +292,8 @@ class Expander:
 
     @staticmethod
     def _as_tensor(class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
+        import torch
+
         if isinstance(class_bitmask, np.ndarray):
             return torch.from_numpy(np.ascontiguousarray(class_bitmask, dtype=np.int32))
         return class_bitmask
@@ -266,6 +309,8 @@ class Expander:
         same device); with the Triton backend that makes the call allocation-free, hence
         CUDA-graph capturable.
         """
+        import torch
+
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
         backend = self.backend_on(class_bitmask.device)
@@ -283,6 +328,8 @@ class Expander:
 
     def to_allowed(self, class_bitmask: torch.Tensor | np.ndarray) -> torch.Tensor:
         """Class bitmask ``(…, W_K)`` → bool tensor ``(…, V)``, True where the token is allowed."""
+        import torch
+
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
         if self.backend_on(class_bitmask.device) == "numpy":
@@ -293,13 +340,16 @@ class Expander:
         self,
         class_bitmask: torch.Tensor | np.ndarray,
         *,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
         """Class bitmask → additive bias ``(…, V)``: 0 where allowed, ``-inf`` elsewhere.
 
-        Computed on ``device`` (default: the class bitmask's device).
+        ``dtype`` default float32. Computed on ``device`` (default: the class bitmask's device).
         """
+        import torch
+
+        dtype = torch.float32 if dtype is None else dtype
         self._check(class_bitmask)
         class_bitmask = self._as_tensor(class_bitmask)
         device = torch.device(device) if device is not None else class_bitmask.device

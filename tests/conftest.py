@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
+
+# The class cache directory (cfgzip_lab.cache_dir) of this test run: a fresh folder, so no test
+# reads a cache another run (or the user) wrote and none fills ~/.cache; child processes the
+# tests start inherit it. Removed when the session ends.
+_CACHE_DIR = tempfile.mkdtemp(prefix="cfgzip-test-cache-")
+os.environ["CFGZIP_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,22 @@ def test_bench_engines_script_prints_a_row_per_grammar_and_batch():
     assert "machine:" in proc.stdout
 
 
+def test_front_end_script_prints_a_row_per_grammar():
+    """benchmarks/front_end.py: the stages' times beside XGrammar's from_ebnf, and a fresh process's first parse."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "front_end.py"), "--repeat", "2", "json", "arithmetic_left_recursive"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("json ", "arithmetic_left_recursive "))]
+    assert len(rows) == 2
+    for row in rows:
+        assert len(re.findall(r"\d+\.\d+ / +\d+\.\d+", row)) == 5 and float(row.split()[-1].rstrip("x")) > 0
+    assert "first parse (json)" in proc.stdout and "machine:" in proc.stdout
+
+
 @pytest.mark.slow
 def test_gpu_e2e_tiny_runs_every_mode_on_cpu_and_writes_json(tmp_path):
     """The GPU benchmark's --tiny mode: the whole script on CPU (a 2-layer model), JSON written."""

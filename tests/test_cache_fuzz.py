@@ -262,7 +262,7 @@ def test_older_formats_without_digests_still_load(toy, tmp_path, version):
     np.savez_compressed(old, **arrays)
     loaded = load_classes(old)
     assert np.array_equal(loaded.class_of, original.class_of) and loaded.metadata["format_version"] == version
-    assert FORMAT_VERSION == 3
+    assert FORMAT_VERSION == 4
 
 
 def test_cli_inspect_exits_2_naming_the_file(large, tmp_path, capsys):
@@ -286,3 +286,38 @@ def test_cli_inspect_exits_2_naming_the_file(large, tmp_path, capsys):
     bad.write_bytes(data[: len(data) // 3])
     proc = subprocess.run([sys.executable, "-m", "cfgzip_lab.cli", "inspect", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
+
+
+def test_a_full_cache_flipped_at_random_is_refused_or_intact(tmp_path):
+    """Format 4 with everything (grammar text, GNF, σ_in index): a damaged file gives a CacheError
+    from load_cache, or every part back unchanged; never a traceback from the GNF or index readers."""
+    from cfgzip_lab.classes.cache import load_cache
+    from cfgzip_lab.native import build_index
+    from cfgzip_lab.native.cache import index_from_contents
+
+    vocab = vocab_from_bytes([b"a", b"b", b"ab", b"(", b")", b"((", b"x", b""], stop_ids=[7], name="toy")
+    compiled = compile_grammar(GRAMMAR)
+    result = build_classes(compiled, vocab)
+    index = build_index(compiled.gnf, result.classes, vocab.token_bytes, token_node=result.token_node)
+    path = save_classes(result.classes, tmp_path / "full.npz", vocab=vocab, native_index=index, compiled=compiled)
+    intact = load_cache(path, vocab=vocab)
+    data = path.read_bytes()
+    bad = tmp_path / "bad.npz"
+    rng = random.Random(4)
+    outcomes = {"error": 0, "same": 0}
+    for _ in range(300):
+        damaged = bytearray(data)
+        for _ in range(rng.choice([1, 3])):
+            damaged[rng.randrange(len(damaged))] ^= rng.randrange(1, 256)
+        bad.write_bytes(bytes(damaged))
+        try:
+            got = load_cache(bad, vocab=vocab)
+        except CacheError as exc:
+            assert str(bad) in str(exc)
+            outcomes["error"] += 1
+            continue
+        assert same(got.classes, intact.classes) and got.grammar.text == GRAMMAR
+        assert got.grammar.gnf.names == compiled.gnf.names and got.grammar.gnf.atom_of == compiled.gnf.atom_of
+        assert index_from_contents(got, got.grammar.gnf).children == index.children
+        outcomes["same"] += 1
+    assert outcomes["error"] > 200, outcomes

@@ -359,13 +359,14 @@ def test_index_with_fallback_singletons_is_the_python_index(toy):
     assert_same_index(*_index_pair(a, b, toy))
 
 
-def test_trie_arrays_round_trip_through_the_cache_arrays(toy):
+def test_the_compiled_index_round_trips_through_the_cache_arrays(toy):
     from cfgzip_lab.native.index import SigmaInIndex
 
-    _, b = _both(JSON_SMALL, toy)
-    (index,) = _index_pair(b, b, toy)[:1]
+    a, b = _both(JSON_SMALL, toy)
+    python, index = _index_pair(a, b, toy)
     again = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
-    assert again.children == index.children and again.bits == index.bits
+    assert again.children == index.children == python.children and again.bits == index.bits == python.bits
+    words = -(-index.num_classes // 64)
     for dense in (1, 2, 1000):
-        x, y = again.trie_arrays(dense), index.trie_arrays(dense)
+        x, y = again.kernel_arrays(dense, words), python.kernel_arrays(dense, words)
         assert all(np.array_equal(x[k], y[k]) for k in x)

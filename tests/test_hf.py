@@ -124,6 +124,22 @@ def test_compressed_processor_needs_classes_or_builds_them(toy):
     assert proc.engines.classes is cached_classes(YES_NO, toy)  # cached per (grammar, vocab)
 
 
+def test_the_native_processor_takes_its_engine_from_the_grammar_cache(toy):
+    """One engine per grammar from the per-request cache (cfgzip_lab.engine_for), no XGrammar
+    compiled for the processor, the same masks as the plain processor."""
+    import cfgzip_lab as cz
+    from cfgzip_lab.hf import NativeLogitsProcessor
+
+    native = NativeLogitsProcessor(YES_NO, toy)
+    assert native.native is cz.engine_for(YES_NO, toy) and native.engines is None
+    assert native.native.classes is cached_classes(YES_NO, toy)
+    plain = PlainLogitsProcessor(YES_NO, toy)
+    for ids in ([[7]], [[7, 5]], [[7, 5, 6]]):
+        masked = [proc(torch.tensor(ids), torch.zeros(1, 12)) for proc in (plain, native)]
+        assert torch.equal(masked[0], masked[1])
+    assert allowed_rows(masked[1]) == [{STOP_ID}]
+
+
 def test_classes_for_another_grammar_are_refused(toy):
     other = cached_classes('root ::= "x"', toy)
     with pytest.raises(ValueError, match="another grammar"):

@@ -302,6 +302,35 @@ def test_stop_class_exists_in_the_toy_partition(toy):
     assert (np.asarray(native.classes.class_kind) == STOP).sum() == 1
 
 
+@pytest.mark.parametrize("kernel", ["1", "0"], ids=["kernel", "numpy"])
+def test_the_native_engine_runs_without_importing_torch(kernel):
+    """``import cfgzip_lab.native`` and a native mask need no tensor, so torch stays unloaded
+    (it cost 0.75-1.7 s and 150 MB per process, ``cfgzip-lab compress`` included)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from cfgzip_lab.native import build_native_engine
+        from cfgzip_lab.native.cache import native_engine_from_cache
+        from cfgzip_lab.pipeline import build_classes, compile_grammar
+        from cfgzip_lab.vocab import vocab_from_bytes
+        vocab = vocab_from_bytes([b"[", b"]", b"a", b"aa", b""], stop_ids=[4], name="t")
+        g = compile_grammar('root ::= "[" "a"* "]"')
+        engine = build_native_engine(g, vocab, build_classes(g, vocab).classes)
+        m = engine.matcher()
+        assert m.vocab_row()[0] == 0b00001 and m.accept_token(0) and m.vocab_row()[0] == 0b01110
+        print(sorted(x for x in ("torch", "xgrammar", "transformers") if x in sys.modules))
+        """
+    )
+    env = {**os.environ, "CFGZIP_NATIVE_KERNEL": kernel}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"
+
+
 # -- the index in the class cache -----------------------------------------------------------------
 def test_index_saved_in_the_cache_and_built_when_absent(toy, tmp_path):
     from cfgzip_lab.classes.cache import FORMAT_VERSION, load_classes, save_classes

@@ -16,10 +16,24 @@ hold that line: flipping 3 random bytes of a JSON × Llama-3 cache 300 times end
 classes every time since. The checksums guard against damage, not against someone who
 recomputes them: a cache holds no code to run either way.
 
-This module is the only reader and writer of the format: the CLI, the workbench and the
-native engine's index loader go through :func:`save_classes`, :func:`load_classes`,
-:func:`read_metadata` and :func:`read_optional_arrays`. What makes classes valid, or fit a grammar
-and a vocabulary, is TokenClasses' own business (``validate``, ``check_fits``).
+Format 4 makes a cache all a fresh process needs, so loading rebuilds nothing: beside the
+classes (and the native engine's σ_in index, format 2) it stores the grammar's EBNF text
+(``grammar_ebnf``) and its normal form (``gnf_*`` arrays and the JSON document ``gnf_doc``, laid
+out by :mod:`cfgzip_lab.grammar.gnf_arrays`, which has its own layout version), and says what
+input they came from (``input_kind``, ``input_sha256``: a JSON Schema's or GBNF file's own text).
+:func:`load_cache` reads everything in one pass and returns the GNF as a
+:class:`cfgzip_lab.pipeline.LoadedGrammar`. Every part beyond the classes is optional: a cache
+without it (older formats, or written without) loads its classes, and the rest is rebuilt from
+the grammar text; a GNF stored in another layout version is rebuilt too, never misread.
+
+Files are written to a temporary name beside the target and renamed over it (atomic on POSIX),
+so a reader never sees half a file, whichever of two writers finishes last.
+
+This module is the only reader and writer of the format: the CLI, the workbench, the cache
+directory (:mod:`cfgzip_lab.cache_dir`) and the native engine's index loader go through
+:func:`save_classes`, :func:`load_classes`, :func:`load_cache`, :func:`read_metadata` and
+:func:`read_optional_arrays`. What makes classes valid, or fit a grammar and a vocabulary, is
+TokenClasses' own business (``validate``, ``check_fits``).
 """
 
 from __future__ import annotations
@@ -28,23 +42,34 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import secrets
 import struct
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import CfgzipError
 from .classing import ClassesError, TokenClasses, grammar_sha256
 
-FORMAT_VERSION = 3
+if TYPE_CHECKING:
+    from ..pipeline import CompiledGrammar, LoadedGrammar
+
+FORMAT_VERSION = 4
 """2 adds the native engine's σ_in index (arrays ``native_*``, metadata ``native_*``), optional;
-3 adds ``arrays_sha256`` and ``metadata_sha256`` (required from 3 on). Version-1 and -2 caches
-load unchanged (without an index, the native engine builds one on load)."""
+3 adds ``arrays_sha256`` and ``metadata_sha256`` (required from 3 on); 4 adds the grammar text
+and its GNF (``grammar_ebnf``, ``gnf_*``, ``gnf_doc``; metadata ``gnf_format``, ``input_kind``,
+``input_sha256``), optional. Version-1 to -3 caches load unchanged (what they lack is rebuilt:
+the GNF from the text, the index from the representatives)."""
 
 _REQUIRED = ("class_of", "representatives", "class_kind", "metadata")
 _DIGEST_KEYS = ("arrays_sha256", "metadata_sha256")
+_GRAMMAR_KEYS = ("gnf_format", "input_kind", "input_sha256")
+"""Metadata of the grammar section: dropped when a loaded cache is written again without it."""
 
 
 class CacheError(CfgzipError, ValueError):
@@ -58,19 +83,35 @@ def _package_version() -> str:
 
 
 def save_classes(
-    classes: TokenClasses, path, *, grammar_text: str | None = None, vocab=None, native_index=None
+    classes: TokenClasses,
+    path,
+    *,
+    grammar_text: str | None = None,
+    vocab=None,
+    native_index=None,
+    compiled: CompiledGrammar | None = None,
+    compress: bool = True,
 ) -> Path:
-    """Write ``classes`` to ``path`` (``.npz`` appended if missing).
+    """Write ``classes`` to ``path`` (``.npz`` appended if missing), atomically.
 
     ``grammar_text`` and ``vocab`` (a VocabTable) fill in the fingerprints when the
     metadata does not hold them yet. ``native_index`` (a :class:`cfgzip_lab.native.SigmaInIndex`)
     is stored beside the classes, read back by :func:`cfgzip_lab.native.cache.load_index`.
-    Classes that are no partition of ``vocab``'s ids, or whose metadata names another grammar
-    or vocabulary than the ones given, are refused with :class:`CacheError`: a cache must not lie.
+    ``compiled`` (the :class:`cfgzip_lab.pipeline.CompiledGrammar` the classes were built for;
+    its text is the grammar text) stores the EBNF text and the GNF, so :func:`load_cache`
+    needs no front end. Classes that are no partition of ``vocab``'s ids, or whose metadata
+    names another grammar or vocabulary than the ones given, are refused with
+    :class:`CacheError`: a cache must not lie. ``compress=False`` stores the arrays as they are
+    (the cache directory's files: 3-4x larger, and a load skips inflating them, c_like with
+    Llama-3 ~10 ms of a ~50 ms load); either reads back the same.
     """
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
+    if compiled is not None:
+        if grammar_text is not None and grammar_text != compiled.text:
+            raise CacheError(f"class cache {path} not written: grammar_text is not the compiled grammar's text")
+        grammar_text = compiled.text
     # Counts are rewritten below from the arrays; stale ones must not fail the check.
     counted = {k: v for k, v in classes.metadata.items() if k not in ("vocab_size", "classes")}
     try:
@@ -88,11 +129,14 @@ def save_classes(
     meta["vocab_size"] = classes.vocab_size
     meta["classes"] = classes.num_classes
     extra = {}
-    for key in [k for k in meta if k.startswith("native_")]:  # a loaded cache's index is not carried over
-        del meta[key]
+    for key in [k for k in meta if k.startswith("native_") or k in _GRAMMAR_KEYS]:
+        del meta[key]  # a loaded cache's index and grammar are not carried over
     if native_index is not None:
         extra = native_index.to_arrays()
         meta.update(native_index.metadata())
+    if compiled is not None:
+        extra.update(_grammar_arrays(compiled))
+        meta.update(_grammar_metadata(compiled))
     arrays = {
         "class_of": np.ascontiguousarray(classes.class_of, dtype=np.int32),
         "representatives": np.ascontiguousarray(classes.representatives, dtype=np.int32),
@@ -104,9 +148,112 @@ def save_classes(
     meta["arrays_sha256"] = _arrays_sha256(arrays)
     meta["metadata_sha256"] = _metadata_sha256(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as fh:
-        np.savez_compressed(fh, metadata=np.frombuffer(_canonical(meta), dtype=np.uint8), **arrays)
+    # A temporary name in the same folder, renamed over the target: readers see the old file or
+    # the new one, never a part, and two writers of one path both leave a whole file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with tmp.open("wb") as fh:
+            (np.savez_compressed if compress else np.savez)(
+                fh, metadata=np.frombuffer(_canonical(meta), dtype=np.uint8), **arrays
+            )
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def _grammar_arrays(compiled: CompiledGrammar) -> dict[str, np.ndarray]:
+    from ..grammar.gnf_arrays import gnf_to_arrays
+
+    arrays, doc = gnf_to_arrays(compiled.gnf)
+    arrays["gnf_doc"] = np.frombuffer(json.dumps(doc).encode("utf-8"), dtype=np.uint8)
+    arrays["grammar_ebnf"] = np.frombuffer(compiled.text.encode("utf-8"), dtype=np.uint8)
+    return arrays
+
+
+def _grammar_metadata(compiled: CompiledGrammar) -> dict:
+    from ..grammar.gnf_arrays import GNF_FORMAT
+
+    source = compiled.grammar_source
+    return {
+        "gnf_format": GNF_FORMAT,
+        "input_kind": source.kind if source is not None else "ebnf",
+        "input_sha256": compiled.input_sha256,
+    }
+
+
+@dataclass
+class CacheContents:
+    """Everything one cache file holds, read and checked in one pass (:func:`load_cache`).
+
+    ``grammar`` is the stored grammar text with its GNF (a :class:`~cfgzip_lab.pipeline.LoadedGrammar`),
+    None when the cache holds none in a layout this version reads (the GNF must then be compiled
+    from the text); ``arrays`` holds every array beyond the classes (the native index's
+    ``native_*`` among them, read by :func:`cfgzip_lab.native.cache.index_from_contents`).
+    """
+
+    path: Path
+    classes: TokenClasses
+    metadata: dict
+    arrays: dict[str, np.ndarray]
+    grammar: LoadedGrammar | None
+
+    @property
+    def input_sha256(self) -> str | None:
+        return self.metadata.get("input_sha256")
+
+    @property
+    def input_kind(self) -> str | None:
+        return self.metadata.get("input_kind")
+
+
+def load_cache(path, *, grammar_text: str | None = None, vocab=None, input_text: str | None = None) -> CacheContents:
+    """Read a whole cache: the classes (checked as :func:`load_classes` checks them), the stored
+    grammar text and GNF when present, and every other array.
+
+    ``input_text`` (the schema or GBNF text the cache was built from, when known) becomes the
+    loaded grammar's ``grammar_source.text``; a cache that says it was built from another input
+    is refused.
+
+    Raises
+    ------
+    CacheError
+        As :func:`load_classes`; also for a stored grammar text the classes were not built for,
+        an ``input_text`` other than the cache's input, and a stored GNF that does not read back.
+    """
+    path = Path(path)
+    arrays, meta = _read(path, everything=True)
+    classes = _classes_of(path, arrays, meta, grammar_text, vocab)
+    rest = arrays["rest"]
+    if input_text is not None and meta.get("input_sha256") not in (None, grammar_sha256(input_text)):
+        raise CacheError(f"class cache {path} was built from another grammar input (input_sha256 differs)")
+    grammar = None
+    if "grammar_ebnf" in rest:
+        try:
+            text = rest["grammar_ebnf"].tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise CacheError(f"class cache {path} has an unreadable grammar text") from None
+        if meta.get("grammar_sha256") != grammar_sha256(text):
+            raise CacheError(f"class cache {path} is inconsistent: its classes were not built for its grammar text")
+        grammar = _loaded_grammar(path, text, rest, meta, input_text)
+    return CacheContents(path, classes, meta, rest, grammar)
+
+
+def _loaded_grammar(path: Path, text: str, arrays: dict, meta: dict, input_text: str | None) -> LoadedGrammar | None:
+    from ..grammar.gnf_arrays import GNF_FORMAT, GNFArraysError, gnf_from_arrays
+    from ..grammar.sources import GrammarSource
+    from ..pipeline import LoadedGrammar
+
+    if meta.get("gnf_format") != GNF_FORMAT or "gnf_doc" not in arrays:
+        return None  # another layout (or none): the caller compiles the text
+    try:
+        doc = json.loads(arrays["gnf_doc"].tobytes().decode("utf-8"))
+        gnf = gnf_from_arrays(arrays, doc)
+    except (UnicodeDecodeError, json.JSONDecodeError, GNFArraysError) as exc:
+        raise CacheError(f"class cache {path} has a GNF that does not read back ({exc})") from None
+    kind = meta.get("input_kind") if isinstance(meta.get("input_kind"), str) else "ebnf"
+    source = GrammarSource(text, kind, [], input_text if input_text is not None else text, None)
+    return LoadedGrammar(text, gnf, source)
 
 
 def load_classes(path, *, grammar_text: str | None = None, vocab=None) -> TokenClasses:
@@ -120,6 +267,11 @@ def load_classes(path, *, grammar_text: str | None = None, vocab=None) -> TokenC
     """
     path = Path(path)
     arrays, meta = _read(path)
+    return _classes_of(path, arrays, meta, grammar_text, vocab)
+
+
+def _classes_of(path: Path, arrays: dict, meta: dict, grammar_text: str | None, vocab) -> TokenClasses:
+    """The checked classes of a read cache (see :func:`load_classes`)."""
     stored = TokenClasses(arrays["class_of"], arrays["representatives"], arrays["class_kind"], meta)
     try:
         stored.validate()  # before the casts below, which would hide a float or out-of-range array
@@ -151,10 +303,11 @@ def read_optional_arrays(path, names) -> tuple[dict[str, np.ndarray] | None, dic
     return arrays["optional"], meta
 
 
-def _read(path: Path, optional: tuple[str, ...] = ()) -> tuple[dict, dict]:
+def _read(path: Path, optional: tuple[str, ...] = (), *, everything: bool = False) -> tuple[dict, dict]:
     """The required arrays (plus ``"optional"``: the ``optional`` ones, or None when one is
-    missing) and the metadata of a cache file, checked against its digests; or a
-    :class:`CacheError` naming the file and what is wrong with it."""
+    missing; with ``everything``, ``"rest"``: every other array) and the metadata of a cache
+    file, checked against its digests; or a :class:`CacheError` naming the file and what is
+    wrong with it."""
     if not path.is_file():
         raise CacheError(f"class cache {path} does not exist")
     if not zipfile.is_zipfile(path):
@@ -183,6 +336,8 @@ def _read(path: Path, optional: tuple[str, ...] = ()) -> tuple[dict, dict]:
         _check_digests(path, arrays, meta)
     result: dict = {name: arrays[name] for name in _REQUIRED}
     result["optional"] = {name: arrays[name] for name in optional} if all(n in arrays for n in optional) else None
+    if everything:
+        result["rest"] = {name: a for name, a in arrays.items() if name not in _REQUIRED}
     return result, meta
 
 

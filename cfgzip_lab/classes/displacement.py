@@ -52,18 +52,35 @@ class Displacer:
         self.n = n
         self.sep = n
         self.num_atoms = len(gnf.atoms)
-        self.below = stack_adjacency(gnf)
         table = gnf.table
         # For each atom: the nonterminals with a production on it, and their tails.
         self._tops = [[(a, row[k]) for a, row in enumerate(table) if k in row] for k in range(self.num_atoms)]
-        # For each (A_last, atom): the backtrack candidates A below A_last.
-        self._backtracks = [
-            [[(a, t) for a, t in self._tops[k] if a in self.below[last]] for k in range(self.num_atoms)]
-            for last in range(n)
-        ]
+        # Stack adjacency and the backtrack candidates are built by the first backtrack: a native
+        # engine loaded with its index never backtracks (its states have no SEP), and building
+        # them cost 0.31 s on c_like, most of a load from the cache.
+        self._below: list[set[int]] | None = None
+        self._backtracks_table: list[list[list[tuple[int, int]]]] | None = None
         self._step: dict[int, int] = {}
         self.initial = self.store.make(False, ((self.sep, EPSILON),))
         self.atom_table = bytes(gnf.atom_of)  # for bytes.translate
+
+    @property
+    def below(self) -> list[set[int]]:
+        """Stack adjacency (:func:`~.adjacency.stack_adjacency`): ``below[A]`` may sit under A."""
+        if self._below is None:
+            self._below = stack_adjacency(self.gnf)
+        return self._below
+
+    @property
+    def _backtracks(self) -> list[list[list[tuple[int, int]]]]:
+        """For each (A_last, atom): the backtrack candidates A below A_last, with their tails."""
+        if self._backtracks_table is None:
+            below = self.below
+            self._backtracks_table = [
+                [[(a, t) for a, t in self._tops[k] if a in below[last]] for k in range(self.num_atoms)]
+                for last in range(self.n)
+            ]
+        return self._backtracks_table
 
     def step(self, node: int, atom: int) -> int:
         key = node * self.num_atoms + atom
@@ -84,9 +101,10 @@ class Displacer:
                     candidates = [(a, t, EPSILON) for a, t in self._tops[atom]]
                 else:
                     candidates = []
+                backtracks = self._backtracks_table or self._backtracks
                 for in_sym, deeper in store.edges(rest):
                     consumed = make(False, ((in_sym, deeper),))
-                    candidates += [(a, t, consumed) for a, t in self._backtracks[in_sym - n - 1][atom]]
+                    candidates += [(a, t, consumed) for a, t in backtracks[in_sym - n - 1][atom]]
                 for a, tail, consumed in candidates:
                     enqueued = make(False, ((sep, make(False, ((n + 1 + a, consumed),))),))
                     result = union(result, concat(tail, enqueued))

@@ -6,6 +6,8 @@ that every view can point at the problem itself instead of re-parsing a message.
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,11 +65,24 @@ def _padding(shown: str) -> str:
 
 
 def position_of(text: str, offset: int) -> tuple[int, int]:
-    """1-based ``(line, column)`` of a character offset in ``text``."""
+    """1-based ``(line, column)`` of a character offset in ``text``.
+
+    The lowering asks this for every nonterminal it makes (its provenance), always of the same
+    text: counting newlines up to each offset was half of ``lower`` on c_like (358 calls), so the
+    line starts of the last text asked about are kept and searched by bisection.
+    """
+    global _last_lines
     offset = max(0, min(offset, len(text)))
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, column
+    known, starts = _last_lines
+    if known is not text:
+        starts = [0] + [match.end() for match in _NEWLINE.finditer(text)]
+        _last_lines = (text, starts)
+    line = bisect_right(starts, offset)
+    return line, offset - starts[line - 1] + 1
+
+
+_NEWLINE = re.compile("\n")
+_last_lines: tuple[str | None, list[int]] = (None, [0])
 
 
 @dataclass

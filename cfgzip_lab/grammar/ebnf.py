@@ -3,7 +3,8 @@
 CFGzip must class tokens for exactly the language XGrammar enforces, so this front
 end reads the dialect ``xgrammar.Grammar.from_ebnf`` reads (checked by experiment
 against xgrammar 0.2.8, whose parser is ``cpp/grammar_parser.cc``) and refuses what
-it cannot reproduce instead of approximating it.
+it cannot reproduce instead of approximating it. The tokens and the parser are in
+:mod:`.ebnf_syntax`; this module holds the semantic actions and the whole-grammar checks.
 
 The dialect, as XGrammar reads it:
 
@@ -46,13 +47,20 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import NamedTuple
 
-from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
-
 from .diagnostics import Diagnostic, GrammarError, Severity, position_of
+from .ebnf_syntax import (
+    ELEMENT_STARTS,
+    MACROS,
+    NAME_PATTERN,
+    QUANTIFIERS,
+    Nested,
+    ParseFailure,
+    Tok,
+    parse_chunk,
+    tokens,
+)
 from .regex import RegexError, regex_to_expr
 from .tree import (
     CharClass,
@@ -78,67 +86,16 @@ __all__ = [
     "CAPTURE_DROPPED",
 ]
 
-XGRAMMAR_MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex")
+XGRAMMAR_MACROS = MACROS
 MAX_REPEAT_BOUND = 2**31 - 1  # XGrammar stores bounds as int32 and wraps larger ones
 _MAX_CODE_POINT = 0x10FFFF
 _RESERVED_WORDS = ("true", "false")  # XGrammar lexes them as booleans, never as names
 
-_NAME = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
-
-# Whitespace and comments between tokens. A comment must run to the end of its line:
-# otherwise "# # # #" could split in exponentially many ways when a lookahead fails.
-_GAP = r"(?:[ \t\r\n]|#[^\r\n]*(?![^\r\n]))*"
-
-# One LALR(1) grammar. Strings and classes are single terminals because whitespace
-# inside them is significant; their contents are decoded by the regexes further
-# down. RULE_NAME looks ahead for ``::=`` (possibly after an attribute block,
-# whitespace or comments): that lookahead is what ends a rule body at the next
-# rule head without needing a second token of lookahead in the parser.
-_LARK_GRAMMAR = rf"""
-start: rule*
-rule: RULE_NAME ATTRIBUTES? ASSIGN choices lookahead?
-lookahead: LOOKAHEAD choices RPAR
-choices: sequence (VBAR sequence)*
-sequence: item+
-item: atom quantifier?
-quantifier: STAR | PLUS | QMARK | LBRACE INT (COMMA (INT | NAME)?)? RBRACE
-?atom: STRING                     -> literal
-     | CHAR_CLASS                 -> char_class
-     | NAME                       -> rule_ref
-     | TOKEN_REF                  -> token_ref
-     | LPAR choices? RPAR         -> group
-     | MACRO LPAR macro_arg* RPAR -> macro_call
-macro_arg: STRING | INT | NAME | MACRO | COMMA | EQUAL | LPAR macro_arg* RPAR
-
-RULE_NAME.4: /{_NAME}(?=\[[^\]\r\n]*\][ \t]*::=|{_GAP}::=)/
-ATTRIBUTES.3: /\[[^\]\r\n]*\](?=[ \t]*::=)/
-MACRO.2: /(?:{"|".join(XGRAMMAR_MACROS)})(?![A-Za-z0-9_.\-])/
-NAME: /{_NAME}/
-INT: /[0-9]+/
-STRING: /"(?:[^"\\\r\n]|\\[^\r\n])*"/
-CHAR_CLASS: /\[(?:[^\]\\\r\n]|\\[^\r\n])*\]/
-TOKEN_REF: /<[^<>\r\n]*>/
-ASSIGN: "::="
-LOOKAHEAD: "(="
-LPAR: "("
-RPAR: ")"
-VBAR: "|"
-STAR: "*"
-PLUS: "+"
-QMARK: "?"
-LBRACE: "{{"
-RBRACE: "}}"
-COMMA: ","
-EQUAL: "="
-%ignore /[ \t\r\n]+/
-%ignore /#[^\r\n]*/
-"""
-
 # A line that starts a rule. Used only to cut the text into one chunk per rule so that
-# a syntax error in one rule still lets every other rule be checked (LALR stops at the
+# a syntax error in one rule still lets every other rule be checked (the parser stops at the
 # first error). Strings, classes and comments never span lines, so a line matching this
 # is a rule head in XGrammar too.
-_RULE_HEAD = re.compile(rf"^[ \t]*({_NAME})(?:\[[^\]\r\n]*\])?[ \t]*::=", re.MULTILINE)
+_RULE_HEAD = re.compile(rf"^[ \t]*({NAME_PATTERN})(?:\[[^\]\r\n]*\])?[ \t]*::=", re.MULTILINE)
 
 _STRING_ESCAPES = {
     "'": "'", '"': '"', "?": "?", "\\": "\\", "/": "/", "0": "\0",
@@ -176,8 +133,6 @@ LOOKAHEAD_DROPPED = (
 )
 CAPTURE_DROPPED = "capture attribute dropped: it names a match and leaves the language unchanged"
 
-_ELEMENT_STARTS = frozenset({"STRING", "CHAR_CLASS", "NAME", "LPAR", "MACRO", "TOKEN_REF"})
-_QUANTIFIERS = frozenset({"STAR", "PLUS", "QMARK", "LBRACE"})
 # How a syntax error names what the parser wanted, in the order it lists them.
 _EXPECTED_WORDS = {
     "ELEMENT": "an element (string, character class, rule name or '(')",
@@ -224,11 +179,6 @@ class _Definition:
     name_span: Span
     lookahead: Expr | None
     macro_refs: tuple[RuleRef, ...]  # rule names passed to refused macros such as TagDispatch
-
-
-@cache
-def _parser() -> Lark:
-    return Lark(_LARK_GRAMMAR, parser="lalr", lexer="basic", maybe_placeholders=False)
 
 
 def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> GrammarAST:
@@ -286,14 +236,14 @@ def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
     definitions: list[_Definition] = []
     broken_names: set[str] = set()  # defined in a chunk that did not parse
     for start, end in _rule_chunks(text):
-        builder = _Builder(text, start, diagnostics)
+        builder = _Builder(text)
         try:
-            builder.transform(_parser().parse(text[start:end]))
-        except UnexpectedInput as error:
-            diagnostics.append(_syntax_diagnostic(text, start, end, error))
+            parse_chunk(tokens(text, start, end), builder)
+        except ParseFailure as error:  # the chunk's own diagnostics and rules go, as lark's did
+            diagnostics.append(_syntax_diagnostic(text, end, error))
             broken_names.update(m.group(1) for m in _RULE_HEAD.finditer(text, start, end))
-        except VisitError as error:  # a bug in _Builder, not in the grammar
-            raise error.orig_exc from error
+            continue
+        diagnostics += builder.diagnostics
         definitions += builder.definitions
     rules = _check_rules(text, root, definitions, broken_names, diagnostics)
     if not any(d.severity == "error" for d in diagnostics):
@@ -328,26 +278,25 @@ def _diagnostic(text: str, span: Span, message: str, severity: Severity = "error
     return Diagnostic(line, column, message, severity, span)
 
 
-def _syntax_diagnostic(text: str, start: int, end: int, error: UnexpectedInput) -> Diagnostic:
-    """Say what lark found and what it expected, at the offending position in ``text``."""
-    if isinstance(error, UnexpectedCharacters):
-        at = start + error.pos_in_stream
+def _syntax_diagnostic(text: str, end: int, error: ParseFailure) -> Diagnostic:
+    """Say what the parser found and what it expected, at the offending position in ``text``
+    (``end``: where the chunk ends)."""
+    token = error.token
+    if token.type == "ERROR":
+        at = token.start_pos
         char = text[at]
         message = _UNEXPECTED_CHARACTER.get(char, f"unexpected character {char!r}")
         if text.startswith(("//", "/*"), at):
             message = f"unexpected {text[at : at + 2]!r}: comments start with '#' in XGrammar's EBNF (to the line end)"
             return _diagnostic(text, (at, at + 2), message)
         return _diagnostic(text, (at, at + 1), message)
-    assert isinstance(error, UnexpectedToken)
-    token = error.token
-    if token.type == "$END":  # lark borrows the last token's position for the end
-        at = start + (token.end_pos or 0)
+    if token.type == "$END":  # placed at the end of the last token, as lark placed it
+        at = token.start_pos
         last = end == len(text)
         found = "end of the grammar" if last else "end of the rule (the next rule starts below)"
         span = (at, at)
     else:
-        at = start + token.start_pos
-        span = (at, start + token.end_pos)
+        span = (token.start_pos, token.end_pos)
         if token.type == "ASSIGN":
             return _diagnostic(text, span, "'::=' needs a rule name right before it")
         found = f"{token.value!r}"
@@ -356,46 +305,48 @@ def _syntax_diagnostic(text: str, start: int, end: int, error: UnexpectedInput) 
 
 
 def _describe_expected(expected: set[str]) -> str:
-    if _ELEMENT_STARTS <= expected:
-        expected = (expected - _ELEMENT_STARTS) | {"ELEMENT"}
-    if _QUANTIFIERS <= expected:
-        expected = (expected - _QUANTIFIERS) | {"QUANTIFIER"}
+    if ELEMENT_STARTS <= expected:
+        expected = (expected - ELEMENT_STARTS) | {"ELEMENT"}
+    if QUANTIFIERS <= expected:
+        expected = (expected - QUANTIFIERS) | {"QUANTIFIER"}
     words = [word for name, word in _EXPECTED_WORDS.items() if name in expected]
     words += sorted(name for name in expected if name not in _EXPECTED_WORDS)
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-_Located = Token | Expr | Span
+_Located = Tok | Expr | Span
 
 
-@v_args(inline=True)
-class _Builder(Transformer):
-    """Turns one chunk's parse tree into AST nodes whose spans are offsets in the whole text.
+class _Builder:
+    """The parser's semantic actions: AST nodes whose spans are offsets in the whole text.
 
     Problems local to one construct (bad escapes, bounds, refused constructs) become
     diagnostics here and the node is replaced by a placeholder so that checking goes on.
+    The parser calls these bottom-up, left to right, so diagnostics keep the text's order.
     """
 
-    def __init__(self, text: str, offset: int, diagnostics: list[Diagnostic]) -> None:
-        super().__init__(visit_tokens=False)
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.offset = offset
-        self.diagnostics = diagnostics
+        self.diagnostics: list[Diagnostic] = []
         self.definitions: list[_Definition] = []
         self._macro_refs: list[RuleRef] = []  # of the rule being built
 
-    def _span(self, first: _Located, last: _Located | None = None) -> Span:
+    @staticmethod
+    def _span(first: _Located, last: _Located | None = None) -> Span:
         """From the start of ``first`` to the end of ``last`` (default ``first``), in the text."""
-
-        def bounds(x: _Located) -> Span:
-            if isinstance(x, Token):
-                return self.offset + x.start_pos, self.offset + x.end_pos
-            if isinstance(x, tuple):
-                return x
-            assert x.span is not None
-            return x.span
-
-        return bounds(first)[0], bounds(last if last is not None else first)[1]
+        if last is None:
+            last = first
+        if isinstance(first, Tok):
+            start = first.start_pos
+        elif isinstance(first, tuple):
+            start = first[0]
+        else:
+            start = first.span[0]  # type: ignore[index]
+        if isinstance(last, Tok):
+            return start, last.end_pos
+        if isinstance(last, tuple):
+            return start, last[1]
+        return start, last.span[1]  # type: ignore[index]
 
     def _report(self, span: Span, message: str, severity: Severity = "error") -> None:
         self.diagnostics.append(_diagnostic(self.text, span, message, severity))
@@ -407,13 +358,16 @@ class _Builder(Transformer):
 
     # ---- atoms -------------------------------------------------------------------------
 
-    def literal(self, token: Token) -> Literal:
-        span = self._span(token)
-        code_points = self._decode(token.value[1:-1], span[0] + 1, _STRING_ESCAPES)
+    def literal(self, token: Tok) -> Literal:
+        span = (token.start_pos, token.end_pos)
+        body = token.value[1:-1]
+        if "\\" not in body:  # no escapes: the text is the body (most literals)
+            return Literal(body, span)
+        code_points = self._decode(body, span[0] + 1, _STRING_ESCAPES)
         return Literal("".join(map(chr, code_points)), span)
 
-    def char_class(self, token: Token) -> CharClass:
-        span = self._span(token)
+    def char_class(self, token: Tok) -> CharClass:
+        span = (token.start_pos, token.end_pos)
         body, start = token.value[1:-1], span[0] + 1
         negated = body.startswith("^")
         if negated:
@@ -434,7 +388,10 @@ class _Builder(Transformer):
 
     def _decode_one(self, member: re.Match[str], group: str, start: int) -> int:
         """The code point of one class character; 0 stands in for a reported bad escape."""
-        code_points = self._decode(member.group(group), start + member.start(group), _CLASS_ESCAPES)
+        piece = member.group(group)
+        if len(piece) == 1:
+            return ord(piece)
+        code_points = self._decode(piece, start + member.start(group), _CLASS_ESCAPES)
         return code_points[0] if code_points else 0
 
     def _decode(self, body: str, start: int, escapes: dict[str, str]) -> list[int]:
@@ -473,50 +430,45 @@ class _Builder(Transformer):
         offsets.append(start + len(body))
         return out, offsets
 
-    def rule_ref(self, token: Token) -> RuleRef:
-        span = self._span(token)
+    def rule_ref(self, token: Tok) -> RuleRef:
+        span = (token.start_pos, token.end_pos)
         if token.value in _RESERVED_WORDS:
             self._report(span, f"{token.value!r} is a boolean in XGrammar's EBNF, not a rule name")
         return RuleRef(token.value, span)
 
-    def token_ref(self, token: Token) -> Literal:
+    def token_ref(self, token: Tok) -> Literal:
         return self._refuse("<token>", self._span(token))
 
-    def macro_call(self, name: Token, *rest: Token | Tree) -> Expr:
+    def macro_call(self, name: Tok, args: list[Tok | Nested], rpar: Tok) -> Expr:
+        span = (name.start_pos, rpar.end_pos)
+        if name.value == "Regex":
+            return self._regex(span, args)
         # Rule names among the arguments still count as references, so that an undefined
         # one is reported and the rules a TagDispatch dispatches to are not called unreachable.
-        tokens = [
-            token for part in rest for token in (part.scan_values(_is_token) if isinstance(part, Tree) else [part])
-        ]
-        closer = rest[-1]
-        assert isinstance(closer, Token)
-        span = self._span(name, closer)
-        if name.value == "Regex":
-            return self._regex(span, rest[1:-1])
-        for token, following in zip(tokens, tokens[1:]):
+        flat = [token for arg in args for token in (arg.tokens() if isinstance(arg, Nested) else [arg])] + [rpar]
+        for token, following in zip(flat, flat[1:]):
             is_key = following.type == "EQUAL"  # loop_after_dispatch=..., excludes=...
             if token.type == "NAME" and not is_key and token.value not in _RESERVED_WORDS:
                 self._macro_refs.append(RuleRef(token.value, self._span(token)))
         return self._refuse(f"{name.value}(...)", span)
 
-    def _regex(self, span: Span, args: tuple[Token | Tree, ...]) -> Expr:
+    def _regex(self, span: Span, parts: list[Tok | Nested]) -> Expr:
         """``Regex("pattern", json_string=true|false)``: checked as XGrammar's parser does, then
         lowered exactly by :mod:`.regex`; a regex problem points at its character in the text."""
-        parts = [a.children[0] if isinstance(a, Tree) and len(a.children) == 1 else a for a in args]
-        arguments: list[list[Token | Tree]] = [[]]
+        arguments: list[list[Tok | Nested]] = [[]]
         for part in parts:
-            if isinstance(part, Token) and part.type == "COMMA":
+            if isinstance(part, Tok) and part.type == "COMMA":
                 arguments.append([])
             else:
                 arguments[-1].append(part)
-        positional: list[Token | Tree] = []
+        positional: list[Tok | Nested] = []
         json_string = False
         for argument in arguments if parts else []:
-            if len(argument) == 3 and isinstance(argument[0], Token) and _token_type(argument[1]) == "EQUAL":
+            if len(argument) == 3 and isinstance(argument[0], Tok) and _token_type(argument[1]) == "EQUAL":
                 key, value = argument[0].value, argument[2]
                 if key != "json_string":
                     self._report(span, f"Regex does not support the named argument {key}")
-                elif not (isinstance(value, Token) and value.value in _RESERVED_WORDS):
+                elif not (isinstance(value, Tok) and value.value in _RESERVED_WORDS):
                     self._report(span, "json_string must be a boolean (true or false)")
                 else:
                     json_string = value.value == "true"
@@ -529,10 +481,10 @@ class _Builder(Transformer):
             self._report(span, "Regex expects exactly one string argument")
             return Literal("", span)
         pattern = positional[0]
-        if not (isinstance(pattern, Token) and pattern.type == "STRING"):
+        if not (isinstance(pattern, Tok) and pattern.type == "STRING"):
             self._report(span, "Regex pattern must be a string literal")
             return Literal("", span)
-        start = self._span(pattern)[0] + 1
+        start = pattern.start_pos + 1
         code_points, offsets = self._decode_located(pattern.value[1:-1], start, _STRING_ESCAPES)
         try:
             expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string)
@@ -544,22 +496,20 @@ class _Builder(Transformer):
             return Literal("", span)
         return _with_span(expr, span)
 
-    def group(self, lpar: Token, *rest: Expr | Token) -> Expr:
+    def group(self, lpar: Tok, inner: Expr | None, rpar: Tok) -> Expr:
         """The inner expression, its span widened to the parentheses; ``()`` is ε."""
-        inner, rpar = rest[0], rest[-1]
-        assert isinstance(rpar, Token)
-        span = self._span(lpar, rpar)
-        if isinstance(inner, Token):  # "()": XGrammar's other spelling of ""
+        span = (lpar.start_pos, rpar.end_pos)
+        if inner is None:  # "()": XGrammar's other spelling of ""
             return Literal("", span)
         return replace(inner, span=span)
 
     # ---- composites --------------------------------------------------------------------
 
-    def quantifier(self, *tokens: Token) -> _Quantifier:
-        end = self._span(tokens[-1])[1]
+    def quantifier(self, tokens: list[Tok]) -> _Quantifier:
+        end = tokens[-1].end_pos
         kind = tokens[0].type
         if kind != "LBRACE":
-            return _Quantifier(*{"STAR": (0, None), "PLUS": (1, None), "QMARK": (0, 1)}[kind], end)
+            return _Quantifier(*_SIMPLE_QUANTIFIERS[kind], end)
         low = self._bound(tokens[1])
         if len(tokens) == 3:  # {m}
             return _Quantifier(low, low, end)
@@ -576,7 +526,7 @@ class _Builder(Transformer):
             high = low
         return _Quantifier(low, high, end)
 
-    def _bound(self, token: Token) -> int:
+    def _bound(self, token: Tok) -> int:
         value = int(token.value)
         if value > MAX_REPEAT_BOUND:
             message = f"repetition bound {value} is too large: XGrammar wraps bounds above 2**31-1"
@@ -584,22 +534,23 @@ class _Builder(Transformer):
             return MAX_REPEAT_BOUND
         return value
 
-    def item(self, atom: Expr, quantifier: _Quantifier | None = None) -> Expr:
+    def item(self, atom: Expr, quantifier: _Quantifier | None) -> Expr:
         if quantifier is None:
             return atom
-        return Repeat(atom, quantifier.min, quantifier.max, self._span(atom, (0, quantifier.end)))
+        return Repeat(atom, quantifier.min, quantifier.max, (atom.span[0], quantifier.end))  # type: ignore[index]
 
-    def sequence(self, *items: Expr) -> Expr:
-        return items[0] if len(items) == 1 else Sequence(items, self._span(items[0], items[-1]))
+    def sequence(self, items: list[Expr]) -> Expr:
+        if len(items) == 1:
+            return items[0]
+        return Sequence(tuple(items), (items[0].span[0], items[-1].span[1]))  # type: ignore[index]
 
-    def choices(self, *children: Expr | Token) -> Expr:
-        options = tuple(c for c in children if not isinstance(c, Token))  # drop the '|'s
+    def choices(self, options: list[Expr]) -> Expr:
         if len(options) == 1:
             return options[0]
-        return Choice(options, self._span(options[0], options[-1]))
+        return Choice(tuple(options), (options[0].span[0], options[-1].span[1]))  # type: ignore[index]
 
-    def lookahead(self, opener: Token, body: Expr, closer: Token) -> _Lookahead:
-        span = self._span(opener, closer)
+    def lookahead(self, opener: Tok, body: Expr, closer: Tok) -> _Lookahead:
+        span = (opener.start_pos, closer.end_pos)
         # XGrammar's parser accepts these but its grammar checks reject them afterwards.
         if isinstance(body, Choice):
             self._report(span, "XGrammar does not support choices in a lookahead assertion")
@@ -608,8 +559,8 @@ class _Builder(Transformer):
         self._report(span, LOOKAHEAD_DROPPED, "warning")
         return _Lookahead(body, span)
 
-    def rule(self, name: Token, *rest: Token | Expr | _Lookahead) -> None:
-        name_span = self._span(name)
+    def rule(self, name: Tok, attributes: Tok | None, body: Expr, lookahead: _Lookahead | None) -> None:
+        name_span = (name.start_pos, name.end_pos)
         line_start = self.text.rfind("\n", 0, name_span[0]) + 1
         if self.text[line_start : name_span[0]].strip():
             self._report(name_span, f"rule {name.value!r} must start on a new line")
@@ -617,18 +568,15 @@ class _Builder(Transformer):
         # reference would read as a macro call.
         if name.value in _RESERVED_WORDS:
             self._report(name_span, f"{name.value!r} is reserved in XGrammar's EBNF")
-        if isinstance(rest[0], Token) and rest[0].type == "ATTRIBUTES":
-            self._attributes(rest[0])
-        lookahead = rest[-1] if isinstance(rest[-1], _Lookahead) else None
-        body = rest[-2] if lookahead else rest[-1]
-        assert not isinstance(body, (Token, _Lookahead))
+        if attributes is not None:
+            self._attributes(attributes)
         end = lookahead.span[1] if lookahead else body.span[1]  # type: ignore[index]
         rule = Rule(name.value, body, (name_span[0], end))
         macro_refs, self._macro_refs = tuple(self._macro_refs), []
         hidden = lookahead.body if lookahead else None
         self.definitions.append(_Definition(rule, name_span, hidden, macro_refs))
 
-    def _attributes(self, token: Token) -> None:
+    def _attributes(self, token: Tok) -> None:
         """Refuse ``max_tokens=N``; drop ``capture`` with a warning (the language is unchanged)."""
         span = self._span(token)
         body, position = token.value[1:-1], 0
@@ -645,12 +593,11 @@ class _Builder(Transformer):
             position = match.end()
 
 
-def _is_token(value: object) -> bool:
-    return isinstance(value, Token)
+_SIMPLE_QUANTIFIERS = {"STAR": (0, None), "PLUS": (1, None), "QMARK": (0, 1)}
 
 
 def _token_type(value: object) -> str | None:
-    return value.type if isinstance(value, Token) else None
+    return value.type if isinstance(value, Tok) else None
 
 
 def _with_span(expr: Expr, span: Span) -> Expr:
@@ -686,6 +633,7 @@ def _check_rules(
     """Duplicates, undefined references, the root rule and reachability, over the whole grammar."""
     rules: dict[str, Rule] = {}
     first_span: dict[str, Span] = {}
+    body_refs: dict[str, tuple[RuleRef, ...]] = {}  # of each name's first definition
     for definition in definitions:
         name = definition.rule.name
         if name in rules:
@@ -697,7 +645,10 @@ def _check_rules(
         first_span[name] = definition.name_span
     known = rules.keys() | broken_names
     for definition in definitions:
-        for ref in _references(definition.rule.body, definition.lookahead) + definition.macro_refs:
+        refs = _references(definition.rule.body)
+        if rules[definition.rule.name] is definition.rule:
+            body_refs[definition.rule.name] = refs
+        for ref in refs + _references(definition.lookahead) + definition.macro_refs:
             if ref.name not in known and ref.name not in _RESERVED_WORDS:
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
@@ -705,7 +656,7 @@ def _check_rules(
     if root not in known:
         diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
     elif not broken_names:  # with unparsed rules we cannot know who references whom
-        _warn_unreachable(text, root, definitions, rules, first_span, diagnostics)
+        _warn_unreachable(text, root, definitions, body_refs, first_span, diagnostics)
     return rules
 
 
@@ -796,28 +747,32 @@ def _warn_unreachable(
     text: str,
     root: str,
     definitions: list[_Definition],
-    rules: dict[str, Rule],
+    body_refs: dict[str, tuple[RuleRef, ...]],
     name_spans: dict[str, Span],
     diagnostics: list[Diagnostic],
 ) -> None:
     """Warn at each rule the root cannot reach; say so when a dropped or refused construct did."""
     hidden = {d.rule.name: d.macro_refs + _references(d.lookahead) for d in definitions}
-    in_language = _reachable(root, rules, {})
-    with_hidden = _reachable(root, rules, hidden)
-    for name in rules.keys() - in_language:
+    in_language = _reachable(root, body_refs, {})
+    with_hidden = _reachable(root, body_refs, hidden)
+    for name in body_refs.keys() - in_language:
         note = " (only dropped or refused constructs use it)" if name in with_hidden else ""
         message = f"rule {name!r} is unreachable from {root!r}{note}"
         diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
 
 
-def _reachable(root: str, rules: dict[str, Rule], hidden: dict[str, tuple[RuleRef, ...]]) -> set[str]:
-    """Names reachable from ``root`` through bodies and, per rule, its ``hidden`` references."""
+def _reachable(
+    root: str, body_refs: dict[str, tuple[RuleRef, ...]], hidden: dict[str, tuple[RuleRef, ...]]
+) -> set[str]:
+    """Names reachable from ``root`` through bodies (``body_refs``: the references in each
+    rule's body) and, per rule, its ``hidden`` references."""
     seen, todo = {root}, [root]
     while todo:
-        rule = rules.get(todo.pop())
-        if rule is None:
+        name = todo.pop()
+        refs = body_refs.get(name)
+        if refs is None:
             continue
-        for ref in _references(rule.body) + hidden.get(rule.name, ()):
+        for ref in refs + hidden.get(name, ()):
             if ref.name not in seen:
                 seen.add(ref.name)
                 todo.append(ref.name)

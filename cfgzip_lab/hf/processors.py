@@ -1,9 +1,14 @@
-"""Grammar logits processors for transformers, and the in-process class cache they use.
+"""Grammar logits processors for transformers, over the per-request grammar cache.
 
 :class:`PlainLogitsProcessor` and :class:`CompressedLogitsProcessor` are transformers
 ``LogitsProcessor`` objects with one interface, over XGrammar on the whole vocabulary
 (the oracle) and over the K class representatives (CFGzip). Both mask ``scores`` in
 place for any batch size; same masks, hence byte-identical generations under one seed.
+
+Classes and native engines come from :func:`cfgzip_lab.grammar_cache.default_grammar_cache`
+(memory, then the cache directory, then built), so a grammar is classed once per machine.
+A grammar may be XGrammar EBNF, GBNF or a JSON Schema text (:func:`grammar_text_of` gives the
+EBNF the engines compile).
 """
 
 from __future__ import annotations
@@ -40,40 +45,36 @@ EngineKind = Literal["plain", "compressed", "native"]
 
 
 # ---------------------------------------------------------------------------------------
-# Grammars and classes, cached in-process
+# Grammars and classes, from the grammar cache
 # ---------------------------------------------------------------------------------------
 _classes_lock = threading.Lock()
-_CLASSES: dict[tuple[str, str], TokenClasses] = {}
 
 
 def grammar_text_of(grammar: str | CompiledGrammar) -> str:
-    """The EBNF text of a grammar given as text or as a :class:`pipeline.CompiledGrammar`."""
-    return grammar if isinstance(grammar, str) else grammar.text
+    """The EBNF text of a grammar given as text (EBNF, or a JSON Schema: XGrammar's EBNF for it)
+    or as a :class:`pipeline.CompiledGrammar`."""
+    if not isinstance(grammar, str):
+        return grammar.text
+    from ..grammar.sources import detect_kind, to_ebnf
+
+    return grammar if detect_kind(grammar) == "ebnf" else to_ebnf(grammar).ebnf
 
 
 def cached_classes(grammar: str | CompiledGrammar, vocab: VocabTable) -> TokenClasses:
-    """Displacement classes of ``vocab`` under ``grammar``, built once per process.
+    """Displacement classes of ``vocab`` under ``grammar``, built once per machine: through
+    :func:`cfgzip_lab.grammar_cache.default_grammar_cache` (in memory, then the cache directory)."""
+    from ..grammar_cache import default_grammar_cache
 
-    Keyed by (grammar sha256, vocabulary fingerprint); building compiles the grammar to
-    GNF first when it is given as text.
-    """
-    from ..pipeline import CompiledGrammar, build_classes, compile_grammar
-
-    key = (grammar_sha256(grammar_text_of(grammar)), vocab.fingerprint)
-    with _classes_lock:
-        hit = _CLASSES.get(key)
-    if hit is not None:
-        return hit
-    compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(grammar)
-    classes = build_classes(compiled, vocab).classes
-    with _classes_lock:
-        return _CLASSES.setdefault(key, classes)
+    return default_grammar_cache().classes(grammar, vocab)
 
 
 def clear_classes_cache() -> None:
-    """Forget every class partition :func:`cached_classes` built (and the native engines on them)."""
+    """Forget every grammar held in memory (the default grammar cache's, and the native engines
+    built on given classes); the cache directory keeps its files."""
+    from ..grammar_cache import default_grammar_cache
+
+    default_grammar_cache().clear()
     with _classes_lock:
-        _CLASSES.clear()
         _NATIVE.clear()
 
 
@@ -83,15 +84,18 @@ _NATIVE: dict[tuple[str, str, str], object] = {}
 def cached_native_engine(grammar: str | CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None = None):
     """The native engine (:mod:`cfgzip_lab.native`) of ``grammar`` and ``classes``, built once per process.
 
-    Keyed by (grammar sha256, vocabulary fingerprint, classes digest); ``classes`` default:
-    :func:`cached_classes`. Building compiles the grammar to GNF and the σ_in index.
+    Without ``classes``, the default grammar cache's engine (:func:`cfgzip_lab.engine_for`: from
+    memory, the cache directory, or built). With them, keyed by (grammar sha256, vocabulary
+    fingerprint, classes digest); building compiles the grammar to GNF and the σ_in index.
     """
     from ..native import build_native_engine
     from ..pipeline import compile_grammar
 
-    text = grammar_text_of(grammar)
     if classes is None:
-        classes = cached_classes(grammar, vocab)
+        from ..grammar_cache import default_grammar_cache
+
+        return default_grammar_cache().engine(grammar, vocab)
+    text = grammar_text_of(grammar)
     classes.check_fits(text, vocab)
     key = (grammar_sha256(text), vocab.fingerprint, classes.digest())
     with _classes_lock:
@@ -110,9 +114,13 @@ def cached_native_engine(grammar: str | CompiledGrammar, vocab: VocabTable, clas
 def _engines_for(
     grammar: str | CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None, need_classes: bool
 ) -> CompiledEngines:
-    text = grammar_text_of(grammar)
     if classes is None and need_classes:
-        classes = cached_classes(grammar, vocab)
+        from ..grammar_cache import default_grammar_cache
+
+        ready = default_grammar_cache().get(grammar, vocab)
+        text, classes = ready.compiled.text, ready.classes
+    else:
+        text = grammar_text_of(grammar)
     if classes is not None:
         classes.check_fits(text, vocab)
     return compile_engines(text, vocab, classes)
@@ -139,9 +147,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
 
     kind: EngineKind
 
-    def __init__(self, engines: CompiledEngines) -> None:
+    def __init__(self, engines: CompiledEngines | None, vocab: VocabTable | None = None) -> None:
         self.engines = engines
-        self.vocab = engines.vocab
+        self.vocab = vocab if vocab is not None else engines.vocab
         self._is_stop = np.asarray(self.vocab.kinds) == TokenKind.STOP
         self.reset()
 
@@ -270,8 +278,10 @@ class NativeLogitsProcessor(GrammarLogitsProcessor):
     displacements, no XGrammar at decode time (a request past the state budget falls back to
     the compressed engine on its own).
 
-    ``grammar`` may be a :class:`cfgzip_lab.native.NativeEngine`; otherwise one is built and
-    cached in-process (:func:`cached_native_engine`) from ``classes`` (default: :func:`cached_classes`).
+    ``grammar`` may be a :class:`cfgzip_lab.native.NativeEngine`; otherwise one comes from
+    :func:`cached_native_engine` (without ``classes``: the grammar cache, so from the cache
+    directory when the grammar was classed before). No XGrammar is compiled for it:
+    ``engines`` is the engine's own XGrammar engines if it has some, else None.
     """
 
     kind: EngineKind = "native"
@@ -286,8 +296,7 @@ class NativeLogitsProcessor(GrammarLogitsProcessor):
                 raise TypeError("a grammar needs its vocabulary table")
             native = cached_native_engine(grammar, vocab, classes)
         self.native = native
-        engines = native.xgrammar_engines or compile_engines(native.compiled.text, native.vocab, native.classes)
-        super().__init__(engines)
+        super().__init__(native.xgrammar_engines, native.vocab)
 
     def _new_engine(self):
         return self.native.matcher()

@@ -17,11 +17,12 @@ only :class:`~cfgzip_lab.expand.Expander` is public.
 from __future__ import annotations
 
 import importlib
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from .tables import ExpansionTables
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["BACKENDS", "BackendName", "ExpansionTables", "backend_for", "backend_class"]
 

@@ -22,12 +22,15 @@ bounded (least recently used out first) and holds read-only arrays.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .tables import ExpansionTables
 from .union_tables import CompiledExpansion, largest_classes, pair_lists, union_tables
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["CpuExpansion", "LARGE_CLASS_TOKENS", "MAX_LARGE_CLASSES"]
 
@@ -188,6 +191,8 @@ class CpuExpansion:
         the compiled kernel is not built (:meth:`cfgzip_lab.expand.Expander.mask_logits_`
         prefers the kernel).
         """
+        import torch  # the logits are a tensor: torch is loaded already
+
         class_rows = np.ascontiguousarray(class_bitmask, dtype=np.int32).reshape(-1, self.t.class_bitmask_size)
         if logits.dtype in (torch.float32, torch.float16, torch.float64):
             # numpy's add stays on this thread; torch's add_ wakes its thread pool,

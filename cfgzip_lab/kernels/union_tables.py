@@ -36,10 +36,13 @@ def union_tables(class_of: np.ndarray, large: np.ndarray, vocab_words: int) -> t
     tables = np.zeros((groups, 16, vocab_words), dtype=np.int32)
     bits = np.zeros(vocab_words * 32, dtype=bool)
     for g in range(groups):
+        rows = []  # the four members' packed rows, each compared once (not once per code)
+        for member in members[4 * g : 4 * g + 4].tolist():
+            bits[: class_of.size] = class_of == member
+            rows.append(np.packbits(bits, bitorder="little").view(np.int32))
         for code in range(1, 16):
             low = (code & -code).bit_length() - 1
-            bits[: class_of.size] = class_of == members[4 * g + low]
-            tables[g, code] = tables[g, code & (code - 1)] | np.packbits(bits, bitorder="little").view(np.int32)
+            tables[g, code] = tables[g, code & (code - 1)] | rows[low]
     return members.reshape(groups, 4), tables
 
 

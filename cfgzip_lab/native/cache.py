@@ -2,9 +2,14 @@
 
 Cache format 2 (:mod:`cfgzip_lab.classes.cache`) stores the index beside the classes as
 ``native_*`` arrays and metadata. The index's trie symbols are GNF nonterminal ids, so it is
-used only when its GNF digest matches the grammar's normal form as compiled now; a format-1
-cache, a cache written without an index, or one whose digest no longer matches gets a freshly
-built index (the representatives run through the displacer: K tokens, not the vocabulary).
+used only when its GNF digest matches the normal form it is used with; a format-1 cache, a
+cache written without an index, or one whose digest no longer matches gets a freshly built
+index (the representatives run through the displacer: K tokens, not the vocabulary).
+
+From format 4 a cache also holds the grammar's GNF, so :func:`native_engine_from_cache` needs
+neither the front end nor classing: one read of the file, the GNF and the index taken from
+their arrays (the index's lists are built only if the Python walk runs; see
+:class:`~.index.SigmaInIndex`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from .engine import NativeEngine, build_native_engine
 from .index import NativeIndexError, SigmaInIndex, gnf_digest
 
 if TYPE_CHECKING:
+    from ..classes.cache import CacheContents
     from ..classes.classing import TokenClasses
     from ..pipeline import CompiledGrammar
     from ..vocab import VocabTable
 
-__all__ = ["load_index", "native_engine_from_cache"]
+__all__ = ["load_index", "index_from_contents", "native_engine_from_cache"]
 
 _ARRAYS = ("native_edges", "native_bits_indptr", "native_bits_classes", "native_unindexed")
 
@@ -37,6 +43,19 @@ def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
         arrays, meta = read_optional_arrays(path, _ARRAYS)
     except CacheError:
         return None
+    return _index_from(arrays, meta, gnf, classes)
+
+
+def index_from_contents(contents: CacheContents, gnf, classes: TokenClasses | None = None) -> SigmaInIndex | None:
+    """The index of a cache read by :func:`cfgzip_lab.classes.cache.load_cache`, or None when it has
+    none that fits ``gnf`` and ``classes`` (default: the cache's)."""
+    arrays = {name: contents.arrays[name] for name in _ARRAYS if name in contents.arrays}
+    if len(arrays) != len(_ARRAYS):
+        return None
+    return _index_from(arrays, contents.metadata, gnf, classes if classes is not None else contents.classes)
+
+
+def _index_from(arrays, meta: dict, gnf, classes: TokenClasses) -> SigmaInIndex | None:
     if arrays is None:
         return None
     if meta.get("native_gnf_digest") != gnf_digest(gnf) or meta.get("native_num_classes") != classes.num_classes:
@@ -48,18 +67,32 @@ def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
 
 
 def native_engine_from_cache(
-    path, compiled: CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None = None, **kw
+    path,
+    compiled: CompiledGrammar | None = None,
+    vocab: VocabTable | None = None,
+    classes: TokenClasses | None = None,
+    **kw,
 ) -> NativeEngine:
     """A native engine from a class cache: its stored index when it fits, else one built now.
 
-    ``classes`` defaults to the cache's (loaded and checked against the grammar and vocabulary).
-    ``engine.index_source`` says which: ``"cache"`` or ``"built"``.
+    ``compiled`` defaults to the grammar the cache stores (format 4: its GNF, no front end; a
+    cache without one is a :class:`~cfgzip_lab.classes.cache.CacheError`); given, the cache
+    must have been built for its text. ``classes`` defaults to the cache's (checked against the
+    grammar and ``vocab``, which is required). ``engine.index_source`` says where the index came
+    from: ``"cache"`` or ``"built"``.
     """
-    from ..classes.cache import load_classes
+    from ..classes.cache import CacheError, load_cache
 
+    if vocab is None:
+        raise TypeError("native_engine_from_cache needs the vocabulary the cache was built for")
+    contents = load_cache(path, grammar_text=compiled.text if compiled is not None else None, vocab=vocab)
+    if compiled is None:
+        if contents.grammar is None:
+            raise CacheError(f"class cache {path} holds no grammar this version reads: give the compiled grammar")
+        compiled = contents.grammar
     if classes is None:
-        classes = load_classes(path, grammar_text=compiled.text, vocab=vocab)
-    index = load_index(path, compiled.gnf, classes)
+        classes = contents.classes
+    index = index_from_contents(contents, compiled.gnf, classes)
     engine = build_native_engine(compiled, vocab, classes, index=index, **kw)
     engine.index_source = "cache" if index is not None else "built"
     return engine

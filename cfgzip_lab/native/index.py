@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
-from functools import cached_property
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -69,90 +68,122 @@ def gnf_digest(gnf: GNF) -> str:
     return h.hexdigest()
 
 
-@dataclass
 class SigmaInIndex:
     """A trie of σ_in (top of stack first) whose nodes carry the set of classes with that σ_in.
 
-    Held as the arrays the cache stores: ``edges`` ``int32[E, 3]`` of ``(parent, symbol, child)``
-    grouped by parent, each parent's children by symbol; the classes at trie node ``t`` are
-    ``bits_classes[bits_indptr[t]:bits_indptr[t + 1]]`` (ascending). So loading an index, the
-    compiled build and the compiled walk never make per-node Python objects. The Python walk's
-    views are made on first use: ``children[t]`` maps a GNF nonterminal to the child trie node,
-    ``bits[t]`` is the class set at ``t`` as a Python int (bit k = class k; OR of 4,000-bit ints
-    costs ~0.1 µs).
+    ``children[t]`` maps a GNF nonterminal to the child trie node; ``bits[t]`` is the class
+    set at ``t`` as a Python int (bit k = class k; OR of 4,000-bit ints costs ~0.1 µs);
+    ``has_children[t]`` says whether the walk needs to go deeper from ``t``.
+
+    Two equal forms: those lists (what :func:`build_index` makes and the Python walk reads) and
+    the arrays of :meth:`to_arrays` (what the cache stores and the compiled walk reads, through
+    :meth:`kernel_arrays`). An index read from a cache holds only the arrays and builds the
+    lists on first use, so a process that walks with the compiled kernel never builds them
+    (c_like, 46,568 trie nodes: 0.29 s of Python per load before). Either form is converted to
+    the other with numpy, a chunk of nodes at a time, never one node per numpy call (sql_select's
+    index took 0.86 s to write that way).
     """
 
-    num_classes: int
-    edges: np.ndarray  # int32[E, 3]
-    bits_indptr: np.ndarray  # int64[T + 1]
-    bits_classes: np.ndarray  # int32
-    unindexed: np.ndarray  # int32: NORMAL classes decided by running their representative
-    gnf_digest: str
-    build_seconds: float = 0.0
-    stats: dict = field(default_factory=dict)
+    def __init__(
+        self,
+        num_classes: int,
+        children: list[dict[int, int]] | None = None,
+        bits: list[int] | None = None,
+        unindexed: np.ndarray | None = None,
+        gnf_digest: str = "",
+        build_seconds: float = 0.0,
+        stats: dict | None = None,
+        *,
+        arrays: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        if (children is None or bits is None) and arrays is None:
+            raise ValueError("an index needs its children and bits, or its arrays")
+        self.num_classes = int(num_classes)
+        self._children = children
+        self._bits = bits
+        self._arrays = arrays
+        self.unindexed = np.asarray(unindexed if unindexed is not None else [], dtype=np.int32)
+        self.gnf_digest = gnf_digest
+        self.build_seconds = build_seconds
+        self.stats = stats if stats is not None else {}
+
+    def __repr__(self) -> str:
+        return f"SigmaInIndex({self.num_classes} classes, {self.num_nodes} trie nodes, {len(self.unindexed)} unindexed)"
 
     @property
     def num_nodes(self) -> int:
-        return int(self.bits_indptr.shape[0]) - 1
+        if self._children is not None:
+            return len(self._children)
+        return int(self._arrays["native_bits_indptr"].shape[0]) - 1
 
-    @cached_property
+    @property
     def children(self) -> list[dict[int, int]]:
-        children: list[dict[int, int]] = [{} for _ in range(self.num_nodes)]
-        for p, sym, c in self.edges.tolist():
-            children[p][sym] = c
-        return children
+        if self._children is None:
+            nodes = self.num_nodes
+            children: list[dict[int, int]] = [{} for _ in range(nodes)]
+            for p, s, c in self._arrays["native_edges"].tolist():
+                children[p][s] = c
+            self._children = children
+        return self._children
 
-    @cached_property
+    @property
     def bits(self) -> list[int]:
-        ptr, flat, k = self.bits_indptr, self.bits_classes, self.num_classes
-        width, out = -(-k // 8), []
-        for start in range(0, self.num_nodes, 1024):  # 1,024 rows packed at a time (bounded memory)
-            stop = min(start + 1024, self.num_nodes)
-            lo, hi = ptr[start], ptr[stop]
-            rows = np.zeros((stop - start, width * 8), dtype=bool)
-            rows[np.repeat(np.arange(stop - start), np.diff(ptr[start : stop + 1])), flat[lo:hi]] = True
-            packed = np.packbits(rows, axis=1, bitorder="little")
-            out.extend(int.from_bytes(r.tobytes(), "little") for r in packed)
-        return out
+        if self._bits is None:
+            self._bits = _csr_to_ints(
+                self._arrays["native_bits_indptr"], self._arrays["native_bits_classes"], self.num_classes
+            )
+        return self._bits
 
     @property
     def has_children(self) -> list[bool]:
-        counts = (
-            np.bincount(self.edges[:, 0], minlength=self.num_nodes) if self.edges.size else np.zeros(self.num_nodes)
-        )
-        return (counts > 0).tolist()
-
-    @staticmethod
-    def from_trie(children: list[dict[int, int]], bits: list[int], num_classes: int, **fields) -> SigmaInIndex:
-        """The index of a trie given as child dicts (insertion order kept) and class-set ints."""
-        edges = [(p, s, c) for p, kids in enumerate(children) for s, c in kids.items()]
-        width = max(1, -(-num_classes // 8))
-        counts = np.zeros(len(bits), dtype=np.int64)
-        classes: list[np.ndarray] = []
-        for start in range(0, len(bits), 4096):  # 4,096 class sets at a time (bounded memory)
-            chunk = bits[start : start + 4096]
-            raw = np.frombuffer(b"".join(b.to_bytes(width, "little") for b in chunk), dtype=np.uint8)
-            nz = np.flatnonzero(raw)  # only the non-zero bytes are unpacked: rows, then classes, ascending
-            hit, bit = np.nonzero(np.unpackbits(raw[nz][:, None], axis=1, bitorder="little"))
-            rows, ks = nz[hit] // width, (nz[hit] % width) * 8 + bit
-            counts[start : start + len(chunk)] = np.bincount(rows, minlength=len(chunk))
-            classes.append(ks)
-        return SigmaInIndex(
-            num_classes=num_classes,
-            edges=np.array(edges, dtype=np.int32).reshape(-1, 3),
-            bits_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            bits_classes=np.concatenate(classes).astype(np.int32) if classes else np.zeros(0, np.int32),
-            **fields,
-        )
+        return [bool(c) for c in self.children]
 
     # -- arrays for the cache ------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
+        if self._arrays is None:
+            children = self._children
+            counts = np.fromiter(map(len, children), dtype=np.int64, count=len(children))
+            total = int(counts.sum())
+            edges = np.empty((total, 3), dtype=np.int32)
+            edges[:, 0] = np.repeat(np.arange(len(children), dtype=np.int32), counts)
+            edges[:, 1] = np.fromiter(chain.from_iterable(children), dtype=np.int32, count=total)
+            edges[:, 2] = np.fromiter(chain.from_iterable(map(dict.values, children)), dtype=np.int32, count=total)
+            indptr, flat = _ints_to_csr(self._bits, self.num_classes)
+            self._arrays = {"native_edges": edges, "native_bits_indptr": indptr, "native_bits_classes": flat}
+        return {**self._arrays, "native_unindexed": np.asarray(self.unindexed, dtype=np.int32)}
+
+    def kernel_arrays(self, dense_classes: int, words: int) -> dict[str, np.ndarray]:
+        """The trie as the compiled walk takes it (``_kernel.c``, ``trie_new``): children CSR sorted
+        by symbol; class sets of ``dense_classes`` classes or more as dense rows of ``words``
+        uint64, the others as class lists. From :meth:`to_arrays` with numpy alone."""
+        arrays = self.to_arrays()
+        nodes = self.num_nodes
+        edges = arrays["native_edges"].astype(np.int64).reshape(-1, 3)
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        ptr = np.zeros(nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edges[:, 0], minlength=nodes), out=ptr[1:])
+        indptr = arrays["native_bits_indptr"].astype(np.int64)
+        flat = arrays["native_bits_classes"].astype(np.int64)
+        counts = np.diff(indptr)
+        dense = counts >= dense_classes
+        dense_idx = np.full(nodes, -1, dtype=np.int32)
+        dense_idx[dense] = np.arange(int(dense.sum()), dtype=np.int32)
+        owner = np.repeat(np.arange(nodes, dtype=np.int64), counts)
+        in_dense = dense[owner]
+        rows = np.zeros((int(dense.sum()), words * 64), dtype=bool)
+        rows[dense_idx[owner[in_dense]], flat[in_dense]] = True
+        list_ptr = np.zeros(nodes + 1, dtype=np.int64)
+        np.cumsum(np.where(dense, 0, counts), out=list_ptr[1:])
+        i32 = np.int32
         return {
-            "native_edges": np.asarray(self.edges, dtype=np.int32).reshape(-1, 3),
-            "native_bits_indptr": np.asarray(self.bits_indptr, dtype=np.int64),
-            "native_bits_classes": np.asarray(self.bits_classes, dtype=np.int32),
-            "native_unindexed": np.asarray(self.unindexed, dtype=np.int32),
+            "ptr": ptr.astype(i32),
+            "syms": edges[:, 1].astype(i32),
+            "kids": edges[:, 2].astype(i32),
+            "dense_idx": dense_idx,
+            "rows": np.packbits(rows, axis=1, bitorder="little").reshape(-1).view(np.uint64).copy(),
+            "list_ptr": list_ptr.astype(i32),
+            "list_cls": flat[~in_dense].astype(i32),
         }
 
     def metadata(self) -> dict:
@@ -166,74 +197,101 @@ class SigmaInIndex:
 
     @staticmethod
     def from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> SigmaInIndex:
-        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`NativeIndexError` if inconsistent."""
+        """Inverse of :meth:`to_arrays` with :meth:`metadata`; raises :class:`NativeIndexError` if
+        inconsistent. Checks every array with numpy and keeps them; the lists are built on first use."""
         if meta.get("native_index_format") != INDEX_FORMAT:
             raise NativeIndexError(f"native index format {meta.get('native_index_format')!r}, expected {INDEX_FORMAT}")
         k = int(meta["native_num_classes"])
         nodes = int(meta["native_trie_nodes"])
-        edges = np.asarray(arrays["native_edges"], dtype=np.int64).reshape(-1, 3)
+        edges = np.asarray(arrays["native_edges"]).reshape(-1, 3)
         indptr = np.asarray(arrays["native_bits_indptr"], dtype=np.int64)
-        flat = np.asarray(arrays["native_bits_classes"], dtype=np.int64)
+        flat = np.asarray(arrays["native_bits_classes"])
         if indptr.shape != (nodes + 1,) or (
             edges.size and (edges[:, [0, 2]].min() < 0 or edges[:, [0, 2]].max() >= nodes)
         ):
             raise NativeIndexError("native index arrays do not match their node count")
-        if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[0] != 0 or indptr[-1] != flat.size:
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            raise NativeIndexError("native index class lists are not in order")
+        if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
             raise NativeIndexError("native index lists classes outside its class count")
-        if np.any(np.diff(indptr) < 0):
-            raise NativeIndexError("native index class lists are out of order")
+        # A tree: every node but the root is the child of exactly one edge, and no node has two
+        # edges on one symbol (sorted by parent and symbol here, as the compiled walk takes them).
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        parents = np.bincount(edges[:, 2], minlength=nodes) if edges.size else np.zeros(nodes, dtype=np.int64)
+        alike = (edges[1:, 0] == edges[:-1, 0]) & (edges[1:, 1] == edges[:-1, 1])
+        if nodes < 1 or parents[0] != 0 or np.any(parents[1:] != 1) or np.any(alike):
+            raise NativeIndexError("native index trie is not a tree (a node with two parents or two edges alike)")
+        unindexed = np.asarray(arrays["native_unindexed"], dtype=np.int32)
+        if unindexed.size and (unindexed.min() < 0 or unindexed.max() >= k):
+            raise NativeIndexError("native index leaves classes outside its class count to the walk")
         return SigmaInIndex(
             num_classes=k,
-            edges=edges.astype(np.int32),
-            bits_indptr=indptr,
-            bits_classes=flat.astype(np.int32),
-            unindexed=np.asarray(arrays["native_unindexed"], dtype=np.int32),
+            unindexed=unindexed,
             gnf_digest=str(meta["native_gnf_digest"]),
             build_seconds=float(meta.get("native_build_seconds", 0.0)),
+            arrays={
+                "native_edges": edges.astype(np.int32),
+                "native_bits_indptr": indptr,
+                "native_bits_classes": flat.astype(np.int32),
+            },
         )
 
-    def trie_arrays(self, dense_classes: int) -> dict[str, np.ndarray]:
-        """The trie as the compiled walk's arrays (``_kernel.trie_new``): children CSR sorted by symbol;
-        nodes with at least ``dense_classes`` classes as dense uint64 bit rows, the others as class lists."""
-        t_nodes, k = self.num_nodes, self.num_classes
-        words = max(1, -(-k // 64))
-        edges = np.asarray(self.edges, dtype=np.int64).reshape(-1, 3)
-        order = np.lexsort((edges[:, 1], edges[:, 0]))
-        edges = edges[order]
-        ptr = np.zeros(t_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(edges[:, 0], minlength=t_nodes), out=ptr[1:])
-        indptr = np.asarray(self.bits_indptr, dtype=np.int64)
-        flat = np.asarray(self.bits_classes, dtype=np.int64)
-        counts = np.diff(indptr)
-        dense = np.flatnonzero(counts >= dense_classes)
-        dense_idx = np.full(t_nodes, -1, dtype=np.int32)
-        dense_idx[dense] = np.arange(dense.size, dtype=np.int32)
-        node_of = np.repeat(np.arange(t_nodes), counts)
-        in_dense = dense_idx[node_of] >= 0
-        rows = np.zeros((dense.size, words * 64), dtype=bool)
-        rows[dense_idx[node_of[in_dense]], flat[in_dense]] = True
-        rows = np.packbits(rows, axis=1, bitorder="little").view(np.uint64).reshape(-1)
-        list_counts = np.where(dense_idx >= 0, 0, counts)
-        list_ptr = np.zeros(t_nodes + 1, dtype=np.int64)
-        np.cumsum(list_counts, out=list_ptr[1:])
-        i32 = np.int32
-        return {
-            "ptr": ptr.astype(i32),
-            "syms": edges[:, 1].astype(i32),
-            "kids": edges[:, 2].astype(i32),
-            "dense_idx": dense_idx,
-            "dense": np.ascontiguousarray(rows, dtype=np.uint64),
-            "list_ptr": list_ptr.astype(i32),
-            "list_cls": flat[~in_dense].astype(i32),
-            "words": words,
-        }
+
+_CHUNK_BYTES = 1 << 22
+"""Bytes of class-set rows held at once while converting (4 MB: 8,000 nodes of Llama-3's 4,001 classes)."""
+
+
+def _ints_to_csr(bits: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Class sets as ints → CSR (indptr int64[N+1], class ids int32 ascending per node).
+
+    The ints' bytes are scanned as 64-bit words and only the non-zero words are unpacked: a
+    trie node holds a few classes (c_like: 223,862 over 46,568 nodes), so the work is one scan
+    of the rows, not one step per node and class."""
+    words = max(1, -(-k // 64))
+    step = max(1, _CHUNK_BYTES // (8 * words))
+    rows_out: list[np.ndarray] = []
+    cols_out: list[np.ndarray] = []
+    for lo in range(0, len(bits), step):
+        chunk = bits[lo : lo + step]
+        raw = b"".join(map(int.to_bytes, chunk, repeat(8 * words), repeat("little")))
+        packed = np.frombuffer(raw, dtype="<u8")
+        at = np.flatnonzero(packed)
+        flags = np.unpackbits(packed[at].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        which, bit = np.nonzero(flags)
+        rows_out.append(at[which] // words + lo)
+        cols_out.append((at[which] % words) * 64 + bit)
+    rows = np.concatenate(rows_out) if rows_out else np.zeros(0, dtype=np.int64)
+    cols = np.concatenate(cols_out) if cols_out else np.zeros(0, dtype=np.int64)
+    indptr = np.zeros(len(bits) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(bits)), out=indptr[1:])
+    return indptr, cols.astype(np.int32)
+
+
+def _csr_to_ints(indptr: np.ndarray, flat: np.ndarray, k: int) -> list[int]:
+    """CSR class lists → one int per node (bit c = class c), a chunk of nodes' rows at a time."""
+    nodes = int(indptr.shape[0]) - 1
+    words = max(1, -(-k // 64))
+    step = max(1, _CHUNK_BYTES // (8 * words))
+    counts = np.diff(indptr)
+    out: list[int] = []
+    for lo in range(0, nodes, step):
+        hi = min(nodes, lo + step)
+        a, b = int(indptr[lo]), int(indptr[hi])
+        cls = flat[a:b].astype(np.uint64)
+        where = np.repeat(np.arange(hi - lo, dtype=np.int64), counts[lo:hi]) * words + (cls >> np.uint64(6)).astype(
+            np.int64
+        )
+        packed = np.zeros((hi - lo) * words, dtype="<u8")
+        np.bitwise_or.at(packed, where, np.left_shift(np.uint64(1), cls & np.uint64(63)))
+        out.extend(map(int.from_bytes, packed.view(np.uint8).reshape(hi - lo, 8 * words), repeat("little")))
+    return out
 
 
 def _build_compiled(
     gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
 ) -> SigmaInIndex:
-    """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes, the
-    same arrays (tested against the Python build)."""
+    """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes and
+    the same arrays (tested against the Python build), returned in the arrays form."""
     from ..grammar.words import BudgetExceeded
 
     native = displacer.store.native
@@ -262,14 +320,16 @@ def _build_compiled(
     if len(unindexed) > max_unindexed:
         raise IndexTooLarge(f"{len(unindexed)} classes have σ_in sets too large to list (at most {max_unindexed})")
     return SigmaInIndex(
-        num_classes=classes.num_classes,
-        edges=np.frombuffer(edges, dtype=np.int32).reshape(-1, 3).copy(),
-        bits_indptr=np.frombuffer(indptr, dtype=np.int64).copy(),
-        bits_classes=np.frombuffer(flat, dtype=np.int32).copy(),
+        classes.num_classes,
         unindexed=np.asarray(sorted(unindexed), dtype=np.int32),
         gnf_digest=gnf_digest(gnf),
         build_seconds=time.perf_counter() - started,
         stats=stats,
+        arrays={
+            "native_edges": np.frombuffer(edges, dtype=np.int32).reshape(-1, 3).copy(),
+            "native_bits_indptr": np.frombuffer(indptr, dtype=np.int64).copy(),
+            "native_bits_classes": np.frombuffer(flat, dtype=np.int32).copy(),
+        },
     )
 
 
@@ -296,6 +356,13 @@ def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[
         got = frozenset(direct.union(*parts))
     memo[node] = got
     return got
+
+
+def _bits_of(ids: list[int], k: int) -> int:
+    raw = bytearray(-(-k // 8))
+    for i in ids:
+        raw[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(raw, "little")
 
 
 def build_index(
@@ -343,7 +410,7 @@ def build_index(
             return _build_compiled(
                 gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
             )
-        except Unsupported:  # deeper than the compiled store recurses: the Python build below, on the same store
+        except Unsupported:  # what the compiled store does not do: the Python build below, on the same store
             pass
     store, n = displacer.store, displacer.n
     kinds = np.asarray(classes.class_kind)
@@ -449,10 +516,10 @@ def build_index(
     for i, t in enumerate(node_of_sigma):
         bits[t] = sigma_bits[i]
     seconds = time.perf_counter() - started
-    return SigmaInIndex.from_trie(
-        children,
-        bits,
-        k_total,
+    return SigmaInIndex(
+        num_classes=k_total,
+        children=children,
+        bits=bits,
         unindexed=np.asarray(sorted(unindexed), dtype=np.int32),
         gnf_digest=gnf_digest(gnf),
         build_seconds=seconds,

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..batch_rows import MatcherRows
 from ..classes.classing import BLOCKED, NORMAL, STOP
@@ -29,6 +28,8 @@ from ..grammar.words import EMPTY
 from .walk import StateBudgetExceeded
 
 if TYPE_CHECKING:
+    import torch
+
     from ..engine import CompressedMatcher
     from .engine import NativeEngine
 
@@ -63,6 +64,8 @@ class DisplacementMatcher:
         return -1 if self._class_kind[self._class_of[token_id]] == BLOCKED else int(token_id)
 
     def allocate_bitmask(self, batch_size: int = 1) -> torch.Tensor:
+        import torch
+
         return torch.full((batch_size, self.bitmask_size), -1, dtype=torch.int32)
 
     @property
@@ -109,6 +112,8 @@ class DisplacementMatcher:
 
     def next_vocab_bitmask(self) -> torch.Tensor:
         """The full-vocabulary packed mask for the next token: int32 ``(ceil(V/32),)``, a fresh tensor."""
+        import torch
+
         return torch.from_numpy(np.array(self.vocab_row()))
 
     def to_vocab_bitmask(self, bitmask: torch.Tensor) -> torch.Tensor:
@@ -209,6 +214,8 @@ class DisplacementBatchMatcher(MatcherRows):
 
     def next_vocab_bitmask(self) -> torch.Tensor:
         """Masks ``(B, ceil(V/32))``; rows of terminated matchers are 0."""
+        import torch
+
         out = torch.zeros((self.batch_size, self.bitmask_size), dtype=torch.int32)
         live = [i for i, m in enumerate(self.matchers) if not m.is_terminated()]
         if live:

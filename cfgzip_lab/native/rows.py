@@ -166,7 +166,7 @@ class RowCache:
             else:
                 got = self._from_last(class_set)
                 if got is None:
-                    got = self.expander.to_vocab_bitmask(self.class_row(class_set)).numpy()
+                    got = self.expander.cpu.to_vocab_bitmask(self.class_row(class_set))  # numpy: no torch
             got.flags.writeable = False
             while len(rows) >= self._limit:
                 rows.pop(next(iter(rows)))

@@ -26,7 +26,6 @@ request to the compressed XGrammar engine. Memo tables are bounded and dropped w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -110,6 +109,9 @@ class StateWalker:
         self._class_list = self._class_of.tolist()  # list indexing: ~3x numpy's
         self._step = self._make_step()
         self._trie = self._compile_trie() if compiled_mask else None
+        # The Python walk's lists, built by its first call (an index read from a cache holds only
+        # arrays; the compiled walk never needs the lists).
+        self._children: list[dict[int, int]] | None = None
         self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
 
     # -- masks --------------------------------------------------------------------
@@ -145,29 +147,28 @@ class StateWalker:
 
     def _compile_trie(self):
         """The trie as the kernel's arrays (see _kernel.c, trie_mask): children CSR sorted by symbol,
-        class sets as dense bit rows (``DENSE_CLASSES`` classes or more) or class lists
-        (:meth:`SigmaInIndex.trie_arrays`).
+        class sets as dense bit rows (``DENSE_CLASSES`` classes or more) or class lists.
 
         The kernel walks the state's DAG with the trie afresh for every new state (no memo: the DAG is
         deterministic and the trie a tree, so each pair is met once); measured with Llama-3 on the
         sample documents' timed states (bython, c_like, sql_select): 28-42 trie nodes met at the
         median, 136-157 at p90, at most 476.
         """
-        a = self.index.trie_arrays(DENSE_CLASSES)
-        self._mask_out = np.zeros(a["words"], dtype=np.uint64)
+        words = max(1, -(-self.num_classes // 64))
+        t = self.index.kernel_arrays(DENSE_CLASSES, words)  # numpy from the index's arrays, no loop per node
+        self._mask_out = np.zeros(words, dtype=np.uint64)
         return _kernel.trie_new(
-            a["ptr"], a["syms"], a["kids"], a["dense_idx"], a["dense"], a["list_ptr"], a["list_cls"], a["words"]
+            t["ptr"], t["syms"], t["kids"], t["dense_idx"], t["rows"], t["list_ptr"], t["list_cls"], words
         )
-
-    @cached_property
-    def _python_trie(self) -> tuple[list[dict[int, int]], list[int], list[bool]]:
-        """The Python walk's views of the trie (children dicts, class-set ints, has-children flags)."""
-        return self.index.children, self.index.bits, self.index.has_children
 
     def _product(self, node: int, t: int) -> int:
         """OR of the class sets of trie nodes below ``t`` that words of ``node`` spell out."""
-        children, bits, deep = self._python_trie
-        kids = children[t]
+        if self._children is None:
+            self._bits = self.index.bits
+            self._deep = [bool(c) for c in self.index.children]
+            self._children = self.index.children
+        kids = self._children[t]
+        bits, deep = self._bits, self._deep
         memo = self._product_memo
         acc = 0
         for sym, child in self.store.nodes[node][1]:

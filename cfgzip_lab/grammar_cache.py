@@ -1,0 +1,358 @@
+"""Per-request grammars: a grammar text, GBNF file or JSON Schema (and a vocabulary) to a ready
+native matcher in one call, for servers that see a new schema with each request.
+
+::
+
+    import cfgzip_lab as cz
+
+    vocab = cz.load_vocab("llama3")
+    matcher = cz.matcher_for('{"type": "object", "properties": {"a": {"type": "integer"}}}', vocab)
+    matcher.fill_next_token_bitmask(bitmask)   # the Engine interface (see cfgzip_lab.engine)
+
+:class:`GrammarCache` holds the compiled grammars: an in-process LRU of :class:`ReadyGrammar`
+(the grammar's GNF, its classes, the σ_in index and the native engine on them) keyed like the
+cache directory (input kind and sha256 × vocabulary fingerprint × code version), in front of
+the cache directory (:mod:`cfgzip_lab.cache_dir`), in front of building. So a grammar is
+classed once per machine, read from disk once per process, and served from memory after that.
+:func:`matcher_for` and :func:`engine_for` use one shared default cache; the transformers
+processors and :func:`cfgzip_lab.constrained_generate` go through it too.
+
+Concurrency: requests for one grammar that arrive while it is being built wait for that build
+(one build per key, not one per request). The native engine a :class:`ReadyGrammar` holds is
+shared by every matcher of that grammar; like :class:`cfgzip_lab.native.NativeEngine` it is not
+meant to advance matchers of one grammar from two threads at the same moment.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .cache_dir import CacheKey, ClassCacheDir, code_version, grammar_key
+
+if TYPE_CHECKING:
+    from .classes.classing import TokenClasses
+    from .native.engine import NativeEngine
+    from .native.index import SigmaInIndex
+    from .native.matcher import NativeMatcher
+    from .pipeline import CompiledGrammar
+    from .vocab import VocabTable
+
+__all__ = ["GrammarCache", "ReadyGrammar", "default_grammar_cache", "engine_for", "matcher_for", "resolve_input"]
+
+DEFAULT_CAPACITY = 64
+"""Grammars kept in memory by default (a C-like grammar's engine with Llama-3: ~40 MB; JSON ~5 MB)."""
+
+
+@dataclass
+class ReadyGrammar:
+    """One compiled grammar for one vocabulary: what every request of it shares.
+
+    ``origin`` says where it came from: ``"built"`` (front end and classing now) or ``"disk"``
+    (the cache directory: no front end, no classing); ``source`` is where the last
+    :meth:`GrammarCache.get` found it (``"memory"`` once it is held). ``seconds`` records the
+    stages this process paid for.
+    """
+
+    key: CacheKey
+    compiled: CompiledGrammar
+    classes: TokenClasses
+    vocab: VocabTable
+    index: SigmaInIndex | None
+    index_unavailable: str | None = None
+    origin: str = "built"
+    source: str = "built"
+    seconds: dict[str, float] = field(default_factory=dict)
+    displacer: Any = field(default=None, repr=False)  # classing's, for a grammar built now (warm memos)
+    _engine: NativeEngine | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def engine(self) -> NativeEngine:
+        """The native engine on these classes (built on first use: milliseconds)."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = self._build_engine()
+        return self._engine
+
+    def _build_engine(self) -> NativeEngine:
+        from .native.engine import NativeEngine
+
+        t0 = time.perf_counter()
+        engine = NativeEngine(
+            self.compiled,
+            self.vocab,
+            self.classes,
+            self.index,
+            displacer=self.displacer,
+            unavailable=self.index_unavailable,
+        )
+        engine.index_source = "cache" if self.origin == "disk" else "built"
+        self.seconds["engine"] = time.perf_counter() - t0
+        return engine
+
+    def matcher(self) -> NativeMatcher:
+        """A fresh native matcher in the initial state."""
+        return self.engine.matcher()
+
+
+def resolve_input(grammar: Any, kind: str = "auto") -> tuple[str, str]:
+    """``(text, kind)`` of a grammar input: an EBNF/GBNF text or JSON Schema text, a JSON Schema
+    as a dict, or a :class:`~cfgzip_lab.pipeline.CompiledGrammar` (its EBNF text); ``kind``
+    ``"auto"`` is resolved as :func:`cfgzip_lab.grammar.sources.detect_kind` does."""
+    from .grammar.sources import KINDS, detect_kind
+    from .pipeline import CompiledGrammar
+
+    if isinstance(grammar, CompiledGrammar):
+        return grammar.text, "ebnf"
+    if isinstance(grammar, (dict, bool)):
+        if kind not in ("auto", "json_schema"):
+            raise ValueError(f"a JSON Schema given as a {type(grammar).__name__} cannot be read as {kind!r}")
+        return json.dumps(grammar), "json_schema"
+    if not isinstance(grammar, str):
+        raise TypeError(f"a grammar is a text, a JSON Schema dict or a CompiledGrammar, not {type(grammar).__name__}")
+    if kind == "auto":
+        kind = detect_kind(grammar)
+    if kind not in KINDS:
+        raise ValueError(f"unknown grammar kind {kind!r}: expected 'auto' or one of {', '.join(KINDS)}")
+    return grammar, kind
+
+
+class GrammarCache:
+    """Compiled grammars per (input, vocabulary), least recently used out, over a cache directory.
+
+    Parameters
+    ----------
+    capacity : int
+        Grammars kept in memory (their engines included).
+    cache_dir : ClassCacheDir, path, True, False or None
+        The on-disk cache: None or True the default directory (:func:`cfgzip_lab.cache_dir.default_cache_dir`,
+        ``$CFGZIP_CACHE_DIR``), a path another folder, False none (build in memory only).
+    workers : int
+        Processes for classing a new grammar (1: this thread only, safe in any server).
+
+    Examples
+    --------
+    >>> grammars = GrammarCache(capacity=16)                      # doctest: +SKIP
+    >>> matcher = grammars.matcher(schema_text, vocab)            # a NativeMatcher
+    >>> grammars.get(schema_text, vocab).source                   # 'memory' the second time
+    """
+
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        *,
+        cache_dir: ClassCacheDir | str | Path | bool | None = None,
+        workers: int = 1,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("a GrammarCache holds at least one grammar")
+        self.capacity = int(capacity)
+        if cache_dir is None or cache_dir is True:
+            self.disk: ClassCacheDir | None = ClassCacheDir()
+        elif cache_dir is False:
+            self.disk = None
+        elif isinstance(cache_dir, ClassCacheDir):
+            self.disk = cache_dir
+        else:
+            self.disk = ClassCacheDir(cache_dir)
+        self.workers = workers
+        self._entries: OrderedDict[CacheKey, ReadyGrammar] = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict[CacheKey, threading.Lock] = {}
+        self.stats = {"memory": 0, "disk": 0, "built": 0}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"GrammarCache({len(self)}/{self.capacity} grammars, disk={self.disk!r})"
+
+    def key(self, grammar: Any, vocab: VocabTable | str, *, kind: str = "auto") -> CacheKey:
+        """The key ``grammar`` (and ``vocab``) is cached under."""
+        text, kind = resolve_input(grammar, kind)
+        return grammar_key(text, kind, _vocab(vocab))
+
+    def get(self, grammar: Any, vocab: VocabTable | str, *, kind: str = "auto") -> ReadyGrammar:
+        """The :class:`ReadyGrammar` of ``grammar`` with ``vocab``: from memory, else from the
+        cache directory, else built (and written there).
+
+        Raises
+        ------
+        CfgzipError
+            For a grammar with errors (:class:`~cfgzip_lab.GrammarError`, with line and column),
+            or one past a classing bound.
+        """
+        text, kind = resolve_input(grammar, kind)
+        vocab = _vocab(vocab)
+        key = grammar_key(text, kind, vocab)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        with building:  # one build per key; later callers wait for it and find it in memory
+            hit = self._lookup(key)
+            if hit is not None:
+                return hit
+            try:
+                ready = self._from_disk(key, text, vocab) or self._build(key, text, kind, vocab)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+            with self._lock:
+                self._entries[key] = ready
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+            self.stats[ready.source] += 1
+            return ready
+
+    def engine(self, grammar: Any, vocab: VocabTable | str, *, kind: str = "auto") -> NativeEngine:
+        """The shared native engine of ``grammar`` (see :meth:`get`)."""
+        return self.get(grammar, vocab, kind=kind).engine
+
+    def matcher(self, grammar: Any, vocab: VocabTable | str, *, kind: str = "auto") -> NativeMatcher:
+        """A fresh native matcher for ``grammar`` (see :meth:`get`)."""
+        return self.get(grammar, vocab, kind=kind).matcher()
+
+    def classes(self, grammar: Any, vocab: VocabTable | str, *, kind: str = "auto") -> TokenClasses:
+        """The displacement classes of ``vocab`` under ``grammar`` (see :meth:`get`)."""
+        return self.get(grammar, vocab, kind=kind).classes
+
+    def clear(self) -> None:
+        """Forget every grammar held in memory (the cache directory keeps its files)."""
+        with self._lock:
+            self._entries.clear()
+
+    # -- the three sources -------------------------------------------------------------------
+    def _lookup(self, key: CacheKey) -> ReadyGrammar | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            self.stats["memory"] += 1
+        hit.source = "memory"
+        return hit
+
+    def _from_disk(self, key: CacheKey, text: str, vocab: VocabTable) -> ReadyGrammar | None:
+        if self.disk is None:
+            return None
+        from .native.cache import index_from_contents
+
+        t0 = time.perf_counter()
+        contents = self.disk.load(key, vocab, input_text=text)
+        if contents is None:
+            return None
+        index = index_from_contents(contents, contents.grammar.gnf)
+        unavailable = contents.metadata.get("index_unavailable")
+        if index is None and not unavailable:
+            return None  # no index stored that fits: rebuild the entry whole
+        ready = ReadyGrammar(
+            key, contents.grammar, contents.classes, vocab, index, unavailable, origin="disk", source="disk"
+        )
+        ready.seconds["load"] = time.perf_counter() - t0
+        return ready
+
+    def _build(self, key: CacheKey, text: str, kind: str, vocab: VocabTable) -> ReadyGrammar:
+        from .native.index import IndexTooLarge, build_index
+        from .pipeline import build_classes, compile_grammar
+
+        t0 = time.perf_counter()
+        compiled = compile_grammar(text, kind=kind)
+        t1 = time.perf_counter()
+        result = build_classes(compiled, vocab, workers=self.workers)
+        t2 = time.perf_counter()
+        index, unavailable = None, None
+        try:
+            index = build_index(
+                compiled.gnf,
+                result.classes,
+                vocab.token_bytes,
+                token_node=result.token_node,
+                displacer=result.displacer,
+            )
+        except IndexTooLarge as exc:
+            unavailable = str(exc)
+        t3 = time.perf_counter()
+        classes = result.classes
+        if unavailable:
+            classes.metadata["index_unavailable"] = unavailable
+        ready = ReadyGrammar(key, compiled, classes, vocab, index, unavailable, displacer=result.displacer)
+        ready.seconds.update(front_end=t1 - t0, classes=t2 - t1, index=t3 - t2)
+        if self.disk is not None:
+            t4 = time.perf_counter()
+            self.disk.store(key, compiled, classes, vocab, index)
+            ready.seconds["write"] = time.perf_counter() - t4
+        return ready
+
+
+def _vocab(vocab: VocabTable | str) -> VocabTable:
+    if isinstance(vocab, str):
+        from .vocab import load_vocab
+
+        return load_vocab(vocab)
+    return vocab
+
+
+_default: GrammarCache | None = None
+_default_lock = threading.Lock()
+
+
+def default_grammar_cache() -> GrammarCache:
+    """The process's shared :class:`GrammarCache` (default capacity, default cache directory)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = GrammarCache()
+    return _default
+
+
+def _cache_of(cache: GrammarCache | bool | None) -> GrammarCache:
+    if isinstance(cache, GrammarCache):
+        return cache
+    if cache is False:
+        return GrammarCache(1, cache_dir=False)  # nothing kept: built for this call alone
+    return default_grammar_cache()
+
+
+def engine_for(
+    grammar: Any, vocab: VocabTable | str, *, kind: str = "auto", cache: GrammarCache | bool | None = None
+) -> NativeEngine:
+    """The native engine of ``grammar`` with ``vocab`` (shared by every request of the grammar).
+
+    Parameters
+    ----------
+    grammar : str, dict or CompiledGrammar
+        XGrammar EBNF, llama.cpp GBNF or a JSON Schema (text or dict).
+    vocab : VocabTable or str
+        The vocabulary (or a registered tokenizer name, loaded once).
+    kind : {"auto", "ebnf", "gbnf", "json_schema"}
+        How to read a text; ``auto``: a leading ``{`` is a JSON Schema, anything else EBNF.
+    cache : GrammarCache, bool or None
+        None or True: the shared default cache (memory and the cache directory); a
+        :class:`GrammarCache`: that one; False: build now, keep nothing, write nothing.
+    """
+    return _cache_of(cache).engine(grammar, vocab, kind=kind)
+
+
+def matcher_for(
+    grammar: Any, vocab: VocabTable | str, *, kind: str = "auto", cache: GrammarCache | bool | None = None
+) -> NativeMatcher:
+    """A fresh native matcher for ``grammar`` with ``vocab``: XGrammar's matcher interface
+    (``fill_next_token_bitmask``, ``accept_token``, ``rollback``, ``is_terminated``...), masks
+    bit-identical to plain XGrammar's. Arguments as :func:`engine_for`."""
+    return _cache_of(cache).matcher(grammar, vocab, kind=kind)
+
+
+def cache_version() -> str:
+    """The code version in every key (see :func:`cfgzip_lab.cache_dir.code_version`)."""
+    return code_version()
