@@ -370,3 +370,79 @@ def test_the_compiled_index_round_trips_through_the_cache_arrays(toy):
     for dense in (1, 2, 1000):
         x, y = again.kernel_arrays(dense, words), python.kernel_arrays(dense, words)
         assert all(np.array_equal(x[k], y[k]) for k in x)
+
+
+# -- the native engine's walk on the compiled store ----------------------------------------------------
+def _byte_vocab():
+    tokens = [bytes([b]) for b in range(256)] + [b"", b"  ", b"ab", b"if", b"(\n", b"\xc3\xa9", b"return", b"    "]
+    return vocab_from_bytes(tokens, stop_ids=[256], vocab_size=len(tokens) + 2, name="bytes")
+
+
+def _engines_both(text: str, vocab, limits=None):
+    from cfgzip_lab.native import WalkLimits, build_native_engine
+
+    limits = limits or WalkLimits()
+    out = []
+    for flag in (False, True):
+        grammar = compile_grammar(text)
+        result = compute_classes(grammar.gnf, vocab.token_bytes, vocab.kinds, compiled=flag)
+        out.append(build_native_engine(grammar, vocab, result.classes, classing=result, limits=limits))
+    return out
+
+
+@pytest.mark.parametrize("name", ["json", "c_like", "xml", "sql_select"])
+def test_the_compiled_accept_step_walks_the_python_states(name):
+    """Sample documents and seeded random walks (every allowed token tried, rejected ones too): the
+    compiled accept step (Advancer) and the Python walker reach the same state ids, class sets and
+    answers, and leave their stores node for node equal."""
+    from cfgzip_lab.bundled import bundled_grammars, bundled_samples
+    from cfgzip_lab.classes.classing import NORMAL
+
+    vocab = _byte_vocab()
+    text = bundled_grammars()[name].read_text(encoding="utf-8")
+    py, cc = _engines_both(text, vocab)
+    assert py.walker._advancer is None and cc.walker._advancer is not None
+    rng = np.random.default_rng(0)
+    docs = [vocab.encode(p.read_text(encoding="utf-8")[:300]) for p in bundled_samples(name)[:2]]
+    steps = 0
+    for path in docs + [None] * 6:
+        a, b = py.matcher(), cc.matcher()
+        for i in range(len(path) if path is not None else 60):
+            assert a._history == b._history and a.class_set() == b.class_set()
+            if path is not None:
+                token = path[i]
+            else:
+                token = int(rng.integers(0, vocab.vocab_size + 2)) - 1  # -1 and V: not ids
+                allowed = [t for t in range(vocab.vocab_size) if a.class_set() >> int(py.classes.class_of[t]) & 1]
+                if allowed and rng.random() < 0.8:
+                    token = int(rng.choice(allowed))
+            got = a.accept_token(token)
+            assert b.accept_token(token) == got
+            steps += 1
+            if a.is_terminated() or (path is not None and not got):
+                break
+            if path is None and not any(
+                py.classes.class_kind[k] == NORMAL for k in range(py.classes.num_classes) if a.class_set() >> k & 1
+            ):
+                break
+    assert steps > 200
+    assert_same_nodes(py.walker.store, cc.walker.store)
+    assert (
+        py.stats()["advances"] == cc.stats()["advances"]
+        and py.stats()["advance_memo_hits"] == cc.stats()["advance_memo_hits"]
+    )
+
+
+def test_the_compiled_accept_step_keeps_the_budgets():
+    """Tight limits: both steps hand the same request to XGrammar at the same token."""
+    from cfgzip_lab.native import WalkLimits
+
+    vocab = _byte_vocab()
+    text = 'root ::= "(" root ")" | "[" root* "]" | [a-z]+\n'
+    py, cc = _engines_both(text, vocab, WalkLimits(token_budget=3, request_budget=40))
+    ids = vocab.encode("[[(abc)][x]" + "[(" * 40)
+    a, b = py.matcher(), cc.matcher()
+    for t in ids:
+        assert a.accept_token(t) == b.accept_token(t)
+        assert a.in_fallback == b.in_fallback and a.fallback_reason == b.fallback_reason
+    assert a.in_fallback and py.fallbacks == cc.fallbacks == 1
