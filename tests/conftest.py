@@ -9,11 +9,17 @@ import tempfile
 import pytest
 import torch
 
-# The class cache directory (cfgzip_lab.cache_dir) of this test run: a fresh folder, so no test
-# reads a cache another run (or the user) wrote and none fills ~/.cache; child processes the
-# tests start inherit it. Removed when the session ends.
+# The class cache directory (cfgzip_lab.cache_dir): never the user's ~/.cache, and a fresh folder
+# for every test (below), so no test finds classes another test (or run) wrote and every test
+# classes what it asks for, as it did before the directory existed; child processes a test starts
+# inherit it. Module-scoped fixtures class into the session's folder. Removed when the session ends.
 _CACHE_DIR = tempfile.mkdtemp(prefix="cfgzip-test-cache-")
 os.environ["CFGZIP_CACHE_DIR"] = _CACHE_DIR
+
+
+@pytest.fixture(autouse=True)
+def _fresh_class_cache_dir(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CFGZIP_CACHE_DIR", str(tmp_path_factory.mktemp("class-cache")))
 
 
 def pytest_sessionfinish(session, exitstatus):

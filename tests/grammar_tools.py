@@ -11,7 +11,7 @@ import random
 
 import xgrammar
 
-from cfgzip_lab.grammar.tree import CharClass, Choice, Expr, GrammarAST, Literal, Repeat, RuleRef, Sequence
+from cfgzip_lab.grammar.tree import Automaton, CharClass, Choice, Expr, GrammarAST, Literal, Repeat, RuleRef, Sequence
 
 
 def xgrammar_accepts_ebnf(text: str) -> bool:
@@ -66,8 +66,63 @@ def expr_height(expr: Expr, heights: dict[str, float]) -> float:
         return max((expr_height(item, heights) for item in expr.items), default=0)
     if isinstance(expr, Choice):
         return min(expr_height(option, heights) for option in expr.options)
+    if isinstance(expr, Automaton):
+        return 0 if _final_distances(expr)[expr.start] is not None else math.inf
     assert isinstance(expr, Repeat)
     return 0 if expr.min == 0 else expr_height(expr.item, heights)
+
+
+def _final_distances(automaton: Automaton) -> list[int | None]:
+    """Edges from each state to a final one (None: none reachable); sub-expression edges count 1
+    when their own language is not empty."""
+    dist: list[int | None] = [None] * automaton.num_states
+    for q in automaton.finals:
+        dist[q] = 0
+    usable = [
+        (s, t) for s, label, t in automaton.edges if isinstance(label, tuple) or expr_height(label, {}) < math.inf
+    ]
+    changed = True
+    while changed:
+        changed = False
+        for s, t in usable:
+            if dist[t] is not None and (dist[s] is None or dist[t] + 1 < dist[s]):
+                dist[s], changed = dist[t] + 1, True
+    return dist
+
+
+def sample_automaton(automaton: Automaton, rng: random.Random, generate, *, free: bool) -> str:
+    """A random member of the automaton's language (walking its byte edges), as a str.
+
+    XGrammar's automata can take bytes that are no UTF-8 (overlong forms of ``.``): such walks
+    are drawn again; after a few tries the shortest way to a final state is taken.
+    """
+    dist = _final_distances(automaton)
+    assert dist[automaton.start] is not None, "the language is empty"
+    out_edges: dict[int, list] = {}
+    for s, label, t in automaton.edges:
+        if dist[t] is not None and (isinstance(label, tuple) or expr_height(label, {}) < math.inf):
+            out_edges.setdefault(s, []).append((label, t))
+    for attempt in range(12):
+        wander = free and attempt < 11
+        data, q, steps = bytearray(), automaton.start, 0
+        while True:
+            options = out_edges.get(q, [])
+            if q in automaton.finals and (not options or not wander or steps > 8 or rng.random() < 0.3):
+                break
+            if wander and steps <= 8:
+                label, q = rng.choice(options)
+            else:
+                label, q = min(options, key=lambda option: dist[option[1]])
+            if isinstance(label, tuple):
+                data.append(rng.randint(*label) if wander else label[0])
+            else:
+                data += generate(label).encode("utf-8", "surrogatepass")
+            steps += 1
+        try:
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            continue
+    raise AssertionError("no UTF-8 sentence found")
 
 
 def class_members(expr: CharClass) -> list[int]:
@@ -101,6 +156,8 @@ def sample(ast: GrammarAST, rng: random.Random, *, free_depth: int = 6) -> str:
             lowest = min(expr_height(o, heights) for o in finite)
             pool = finite if free else [o for o in finite if expr_height(o, heights) == lowest]
             return generate(rng.choice(pool), depth)
+        if isinstance(expr, Automaton):
+            return sample_automaton(expr, rng, lambda label: generate(label, depth + 1), free=free)
         assert isinstance(expr, Repeat)
         extra = rng.randint(0, 2) if free else 0
         count = expr.min + extra if expr.max is None else min(expr.max, expr.min + extra)

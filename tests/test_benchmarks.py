@@ -199,3 +199,46 @@ def test_cli_bench_says_whether_each_engine_pays():
         else:
             assert mine < plain and tokens >= one_off / ((plain - mine) * 1e-6) * 0.99
             assert f"{engine}: one-off" in text and f"pays after {tokens:,} tokens" in text
+
+
+# ours_s, xgrammar_s, plain_step_s, native_step_s, pays after, behind after
+STARTUP_TABLE = [
+    (0.010, 0.100, 50e-6, 10e-6, 0, None),  # ready first and faster per step: ahead from the first token
+    (0.010, 0.100, 10e-6, 40e-6, 0, 3_000),  # ready first, slower per step: caught up after 3,000 tokens
+    (1.100, 0.100, 300e-6, 100e-6, 5_000, None),  # 1 s later, 200 µs a token back
+    (1.100, 0.100, 10e-6, 40e-6, NEVER, None),  # later and slower: never
+]
+
+
+@pytest.mark.parametrize("ours, xgr, plain, native, pays, behind", STARTUP_TABLE)
+def test_startup_break_even(ours, xgr, plain, native, pays, behind):
+    from cfgzip_lab.startup import behind_after, pays_after
+
+    assert pays_after(ours, xgr, plain, native) == pays
+    assert behind_after(ours, xgr, plain, native) == behind
+
+
+def test_startup_script_runs_both_sides_on_one_tiny_input(tmp_path):
+    """benchmarks/startup.py → cfgzip-lab bench --startup in a process of its own: XGrammar's compile,
+    our cold and warm ready times, the break-even, the machine and the load."""
+    grammar = tmp_path / "tiny.ebnf"
+    grammar.write_text('root ::= "[" [a-z]+ ("," [a-z]+)* "]"\n')
+    out = tmp_path / "startup.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "startup.py"), "--tokenizer", "smollm2", "--steps", "8"]
+        + ["--json", str(out), str(grammar)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("tiny "))
+    assert len(re.findall(r"\d+\.\d+x", row)) == 2  # cold and warm ratios
+    assert "machine:" in proc.stdout and "load average" in proc.stdout and "median:" in proc.stdout
+    (record,) = json.loads(out.read_text())["inputs"]
+    assert record["kind"] == "ebnf" and record["index_source"] == "cache" and record["steps"] > 0
+    assert set(record["cold"]) == {"front_end", "classes", "index", "engine", "first_mask"}
+    assert set(record["warm"]) == {"load", "engine", "first_mask"}
+    assert all(record[k] > 0 for k in ("xgrammar_compile_s", "cold_ready_s", "warm_ready_s", "plain_step_us"))
+    assert record["cold_pays_after_tokens"] == NEVER or record["cold_pays_after_tokens"] >= 0

@@ -302,3 +302,60 @@ def test_two_processes_building_one_grammar(toy, tmp_path):
         assert origin in ("built", "disk") and accepted == ["True", "True", "True"]
     folder = ClassCacheDir(tmp_path)
     assert len(folder.entries()) == 1 and folder.load(grammar_key(GRAMMAR, "ebnf", toy), toy) is not None
+
+
+# -- the CLI and the workbench share the folder -----------------------------------------------------
+SMALL = 'root ::= "[" [0-9]+ ("," [0-9]+)* "]"\n'
+
+
+def _cli(*args):
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfgzip_lab.cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cli_classes_once_then_reads_the_folder(tmp_path):
+    grammar = tmp_path / "small.ebnf"
+    grammar.write_text(SMALL)
+    first = _cli("compress", str(grammar), "--tokenizer", "smollm2")
+    again = _cli("compress", str(grammar), "--tokenizer", "smollm2", "-o", str(tmp_path / "copy.npz"))
+    assert first["source"] == "built" and again["source"] == "cache" and again["classes"] == first["classes"]
+    assert Path(first["output"]).parent == Path(os.environ["CFGZIP_CACHE_DIR"])
+    assert (
+        _cli("compress", str(grammar), "--tokenizer", "smollm2", "--no-cache", "-o", str(tmp_path / "b.npz"))["source"]
+        == "built"
+    )
+    record = _cli("verify", str(grammar), "--tokenizer", "smollm2", "--engine", "native", "--walks", "4")
+    assert record["mismatches"] == 0 and record["native_index_source"] == "cache"
+    api = GrammarCache(1).get(SMALL, cz.load_vocab("smollm2"))  # the API finds what the CLI classed
+    assert api.origin == "disk" and api.classes.num_classes == first["classes"]
+
+
+def test_the_workbench_reads_and_writes_the_folder(checker):
+    from cfgzip_lab.widgets.session import WorkbenchSession
+
+    first = WorkbenchSession(SMALL, tokenizer="smollm2", checker=checker)
+    first.compile(xgrammar=False)
+    assert first.run_classing(wait=True).status == "done" and first.classes_source == "classing"
+    second = WorkbenchSession(SMALL, tokenizer="smollm2", checker=checker)
+    second.compile(xgrammar=False)
+    assert second.run_classing(wait=True).status == "done", second.errors
+    assert second.classes_source == "the class cache directory" and second.classing is None
+    assert "cache_load" in second.timings and "classing" not in second.timings
+    assert (second.classes.class_of == first.classes.class_of).all() and second.classes_current
+    # The workbench stores no index; the API adds it the first time and writes the entry whole.
+    vocab = cz.load_vocab("smollm2")
+    ready = GrammarCache(1).get(SMALL, vocab)
+    assert ready.origin == "disk" and ready.index is not None
+    _verify(ready, vocab)
+    assert "native_edges" in GrammarCache(1).disk.load(ready.key, vocab).arrays
+    second.use_class_cache = False
+    assert second.run_classing(wait=True).status == "done" and second.classes_source == "classing"
+    for s in (first, second):
+        s.close()

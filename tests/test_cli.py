@@ -99,7 +99,10 @@ def test_compress_json_keys_and_the_cache_loads(json_cache):
         "fallback_singletons",
         "seconds",
         "peak_rss_mb",
+        "source",
+        "output",
     }
+    assert record["source"] in ("built", "cache") and record["output"] == str(json_cache)
     vocab = load_vocab("llama3")
     classes = load_classes(json_cache, grammar_text=(BUNDLED_DIR / "json.ebnf").read_text(), vocab=vocab)
     assert classes.num_classes == record["classes"]

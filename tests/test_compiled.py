@@ -227,15 +227,21 @@ def test_the_stack_adjacency_is_the_python_one():
 
 def test_grammars_with_counted_families_take_the_python_path(toy):
     """Issue 17's GNF families of counted nonterminals are not in the kernel: every compiled entry point
-    leaves such a GNF to Python."""
-    gnf = compile_grammar(ARITH).gnf
-    gnf.families = {"F": object()}  # what the lead's GNF will carry; any non-empty value
-    assert not compiled.supports(gnf)
-    result = compute_classes(gnf, toy.token_bytes, toy.kinds)
+    leaves such a GNF to Python (classing, the displacer of the index and the walk)."""
+    from cfgzip_lab.native import build_native_engine
+
+    grammar = compile_grammar('root ::= "(" [ab]{2,40} ")"\n')
+    assert grammar.gnf.families  # a counted repetition past the unrolling threshold
+    assert not compiled.supports(grammar.gnf)
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
     assert type(result.displacer) is Displacer
-    assert type(compiled.make_displacer(gnf)) is Displacer
+    assert type(compiled.make_displacer(grammar.gnf)) is Displacer
+    engine = build_native_engine(grammar, toy, result.classes)
+    assert engine.walker._native is None and engine.walker._advancer is None
+    m = engine.matcher()
+    assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
     with pytest.raises(RuntimeError):
-        compute_classes(gnf, toy.token_bytes, toy.kinds, compiled=True)
+        compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=True)
 
 
 def test_without_the_kernel_classing_runs_in_python():

@@ -1,6 +1,7 @@
 """Dead ends (cfgzip_lab/grammar/dead_ends.py): a path that consumes bytes and then can never
-finish is refused with its place, because XGrammar lets decoding into it and GNF cannot; a
-non-productive symbol that nothing can reach after consumed bytes is harmless and kept."""
+finish is kept exactly as XGrammar has it — decoding may enter it, then nothing is allowed —
+with a warning at its place; a non-productive symbol that nothing can reach after consumed
+bytes is harmless and kept without one. Both checked mask for mask against XGrammar."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from cfgzip_lab.pipeline import build_classes, bundled_grammars, compile_grammar
 from cfgzip_lab.verify import verify_lossless
 from cfgzip_lab.vocab import load_vocab
 
-# grammar text, (line, column) of the refusal, words of the message
-REFUSED = [
+# grammar text, (line, column) of the warning, words of the message
+DEAD_ENDS = [
     ('root ::= "a" [] | "b"\n', (1, 14), "matches nothing"),
     ('root ::= "a" x | "b"\nx ::= "c" x\n', (1, 14), "recurses with no way out"),
     ('root ::= y | "b"\ny ::= "a" y\n', (2, 11), "recurses with no way out"),
@@ -31,12 +32,22 @@ KEPT = [
 ]
 
 
-@pytest.mark.parametrize("text, where, words", REFUSED, ids=range(len(REFUSED)))
-def test_text__position__message__refused(text, where, words):
+@pytest.mark.parametrize("text, where, words", DEAD_ENDS, ids=range(len(DEAD_ENDS)))
+def test_text__position__message__warned(text, where, words):
+    compiled = compile_grammar(text)
+    (first, *_) = [w for w in compiled.warnings if "dead end" in w.message]
+    assert first.severity == "warning"
+    assert (
+        (first.line, first.column) == where
+        and words in first.message
+        and "XGrammar lets decoding go in" in first.message
+    )
+
+
+def test_an_empty_language_is_still_refused():
     with pytest.raises(GrammarError) as caught:
-        compile_grammar(text)
-    first = caught.value.diagnostics[0]
-    assert (first.line, first.column) == where and "dead end" in first.message and words in first.message
+        compile_grammar('root ::= "a" root\n')
+    assert "the language of 'root' is empty" in caught.value.diagnostics[0].message
 
 
 @pytest.mark.parametrize("text", KEPT, ids=range(len(KEPT)))
@@ -56,13 +67,37 @@ def smollm2():
 
 
 @pytest.mark.slow
-def test_xgrammar_enters_the_dead_end_that_is_refused(smollm2):
-    """Why the refusal: plain XGrammar accepts the token 'a' where no string can ever finish,
-    which the classes (built from GNF) could never allow."""
-    engines = compile_engines('root ::= "a" [] | "b"\n', smollm2)
-    matcher = engines.plain()
+def test_xgrammar_enters_a_dead_end_and_so_do_both_engines(smollm2):
+    """Plain XGrammar accepts the token 'a' where no string can ever finish, then allows nothing;
+    the compressed and native engines do exactly the same."""
+    from cfgzip_lab.native import build_native_engine
+
+    text = 'root ::= "a" [] | "b"\n'
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, smollm2)
+    engines = compile_engines(text, smollm2, result.classes)
+    native = build_native_engine(compiled, smollm2, result.classes, classing=result, xgrammar_engines=engines)
     (a,) = smollm2.encode("a")
-    assert matcher.accept_token(a)
+    for matcher in (engines.plain(), engines.compressed(), native.matcher()):
+        assert matcher.accept_token(a)
+        assert not matcher.next_vocab_bitmask().any() and not matcher.is_completed()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["compressed", "native"])
+@pytest.mark.parametrize("text", [t for t, _, _ in DEAD_ENDS], ids=range(len(DEAD_ENDS)))
+def test_dead_ends_are_lossless(text, engine, smollm2):
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.verify import verify_engines
+
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, smollm2)
+    engines = compile_engines(text, smollm2, result.classes)
+    native = build_native_engine(compiled, smollm2, result.classes, classing=result, xgrammar_engines=engines)
+    candidate = native.matcher if engine == "native" else None
+    docs = ["a", "acc", "b", "qx", "xx", "ca", "cca"]
+    report = verify_engines(engines, candidate=candidate, candidate_name=engine, walks=12, steps=8, seed=0, docs=docs)
+    assert report.ok and report.steps_checked > 10, report.first_mismatch
 
 
 @pytest.mark.slow

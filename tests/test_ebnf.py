@@ -101,8 +101,6 @@ ebnf_text__line__column__message_regex__xgrammar_accepts = [
     ('root ::= "a" (= "")', 1, 14, r"empty lookahead", False),
     # refused: cfgzip cannot reproduce these languages exactly
     ('root ::= TagDispatch(("<a>", x))\nx ::= "b"', 1, 10, r"of TagDispatch\(\.\.\.\)", True),
-    ('root ::= Regex("a(?=b)b")', 1, 18, r"language of a lookahead assertion exactly", True),
-    ('root ::= Regex("ab^c")', 1, 19, r"language of the anchor '\^' here exactly", True),
     # Grammar.from_ebnf takes a bad regex; XGrammar's compiler rejects it (tests/test_regex.py)
     ('root ::= Regex("a{2,1}")', 1, 18, r"XGrammar rejects this regex: .*lower bound 2", True),
     ('root ::= Regex("x", json_string=yes)', 1, 10, r"json_string must be a boolean", False),
@@ -132,6 +130,23 @@ def test_bad_grammar_reports_error_at_position(
     ), found
     assert check_ebnf(ebnf_text) == raised.value.diagnostics
     assert xgrammar_accepts_ebnf(ebnf_text) == xgrammar_accepts
+
+
+@pytest.mark.parametrize(
+    "ebnf_text, line, column, message_regex",
+    [
+        # XGrammar matches a lookahead as "" and skips an anchor; cfgzip does the same and says so
+        # (refused until issue 17; tests/test_regex.py pins the languages)
+        ('root ::= Regex("a(?=b)b")', 1, 18, r"lookahead assertion '\(\?=\.\.\.\)' as the empty string"),
+        ('root ::= Regex("ab^c")', 1, 19, r"XGrammar ignores the anchor '\^' here"),
+    ],
+)
+def test_regex_construct_xgrammar_reads_otherwise_is_a_warning_at_its_position(ebnf_text, line, column, message_regex):
+    (diagnostic,) = check_ebnf(ebnf_text)
+    assert (diagnostic.line, diagnostic.column, diagnostic.severity) == (line, column, "warning")
+    assert re.search(message_regex, diagnostic.message), diagnostic.message
+    parse_ebnf(ebnf_text)  # served
+    assert xgrammar_accepts_ebnf(ebnf_text)
 
 
 def test_refusal_message_says_why() -> None:

@@ -80,3 +80,25 @@ def test_literal_escapes_are_code_points() -> None:
     gnf = compile_grammar('root ::= "\\xff" "\\u00e9" "\\U0001F600"\n').gnf
     assert gnf.accepts("ÿé😀".encode())
     assert not gnf.accepts(b"\xff\xc3\xa9\xf0\x9f\x98\x80")
+
+
+def test_an_automaton_lowers_to_one_right_linear_nonterminal_per_state():
+    """tree.Automaton (a Regex): Q -> bytes Q' per edge (ranges between the same two states share one
+    production), Q -> ε per final state, a sub-expression edge as its symbols then Q'."""
+    from grammar_tools import earley_accepts
+
+    from cfgzip_lab.grammar.lower import lower
+    from cfgzip_lab.grammar.tree import Automaton, GrammarAST, Literal, Rule, Sequence
+
+    inner = Automaton(2, 0, (1,), ((0, (0x78, 0x78), 1),))  # "x"
+    # 0 -[ab]-> 1 -c-> 1 (final), 1 -"x"-> 2 (final); [ab] given as two ranges
+    automaton = Automaton(
+        3, 0, (1, 2), ((0, (0x61, 0x61), 1), (0, (0x62, 0x62), 1), (1, (0x63, 0x63), 1), (1, inner, 2))
+    )
+    cfg = lower(GrammarAST({"root": Rule("root", Sequence((Literal("<"), automaton, Literal(">"))))}))
+    states = [name for name, origin in cfg.origins.items() if origin.kind == "regex"]
+    assert len(states) == 3 + 2
+    start = cfg.rules["root"][0][1]
+    assert len(cfg.rules[start]) == 1, "[ab] is one production"
+    for data, expected in [(b"<a>", True), (b"<bccx>", True), (b"<ax>", True), (b"<>", False), (b"<axc>", False)]:
+        assert earley_accepts(cfg, data) == expected, data

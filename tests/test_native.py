@@ -156,6 +156,32 @@ def test_batch_rows_match_single_matchers(toy):
     assert torch.isinf(logits).any(dim=1).all()
 
 
+def test_rows_of_different_grammars_fill_one_bitmask(toy):
+    """A serving engine's batch: rows of two grammars (two engines) in one full-vocabulary bitmask,
+    filled at the rows it names (others untouched), each equal to plain XGrammar's row."""
+    from cfgzip_lab.native.matcher import fill_vocab_rows
+
+    (json_engines, json_native), (arith_engines, arith_native) = _build(JSON_SMALL, toy), _build(ARITH, toy)
+    rows = {
+        1: (json_native.matcher(), json_engines.plain(), "[1, "),
+        3: (arith_native.matcher(), arith_engines.plain(), "(1+"),
+    }
+    for m, plain, text in rows.values():
+        for t in toy.encode(text):
+            assert m.accept_token(t) and plain.accept_token(t)
+    mixed = DisplacementBatchMatcher([rows[1][0], rows[3][0]])  # one batch of two grammars
+    assert mixed.batch_size == 2
+    buf = torch.full((5, json_native.matcher().bitmask_size), 7, dtype=torch.int32)
+    fill_vocab_rows(buf, [(row, m) for row, (m, _, _) in rows.items()])
+    for row, (_, plain, _) in rows.items():
+        assert torch.equal(buf[row], plain.next_vocab_bitmask())
+    assert (buf[[0, 2, 4]] == 7).all()
+    assert not torch.equal(buf[1], buf[3])
+    wider = vocab_from_bytes(TOY_TOKENS, stop_ids=[29], special_ids=[30], vocab_size=70, name="toy70")
+    with pytest.raises(ValueError, match="share a vocabulary size"):
+        DisplacementBatchMatcher([rows[1][0], _build(ARITH, wider)[1].matcher()])
+
+
 def test_index_round_trips_through_arrays_and_rebuilds_without_classing(toy):
     compiled = compile_grammar(JSON_SMALL)
     result = build_classes(compiled, toy)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 
 import pytest
 import xgrammar
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.ebnf import REFUSAL, check_ebnf, parse_ebnf
 from cfgzip_lab.grammar.regex import RegexError, regex_to_expr
+from cfgzip_lab.grammar.tree import Automaton, Repeat
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.verify import verify_lossless
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -154,10 +156,19 @@ def test_regex_amid_other_elements():
         assert xgrammar_says == we_say, data
 
 
-def test_regex_to_expr_builds_the_ast():
-    expr = regex_to_expr("ab[0-9]{2,}")
-    assert expr.items[0].text == "ab"
-    assert (expr.items[1].min, expr.items[1].max, expr.items[1].item.ranges) == (2, None, ((48, 57),))
+def test_regex_to_expr_builds_the_automaton():
+    # The AST node is XGrammar's automaton (ε-free, trimmed, merged), not a regex tree: the
+    # digits loop on the state after two of them.
+    automaton = regex_to_expr("ab[0-9]{2,}")
+    assert isinstance(automaton, Automaton)
+    assert (automaton.num_states, automaton.start, automaton.finals) == (5, 0, (4,))
+    assert automaton.edges == ((0, (97, 97), 1), (1, (98, 98), 2), (2, (48, 57), 3), (3, (48, 57), 4), (4, (48, 57), 4))
+    # A large bound stays one counted repetition of the sub-pattern's own automaton (issue 17):
+    # never 50,000 copies.
+    (first, (_, c, _)) = regex_to_expr("(ab){2,50000}c").edges
+    _, repeat, _ = first
+    assert isinstance(repeat, Repeat) and (repeat.min, repeat.max) == (2, 50000) and c == (99, 99)
+    assert repeat.item.edges == ((0, (97, 97), 1), (1, (98, 98), 2))
 
 
 # ---- errors (XGrammar rejects too) and refusals (XGrammar gives them a meaning we won't) --------
@@ -202,14 +213,8 @@ pattern__message__refused = [
     ("(?<!a)b", "Lookbehind", False),
     ("(?<n-x>a)", "Invalid named capturing group", False),
     ("(?<>a)", "Invalid named capturing group", False),
-    # refused: XGrammar accepts these with a meaning the pattern does not have
-    ("a(?=b)b", "lookahead", True),
-    ("(?!a)b", "lookahead", True),
-    ("a^b", "anchor '\\^'", True),
-    ("a$b", "anchor '\\$'", True),
-    ("(^a)", "anchor '\\^'", True),
-    ("(a$)|b", "anchor '\\$'", True),
-    ("a$*", "anchor '\\$'", True),
+    # XGrammar's own build fails: an unrolled repetition past its 100,000-state cap
+    ("((a{100}){100}){100}", "too large to compile into a FSM", False),
 ]
 
 
@@ -233,15 +238,42 @@ def test_pattern__message__refused(pattern, message, refused):
     "pattern, dead_prefix",
     [('a"b', "a"), ("ab\\\\", "ab"), ("x|a\\nb", "a"), ("(a[\\x00-\\x1f])+", "a"), ("a{2}\\0", "aa"), ("b\\cA", "b")],
 )
-def test_json_string_dead_ends_are_refused(pattern, dead_prefix):
+def test_json_string_dead_ends_are_kept_exactly(pattern, dead_prefix):
     """json_string empties an atom after text was consumed: XGrammar's matcher accepts that text
-    and then nothing (a dead end, which GNF cannot hold), so we refuse the pattern."""
-    with pytest.raises(RegexError, match="under json_string=true exactly") as info:
-        regex_to_expr(pattern, json_string=True)
-    assert info.value.refused
+    and then nothing (a dead end); our GNF keeps the same prefix, just as unfinishable, and says so."""
+    warnings: list = []
+    regex_to_expr(pattern, json_string=True, warnings=warnings)
+    assert any("dead end" in w.message for w in warnings)
     matcher = xgrammar_matcher(regex_grammar(pattern, json_string=True))
     assert matcher.accept_string(dead_prefix.encode()) and not matcher.is_terminated()
+    # (beside an alternative: the regex alone has an empty language, which is refused)
+    gnf = compile_grammar(regex_grammar(pattern, json_string=True) + ' | "z"').gnf
+    prefix = dead_prefix.encode()
+    assert gnf.accepts(prefix, prefix=True) and not gnf.accepts(prefix)
+    assert not any(gnf.accepts(prefix + bytes([b]), prefix=True) for b in range(256))
     regex_to_expr(pattern)  # without json_string the pattern is fine
+
+
+@pytest.mark.parametrize("engine", ["compressed", "native"])
+@pytest.mark.parametrize("pattern", ['a"b', "x|a\\nb"])
+def test_json_string_dead_ends_mask_like_xgrammar(pattern, engine):
+    from cfgzip_lab.engine import compile_engines
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.verify import verify_engines
+
+    vocab = vocab_from_bytes(
+        [b"a", b"b", b"x", b"ab", b'"', b'a"', b"\\", b"\n", b"xa", b""], stop_ids=[9], name="dead"
+    )
+    text = regex_grammar(pattern, json_string=True) + ' | "b"'
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, vocab)
+    engines = compile_engines(text, vocab, result.classes)
+    native = build_native_engine(compiled, vocab, result.classes, classing=result, xgrammar_engines=engines)
+    candidate = native.matcher if engine == "native" else None
+    report = verify_engines(
+        engines, candidate=candidate, candidate_name=engine, walks=10, steps=5, docs=["a", "x", "ab"]
+    )
+    assert report.ok and report.steps_checked > 5, report.first_mismatch
 
 
 def test_a_regex_error_points_at_its_character_in_the_grammar_text():
@@ -270,10 +302,51 @@ def test_regex_macro_arguments__message(call, message):
         xgrammar.Grammar.from_ebnf(f"root ::= {call}")
 
 
-def test_refusals_use_the_shared_refusal_prefix():
-    for text in (regex_grammar("a(?=b)b"), regex_grammar("a^b")):
-        (diagnostic,) = check_ebnf(text)
-        assert diagnostic.message.startswith(REFUSED_PREFIX)
+# Constructs XGrammar accepts and gives a meaning the pattern does not say: we mirror that
+# meaning exactly and warn. (Refused until issue 17; the languages below are XGrammar's.)
+pattern__warning__accepted__rejected = [
+    ("a(?=b)b", "lookahead", ["ab"], ["abb", "a"]),  # the lookahead is the empty string
+    ("(?!a)b", "lookahead", ["b"], ["ab", ""]),
+    ("(?=x)*a", "lookahead", ["a"], ["xa"]),
+    ("a^b", "anchor '\\^'", ["ab"], ["a", "b"]),  # anchors are skipped wherever they are
+    ("a$b", "anchor '\\$'", ["ab"], ["a"]),
+    ("(^a)", "anchor '\\^'", ["a"], [""]),
+    ("(a$)|b", "anchor '\\$'", ["a", "b"], ["ab"]),
+    ("a$*", "anchor '\\$'", ["", "a", "aaa"], ["a$"]),  # the '*' repeats the 'a'
+]
+
+
+@pytest.mark.parametrize(
+    "pattern, warning, accepted, rejected",
+    pattern__warning__accepted__rejected,
+    ids=[row[0] for row in pattern__warning__accepted__rejected],
+)
+def test_pattern__warning__accepted__rejected(pattern, warning, accepted, rejected):
+    warnings = []
+    regex_to_expr(pattern, warnings=warnings)
+    assert len(warnings) == 1 and re.search(warning, warnings[0].message), warnings
+    text = regex_grammar(pattern)
+    (diagnostic,) = check_ebnf(text)
+    assert diagnostic.severity == "warning" and "XGrammar" in diagnostic.message
+    assert text[diagnostic.span[0]] == pattern[warnings[0].start]  # points at the construct
+    for data, xgrammar_says, we_say in both_verdicts(text, accepted + rejected):
+        expected = data in {as_bytes(s) for s in accepted}
+        assert xgrammar_says == expected, f"XGrammar on {data!r}: the table is wrong"
+        assert we_say == expected, f"cfgzip on {data!r}"
+
+
+def test_anchors_at_the_ends_give_no_warning():
+    for pattern in ("^ab$", "^^a$$", "^a$|^b$", "a|^b", "$"):
+        warnings = []
+        regex_to_expr(pattern, warnings=warnings)
+        assert not warnings, pattern
+
+
+def test_a_json_string_dead_end_is_a_warning_at_its_atom():
+    """It was the last regex refusal (tokens could not hold a dead end; now they do)."""
+    (diagnostic,) = check_ebnf(regex_grammar('a"b', json_string=True))
+    assert diagnostic.severity == "warning" and "dead end" in diagnostic.message
+    assert (diagnostic.line, diagnostic.column) == (1, 18) and not diagnostic.message.startswith(REFUSED_PREFIX)
 
 
 # ---- random patterns and strings ---------------------------------------------------------------

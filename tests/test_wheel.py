@@ -110,3 +110,15 @@ def test_wheel_installs_and_runs_compress_and_verify_from_another_folder(wheel_v
     assert record["mismatches"] == 0 and record["steps_checked"] > 0, record
     assert venv_root in Path(record["grammar"]).parents, record["grammar"]  # the wheel's json.ebnf
     assert f"{samples} samples documents" in out.stdout  # and the wheel's sample documents
+
+
+@pytest.mark.slow
+def test_wheel_metadata_has_the_serving_entry_points(wheel_venv, tmp_path):
+    """The installed package's metadata carries what SGLang and vLLM load (README "Serving")."""
+    code = (
+        "import json; from importlib.metadata import distribution; "
+        "print(json.dumps(sorted([e.group, e.name, e.value] for e in distribution('cfgzip-lab').entry_points)))"
+    )
+    found = json.loads(run(wheel_venv / "python", "-c", code, cwd=tmp_path).stdout)
+    assert ["sglang.srt.plugins", "cfgzip", "cfgzip_lab.serving.sglang_backend:register"] in found
+    assert ["vllm.logits_processors", "cfgzip", "cfgzip_lab.serving.vllm_processor:CfgzipLogitsProcessor"] in found

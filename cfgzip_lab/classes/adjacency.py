@@ -16,8 +16,9 @@ from ..grammar.gnf import BOTTOM, GNF, stack_below
 
 
 def stack_adjacency(gnf: GNF) -> list[set[int]]:
-    """``below[A]``: the symbols (or BOTTOM) that can sit directly under A."""
-    return stack_below(gnf.table, gnf.store, gnf.start)
+    """``below[A]``: the symbols (or BOTTOM) that can sit directly under A; entry
+    ``n + f`` stands for every member of family f (see :func:`stack_below`)."""
+    return stack_below(gnf.table, gnf.store, gnf.start, [f.item for f in gnf.families])
 
 
 __all__ = ["BOTTOM", "stack_adjacency"]

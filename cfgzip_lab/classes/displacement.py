@@ -20,12 +20,40 @@ is spliced in with one ``concat``), SEP is ``n``, and input symbol A is
 Each set is a canonical minimal DAG, so node identity is set identity: Δ(t) is
 the final node's id, steps are memoised by (node, byte class), and a token's
 displacement is shared with every token that has the same byte-class prefix.
+
+Counted repetitions (:mod:`cfgzip_lab.grammar.counted`, docs/counted_repetition.md): a
+family member ``F_c`` on top of σ_out reads its computed row. A backtrack into a family
+consumes ``F_x`` for a symbolic x in ``[1, max - 1]``; its pair keeps x symbolic:
+
+* *continue* (another item follows) leaves ``T_X(a) · REL(f, 1, lo, hi)``, where
+  ``REL(f, j, lo, hi)`` is one symbol for ``F_(x+j) · SEP · IN(f, lo, hi)``: the member
+  relative to x at the bottom of σ_out, SEP, and x's interval as the deepest σ_in symbol;
+* *stop* (the repetition ends after this item) leaves ``T_X(a) · SEP · IN(f, lo, hi)``.
+
+Reading from a ``REL(f, j, lo, hi)`` top narrows x: continuing needs ``x + j + 1 <= max - 1``,
+stopping ``x + j + 1 >= min``. Relative members only ever sit directly above SEP (after a
+backtrack σ_out is empty, and only the consumed member's row pushes its successor at the
+bottom), which is why one symbol can carry both. Equal symbolic sets instantiate to equal
+concrete sets (x ↦ each value of its interval), so equal symbolic Δ still means
+interchangeable tokens, and a token of k items has O(k) pairs, not one per position.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..grammar.counted import (
+    INPUT_BASE,
+    RELATIVE_BASE,
+    UNBOUNDED,
+    family_symbol,
+    input_symbol,
+    is_family_symbol,
+    relative_symbol,
+    split_family_symbol,
+    split_input_symbol,
+    split_relative_symbol,
+)
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON
 from .adjacency import stack_adjacency
@@ -53,13 +81,19 @@ class Displacer:
         self.sep = n
         self.num_atoms = len(gnf.atoms)
         table = gnf.table
-        # For each atom: the nonterminals with a production on it, and their tails.
+        self.families = gnf.families
+        # For each atom: the nonterminals with a production on it, and their tails; the
+        # families whose item has one (a member F_x of any x may be consumed on that atom).
         self._tops = [[(a, row[k]) for a, row in enumerate(table) if k in row] for k in range(self.num_atoms)]
-        # Stack adjacency and the backtrack candidates are built by the first backtrack: a native
-        # engine loaded with its index never backtracks (its states have no SEP), and building
-        # them cost 0.31 s on c_like, most of a load from the cache.
+        self._family_tops = [
+            [(f, table[fam.item][k]) for f, fam in enumerate(self.families) if k in table[fam.item]]
+            for k in range(self.num_atoms)
+        ]
+        # Stack adjacency is built by the first backtrack, the candidates per (last, atom) as
+        # they are met: a native engine loaded with its index never backtracks (its states have
+        # no SEP), and building them cost 0.31 s on c_like, most of a load from the cache.
         self._below: list[set[int]] | None = None
-        self._backtracks_table: list[list[list[tuple[int, int]]]] | None = None
+        self._backtracks_memo: dict[int, tuple[list, list]] = {}
         self._step: dict[int, int] = {}
         self.initial = self.store.make(False, ((self.sep, EPSILON),))
         self.atom_table = bytes(gnf.atom_of)  # for bytes.translate
@@ -71,16 +105,27 @@ class Displacer:
             self._below = stack_adjacency(self.gnf)
         return self._below
 
-    @property
-    def _backtracks(self) -> list[list[list[tuple[int, int]]]]:
-        """For each (A_last, atom): the backtrack candidates A below A_last, with their tails."""
-        if self._backtracks_table is None:
-            below = self.below
-            self._backtracks_table = [
-                [[(a, t) for a, t in self._tops[k] if a in below[last]] for k in range(self.num_atoms)]
-                for last in range(self.n)
-            ]
-        return self._backtracks_table
+    def _backtrack_candidates(self, last: int, atom: int) -> tuple[list, list]:
+        """The backtrack candidates below ``last`` on ``atom``: plain nonterminals A (with
+        their tails) and families f (with the item's tails) that may sit directly below it
+        (``last`` = n + f: some member of family f was consumed last).
+
+        Made per (last, atom) on first use: the full table is (n + families) × atoms lists over
+        n candidates each, 2·10^9 membership tests for the 5,160 nonterminals and 81 atoms of a
+        large JSON Schema (jsb_0172: 123 s of its classing), while a vocabulary meets a few
+        thousand pairs.
+        """
+        key = last * self.num_atoms + atom
+        got = self._backtracks_memo.get(key)
+        if got is None:
+            below = self.below[last]
+            n = self.n
+            got = (
+                [(a, t) for a, t in self._tops[atom] if a in below],
+                [(f, t) for f, t in self._family_tops[atom] if n + f in below],
+            )
+            self._backtracks_memo[key] = got
+        return got
 
     def step(self, node: int, atom: int) -> int:
         key = node * self.num_atoms + atom
@@ -96,19 +141,68 @@ class Displacer:
                 tail = table[sym].get(atom)
                 if tail is not None:
                     result = union(result, concat(tail, rest))
-            else:  # SEP: σ_out is empty, backtrack into the context
+            elif sym == sep:  # σ_out is empty, backtrack into the context
                 if store.accepts(rest):
                     candidates = [(a, t, EPSILON) for a, t in self._tops[atom]]
+                    family_candidates = [(f, t, EPSILON) for f, t in self._family_tops[atom]]
                 else:
-                    candidates = []
-                backtracks = self._backtracks_table or self._backtracks
+                    candidates, family_candidates = [], []
+                memo, candidates_of = self._backtracks_memo, self._backtrack_candidates
                 for in_sym, deeper in store.edges(rest):
                     consumed = make(False, ((in_sym, deeper),))
-                    candidates += [(a, t, consumed) for a, t in backtracks[in_sym - n - 1][atom]]
+                    last = in_sym - n - 1 if in_sym < INPUT_BASE else n + split_input_symbol(in_sym)[0]
+                    plain, families = memo.get(last * self.num_atoms + atom) or candidates_of(last, atom)
+                    candidates += [(a, t, consumed) for a, t in plain]
+                    family_candidates += [(f, t, consumed) for f, t in families]
                 for a, tail, consumed in candidates:
                     enqueued = make(False, ((sep, make(False, ((n + 1 + a, consumed),))),))
                     result = union(result, concat(tail, enqueued))
+                for f, tail, consumed in family_candidates:
+                    fam = self.families[f]
+                    result = union(result, self._member_step(f, 0, 1, fam.last, tail, consumed))
+            elif is_family_symbol(sym):  # a concrete member F_c (pushed by this token)
+                tail = self.gnf.row(sym).get(atom)
+                if tail is not None:
+                    result = union(result, concat(tail, rest))
+            elif sym >= RELATIVE_BASE:  # F_(x+j) · SEP · IN(f, lo, hi)
+                f, j, lo, hi = split_relative_symbol(sym)
+                tail = table[self.families[f].item].get(atom)
+                if tail is not None:
+                    result = union(result, self._member_step(f, j, lo, hi, tail, rest))
+            else:  # pragma: no cover - input symbols never stand on top of σ_out
+                raise AssertionError(f"symbol {sym} on top of a displacement word")
         self._step[key] = result
+        return result
+
+    def _member_step(self, f: int, j: int, lo: int, hi: int, tail: int, rest: int) -> int:
+        """Words after reading one item from ``F_(x+j)``, x ∈ [lo, hi], given the item's tail.
+
+        Continue (``x + j + 1 <= max - 1``): ``tail · REL(f, j + 1, lo, hi')``; stop
+        (``x + j + 1 >= min``): ``tail · SEP · IN(f, lo', hi)``. ``rest`` is what follows the
+        consumed member in reverse(σ_in). An unbounded family saturates at ``F_last``: the x
+        for which ``x + j + 1 >= last`` continue with that concrete member instead.
+        """
+        store, make, sep = self.store, self.store.make, self.sep
+        fam = self.families[f]
+        result = EMPTY
+        if fam.max is not None:
+            top = min(hi, fam.max - 2 - j)
+            if lo <= top:
+                result = store.concat(tail, make(False, ((relative_symbol(f, j + 1, lo, top), rest),)))
+        else:
+            split = fam.last - j - 1  # x >= split reach the saturated member
+            if lo < split:
+                top = min(hi, split - 1)
+                result = store.concat(tail, make(False, ((relative_symbol(f, j + 1, lo, top), rest),)))
+            if hi >= split:
+                start = max(lo, split)
+                saturated = make(False, ((sep, make(False, ((input_symbol(f, start, hi), rest),))),))
+                saturated = make(False, ((family_symbol(f, fam.last), saturated),))
+                result = store.union(result, store.concat(tail, saturated))
+        bottom = max(lo, fam.min - 1 - j)
+        if bottom <= hi:
+            ended = make(False, ((sep, make(False, ((input_symbol(f, bottom, hi), rest),))),))
+            result = store.union(result, store.concat(tail, ended))
         return result
 
     def of_atoms(self, atoms: bytes) -> int:
@@ -123,19 +217,50 @@ class Displacer:
         """Δ(data) as a word-set node (EMPTY: in no sentence)."""
         return self.of_atoms(data.translate(self.atom_table))
 
+    def split_word(self, word: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(σ_in, σ_out) of one displacement word, top of stack first.
+
+        Symbols are GNF nonterminals (plain ids, concrete family members) or, for a pair that
+        consumed a member of a family with a symbolic count, the σ_in symbol
+        ``input_symbol(f, lo, hi)`` and the σ_out symbol ``relative_symbol(f, j, lo, hi)``
+        (``F_(x+j)``); :meth:`symbol_text` names them.
+        """
+        for cut, s in enumerate(word):
+            if s == self.sep:
+                pushed, after = word[:cut], word[cut + 1 :]
+                break
+            if s >= RELATIVE_BASE:
+                f, j, lo, hi = split_relative_symbol(s)
+                pushed, after = word[: cut + 1], (input_symbol(f, lo, hi),) + word[cut + 1 :]
+                break
+        else:  # pragma: no cover - every displacement word has its separator
+            raise ValueError("not a displacement word")
+        n = self.n
+        consumed = tuple(s - n - 1 if s < INPUT_BASE else s for s in reversed(after))
+        return consumed, tuple(pushed)
+
+    def symbol_text(self, symbol: int) -> str:
+        """The name of a symbol of :meth:`split_word`'s output."""
+        gnf = self.gnf
+        if symbol >= RELATIVE_BASE:
+            f, j, lo, hi = split_relative_symbol(symbol)
+            return f"{self.families[f].name}[x+{j}]"
+        if symbol >= INPUT_BASE:
+            f, lo, hi = split_input_symbol(symbol)
+            top = "∞" if hi == UNBOUNDED else str(hi)
+            return f"{self.families[f].name}[x] (x in {lo}..{top})"
+        return gnf.symbol_name(symbol)
+
     def pairs(self, node: int, limit: int = 50) -> list[DisplacementPair]:
         """Readable (σ_in, σ_out) pairs of a displacement node, at most ``limit``."""
-        names, n = self.gnf.names, self.n
         out = []
         for word in self.store.words(node, limit):
-            cut = word.index(self.sep)
-            pushed = tuple(names[s] for s in word[:cut])
-            consumed = tuple(names[s - n - 1] for s in reversed(word[cut + 1 :]))
-            out.append(DisplacementPair(consumed, pushed))
+            consumed, pushed = self.split_word(word)
+            out.append(DisplacementPair(tuple(map(self.symbol_text, consumed)), tuple(map(self.symbol_text, pushed))))
         return out
 
     def num_pairs(self, node: int) -> int:
         return self.store.count(node)
 
 
-__all__ = ["Displacer", "DisplacementPair"]
+__all__ = ["Displacer", "DisplacementPair", "split_family_symbol"]

@@ -89,15 +89,36 @@ class Comparison:
 def symbol_phrase(displacer: Displacer, symbol: int) -> str:
     """A GNF nonterminal in source terms (its provenance), e.g. ``rule term (line 3)``."""
     gnf = displacer.gnf
+    if symbol >= gnf.num_nonterminals:  # a counted repetition's member (concrete or symbolic)
+        return gnf.describe_symbol(symbol) if gnf.origins else displacer.symbol_text(symbol)
     return gnf.describe_symbol(symbol) if gnf.origins else gnf.names[symbol]
 
 
 def _decode(displacer: Displacer, word: tuple[int, ...]) -> SourcePair:
-    n, names = displacer.n, displacer.gnf.names
-    cut = word.index(displacer.sep)
-    pushed = tuple(word[:cut])
-    consumed = tuple(s - n - 1 for s in reversed(word[cut + 1 :]))
-    return SourcePair(consumed, pushed, tuple(names[s] for s in consumed), tuple(names[s] for s in pushed))
+    consumed, pushed = displacer.split_word(word)
+    name = displacer.symbol_text
+    return SourcePair(consumed, pushed, tuple(map(name, consumed)), tuple(map(name, pushed)))
+
+
+def _family_origins(gnf, symbol: int) -> tuple:
+    from ..grammar.counted import (
+        INPUT_BASE,
+        RELATIVE_BASE,
+        is_family_symbol,
+        split_family_symbol,
+        split_input_symbol,
+        split_relative_symbol,
+    )
+
+    if is_family_symbol(symbol):
+        f = split_family_symbol(symbol)[0]
+    elif symbol >= RELATIVE_BASE:
+        f = split_relative_symbol(symbol)[0]
+    elif symbol >= INPUT_BASE:
+        f = split_input_symbol(symbol)[0]
+    else:
+        return ()
+    return gnf.families[f].origins
 
 
 def _pairs(displacer: Displacer, node: int, limit: int) -> list[SourcePair]:
@@ -165,6 +186,8 @@ def explain(
         for s in p.consumed + p.pushed:
             if s < len(gnf.origins):
                 involved.extend(gnf.origins[s])
+            elif gnf.families:
+                involved.extend(_family_origins(gnf, s))
     subject = _subject(label, list(peers), more_peers)
     places = _top(where, shown)
     needs = _top(after, shown)

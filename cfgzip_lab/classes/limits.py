@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..errors import CfgzipError
+from ..grammar.provenance import rules_of
 from ..grammar.words import WordStore
 
 __all__ = [
@@ -44,6 +45,12 @@ class ClassingLimitError(CfgzipError):
 def _rules_of(gnf, symbol: int) -> tuple[str, ...]:
     """The source rules GNF nonterminal ``symbol`` comes from: its provenance, or, for a GNF made
     without it, the rule its name starts with (``e3@2`` → ``e3``; none for lifted terminals)."""
+    if symbol >= len(gnf.names) and getattr(gnf, "families", None):
+        from ..grammar.counted import is_family_symbol, split_family_symbol
+
+        if is_family_symbol(symbol):  # a counted repetition's member: its rule
+            return rules_of(gnf.families[split_family_symbol(symbol)[0]].origins)
+        return ()
     if not 0 <= symbol < len(gnf.names):
         return ()
     rules = gnf.rules_of(symbol)

@@ -73,6 +73,23 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     )
     parser.add_argument("--json-schema", metavar="FILE", help="a JSON Schema: XGrammar builds the grammar")
     parser.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar (converted with its exact meaning)")
+    from ..classes.limits import DEFAULT_MAX_DAG_NODES
+    from ..grammar.gnf import DEFAULT_MAX_GNF_NODES
+
+    parser.add_argument(
+        "--max-gnf-nodes",
+        type=int,
+        default=DEFAULT_MAX_GNF_NODES,
+        metavar="N",
+        help=f"memory bound of the normal form, in DAG nodes (default {DEFAULT_MAX_GNF_NODES:,}, ~600 bytes each)",
+    )
+    parser.add_argument(
+        "--max-dag-nodes",
+        type=int,
+        default=DEFAULT_MAX_DAG_NODES,
+        metavar="N",
+        help=f"memory bound of classing, in DAG nodes (default {DEFAULT_MAX_DAG_NODES:,}, ~600 bytes each)",
+    )
     return parser
 
 
@@ -93,7 +110,21 @@ def grammar_argument(args: argparse.Namespace) -> tuple[str, str]:
     return given[0]
 
 
-def read_grammar(name: str, kind: str = "auto") -> tuple[Path, CompiledGrammar]:
+def read_grammar_arguments(args: argparse.Namespace) -> tuple[Path, CompiledGrammar]:
+    """:func:`read_grammar` of the grammar given on the command line, under its ``--max-gnf-nodes``."""
+    from ..grammar.gnf import DEFAULT_MAX_GNF_NODES
+
+    return read_grammar(*grammar_argument(args), max_gnf_nodes=getattr(args, "max_gnf_nodes", DEFAULT_MAX_GNF_NODES))
+
+
+def classing_options(args: argparse.Namespace) -> dict:
+    """Keyword arguments for :func:`cfgzip_lab.build_classes` from the command line (its memory bound)."""
+    from ..classes.limits import DEFAULT_MAX_DAG_NODES
+
+    return {"max_dag_nodes": getattr(args, "max_dag_nodes", DEFAULT_MAX_DAG_NODES)}
+
+
+def read_grammar(name: str, kind: str = "auto", *, max_gnf_nodes: int | None = None) -> tuple[Path, CompiledGrammar]:
     """A grammar file or bundled grammar name, compiled to GNF; warnings go to stderr.
 
     ``kind`` as in :func:`cfgzip_lab.grammar.sources.to_ebnf` (``auto`` detects GBNF by a
@@ -109,7 +140,8 @@ def read_grammar(name: str, kind: str = "auto") -> tuple[Path, CompiledGrammar]:
     except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
         raise UsageError(f"cannot read grammar: {exc}") from None
     try:
-        compiled = compile_grammar(text, source=str(path), kind=kind)
+        options = {} if max_gnf_nodes is None else {"max_gnf_nodes": max_gnf_nodes}
+        compiled = compile_grammar(text, source=str(path), kind=kind, **options)
     except GrammarError as exc:
         raise UsageError(f"grammar {path} has errors:\n{exc.render()}") from None
     for w in compiled.warnings:

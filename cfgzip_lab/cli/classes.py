@@ -1,4 +1,9 @@
-"""``cfgzip-lab compress`` and ``cfgzip-lab inspect``: build a class cache, read one back."""
+"""``cfgzip-lab compress`` and ``cfgzip-lab inspect``: build a class cache, read one back.
+
+``compress`` goes through the cache directory (:mod:`._classes`): a grammar classed before on
+this machine (by any command or the API) is read from there, a new one is written there, and
+``-o`` (optional) writes a copy to share. ``--no-cache`` classes afresh and writes only ``-o``.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,16 @@ import os
 import sys
 import time
 
+from ._classes import add_cache_flag, classes_for
 from ._common import (
     UsageError,
     add_grammar_arguments,
     add_json_flag,
+    classing_options,
     emit,
-    grammar_argument,
     load_vocab,
     peak_rss_mb,
-    read_grammar,
+    read_grammar_arguments,
 )
 
 __all__ = ["register", "cmd_compress", "cmd_inspect"]
@@ -23,10 +29,11 @@ __all__ = ["register", "cmd_compress", "cmd_inspect"]
 
 def cmd_compress(args: argparse.Namespace) -> int:
     from ..classes.cache import save_classes
-    from ..pipeline import build_classes
 
     t0 = time.perf_counter()
-    path, compiled = read_grammar(*grammar_argument(args))
+    if not args.output and args.no_cache:
+        raise UsageError("--no-cache writes no cache directory entry: give -o FILE")
+    path, compiled = read_grammar_arguments(args)
     vocab = load_vocab(args.tokenizer)
     progress = None
     if not args.json and sys.stderr.isatty():
@@ -39,24 +46,32 @@ def cmd_compress(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
-    result = build_classes(compiled, vocab, budget=args.budget, progress=progress, workers=args.workers)
-    classes = result.classes
-    classes.metadata["build_seconds"] = round(time.perf_counter() - t0, 4)
-    index = None
-    if not args.no_native_index:
-        from ..native import build_index
-
-        # The native engine's σ_in index, read off the classing result (c_like: ~1 s).
-        index = build_index(
-            compiled.gnf, classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
-        )
-    out = save_classes(classes, args.output, grammar_text=compiled.text, vocab=vocab, native_index=index)
+    got = classes_for(
+        args,
+        compiled,
+        vocab,
+        budget=args.budget,
+        progress=progress,
+        workers=args.workers,
+        options=classing_options(args),
+    )
+    classes = got.classes
+    if got.source == "built":
+        classes.metadata["build_seconds"] = round(time.perf_counter() - t0, 4)
+    out = got.path
+    if args.output:
+        # The σ_in index and the GNF go along (format 4): a fresh process then rebuilds nothing.
+        index = None if args.no_native_index else got.index
+        out = str(save_classes(classes, args.output, vocab=vocab, native_index=index, compiled=compiled))
+    if out is None:
+        raise UsageError("the class cache directory could not be written (see the warning above): give -o FILE")
     seconds = time.perf_counter() - t0
     meta = classes.metadata
+    how = "read from the cache directory" if got.source == "cache" else "classed"
     human = [
         f"{path} × {vocab.name}: {classes.vocab_size} tokens → {classes.num_classes} classes "
         f"({classes.compression_ratio:.1f}:1), {meta['dead_tokens']} dead, {meta['fallback_singletons']} budget "
-        f"fallbacks, {seconds:.2f} s, peak {peak_rss_mb()} MB → {out}"
+        f"fallbacks, {how} in {seconds:.2f} s, peak {peak_rss_mb()} MB → {out}"
     ]
     emit(
         args,
@@ -70,6 +85,8 @@ def cmd_compress(args: argparse.Namespace) -> int:
             "fallback_singletons": meta["fallback_singletons"],
             "seconds": round(seconds, 4),
             "peak_rss_mb": peak_rss_mb(),
+            "source": got.source,
+            "output": out,
         },
     )
     return 0
@@ -113,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_grammar_arguments(c)
     c.add_argument("--tokenizer", required=True, help="llama3, qwen3, o200k, smollm2, gemma3, or a tokenizer folder")
-    c.add_argument("-o", "--output", required=True, help="cache file (.npz)")
+    c.add_argument("-o", "--output", help="cache file (.npz) to write (default: only the cache directory's entry)")
     c.add_argument(
         "--budget",
         type=int,
@@ -129,8 +146,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--no-native-index",
         action="store_true",
-        help="do not store the native engine's σ_in index in the cache (it is then built on load)",
+        help="do not store the native engine's σ_in index in the -o file (it is then built on load)",
     )
+    add_cache_flag(c)
     c.set_defaults(func=cmd_compress)
 
     i = add_json_flag(sub.add_parser("inspect", help="show a class cache's metadata and largest classes"))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_grammar_arguments, add_json_flag, emit, grammar_argument, read_grammar
+from ._common import add_grammar_arguments, add_json_flag, emit, read_grammar_arguments
 
 __all__ = ["register", "cmd_gnf"]
 
 
 def cmd_gnf(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    path, compiled = read_grammar(*grammar_argument(args))
+    path, compiled = read_grammar_arguments(args)
     seconds = time.perf_counter() - t0
     g = compiled.gnf
     human = [f"{'step':<22} {'nonterminals':>12} {'DAG nodes':>10} {'productions':>14} {'seconds':>8}"]

@@ -39,6 +39,49 @@ def _union(a: CodePoints, b: CodePoints) -> CodePoints:
     return tuple(normalize(a + b)) if b else a
 
 
+def automaton_first(a: tree.Automaton) -> CodePoints:
+    """The code points a ``Regex`` automaton can start with, read from its byte edges.
+
+    An ASCII byte is its code point; a lead byte with the second byte's range gives a block
+    of code points (exact for two-byte characters; for longer ones every third and fourth
+    byte is assumed, a superset). Sub-expression edges (a counted repetition) contribute
+    their own first code points, and are looked past while they can match nothing.
+    """
+    out: list[tuple[int, int]] = []
+    succ: dict[int, list] = {}
+    for source, label, target in a.edges:
+        succ.setdefault(source, []).append((label, target))
+    seen, todo = {a.start}, [a.start]
+    while todo:
+        for label, target in succ.get(todo.pop(), ()):
+            if not isinstance(label, tuple):
+                item = label.item if isinstance(label, tree.Repeat) else label
+                out += automaton_first(item) if isinstance(item, tree.Automaton) else ()
+                if _nullable_label(label) and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+                continue
+            lo, hi = label
+            if lo <= 0x7F:
+                out.append((lo, min(hi, 0x7F)))
+            for lead in range(max(lo, 0xC0), min(hi, 0xF7) + 1):
+                width = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                shift = 6 * (width - 1)
+                base = (lead & (0xFF >> (width + 1))) << shift
+                for second, _ in succ.get(target, ()):
+                    if isinstance(second, tuple):
+                        first = base | (second[0] & 0x3F) << (shift - 6)
+                        last = base | (second[1] & 0x3F) << (shift - 6) | ((1 << (shift - 6)) - 1)
+                        out.append((first, min(last, MAX_CODE_POINT)))
+    return tuple(normalize(out))
+
+
+def _nullable_label(label: tree.Expr) -> bool:
+    if isinstance(label, tree.Repeat):
+        return label.min == 0 or _nullable_label(label.item)
+    return isinstance(label, tree.Automaton) and label.nullable()
+
+
 def analyse(ast: tree.GrammarAST) -> dict[str, RuleSets]:
     """NULLABLE, FIRST and left corners of every rule of ``ast``, in source order.
 
@@ -95,6 +138,8 @@ def analyse(ast: tree.GrammarAST) -> dict[str, RuleSets]:
         if isinstance(e, tree.Repeat):
             n, f, c = visit(e.item)
             return n or e.min == 0, f, c
+        if isinstance(e, tree.Automaton):
+            return e.nullable(), automaton_first(e), set()
         raise TypeError(f"unknown grammar node {e!r}")
 
     changed = True

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .counted import Counted
     from .provenance import Origin
     from .tree import Span
 
@@ -89,6 +90,10 @@ class CFG:
     ``origins[name]`` says which source construct a nonterminal stands for and
     ``symbol_spans[name][i][j]`` where symbol j of production i is written (both filled by
     the lowering; a CFG made by hand may leave them empty).
+
+    ``counted[name]`` marks a counted repetition ``item{min,max}`` with a large bound
+    (:mod:`.counted`): such a nonterminal has no listed productions (``rules[name]`` is
+    empty), every stage reads its meaning from here instead of n copies of a rule.
     """
 
     start: str
@@ -96,6 +101,7 @@ class CFG:
     origins: dict[str, Origin] = field(default_factory=dict)
     symbol_spans: dict[str, list[tuple[Span | None, ...]]] = field(default_factory=dict)
     text: str = ""  # the grammar text the spans point into
+    counted: dict[str, Counted] = field(default_factory=dict)
 
     @property
     def num_productions(self) -> int:
@@ -114,6 +120,8 @@ class CFG:
         """Readable listing, one production per line."""
         lines = []
         for name, alts in self.rules.items():
+            if name in self.counted:
+                lines.append(f"{name} -> {self.counted[name]}")
             for rhs in alts:
                 body = " ".join(format_byteset(s) if isinstance(s, ByteSet) else s for s in rhs) or "ε"
                 lines.append(f"{name} -> {body}")

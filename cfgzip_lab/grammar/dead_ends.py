@@ -1,12 +1,16 @@
-"""Dead ends: places where decoding could consume bytes and then never finish.
+"""Dead ends: places where decoding could consume bytes and then never finish, kept exactly.
 
 A rule that derives no string (it matches nothing, like ``[]``, or recurses forever) is
-*non-productive*. GNF conversion drops every path through one, as it must, so cfgzip's
-classes say no token may enter such a path. XGrammar 0.2.8 does not look ahead that far:
-for ``root ::= "a" [] | "b"`` it allows ``a`` and then nothing, ever. The two masks then
-differ at the very first step (``cfgzip-lab verify`` reports it), so such a grammar cannot
-be compressed losslessly and is refused with the place of the dead end. It is almost
-always a mistake in the grammar anyway: a misspelt class, a rule without a base case.
+*non-productive*. XGrammar 0.2.8 does not look ahead that far: for ``root ::= "a" [] | "b"``
+it allows ``a`` and then nothing, ever (and for ``x ::= "c" x`` any number of ``c``). A plain
+normal form would drop every path through such a rule, and the masks would differ at the
+first step. So :func:`keep_dead_ends` gives every non-productive nonterminal one more
+production, the *dead terminal* (:data:`DEAD`, the empty byte set): it matches no byte, so
+no sentence uses it, but it keeps the rule productive, and its paths survive the normal
+form. The prefixes the byte CFG then allows are exactly the prefixes XGrammar allows:
+decoding may enter a dead end and then nothing more is allowed (no byte, no stop). The
+author gets a warning with the place (almost always a mistake: a misspelt class, a rule
+without a base case); only a root that derives nothing at all is still refused.
 
 A non-productive symbol is harmless when nothing can be consumed before it on its path
 (``root ::= [] | "b"``): then XGrammar offers no byte for that path either. The check,
@@ -20,6 +24,11 @@ on the byte CFG (ε = the empty production)::
                   symbols (in their production) are all productive
     dead end   := a production of a LIVE nonterminal whose first non-productive symbol Xi
                   has a NONEMPTY symbol before it
+
+A counted repetition ``K = X{m,n}`` (``cfg.counted``) has no listed productions; it counts as
+the production ``K → X^min`` (all it needs to be productive) plus, when ``max > 0``, the
+optional further copies: K is productive iff X is or ``min == 0``, NONEMPTY iff X is and K
+is productive, and X is LIVE when K is (a dead end inside X is found there).
 """
 
 from __future__ import annotations
@@ -29,7 +38,10 @@ from dataclasses import dataclass
 from .cfg import CFG, ByteSet, Symbol
 from .tree import Span
 
-__all__ = ["DeadEnd", "dead_ends", "productive_nonterminals"]
+__all__ = ["DEAD", "DeadEnd", "dead_ends", "keep_dead_ends", "productive_nonterminals"]
+
+DEAD = ByteSet(0)
+"""The dead terminal: matches no byte (the normal form gives it an atom no byte maps to)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +61,13 @@ class DeadEnd:
         else:
             why = (
                 "matches nothing"
-                if not cfg.rules.get(self.symbol)
+                if not cfg.rules.get(self.symbol) and self.symbol not in cfg.counted
                 else "derives no string (it recurses with no way out)"
             )
             what = f"{cfg.describe_symbol(self.symbol)}, which {why}"
         return (
-            f"dead end: after some text, {what}; XGrammar would let decoding go in and never finish, "
-            "and cfgzip cannot reproduce its masks there, so the grammar is refused"
+            f"dead end: after some text, {what}; XGrammar lets decoding go in and never finish there "
+            "(cfgzip's masks do the same)"
         )
 
 
@@ -67,7 +79,14 @@ def productive_nonterminals(cfg: CFG) -> set[str]:
     while changed:
         changed = False
         for name, alts in cfg.rules.items():
-            if name not in productive and any(all(_is_productive(s, productive) for s in rhs) for rhs in alts):
+            if name in productive:
+                continue
+            counted = cfg.counted.get(name)
+            if counted is not None:
+                ok = counted.min == 0 or counted.item in productive
+            else:
+                ok = any(all(_is_productive(s, productive) for s in rhs) for rhs in alts)
+            if ok:
                 productive.add(name)
                 changed = True
     return productive
@@ -84,6 +103,12 @@ def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
         changed = False
         for name, alts in cfg.rules.items():
             if name in nonempty:
+                continue
+            counted = cfg.counted.get(name)
+            if counted is not None:
+                if name in productive and counted.item in nonempty and counted.item in productive:
+                    nonempty.add(name)
+                    changed = True
                 continue
             for rhs in alts:
                 if all(_is_productive(s, productive) for s in rhs) and any(_is_nonempty(s, nonempty) for s in rhs):
@@ -107,6 +132,10 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
     live, todo = {cfg.start}, [cfg.start]
     while todo:
         name = todo.pop()
+        counted = cfg.counted.get(name)
+        if counted is not None and counted.item not in live:
+            live.add(counted.item)
+            todo.append(counted.item)
         for index, rhs in enumerate(cfg.rules.get(name, ())):
             consumed = False
             for position, symbol in enumerate(rhs):
@@ -121,3 +150,21 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
                     break
                 consumed = consumed or _is_nonempty(symbol, nonempty)
     return sorted(found, key=lambda d: (d.span or (1 << 62, 0), d.nonterminal, d.index))
+
+
+def keep_dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[str]:
+    """Give every non-productive nonterminal of ``cfg`` the production ``→ DEAD`` (in place),
+    so that the normal form keeps the paths XGrammar lets decoding enter; returns their names.
+
+    A counted repetition ``X{m,n}`` is non-productive only through its item X, which gets the
+    production itself. The start must be productive (the caller refuses an empty language).
+    """
+    if productive is None:
+        productive = productive_nonterminals(cfg)
+    patched = [name for name in cfg.rules if name not in productive and name not in cfg.counted]
+    for name in patched:
+        cfg.rules[name].append((DEAD,))
+        spans = cfg.symbol_spans.get(name)
+        if spans is not None and len(spans) == len(cfg.rules[name]) - 1:
+            spans.append((None,))
+    return patched

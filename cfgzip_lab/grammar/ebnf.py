@@ -61,8 +61,9 @@ from .ebnf_syntax import (
     parse_chunk,
     tokens,
 )
-from .regex import RegexError, regex_to_expr
+from .regex import RegexError, RegexWarning, regex_to_expr
 from .tree import (
+    Automaton,
     CharClass,
     Choice,
     Expr,
@@ -486,14 +487,21 @@ class _Builder:
             return Literal("", span)
         start = pattern.start_pos + 1
         code_points, offsets = self._decode_located(pattern.value[1:-1], start, _STRING_ESCAPES)
+        warnings: list[RegexWarning] = []
+
+        def located(start: int, end: int) -> Span:
+            at = offsets[start] if start < len(offsets) else offsets[-1]
+            stop = offsets[end] if end < len(offsets) else offsets[-1]
+            return (at, max(stop, at + 1))
+
         try:
-            expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string)
+            expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string, warnings=warnings, span=span)
         except RegexError as error:
-            at = offsets[error.start] if error.start < len(offsets) else offsets[-1]
-            end = offsets[error.end] if error.end < len(offsets) else offsets[-1]
             message = error.message if error.refused else f"XGrammar rejects this regex: {error.message}"
-            self._report((at, max(end, at + 1)), message)
+            self._report(located(error.start, error.end), message)
             return Literal("", span)
+        for warning in warnings:
+            self._report(located(warning.start, warning.end), warning.message, "warning")
         return _with_span(expr, span)
 
     def group(self, lpar: Tok, inner: Expr | None, rpar: Tok) -> Expr:
@@ -721,6 +729,8 @@ def _nullable(expr: Expr, nullable: set[str]) -> bool:
         return all(_nullable(item, nullable) for item in expr.items)
     if isinstance(expr, Choice):
         return any(_nullable(option, nullable) for option in expr.options)
+    if isinstance(expr, Automaton):
+        return expr.nullable()
     assert isinstance(expr, Repeat)
     return expr.min == 0 or _nullable(expr.item, nullable)
 

@@ -24,13 +24,14 @@ from typing import Any
 import numpy as np
 
 from .cfg import ByteSet
+from .counted import Family, is_family_symbol, split_family_symbol
 from .gnf import GNF, GNFStep
 from .provenance import Origin
 from .words import EMPTY, EPSILON, WordStore
 
 __all__ = ["GNF_FORMAT", "FIELDS", "gnf_to_arrays", "gnf_from_arrays", "GNFArraysError", "PREFIX"]
 
-GNF_FORMAT = 1
+GNF_FORMAT = 2
 """Version of this layout; a reader refuses any other (the cache then rebuilds the GNF from the text)."""
 
 PREFIX = "gnf_"
@@ -70,7 +71,8 @@ def _store_to_arrays(store: WordStore, roots) -> tuple[dict[str, np.ndarray], di
     arrays = {
         "store_accepts": np.fromiter((nodes[n][0] for n in order), dtype=np.uint8, count=len(order)),
         "store_indptr": indptr.astype(np.int32),
-        "store_symbols": pairs[:, 0].astype(np.int32),
+        # int64 where counted-repetition members (symbols from 2**48, see .counted) occur
+        "store_symbols": pairs[:, 0].astype(np.int64 if pairs.size and pairs[:, 0].max() >= 1 << 31 else np.int32),
         "store_children": np.fromiter((new_id[c] for c in pairs[:, 1].tolist()), dtype=np.int32, count=len(pairs)),
     }
     return arrays, new_id
@@ -142,7 +144,10 @@ def _load_atoms(arrays, doc, store):
         bits[atom] |= 1 << byte
     if min(atom_of) < 0 or not all(bits):
         raise GNFArraysError("the byte → atom map leaves an atom without bytes")
-    return [ByteSet(b) for b in bits]
+    dead = doc.get("dead_atom", -1)
+    if dead not in (-1, count):
+        raise GNFArraysError("the dead terminal's atom is not the one after the byte atoms")
+    return [ByteSet(b) for b in bits] + ([ByteSet(0)] if dead == count else [])
 
 
 def _save_table(gnf, arrays, doc, ids):
@@ -182,6 +187,7 @@ def _origin_from_json(v: list) -> Origin:
 FIELDS: tuple[_Field, ...] = (
     _json("names", list, lambda v: [str(s) for s in v]),
     _json("start", int, int),
+    _json("dead_atom", int, int),
     _json("accepts_empty", bool, bool),
     _Field("atoms", lambda *a: None, _load_atoms),  # derived from atom_of (saved with it)
     _Field("atom_of", _save_atoms, _load_atom_of),
@@ -198,6 +204,21 @@ FIELDS: tuple[_Field, ...] = (
         lambda v: [tuple(_origin_from_json(o) for o in os_) for os_ in v],
     ),
     _json("merged_from", lambda v: [list(m) for m in v], lambda v: [tuple(m) for m in v]),
+    _json(
+        "families",
+        lambda fams: [[f.name, f.item, f.min, f.max, f.head, [_origin_to_json(o) for o in f.origins]] for f in fams],
+        lambda v: [
+            Family(
+                str(name),
+                int(item),
+                int(low),
+                None if high is None else int(high),
+                int(head),
+                tuple(map(_origin_from_json, origins)),
+            )
+            for name, item, low, high, head, origins in v
+        ],
+    ),
 )
 
 
@@ -231,12 +252,22 @@ def gnf_from_arrays(arrays: dict[str, np.ndarray], doc: dict) -> GNF:
     table_atoms = plain["table_atoms"]
     if table_atoms.size and (table_atoms.min() < 0 or table_atoms.max() >= len(values["atoms"])):
         raise GNFArraysError("the production table names an atom the byte map does not have")
-    symbols = plain["store_symbols"]
-    if symbols.size and (symbols.min() < 0 or symbols.max() >= n):
+    families = values["families"]
+    if any(not 0 <= f.item < n or f.min < 0 or (f.max is not None and f.max < 2) for f in families):
+        raise GNFArraysError("a counted repetition names an item the GNF does not have, or impossible bounds")
+    symbols = plain["store_symbols"].astype(np.int64)
+    members = symbols[symbols >= n]
+    if symbols.size and symbols.min() < 0:
         raise GNFArraysError("a tail in the word store names a nonterminal the GNF does not have")
+    for s in np.unique(members).tolist():
+        if not is_family_symbol(s):
+            raise GNFArraysError("a tail in the word store names a nonterminal the GNF does not have")
+        f, c = split_family_symbol(s)
+        if f >= len(families) or not 1 <= c <= families[f].last:
+            raise GNFArraysError("a tail names a member of a counted repetition the GNF does not have")
     return GNF(**values)
 
 
 def field_names() -> set[str]:
     """The GNF's dataclass fields (what :data:`FIELDS` must cover)."""
-    return {f.name for f in dataclasses.fields(GNF)}
+    return {f.name for f in dataclasses.fields(GNF) if not f.name.startswith("_")}  # _family_rows: a memo

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
+from .counted import COUNTED_THRESHOLD, Counted
 from .provenance import origin_at
 from .tree import Span
 
@@ -102,6 +103,8 @@ class _Lowerer:
     text: str = ""
     counters: dict[str, int] = field(default_factory=dict)
     class_cache: dict[tuple, str | ByteSet | None] = field(default_factory=dict)
+    counted_threshold: int = COUNTED_THRESHOLD
+    automata: dict[int, tuple[tree.Automaton, str]] = field(default_factory=dict)  # id → (node, start)
 
     def fresh(
         self,
@@ -145,6 +148,8 @@ class _Lowerer:
             return [(s, e.span) for s in self.char_class(owner, e)]
         if isinstance(e, tree.Repeat):
             return self.repeat(owner, e)
+        if isinstance(e, tree.Automaton):
+            return [(self.automaton(owner, e), e.span)]
         raise TypeError(f"unknown grammar node {e!r}")
 
     def char_class(self, owner: str, e: tree.CharClass) -> list[Symbol]:
@@ -161,12 +166,45 @@ class _Lowerer:
                 self.class_cache[key] = self.fresh(owner, list(seqs), "character class", e)
         return [self.class_cache[key]]
 
+    def automaton(self, owner: str, e: tree.Automaton) -> str:
+        """One nonterminal per state, ``Q → label Q'`` per edge and ``Q → ε`` per final state: a
+        right-linear grammar with exactly the automaton's language (byte ranges between the
+        same two states share one production). An automaton met twice (XGrammar's sub-rule of a
+        large ``X{n,}`` is both repeated and starred) is lowered once."""
+        if id(e) in self.automata:
+            return self.automata[id(e)][1]
+        names = [self.fresh(owner, [], "regex", e) for _ in range(e.num_states)]
+        self.automata[id(e)] = (e, names[e.start])  # keeps e alive, so its id stays its own
+        bytesets: dict[tuple[int, int], ByteSet] = {}
+        alts: list[list[Production]] = [[] for _ in range(e.num_states)]
+        for source, label, target in e.edges:
+            if isinstance(label, tuple):
+                pair = (source, target)
+                bytesets[pair] = bytesets.get(pair, ByteSet(0)) | ByteSet.range(*label)
+            else:
+                alts[source].append(tuple(s for s, _ in self.symbols(owner, label)) + (names[target],))
+        for (source, target), byteset in bytesets.items():
+            alts[source].append((byteset, names[target]))
+        for q in e.finals:
+            alts[q].append(())
+        for name, productions in zip(names, alts):
+            self.cfg.rules[name] = productions
+            self.cfg.symbol_spans[name] = [tuple(e.span for _ in rhs) for rhs in productions]
+        return names[e.start]
+
     def repeat(self, owner: str, e: tree.Repeat) -> list[tuple[Symbol, Span | None]]:
         pairs = self.symbols(owner, e.item)
         item = [s for s, _ in pairs]
         if len(item) != 1:
             item = [self.fresh(owner, [tuple(item)], "group", e.item, [tuple(sp for _, sp in pairs)])]
             pairs = [(item[0], e.item.span)]
+        if (e.max if e.max is not None else e.min) > self.counted_threshold:
+            # Large bounds stay one counted nonterminal (see .counted): never n copies.
+            if not isinstance(item[0], str):
+                item = [self.fresh(owner, [(item[0],)], "group", e.item, [(pairs[0][1],)])]
+            counted = self.fresh(owner, [], "counted repetition", e, [])
+            self.cfg.counted[counted] = Counted(item[0], e.min, e.max)
+            return [(counted, e.span)]
         head = pairs * e.min  # the mandatory copies point at the item, the loop at the repetition
         if e.max is None:
             # X* as right recursion (star -> ε | X star): right recursion needs no
@@ -186,15 +224,17 @@ def _span(node: tree.Expr | None) -> Span | None:
     return None if node is None else node.span
 
 
-def lower(ast: tree.GrammarAST) -> CFG:
+def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD) -> CFG:
     """Byte-level CFG with the same language as ``ast`` under XGrammar's semantics.
 
     Rule names are kept; helper nonterminals are named ``rule@n``. ``cfg.origins`` maps
     every nonterminal to the source construct it stands for (:mod:`.provenance`), and
     ``cfg.symbol_spans`` gives each production symbol's span in the grammar text.
+    A repetition whose bound exceeds ``counted_threshold`` becomes one counted nonterminal
+    (``cfg.counted``, :mod:`.counted`) instead of that many copies of its item.
     """
     cfg = CFG(start=ast.root, text=ast.text)
-    lowerer = _Lowerer(cfg, ast.text)
+    lowerer = _Lowerer(cfg, ast.text, counted_threshold=counted_threshold)
     for name, rule in ast.rules.items():
         cfg.rules[name] = []
         cfg.origins[name] = origin_at(name, "rule", rule.span, ast.text)

@@ -46,6 +46,7 @@ KINDS = (
     "group",  # a parenthesised sequence that is repeated
     "alternation",  # a parenthesised choice inside a sequence
     "character class",  # [...] that needs more than one byte
+    "regex",  # one state of a Regex(...)'s automaton
     "terminal",  # one terminal occurrence, lifted by the normal form
     "left recursion",  # the tail the normal form makes out of a left-recursive rule
     "start",  # the normal form's fresh start symbol
@@ -126,7 +127,34 @@ def describe_cfg_symbol(cfg: CFG, name: str) -> str:
 
 
 def describe_gnf_symbol(gnf: GNF, symbol: int | str) -> str:
-    """What GNF nonterminal ``symbol`` (its id, or a name when that name is unique) stands for."""
+    """What GNF nonterminal ``symbol`` (its id, or a name when that name is unique) stands for.
+
+    A member ``F_c`` of a counted repetition (or a displacement's symbolic member of one) is
+    described as that repetition with how many items it has read.
+    """
+    from .counted import (
+        INPUT_BASE,
+        RELATIVE_BASE,
+        is_family_symbol,
+        split_family_symbol,
+        split_input_symbol,
+        split_relative_symbol,
+    )
+
+    if isinstance(symbol, int) and symbol >= len(gnf.names) and gnf.families:
+        if is_family_symbol(symbol):
+            f, c = split_family_symbol(symbol)
+            count = f"{c} item{'s' if c != 1 else ''} read"
+        elif symbol >= RELATIVE_BASE:
+            f, j, lo, hi = split_relative_symbol(symbol)
+            count = f"{j} more item{'s' if j != 1 else ''} read"
+        elif symbol >= INPUT_BASE:
+            f, lo, hi = split_input_symbol(symbol)
+            count = f"{lo}..{hi} items read" if lo != hi else f"{lo} items read"
+        else:
+            raise KeyError(f"GNF symbol {symbol} does not exist")
+        family = gnf.families[f]
+        return f"{describe_origins(family.origins)} ({count})"
     index = _gnf_index(gnf, symbol)
     merged = gnf.origins[index] if index < len(gnf.origins) else ()
     text = describe_origins(merged)

@@ -60,6 +60,9 @@ def expr_diagram(e: tree.Expr, text: str = "") -> rr.DiagramItem:
         bounds = f"{low}+ times" if high is None else f"{low} times" if low == high else f"{low} to {high} times"
         loop = rr.OneOrMore(item, rr.Comment(bounds))
         return rr.Optional(loop) if low == 0 else loop
+    if isinstance(e, tree.Automaton):  # a Regex(...): shown as written
+        written = _source(e, text)
+        return rr.Terminal(written if written and written.startswith("Regex") else f"/{e.pattern}/", cls="regex")
     raise TypeError(f"unknown grammar node {e!r}")
 
 

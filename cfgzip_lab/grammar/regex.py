@@ -1,13 +1,17 @@
-"""XGrammar's ``Regex("...", json_string=...)`` → grammar AST, with XGrammar's exact meaning.
+"""XGrammar's ``Regex("...", json_string=..., flags=...)`` → grammar AST, with XGrammar's exact meaning.
 
-XGrammar 0.2.8 compiles a ``Regex`` macro into an automaton (``RegexFSMBuilder`` in
-``cpp/fsm_builder.cc``; JSON Schema ``pattern`` s print as such macros). This module reads the
-same dialect into the AST the EBNF front end builds (Literal, CharClass, Sequence, Choice,
-Repeat), so lowering, GNF and classing need nothing new. Every fact below was checked by
-feeding bytes to a real ``GrammarMatcher`` (``tests/test_regex.py`` pins them):
+XGrammar 0.2.8 compiles a ``Regex`` macro into a byte automaton (``RegexIR`` in
+``cpp/fsm_builder.cc``; JSON Schema ``pattern`` s, ``patternProperties`` and
+``propertyNames`` print as such macros). This module parses the same dialect, with the same
+stack discipline, into XGrammar's IR (:mod:`.regex_fsm`), which builds the automaton state
+for state as XGrammar does, quirks included (``X?`` reaching past the lowest end of X,
+overlong UTF-8 for classes spanning several lengths, large repeats as sub-rules without
+``json_string``; see :mod:`.regex_fsm`), and returns it as a :class:`~.tree.Automaton`.
+Every fact below was checked by feeding bytes to a real ``GrammarMatcher``
+(``tests/test_regex.py`` and ``tests/test_regex_fsm.py`` pin them):
 
-- The whole pattern must match (``^``/``$`` add nothing). Characters are code points matched
-  as UTF-8, like EBNF classes; ``.`` is any code point U+0000..U+10FFFF, newline included.
+- The whole pattern must match. Characters are code points matched as UTF-8; ``.`` is any
+  code point U+0000..U+10FFFF, newline included (unless ``flags`` is given without ``s``).
 - Escapes: ``\\n \\t \\r \\f \\v \\a \\e \\0`` (``\\012`` is ``\\0`` then ``12``), ``\\xHH``
   (exactly two digits), ``\\uHHHH``, ``\\u{H..H}`` (1-6 digits, at most U+10FFFF), ``\\cX``
   (a letter, code ``X & 31``), any other character escaped is itself (``\\U`` is ``U``).
@@ -15,40 +19,58 @@ feeding bytes to a real ``GrammarMatcher`` (``tests/test_regex.py`` pins them):
   Unicode spaces) and the negated ``\\D \\W \\S`` are their complements over all code points.
 - Classes: ``[...]``/``[^...]``, ranges ``a-z``, escapes as above plus ``\\b`` (backspace);
   ``-`` is literal first, last or after a ``\\d``-like escape; ``[`` is literal inside;
-  the first ``]`` always closes, so ``[]a]`` is the (refused) empty class then ``a]``.
+  the first ``]`` always closes, so ``[]a]`` is the (rejected) empty class then ``a]``.
 - Quantifiers ``* + ? {n} {n,} {n,m}`` (spaces allowed inside braces, counts up to 9 digits),
   each optionally lazy (``*?``: same language); a quantifier may follow another (``a**``).
 - Groups ``( )``, ``(?: )``, named ``(?<n> )``/``(?P<n> )``; alternation ``|`` with empty
   branches allowed (``a|``, ``()``). A leading ``(?i)`` makes ASCII letters case-insensitive.
-- ``json_string=true`` (what JSON Schema patterns use) removes U+0000..U+001F, ``"`` and ``\\``
-  from every character the pattern can match: the pattern describes raw characters of the
-  JSON string body and those would need escapes. It is *not* escape-aware: no pattern ever
-  matches ``\\"`` under it. Where that leaves an atom with no character after a part that
-  consumed text (``a"b``), XGrammar's matcher still accepts the text before it (a dead end):
-  such a pattern is refused, as token classes cannot reproduce a dead end.
+- Anchors ``^``/``$`` are skipped wherever they stand (``a^b`` matches ``ab``, ``a$*`` is
+  ``a*``), and a lookahead ``(?=...)``/``(?!...)`` is the empty string: we do the same,
+  exactly, with a *warning* (:class:`RegexWarning`) where that differs from what the pattern
+  says (an anchor that is not at the start or end of the pattern or of a top-level
+  alternative; every lookahead).
+- ``json_string=true`` removes the bytes 00-1F, ``"`` and ``\\`` from every byte edge of the
+  automaton: the pattern describes raw characters of the JSON string body and those would
+  need escapes. It is *not* escape-aware: no pattern ever matches ``\\"`` under it. It does
+  not reach into a large repetition (bound above 128), which XGrammar compiles as a sub-rule
+  without the flag. Where removing them leaves a prefix that can never finish (``a"b``),
+  XGrammar's matcher still accepts that prefix (a dead end): such a pattern is refused, as
+  token classes cannot reproduce a dead end.
+- ``flags`` (the EBNF ``Regex(..., flags="...")`` argument): ``i`` is a leading ``(?i)``,
+  ``u`` changes nothing, ``s`` lets ``.`` match ``\\n``; any other letter is an error. With
+  the argument present and no ``s``, ``.`` outside classes matches every code point but
+  ``\\n`` (XGrammar rewrites it to ``[^\\n]``); without the argument ``.`` matches ``\\n``.
 
-Refused (a :class:`RegexError` with ``refused=True``), because XGrammar gives them a meaning
-the pattern's author did not write and cfgzip will not guess: lookaheads ``(?=``/``(?!``
-(XGrammar silently matches them as empty), and ``^``/``$`` anywhere but at the very start or
-end of the pattern or of a top-level alternative (XGrammar ignores them: ``a^b`` matches
-``ab``). Everything XGrammar itself rejects (lookbehind, backreferences, ``\\b``, ``\\p{..}``,
-unbalanced brackets, a quantifier with nothing before it...) is an error here too, with
-XGrammar's reason and the position in the pattern.
+Everything XGrammar itself rejects (lookbehind, backreferences, ``\\b``, ``\\p{..}``,
+unbalanced brackets, a quantifier with nothing before it, an unrolled repetition past
+XGrammar's 100,000-state cap...) is an error here too, with XGrammar's reason and the
+position in the pattern.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import regex_fsm as fsm
 from .lower import MAX_CODE_POINT
 from .lower import complement as _complement
 from .lower import normalize as _normalize
-from .tree import CharClass, Choice, Expr, Literal, Repeat, Sequence
+from .tree import Expr, Span
 
-__all__ = ["RegexError", "regex_to_expr", "JSON_STRING_FORBIDDEN", "MAX_CODE_POINT"]
+__all__ = [
+    "RegexError",
+    "RegexWarning",
+    "regex_to_expr",
+    "check_flags",
+    "JSON_STRING_FORBIDDEN",
+    "MAX_CODE_POINT",
+    "SUPPORTED_FLAGS",
+]
 
 #: What ``json_string=true`` removes from every character the regex matches.
 JSON_STRING_FORBIDDEN = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+#: The letters XGrammar 0.2.8 accepts in ``Regex(..., flags="...")`` (``EBNFParser::ParseRegexMacro``).
+SUPPORTED_FLAGS = "isu"
 _MAX_REPEAT_DIGITS = 9  # XGrammar: "10^9 fits in an int"
 
 _DIGIT = ((0x30, 0x39),)
@@ -58,6 +80,8 @@ _SHORTHANDS = {"d": (_DIGIT, False), "D": (_DIGIT, True), "w": (_WORD, False), "
 _SHORTHANDS |= {"s": (_SPACE, False), "S": (_SPACE, True)}
 _SINGLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07, "e": 0x1B, "0": 0x00}
 _HEX = "0123456789abcdefABCDEF"
+_ALL = ((0, MAX_CODE_POINT),)
+_NOT_NEWLINE = ((0, 0x09), (0x0B, MAX_CODE_POINT))
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -66,21 +90,52 @@ Ranges = tuple[tuple[int, int], ...]
 class RegexError(Exception):
     """A regex cfgzip cannot use: ``start``/``end`` are offsets in the pattern (code points).
 
-    ``refused`` is True for constructs XGrammar accepts but gives a meaning cfgzip will not
-    reproduce (see the module docstring); False for patterns XGrammar rejects as well.
+    ``refused`` is True for constructs XGrammar accepts but cfgzip cannot reproduce exactly
+    (a json_string dead end); False for patterns XGrammar rejects as well. ``in_flags``: the
+    problem is in the ``flags`` argument, not in the pattern (offsets are then 0).
     """
 
     message: str
     start: int
     end: int
     refused: bool = False
+    in_flags: bool = False
 
     def __str__(self) -> str:
+        if self.in_flags:
+            return self.message
         return f"{self.message} (at position {self.start + 1} of the pattern)"
 
 
-def regex_to_expr(pattern: str, *, json_string: bool = False) -> Expr:
-    """The AST for ``Regex(pattern, json_string=...)`` as XGrammar 0.2.8 matches it.
+@dataclass(frozen=True)
+class RegexWarning:
+    """Something XGrammar accepts and gives a meaning the pattern does not say; we mirror it.
+
+    ``start``/``end`` are offsets in the pattern (code points).
+    """
+
+    message: str
+    start: int
+    end: int
+
+
+def check_flags(flags: str) -> str | None:
+    """XGrammar's message for a ``flags`` string it rejects, or None when it accepts it."""
+    for letter in flags:
+        if letter not in SUPPORTED_FLAGS:
+            return f"regular-expression flag '{letter}' is not supported"
+    return None
+
+
+def regex_to_expr(
+    pattern: str,
+    *,
+    json_string: bool = False,
+    flags: str | None = None,
+    warnings: list[RegexWarning] | None = None,
+    span: Span | None = None,
+) -> Expr:
+    """The AST for ``Regex(pattern, json_string=..., flags=...)`` as XGrammar 0.2.8 matches it.
 
     Parameters
     ----------
@@ -88,6 +143,18 @@ def regex_to_expr(pattern: str, *, json_string: bool = False) -> Expr:
         The regex, as code points (the EBNF string literal already unescaped).
     json_string : bool, keyword-only
         XGrammar's ``json_string`` flag: no control character, ``"`` or ``\\`` is matched.
+    flags : str or None, keyword-only
+        XGrammar's ``flags`` argument (letters of :data:`SUPPORTED_FLAGS`); None when the
+        call has none, which is not the same as ``""`` (see the module docstring).
+    warnings : list, keyword-only
+        If given, :class:`RegexWarning` s are appended to it.
+    span : (int, int), keyword-only
+        Where the ``Regex(...)`` call is in the grammar text (kept on the AST for provenance).
+
+    Returns
+    -------
+    Automaton
+        XGrammar's automaton for the pattern (:class:`~.tree.Automaton`).
 
     Raises
     ------
@@ -96,10 +163,39 @@ def regex_to_expr(pattern: str, *, json_string: bool = False) -> Expr:
 
     Examples
     --------
-    >>> regex_to_expr("a{2}").min
-    2
+    >>> a = regex_to_expr("ab")
+    >>> (a.num_states, a.finals, a.edges)
+    (3, (2,), ((0, (97, 97), 1), (1, (98, 98), 2)))
     """
-    return _Parser(pattern, json_string).parse()
+    case_insensitive = False
+    if flags is not None:
+        message = check_flags(flags)
+        if message is not None:
+            raise RegexError(message, 0, 0, in_flags=True)
+        case_insensitive = "i" in flags
+    parser = _Parser(pattern, json_string, case_insensitive, dot_all=flags is None or "s" in flags)
+    root = parser.parse()
+    try:
+        automaton, raw = fsm.build(root, json_string=json_string, span=span, pattern=pattern)
+    except fsm.RegexBuildError as error:
+        raise RegexError(error.message, *error.span) from None
+    if json_string and parser.emptied and fsm.dead_end(raw) is not None:
+        # A dead end: XGrammar's matcher accepts the text before the emptied atom and then
+        # nothing. Kept exactly (the dead states stay, .dead_ends keeps their paths), with a warning.
+        start, end = parser.emptied[0]
+        automaton, raw = fsm.build(root, json_string=json_string, span=span, pattern=pattern, keep_dead=True)
+        parser.warnings.append(
+            RegexWarning(
+                f"dead end: under json_string=true {pattern[start:end]!r} can match no character (no control "
+                "character, '\"' or '\\'); XGrammar's matcher accepts the text before it and then nothing "
+                "(cfgzip's masks do the same)",
+                start,
+                end,
+            )
+        )
+    if warnings is not None:
+        warnings.extend(parser.warnings)
+    return automaton
 
 
 def normalize(ranges) -> Ranges:
@@ -123,6 +219,11 @@ def _fold_ascii_case(ranges: Ranges) -> Ranges:
     return normalize(ranges + tuple(extra))
 
 
+def _allowed_by_json_string(ranges: Ranges) -> bool:
+    """Whether json_string leaves any code point of ``ranges`` (it removes ASCII bytes only)."""
+    return bool(_intersect(ranges, complement(JSON_STRING_FORBIDDEN)))
+
+
 @dataclass
 class _Escape:
     """One escape: a single code point, or a (possibly negated) shorthand class."""
@@ -133,82 +234,72 @@ class _Escape:
 
 
 class _Parser:
-    """Recursive descent over the pattern, accepting exactly what XGrammar's stack parser accepts."""
+    """Recursive descent over the pattern with XGrammar's stack discipline; builds its IR.
 
-    def __init__(self, pattern: str, json_string: bool) -> None:
+    A group without ``|`` is a Bracket of its items, with ``|`` a Union of Brackets; the whole
+    pattern likewise. Every atom is one Leaf (one character, escape, ``.`` or class), so that
+    a quantifier applies to it alone, as in ``ParseRegexToIR``.
+    """
+
+    def __init__(self, pattern: str, json_string: bool, case_insensitive: bool, dot_all: bool) -> None:
         self.p = pattern
         self.pos = 0
         self.json_string = json_string
-        self.case_insensitive = False
-        # The first refused construct: raised only once the whole pattern has parsed, so that a
-        # pattern XGrammar rejects anyway gets XGrammar's reason rather than our refusal.
-        self.refusal: RegexError | None = None
-        self.emptied: list[tuple[int, int]] = []  # atoms json_string left with no character
+        self.case_insensitive = case_insensitive
+        self.dot = _ALL if dot_all else _NOT_NEWLINE
+        self.warnings: list[RegexWarning] = []
+        self.emptied: list[tuple[int, int]] = []  # atoms json_string leaves with no character
 
     # ---- helpers -------------------------------------------------------------------------
 
-    def error(self, message: str, start: int, end: int | None = None, *, refused: bool = False) -> RegexError:
-        return RegexError(message, start, start + 1 if end is None else end, refused)
+    def error(self, message: str, start: int, end: int | None = None) -> RegexError:
+        return RegexError(message, start, start + 1 if end is None else end)
+
+    def warn(self, message: str, start: int, end: int | None = None) -> None:
+        self.warnings.append(RegexWarning(message, start, start + 1 if end is None else end))
 
     def peek(self, delta: int = 0) -> str:
         i = self.pos + delta
         return self.p[i] if i < len(self.p) else ""
 
-    def char_set(self, ranges: Ranges) -> Expr:
-        """A class atom, with ``json_string``'s forbidden characters taken out."""
-        ranges = normalize(ranges)
-        if self.json_string:
-            ranges = normalize(_intersect(ranges, complement(JSON_STRING_FORBIDDEN)))
-        return CharClass(ranges)
+    def leaf(self, ranges: Ranges, start: int) -> fsm.Leaf:
+        if self.json_string and not _allowed_by_json_string(ranges):
+            self.emptied.append((start, self.pos))
+        return fsm.Leaf(ranges, (start, self.pos))
 
-    def single(self, cp: int) -> Expr:
-        """One literal code point (both ASCII cases under ``(?i)``)."""
+    def single(self, cp: int, start: int) -> fsm.Leaf:
+        """One literal code point (both ASCII cases under ``(?i)``: ``AddSingleCodepoint``)."""
         if self.case_insensitive and (0x41 <= cp <= 0x5A or 0x61 <= cp <= 0x7A):
-            return self.char_set(_fold_ascii_case(((cp, cp),)))
-        if self.json_string and any(lo <= cp <= hi for lo, hi in JSON_STRING_FORBIDDEN):
-            return CharClass(())  # matches nothing: the empty set
-        return Literal(chr(cp))
+            return self.leaf(_fold_ascii_case(((cp, cp),)), start)
+        return self.leaf(((cp, cp),), start)
 
     # ---- grammar -------------------------------------------------------------------------
 
-    def parse(self) -> Expr:
+    def parse(self) -> fsm.Node:
         if self.p.startswith("(?i)"):
             self.case_insensitive, self.pos = True, 4
-        expr = self.alternation(depth=0)
+        root = self.alternation(depth=0)
         if self.pos < len(self.p):  # only a ')' stops the top level early
             raise self.error("Unmatched ')'", self.pos)
-        if self.refusal is not None:
-            raise self.refusal
-        if self.emptied and _has_dead_end(expr):
-            start, end = self.emptied[0]
-            message = (
-                f"cfgzip cannot reproduce the language of {self.p[start:end]!r} under json_string=true exactly: "
-                "it can match no character there (no control character, '\"' or '\\'), and XGrammar's matcher "
-                "still accepts the text before it, a dead end that token classes cannot reproduce"
-            )
-            raise self.error(message, start, end, refused=True)
-        return expr
+        return root
 
-    def refuse(self, message: str, start: int, end: int | None = None) -> None:
-        if self.refusal is None:
-            self.refusal = self.error(message, start, end, refused=True)
-
-    def alternation(self, depth: int) -> Expr:
+    def alternation(self, depth: int) -> fsm.Node:
         branches = [self.branch(depth)]
         while self.peek() == "|":
             self.pos += 1
             branches.append(self.branch(depth))
-        return branches[0] if len(branches) == 1 else Choice(tuple(branches))
+        if len(branches) == 1:
+            return fsm.Bracket(tuple(branches[0]))
+        return fsm.Union(tuple(fsm.Bracket(tuple(b)) for b in branches))
 
-    def branch(self, depth: int) -> Expr:
-        items: list[Expr] = []
-        at_start = True  # nothing consumable since the start of the pattern or a top-level '|'
+    def branch(self, depth: int) -> list[fsm.Node]:
+        items: list[fsm.Node] = []
         while self.pos < len(self.p):
             c, start = self.p[self.pos], self.pos
             if c == "|" or c == ")":
                 break
             if c in "^$":
-                self.anchor(c, depth, at_start and not items)
+                self.anchor(c, depth, not items)
                 continue
             if c in "*+?{":
                 if not items:
@@ -217,10 +308,10 @@ class _Parser:
                 items[-1] = self.quantify(items[-1])
                 continue
             items.append(self.atom(depth))
-            at_start = False
-        return _sequence(items)
+        return items
 
     def anchor(self, c: str, depth: int, at_start: bool) -> None:
+        """XGrammar skips every anchor; we warn where the pattern meant something by it."""
         start = self.pos
         self.pos += 1
         if c == "^" and depth == 0 and at_start:
@@ -231,26 +322,33 @@ class _Parser:
                 return
         where = "start" if c == "^" else "end"
         message = (
-            f"cfgzip cannot reproduce the language of the anchor {c!r} here exactly: XGrammar ignores an anchor "
-            f"that is not at the {where} of the pattern (or of a top-level alternative), so it would match "
-            "strings the pattern forbids"
+            f"XGrammar ignores the anchor {c!r} here (it is not at the {where} of the pattern or of a "
+            "top-level alternative): the pattern matches as if it were not written, and so does cfgzip"
         )
-        self.refuse(message, start)
+        self.warn(message, start)
 
-    def quantify(self, item: Expr) -> Expr:
+    def quantify(self, item: fsm.Node) -> fsm.Node:
         c, start = self.p[self.pos], self.pos
         self.pos += 1
-        if c == "*":
-            low, high = 0, None
-        elif c == "+":
-            low, high = 1, None
-        elif c == "?":
-            low, high = 0, 1
-        else:
-            low, high = self.repetition(start)
-        if self.peek() == "?":  # lazy: the same language
+        if c in "*+?":
+            if self.peek() == "?":  # lazy: the same language
+                self.pos += 1
+            return fsm.Quantified(c, item)
+        low, high = self.repetition(start)
+        if self.peek() == "?":
             self.pos += 1
-        return Repeat(item, low, high)
+        large = low > fsm.LARGE_REPEAT_THRESHOLD if high is None else high > fsm.LARGE_REPEAT_THRESHOLD
+        if not large:
+            return fsm.Repetition(item, low, high, (start, self.pos))
+        # XGrammar compiles the sub-pattern as its own rule behind a counted repeat edge; a
+        # nullable sub-pattern gets lower bound 0 (the same language).
+        if fsm.is_nullable(item):
+            low = 0
+        if high is not None:
+            return fsm.RepeatSubrule(item, low, high)
+        sub = fsm.RepeatSubrule(item, low, low)
+        tail = fsm.Quantified("*", fsm.SubruleRef(sub))
+        return fsm.Bracket((sub, tail)) if low > 0 else tail
 
     def repetition(self, start: int) -> tuple[int, int | None]:
         """``{n}``, ``{n,}``, ``{n,m}`` after the ``{``; XGrammar allows spaces around the numbers."""
@@ -293,14 +391,7 @@ class _Parser:
         self.pos += 1
         return low, high
 
-    def atom(self, depth: int) -> Expr:
-        start = self.pos
-        expr = self._atom(depth)
-        if isinstance(expr, CharClass) and not expr.ranges:  # json_string took every character
-            self.emptied.append((start, self.pos))
-        return expr
-
-    def _atom(self, depth: int) -> Expr:
+    def atom(self, depth: int) -> fsm.Node:
         c, start = self.p[self.pos], self.pos
         if c == "[":
             return self.char_class()
@@ -311,15 +402,15 @@ class _Parser:
         if c == "\\":
             escape = self.escape(in_class=False)
             if escape.code_point is not None:
-                return self.single(escape.code_point)
+                return self.single(escape.code_point, start)
             ranges = _fold_ascii_case(escape.ranges) if self.case_insensitive else normalize(escape.ranges)
-            return self.char_set(complement(ranges) if escape.negated else ranges)
+            return self.leaf(complement(ranges) if escape.negated else ranges, start)
         self.pos += 1
         if c == ".":
-            return self.char_set(((0, MAX_CODE_POINT),))
-        return self.single(ord(c))
+            return self.leaf(self.dot, start)
+        return self.single(ord(c), start)
 
-    def group(self, depth: int) -> Expr:
+    def group(self, depth: int) -> fsm.Node:
         start = self.pos
         self.pos += 1
         if self.peek() == "?":
@@ -333,12 +424,12 @@ class _Parser:
                 if end is None:
                     raise self.error("The parenthesis is not closed", start)
                 message = (
-                    "cfgzip cannot reproduce the language of a lookahead assertion exactly: XGrammar matches "
-                    f"'(?{modifier}...)' as the empty string, ignoring what it asserts"
+                    f"XGrammar matches the lookahead assertion '(?{modifier}...)' as the empty string, ignoring "
+                    "what it asserts, and so does cfgzip: the pattern matches more than it says"
                 )
-                self.refuse(message, start, end)
+                self.warn(message, start, end)
                 self.pos = end
-                return Literal("")  # what XGrammar puts in its place
+                return fsm.Leaf(None, (start, end))  # what XGrammar puts in its place
             elif modifier == "<" or (modifier == "P" and self.peek(2) == "<"):
                 name_start = self.pos + (2 if modifier == "<" else 3)
                 if self.p[name_start : name_start + 1] in ("=", "!"):
@@ -424,7 +515,7 @@ class _Parser:
             return _Escape(ord(following) & 0x1F)
         return _Escape(ord(letter))  # any other escaped character is itself
 
-    def char_class(self) -> Expr:
+    def char_class(self) -> fsm.Leaf:
         start = self.pos
         end = self.class_end(start)
         if end is None:
@@ -455,7 +546,7 @@ class _Parser:
                 ranges.append((unit.code_point, unit.code_point))
         self.pos = end
         result = _fold_ascii_case(tuple(ranges)) if self.case_insensitive else normalize(ranges)
-        return self.char_set(complement(result) if negated else result)
+        return self.leaf(complement(result) if negated else result, start)
 
     def class_unit(self) -> _Escape:
         if self.peek() == "\\":
@@ -478,55 +569,6 @@ class _Parser:
         return None
 
 
-def _is_empty(expr: Expr) -> bool:
-    """The language of ``expr`` is empty (only json_string makes such atoms)."""
-    if isinstance(expr, CharClass):
-        return not expr.ranges
-    if isinstance(expr, Sequence):
-        return any(_is_empty(item) for item in expr.items)
-    if isinstance(expr, Choice):
-        return all(_is_empty(option) for option in expr.options)
-    if isinstance(expr, Repeat):
-        return expr.min > 0 and _is_empty(expr.item)
-    return False
-
-
-def _has_dead_end(expr: Expr) -> bool:
-    """Whether XGrammar's automaton for ``expr`` can consume a character and then never finish.
-
-    json_string removes characters from the automaton's edges without pruning the states left
-    with no way out: ``a"b`` accepts the prefix ``a``. Our grammar has no such prefixes (GNF
-    drops useless symbols), so a pattern with a dead end is refused. A sequence dead-ends when
-    an item before its first empty item can consume a character, or when an item up to that
-    one dead-ends inside; a choice or a repetition when a part of it does.
-    """
-    if isinstance(expr, Sequence):
-        first_empty = next((i for i, item in enumerate(expr.items) if _is_empty(item)), len(expr.items))
-        reachable = expr.items[: first_empty + 1]
-        if any(_has_dead_end(item) for item in reachable):
-            return True
-        return first_empty < len(expr.items) and any(_consumes(item) for item in expr.items[:first_empty])
-    if isinstance(expr, Choice):
-        return any(_has_dead_end(option) for option in expr.options)
-    if isinstance(expr, Repeat):
-        return expr.max != 0 and _has_dead_end(expr.item)
-    return False
-
-
-def _consumes(expr: Expr) -> bool:
-    """The language of ``expr`` (non-empty) holds a non-empty string."""
-    if isinstance(expr, Literal):
-        return bool(expr.text)
-    if isinstance(expr, CharClass):
-        return bool(expr.ranges)
-    if isinstance(expr, Sequence):
-        return not _is_empty(expr) and any(_consumes(item) for item in expr.items)
-    if isinstance(expr, Choice):
-        return any(_consumes(option) for option in expr.options if not _is_empty(option))
-    assert isinstance(expr, Repeat)
-    return expr.max != 0 and _consumes(expr.item)
-
-
 def _intersect(a: Ranges, b: Ranges) -> list[tuple[int, int]]:
     out = []
     for lo, hi in a:
@@ -534,16 +576,3 @@ def _intersect(a: Ranges, b: Ranges) -> list[tuple[int, int]]:
             if max(lo, lo2) <= min(hi, hi2):
                 out.append((max(lo, lo2), min(hi, hi2)))
     return out
-
-
-def _sequence(items: list[Expr]) -> Expr:
-    """Items in order, adjacent literals merged (``"ab"`` rather than ``"a" "b"``)."""
-    merged: list[Expr] = []
-    for item in items:
-        if isinstance(item, Literal) and merged and isinstance(merged[-1], Literal):
-            merged[-1] = Literal(merged[-1].text + item.text)
-        else:
-            merged.append(item)
-    if not merged:
-        return Literal("")
-    return merged[0] if len(merged) == 1 else Sequence(tuple(merged))

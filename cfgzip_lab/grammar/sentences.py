@@ -60,12 +60,24 @@ def _shortest(cfg: CFG) -> tuple[dict[str, float], dict[str, int]]:
     while changed:
         changed = False
         for name, alts in cfg.rules.items():
+            counted = cfg.counted.get(name)
+            if counted is not None:  # item{min,max}: min copies of the item's shortest string
+                total = 0 if counted.min == 0 else counted.min * best.get(counted.item, math.inf)
+                if total < best[name]:
+                    best[name], way_out[name] = total, 0
+                    changed = True
+                continue
             for i, rhs in enumerate(alts):
-                total = sum(1 if isinstance(s, ByteSet) else best.get(s, math.inf) for s in rhs)
+                total = sum(_byte_length(s) if isinstance(s, ByteSet) else best.get(s, math.inf) for s in rhs)
                 if total < best[name]:
                     best[name], way_out[name] = total, i
                     changed = True
     return best, way_out
+
+
+def _byte_length(s: ByteSet) -> float:
+    """A terminal's length: 1 byte, or never (the dead terminal of a dead end matches nothing)."""
+    return 1 if s.bits else math.inf
 
 
 def _pick_byte(s: ByteSet, rng: random.Random, printable: float) -> int:
@@ -92,7 +104,11 @@ def generate(
     if best.get(cfg.start, math.inf) == math.inf:
         raise ValueError("the grammar's language is empty: no sentence can be generated")
     finite = {
-        name: [i for i, rhs in enumerate(alts) if all(isinstance(s, ByteSet) or best[s] < math.inf for s in rhs)]
+        name: [
+            i
+            for i, rhs in enumerate(alts)
+            if all(s.bits if isinstance(s, ByteSet) else best[s] < math.inf for s in rhs)
+        ]
         for name, alts in cfg.rules.items()
     }
     # A character class that needs several bytes is a helper with one production per UTF-8
@@ -120,6 +136,10 @@ def _one(
     printable: float,
 ) -> Sentence:
     out = bytearray()
+
+    def finite_item(counted) -> bool:
+        return bool(finite.get(counted.item)) or counted.item in cfg.counted
+
     # Leftmost derivation with an explicit stack of (symbol, depth): no recursion limit.
     stack: list[tuple[object, int]] = [(cfg.start, 0)]
     while stack:
@@ -128,6 +148,15 @@ def _one(
             out.append(_pick_byte(symbol, rng, printable))
             continue
         name = str(symbol)
+        counted = cfg.counted.get(name)
+        if counted is not None:
+            # A count between the bounds, few beyond the lower one (as a star takes few turns).
+            count = counted.min
+            if depth < max_depth and len(out) < max_length and finite_item(counted):
+                top = counted.min + 3 if counted.max is None else min(counted.max, counted.min + 3)
+                count = rng.randint(counted.min, top)
+            stack.extend([(counted.item, depth + 1)] * count)
+            continue
         if depth >= max_depth or len(out) >= max_length:
             choice = way_out[name]
         else:

@@ -56,7 +56,47 @@ class Repeat:
     span: Span | None = None
 
 
-Expr = Literal | CharClass | RuleRef | Sequence | Choice | Repeat
+@dataclass(frozen=True, slots=True)
+class Automaton:
+    """A finite automaton over bytes, as XGrammar builds one for a ``Regex(...)`` (see :mod:`.regex_fsm`).
+
+    States are ``0 .. num_states-1``; ``edges`` are ``(source, label, target)`` where the label
+    is a byte range ``(lo, hi)``, or an :class:`Expr` read as one step (a counted repetition of
+    another automaton: XGrammar's sub-rule for a large ``{m,n}``). No ε-edges. The lowering
+    makes one nonterminal per state (``Q → label Q'``, ``Q → ε`` for a final Q): a right-linear
+    grammar with exactly the automaton's language. ``pattern`` is the regex it was built from.
+    """
+
+    num_states: int
+    start: int
+    finals: tuple[int, ...]
+    edges: tuple[tuple[int, tuple[int, int] | Expr, int], ...]
+    pattern: str = ""
+    span: Span | None = None
+
+    def nullable(self) -> bool:
+        """Whether the automaton accepts ε (through finals or nullable sub-expression edges)."""
+        seen, todo = {self.start}, [self.start]
+        while todo:
+            q = todo.pop()
+            if q in self.finals:
+                return True
+            for source, label, target in self.edges:
+                if source == q and not isinstance(label, tuple) and target not in seen and _nullable(label):
+                    seen.add(target)
+                    todo.append(target)
+        return False
+
+
+def _nullable(label: Expr) -> bool:
+    if isinstance(label, Automaton):
+        return label.nullable()
+    if isinstance(label, Repeat):
+        return label.min == 0 or _nullable(label.item)
+    raise TypeError(f"unexpected automaton edge label {label!r}")
+
+
+Expr = Literal | CharClass | RuleRef | Sequence | Choice | Repeat | Automaton
 
 
 @dataclass(frozen=True, slots=True)

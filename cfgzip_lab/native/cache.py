@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..pipeline import CompiledGrammar
     from ..vocab import VocabTable
 
-__all__ = ["load_index", "index_from_contents", "native_engine_from_cache"]
+__all__ = ["load_index", "index_from_contents", "index_or_build", "native_engine_from_cache"]
 
 _ARRAYS = ("native_edges", "native_bits_indptr", "native_bits_classes", "native_unindexed")
 
@@ -53,6 +53,24 @@ def index_from_contents(contents: CacheContents, gnf, classes: TokenClasses | No
     if len(arrays) != len(_ARRAYS):
         return None
     return _index_from(arrays, contents.metadata, gnf, classes if classes is not None else contents.classes)
+
+
+def index_or_build(contents: CacheContents, gnf, vocab: VocabTable) -> tuple[SigmaInIndex | None, str | None, bool]:
+    """``(index, unavailable, built)`` for a cache read by ``load_cache``: its stored index when it
+    fits ``gnf``, else one built now from the representatives (K tokens; ``built`` True, so the
+    caller may write the entry again whole); ``unavailable`` says why there is none (too large
+    to list, as stored or found now)."""
+    from .index import IndexTooLarge, build_index
+
+    index = index_from_contents(contents, gnf)
+    unavailable = contents.metadata.get("index_unavailable")
+    if index is not None or unavailable:
+        return index, unavailable, False
+    try:
+        return build_index(gnf, contents.classes, vocab.token_bytes), None, True
+    except IndexTooLarge as exc:
+        contents.classes.metadata["index_unavailable"] = str(exc)
+        return None, str(exc), True
 
 
 def _index_from(arrays, meta: dict, gnf, classes: TokenClasses) -> SigmaInIndex | None:

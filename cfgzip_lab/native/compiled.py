@@ -140,6 +140,7 @@ class CompiledDisplacer(Displacer):
         self.n = gnf.num_nonterminals
         self.sep = self.n
         self.num_atoms = len(gnf.atoms)
+        self.families = gnf.families if hasattr(gnf, "families") else []
         self.initial = self.store.native.grammar(gnf.table, self.num_atoms, gnf.start)
         self.atom_table = bytes(gnf.atom_of)
         self._below: list[set[int]] | None = None

@@ -18,6 +18,13 @@ Layout: trie node 0 is the root; ``edges`` is an ``int32[E, 3]`` table of ``(par
 symbol, child)``, ``bits_indptr``/``bits_classes`` a CSR list of the classes at each node.
 These arrays are what the class cache stores; :meth:`SigmaInIndex.from_arrays` rebuilds the
 dicts the walk reads.
+
+Counted repetitions (:mod:`cfgzip_lab.grammar.counted`): a σ_in may consume a family member
+with a symbolic count, ``IN(f, lo, hi)``; such symbols are keys of ``children`` like any other,
+and :attr:`SigmaInIndex.family_children` lists them per node and family as ``(lo, hi, child)``:
+a stack top ``F_c`` of family f follows every edge whose interval holds c. The cache stores
+them apart, as ``native_family_edges`` (int64 rows ``parent, family, lo, hi, child``); the
+compiled walk does not follow them (an index with some is walked in Python).
 """
 
 from __future__ import annotations
@@ -31,13 +38,21 @@ import numpy as np
 from ..classes.classing import NORMAL, TokenClasses
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
+from ..grammar.counted import (
+    INPUT_BASE,
+    RELATIVE_BASE,
+    input_symbol,
+    is_family_symbol,
+    split_input_symbol,
+    split_relative_symbol,
+)
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
 from .compiled import Unsupported, make_displacer
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 
 MAX_SIGMA_IN_WORDS = 2_000_000
 """σ_in words listed for one index at most. Most grammars list few (c_like: 131,376 over 7,971
@@ -65,6 +80,8 @@ def gnf_digest(gnf: GNF) -> str:
     h = hashlib.sha256()
     h.update(f"{gnf.start}|{gnf.accepts_empty}|{len(gnf.atoms)}|".encode())
     h.update("\x00".join(gnf.names).encode("utf-8"))
+    for f in gnf.families:
+        h.update(f"|{f.name}:{f.item}:{f.min}:{f.max}".encode())
     return h.hexdigest()
 
 
@@ -123,8 +140,37 @@ class SigmaInIndex:
             children: list[dict[int, int]] = [{} for _ in range(nodes)]
             for p, s, c in self._arrays["native_edges"].tolist():
                 children[p][s] = c
+            for p, f, lo, hi, c in self._family_edges().tolist():
+                children[p][input_symbol(f, lo, hi)] = c
             self._children = children
         return self._children
+
+    def _family_edges(self) -> np.ndarray:
+        """``int64[E, 5]`` rows ``(parent, family, lo, hi, child)`` of the ``IN(f, lo, hi)`` edges."""
+        if self._arrays is not None and "native_family_edges" in self._arrays:
+            return self._arrays["native_family_edges"]
+        rows = [
+            (p, *split_input_symbol(s), c)
+            for p, kids in enumerate(self._children or ())
+            for s, c in kids.items()
+            if s >= INPUT_BASE
+        ]
+        return np.array(rows, dtype=np.int64).reshape(-1, 5)
+
+    @property
+    def family_children(self) -> list[dict[int, list[tuple[int, int, int]]]]:
+        """Per trie node: family → ``[(lo, hi, child)]``, its ``IN(f, lo, hi)`` edges."""
+        got = self.__dict__.get("_family_children_lists")
+        if got is None:
+            got = [{} for _ in range(self.num_nodes)]
+            for p, f, lo, hi, c in self._family_edges().tolist():
+                got[p].setdefault(f, []).append((lo, hi, c))
+            self.__dict__["_family_children_lists"] = got
+        return got
+
+    @property
+    def has_family_edges(self) -> bool:
+        return bool(self._family_edges().size)
 
     @property
     def bits(self) -> list[int]:
@@ -142,7 +188,10 @@ class SigmaInIndex:
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
         if self._arrays is None:
+            family_edges = self._family_edges()
             children = self._children
+            if family_edges.size:  # IN(f, lo, hi) keys go to their own table
+                children = [{s: c for s, c in kids.items() if s < INPUT_BASE} for kids in children]
             counts = np.fromiter(map(len, children), dtype=np.int64, count=len(children))
             total = int(counts.sum())
             edges = np.empty((total, 3), dtype=np.int32)
@@ -150,7 +199,12 @@ class SigmaInIndex:
             edges[:, 1] = np.fromiter(chain.from_iterable(children), dtype=np.int32, count=total)
             edges[:, 2] = np.fromiter(chain.from_iterable(map(dict.values, children)), dtype=np.int32, count=total)
             indptr, flat = _ints_to_csr(self._bits, self.num_classes)
-            self._arrays = {"native_edges": edges, "native_bits_indptr": indptr, "native_bits_classes": flat}
+            self._arrays = {
+                "native_edges": edges,
+                "native_family_edges": family_edges,
+                "native_bits_indptr": indptr,
+                "native_bits_classes": flat,
+            }
         return {**self._arrays, "native_unindexed": np.asarray(self.unindexed, dtype=np.int32)}
 
     def kernel_arrays(self, dense_classes: int, words: int) -> dict[str, np.ndarray]:
@@ -214,10 +268,20 @@ class SigmaInIndex:
             raise NativeIndexError("native index class lists are not in order")
         if flat.size and (flat.min() < 0 or flat.max() >= k) or indptr[-1] != flat.size:
             raise NativeIndexError("native index lists classes outside its class count")
+        family_edges = np.asarray(arrays.get("native_family_edges", np.zeros((0, 5))), dtype=np.int64).reshape(-1, 5)
+        if family_edges.size and (
+            family_edges[:, [0, 4]].min() < 0
+            or family_edges[:, [0, 4]].max() >= nodes
+            or family_edges[:, 1:4].min() < 0
+            or family_edges[:, 2:4].max() >= 1 << 32
+            or np.any(family_edges[:, 2] > family_edges[:, 3])
+        ):
+            raise NativeIndexError("native index counted-repetition edges do not match their node count")
         # A tree: every node but the root is the child of exactly one edge, and no node has two
         # edges on one symbol (sorted by parent and symbol here, as the compiled walk takes them).
         edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
-        parents = np.bincount(edges[:, 2], minlength=nodes) if edges.size else np.zeros(nodes, dtype=np.int64)
+        targets = np.concatenate([edges[:, 2], family_edges[:, 4]]).astype(np.int64)
+        parents = np.bincount(targets, minlength=nodes) if targets.size else np.zeros(nodes, dtype=np.int64)
         alike = (edges[1:, 0] == edges[:-1, 0]) & (edges[1:, 1] == edges[:-1, 1])
         if nodes < 1 or parents[0] != 0 or np.any(parents[1:] != 1) or np.any(alike):
             raise NativeIndexError("native index trie is not a tree (a node with two parents or two edges alike)")
@@ -231,6 +295,7 @@ class SigmaInIndex:
             build_seconds=float(meta.get("native_build_seconds", 0.0)),
             arrays={
                 "native_edges": edges.astype(np.int32),
+                "native_family_edges": family_edges,
                 "native_bits_indptr": indptr,
                 "native_bits_classes": flat.astype(np.int32),
             },
@@ -329,6 +394,7 @@ def _build_compiled(
             "native_edges": np.frombuffer(edges, dtype=np.int32).reshape(-1, 3).copy(),
             "native_bits_indptr": np.frombuffer(indptr, dtype=np.int64).copy(),
             "native_bits_classes": np.frombuffer(flat, dtype=np.int32).copy(),
+            "native_family_edges": np.zeros((0, 5), dtype=np.int64),  # a GNF with families is built in Python
         },
     )
 
@@ -348,8 +414,11 @@ def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[
     for sym, child in store.nodes[node][1]:
         if sym == sep:
             direct.add(child)
-        elif sym < n:
+        elif sym < n or is_family_symbol(sym):
             parts.append(_reversed_inputs(displacer, child, memo))
+        elif sym >= RELATIVE_BASE:  # F_(x+j) · SEP · IN(f, lo, hi): reverse(σ_in) starts with IN
+            f, _, lo, hi = split_relative_symbol(sym)
+            direct.add(store.make(False, ((input_symbol(f, lo, hi), child),)))
     if not direct and len(parts) == 1:
         got = parts[0]
     else:
@@ -463,7 +532,7 @@ def build_index(
                 raise IndexTooLarge(f"the classes' σ_in sets hold more than {max_words:,} words to list")
             row = rest_row[rest] = len(rest_row)
             for w in store.words(rest):
-                sigma = tuple(s - n - 1 for s in reversed(w))
+                sigma = tuple(s - n - 1 if s < INPUT_BASE else s for s in reversed(w))
                 i = sigma_id.get(sigma)
                 if i is None:
                     i = sigma_id[sigma] = len(sigma_list)

@@ -33,7 +33,13 @@ if TYPE_CHECKING:
     from ..engine import CompressedMatcher
     from .engine import NativeEngine
 
-__all__ = ["DisplacementMatcher", "DisplacementBatchMatcher", "NativeMatcher", "NativeBatchMatcher"]
+__all__ = [
+    "DisplacementMatcher",
+    "DisplacementBatchMatcher",
+    "NativeMatcher",
+    "NativeBatchMatcher",
+    "fill_vocab_rows",
+]
 
 _STOPPED = -1  # history entry after a stop token
 
@@ -209,14 +215,43 @@ class DisplacementMatcher:
         return ok
 
 
+def fill_vocab_rows(bitmask: torch.Tensor, rows: Sequence[tuple[int, DisplacementMatcher]]) -> None:
+    """Fill ``bitmask[row]`` with each ``(row, matcher)``'s next-token mask; other rows are left alone.
+
+    The matchers may be of different grammars (each its own engine), as a serving engine's batch
+    is: one full-vocabulary bitmask (XGrammar's int32 layout, on the CPU) takes them all. Every
+    matcher must be over the bitmask's vocabulary size. Bits past the vocabulary in the last word
+    are 0; XGrammar's are 0 or 1 depending on how it computed the row (its accepted or its
+    rejected list), and no kernel reads them.
+    """
+    if not rows:
+        return
+    out = bitmask.numpy()
+    out = out.reshape(-1, out.shape[-1])
+    for row, matcher in rows:
+        vocab_row = matcher.vocab_row()
+        if vocab_row.shape[0] > out.shape[1]:
+            raise ValueError(
+                f"a row of {vocab_row.shape[0]} words does not fit a bitmask of {out.shape[1]} words per row"
+            )
+        out[row, : vocab_row.shape[0]] = vocab_row
+
+
 class DisplacementBatchMatcher(MatcherRows):
     """A batch of native matchers with :class:`cfgzip_lab.engine.BatchMatcher`'s interface.
 
     Rows are filled one after the other on this thread: a row costs microseconds, so
-    thread hand-offs would cost more than they save.
+    thread hand-offs would cost more than they save. The rows may be of different grammars
+    (each its own engine) over one vocabulary size.
     """
 
     kind = "native"
+
+    def __init__(self, matchers: Sequence[DisplacementMatcher]) -> None:
+        super().__init__(matchers)
+        sizes = {m.vocab_size for m in self.matchers}
+        if len(sizes) > 1:
+            raise ValueError(f"the rows of one batch must share a vocabulary size, got {sorted(sizes)}")
 
     def accept_tokens(self, token_ids: Sequence[int]) -> list[bool]:
         self._check_batch(token_ids)

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..classes.classing import STOP, TokenClasses
 from ..classes.displacement import Displacer
+from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
 from .compiled import Unsupported, make_displacer
@@ -77,9 +78,12 @@ class StateWalker:
         displacer: Displacer | None = None,
         compiled_mask: bool | None = None,
     ) -> None:
-        """``compiled_mask``: walk the trie with the compiled kernel (default: where it is built)."""
+        """``compiled_mask``: walk the trie with the compiled kernel (default: where it is built,
+        and the trie has no counted-repetition edges, which only the Python walk follows)."""
         if compiled_mask is None:
-            compiled_mask = _kernel is not None
+            compiled_mask = _kernel is not None and not index.has_family_edges
+        elif compiled_mask and index.has_family_edges:
+            raise RuntimeError("the compiled trie walk does not follow counted-repetition edges")
         elif compiled_mask and _kernel is None:
             raise RuntimeError("the compiled kernel (cfgzip_lab.native._kernel) is not built")
         self.gnf = gnf
@@ -194,26 +198,35 @@ class StateWalker:
         if self._children is None:
             self._bits = self.index.bits
             self._deep = [bool(c) for c in self.index.children]
+            self._family_children = self.index.family_children
             self._children = self.index.children
         kids = self._children[t]
+        families = self._family_children[t]
         bits, deep = self._bits, self._deep
         memo = self._product_memo
         acc = 0
         for sym, child in self.store.nodes[node][1]:
-            nt = kids.get(sym)
-            if nt is None:
-                continue
-            acc |= bits[nt]
-            if deep[nt] and child != EPSILON:
-                key = (child, nt)
-                sub = memo.get(key)
-                if sub is None:
-                    sub = self._product(child, nt)
-                    if len(memo) >= self.limits.memo_entries:
-                        memo.clear()
-                        self._stats["memo_drops"] += 1
-                    memo[key] = sub
-                acc |= sub
+            if sym >= FAMILY_BASE:
+                # a member F_c: every IN(f, lo, hi) edge whose interval holds c
+                f, c = split_family_symbol(sym)
+                targets = [nt for lo, hi, nt in families.get(f, ()) if lo <= c <= hi]
+            else:
+                nt = kids.get(sym)
+                if nt is None:
+                    continue
+                targets = (nt,)
+            for nt in targets:
+                acc |= bits[nt]
+                if deep[nt] and child != EPSILON:
+                    key = (child, nt)
+                    sub = memo.get(key)
+                    if sub is None:
+                        sub = self._product(child, nt)
+                        if len(memo) >= self.limits.memo_entries:
+                            memo.clear()
+                            self._stats["memo_drops"] += 1
+                        memo[key] = sub
+                    acc |= sub
         return acc
 
     # -- advancing ----------------------------------------------------------------
@@ -240,6 +253,7 @@ class StateWalker:
         cmemo, smemo = store._concat, displacer._step
         table, n, num_atoms = self.gnf.table, displacer.n, displacer.num_atoms
         slow_step = displacer.step
+        family_row = self.gnf.row
 
         def concat(a: int, b: int) -> int:
             # a is a tail node (never EMPTY or EPSILON here), b the rest (never EMPTY)
@@ -267,9 +281,12 @@ class StateWalker:
                 return got
             result = EMPTY
             for sym, rest in nodes[node][1]:
-                if sym >= n:  # a SEP word: not a parser state, the displacer's own step
+                if sym < n:
+                    tail = table[sym].get(atom)
+                elif FAMILY_BASE <= sym < INPUT_BASE:  # a counted repetition's member F_c
+                    tail = family_row(sym).get(atom)
+                else:  # a SEP word: not a parser state, the displacer's own step
                     return slow_step(node, atom)
-                tail = table[sym].get(atom)
                 if tail is None:
                     continue
                 if tail == EPSILON:

@@ -466,7 +466,7 @@ class ClassesPanel(Panel):
                 shown = explanation.pairs[: self.pair_limit]
                 info["pairs"] = [(p.consumed_names, p.pushed_names) for p in shown]
                 symbols = dict.fromkeys(x for p in shown for x in p.consumed + p.pushed)
-                info["legend"] = {displacer.gnf.names[x]: symbol_phrase(displacer, x) for x in symbols}
+                info["legend"] = {displacer.symbol_text(x): symbol_phrase(displacer, x) for x in symbols}
                 same = (
                     "every member of the class has exactly these pairs"
                     if members.size > 1

@@ -223,6 +223,9 @@ class WorkbenchSession:
         self.classes_key: tuple[str, str] | None = None  # (grammar sha256, vocab fingerprint)
         self.classes_stamp: Stamp | None = None
         self.classes_source = ""  # "classing" or the cache path
+        # Run classing reads the class cache directory first and writes what it classes there
+        # (cfgzip_lab.cache_dir: $CFGZIP_CACHE_DIR); False classes afresh and writes nothing.
+        self.use_class_cache = True
         self._displacer: tuple[str, Displacer] | None = None
         # decoding (driven by the decoder panel)
         self.decoder: Any = None  # the cfgzip_lab.decode.Stepper in use
@@ -612,6 +615,23 @@ class WorkbenchSession:
             vocab = self.load_vocab(name)
             stamp = Stamp(compiled.input_sha256, name)
             self.record_timing("vocab_load", time.perf_counter() - started, stamp)
+            if self.use_class_cache:
+                from ..cache_dir import cached_classes_for
+
+                started = time.perf_counter()
+                cached = cached_classes_for(compiled, vocab)
+                if cached is not None:  # classed before on this machine: no classing now
+                    with self._lock:
+                        self.vocab = vocab
+                        self.classing = None
+                        self.classes = cached
+                        self.classes_key = (compiled.sha256, vocab.fingerprint)
+                        self.classes_stamp = stamp
+                        self.classes_source = "the class cache directory"
+                        self.record_timing("cache_load", time.perf_counter() - started, stamp)
+                        self.timings.pop("classing", None)
+                    self.emit("classes")
+                    return cached
             job.progress(0, 1, "classing")
             started = time.perf_counter()
             result = build_classes(
@@ -633,6 +653,10 @@ class WorkbenchSession:
                 self.classes_source = "classing"
                 self.timings.pop("cache_load", None)
             self.emit("classes")
+            if self.use_class_cache:
+                from ..cache_dir import store_classes_for
+
+                store_classes_for(compiled, vocab, result.classes)  # the index is added on first native use
             return result
 
         job = self.start_job("classing", work)
