@@ -22,6 +22,7 @@ from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.sources import GrammarSource, to_ebnf
 from .grammar.tree import GrammarAST
+from .grammar.words import WordStore
 
 
 @dataclass
@@ -70,8 +71,14 @@ def compile_grammar(
     kind: str = "ebnf",
     counted_threshold: int = COUNTED_THRESHOLD,
     max_gnf_nodes: int = DEFAULT_MAX_GNF_NODES,
+    compiled_store: bool | None = None,
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
+
+    ``compiled_store`` (default: where the kernel is built and the grammar has no counted
+    repetitions) builds the normal form in the compiled word store, which classing, the index and
+    the native walk then continue (:func:`cfgzip_lab.native.compiled.new_word_store`; the same nodes
+    as a WordStore). ``False`` keeps the Python WordStore, the reference.
 
     ``kind`` is ``"ebnf"`` (XGrammar's EBNF), ``"gbnf"``, ``"json_schema"`` or ``"auto"``:
     other kinds go through :func:`~.grammar.sources.to_ebnf` first, the result's ``text``
@@ -119,13 +126,22 @@ def compile_grammar(
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:
-        gnf = to_gnf(cfg, max_nodes=max_gnf_nodes)
+        gnf = to_gnf(cfg, max_nodes=max_gnf_nodes, store=_new_store(cfg, compiled_store))
     except GrammarError as error:
         error = GrammarError(error.diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
     t4 = time.perf_counter()
     seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t4 - t3}
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
+
+
+def _new_store(cfg: CFG, compiled: bool | None):
+    """The store a normal form is built in (see :func:`compile_grammar`)."""
+    if compiled is False:
+        return WordStore()
+    from .native.compiled import new_word_store
+
+    return new_word_store(counted=bool(getattr(cfg, "counted", None)))
 
 
 def build_classes(

@@ -84,7 +84,8 @@ def assert_same_classing(a: ClassingResult, b: ClassingResult) -> None:
 
 def _both(text: str, vocab, *, kind: str = "ebnf", **options) -> tuple[ClassingResult, ClassingResult]:
     """(Python, compiled) classing of two separate compiles of ``text``."""
-    one, two = compile_grammar(text, kind=kind).gnf, compile_grammar(text, kind=kind).gnf
+    one = compile_grammar(text, kind=kind, compiled_store=False).gnf
+    two = compile_grammar(text, kind=kind).gnf
     a = compute_classes(one, vocab.token_bytes, vocab.kinds, compiled=False, **options)
     b = compute_classes(two, vocab.token_bytes, vocab.kinds, compiled=True, **options)
     return a, b
@@ -146,6 +147,18 @@ def test_budgets_trip_at_the_same_node_and_leave_the_store_usable():
         assert_same_nodes(py, cs)
 
 
+@pytest.mark.parametrize("path", BUNDLED, ids=grammar_id)
+def test_the_normal_form_built_in_the_compiled_store_is_the_python_one(path):
+    """compile_grammar builds the GNF in the compiled store (pipeline.py): the same nonterminals,
+    table and nodes as in a WordStore; classing then continues in that very store."""
+    text = path.read_text(encoding="utf-8")
+    python, other = compile_grammar(text, compiled_store=False).gnf, compile_grammar(text).gnf
+    assert type(python.store) is WordStore and isinstance(other.store, compiled.CompiledWordStore)
+    assert python.names == other.names and python.table == other.table and python.start == other.start
+    assert_same_nodes(python.store, other.store)
+    assert compiled.CompiledDisplacer(other).store is other.store
+
+
 def test_the_store_refuses_what_is_no_canonical_store():
     words = compiled._kernel.Words
     with pytest.raises(ValueError, match="EMPTY and EPSILON"):
@@ -185,12 +198,15 @@ def test_classing_toy_node_for_node(toy, grammar, budget):
 
 
 def test_the_dag_cap_stops_both_paths_with_the_same_message(toy):
-    full = compute_classes(compile_grammar(NESTED).gnf, toy.token_bytes, toy.kinds, compiled=False)
+    full = compute_classes(
+        compile_grammar(NESTED, compiled_store=False).gnf, toy.token_bytes, toy.kinds, compiled=False
+    )
     cap = full.classes.metadata["dag_nodes"] - 5
     messages = []
     for flag in (False, True):
+        gnf = compile_grammar(NESTED, compiled_store=flag).gnf
         with pytest.raises(ClassingLimitError) as info:
-            compute_classes(compile_grammar(NESTED).gnf, toy.token_bytes, toy.kinds, max_dag_nodes=cap, compiled=flag)
+            compute_classes(gnf, toy.token_bytes, toy.kinds, max_dag_nodes=cap, compiled=flag)
         messages.append(str(info.value))
     assert messages[0] == messages[1] and "while walking the token" in messages[0]
 
@@ -232,6 +248,7 @@ def test_grammars_with_counted_families_take_the_python_path(toy):
 
     grammar = compile_grammar('root ::= "(" [ab]{2,40} ")"\n')
     assert grammar.gnf.families  # a counted repetition past the unrolling threshold
+    assert type(grammar.gnf.store) is WordStore  # its displacement symbols pass 64 bits
     assert not compiled.supports(grammar.gnf)
     result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
     assert type(result.displacer) is Displacer
@@ -390,7 +407,7 @@ def _engines_both(text: str, vocab, limits=None):
     limits = limits or WalkLimits()
     out = []
     for flag in (False, True):
-        grammar = compile_grammar(text)
+        grammar = compile_grammar(text, compiled_store=flag)
         result = compute_classes(grammar.gnf, vocab.token_bytes, vocab.kinds, compiled=flag)
         out.append(build_native_engine(grammar, vocab, result.classes, classing=result, limits=limits))
     return out

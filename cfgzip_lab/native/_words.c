@@ -702,11 +702,15 @@ static PyObject *words_grammar(Words *S, PyObject *args) {
     PyObject *table;
     long long natoms, start;
     if (!PyArg_ParseTuple(args, "O!LL", &PyList_Type, &table, &natoms, &start)) return NULL;
-    if (S->has_grammar) {
-        PyErr_SetString(PyExc_RuntimeError, "word store: the grammar is already set");
-        return NULL;
-    }
     int64_t nt = PyList_GET_SIZE(table);
+    if (S->has_grammar) { /* a second displacer of the same GNF on its store: the same tables */
+        if (nt != S->nt || natoms != S->natoms) {
+            PyErr_SetString(PyExc_RuntimeError, "word store: it already serves another grammar");
+            return NULL;
+        }
+        int64_t initial = make1(S, S->sep, W_EPSILON);
+        return initial < 0 ? raise_code(S, initial) : PyLong_FromLongLong(initial);
+    }
     if (natoms <= 0 || natoms > 256 || nt >= INT32_MAX / 2) {
         PyErr_SetString(PyExc_ValueError, "word store: between 1 and 256 byte classes");
         return NULL;

@@ -39,6 +39,7 @@ __all__ = [
     "available",
     "supports",
     "make_displacer",
+    "new_word_store",
     "CompiledWordStore",
     "CompiledDisplacer",
     "vocab_trie",
@@ -136,7 +137,11 @@ class CompiledDisplacer(Displacer):
         if not supports(gnf):
             raise RuntimeError("the compiled word store is not built, or the grammar has counted-repetition families")
         self.gnf = gnf
-        self.store = CompiledWordStore.seeded(gnf.store)
+        # The GNF's own store when it is compiled (the normal form was built in it, pipeline.py):
+        # classing adds its nodes there, as the Python Displacer does in a WordStore. Otherwise a
+        # compiled copy (same ids); the GNF's WordStore is left as it is.
+        store = gnf.store
+        self.store = store if isinstance(store, CompiledWordStore) else CompiledWordStore.seeded(store)
         self.n = gnf.num_nonterminals
         self.sep = self.n
         self.num_atoms = len(gnf.atoms)
@@ -157,6 +162,17 @@ class CompiledDisplacer(Displacer):
 
     def of_atoms(self, atoms: bytes) -> int:
         return self.store.native.run(self.initial, atoms)[0]
+
+
+def new_word_store(counted: bool = False) -> WordStore | CompiledWordStore:
+    """A fresh, empty word store for a normal form: compiled where the kernel is built (the same nodes
+    under the same ids as a WordStore; the GNF's set algebra runs in C, and classing, the index and the
+    walk continue in the same store), a WordStore where it is not or for a grammar with counted
+    repetitions (``counted``: their displacement symbols pass 64 bits; the Python reference runs them).
+    Measured (c_like, CPU time): to_gnf 0.35 s in a WordStore, 0.18 s in a compiled store."""
+    if counted or not available():
+        return WordStore()
+    return CompiledWordStore.seeded(WordStore())
 
 
 def make_displacer(gnf: GNF) -> Displacer:
