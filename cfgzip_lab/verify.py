@@ -81,6 +81,7 @@ class VerifyReport:
     xgrammar_disagreements: int = 0
     xgrammar_disagreement_examples: list[dict[str, Any]] = field(default_factory=list)
     allow_xgrammar_disagreements: bool = False
+    guides_typed: int = 0  # guide strings (TagDispatch tags) a walk typed to the end
 
     @property
     def ok(self) -> bool:
@@ -154,10 +155,20 @@ class _TokenStats:
 
     def __init__(self, vocab: VocabTable) -> None:
         size = vocab.vocab_size
+        self.token_bytes = vocab.token_bytes
         self.length = np.fromiter((len(b) for b in vocab.token_bytes), dtype=np.float64, count=size)
         self.closes = np.fromiter((bool(b) and b[-1] in _CLOSERS for b in vocab.token_bytes), dtype=bool, count=size)
         self.is_stop = np.zeros(size, dtype=bool)
         self.is_stop[list(vocab.stop_ids)] = True
+        self._by_bytes: dict[bytes, list[int]] | None = None
+
+    def ids_of(self, data: bytes) -> list[int]:
+        """The token ids whose bytes are ``data`` (a table built on first use)."""
+        if self._by_bytes is None:
+            self._by_bytes = {}
+            for t, b in enumerate(self.token_bytes):
+                self._by_bytes.setdefault(b, []).append(t)
+        return self._by_bytes.get(data, [])
 
     @classmethod
     def of(cls, vocab: VocabTable) -> _TokenStats:
@@ -308,6 +319,9 @@ class _Checker:
         self.report.rollbacks += 1
 
 
+_GUIDE_PROBABILITY = 0.3  # per step without a guide string in progress: start typing one
+
+
 def _choose(rng: np.random.Generator, allowed: np.ndarray, stats: _TokenStats, progress: float) -> int:
     """Pick a token among ``allowed``: long tokens favoured, finishing favoured as progress → 1."""
     stop_allowed = allowed[stats.is_stop[allowed]]
@@ -321,8 +335,27 @@ def _choose(rng: np.random.Generator, allowed: np.ndarray, stats: _TokenStats, p
     return int(allowed[rng.choice(allowed.size, p=weights)])
 
 
-def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps: int, rollback_prob: float) -> None:
+def _guided(allowed: np.ndarray, pending: bytes, stats: _TokenStats) -> tuple[int | None, bytes]:
+    """The allowed token that types the longest head of ``pending``, and what is left to type."""
+    mask = np.zeros(stats.length.size, dtype=bool)
+    mask[allowed] = True
+    for k in range(len(pending), 0, -1):
+        for t in stats.ids_of(pending[:k]):
+            if mask[t]:
+                return t, pending[k:]
+    return None, b""
+
+
+def _walk(
+    checker: _Checker,
+    rng: np.random.Generator,
+    stats: _TokenStats,
+    steps: int,
+    rollback_prob: float,
+    guides: Sequence[bytes] = (),
+) -> None:
     vocab_size = checker.vocab.vocab_size
+    pending = b""  # the rest of a guide string being typed
     for step in range(steps):
         agreed, allowed = checker.check_state()
         if not agreed:
@@ -342,7 +375,16 @@ def _walk(checker: _Checker, rng: np.random.Generator, stats: _TokenStats, steps
                     if not checker.check_reject(t):
                         return
                     break
-        token = _choose(rng, allowed, stats, step / max(steps - 1, 1))
+        token = None
+        if guides:  # now and then, type one of the guide strings (TagDispatch's tags) where allowed
+            if not pending and rng.random() < _GUIDE_PROBABILITY:
+                pending = guides[int(rng.integers(len(guides)))]
+            if pending:
+                token, pending = _guided(allowed, pending, stats)
+                if token is not None and not pending:
+                    checker.report.guides_typed += 1
+        if token is None:
+            token = _choose(rng, allowed, stats, step / max(steps - 1, 1))
         agreed, accepted = checker.accept(token)
         if not (agreed and accepted):  # plain refused its own mask's token: record nothing more
             return
@@ -391,6 +433,7 @@ def verify_engines(
     candidate: Callable[[], Any] | None = None,
     candidate_name: str = "compressed",
     allow_xgrammar_disagreements: bool = False,
+    guides: Sequence[bytes] = (),
 ) -> VerifyReport:
     """:func:`verify_lossless` on already compiled engines (see there).
 
@@ -406,7 +449,7 @@ def verify_engines(
     rng = np.random.default_rng(seed)
     for w in range(walks):
         checker.reset(f"walk {w}")
-        _walk(checker, rng, stats, steps, rollback_prob)
+        _walk(checker, rng, stats, steps, rollback_prob, guides)
         report.walks += 1
     for d, doc in enumerate(docs):
         text = doc.decode("utf-8") if isinstance(doc, bytes) else doc
@@ -428,6 +471,7 @@ def verify_lossless(
     docs: Iterable[str | bytes] = (),
     rollback_prob: float = 0.1,
     max_doc_tokens: int | None = None,
+    guides: Sequence[bytes] = (),
 ) -> VerifyReport:
     """Check that the compressed engine masks exactly like plain XGrammar.
 
@@ -452,6 +496,11 @@ def verify_lossless(
     max_doc_tokens : int, optional
         Replay at most this many tokens of each document (plain XGrammar over a large
         vocabulary can take 0.1–1 s per mask on a big grammar: the oracle sets the pace).
+    guides : sequence of bytes
+        Strings the walks now and then type, token by token where the mask allows (a walk
+        over free text rarely types a TagDispatch tag by chance:
+        :func:`~cfgzip_lab.grammar.tag_dispatch.dispatch_triggers` lists a grammar's).
+        Without guides the walks are what they were.
 
     Returns
     -------
@@ -472,4 +521,5 @@ def verify_lossless(
         docs=docs,
         rollback_prob=rollback_prob,
         max_doc_tokens=max_doc_tokens,
+        guides=guides,
     )

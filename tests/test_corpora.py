@@ -39,15 +39,18 @@ if os.environ.get("CFGZIP_CORPUS_SAMPLE"):
 #: Per item: 20 s wall for our stages (the issue's bound is 30 s through compile_grammar, classing
 #: and the index; the regressions' targets are 2-5 s), 1.5 GB of memory grown, short verification.
 LIMITS = item_check.Limits(build_seconds=20.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40)
-#: The regressions that still fail run against a tighter bound: 15 s each is what they may cost CI.
-REGRESSION_LIMITS = item_check.Limits(build_seconds=15.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40)
+#: The regressions run against a tighter bound (15 s each is what a failing one may cost CI) and
+#: without the schema check, which costs XGrammar a second compilation (11 s CPU for jsb_0044).
+REGRESSION_LIMITS = item_check.Limits(
+    build_seconds=15.0, verify_seconds=3.0, memory_gb=1.5, target_steps=120, steps=40, schema_check=False
+)
 
 #: Items that fail today, with the bug and who fixes it (issue 17). Strict: a fix turns them red.
-_COUNTED = "counted repetition unrolled (issue 17.2, owner: lead)"
 KNOWN_FAILURES: dict[str, str] = {
     # jsb_0038 and jsb_0130 (wrong masks) pass since regex's Regex-as-XGrammar's-automaton (ad2e018);
-    # jsb_0044, jsb_0082, jsb_0282 and the three XGrammar-test repetitions since counted repetitions
-    "regressions/jsb_0172": f"classing past the bound (its mask was wrong too before ad2e018); {_COUNTED}",
+    # jsb_0044, jsb_0082, jsb_0282, L759, L988 and L298 since lead's counted repetitions (17:19)
+    "regressions/jsb_0172": "served and exact, but past CI's 15 s: 27 s CPU through the index, 23 s of it classing, "
+    "+850 MB (main bcaf92d); classing speed (issue 17.3/18.1, owners: lead, compiled)",
 }
 
 

@@ -20,6 +20,7 @@ from cfgzip_lab.grammar.ebnf import (
     CAPTURE_DROPPED,
     LOOKAHEAD_DROPPED,
     REFUSAL,
+    TEMPERATURE_KEPT,
     check_ebnf,
     parse_ebnf,
 )
@@ -99,11 +100,53 @@ ebnf_text__line__column__message_regex__xgrammar_accepts = [
     # lookaheads XGrammar's own checks reject after parsing
     ('root ::= "a" (= "b" | "c")', 1, 14, r"choices in a lookahead", False),
     ('root ::= "a" (= "")', 1, 14, r"empty lookahead", False),
+    # XGrammar's macro checks (TagDispatch and Substring are read exactly: tests/test_tag_dispatch.py)
+    (
+        'root ::= TagDispatch(("a", x), excludes=("a"))\nx ::= "b"',
+        1,
+        42,
+        r"Exclude string must not be a prefix of trigger string: a$",
+        False,
+    ),
+    ('root ::= TagDispatch(("", x))\nx ::= "b"', 1, 23, r"Tag must be a non-empty string literal", False),
+    (
+        'root ::= TagDispatch(("a", x),)\nx ::= "b"',
+        1,
+        31,
+        r"Expect string, integer, boolean, or tuple in macro argument",
+        False,
+    ),
+    ('root ::= TagDispatch(("a", x), foo=1)\nx ::= "b"', 1, 32, r"Unknown named argument for TagDispatch: foo", False),
+    ('root ::= TagDispatch(("a", x, x))\nx ::= "b"', 1, 22, r"must be a pair \(tag, rule\)", False),
+    ('root ::= TagDispatch("a")', 1, 22, r"Each tag dispatch element must be a tuple", False),
+    ('root ::= TagDispatch(("a", "x"))', 1, 28, r"Rule reference must be an identifier", False),
+    ('root ::= TagDispatch(excludes="a")', 1, 31, r"excludes must be a tuple", False),
+    ("root ::= TagDispatch(loop_after_dispatch=1)", 1, 42, r"loop_after_dispatch must be a boolean literal", False),
+    (
+        'root ::= "a" (= TagDispatch(("b", x)))\nx ::= "c"',
+        1,
+        14,
+        r"TagDispatch\(\.\.\.\) as a lookahead assertion",
+        False,
+    ),
+    ("root ::= Substring(1)", 1, 20, r"Substring\(\) arguments must be strings", False),
+    ('root ::= Substring("a", flags=1)', 1, 10, r"Substring\(\) does not accept named arguments", False),
+    ('root ::= "a" (= Substring("b"))', 1, 14, r"Substring\(\.\.\.\) as a lookahead assertion", False),
+    ('root ::= "a" (= (Regex("b")))', 1, 14, r"Regex\(\.\.\.\) as a lookahead assertion", False),
+    # rule attributes XGrammar refuses
+    ('root[lazy, lazy] ::= "a"', 1, 5, r"bad rule attributes \[lazy, lazy\]: lazy is given twice", False),
+    ('root[temperature=-1] ::= "a"', 1, 5, r"temperature must be a finite non-negative number", False),
+    ('root[capture=""] ::= "a"', 1, 5, r"the capture name must not be empty", False),
+    ('root[max_chars=2147483648] ::= "a"', 1, 5, r"max_chars=2147483648 is too large", False),
     # refused: cfgzip cannot reproduce these languages exactly
-    ('root ::= TagDispatch(("<a>", x))\nx ::= "b"', 1, 10, r"of TagDispatch\(\.\.\.\)", True),
+    ('root[lazy] ::= "(" root ")" | "x"', 1, 5, r"language of lazy on rule 'root' exactly.*reaches itself", True),
+    ('root ::= s s "z"\ns[max_chars=1] ::= "b"+', 2, 2, r"max_chars on rule 's'.*can start where it ends", True),
+    ('root ::= "<" s ">"\ns[max_chars=2] ::= "ab" "c" | "x"', 2, 2, r"max_chars on rule 's'.*dead end", True),
     # Grammar.from_ebnf takes a bad regex; XGrammar's compiler rejects it (tests/test_regex.py)
     ('root ::= Regex("a{2,1}")', 1, 18, r"XGrammar rejects this regex: .*lower bound 2", True),
     ('root ::= Regex("x", json_string=yes)', 1, 10, r"json_string must be a boolean", False),
+    ('root ::= Regex("a", flags="x")', 1, 27, r"XGrammar rejects this regex: regular-expression flag 'x'", False),
+    ('root ::= Regex("a", flags=i)', 1, 10, r"flags must be a string", False),
     ('root ::= "a" Token(1, 2)', 1, 14, r"language of Token\(\.\.\.\) .*token ids", True),
     ("root ::= ExcludeToken(1)", 1, 10, r"language of ExcludeToken\(\.\.\.\)", True),
     ('root ::= TokenTagDispatch((1, x))\nx ::= "a"', 1, 10, r"language of TokenTagDispatch", True),
@@ -210,6 +253,8 @@ ebnf_text__warnings = [
     ('root ::= "a" (= x)\nx ::= "b"', [(1, 14, "lookahead"), (2, 1, r"'x' is unreach.*dropped")]),
     ('root ::= x\nx ::= y\ny ::= x | "q"\nz ::= z', [(4, 1, r"'z' is unreachable")]),
     ('root[capture] ::= "a"', [(1, 5, re.escape(CAPTURE_DROPPED))]),
+    ('root[temperature=0.6] ::= "a"', [(1, 5, re.escape(TEMPERATURE_KEPT))]),
+    ('root[lazy, capture="x", temperature=1e3] ::= "a"', [(1, 5, re.escape(CAPTURE_DROPPED)), (1, 5, "temperature")]),
     (r'root ::= "\x41BC"', [(1, 11, r"read as the code point U\+41BC")]),
     ('root ::= "a" root | ""', []),
 ]
@@ -576,3 +621,23 @@ def test_check_ebnf_never_raises_on_any_text(text: str) -> None:
         assert not diagnostic.message.startswith("internal error")
         assert diagnostic.line >= 1 and diagnostic.column >= 1
         assert diagnostic.span is not None and 0 <= diagnostic.span[0] <= len(text)
+
+
+# Regex(..., flags=...): the EBNF argument reaches the regex front end (its meaning: test_regex.py)
+grammar__accepted__refused = [
+    ('root ::= Regex("a.", flags="i")', [b"Ab", b"ab"], [b"a\n"]),  # no s: '.' is not a newline
+    ('root ::= Regex("a.", flags="s")', [b"a\n", b"ab"], [b"Ab"]),
+    ('root ::= Regex("a.", flags="")', [b"ab"], [b"a\n", b"Ab"]),
+    ('root ::= Regex("a.")', [b"a\n", b"ab"], [b"Ab"]),  # without the argument '.' takes a newline
+    ('root ::= Regex("[a-c]+", flags="iu", json_string=true)', [b"aBc"], [b"d"]),
+]
+
+
+@pytest.mark.parametrize("grammar, accepted, refused", grammar__accepted__refused)
+def test_regex_flags_argument(grammar: str, accepted: list[bytes], refused: list[bytes]) -> None:
+    from cfgzip_lab.pipeline import compile_grammar
+
+    compiled = compile_grammar(grammar)
+    matcher = xgrammar_matcher(grammar)
+    for data in accepted + refused:
+        assert compiled.gnf.accepts(data) == xgrammar_matches(matcher, data) == (data in accepted), data

@@ -151,11 +151,7 @@ def lark_analyse(text: str, root: str = "root"):
         _LarkChunk(builder, start).start(tree)
         diagnostics += builder.diagnostics
         definitions += builder.definitions
-    rules = ebnf._check_rules(text, root, definitions, broken_names, diagnostics)
-    if not any(d.severity == "error" for d in diagnostics):
-        ebnf._note_left_recursion(text, rules, diagnostics)
-    diagnostics.sort(key=lambda d: (d.line, d.column))
-    return rules, diagnostics
+    return ebnf._whole_grammar(text, root, definitions, broken_names, diagnostics), diagnostics
 
 
 def new_analyse(text: str, root: str = "root"):

@@ -58,6 +58,7 @@ def _setup(args):
 
 def cmd_verify(args) -> int:
     from ..engine import GrammarCompileError, compile_engines
+    from ..grammar.tag_dispatch import dispatch_triggers
     from ..verify import verify_engines
 
     t0 = time.perf_counter()
@@ -79,6 +80,7 @@ def cmd_verify(args) -> int:
             candidate=candidate,
             candidate_name=args.engine,
             allow_xgrammar_disagreements=args.allow_xgrammar_disagreements,
+            guides=dispatch_triggers(compiled.ast),  # walks that type TagDispatch's tags
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
@@ -91,7 +93,8 @@ def cmd_verify(args) -> int:
     human = [
         f"{path} × {vocab.name}: {classes.num_classes} classes for {vocab.vocab_size} tokens, {args.engine} engine",
         f"  {report.walks} walks (≤{args.steps} steps, seed {args.seed}), {report.docs} {source} documents, "
-        f"{report.rollbacks} rollbacks, {report.rejections_checked} rejections, {report.stops_reached} stops",
+        f"{report.rollbacks} rollbacks, {report.rejections_checked} rejections, {report.stops_reached} stops"
+        + (f", {report.guides_typed} TagDispatch strings typed" if report.guides_typed else ""),
         f"  {report.steps_checked} steps checked: {verdict} ({seconds:.1f} s)",
     ]
     for rejected in report.docs_rejected:

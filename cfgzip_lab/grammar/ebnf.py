@@ -25,17 +25,21 @@ The dialect, as XGrammar reads it:
   bytes to a ``GrammarMatcher``). Literal text in the AST therefore holds code
   points; a ``\\x`` escape with more than two digits gets a warning.
 - ``rule ::= body (= lookahead)``: a lookahead assertion, only at the end of a rule.
-- Rule attributes ``name[max_tokens=N]`` and ``name[capture]``/``[capture="c"]``.
+- Rule attributes ``name[lazy, max_chars=N, max_tokens=N, temperature=T, capture="c", ...]``
+  (:mod:`.rule_attributes` reads the block as XGrammar's lexer does).
 - Macros ``TagDispatch(...)``, ``TokenTagDispatch(...)``, ``Token(...)``,
-  ``ExcludeToken(...)``, ``Regex(...)``: a macro name is always a call, never a rule
-  reference. ``true``/``false`` are reserved words.
+  ``ExcludeToken(...)``, ``Regex(...)``, ``Substring(...)``: a macro name is always a call,
+  never a rule reference; the arguments are XGrammar's (:mod:`.macro_args`), and a lookahead
+  may not be a bare ``TagDispatch``, ``Regex`` or ``Substring``. ``true``/``false`` are reserved.
 
-``Regex("...", json_string=true|false)`` (how XGrammar prints a JSON Schema ``pattern``) is
-lowered exactly by :mod:`.regex`; a regex XGrammar rejects, or a construct it gives a meaning
-cfgzip will not reproduce (a lookahead inside the regex, an anchor in the middle), is an error
-at its character in the text. cfgzip refuses (error) the other macros, ``<...>`` token
-references and ``max_tokens`` (see ``_REFUSED_BECAUSE``), and drops (warning) rule-level
-lookaheads ``(= ...)`` and ``capture``, which leave the language alone or only restrict it. Code points above U+10FFFF and
+Exactly reproduced: ``Regex("...", json_string=..., flags=...)`` (:mod:`.regex`; a regex
+XGrammar rejects is an error at its character), ``TagDispatch`` (:mod:`.tag_dispatch`),
+``Substring`` (:mod:`.substring`), and ``lazy`` / ``max_chars`` on a rule whose language is
+regular (:mod:`.regular`, refused with the reason otherwise). Refused (error, see
+``_REFUSED_BECAUSE``): the token macros, ``<...>`` token references, ``max_tokens`` and the
+rule-id capture attributes. Dropped or kept with a warning: rule-level lookaheads ``(= ...)``,
+captures and ``temperature``, which only restrict the language, leave it alone, or only
+concern sampling. Code points above U+10FFFF and
 repetition bounds above 2**31-1 are errors: XGrammar accepts them but silently
 produces a different grammar (an invalid code point, a wrapped 32-bit bound).
 Surrogate code points (``"\\uD800"``) are kept: XGrammar matches their 3-byte
@@ -61,7 +65,12 @@ from .ebnf_syntax import (
     parse_chunk,
     tokens,
 )
+from .macro_args import MacroArgumentError, MacroArguments, MacroValue, read_arguments
 from .regex import RegexError, RegexWarning, regex_to_expr
+from .regular import NotRegular, follows_itself, shape_rule
+from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
+from .substring import substring_automaton
+from .tag_dispatch import tag_dispatch_automaton
 from .tree import (
     Automaton,
     CharClass,
@@ -85,6 +94,7 @@ __all__ = [
     "REFUSAL",
     "LOOKAHEAD_DROPPED",
     "CAPTURE_DROPPED",
+    "TEMPERATURE_KEPT",
 ]
 
 XGRAMMAR_MACROS = MACROS
@@ -116,8 +126,6 @@ _CHAR_RE = re.compile(_CHAR, re.DOTALL)
 # ``a-c``, ``-``, ``e`` and of ``[a-]`` as ``a``, ``-``.
 _CLASS_MEMBER_RE = re.compile(rf"(?P<lo>{_CHAR})-(?P<hi>{_CHAR})|(?P<one>{_CHAR})", re.DOTALL)
 
-# One attribute of ``name[...] ::=`` followed by a comma or the end of the block.
-_ATTRIBUTE_RE = re.compile(r'\s*(?:(?P<max_tokens>max_tokens\s*=\s*[0-9]+)|capture(?:\s*=\s*"[^"\\\r\n]*")?)\s*(?:,|$)')
 
 REFUSAL = "cfgzip cannot reproduce the language of {what} exactly; ignoring it would make token classes unsound"
 # Why each refused construct is out of reach, appended to REFUSAL.
@@ -128,11 +136,16 @@ _REFUSED_BECAUSE = {
     "ExcludeToken": "it excludes token ids, not bytes",
     "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
+    "capture_hidden_body_rule_id": "it names helper rules by XGrammar's internal rule ids (structural-tag internals)",
 }
 LOOKAHEAD_DROPPED = (
     "lookahead assertion dropped: it only restricts the language; the lossless verifier checks the classes"
 )
 CAPTURE_DROPPED = "capture attribute dropped: it names a match and leaves the language unchanged"
+TEMPERATURE_KEPT = (
+    "temperature attribute: it sets the sampling temperature inside the rule and leaves the masks unchanged, "
+    "so cfgzip's masks are XGrammar's; apply it when sampling"
+)
 
 # How a syntax error names what the parser wanted, in the order it lists them.
 _EXPECTED_WORDS = {
@@ -180,6 +193,16 @@ class _Definition:
     name_span: Span
     lookahead: Expr | None
     macro_refs: tuple[RuleRef, ...]  # rule names passed to refused macros such as TagDispatch
+    shaping: _Shaping | None = None  # lazy / max_chars
+
+
+@dataclass(frozen=True, slots=True)
+class _Shaping:
+    """The attributes that change a rule's language: ``lazy`` and ``max_chars``, at ``span``."""
+
+    lazy: bool
+    max_chars: int | None
+    span: Span
 
 
 def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> GrammarAST:
@@ -233,9 +256,17 @@ def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> l
 
 def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
     """Parse chunk by chunk, then run the whole-grammar checks."""
+    diagnostics, definitions, broken_names = _parse_chunks(text)
+    rules = _whole_grammar(text, root, definitions, broken_names, diagnostics)
+    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+
+
+def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[str]]:
+    """Each rule chunk parsed: the diagnostics, the rules defined, and the names defined in
+    chunks that did not parse."""
     diagnostics: list[Diagnostic] = []
     definitions: list[_Definition] = []
-    broken_names: set[str] = set()  # defined in a chunk that did not parse
+    broken_names: set[str] = set()
     for start, end in _rule_chunks(text):
         builder = _Builder(text)
         try:
@@ -246,11 +277,62 @@ def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
             continue
         diagnostics += builder.diagnostics
         definitions += builder.definitions
+    return diagnostics, definitions, broken_names
+
+
+def _whole_grammar(
+    text: str, root: str, definitions: list[_Definition], broken_names: set[str], diagnostics: list[Diagnostic]
+) -> dict[str, Rule]:
+    """The checks over all rules (names, reachability, the lazy and max_chars rules, left
+    recursion); their diagnostics join ``diagnostics``, which end sorted by position."""
     rules = _check_rules(text, root, definitions, broken_names, diagnostics)
+    if not any(d.severity == "error" for d in diagnostics):
+        _shape_rules(text, rules, definitions, diagnostics)
     if not any(d.severity == "error" for d in diagnostics):
         _note_left_recursion(text, rules, diagnostics)
     diagnostics.sort(key=lambda d: (d.line, d.column))
-    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+    return rules
+
+
+def _shape_rules(
+    text: str, rules: dict[str, Rule], definitions: list[_Definition], diagnostics: list[Diagnostic]
+) -> None:
+    """Rules with ``lazy`` or ``max_chars`` get their exact language as one automaton
+    (:mod:`.regular`), or a refusal saying why not. A shaped rule inside another keeps its
+    meaning: rules are shaped in the order they use each other."""
+    wanted = {d.rule.name: d.shaping for d in definitions if d.shaping and rules.get(d.rule.name) is d.rule}
+    if not wanted:
+        return
+    shaped: dict[str, Automaton] = {}
+    nullable = _nullable_rules(rules)
+
+    def shape(name: str, inside: tuple[str, ...]) -> None:
+        if name in shaped:
+            return
+        for ref in _references(rules[name].body):  # shaped rules it uses, first
+            if ref.name in wanted and ref.name not in inside and ref.name != name:
+                shape(ref.name, inside + (name,))
+        shaping = wanted[name]
+        try:
+            if shaping.max_chars is not None and follows_itself(rules, name, nullable):
+                raise NotRegular(
+                    f"rule {name!r} can start where it ends, which XGrammar 0.2.8 counts wrongly "
+                    "(the second occurrence gets more characters)"
+                )
+            shaped[name] = shape_rule(
+                rules, name, lazy=shaping.lazy, max_chars=shaping.max_chars, shaped=shaped, span=rules[name].span
+            )
+        except NotRegular as error:
+            what = " and ".join(
+                (["lazy"] if shaping.lazy else []) + (["max_chars"] if shaping.max_chars is not None else [])
+            )
+            message = f"{REFUSAL.format(what=f'{what} on rule {name!r}')}: cfgzip reproduces it for a rule whose language is regular, and {error.reason}"
+            diagnostics.append(_diagnostic(text, shaping.span, message))
+
+    for name in wanted:
+        shape(name, ())
+    for name, automaton in shaped.items():
+        rules[name] = replace(rules[name], body=automaton)
 
 
 def decode_ebnf_string(body: str) -> str:
@@ -331,6 +413,9 @@ class _Builder:
         self.diagnostics: list[Diagnostic] = []
         self.definitions: list[_Definition] = []
         self._macro_refs: list[RuleRef] = []  # of the rule being built
+        # id → (node, macro name) of what a macro call built (kept alive, so ids stay unique):
+        # XGrammar refuses a lookahead that is a bare macro call.
+        self._macro_results: dict[int, tuple[Expr, str]] = {}
 
     @staticmethod
     def _span(first: _Located, last: _Located | None = None) -> Span:
@@ -443,19 +528,93 @@ class _Builder:
     def macro_call(self, name: Tok, args: list[Tok | Nested], rpar: Tok) -> Expr:
         span = (name.start_pos, rpar.end_pos)
         if name.value == "Regex":
-            return self._regex(span, args)
-        # Rule names among the arguments still count as references, so that an undefined
-        # one is reported and the rules a TagDispatch dispatches to are not called unreachable.
+            expr = self._regex(span, args)
+        elif name.value in ("TagDispatch", "Substring"):
+            try:
+                arguments = read_arguments(args, rpar)
+                expr = (self._tag_dispatch if name.value == "TagDispatch" else self._substring)(span, arguments)
+            except MacroArgumentError as error:
+                self._report(error.span, error.message)
+                self._hidden_references(args, rpar)
+                return Literal("", span)
+        else:
+            self._hidden_references(args, rpar)
+            return self._refuse(f"{name.value}(...)", span)
+        self._macro_results[id(expr)] = (expr, name.value)
+        return expr
+
+    def _hidden_references(self, args: list[Tok | Nested], rpar: Tok) -> None:
+        """Rule names among a refused or broken macro call's arguments still count as
+        references, so that an undefined one is reported and the rules it names are not
+        called unreachable."""
         flat = [token for arg in args for token in (arg.tokens() if isinstance(arg, Nested) else [arg])] + [rpar]
         for token, following in zip(flat, flat[1:]):
             is_key = following.type == "EQUAL"  # loop_after_dispatch=..., excludes=...
             if token.type == "NAME" and not is_key and token.value not in _RESERVED_WORDS:
                 self._macro_refs.append(RuleRef(token.value, self._span(token)))
-        return self._refuse(f"{name.value}(...)", span)
+
+    def _macro_string(self, value: MacroValue) -> bytes:
+        """A string argument's UTF-8 bytes (escapes as in string literals; bad ones reported)."""
+        token = value.token
+        assert token is not None
+        code_points = self._decode(token.value[1:-1], token.start_pos + 1, _STRING_ESCAPES)
+        return "".join(map(chr, code_points)).encode("utf-8", "surrogatepass")
+
+    def _tag_dispatch(self, span: Span, arguments: MacroArguments) -> Expr:
+        """``TagDispatch((tag, rule), ..., loop_after_dispatch=..., excludes=(...))``, checked as
+        XGrammar 0.2.8's parser checks it (its messages), then :mod:`.tag_dispatch`."""
+        for key, at in arguments.name_spans.items():
+            if key not in ("loop_after_dispatch", "excludes"):
+                raise MacroArgumentError(f"Unknown named argument for TagDispatch: {key}", at)
+        tags: list[tuple[bytes, RuleRef]] = []
+        for value in arguments.positional:
+            if value.kind != "tuple":
+                raise MacroArgumentError("Each tag dispatch element must be a tuple", value.span)
+            if len(value.elements) != 2:
+                raise MacroArgumentError("Each tag dispatch element must be a pair (tag, rule)", value.span)
+            tag, rule = value.elements
+            tag_bytes = self._macro_string(tag) if tag.kind == "string" else b""
+            if not tag_bytes:
+                raise MacroArgumentError("Tag must be a non-empty string literal", tag.span)
+            if rule.kind != "identifier":
+                raise MacroArgumentError("Rule reference must be an identifier", rule.span)
+            assert rule.token is not None
+            tags.append((tag_bytes, RuleRef(rule.token.value, rule.span)))
+        loop = arguments.named.get("loop_after_dispatch")
+        if loop is not None and loop.kind != "boolean":
+            raise MacroArgumentError("loop_after_dispatch must be a boolean literal", loop.span)
+        excludes: list[bytes] = []
+        listed = arguments.named.get("excludes")
+        if listed is not None:
+            if listed.kind != "tuple":
+                raise MacroArgumentError("excludes must be a tuple", listed.span)
+            for value in listed.elements:
+                exclude = self._macro_string(value) if value.kind == "string" else b""
+                if not exclude:
+                    raise MacroArgumentError("Exclude must be a non-empty string literal", value.span)
+                if any(tag.startswith(exclude) for tag, _ in tags):
+                    message = (
+                        f"Exclude string must not be a prefix of trigger string: {exclude.decode(errors='replace')}"
+                    )
+                    raise MacroArgumentError(message, value.span)
+                excludes.append(exclude)
+        return tag_dispatch_automaton(
+            tags, loop_after_dispatch=loop is None or loop.boolean, excludes=excludes, span=span
+        )
+
+    def _substring(self, span: Span, arguments: MacroArguments) -> Expr:
+        """``Substring("c1", ...)``: strings only, no named arguments (XGrammar's checks)."""
+        if arguments.named:
+            raise MacroArgumentError("Substring() does not accept named arguments", span)
+        for value in arguments.positional:
+            if value.kind != "string":
+                raise MacroArgumentError("Substring() arguments must be strings", value.span)
+        return substring_automaton([self._macro_string(value) for value in arguments.positional], span)
 
     def _regex(self, span: Span, parts: list[Tok | Nested]) -> Expr:
-        """``Regex("pattern", json_string=true|false)``: checked as XGrammar's parser does, then
-        lowered exactly by :mod:`.regex`; a regex problem points at its character in the text."""
+        """``Regex("pattern", json_string=true|false, flags="...")``: checked as XGrammar's parser
+        does, then lowered exactly by :mod:`.regex`; a regex problem points at its character in
+        the text, a bad flag at the flags string."""
         arguments: list[list[Tok | Nested]] = [[]]
         for part in parts:
             if isinstance(part, Tok) and part.type == "COMMA":
@@ -464,10 +623,18 @@ class _Builder:
                 arguments[-1].append(part)
         positional: list[Tok | Nested] = []
         json_string = False
+        flags: str | None = None  # absent is not "" (XGrammar: without flags, '.' matches a newline)
+        flags_span = span
         for argument in arguments if parts else []:
             if len(argument) == 3 and isinstance(argument[0], Tok) and _token_type(argument[1]) == "EQUAL":
                 key, value = argument[0].value, argument[2]
-                if key != "json_string":
+                if key == "flags":
+                    if not (isinstance(value, Tok) and value.type == "STRING"):
+                        self._report(span, "flags must be a string")
+                        return Literal("", span)
+                    flags = "".join(map(chr, self._decode(value.value[1:-1], value.start_pos + 1, _STRING_ESCAPES)))
+                    flags_span = (value.start_pos, value.end_pos)
+                elif key != "json_string":
                     self._report(span, f"Regex does not support the named argument {key}")
                 elif not (isinstance(value, Tok) and value.value in _RESERVED_WORDS):
                     self._report(span, "json_string must be a boolean (true or false)")
@@ -476,7 +643,9 @@ class _Builder:
             elif len(argument) == 1:
                 positional.append(argument[0])
             else:
-                self._report(span, "Regex arguments are one string and json_string=true|false, separated by commas")
+                self._report(
+                    span, 'Regex arguments are one string, json_string=true|false and flags="...", separated by commas'
+                )
                 return Literal("", span)
         if len(positional) != 1:
             self._report(span, "Regex expects exactly one string argument")
@@ -495,10 +664,12 @@ class _Builder:
             return (at, max(stop, at + 1))
 
         try:
-            expr = regex_to_expr("".join(map(chr, code_points)), json_string=json_string, warnings=warnings, span=span)
+            expr = regex_to_expr(
+                "".join(map(chr, code_points)), json_string=json_string, flags=flags, warnings=warnings, span=span
+            )
         except RegexError as error:
             message = error.message if error.refused else f"XGrammar rejects this regex: {error.message}"
-            self._report(located(error.start, error.end), message)
+            self._report(flags_span if error.in_flags else located(error.start, error.end), message)
             return Literal("", span)
         for warning in warnings:
             self._report(located(warning.start, warning.end), warning.message, "warning")
@@ -509,7 +680,10 @@ class _Builder:
         span = (lpar.start_pos, rpar.end_pos)
         if inner is None:  # "()": XGrammar's other spelling of ""
             return Literal("", span)
-        return replace(inner, span=span)
+        grouped = replace(inner, span=span)
+        if id(inner) in self._macro_results:  # "(Substring(...))" is still the macro for XGrammar
+            self._macro_results[id(grouped)] = (grouped, self._macro_results[id(inner)][1])
+        return grouped
 
     # ---- composites --------------------------------------------------------------------
 
@@ -564,6 +738,10 @@ class _Builder:
             self._report(span, "XGrammar does not support choices in a lookahead assertion")
         elif isinstance(body, Literal) and not body.text:
             self._report(span, "XGrammar does not allow an empty lookahead assertion")
+        elif id(body) in self._macro_results:
+            self._report(
+                span, f"XGrammar does not allow {self._macro_results[id(body)][1]}(...) as a lookahead assertion"
+            )
         self._report(span, LOOKAHEAD_DROPPED, "warning")
         return _Lookahead(body, span)
 
@@ -576,32 +754,40 @@ class _Builder:
         # reference would read as a macro call.
         if name.value in _RESERVED_WORDS:
             self._report(name_span, f"{name.value!r} is reserved in XGrammar's EBNF")
-        if attributes is not None:
-            self._attributes(attributes)
+        read = self._attributes(attributes, name.value) if attributes is not None else None
         end = lookahead.span[1] if lookahead else body.span[1]  # type: ignore[index]
         rule = Rule(name.value, body, (name_span[0], end))
         macro_refs, self._macro_refs = tuple(self._macro_refs), []
         hidden = lookahead.body if lookahead else None
-        self.definitions.append(_Definition(rule, name_span, hidden, macro_refs))
+        shaping = None
+        if read is not None and ("lazy" in read or "max_chars" in read):
+            shaping = _Shaping(bool(read.values.get("lazy")), read.values.get("max_chars"), self._span(attributes))  # type: ignore[arg-type]
+        self.definitions.append(_Definition(rule, name_span, hidden, macro_refs, shaping))
 
-    def _attributes(self, token: Tok) -> None:
-        """Refuse ``max_tokens=N``; drop ``capture`` with a warning (the language is unchanged)."""
+    def _attributes(self, token: Tok, rule_name: str) -> RuleAttributes | None:
+        """Read the block as XGrammar does (:mod:`.rule_attributes`). Refuse ``max_tokens`` and rule
+        ids; warn about what leaves the masks alone (captures, ``temperature``); ``lazy`` and
+        ``max_chars`` change the language and are applied to the rule afterwards."""
         span = self._span(token)
-        body, position = token.value[1:-1], 0
-        while position < len(body) or position == 0:
-            match = _ATTRIBUTE_RE.match(body, position)
-            if match is None or match.end() == position:
-                message = f"unknown rule attributes {token.value}"
-                self._report(span, f"{message}: XGrammar knows max_tokens and capture")
-                return
-            if match.group("max_tokens"):
-                self._refuse("max_tokens", span)
-            else:
-                self._report(span, CAPTURE_DROPPED, "warning")
-            position = match.end()
+        try:
+            attributes = read_attributes(token.value, rule_name)
+        except AttributeError_ as error:
+            what = "unknown" if error.unknown else "bad"
+            self._report(span, f"{what} rule attributes {token.value}: {error.message}")
+            return None
+        if "max_tokens" in attributes:
+            self._refuse("max_tokens", span)
+        if "capture_hidden_body_rule_id" in attributes:
+            self._refuse("capture_hidden_body_rule_id", span)
+        if any(keyword in attributes for keyword in _CAPTURE_ATTRIBUTES):
+            self._report(span, CAPTURE_DROPPED, "warning")
+        if "temperature" in attributes:
+            self._report(span, TEMPERATURE_KEPT, "warning")
+        return attributes
 
 
 _SIMPLE_QUANTIFIERS = {"STAR": (0, None), "PLUS": (1, None), "QMARK": (0, 1)}
+_CAPTURE_ATTRIBUTES = ("capture", "stop_capture", "capture_hidden_suffix_bytes", "capture_hidden_stop_bytes")
 
 
 def _token_type(value: object) -> str | None:
@@ -688,14 +874,7 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
     through nullable prefixes: NULLABLE is a fixpoint over the rules, LEFT(A) the rules
     that can start A's body; a group is a strongly connected part of the LEFT graph.
     """
-    nullable: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, rule in rules.items():
-            if name not in nullable and _nullable(rule.body, nullable):
-                nullable.add(name)
-                changed = True
+    nullable = _nullable_rules(rules)
     left = {name: _leftmost(rule.body, nullable) & rules.keys() for name, rule in rules.items()}
     reach: dict[str, set[str]] = {}
     for name in rules:
@@ -718,6 +897,19 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
         diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "info"))
 
 
+def _nullable_rules(rules: dict[str, Rule]) -> set[str]:
+    """NULLABLE: the rules that can match the empty string (a least fixpoint)."""
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, rule in rules.items():
+            if name not in nullable and _nullable(rule.body, nullable):
+                nullable.add(name)
+                changed = True
+    return nullable
+
+
 def _nullable(expr: Expr, nullable: set[str]) -> bool:
     if isinstance(expr, Literal):
         return not expr.text
@@ -730,7 +922,7 @@ def _nullable(expr: Expr, nullable: set[str]) -> bool:
     if isinstance(expr, Choice):
         return any(_nullable(option, nullable) for option in expr.options)
     if isinstance(expr, Automaton):
-        return expr.nullable()
+        return expr.nullable()  # a Regex's automaton; TagDispatch and Substring: the start is final
     assert isinstance(expr, Repeat)
     return expr.min == 0 or _nullable(expr.item, nullable)
 
@@ -803,4 +995,6 @@ def _references(*exprs: Expr | None) -> tuple[RuleRef, ...]:
             todo += reversed(expr.options)
         elif isinstance(expr, Repeat):
             todo.append(expr.item)
+        elif isinstance(expr, Automaton):  # TagDispatch's rules are its edges' labels
+            todo += reversed([label for _, label, _ in expr.edges if not isinstance(label, tuple)])
     return tuple(out)

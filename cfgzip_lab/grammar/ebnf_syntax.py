@@ -47,7 +47,7 @@ from typing import NamedTuple, Protocol
 
 __all__ = ["Tok", "Nested", "ParseFailure", "tokens", "parse_chunk", "MACROS", "NAME_PATTERN", "GAP_PATTERN"]
 
-MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex")
+MACROS = ("TagDispatch", "TokenTagDispatch", "Token", "ExcludeToken", "Regex", "Substring")
 NAME_PATTERN = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
 # Whitespace and comments between tokens. A comment must run to the end of its line:
 # otherwise "# # # #" could split in exponentially many ways when a lookahead fails.

@@ -173,7 +173,8 @@ class _Lowerer:
         large ``X{n,}`` is both repeated and starred) is lowered once."""
         if id(e) in self.automata:
             return self.automata[id(e)][1]
-        names = [self.fresh(owner, [], "regex", e) for _ in range(e.num_states)]
+        kind = _AUTOMATON_KINDS.get(e.pattern, "attribute" if e.pattern.endswith("]") else "regex")
+        names = [self.fresh(owner, [], kind, e) for _ in range(e.num_states)]
         self.automata[id(e)] = (e, names[e.start])  # keeps e alive, so its id stays its own
         bytesets: dict[tuple[int, int], ByteSet] = {}
         alts: list[list[Production]] = [[] for _ in range(e.num_states)]
@@ -218,6 +219,11 @@ class _Lowerer:
         for _ in range(e.max - e.min):  # X{0,k} = ε | X X{0,k-1}
             tail = [self.fresh(owner, [(), tuple(item + tail)], kind, e, [(), (pairs[0][1],) + (e.span,) * len(tail)])]
         return head + [(s, e.span) for s in tail]
+
+
+# What provenance calls an automaton's states, by the automaton's ``pattern`` (a Regex's is its
+# pattern; a rule shaped by lazy / max_chars is "name[lazy]").
+_AUTOMATON_KINDS = {"TagDispatch": "tag dispatch", "Substring": "substring"}
 
 
 def _span(node: tree.Expr | None) -> Span | None:

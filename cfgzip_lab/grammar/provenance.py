@@ -47,6 +47,9 @@ KINDS = (
     "alternation",  # a parenthesised choice inside a sequence
     "character class",  # [...] that needs more than one byte
     "regex",  # one state of a Regex(...)'s automaton
+    "tag dispatch",  # one state of a TagDispatch(...)'s free-text automaton
+    "substring",  # one state of a Substring(...)'s automaton
+    "attribute",  # one state of a rule's automaton under lazy / max_chars
     "terminal",  # one terminal occurrence, lifted by the normal form
     "left recursion",  # the tail the normal form makes out of a left-recursive rule
     "start",  # the normal form's fresh start symbol

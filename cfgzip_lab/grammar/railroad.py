@@ -62,7 +62,8 @@ def expr_diagram(e: tree.Expr, text: str = "") -> rr.DiagramItem:
         return rr.Optional(loop) if low == 0 else loop
     if isinstance(e, tree.Automaton):  # a Regex(...): shown as written
         written = _source(e, text)
-        return rr.Terminal(written if written and written.startswith("Regex") else f"/{e.pattern}/", cls="regex")
+        shown = written and written.startswith(("Regex", "TagDispatch", "Substring"))
+        return rr.Terminal(written if shown else f"/{e.pattern}/", cls="regex")
     raise TypeError(f"unknown grammar node {e!r}")
 
 
