@@ -155,6 +155,7 @@ typedef struct {
     int32_t *tops_ptr;               /* natoms + 1 */
     int32_t *tops_a, *tops_t;        /* nonterminal, tail; by atom, nonterminals ascending */
     uint64_t *below;                 /* nt rows of below_words: bit b of row a: b may sit under a */
+    uint64_t *tops_bits;             /* natoms rows of below_words: bit a: a has a production on the atom */
     int64_t below_words;
     int64_t *cand;                   /* step's backtrack candidates (a, tail, consumed) */
     int64_t ccap;
@@ -374,10 +375,6 @@ static inline int sym_kind(const Words *S, int64_t sym) {
     return sym >= 0 && sym < S->nt ? SYM_OUTPUT : sym == S->sep ? SYM_SEP : SYM_OTHER;
 }
 
-static inline int below_has(const Words *S, int64_t last, int64_t a) {
-    return (S->below[last * S->below_words + (a >> 6)] >> (a & 63)) & 1;
-}
-
 /* Displacer.step: the configuration set after reading one more byte of class `atom`. */
 static int64_t w_step(Words *S, int64_t node, int64_t atom) {
     uint64_t key = (uint64_t)node * (uint64_t)S->natoms + (uint64_t)atom;
@@ -415,7 +412,8 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
                 nc++;
             }
         }
-        int64_t nrest = n_edges(S, rest);
+        int64_t nrest = n_edges(S, rest), words = S->below_words;
+        const uint64_t *tops_bits = S->tops_bits + atom * words;
         for (int64_t f = 0; f < nrest; f++) {
             int64_t in_sym = S->esym[S->estart[rest] + f], deeper = S->ekid[S->estart[rest] + f];
             int64_t consumed = make1(S, in_sym, deeper);
@@ -423,13 +421,17 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
             int64_t last = in_sym - nt - 1;
             if (last < 0 || last >= nt) continue; /* (never: input symbols are n + 1 + A) */
             if (grow((void **)&S->cand, &S->ccap, 3 * (nc + ntops), sizeof(int64_t)) < 0) return E_NOMEM;
-            for (int64_t k = 0; k < ntops; k++) {
-                if (!below_has(S, last, ta[k])) continue;
-                S->cand[3 * nc] = ta[k];
-                S->cand[3 * nc + 1] = tt[k];
-                S->cand[3 * nc + 2] = consumed;
-                nc++;
-            }
+            /* the tops on this atom that may sit below `last`, ascending: one AND per 64 nonterminals
+             * (Displacer's backtrack candidates; a loop over every top cost 34% of jsb_0172's classing) */
+            const uint64_t *below = S->below + last * words;
+            for (int64_t w = 0; w < words; w++)
+                for (uint64_t bits = below[w] & tops_bits[w]; bits; bits &= bits - 1) {
+                    int64_t a = w * 64 + __builtin_ctzll(bits);
+                    S->cand[3 * nc] = a;
+                    S->cand[3 * nc + 1] = S->table[a * S->natoms + atom];
+                    S->cand[3 * nc + 2] = consumed;
+                    nc++;
+                }
         }
         for (int64_t k = 0; k < nc; k++) {
             int64_t a = S->cand[3 * k], tail = S->cand[3 * k + 1], consumed = S->cand[3 * k + 2];
@@ -493,6 +495,7 @@ static void words_dealloc(Words *S) {
     free(S->tops_a);
     free(S->tops_t);
     free(S->below);
+    free(S->tops_bits);
     free(S->cand);
     Py_XDECREF(S->budget_exc);
     Py_TYPE(S)->tp_free((PyObject *)S);
@@ -757,6 +760,11 @@ static PyObject *words_grammar(Words *S, PyObject *args) {
         }
     }
     S->tops_ptr[natoms] = (int32_t)pos;
+    S->tops_bits = calloc((size_t)natoms * (size_t)S->below_words, sizeof(uint64_t));
+    if (!S->tops_bits) return PyErr_NoMemory();
+    for (int64_t k = 0; k < natoms; k++)
+        for (int32_t i = S->tops_ptr[k]; i < S->tops_ptr[k + 1]; i++)
+            S->tops_bits[k * S->below_words + (S->tops_a[i] >> 6)] |= (uint64_t)1 << (S->tops_a[i] & 63);
     S->has_grammar = 1;
     int64_t initial = make1(S, S->sep, W_EPSILON);
     if (initial < 0) return raise_code(S, initial);
