@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cache_dir import CacheKey, ClassCacheDir, code_version, grammar_key
+from .cache_dir import CacheKey, ClassCacheDir, grammar_key
 
 if TYPE_CHECKING:
     from .classes.classing import TokenClasses
@@ -203,15 +203,15 @@ class GrammarCache:
                 return hit
             try:
                 ready = self._from_disk(key, text, vocab) or self._build(key, text, kind, vocab)
+                with self._lock:  # in memory before the key's lock goes: no second build can start
+                    self._entries[key] = ready
+                    self._entries.move_to_end(key)
+                    while len(self._entries) > self.capacity:
+                        self._entries.popitem(last=False)
+                    self.stats[ready.source] += 1
             finally:
                 with self._lock:
                     self._building.pop(key, None)
-            with self._lock:
-                self._entries[key] = ready
-                self._entries.move_to_end(key)
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
-            self.stats[ready.source] += 1
             return ready
 
     def engine(self, grammar: Any, vocab: VocabTable | str, *, kind: str = "auto") -> NativeEngine:
@@ -366,8 +366,3 @@ def matcher_for(
     (``fill_next_token_bitmask``, ``accept_token``, ``rollback``, ``is_terminated``...), masks
     bit-identical to plain XGrammar's. Arguments as :func:`engine_for`."""
     return _cache_of(cache).matcher(grammar, vocab, kind=kind)
-
-
-def cache_version() -> str:
-    """The code version in every key (see :func:`cfgzip_lab.cache_dir.code_version`)."""
-    return code_version()

@@ -88,6 +88,18 @@ def compile_grammar(
     ``max_gnf_nodes`` bounds the normal form's memory (past it: a ``GrammarError`` naming
     the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
     """
+    try:
+        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes)
+    except RecursionError:
+        # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
+        message = (
+            "the grammar nests too deeply for cfgzip (parentheses, rules or a literal thousands of levels deep "
+            "exceed its recursion limit); flatten the deepest part"
+        )
+        raise GrammarError([Diagnostic(1, 1, message)], text=text, source=source) from None
+
+
+def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int) -> CompiledGrammar:
     t0 = time.perf_counter()
     origin = None
     if kind != "ebnf":
@@ -109,10 +121,23 @@ def compile_grammar(
     if cfg.start not in productive:
         # Nothing to class, and XGrammar 0.2.8 can crash on such grammars (unbounded
         # recursion with no way out): say so at the root rule instead.
-        rule = ast.rules[ast.root]
-        line, column = position_of(text, rule.span[0] if rule.span else 0)
-        message = f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
-        error = GrammarError([Diagnostic(line, column, message, span=rule.span)], text=text, source=source)
+        # Point at the rules that never end (issue 21), not only at the root that uses them.
+        from .grammar.authoring import never_ending
+
+        culprits = never_ending(ast)
+        culprits = [ast.root] if ast.root in culprits or not culprits else culprits
+        diagnostics = []
+        for name in culprits[:5]:
+            rule = ast.rules[name]
+            line, column = position_of(text, rule.span[0] if rule.span else 0)
+            why = (
+                f"the language of {ast.root!r} is empty: every derivation recurses forever, no string derives from it"
+                if name == ast.root
+                else f"the language of {ast.root!r} is empty because rule {name!r} never ends: every alternative "
+                "of it needs itself again (or a class that matches nothing), so no string derives from it"
+            )
+            diagnostics.append(Diagnostic(line, column, why, span=rule.span))
+        error = GrammarError(diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
     dead = dead_ends(cfg, productive)
     if dead:

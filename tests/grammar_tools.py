@@ -67,19 +67,21 @@ def expr_height(expr: Expr, heights: dict[str, float]) -> float:
     if isinstance(expr, Choice):
         return min(expr_height(option, heights) for option in expr.options)
     if isinstance(expr, Automaton):
-        return 0 if _final_distances(expr)[expr.start] is not None else math.inf
+        return 0 if _final_distances(expr, heights)[expr.start] is not None else math.inf
     assert isinstance(expr, Repeat)
     return 0 if expr.min == 0 else expr_height(expr.item, heights)
 
 
-def _final_distances(automaton: Automaton) -> list[int | None]:
+def _final_distances(automaton: Automaton, heights: dict[str, float] | None = None) -> list[int | None]:
     """Edges from each state to a final one (None: none reachable); sub-expression edges count 1
-    when their own language is not empty."""
+    when their own language is not empty (a rule reference, TagDispatch's, by ``heights``)."""
     dist: list[int | None] = [None] * automaton.num_states
     for q in automaton.finals:
         dist[q] = 0
     usable = [
-        (s, t) for s, label, t in automaton.edges if isinstance(label, tuple) or expr_height(label, {}) < math.inf
+        (s, t)
+        for s, label, t in automaton.edges
+        if isinstance(label, tuple) or expr_height(label, heights or {}) < math.inf
     ]
     changed = True
     while changed:
@@ -90,17 +92,19 @@ def _final_distances(automaton: Automaton) -> list[int | None]:
     return dist
 
 
-def sample_automaton(automaton: Automaton, rng: random.Random, generate, *, free: bool) -> str:
+def sample_automaton(
+    automaton: Automaton, rng: random.Random, generate, *, free: bool, heights: dict[str, float] | None = None
+) -> str:
     """A random member of the automaton's language (walking its byte edges), as a str.
 
     XGrammar's automata can take bytes that are no UTF-8 (overlong forms of ``.``): such walks
     are drawn again; after a few tries the shortest way to a final state is taken.
     """
-    dist = _final_distances(automaton)
+    dist = _final_distances(automaton, heights)
     assert dist[automaton.start] is not None, "the language is empty"
     out_edges: dict[int, list] = {}
     for s, label, t in automaton.edges:
-        if dist[t] is not None and (isinstance(label, tuple) or expr_height(label, {}) < math.inf):
+        if dist[t] is not None and (isinstance(label, tuple) or expr_height(label, heights or {}) < math.inf):
             out_edges.setdefault(s, []).append((label, t))
     for attempt in range(12):
         wander = free and attempt < 11
@@ -157,7 +161,7 @@ def sample(ast: GrammarAST, rng: random.Random, *, free_depth: int = 6) -> str:
             pool = finite if free else [o for o in finite if expr_height(o, heights) == lowest]
             return generate(rng.choice(pool), depth)
         if isinstance(expr, Automaton):
-            return sample_automaton(expr, rng, lambda label: generate(label, depth + 1), free=free)
+            return sample_automaton(expr, rng, lambda label: generate(label, depth + 1), free=free, heights=heights)
         assert isinstance(expr, Repeat)
         extra = rng.randint(0, 2) if free else 0
         count = expr.min + extra if expr.max is None else min(expr.max, expr.min + extra)

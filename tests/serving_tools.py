@@ -84,15 +84,19 @@ TRIGGERED_TAG = {
     },
 }
 
-# (SGLang key type, key string) of every request the tests send; the last is refused by cfgzip.
+# A rule attribute XGrammar compiles but cfgzip refuses: it bounds tokens, which bytes cannot tell apart.
+TOKEN_BOUNDED = 'root ::= "a" body\nbody[max_tokens=3] ::= [a-z]+'
+
+# (SGLang key type, key string) of every request the tests send and cfgzip serves (a TagDispatch tag too).
 SGLANG_REQUESTS = [
     ("json", json.dumps(PERSON)),
     ("json", "$$ANY$$"),
     ("ebnf", ARITHMETIC),
     ("regex", EMAIL),
     ("structural_tag", json.dumps(ANSWER_TAG)),
+    ("structural_tag", json.dumps(TRIGGERED_TAG)),
 ]
-REFUSED_REQUEST = ("structural_tag", json.dumps(TRIGGERED_TAG))
+REFUSED_REQUEST = ("ebnf", TOKEN_BOUNDED)
 
 
 def vocab_bits(mask, vocab_size: int) -> np.ndarray:

@@ -91,7 +91,10 @@ def test_structure_shows_railroad_sets_and_rule_sizes(session):
     assert panel.rule_picker.value == "root" and "<svg" in panel.diagram.value
     svg = panel.show_rule("term")
     assert "&quot;(&quot;" in svg and "[0-9]" in svg and panel.rule_picker.value == "term"
-    assert 'can start with: <span class="cfgzip-code">&#x27;(&#x27;, &#x27;0&#x27;–&#x27;9&#x27;' in panel.diagram.value
+    # FIRST as the grammar's own terminals, then as characters
+    assert 'starts with: <span class="cfgzip-code">[0-9] | &quot;(&quot;</span>' in panel.diagram.value
+    assert '(characters: <span class="cfgzip-code">&#x27;(&#x27;, &#x27;0&#x27;–&#x27;9&#x27;' in panel.diagram.value
+    assert "can be followed by:" in panel.diagram.value and "shortest sentence:" in panel.diagram.value
     rows = {r["rule"]: r for r in panel.rule_rows}
     assert rows["ws"]["nullable"] and not rows["term"]["nullable"]
     assert rows["expr"]["left_corners"] == ("term",) and not rows["expr"]["left_recursive"]

@@ -238,7 +238,7 @@ def test_startup_script_runs_both_sides_on_one_tiny_input(tmp_path):
     assert "machine:" in proc.stdout and "load average" in proc.stdout and "median:" in proc.stdout
     (record,) = json.loads(out.read_text())["inputs"]
     assert record["kind"] == "ebnf" and record["index_source"] == "cache" and record["steps"] > 0
-    assert set(record["cold"]) == {"front_end", "classes", "index", "engine", "first_mask"}
+    assert set(record["cold"]) == {"front_end", "classes", "index", "compact", "engine", "first_mask"}
     assert set(record["warm"]) == {"load", "engine", "first_mask"}
     assert all(record[k] > 0 for k in ("xgrammar_compile_s", "cold_ready_s", "warm_ready_s", "plain_step_us"))
     assert record["cold_pays_after_tokens"] == NEVER or record["cold_pays_after_tokens"] >= 0

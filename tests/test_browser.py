@@ -3,14 +3,21 @@
 The test starts JupyterLab on 127.0.0.1 (a free port, token auth off, no browser) in a
 temporary folder holding a copy of the notebooks, opens workbench.ipynb, runs all cells
 and walks the workbench's main scenario: the grammar editor (CodeMirror) highlights the
-grammar; an error typed into it shows a diagnostic with its line and an underline with hover
-text; a click on the diagnostic puts the cursor there (Tab indents, Esc then Tab leaves,
-undo); fixing it and running classing shows the class count; Structure draws a railroad
-diagram; three decoder steps show tokens and the before/after chart; export writes the
-cache, the grammar beside it and the usage snippet; an edit marks the classes out of date
-and undoing it clears the mark; a JSON Schema pasted into the editor compiles on both
-sides. It saves a screenshot of each panel under artifacts/screenshots/ (git-ignored, kept
-by CI; with CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 also as the README's docs/screenshots/), and
+grammar; the JSON string rule typed key by key reads back exactly (no auto-closed stray
+``]``); an error typed into it shows a diagnostic with its line and an underline with hover
+text, and on the first line that text is drawn whole, outside the editor's clip box; a click
+on the diagnostic puts the cursor there (Tab indents, Esc then Tab leaves, undo); samples get
+a parse tree whose nodes light their span up in the sample; a test list fails in red;
+Structure draws a railroad diagram whose boxes jump to the rule in the editor; running
+classing shows the class count; three decoder steps show tokens and the before/after chart;
+Run N then Cancel 20 times in a row each stops within one step of the click; export writes
+the cache, the grammar beside it and the usage snippet; an edit marks the classes out of
+date and undoing it clears the mark; a JSON Schema pasted into the editor compiles on both
+sides and shows the grammar XGrammar built (read-only) and the keywords it does not enforce;
+at 1,000 px the decoder's chart and table do not overlap; in JupyterLab Dark the editor,
+tables, token chips and every plotly chart are dark. It saves a screenshot of each panel under
+artifacts/screenshots/ (git-ignored, kept by CI; with CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 also as
+the README's docs/screenshots/), prints the time of each part and the Cancel latencies, and
 stops JupyterLab (and its kernels) whatever happens.
 
 Playwright's own browser download is never used: ``executable_path="/usr/bin/chromium"``.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,9 +45,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"  # the README's (CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 writes editor.png)
 # artifacts/screenshots/KEY.png → docs/screenshots/VALUE.png (the README's pictures)
-DOCS_SHOTS = {k: k for k in ("samples", "structure", "classes", "decoder", "timings", "export", "schema")} | {
-    "editor_error": "editor"
-}
+DOCS_SHOTS = {
+    k: k for k in ("samples", "tests", "structure", "classes", "decoder", "timings", "export", "schema", "dark")
+} | {"editor_error": "editor"}
 CHROMIUM = os.environ.get("CFGZIP_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -55,11 +63,14 @@ SCHEMA = """{
   "type": "object",
   "properties": {
     "id": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"},
-    "items": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    "items": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": true},
     "paid": {"type": "boolean"}
   },
   "required": ["id", "items"]
 }"""
+# The commonest rule there is, typed key by key (issue 21: auto-closing left a stray "]").
+STRING_RULE = r'string2 ::= "\"" [^"\\]* "\""'
+CANCEL_TRIES = 20
 
 
 def _free_port() -> int:
@@ -198,6 +209,35 @@ def _button(page, css: str):
     return page.locator(f"button.{css}").first
 
 
+def _luminance(css_colour: str) -> float:
+    """Relative luminance (0 black … 1 white) of an ``rgb(…)``/``rgba(…)`` computed colour."""
+    parts = [float(x) for x in css_colour[css_colour.index("(") + 1 : -1].replace("/", ",").split(",")[:3]]
+    r, g, b = (c / 255 for c in parts)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _boxes_overlap(a: dict, b: dict) -> bool:
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+def _visible_whole(page, locator) -> bool:
+    """Every corner of the element is on screen and is the element itself (nothing clips or covers it)."""
+    return page.evaluate(
+        """(el) => {
+            const r = el.getBoundingClientRect();
+            if (r.top < 0 || r.left < 0 || r.bottom > innerHeight || r.right > innerWidth) return false;
+            return [[r.left + 3, r.top + 3], [r.right - 3, r.top + 3], [r.left + 3, r.bottom - 3], [r.right - 3, r.bottom - 3]]
+              .every(([x, y]) => el.contains(document.elementFromPoint(x, y)));
+        }""",
+        locator.element_handle(),
+    )
+
+
 def test_workbench_in_jupyterlab(lab, page):
     url, root = lab
     started = time.monotonic()
@@ -225,6 +265,37 @@ def test_workbench_in_jupyterlab(lab, page):
     assert _style(page, ".cfgzip-editor-text .tok-definition", "color") == "rgb(0, 0, 255)"
     assert _style(page, ".cfgzip-editor-text .cm-gutters", "backgroundColor") == "rgb(245, 245, 245)"
 
+    # Typing never fights the author: the JSON string rule, key by key, reads back exactly.
+    part = time.monotonic()
+    code.click()
+    page.keyboard.press("Control+End")  # the empty last line
+    page.keyboard.type(STRING_RULE, delay=20)
+    active_line = page.locator(".cfgzip-editor-text .cm-activeLine")
+    assert active_line.inner_text() == STRING_RULE
+    page.locator(".cfgzip-grammar-status", has_text="compiles").wait_for(timeout=60_000)
+    page.keyboard.press("Shift+Home")
+    page.keyboard.press("Backspace")
+
+    # An error on the first line: its hover text is drawn whole, outside the editor's clip box.
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("first ::= missing_first\n", delay=15)
+    first = page.locator(".cfgzip-editor-text .cm-lintRange-error", has_text="issing_first").first
+    first.wait_for(timeout=30_000)
+    page.locator(".cfgzip-xgrammar", has_text="refused").wait_for(timeout=60_000)
+    first.hover()
+    top_tip = page.locator(".cm-tooltip-lint", has_text="undefined rule 'missing_first'")
+    top_tip.wait_for(timeout=10_000)
+    assert page.evaluate("(el) => !el.closest('.cm-editor')", top_tip.element_handle())  # in <body>
+    assert _visible_whole(page, top_tip), top_tip.bounding_box()
+    page.mouse.move(0, 0)
+    page.keyboard.press("Control+Home")
+    page.keyboard.press("Shift+ArrowDown")
+    page.keyboard.press("Backspace")
+    page.locator(".cfgzip-grammar-status", has_text="compiles").wait_for(timeout=60_000)
+    print(
+        f"typing and tooltips: {time.monotonic() - part:.1f} s; status: {page.locator('.cfgzip-status').inner_text()}"
+    )
+
     # An error typed into the grammar → a diagnostic naming its line, and an underline in the text
     # whose hover text is the message.
     lines_before = page.locator(".cfgzip-editor-text .cm-lineNumbers .cm-gutterElement").count()
@@ -242,6 +313,7 @@ def test_workbench_in_jupyterlab(lab, page):
     underline.hover()
     tooltip = page.locator(".cm-tooltip-lint", has_text="undefined rule 'missing_rule'")
     tooltip.wait_for(timeout=10_000)
+    print(f"status with the error: {page.locator('.cfgzip-status').inner_text()}")
     _shot(page, "editor_error")
     page.mouse.move(0, 0)
 
@@ -292,7 +364,40 @@ def test_workbench_in_jupyterlab(lab, page):
     _button(page, "cfgzip-check-samples").click()
     page.locator(".cfgzip-samples-results table").wait_for(timeout=60_000)
     assert "accepted" in page.locator(".cfgzip-samples-results").inner_text()
+    # a sample's parse tree: hovering a node marks exactly its span in the sample
+    part = time.monotonic()
+    page.locator(".cfgzip-samples-results [data-action=tree]").nth(1).click()
+    sample = page.locator(".cfgzip-parse-tree pre[data-sample]")
+    sample.wait_for(timeout=60_000)
+    text = sample.inner_text()
+    nodes = page.locator(".cfgzip-parse-tree .cfgzip-node")
+    spans = [
+        tuple(int(x) for x in nodes.nth(i).get_attribute("data-span").split(",")) for i in range(min(12, nodes.count()))
+    ]
+    i = next(i for i, (a, b) in enumerate(spans) if 0 < b - a < len(text))  # an inner node that matched text
+    node, (start, end) = nodes.nth(i), spans[i]
+    node.hover()
+    mark = page.locator(".cfgzip-parse-tree mark.cfgzip-span-mark")
+    mark.wait_for(timeout=5_000)
+    assert mark.inner_text() == text[start:end] and end > start
+    page.mouse.move(0, 0)
+    page.wait_for_function("!document.querySelector('.cfgzip-parse-tree mark.cfgzip-span-mark')", timeout=5_000)
     _shot(page, "samples")
+
+    # the test list: a string that should be rejected but is accepted fails, in red
+    _tab(page, "Tests")
+    page.locator(".cfgzip-test-text textarea").fill('{"a": [1, 2]}')
+    _button(page, "cfgzip-add-test").click()
+    page.locator(".cfgzip-tests-summary", has_text="1 of 1 tests pass").wait_for(timeout=60_000)
+    page.locator(".cfgzip-test-text textarea").fill("[1,]")
+    page.locator(".cfgzip-test-expect select").select_option(label="should accept")
+    _button(page, "cfgzip-add-test").click()
+    page.locator(".cfgzip-tests-summary", has_text="1 of 2 tests pass").wait_for(timeout=60_000)
+    failing = page.locator(".cfgzip-tests-table tr.cfgzip-fail-row")
+    assert failing.count() == 1 and "FAIL" in failing.inner_text()
+    assert _luminance(_style(page, ".cfgzip-tests-table tr.cfgzip-fail-row td", "color")) < 0.9
+    _shot(page, "tests")
+    print(f"parse tree and tests: {time.monotonic() - part:.1f} s")
 
     # Structure
     _tab(page, "Structure")
@@ -302,6 +407,11 @@ def test_workbench_in_jupyterlab(lab, page):
     railroad.wait_for(timeout=30_000)
     assert railroad.bounding_box()["width"] > 100 and page.locator(".cfgzip-railroad svg path").count() > 3
     _shot(page, "structure")
+    # a railroad box is a link: "array" in root's diagram opens the editor on rule array
+    page.locator(".cfgzip-railroad svg g.non-terminal", has_text="array").first.click()
+    page.locator(".cfgzip-editor-text .cm-activeLineGutter", has_text="25").wait_for(timeout=10_000)
+    assert page.locator(".cfgzip-editor-text .cm-activeLine").inner_text().startswith("array ::=")
+    _tab(page, "Structure")
 
     # Classes: run classing → the class count appears; then ask why for one token.
     _tab(page, "Classes")
@@ -332,6 +442,41 @@ def test_workbench_in_jupyterlab(lab, page):
     assert page.locator(".cfgzip-decoder-chart g.trace.bars g.point").count() >= 4
     assert page.locator(".cfgzip-decoder-step .cfgzip-identical").count() == 1
     _shot(page, "decoder")
+
+    # Run N, then Cancel, 20 times in a row: each stops within one step of the click.
+    part = time.monotonic()
+    page.locator(".cfgzip-steps-n input").fill("2000")
+    status = page.locator(".cfgzip-decoder-status")
+    latencies, after = [], []
+    shown_step = page.locator(".cfgzip-decoder-step")
+    past_shown = []
+    for _ in range(CANCEL_TRIES):
+        _button(page, "cfgzip-reset").click()
+        status.filter(has_text="reset: back to the prompt").wait_for(timeout=60_000)
+        _button(page, "cfgzip-run-steps").click()
+        shown_step.filter(has_text=re.compile(r"^step \d+:")).wait_for(timeout=120_000)  # it runs
+        seen = int(re.match(r"step (\d+):", shown_step.inner_text()).group(1))
+        clicked = time.monotonic()
+        _button(page, "cfgzip-cancel-steps").click()
+        status.filter(has_text="cancelled at step").wait_for(timeout=60_000)
+        latencies.append(time.monotonic() - clicked)
+        found = re.search(r"cancelled at step (\d+) \((\d+) steps? after Cancel", status.inner_text())
+        assert found, status.inner_text()
+        past_shown.append(int(found.group(1)) - seen)
+        after.append(int(found.group(2)))
+    assert max(after) <= 1, after  # in the kernel: the step in flight, never more
+    print(
+        f"Cancel x{CANCEL_TRIES}: steps after Cancel reached the kernel {after}; steps past the step shown at "
+        f"the click {past_shown}; click to 'cancelled' shown: median "
+        f"{sorted(latencies)[len(latencies) // 2] * 1e3:.0f} ms, max {max(latencies) * 1e3:.0f} ms "
+        f"({time.monotonic() - part:.1f} s)"
+    )
+    assert max(latencies) < 3.0, latencies  # was 6.5 and 11.3 s (issue 21)
+    _button(page, "cfgzip-reset").click()
+    status.filter(has_text="reset: back to the prompt").wait_for(timeout=60_000)
+    for i in range(1, 4):  # three steps again, for Timings and the report below
+        step.click()
+        page.locator(".cfgzip-decoder-step", has_text=f"step {i}:").wait_for(timeout=300_000)
 
     # Timings: the three steps, plus a small batch benchmark.
     _tab(page, "Timings")
@@ -375,8 +520,34 @@ def test_workbench_in_jupyterlab(lab, page):
     page.locator(".cfgzip-grammar-status", has_text="JSON Schema → EBNF").wait_for(timeout=60_000)
     page.locator(".cfgzip-xgrammar", has_text="agrees").wait_for(timeout=60_000)
     assert page.locator(".cfgzip-diagnostics .cfgzip-diag.error").count() == 0
+    # the grammar XGrammar built, read-only and highlighted, and what it does not enforce
+    built = page.locator(".cfgzip-converted-text .cm-content")
+    built.wait_for(timeout=30_000)
+    assert "root ::=" in built.inner_text() and built.get_attribute("contenteditable") == "false"
+    assert page.locator(".cfgzip-converted-text .tok-definition").count() > 3
+    report = page.locator(".cfgzip-schema-report")
+    assert "uniqueItems" in report.inner_text() and "order the schema lists them" in report.inner_text()
     _shot(page, "schema")
     assert page.locator(".cfgzip-error .cfgzip-error-box").count() == 0
+
+    # At 1,000 px the decoder's chart and its table sit side by side or one under the other, never
+    # on top of each other; the timings charts too.
+    part = time.monotonic()
+    page.set_viewport_size({"width": 1000, "height": 1600})
+    page.wait_for_timeout(800)
+    _tab(page, "Decoder")
+    page.wait_for_timeout(800)
+    chart = page.locator(".cfgzip-decoder-chart").bounding_box()
+    table_box = page.locator(".cfgzip-decoder-allowed table").bounding_box()
+    assert not _boxes_overlap(chart, table_box), (chart, table_box)
+    _shot(page, "decoder_1000px")
+    _tab(page, "Timings")
+    page.wait_for_timeout(800)
+    line_box, hist_box = (page.locator(f".cfgzip-timings-charts > div:nth-child({i})").bounding_box() for i in (1, 2))
+    assert not _boxes_overlap(line_box, hist_box), (line_box, hist_box)
+    page.set_viewport_size({"width": 1400, "height": 2000})
+    page.wait_for_timeout(500)
+    print(f"1,000 px layout: {time.monotonic() - part:.1f} s")
 
     # Settings ▸ Theme ▸ JupyterLab Dark: the editor follows (no white block in a dark notebook).
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
@@ -394,4 +565,37 @@ def test_workbench_in_jupyterlab(lab, page):
         css: value for css, (_, value) in dark.items()
     }
     _shot(page, "editor_dark")
+    # tables, token chips and every plotly chart follow: dark backgrounds, light text
+    assert _luminance(_style(page, ".cfgzip-table th", "backgroundColor")) < 0.3
+    assert _luminance(_style(page, ".cfgzip-table th", "color")) > 0.6
+    _tab(page, "Decoder")
+    page.wait_for_timeout(1500)  # the probe reports the theme, the charts get their template
+    chip_bg = _luminance(_style(page, ".cfgzip-decoder-tokens .cfgzip-tok", "backgroundColor"))
+    chip_fg = _luminance(_style(page, ".cfgzip-decoder-tokens .cfgzip-tok", "color"))
+    assert chip_bg < 0.3 and chip_fg - chip_bg > 0.4, (chip_bg, chip_fg)
+    for tab, css in (
+        ("Decoder", ".cfgzip-decoder-chart"),
+        ("Timings", ".cfgzip-timings-charts"),
+        ("Structure", ".cfgzip-structure-chart"),
+    ):
+        _tab(page, tab)
+        page.wait_for_timeout(800)
+        backgrounds = page.evaluate(
+            "(css) => [...document.querySelectorAll(css + ' svg.main-svg')].filter(s => s.getBoundingClientRect().width > 0)"
+            ".map(s => getComputedStyle(s).backgroundColor).filter(c => c !== 'rgba(0, 0, 0, 0)')",
+            css,
+        )
+        assert backgrounds and all(_luminance(c) < 0.3 for c in backgrounds), (tab, backgrounds)
+        texts = page.evaluate(
+            "(css) => [...document.querySelectorAll(css + ' svg.main-svg text')].slice(0, 5).map(t => getComputedStyle(t).fill)",
+            css,
+        )
+        assert texts and all(_luminance(c) > 0.5 for c in texts), (tab, texts)
+    _tab(page, "Decoder")
+    page.wait_for_timeout(500)
+    ticks = page.evaluate(
+        "() => [...document.querySelectorAll('.cfgzip-decoder-chart g.ytick text')].map(t => t.textContent)"
+    )
+    assert ticks and all("#" in t for t in ticks), ticks  # both subplots keep their token labels
+    _shot(page, "dark")
     print(f"browser scenario: {time.monotonic() - started:.1f} s")

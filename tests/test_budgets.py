@@ -66,3 +66,19 @@ def test_the_cli_takes_the_budgets_as_flags(tmp_path, command):
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     assert "normal form grew past 3,000 nodes" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_nesting_too_deep_is_a_grammar_error_not_a_crash():
+    text = "root ::= " + "(" * 200_000 + '"a"' + ")" * 200_000
+    with pytest.raises(GrammarError, match="nests too deeply"):
+        compile_grammar(text)
+
+
+def test_a_long_literal_compiles_unmerged_and_without_a_crash():
+    """A 6,000-byte literal: its per-byte nonterminals would converge one position per merging
+    round (quadratic); merging stops at its budget and the normal form stays unmerged (sound).
+    Recursing through C (tuple(generator) in a set operation) once overflowed the C stack here."""
+    text = 'root ::= "' + "ab" * 3_000 + '" | "x"'
+    compiled = compile_grammar(text)
+    assert compiled.gnf.steps[-1].name.startswith("merging (skipped")
+    assert compiled.gnf.accepts(("ab" * 3_000).encode()) and not compiled.gnf.accepts(("ab" * 2_999).encode())

@@ -359,3 +359,27 @@ def test_the_workbench_reads_and_writes_the_folder(checker):
     assert second.run_classing(wait=True).status == "done" and second.classes_source == "classing"
     for s in (first, second):
         s.close()
+
+
+def test_the_collector_pause_nests_and_comes_back():
+    import gc
+
+    from cfgzip_lab._gc import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer build still runs
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: left off
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError), gc_paused():
+        raise ValueError("a failed build")
+    assert gc.isenabled()

@@ -268,3 +268,77 @@ def test_rebuild_reproduces_the_committed_bundle(tmp_path):
     out = tmp_path / "code_editor.js"
     subprocess.run([node, str(JS / "build.mjs"), "--outfile", str(out)], check=True, timeout=120, cwd=JS)
     assert out.read_bytes() == code_editor.BUNDLE.read_bytes(), "js/src changed: run `cd js && npm run build`"
+
+
+# ------------------------------------------------------------------ typing: auto-close (node)
+
+# Each line typed key by key into an empty line must read back exactly (issue 21: the JSON string
+# rule ended in a stray "]"): the editor's auto-close never adds a character the author then has
+# to find and delete.
+TYPED_LINES = [
+    r'string ::= "\"" [^"\\]* "\""',
+    r'char ::= [^"\\\0-\x1f] | "\\" escape',
+    r'escape ::= ["\\/bfnrt] | "u" hex{4}',
+    r'ws ::= ([ \t\n] | "#" [^\n]*)*  # comments: "quoted" [bracketed] (paren',
+    r'list ::= "[" (item ("," item)*)? "]"',
+    r'q ::= "\\" | "a\"b" | [\]] | [\\]',
+]
+
+
+@pytest.mark.skipif(not (JS / "node_modules").is_dir(), reason="js/node_modules absent (cd js && npm ci)")
+@pytest.mark.parametrize("line", TYPED_LINES)
+def test_typing_key_by_key_reads_back_exactly(line, tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    script = tmp_path / "type.mjs"
+    script.write_text(
+        f"import {{ autoClose }} from {json.dumps((JS / 'src' / 'code_editor.js').as_uri())};\n"
+        "let text = '', cursor = 0;\n"
+        f"for (const key of {json.dumps(line)}) {{\n"
+        "  const a = autoClose(text, cursor, key);\n"
+        "  if (a === null) { text = text.slice(0, cursor) + key + text.slice(cursor); cursor += 1; }\n"
+        "  else if (a.skip) cursor += 1;\n"
+        "  else { text = text.slice(0, cursor) + a.insert + text.slice(cursor); cursor += a.cursor; }\n"
+        "}\n"
+        "console.log(JSON.stringify({ text, cursor }));\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run([node, str(script)], check=True, capture_output=True, text=True, timeout=60, cwd=JS)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"text": line, "cursor": len(line)}
+
+
+@pytest.mark.skipif(not (JS / "node_modules").is_dir(), reason="js/node_modules absent (cd js && npm ci)")
+def test_auto_close_table(tmp_path):
+    """Outside strings and classes a pair is inserted; inside them never; a closer steps over."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    cases = [
+        ("a ::= ", 6, '"', {"insert": '""', "cursor": 1}),
+        ("a ::= ", 6, "[", {"insert": "[]", "cursor": 1}),
+        ("a ::= ", 6, "(", {"insert": "()", "cursor": 1}),
+        ('a ::= "x', 8, "[", None),  # in a string: no pair
+        ("a ::= [^", 8, '"', None),  # in a class: no pair (the stray ']' of issue 21)
+        ('a ::= "\\"', 9, '"', None),  # an escaped quote, not the end of the string
+        ('a ::= ""', 7, '"', {"skip": True}),
+        ("a ::= [\\]", 9, "]", None),
+        ("a ::= []", 7, "]", {"skip": True}),
+        ("a ::= x", 6, '"', None),  # before a word: no pair
+        ("# [", 3, '"', None),  # in a comment
+    ]
+    script = tmp_path / "table.mjs"
+    script.write_text(
+        f"import {{ autoClose }} from {json.dumps((JS / 'src' / 'code_editor.js').as_uri())};\n"
+        f"const cases = {json.dumps([c[:3] for c in cases])};\n"
+        "console.log(JSON.stringify(cases.map(([l, c, k]) => autoClose(l, c, k))));\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run([node, str(script)], check=True, capture_output=True, text=True, timeout=60, cwd=JS)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [c[3] for c in cases]
+
+
+def test_read_only_trait_syncs():
+    editor = CodeEditor(value=GOOD, read_only=True)
+    assert editor.get_state()["read_only"] is True

@@ -238,3 +238,15 @@ def test_the_readme_coverage_table_is_the_one_docs_sweep_json_gives():
     readme = (REPO / "README.md").read_text()
     shown = readme.split(corpus_report.START, 1)[1].split(corpus_report.END, 1)[0].strip()
     assert shown == expected, "regenerate: benchmarks/sweep.py --corpus-table docs/sweep.json --readme README.md"
+
+
+def test_a_kill_inside_xgrammars_matcher_is_xgrammars_not_ours():
+    """Verification that XGrammar's own accept_token makes too slow keeps the item served; a kill
+    anywhere else (the native walk, classing) or past the memory budget is over budget."""
+    assert item_check.in_xgrammars_matcher("verify compressed", "time", "cfgzip_lab/engine.py:173 in accept_token")
+    assert not item_check.in_xgrammars_matcher("verify native", "time", "cfgzip_lab/native/walk.py:88 in step")
+    assert not item_check.in_xgrammars_matcher(
+        "verify compressed", "memory", "cfgzip_lab/engine.py:173 in accept_token"
+    )
+    assert not item_check.in_xgrammars_matcher("classing", "time", "cfgzip_lab/engine.py:173 in accept_token")
+    assert not item_check.in_xgrammars_matcher("verify native", "time", None)

@@ -18,7 +18,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from serving_tools import ARITHMETIC, EMAIL, PADDING, PERSON, TRIGGERED_TAG, require, smollm2_tokenizer
+from serving_tools import ARITHMETIC, EMAIL, PADDING, PERSON, TOKEN_BOUNDED, TRIGGERED_TAG, require, smollm2_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +26,7 @@ REQUESTS = [  # (extra_args["cfgzip"], vLLM's own request type and spec for the 
     ({"json_schema": PERSON}, "JSON", json.dumps(PERSON)),
     ({"ebnf": ARITHMETIC}, "GRAMMAR", ARITHMETIC),
     ({"regex": EMAIL}, "REGEX", EMAIL),
+    ({"structural_tag": TRIGGERED_TAG}, "STRUCTURAL_TAG", json.dumps(TRIGGERED_TAG)),
 ]
 
 
@@ -147,7 +148,7 @@ def test_validate_params_refuses_with_the_reason(vllm_config):
         ({"json_schema": PERSON, "ebnf": "x"}, "exactly one"),
         ({"jsonschema": PERSON}, "unknown cfgzip argument"),
         ({"ebnf": 'root ::= "a" | '}, "cfgzip cannot serve this ebnf"),
-        ({"structural_tag": TRIGGERED_TAG}, "TagDispatch"),
+        ({"ebnf": TOKEN_BOUNDED}, "max_tokens"),
         ({"regex": "(unclosed"}, "invalid regex"),
         ('{"regex": ', "not JSON"),
     ]:
@@ -176,7 +177,7 @@ def test_v1_batch_updates_masks_equal_vllm_structured_output(vllm_config, refere
         theirs = _reference_logits(reference, grammars, logits.clone())
         assert torch.equal(mine, theirs), f"step {step}"
         live = [r for r, g in enumerate(grammars) if g is not None and not g.is_terminated()]
-        assert all(torch.isinf(theirs[r]).any() for r in live) and not torch.isinf(theirs[3]).any()
+        assert all(torch.isinf(theirs[r]).any() for r in live) and not torch.isinf(theirs[len(REQUESTS)]).any()
         for row, out in enumerate(outputs):
             if grammars[row] is not None and grammars[row].is_terminated():
                 continue

@@ -116,7 +116,10 @@ def test_automaton_is_small() -> None:
     assert len(built.rows) == 1 + len("<tool_call>") + len("hink>") + len("/s>")  # "<t" and "<" shared
     assert built.dispatch == {11: (0,), 16: (1,)}
     assert built.finals == frozenset(range(len(built.rows))) - {11, 16, 19}
-    assert all(len({target for target in row.values()}) <= 4 for row in built.rows)
+    assert all(len(set(row.values())) <= 4 for row in built.rows)
+    assert built.step(17, ord("s")) == 18 and built.step(18, ord(">")) is None  # "</s" then ">": excluded
+    assert built.defaults[11] is None and built.defaults[0] == built.defaults[5] == 0
+    assert built.step(0, ord("<")) == 1 and built.step(5, ord("x")) == 0 and built.step(11, ord("x")) is None
 
 
 def test_dispatch_triggers_lists_tags_and_excludes() -> None:
@@ -209,3 +212,19 @@ def test_corpus_tag_dispatch_grammar_verifies(path: Path, smollm2) -> None:
     classes = build_classes(compiled, smollm2).classes
     report = verify_lossless(text, smollm2, classes, walks=6, steps=24, seed=0, guides=dispatch_triggers(compiled.ast))
     assert report.ok and report.mismatches == 0, report.first_mismatch
+
+
+def test_sampled_sentences_are_accepted_by_xgrammar() -> None:
+    """The test sampler walks TagDispatch's automaton (its rule edges included): every sample is
+    in XGrammar's language, and so is every random sentence of cfgzip's byte CFG."""
+    from grammar_tools import sample, utf8, xgrammar_matches
+
+    from cfgzip_lab.grammar.sentences import generate
+
+    grammar = 'root ::= TagDispatch(("<a>", x), excludes=("zz",)) "!"\nx ::= "b" | "c" y\ny ::= Substring("p", "q")'
+    matcher = xgrammar_matcher(grammar)
+    ast, rng = parse_ebnf(grammar), random.Random(0)
+    for _ in range(30):
+        assert xgrammar_matches(matcher, utf8(sample(ast, rng)))
+    for sentence in generate(compile_grammar(grammar).cfg, 30, seed=0):
+        assert xgrammar_matches(matcher, sentence.data), sentence.data

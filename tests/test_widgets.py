@@ -609,10 +609,12 @@ def test_provenance_says_untitled_file_bundled_and_edited(checker, tmp_path):
     assert s.provenance == "json (edited)"
     path = s.save_file(tmp_path / "mine.ebnf")
     assert s.provenance == str(path)
-    s.set_text("root ::= [c]\n")
+    s.set_text(s.text.replace('"null"', '"nil"'))
     assert s.provenance == f"{path} (edited)"
+    s.set_text("root ::= [c]\n")  # typed over (select all, type): no longer the file
+    assert s.provenance == "untitled" and s.summary()["grammar_source"] == "untitled"
     s.load_bundled("c_like")
-    assert s.restore_previous() and s.provenance == f"{path} (edited)" and s.text == "root ::= [c]\n"
+    assert s.restore_previous() and s.provenance == "untitled" and s.text == "root ::= [c]\n"
     s.close()
 
 

@@ -1,4 +1,4 @@
-"""``cfgzip-lab``: gnf | compress | verify | bench | inspect | tokenizers.
+"""``cfgzip-lab``: gnf | test | compress | verify | bench | inspect | tokenizers.
 
 One module per command group (:mod:`.gnf`, :mod:`.classes`, :mod:`.tokenizers`,
 :mod:`.engines`), each with a ``register(subparsers)``; :mod:`._common` holds what they
@@ -16,13 +16,13 @@ import argparse
 import sys
 
 from ..errors import CfgzipError
-from . import classes, engines, gnf, tokenizers
+from . import classes, engines, gnf, testing, tokenizers
 from ._common import UsageError
 
 __all__ = ["build_parser", "main", "UsageError"]
 
 # In the order ``cfgzip-lab --help`` lists them.
-_GROUPS = (gnf, classes, tokenizers, engines)
+_GROUPS = (gnf, testing, classes, tokenizers, engines)
 
 
 def build_parser() -> argparse.ArgumentParser:

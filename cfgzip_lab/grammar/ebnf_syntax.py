@@ -4,7 +4,7 @@ This replaced a lark LALR(1) parser (lark 1.3.1, ``parser="lalr"``, ``lexer="bas
 whose costs were lark itself: 50 ms to import it, 45 ms to build its tables on the first
 parse of a process, and a tree plus a ``Transformer`` pass per chunk (c_like 21 ms, json
 1.9 ms warm). Here one master regex lexes and a hand-written parser calls the semantic
-actions of a *builder* directly, with no tree in between (numbers: ``benchmarks/ebnf_parse.py``).
+actions of a *builder* directly, with no tree in between (numbers: ``benchmarks/front_end.py``).
 
 The grammar, as the LALR parser had it::
 

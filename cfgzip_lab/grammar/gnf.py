@@ -278,6 +278,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     start_origin = Origin(cfg.start, "start")
     start = rules.add("S0", store.word((ids[cfg.start],)), (start_origin,))
     lifted: dict[int, int] = {}
+    shapes: dict[int, tuple[int, str]] = {}
 
     def symbol(s, owner: str, span) -> int:
         if isinstance(s, str):
@@ -287,9 +288,12 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         origin = origin_at(rule, "terminal", span, cfg.text)
         nt = None if per_occurrence else lifted.get(s.bits)
         if nt is None:
-            members = [k for k, a in enumerate(atoms) if a.bits & s.bits] if s.bits else [len(atoms) - 1]
-            rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
-            nt = lifted[s.bits] = rules.add(format_byteset(s), rhs, (origin,))
+            shape = shapes.get(s.bits)  # (rule set, name) per byte set: occurrences repeat them
+            if shape is None:
+                members = [k for k, a in enumerate(atoms) if a.bits & s.bits] if s.bits else [len(atoms) - 1]
+                rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
+                shape = shapes[s.bits] = (rhs, format_byteset(s))
+            nt = lifted[s.bits] = rules.add(shape[1], shape[0], (origin,))
         elif origin not in rules.origins[nt]:
             rules.origins[nt] += (origin,)
         return nt
@@ -331,7 +335,11 @@ def _closure(rules: _Rules, counts) -> set[int]:
             got = memo.get(node)
             if got is None:
                 accepts, edges = store.nodes[node]
-                got = accepts or any(counts(s, found) and has_word(c) for s, c in edges)
+                got = accepts
+                for s, c in edges:  # a loop, not any(...): recursion must not pass through C
+                    if got:
+                        break
+                    got = counts(s, found) and has_word(c)
                 memo[node] = got
             return got
 
@@ -360,25 +368,55 @@ def _remove_useless(rules: _Rules, start: int) -> None:
             restricted[node] = got
         return got
 
-    restricted_rhs = {}
-    for a, r in rules.rhs.items():
-        if a in generating:
-            rules.current = a
-            restricted_rhs[a] = restrict(r)
-    rules.rhs = restricted_rhs
+    # Restricting rebuilds every rule set; after the first pass it rarely changes anything, so
+    # it runs only when some rule set names a nonterminal that is not generating.
+    named = _symbols_named(store, rules.rhs.values())
+    if any(s >= 0 and not is_family_symbol(s) and s not in generating for s in named):
+        restricted_rhs = {}
+        for a, r in rules.rhs.items():
+            if a in generating:
+                rules.current = a
+                restricted_rhs[a] = restrict(r)
+        rules.rhs = restricted_rhs
+    else:
+        rules.rhs = {a: r for a, r in rules.rhs.items() if a in generating}
     if start not in rules.rhs:
         rules.rhs[start] = EMPTY  # empty language: keep the start, nothing else
-    memo_syms: dict[int, frozenset] = {}
+    # REACHABLE, one walk over the rule sets' DAG nodes (each node once, whatever its depth:
+    # a set of symbols per node cost O(nodes × symbols) on long chains of rules).
+    seen: set[int] = set()
     reachable, frontier = {start}, [start]
     while frontier:
-        a = frontier.pop()
-        for s in rules.symbols_of(rules.rhs[a], memo_syms):
-            if is_family_symbol(s):  # a member's rows are its item's: the item stays
-                s = rules.families[split_family_symbol(s)[0]][1]
-            if s >= 0 and s not in reachable:
-                reachable.add(s)
-                frontier.append(s)
+        stack = [rules.rhs[frontier.pop()]]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            for s, c in store.nodes[node][1]:
+                if is_family_symbol(s):  # a member's rows are its item's: the item stays
+                    s = rules.families[split_family_symbol(s)[0]][1]
+                if s >= 0 and s not in reachable:
+                    reachable.add(s)
+                    frontier.append(s)
+                stack.append(c)
     rules.rhs = {a: r for a, r in rules.rhs.items() if a in reachable}
+
+
+def _symbols_named(store: WordStore, roots) -> set[int]:
+    """Every symbol on an edge of the DAGs below ``roots`` (each node visited once)."""
+    seen: set[int] = set()
+    named: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for s, c in store.nodes[node][1]:
+            named.add(s)
+            stack.append(c)
+    return named
 
 
 def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
@@ -393,7 +431,10 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
         got = opt_memo.get(node)
         if got is None:
             accepts, edges = store.nodes[node]
-            got = store.make(accepts, tuple((s, opt(c)) for s, c in edges))
+            out = []
+            for s, c in edges:  # a loop, not tuple(...): recursion must not pass through C
+                out.append((s, opt(c)))
+            got = store.make(accepts, tuple(out))
             for s, c in edges:
                 if s in nullable:
                     got = store.union(got, opt(c))
@@ -623,6 +664,30 @@ def stack_below(
     return below
 
 
+MERGE_BUDGET_BASE, MERGE_BUDGET_PER_NODE = 100_000, 30
+"""Store nodes merging may create: this base plus this many per node of the tails it renames.
+The bundled grammars need under 3 per node (c_like: 13,246 for 4,457). A long chain converges
+one position per round (a 4,000-byte literal took past a million nodes): such a grammar is left
+unmerged, which is always sound (merging only makes classes coarser)."""
+
+
+def _merge_within_budget(
+    store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
+) -> tuple[list[int], list[dict[int, int]]] | None:
+    """:func:`_merge_equivalent`, or None when it would create more nodes than its budget."""
+    outer = store.limit
+    nodes = len(store.reachable(t for row in table for t in row.values()))
+    store.limit = min(outer, store.created + MERGE_BUDGET_BASE + MERGE_BUDGET_PER_NODE * nodes)
+    try:
+        return _merge_equivalent(store, table, start, family_items)
+    except BudgetExceeded:
+        if store.created > outer:
+            raise  # the normal form's own budget: the caller's error
+        return None
+    finally:
+        store.limit = outer
+
+
 def _merge_equivalent(
     store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
 ) -> tuple[list[int], list[dict[int, int]]]:
@@ -669,31 +734,63 @@ def _merge_equivalent(
             got = memo[node] = store.make_edges(accepts, merged)
         return got
 
+    owners: dict[int, list[int]] = {}  # tail node → the nonterminals whose rows hold it
+    for a, row in enumerate(table):
+        for t in set(row.values()):
+            owners.setdefault(t, []).append(a)
+    context_users: dict[int, list[int]] = {}  # nonterminal → those with it in their below-set
+    for a in range(n):
+        for b in below[a]:
+            if 0 <= b < n:
+                context_users.setdefault(b, []).append(a)
+
+    def signature(a: int) -> tuple:
+        context = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
+        return (context, tuple(sorted((atom, rename(t)) for atom, t in table[a].items())))
+
+    # Only the nonterminals whose signature can have changed (a moved nonterminal in their tails
+    # or their context) are signed again, and only their blocks regrouped: a chain of 5,000
+    # rules took 5,000 rounds over every nonterminal before.
+    sig = [signature(a) for a in range(n)]
+    members_of: dict[int, list[int]] = {}
+    for a in range(n):
+        members_of.setdefault(block[a], []).append(a)
+    touched = set(members_of)
     next_id = len(keys)
     while True:
-        groups: dict[int, dict] = {}
-        for a in range(n):
-            context = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
-            sig = (context, tuple(sorted((atom, rename(t)) for atom, t in table[a].items())))
-            groups.setdefault(block[a], {}).setdefault(sig, []).append(a)
         moved: list[int] = []
-        for parts in groups.values():
-            for members in list(parts.values())[1:]:  # the first part (in nonterminal order) keeps the id
+        for b in sorted(touched):
+            parts: dict = {}
+            for a in members_of[b]:
+                parts.setdefault(sig[a], []).append(a)
+            if len(parts) == 1:
+                continue
+            groups = list(parts.values())
+            members_of[b] = groups[0]  # the first part (in nonterminal order) keeps the id
+            for members in groups[1:]:
                 for a in members:
                     block[a] = next_id
+                members_of[next_id] = members
                 moved.extend(members)
                 next_id += 1
         if not moved:
             break
         stale = [node for a in moved for node in by_symbol.get(a, ())]
         seen: set[int] = set()
+        affected: set[int] = set()
         while stale:
             node = stale.pop()
             if node in seen:
                 continue
             seen.add(node)
             memo.pop(node, None)
+            affected.update(owners.get(node, ()))
             stale.extend(parents.get(node, ()))
+        for a in moved:
+            affected.update(context_users.get(a, ()))
+        for a in affected:
+            sig[a] = signature(a)
+        touched = {block[a] for a in affected}
     # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
     order: dict[int, int] = {}
     block = [order.setdefault(b, len(order)) for b in block]
@@ -751,8 +848,9 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
     where = describe_origins(origins) if origins else "the grammar"
     message = (
         f"the normal form grew past {max_nodes:,} nodes (about {max_nodes * 600 / 2**20:,.0f} MB) in step "
-        f"'{progress['step']}' while working on {where}: deeply nested optional or nullable parts and long "
-        "chains of left-recursive rules do this; simplify that rule, or raise max_gnf_nodes"
+        f"'{progress['step']}' while working on {where}: deeply nested optional or nullable parts, long "
+        "chains of left-recursive rules and literals of tens of thousands of bytes do this; simplify that rule, "
+        "or raise max_gnf_nodes"
     )
     origin = next((o for o in origins if o.span is not None), None)
     if origin is None and cfg.start in cfg.origins:
@@ -802,14 +900,24 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         got = memo.get(node)
         if got is None:
             accepts, edges = store.nodes[node]
-            # family members keep their symbols (they name a family, not a rule id)
-            got = memo[node] = store.make(accepts, tuple(sorted((dense.get(s, s), renumber(c)) for s, c in edges)))
+            out = []
+            for s, c in edges:  # a loop: recursion must not pass through C (see words.py)
+                # family members keep their symbols (they name a family, not a rule id)
+                out.append((dense.get(s, s), renumber(c)))
+            out.sort()
+            got = memo[node] = store.make(accepts, tuple(out))
         return got
 
     table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
+    merged_name = "merging"
     if merge:
-        block, table = _merge_equivalent(store, table, 0, family_items)
+        merged = _merge_within_budget(store, table, 0, family_items)
+        if merged is None:
+            merged_name = "merging (skipped: past its budget)"
+            block = list(range(len(table)))
+        else:
+            block, table = merged
     else:
         block = list(range(len(table)))
     names_by_block: dict[int, str] = {}
@@ -845,7 +953,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         families=families,
     )
     now = time.perf_counter()
-    steps.append(GNFStep("merging", gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))
+    steps.append(GNFStep(merged_name, gnf.num_nonterminals, gnf.dag_nodes, gnf.num_productions, now - clock))
     return gnf
 
 

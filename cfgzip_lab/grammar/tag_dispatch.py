@@ -48,14 +48,21 @@ DESCRIPTION = "TagDispatch"
 class TagDispatchAutomaton:
     """What :func:`tag_dispatch_automaton` builds, before it becomes an :class:`~.tree.Automaton`.
 
-    ``rows[q]`` maps bytes to next states (free text and tags' bytes); ``dispatch[q]`` lists the
-    tags (their index) whose rule follows state ``q``; ``finals`` may end the free text.
+    ``rows[q]`` maps the bytes that occur in some tag or exclude to next states (None: refused,
+    an excluded string would end there); every other byte goes to ``defaults[q]`` (the start, from a state that may read free text; None from a
+    state where a whole tag ends, which has only its trie edges). ``dispatch[q]`` lists the tags
+    (their index) whose rule follows state ``q``; ``finals`` may end the free text.
     """
 
-    rows: tuple[dict[int, int], ...]
+    rows: tuple[dict[int, int | None], ...]
+    defaults: tuple[int | None, ...]
     dispatch: dict[int, tuple[int, ...]]
     finals: frozenset[int]
     start: int = 0
+
+    def step(self, state: int, byte: int) -> int | None:
+        """The state after ``byte`` (None: the byte is refused there)."""
+        return self.rows[state].get(byte, self.defaults[state])
 
 
 def build_states(tags: list[bytes], excludes: list[bytes]) -> TagDispatchAutomaton:
@@ -75,15 +82,17 @@ def build_states(tags: list[bytes], excludes: list[bytes]) -> TagDispatchAutomat
     tag_ends = [insert(tag) for tag in tags]
     exclude_ends = {insert(exclude) for exclude in excludes}
     ends = set(tag_ends) | exclude_ends
-    # Failure links and the full transition table, in breadth-first order (a state's failure
-    # state is shallower, so its row is complete when the state is reached).
+    # Failure links and the transition table, in breadth-first order (a state's failure state
+    # is shallower, so its row is complete when the state is reached). A byte that occurs in no
+    # pattern leads every state back to the start, so only the patterns' bytes get entries.
+    alphabet = sorted({byte for pattern in (*tags, *excludes) for byte in pattern})
     order = [0]
     for state in order:
         order += children[state].values()
     fail = [0] * len(children)
     delta: list[dict[int, int]] = [{} for _ in children]
     for state in order:
-        for byte in range(256):
+        for byte in alphabet:
             child = children[state].get(byte)
             fallback = 0 if state == 0 else delta[fail[state]][byte]
             if child is None:
@@ -96,15 +105,18 @@ def build_states(tags: list[bytes], excludes: list[bytes]) -> TagDispatchAutomat
         if state != 0 and fail[state] in dead:
             dead.add(state)
     rows = []
+    defaults: list[int | None] = []
     for state in range(len(children)):
-        row = children[state] if state != 0 and state in ends else delta[state]
-        rows.append({byte: target for byte, target in row.items() if target not in dead})
+        whole_tag = state != 0 and state in ends
+        row = children[state] if whole_tag else delta[state]
+        rows.append({byte: (None if target in dead else target) for byte, target in row.items()})
+        defaults.append(None if whole_tag else 0)
     dispatch: dict[int, list[int]] = {}
     for index, end in enumerate(tag_ends):
         if end not in dead:
             dispatch.setdefault(end, []).append(index)
     finals = frozenset(state for state in range(len(children)) if state not in ends)
-    return TagDispatchAutomaton(tuple(rows), {q: tuple(ix) for q, ix in dispatch.items()}, finals)
+    return TagDispatchAutomaton(tuple(rows), tuple(defaults), {q: tuple(ix) for q, ix in dispatch.items()}, finals)
 
 
 def tag_dispatch_automaton(
@@ -124,7 +136,9 @@ def tag_dispatch_automaton(
     for state in order:
         if state == len(built.rows):  # the state after a rule without looping: no edges
             continue
-        successors = list(built.rows[state].values())
+        successors = [t for t in built.rows[state].values() if t is not None]
+        if built.defaults[state] is not None:
+            successors.append(built.start)
         if state in built.dispatch:
             successors.append(after_rule)
         for target in successors:
@@ -135,7 +149,7 @@ def tag_dispatch_automaton(
     for state in order:
         if state == len(built.rows):  # the state after a rule without looping
             continue
-        for lo, hi, target in _ranges(built.rows[state]):
+        for lo, hi, target in _ranges(built.rows[state], built.defaults[state]):
             edges.append((number[state], (lo, hi), number[target]))
         for index in built.dispatch.get(state, ()):
             edges.append((number[state], tags[index][1], number[after_rule]))
@@ -143,15 +157,27 @@ def tag_dispatch_automaton(
     return Automaton(len(order), 0, finals, tuple(edges), DESCRIPTION, span)
 
 
-def _ranges(row: dict[int, int]) -> list[tuple[int, int, int]]:
-    """``(lo, hi, target)`` for runs of consecutive bytes with the same target."""
+def _ranges(row: dict[int, int | None], default: int | None) -> list[tuple[int, int, int]]:
+    """``(lo, hi, target)`` for runs of consecutive bytes with the same target (the bytes
+    ``row`` does not list go to ``default``, or nowhere when it is None)."""
     out: list[tuple[int, int, int]] = []
-    for byte in sorted(row):
-        target = row[byte]
-        if out and out[-1][1] == byte - 1 and out[-1][2] == target:
-            out[-1] = (out[-1][0], byte, target)
+
+    def add(lo: int, hi: int, target: int) -> None:
+        if out and out[-1][1] == lo - 1 and out[-1][2] == target:
+            out[-1] = (out[-1][0], hi, target)
         else:
-            out.append((byte, byte, target))
+            out.append((lo, hi, target))
+
+    at = 0
+    for byte in sorted(row):
+        if default is not None and at < byte:
+            add(at, byte - 1, default)
+        target = row[byte]
+        if target is not None:
+            add(byte, byte, target)
+        at = byte + 1
+    if default is not None and at <= 255:
+        add(at, 255, default)
     return out
 
 

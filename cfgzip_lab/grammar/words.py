@@ -23,7 +23,11 @@ EPSILON = 1  # {ε}
 Edges = tuple[tuple[int, int], ...]
 
 # Set operations recurse along word length (token bytes × tail length); Python
-# 3.11 runs pure-Python recursion off the C stack, so a higher limit is safe.
+# 3.11 runs pure-Python recursion off the C stack, so a higher limit is safe — as long as
+# no recursive step passes through C: a call made by ``tuple(generator)``, ``sum``, ``any``
+# or ``sorted`` runs on the C stack, and 16,000 of them (a long literal's word) overflowed
+# it (a segmentation fault, not a RecursionError). So the recursive set operations here and
+# in the normal form recurse from plain loops only.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 100_000))
 
 
@@ -93,7 +97,9 @@ class WordStore:
         got = self._count.get(node)
         if got is None:
             accepts, edges = self.nodes[node]
-            got = int(accepts) + sum(self.count(c) for _, c in edges)
+            got = int(accepts)
+            for _, c in edges:  # a loop, not sum(...): see the recursion note at the top
+                got += self.count(c)
             self._count[node] = got
         return got
 
@@ -178,7 +184,10 @@ class WordStore:
         if got is not None:
             return got
         accepts, edges = self.nodes[a]
-        got = self.make(False, tuple((s, self.concat(c, b)) for s, c in edges))
+        out = []
+        for s, c in edges:  # a loop, not tuple(...): see the recursion note at the top
+            out.append((s, self.concat(c, b)))
+        got = self.make(False, tuple(out))
         if accepts:
             got = self.union(got, b)
         self._concat[key] = got

@@ -41,9 +41,10 @@ A ``cfgzip`` backend in ``vllm/v1/structured_output`` (its ``StructuredOutputBac
 ``fill_bitmask``) would have all three: bitmasks filled in the scheduler beside the forward pass,
 speculative tokens validated and rolled back, a refused grammar failing its request.
 
-Token table: as vLLM's XGrammar backend builds it for JSON and EBNF requests
-(``TokenizerInfo.from_huggingface`` over the model's vocabulary size, with the tokenizer's special
-added tokens removed), so the masks are over the tokens vLLM's own structured output uses.
+Token tables: the two vLLM's XGrammar backend builds (``TokenizerInfo.from_huggingface`` over the
+model's vocabulary size): for JSON, EBNF and regex requests with the tokenizer's special added tokens
+removed, for structural tags with them kept as text (free text around a tool call may then hold
+``<|im_start|>``, as in vLLM), so the masks are over the tokens vLLM's own structured output uses.
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ class CfgzipLogitsProcessor(*_Bases):
         tokenizer = cached_tokenizer_from_config(model_config)
         self.vocab = _vocab_like_vllm(tokenizer, self.vocab_size)
         self.engines = shared_engine_cache(self.vocab)
+        self._tokenizer = tokenizer
+        self._full_engines: Any = None  # structural tags' table, built on the first such request
         self.stop_ids = list(self.vocab.stop_ids)
         self.requests: dict[int, _Request] = {}  # V1: batch row; V2: request slot
 
@@ -166,10 +169,19 @@ class CfgzipLogitsProcessor(*_Bases):
         if request is None:
             return None
         try:
-            return _Request(self.engines.engine(request).matcher())
+            return _Request(self._engines_for(request).engine(request).matcher())
         except ServingError as exc:
             logger.error("cfgzip cannot serve a request (it may only stop): %s", exc)
             return _Request(None, broken=str(exc))
+
+    def _engines_for(self, request: GrammarRequest) -> Any:
+        """The engine cache over the token table vLLM's backend uses for ``request``'s kind."""
+        if request.kind != "structural_tag":
+            return self.engines
+        if self._full_engines is None:
+            full = _vocab_like_vllm(self._tokenizer, self.vocab_size, keep_special=True)
+            self._full_engines = shared_engine_cache(full)
+        return self._full_engines
 
     def _mask(self, logits: torch.Tensor, rows: list[tuple[int, _Request, list[int]]]) -> torch.Tensor:
         """Fill the rows' masks into one bitmask and apply it (rows not listed stay all-allowed).
@@ -289,13 +301,17 @@ class CfgzipLogitsProcessor(*_Bases):
         return self._mask(logits, self._advance_v2(ctx))
 
 
-def _vocab_like_vllm(tokenizer: Any, vocab_size: int) -> Any:
-    """The token table vLLM's XGrammar backend uses for JSON and EBNF requests: XGrammar's
-    ``from_huggingface`` over the model's vocabulary size, less the tokenizer's special added tokens."""
+def _vocab_like_vllm(tokenizer: Any, vocab_size: int, *, keep_special: bool = False) -> Any:
+    """A token table vLLM's XGrammar backend uses: XGrammar's ``from_huggingface`` over the model's
+    vocabulary size, less the tokenizer's special added tokens (JSON, EBNF, regex) or with them
+    (``keep_special``: structural tags, vLLM's ``full_vocab_compiler``)."""
     import xgrammar as xgr
 
     info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
-    special = [int(i) for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items() if tok.special]
+    special = []
+    if not keep_special:
+        added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+        special = [int(i) for i, tok in added.items() if tok.special]
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     return vocab_from_tokenizer_info(info, name=name, extra_special=special)
 

@@ -12,25 +12,51 @@ from ..vocab import show_bytes
 # alone). Every rule is scoped to a cfgzip-* class.
 CSS = """
 <style>
-.cfgzip-app { font-size: 13px; }
+/* Every colour is one of JupyterLab's theme variables (with the light theme's value as the
+   fallback outside JupyterLab), so tables, chips, marks and diagrams follow a dark theme too. */
+.cfgzip-app { font-size: 13px; color: var(--jp-ui-font-color1, #000); }
 .cfgzip-editor-text textarea { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.4; white-space: pre; overflow-wrap: normal; overflow-x: auto; }
-.cfgzip-samples-text textarea { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
-.cfgzip-table { border-collapse: collapse; margin: 4px 0; font-size: 12px; }
-.cfgzip-table th, .cfgzip-table td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
-.cfgzip-table th { background: #f3f3f3; }
+.cfgzip-samples-text textarea, .cfgzip-test-text textarea { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
+.cfgzip-table { border-collapse: collapse; margin: 4px 0; font-size: 12px; color: var(--jp-ui-font-color1, #000); }
+.cfgzip-table th, .cfgzip-table td { border: 1px solid var(--jp-border-color2, #ddd); padding: 2px 6px; text-align: left; vertical-align: top; }
+.cfgzip-table th { background: var(--jp-layout-color2, #f3f3f3); color: var(--jp-ui-font-color1, #000); }
 .cfgzip-table td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.cfgzip-table tr.cfgzip-fail-row td { background: color-mix(in srgb, var(--jp-error-color1, #cf222e) 10%, transparent); }
 .cfgzip-code { font-family: var(--jp-code-font-family, monospace); white-space: pre; }
-.cfgzip-tok { font-family: var(--jp-code-font-family, monospace); background: #f1f4f8; border-radius: 3px; padding: 0 3px; white-space: pre; }
-.cfgzip-ok { color: #1a7f37; font-weight: bold; }
-.cfgzip-bad { color: #cf222e; font-weight: bold; }
-.cfgzip-warn { color: #9a6700; font-weight: bold; }
-.cfgzip-muted { color: #777; }
-.cfgzip-diag { border-left: 3px solid #cf222e; padding: 2px 6px; margin: 4px 0; }
-.cfgzip-diag.warning { border-left-color: #d4a72c; }
+.cfgzip-tok { font-family: var(--jp-code-font-family, monospace); background: var(--jp-layout-color2, #f1f4f8); color: var(--jp-content-font-color1, #000); border: 1px solid var(--jp-border-color2, #e0e0e0); border-radius: 3px; padding: 0 3px; white-space: pre; }
+.cfgzip-ok { color: var(--jp-success-color1, #1a7f37); font-weight: bold; }
+.cfgzip-bad { color: var(--jp-error-color1, #cf222e); font-weight: bold; }
+.cfgzip-warn { color: var(--jp-warn-color1, #9a6700); font-weight: bold; }
+.cfgzip-muted { color: var(--jp-ui-font-color2, #777); }
+.cfgzip-diag { border-left: 3px solid var(--jp-error-color1, #cf222e); padding: 2px 6px; margin: 4px 0; }
+.cfgzip-diag.warning { border-left-color: var(--jp-warn-color1, #d4a72c); }
 .cfgzip-diag pre { margin: 2px 0; font-size: 12px; }
-.cfgzip-error-box { border: 1px solid #cf222e; background: #fff5f5; padding: 4px 8px; }
+.cfgzip-error-box { border: 1px solid var(--jp-error-color1, #cf222e); background: color-mix(in srgb, var(--jp-error-color1, #cf222e) 8%, transparent); padding: 4px 8px; }
 .cfgzip-error-box pre { max-height: 12em; overflow: auto; font-size: 11px; }
-.cfgzip-generated { background: #e6ffec; }
+.cfgzip-generated { background: color-mix(in srgb, var(--jp-success-color1, #1a7f37) 16%, transparent); }
+mark.cfgzip-fail { background: color-mix(in srgb, var(--jp-error-color1, #cf222e) 25%, transparent); color: var(--jp-error-color1, #cf222e); font-weight: bold; }
+mark.cfgzip-span-mark { background: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 35%, transparent); color: inherit; border-radius: 2px; }
+mark.cfgzip-span-empty { padding: 0 1px; border-left: 2px solid var(--jp-brand-color1, #1976d2); }
+/* railroad diagrams (the railroad-diagrams package's light style, re-coloured) */
+.cfgzip-app svg.railroad-diagram { background-color: var(--jp-layout-color1, #fff); }
+.cfgzip-app svg.railroad-diagram path { stroke: var(--jp-ui-font-color1, #000); }
+.cfgzip-app svg.railroad-diagram text { fill: var(--jp-ui-font-color1, #000); }
+.cfgzip-app svg.railroad-diagram rect { stroke: var(--jp-ui-font-color1, #000); fill: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 14%, var(--jp-layout-color1, #fff)); }
+.cfgzip-app svg.railroad-diagram g.non-terminal rect { fill: var(--jp-layout-color2, #eee); }
+.cfgzip-app svg.railroad-diagram g.non-terminal { cursor: pointer; }
+.cfgzip-app svg.railroad-diagram g.non-terminal:hover rect { stroke: var(--jp-brand-color1, #1976d2); stroke-width: 3; }
+/* clickable rule names and parse trees */
+.cfgzip-app [data-rule] { cursor: pointer; text-decoration: underline dotted; }
+.cfgzip-app [data-rule]:hover { color: var(--jp-brand-color1, #1976d2); }
+.cfgzip-app [data-action] { cursor: pointer; color: var(--jp-brand-color1, #1976d2); }
+.cfgzip-rule-table, .cfgzip-first-follow, .cfgzip-samples-results, .cfgzip-tests-table, .cfgzip-schema-report { display: block; max-width: 100%; overflow-x: auto; }
+.cfgzip-tree { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
+.cfgzip-tree details { margin-left: 14px; }
+.cfgzip-tree summary { cursor: default; }
+.cfgzip-tree .cfgzip-node[data-span]:hover, .cfgzip-tree .cfgzip-leaf[data-span]:hover { background: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 20%, transparent); }
+.cfgzip-tree .cfgzip-leaf { margin-left: 14px; display: block; }
+.cfgzip-tree .cfgzip-open { color: var(--jp-warn-color1, #9a6700); }
+.cfgzip-tree-sample { border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 4px 6px; background: var(--jp-layout-color1, #fff); white-space: pre-wrap; }
 </style>
 """
 
@@ -65,13 +91,22 @@ def token_html(vocab, token_id: int, *, with_id: bool = True) -> str:
     return f'<span class="cfgzip-tok">{label}</span>{suffix}'
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence], *, css: str = "", numeric: Sequence[int] = ()) -> str:
-    """An HTML table; cells are inserted as given (escape them first), ``numeric`` columns right-aligned."""
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence],
+    *,
+    css: str = "",
+    numeric: Sequence[int] = (),
+    row_css: Sequence[str] = (),
+) -> str:
+    """An HTML table; cells are inserted as given (escape them first), ``numeric`` columns
+    right-aligned, ``row_css[i]`` a class for row ``i`` (``cfgzip-fail-row``: a failure, in red)."""
     head = "".join(f"<th>{h}</th>" for h in headers) if any(headers) else ""
     body = []
-    for row in rows:
+    for n, row in enumerate(rows):
         cells = "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
-        body.append(f"<tr>{cells}</tr>")
+        cls = row_css[n] if n < len(row_css) and row_css[n] else ""
+        body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
     thead = f"<thead><tr>{head}</tr></thead>" if head else ""
     return f'<table class="cfgzip-table {css}">{thead}<tbody>{"".join(body)}</tbody></table>'
 

@@ -4,9 +4,14 @@
 >>> Workbench()          # in a notebook cell: the whole app       # doctest: +SKIP
 
 The app object is not a widget (composition): ``app.widget`` is the root, ``app.editor``,
-``app.samples``, ``app.structure``, ``app.classes``, ``app.decoder``, ``app.timings`` and
-``app.export`` are the panels, and ``app.session`` is what they share. Every button is one
-public method of a panel; the most used ones are also methods of the app.
+``app.samples``, ``app.tests``, ``app.structure``, ``app.classes``, ``app.decoder``,
+``app.timings`` and ``app.export`` are the panels, and ``app.session`` is what they share.
+Every button is one public method of a panel; the most used ones are also methods of the app.
+
+The workbench follows JupyterLab's theme: its CSS uses the ``--jp-*`` variables, and a hidden
+:class:`~.theme.ThemeProbe` reports the theme so that every plotly chart gets a template in the
+same colours (:meth:`Workbench.set_theme`), again at every theme switch. A rule name clicked in
+any tab (a railroad box, a parse tree, a table) opens the Grammar tab on its definition.
 
 The status line names where the text comes from (``untitled``, a file, a bundled grammar,
 each with "(edited)" once changed), the classes and their tokenizer (the decoder's too),
@@ -19,20 +24,23 @@ from __future__ import annotations
 
 import ipywidgets as w
 
-from ..vocab_sources import vocab_cache_dir
+from ._base import Throttle
 from ._format import CSS, esc, fmt_seconds
 from .classes_panel import ClassesPanel
 from .decoder import DecoderPanel
+from .drafts import draft_path_for, notebook_key
 from .editor import EditorPanel
 from .export import ExportPanel
 from .samples import SamplesPanel
 from .session import WorkbenchSession
 from .structure import StructurePanel
+from .tests_panel import TestsPanel
+from .theme import ThemeProbe, apply_theme, plotly_template
 from .timings import TimingsPanel
 
 __all__ = ["Workbench"]
 
-TABS = ("Grammar", "Samples", "Structure", "Classes", "Decoder", "Timings", "Export")
+TABS = ("Grammar", "Samples", "Tests", "Structure", "Classes", "Decoder", "Timings", "Export")
 
 
 class Workbench:
@@ -47,8 +55,10 @@ class Workbench:
     delay : float
         Seconds after the last keystroke before the editor re-checks the grammar.
     draft : bool
-        Write every checked text to ``~/.cache/cfgzip_lab/workbench_draft.ebnf`` too, so
-        nothing typed is lost if the kernel dies ("Restore draft" reads it back).
+        Write every checked text that was typed to a draft file of this notebook
+        (``~/.cache/cfgzip_lab/drafts/``, one per notebook path, see :mod:`.drafts`), so nothing
+        typed is lost if the kernel dies or restarts ("Restore draft" reads it back). The
+        start-up check never writes it.
     session : WorkbenchSession, optional
         Share a session with other views.
     editor : str
@@ -69,29 +79,55 @@ class Workbench:
         report_path: str = "cfgzip_report.json",
         editor: str = "codemirror",
     ) -> None:
-        draft_path = vocab_cache_dir() / "workbench_draft.ebnf" if draft else None
+        notebook = notebook_key()
+        draft_path = draft_path_for(notebook) if draft else None
         self.session = session or WorkbenchSession(text, tokenizer=tokenizer, draft_path=draft_path)
         s = self.session
+        if s.draft_path is not None and not s.draft_notebook:
+            s.draft_notebook = notebook
         s.checker.warm_up()
         self.editor = EditorPanel(s, delay=delay, editor=editor)
         self.samples = SamplesPanel(s)
+        self.tests = TestsPanel(s)
         self.structure = StructurePanel(s)
         self.classes = ClassesPanel(s)
         self.decoder = DecoderPanel(s, model=model)
         self.timings = TimingsPanel(s)
         self.export = ExportPanel(s, cache_path=cache_path, report_path=report_path)
-        panels = [self.editor, self.samples, self.structure, self.classes, self.decoder, self.timings, self.export]
+        panels = [
+            self.editor,
+            self.samples,
+            self.tests,
+            self.structure,
+            self.classes,
+            self.decoder,
+            self.timings,
+            self.export,
+        ]
         self.tabs = w.Tab(children=[p.widget for p in panels], titles=TABS)
         self.tabs.add_class("cfgzip-tabs")
         self.status = w.HTML()
         self.status.add_class("cfgzip-status")
+        self.theme = ThemeProbe()
+        self.theme.observe(lambda change: self.set_theme(change["new"]), names="theme")
         self.widget = w.VBox(
-            [w.HTML(CSS), w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"), self.status, self.tabs]
+            [
+                w.HTML(CSS),
+                self.theme,
+                w.HTML("<h3 style='margin:4px 0'>cfgzip workbench</h3>"),
+                self.status,
+                self.tabs,
+            ]
         )
         self.widget.add_class("cfgzip-app")
-        for topic in ("text", "source", "grammar", "classes", "job", "decoder", "error"):
+        self._throttled_status = Throttle(self._show_status, 0.25)
+        for topic in ("text", "source", "grammar", "classes", "error"):
             s.on(topic, self._show_status)
-        s.compile()
+        for topic in ("job", "decoder"):  # one per decode step: drawn at most every 0.25 s while it runs
+            s.on(topic, self._on_progress)
+        s.on("jump", lambda: self.select("Grammar"))
+        s.compile(draft=False)  # the start-up check: the draft on disk stays for "Restore draft"
+        self.editor.show_draft_hint()
 
     # -- the main actions, one call each ------------------------------------------------
 
@@ -132,6 +168,31 @@ class Workbench:
         """Show the tab titled ``tab`` ("Grammar", "Classes", …)."""
         self.tabs.selected_index = TABS.index(tab)
 
+    def run_tests(self):
+        return self.tests.run_tests()
+
+    def jump_to_rule(self, rule: str):
+        """Open the Grammar tab on ``rule``'s definition."""
+        return self.session.jump_to_rule(rule)
+
+    def figures(self) -> list:
+        """Every plotly chart of the workbench (what :meth:`set_theme` colours)."""
+        return [
+            self.structure.figure,
+            self.classes.histogram,
+            self.decoder.chart,
+            self.timings.line,
+            self.timings.hist,
+        ]
+
+    def set_theme(self, theme: dict | None) -> dict:
+        """Colour every chart for ``theme`` (as :class:`~.theme.ThemeProbe` reports JupyterLab's:
+        ``{"light": bool, "name": ..., "vars": {"layout-color1": ..., ...}}``); returns the template."""
+        for figure in self.figures():
+            apply_theme(figure, theme)
+        self.theme_applied = theme
+        return plotly_template(theme)
+
     # -- display ------------------------------------------------------------------------
 
     def display(self) -> None:
@@ -154,6 +215,13 @@ class Workbench:
         close_tree(self.widget)
 
     # -- status line ---------------------------------------------------------------------
+
+    def _on_progress(self) -> None:
+        job = self.session.jobs.get("decode")
+        if job is not None and job.running:
+            self._throttled_status()
+        else:
+            self._show_status()
 
     def _show_status(self) -> None:
         s = self.session

@@ -113,9 +113,11 @@ class CodeEditor(anywidget.AnyWidget):
     Synced traits: ``value`` (the text), ``diagnostics`` (marks: dicts with ``line``,
     ``column``, ``end_line``, ``end_column``, ``severity``, ``message`` and optionally
     ``source``; see :func:`editor_marks`), ``cursor`` (``{"line", "column"}`` of the
-    selection head, set by the front end) and ``height`` (CSS). The features are the
-    front end's: line numbers, EBNF highlighting, bracket matching, Tab indents (Esc then
-    Tab, or Ctrl-M, moves focus on), undo/redo, search, lint underlines with hover text.
+    selection head, set by the front end), ``height`` (CSS) and ``read_only`` (a text to
+    read, not to edit). The features are the front end's: line numbers, EBNF highlighting,
+    bracket matching, auto-closed ``" [ ( {`` outside strings and classes only, Tab indents
+    (Esc then Tab, or Ctrl-M, moves focus on), undo/redo, search, lint underlines with hover
+    text drawn outside the editor's clip box.
 
     Raises
     ------
@@ -127,6 +129,7 @@ class CodeEditor(anywidget.AnyWidget):
     diagnostics = t.List(t.Dict()).tag(sync=True)
     cursor = t.Dict({"line": 1, "column": 1}).tag(sync=True)
     height = t.Unicode("480px").tag(sync=True)
+    read_only = t.Bool(False).tag(sync=True)
 
     def __init__(self, value: str = "", **kwargs) -> None:
         if not bundle_available():

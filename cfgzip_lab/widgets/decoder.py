@@ -8,7 +8,15 @@ done by :class:`cfgzip_lab.decode.Stepper`; this panel only drives it and draws.
 The decoder's classes are the session's: when the classes in the session are for another
 tokenizer than the model's, the decoder classes the model's vocabulary and makes those the
 session's classes, so the status line, the Classes tab and the decoder name one tokenizer.
-Its status line always ends in an outcome: done, cancelled, stop token, or failed.
+Its status line always ends in an outcome: done, cancelled (with how many steps ran after the
+click and how long stopping took, measured), stop token, rolled back, or failed.
+
+While Run N runs, the step's text is drawn at most every :data:`DRAW_INTERVAL` seconds
+(:class:`~._base.Throttle`) and the plotly chart only when the run ends. Measured in the browser
+test (issue 21, Cancel took 6.5 and 11.3 s): every chart update makes plotly's front end send
+layout updates back to the kernel, and those queued on the kernel's message channel ahead of the
+Cancel click, which the decode thread's steps (20 a second here) left little time to reach;
+with the chart drawn per step or even four times a second, the click waited seconds.
 
 The model runs on the GPU when there is one (device "auto"), else on the CPU. XGrammar is
 compiled inside the kernel here, so the panel first asks the XGrammar child process
@@ -25,13 +33,15 @@ import ipywidgets as w
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ._base import Panel
+from ._base import Panel, Throttle
 from ._format import esc, fmt_seconds, show_bytes, table, token_label
 from .session import Stamp, WorkbenchError
 
 __all__ = ["DecoderPanel", "DEFAULT_PROMPT"]
 
 DEFAULT_PROMPT = "Describe a cat as a JSON object with a name, an age and a list of toys."
+DRAW_INTERVAL = 0.25  # seconds between two redraws while Run N runs
+CHART_WIDTH = 660  # px: the before/after chart
 
 
 class DecoderPanel(Panel):
@@ -49,6 +59,8 @@ class DecoderPanel(Panel):
         self._stepper_key = None
         self._lock = threading.RLock()
         self.outcome = ""  # how the last action ended: "done: 8 steps", "cancelled at step 3", …
+        self._latest = None  # the last StepResult drawn by the throttled redraw
+        self._redraw = Throttle(lambda: self._show(self._latest, chart=False), DRAW_INTERVAL)
 
         # Any local Hugging Face model folder works too (hf.load_model); the status line says
         # which device and dtype it was loaded with.
@@ -66,6 +78,7 @@ class DecoderPanel(Panel):
         self.prompt.add_class("cfgzip-prompt")
         self.top_k = w.BoundedIntText(value=top_k, min=1, max=50, description="Top-k", layout=w.Layout(width="160px"))
         self.n = w.BoundedIntText(value=8, min=1, max=2000, description="N", layout=w.Layout(width="140px"))
+        self.n.add_class("cfgzip-steps-n")
         load = self._button("Load model", "cfgzip-load-model", self.load_model, where="load model", icon="download")
         step = self._button("Step", "cfgzip-step", self.step, where="decoder", icon="step-forward", style="primary")
         run = self._button("Run N", "cfgzip-run-steps", self.run_steps, where="run steps", icon="forward")
@@ -91,10 +104,15 @@ class DecoderPanel(Panel):
         self.chart = go.FigureWidget(fig)
         self.chart.add_bar(x=[], y=[], orientation="h", name="before", marker_color=[], row=1, col=1)
         self.chart.add_bar(x=[], y=[], orientation="h", name="after", marker_color="#1a7f37", row=1, col=2)
-        self.chart.update_layout(height=360, showlegend=False, margin=dict(l=110, r=20, t=40, b=40))
+        # A fixed width: the table beside it wraps below when the window is narrow (a 1,000 px
+        # window), and the chart is never squeezed or clipped by its neighbour.
+        self.chart.update_layout(height=360, width=CHART_WIDTH, showlegend=False, margin=dict(l=110, r=20, t=40, b=40))
         self.chart.update_yaxes(autorange="reversed", type="category")
-        self.chart_box = w.Box([self.chart])
+        # The chart takes the room the window gives it and the allowed-classes table wraps below
+        # it when both do not fit side by side (a 1,000 px window), never on top of it.
+        self.chart_box = w.Box([self.chart], layout=w.Layout(flex=f"0 0 {CHART_WIDTH}px"))
         self.chart_box.add_class("cfgzip-decoder-chart")
+        self.allowed.layout = w.Layout(flex="1 1 300px", min_width="280px", overflow="auto")
         self.widget = w.VBox(
             [
                 w.HBox([self.model, self.device, load]),
@@ -103,7 +121,7 @@ class DecoderPanel(Panel):
                 self.status,
                 self.error_box,
                 self.step_info,
-                w.HBox([self.chart_box, self.allowed]),
+                w.HBox([self.chart_box, self.allowed], layout=w.Layout(flex_flow="row wrap", width="100%")),
                 w.HTML("<b>Text so far</b> (prompt in grey, generated in green)"),
                 self.text,
                 w.HTML("<b>Tokens</b>"),
@@ -169,7 +187,7 @@ class DecoderPanel(Panel):
             classes = s.adopt_classes_for(vocab, job)
             # XGrammar's compile over the K classes, timed before the Stepper hits the cache
             # (the compressed engine's one-off, for "does it pay?" in Timings).
-            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.input_sha256, vocab.name))
+            record_compile(s, compile_engines(compiled.text, vocab, classes), Stamp(compiled.sha256, vocab.name))
             self.stepper = Stepper(
                 model,
                 tokenizer,
@@ -184,7 +202,7 @@ class DecoderPanel(Panel):
             self.results = []
             s.decode_log = []
             s.decoder = self.stepper
-            s.decoder_stamp = Stamp(compiled.input_sha256, vocab.name)
+            s.decoder_stamp = Stamp(compiled.sha256, vocab.name)
             self._show_status()
         return self.stepper
 
@@ -212,14 +230,20 @@ class DecoderPanel(Panel):
             with self._lock:
                 stepper = self._ensure_stepper(job)
                 out = []
-                for i in range(n):
-                    if job.cancelled or self._finished():
-                        break
-                    result = stepper.step()
-                    self._record(result)
-                    out.append(result)
-                    job.progress(i + 1, n, "decoding")
-                    self._show(result)
+                try:
+                    for i in range(n):
+                        if job.cancelled or self._finished():  # polled between steps: Cancel waits one step at most
+                            break
+                        result = stepper.step()
+                        self._record(result)
+                        out.append(result)
+                        job.progress(i + 1, n, "decoding")
+                        self._latest = result
+                        self._redraw()
+                finally:
+                    self._redraw.cancel()
+                    if out:
+                        self._show(out[-1])  # the last step is always drawn, chart included
                 return out
 
         self.outcome = ""
@@ -229,8 +253,10 @@ class DecoderPanel(Panel):
         return job
 
     def rollback(self, n: int = 1):
+        """Undo the last ``n`` steps; the status says where decoding stands now."""
         with self._lock:
             if self.stepper is None or not self.results:
+                self._end("nothing to roll back")
                 return None
             n = min(n, len(self.results))
             self.stepper.rollback(n)
@@ -238,6 +264,12 @@ class DecoderPanel(Panel):
             del self.session.decode_log[len(self.results) :]
             self.session.emit("decoder")
         self._show(self.results[-1] if self.results else None)
+        kept = len(self.results)
+        self._end(
+            f"rolled back {n} step{'s' * (n != 1)}: at step {kept}"
+            if kept
+            else f"rolled back {n} step{'s' * (n != 1)}: at the prompt"
+        )
         return self.results[-1] if self.results else None
 
     def reset(self):
@@ -342,11 +374,14 @@ class DecoderPanel(Panel):
             steps = len(last.result or [])
             self._end("stop token: done" if self._finished() else f"done: {steps} step{'s' * (steps != 1)}")
         elif last.status == "cancelled":
-            self._end(f"cancelled at step {len(self.results)}")
+            after = last.steps_after_cancel
+            took = f", stopped {fmt_seconds(last.stopped_after)} after Cancel" if last.stopped_after is not None else ""
+            extra = f" ({after} step{'s' * (after != 1)} after Cancel{took})" if after is not None else ""
+            self._end(f"cancelled at step {len(self.results)}{extra}")
         else:
             self._end(f"failed: {last.error.message if last.error else 'see the error below'}")
 
-    def _show(self, result) -> None:
+    def _show(self, result, *, chart: bool = True) -> None:
         if result is None:
             with self.chart.batch_update():
                 for trace in self.chart.data:
@@ -356,7 +391,8 @@ class DecoderPanel(Panel):
             self.tokens.value = ""
             self.allowed.value = ""
             return
-        self._show_chart(result)
+        if chart:
+            self._show_chart(result)
         self._show_step(result)
         self._show_text(result)
 

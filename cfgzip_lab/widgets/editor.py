@@ -16,6 +16,13 @@ highlighting, Tab indents, diagnostics underlined in the text) unless ``editor="
 or its bundle is missing; then it is a plain ``Textarea`` and everything else works the
 same. After every check, ours and XGrammar's diagnostics are pushed into the editor as marks,
 and each is listed as a button that puts the cursor on it (:meth:`EditorPanel.jump_to`).
+
+For a JSON Schema or a GBNF file, "Grammar built from the schema" (or "converted from GBNF")
+shows the EBNF the engines compile, read-only and highlighted, and for a schema what XGrammar
+made of it (:mod:`cfgzip_lab.grammar.schema_info`): each rule's JSON pointer, the keywords it
+ignores or weakens, the property-order rule, the keywords that make the grammar costly and
+XGrammar's own warnings. A rule name clicked anywhere in the workbench (topic ``"jump"``) puts
+the cursor on its definition: in the text typed, or in that read-only view.
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import threading
 
 import ipywidgets as w
 
+from ..grammar.schema_info import show_pointer
 from ..pipeline import bundled_grammars
 from ._base import Panel
-from ._format import diagnostic_html, esc, fmt_seconds
+from ._format import diagnostic_html, esc, fmt_seconds, table
 from .code_editor import CodeEditor, bundle_available, editor_marks, point_mark
+from .html_view import HtmlView
 
 __all__ = ["EditorPanel", "EDITORS"]
 
@@ -47,7 +56,7 @@ class EditorPanel(Panel):
     (its ``value`` is the text); ``code_editor`` is the CodeEditor or None.
     """
 
-    error_sources = ("compile", "load grammar", "save grammar", "xgrammar", "jump")
+    error_sources = ("compile", "load grammar", "save grammar", "xgrammar", "jump", "schema")
 
     def __init__(self, session, *, delay: float = 0.4, editor: str = "codemirror") -> None:
         if editor not in EDITORS:
@@ -75,8 +84,10 @@ class EditorPanel(Panel):
             self.restore_draft,
             where="load grammar",
             icon="history",
-            tooltip="the text of the last check, kept on disk (after a kernel restart)",
+            tooltip="the text typed at the last check, kept on disk per notebook (after a kernel restart)",
         )
+        self.draft_note = w.HTML()
+        self.draft_note.add_class("cfgzip-draft-note")
         check = self._button("Check now", "cfgzip-check", self.compile, where="compile", icon="check")
         self._setting_kind = False
         self.kind = w.Dropdown(
@@ -113,6 +124,22 @@ class EditorPanel(Panel):
         self.xgrammar = w.HTML()
         self.xgrammar.add_class("cfgzip-xgrammar")
 
+        # The EBNF the engines compile for a schema or a GBNF file, and what XGrammar made of a schema.
+        self.converted_editor: CodeEditor | None = None
+        if self.code_editor is not None:
+            self.converted_editor = CodeEditor(value="", height="360px", read_only=True, layout=w.Layout(width="100%"))
+            self.converted_text = self.converted_editor
+        else:
+            self.converted_text = w.Textarea(value="", disabled=True, layout=w.Layout(width="100%", height="360px"))
+        self.converted_text.add_class("cfgzip-converted-text")
+        self.schema_report = HtmlView()
+        self.schema_report.add_class("cfgzip-schema-report")
+        self.schema_report.on_rule(lambda name: self._handler("jump", lambda: self.session.jump_to_rule(name))())
+        self.converted = w.Accordion(children=[w.VBox([self.schema_report, self.converted_text])], titles=("",))
+        self.converted.add_class("cfgzip-converted")
+        self.converted.selected_index = None
+        self.converted.layout.display = "none"
+
         side = w.VBox(
             [
                 w.HTML("<b>cfgzip</b>"),
@@ -130,14 +157,18 @@ class EditorPanel(Panel):
                     [self.bundled, self.path, load, save, undo, draft, check, self.kind],
                     layout=w.Layout(flex_flow="row wrap"),
                 ),
+                self.draft_note,
                 w.HBox([w.Box([self.text], layout=w.Layout(width="60%")), side]),
+                self.converted,
                 self.error_box,
             ]
         )
         self.widget.add_class("cfgzip-editor")
         session.on("grammar", self._show_ours)
+        session.on("grammar", self._show_converted)
         session.on("xgrammar", self._show_xgrammar)
         session.on("text", self._on_session_text)
+        session.on("jump", self._on_jump)
         self._show_ours()
         self._show_xgrammar()
 
@@ -152,11 +183,7 @@ class EditorPanel(Panel):
     def set_input_kind(self, kind: str) -> bool:
         """Read the text as ``kind`` (``"auto"``, ``"ebnf"``, ``"gbnf"``, ``"json_schema"``) and check it."""
         self.session.set_input_kind(kind)  # refuses an unknown kind before the dropdown shows it
-        self._setting_kind = True
-        try:
-            self.kind.value = kind
-        finally:
-            self._setting_kind = False
+        self._set_kind_dropdown(kind)
         return self.compile()
 
     def load_bundled(self, name: str) -> None:
@@ -176,11 +203,49 @@ class EditorPanel(Panel):
         return self.session.restore_previous()
 
     def restore_draft(self) -> bool:
-        """Bring back the text of the last check from the draft file (after a kernel restart)."""
+        """Bring back the text typed at the last check from this notebook's draft file (after a
+        kernel restart); the input kind comes back with it."""
+        draft = self.session.draft()
         if not self.session.restore_draft():
             self.status.value = '<span class="cfgzip-muted">no draft saved yet</span>'
             return False
+        self._set_kind_dropdown(self.session.input_kind)
+        self.draft_note.value = (
+            f'<span class="cfgzip-muted">draft restored ({esc(draft.describe())}); "Undo load" brings back '
+            "the text it replaced</span>"
+        )
         return True
+
+    def show_draft_hint(self) -> None:
+        """Say when this notebook's draft differs from the editor's text (drawn at start-up: after
+        a kernel restart the typed text is one click away)."""
+        draft = self.session.draft()
+        if draft is None or draft.text == self.session.text:
+            self.draft_note.value = ""
+            return
+        self.draft_note.value = (
+            f'<span class="cfgzip-warn">a draft of this notebook is on disk</span> ({esc(draft.describe())}): '
+            "press <b>Restore draft</b> to bring it back"
+        )
+
+    def _set_kind_dropdown(self, kind: str) -> None:
+        self._setting_kind = True
+        try:
+            self.kind.value = kind
+        finally:
+            self._setting_kind = False
+
+    def show_converted(self, open_it: bool = True) -> str:
+        """Open "Grammar built from the schema" (or "converted from GBNF"): the EBNF the engines
+        compile, read-only; returns it ("" for an EBNF input, which is its own)."""
+        self._show_converted()
+        if self.converted.layout.display != "none" and open_it:
+            self.converted.selected_index = 0
+        return self.converted_text.value
+
+    def jump_to_rule(self, rule: str) -> dict | None:
+        """Cursor to ``rule``'s definition: in the text typed, or in the converted grammar."""
+        return self.session.jump_to_rule(rule)
 
     def jump_to(self, line: int, column: int = 1) -> dict[str, int] | None:
         """Cursor to ``line``/``column`` in the editor, scrolled into view and focused (a click on a
@@ -257,7 +322,48 @@ class EditorPanel(Panel):
             self._syncing = False
         self._guarded_compile()
 
+    def _on_jump(self) -> None:
+        target = self.session.jump_target
+        if not target:
+            return
+        if target["in"] == "converted":
+            self.show_converted()
+            if self.converted_editor is not None:
+                self.converted_editor.jump_to(target["line"], target["column"])
+        else:
+            self.jump_to(target["line"], target["column"])
+
     # -- views ------------------------------------------------------------------------
+
+    def _show_converted(self) -> None:
+        s = self.session
+        compiled = s.compiled if s.grammar_ok else None
+        origin = compiled.grammar_source if compiled is not None else None
+        if origin is None or origin.kind == "ebnf":
+            self.converted.layout.display = "none"
+            self.converted_text.value = ""
+            self.schema_report.value = ""
+            return
+        if self.converted.layout.display == "none":  # just became a schema or GBNF: show what it became
+            self.converted.selected_index = 0
+        self.converted.layout.display = ""
+        schema = origin.kind == "json_schema"
+        self.converted.set_title(
+            0,
+            "Grammar built from the schema (XGrammar's EBNF, read-only): rules, JSON pointers, what it does not enforce"
+            if schema
+            else "Grammar converted from GBNF (the EBNF the engines compile, read-only)",
+        )
+        self.converted_text.value = compiled.text
+        if not schema:
+            self.schema_report.value = ""
+            return
+        try:
+            info = s.schema_info()
+        except Exception as exc:  # a report must never break the editor
+            s.record_error("schema", exc)
+            return
+        self.schema_report.value = _schema_report_html(info)
 
     def _show_ours(self) -> None:
         s = self.session
@@ -357,3 +463,52 @@ class EditorPanel(Panel):
             else '<span class="cfgzip-warn">disagrees with cfgzip</span>'
         )
         self.xgrammar.value = f"{head}<br>{agree}"
+
+
+def _schema_report_html(info: dict) -> str:
+    """What XGrammar made of a schema: notes, the order rule, costs, its warnings, rule → pointer."""
+    parts = []
+    notes = [n for n in info["notes"] if n.effect in ("ignored", "weakened")]
+    stricter = [n for n in info["notes"] if n.effect == "stricter"]
+    if notes:
+        items = "".join(
+            f'<li><span class="cfgzip-code">{esc(show_pointer(n.pointer))}</span> <b>{esc(n.keyword)}</b> '
+            f'<span class="cfgzip-warn">{esc(n.effect)}</span>: {esc(n.message)}</li>'
+            for n in notes
+        )
+        parts.append(
+            f'<p><b>Keywords XGrammar does not enforce as written</b></p><ul class="cfgzip-schema-notes">{items}</ul>'
+        )
+    else:
+        parts.append('<p class="cfgzip-muted">XGrammar enforces every keyword of this schema.</p>')
+    rules = [info["order"]] + [n.message for n in stricter]
+    parts.append(
+        '<p><b>Rules of XGrammar\'s grammar to know</b></p><ul class="cfgzip-schema-rules">'
+        + "".join(f"<li>{esc(r)}</li>" for r in rules)
+        + "</ul>"
+    )
+    if info["costly"]:
+        items = "".join(
+            f'<li><span class="cfgzip-code">{esc(show_pointer(n.pointer))}</span> <b>{esc(n.keyword)}</b>: {esc(n.message)}</li>'
+            for n in info["costly"]
+        )
+        parts.append(
+            f'<p><b class="cfgzip-warn">Costly keywords</b> (what makes every check slow)</p><ul class="cfgzip-schema-costly">{items}</ul>'
+        )
+    if info["warnings"]:
+        parts.append(
+            "<p><b>XGrammar's own warnings</b></p><ul>"
+            + "".join(f"<li>{esc(w)}</li>" for w in info["warnings"])
+            + "</ul>"
+        )
+    rows = [
+        [f'<span class="cfgzip-code" data-rule="{esc(rule)}">{esc(rule)}</span>', esc(show_pointer(pointer))]
+        for rule, pointer in info["pointers"].items()
+        if not rule.startswith("basic_")
+    ]
+    parts.append(
+        "<details><summary>Rule names → JSON pointers (click a rule: its definition below)</summary>"
+        + table(["rule", "enforces (JSON pointer)"], rows, css="cfgzip-schema-pointers")
+        + "</details>"
+    )
+    return "".join(parts)

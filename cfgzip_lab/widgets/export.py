@@ -116,7 +116,11 @@ def build_report(session) -> dict:
         report["decode"] = decode
     verdicts = pays(session)
     if verdicts:
-        report["pays_after_tokens"] = {v["engine"]: (None if v["tokens"] == "never" else v["tokens"]) for v in verdicts}
+        # per basis (the decoder's steps, the benchmark's batch-1 replay), each labelled
+        by_basis: dict[str, dict] = {}
+        for v in verdicts:
+            by_basis.setdefault(v["basis_kind"], {})[v["engine"]] = None if v["tokens"] == "never" else v["tokens"]
+        report["pays_after_tokens"] = by_basis
     return report
 
 

@@ -5,12 +5,21 @@ child process, byte by byte). The verdict is *accepted*, *valid prefix* (every b
 fits, the end is missing) or *rejected at line L, column C* (the text before that point
 is a valid prefix). A disagreement between the two is flagged: it would be a bug.
 
-A rejected sample shows the refused character highlighted in its line and the bytes the
-grammar would have taken there (:func:`cfgzip_lab.grammar.analysis.expected_bytes`); an
-incomplete one what may come next. "Generate valid strings" draws random sentences of the
-grammar (:mod:`cfgzip_lab.grammar.sentences`), judged by both referees like any sample.
-Samples are re-checked whenever the grammar is checked again, so a verdict never belongs
-to an older text; each result set keeps the stamp of the text it was made for.
+A rejected sample shows the refused character highlighted in its line and what the grammar
+expected there, first as its own literals and rules (``expected "left" or "right" (rule turn,
+line 3)``, from an Earley parse over the source rules, :mod:`cfgzip_lab.grammar.earley`), then
+as the bytes (:func:`cfgzip_lab.grammar.analysis.expected_bytes`); an incomplete one what may
+come next. Every sample has a parse tree (:meth:`SamplesPanel.show_tree`): the derivation in
+the author's rules, collapsible, each node's span lit up in the sample under the mouse; for a
+rejected sample the partial derivation up to where it stopped; a sample with two derivations
+is flagged as ambiguous. "Generate valid strings" draws random sentences of the grammar
+(:mod:`cfgzip_lab.grammar.sentences`), judged by both referees like any sample and judged again
+at every check. Samples are re-checked whenever the grammar is checked again, so a verdict never
+belongs to an older text; each result set keeps the stamp of the text it was made for. Samples
+and generated strings can be added to the test list (the Tests tab) with their expectation.
+
+The Earley parses of one check share a budget (:data:`PARSE_BUDGET` items; a sample past it
+shows its bytes only, and its tree is parsed on request with the full budget).
 """
 
 from __future__ import annotations
@@ -20,16 +29,22 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from ..bundled import bundled_grammars, bundled_samples
+from ..errors import CfgzipError
 from ..grammar.analysis import describe_bytes, expected_bytes
 from ..grammar.diagnostics import position_of
+from ..grammar.earley import ParseLimitError, ParseResult, describe_expected
 from ..grammar.sentences import generate
+from ..grammar.testlist import GrammarTest
 from ._base import Panel
 from ._format import esc, table
+from ._tree import tree_html
+from .html_view import HtmlView
 from .session import WorkbenchError
 
-__all__ = ["SamplesPanel", "Verdict", "SampleResult", "gnf_verdict", "failure_context", "SEPARATOR"]
+__all__ = ["SamplesPanel", "Verdict", "SampleResult", "gnf_verdict", "failure_context", "SEPARATOR", "PARSE_BUDGET"]
 
 SEPARATOR = "-----"  # a line holding only this separates two samples
+PARSE_BUDGET = 60_000  # Earley items for the samples of one check (about half a second of Python)
 
 
 @dataclass(frozen=True)
@@ -73,10 +88,23 @@ class SampleResult:
     xgrammar: Verdict | None
     expected: str = ""
     can_end: bool = False
+    parse: ParseResult | None = None  # the Earley parse (None: past the check's budget)
 
     @property
     def agree(self) -> bool | None:
         return None if self.xgrammar is None else self.ours.same(self.xgrammar)
+
+    @property
+    def expected_terms(self) -> str:
+        """What the grammar expected where the sample stops, in its own literals and rules."""
+        p = self.parse
+        if p is None or self.ours.kind == "accepted":
+            return ""
+        return describe_expected(p.expected, can_end=p.can_end)
+
+    @property
+    def ambiguous(self) -> bool:
+        return self.parse is not None and self.parse.ambiguity is not None
 
 
 _VISIBLE = {"\n": "⏎", " ": "␠", "\t": "⇥", "\r": "␍"}
@@ -96,7 +124,7 @@ def failure_context(text: str, verdict: Verdict, *, width: int = 40) -> str:
     head = ("…" if lo > start else "") + text[lo:at]
     if at < len(text):
         bad = text[at]
-        mark = f'<mark class="cfgzip-fail" style="background:#ffd7d5;color:#cf222e;font-weight:bold">{esc(_VISIBLE.get(bad, bad))}</mark>'
+        mark = f'<mark class="cfgzip-fail">{esc(_VISIBLE.get(bad, bad))}</mark>'
     else:
         mark = '<mark class="cfgzip-fail cfgzip-muted">(end)</mark>'
     tail = text[at + 1 : hi] + ("…" if hi < end else "")
@@ -181,19 +209,49 @@ class SamplesPanel(Panel):
         add = self._button(
             "Add them to the samples", "cfgzip-add-generated", self.add_generated, where="samples", icon="plus"
         )
-        self.output = w.HTML()
+        as_tests = self._button(
+            "Add as tests",
+            "cfgzip-samples-as-tests",
+            self.add_samples_as_tests,
+            where="samples",
+            icon="check-square-o",
+            tooltip="add every sample to the test list, expecting what it is now (accepted, prefix or rejected)",
+        )
+        gen_tests = self._button(
+            "Add them as tests",
+            "cfgzip-generated-as-tests",
+            self.add_generated_as_tests,
+            where="samples",
+            icon="check-square-o",
+            tooltip="add the generated strings to the test list: each should be accepted",
+        )
+        # Results and trees are HtmlViews: a rule name jumps to its definition, "tree" shows a
+        # sample's derivation, and hovering a tree node lights its span up in the sample.
+        self.output = HtmlView()
         self.output.add_class("cfgzip-samples-results")
-        self.generated_output = w.HTML()
+        self.generated_output = HtmlView()
         self.generated_output.add_class("cfgzip-generated-samples")
+        self.tree = HtmlView()
+        self.tree.add_class("cfgzip-parse-tree")
+        self.tree_result: ParseResult | None = None  # the tree shown
+        for view in (self.output, self.generated_output, self.tree):
+            view.on_rule(lambda name: self._handler("samples", lambda: self.session.jump_to_rule(name))())
+        self.output.on_action("tree", lambda arg: self._handler("samples", lambda: self.show_tree(int(arg)))())
+        self.generated_output.on_action(
+            "tree", lambda arg: self._handler("samples", lambda: self.show_tree(text=self.generated[int(arg)].text))()
+        )
         self.generated: list[SampleResult] = []
+        self.generated_stamp = None  # the grammar the generated strings were last judged for
+        self.generated_seed: int | None = None
         self.results_stamp = None  # the grammar the shown verdicts were made for
         self._seed = 0
         self.widget = w.VBox(
             [
-                w.HBox([self.sample_set, load, run]),
+                w.HBox([self.sample_set, load, run, as_tests], layout=w.Layout(flex_flow="row wrap")),
                 self.text,
                 self.output,
-                w.HBox([gen, add]),
+                self.tree,
+                w.HBox([gen, add, gen_tests], layout=w.Layout(flex_flow="row wrap")),
                 self.generated_output,
                 self.error_box,
             ]
@@ -242,7 +300,19 @@ class SamplesPanel(Panel):
             except UnicodeDecodeError:
                 continue
         self.generated, xgr = self._judge(compiled, texts[:count])
+        self.generated_stamp, self.generated_seed = self.session.grammar_stamp, seed
         self._show_generated(xgr, seed)
+        return self.generated
+
+    def recheck_generated(self) -> list[SampleResult]:
+        """Judge the generated strings again under the current grammar (done on every check: a
+        string generated for an earlier grammar may be refused by this one, and says so)."""
+        if not self.generated:
+            return []
+        compiled = self.session.require_grammar()
+        self.generated, xgr = self._judge(compiled, [r.text for r in self.generated])
+        self.generated_stamp = self.session.grammar_stamp
+        self._show_generated(xgr, self.generated_seed, rechecked=True)
         return self.generated
 
     def add_generated(self) -> None:
@@ -252,6 +322,46 @@ class SamplesPanel(Panel):
         current = split_samples(self.text.value)
         self.set_samples(current + [r.text for r in self.generated])
         self.check_samples()
+
+    def add_samples_as_tests(self) -> list[GrammarTest]:
+        """Add every sample to the test list, expecting what the grammar makes of it now (a
+        snapshot: later changes to the grammar that alter a verdict then show as failures)."""
+        results = self.results if self.results_current else self.check_samples()
+        if not results:
+            raise WorkbenchError("no samples to add")
+        expect = {"accepted": "accept", "prefix": "prefix", "rejected": "reject"}
+        tests = [GrammarTest(r.text, expect[r.ours.kind]) for r in results]
+        self.session.add_tests(tests)
+        self.session.run_tests()
+        return tests
+
+    def add_generated_as_tests(self) -> list[GrammarTest]:
+        """Add the generated strings to the test list: each one should be accepted."""
+        if not self.generated:
+            raise WorkbenchError("generate some strings first")
+        tests = [GrammarTest(r.text, "accept", "generated") for r in self.generated]
+        self.session.add_tests(tests)
+        self.session.run_tests()
+        return tests
+
+    def show_tree(self, index: int | None = None, *, text: str | None = None) -> ParseResult:
+        """Show the parse tree of sample ``index`` (0-based, as checked) or of ``text``: the
+        derivation in the grammar's rules, or for a rejected sample the partial derivation and
+        what was expected. Returns the Earley parse (with the full budget)."""
+        if text is None:
+            results = self.results if self.results_current else self.check_samples()
+            if index is None or not 0 <= index < len(results):
+                raise WorkbenchError(f"no sample #{(index or 0) + 1} to show (there are {len(results)})")
+            text = results[index].text
+        grammar = self.session.earley()
+        try:
+            result = grammar.parse(text)
+        except ParseLimitError as exc:
+            raise WorkbenchError(str(exc)) from None
+        self.tree_result = result
+        title = f"sample #{index + 1}" if index is not None else "generated string"
+        self.tree.value = tree_html(result, title=title, pointer=self.session.rule_pointer)
+        return result
 
     @property
     def results_current(self) -> bool:
@@ -267,33 +377,64 @@ class SamplesPanel(Panel):
         xgr = self.session.checker.check(compiled.text, datas)
         if xgr.ok:
             theirs = [_verdict(d, m.accepted_bytes, m.complete) for d, m in zip(datas, xgr.samples)]
+        parses = self._parses(samples)
         results = []
-        for text, data, o, t in zip(samples, datas, ours, theirs):
+        for text, data, o, t, parse in zip(samples, datas, ours, theirs, parses):
             expected, can_end = "", False
             if o.kind != "accepted":
                 allowed, can_end = expected_bytes(compiled.gnf, data[: o.accepted_bytes])
                 expected = describe_bytes(allowed)
-            results.append(SampleResult(text, o, t, expected, can_end))
+            results.append(SampleResult(text, o, t, expected, can_end, parse))
         return results, xgr
+
+    def _parses(self, samples: list[str]) -> list[ParseResult | None]:
+        """Earley parses of the samples within one shared budget (None past it, or when the
+        grammar holds a construct the parser does not know)."""
+        try:
+            grammar = self.session.earley()
+        except CfgzipError:
+            return [None] * len(samples)
+        left, out = PARSE_BUDGET, []
+        for text in samples:
+            if left <= 0:
+                out.append(None)
+                continue
+            try:
+                parse = grammar.parse(text, max_items=left)
+            except (ParseLimitError, RecursionError):
+                out.append(None)
+                left = 0
+                continue
+            left -= parse.items
+            out.append(parse)
+        return out
 
     def _on_grammar(self) -> None:
         try:
-            if not (self.results or self.results_stamp is not None):
-                return
             if self.session.grammar_ok:
-                self.check_samples()
+                if self.results or self.results_stamp is not None:
+                    self.check_samples()
+                if self.generated and not self.session.is_current(self.generated_stamp):
+                    self.recheck_generated()
             else:
                 self._mark_stale()
         except Exception as exc:  # last resort: runs from session events, maybe in a worker thread
             self.session.record_error("samples", exc)
 
     def _mark_stale(self) -> None:
+        why = "the grammar has errors" if self.session.checked_text == self.session.text else "the text changed"
         if self.results and not self.results_current:
             self.results = []
-            why = "the grammar has errors" if self.session.checked_text == self.session.text else "the text changed"
             self.output.value = (
                 f'<p class="cfgzip-warn">out of date: {why}; the samples are re-checked as soon as the grammar '
                 "compiles (or press Check samples)</p>"
+            )
+        if self.generated and not self.session.is_current(self.generated_stamp):
+            # Keep the strings (they are re-judged when the grammar compiles), drop their verdicts.
+            self.generated = [SampleResult(r.text, r.ours, None) for r in self.generated]
+            self.generated_output.value = (
+                f'<p class="cfgzip-warn cfgzip-generated-stale">generated strings out of date: {why}; they are '
+                "re-checked as soon as the grammar compiles</p>"
             )
 
     # -- view -------------------------------------------------------------------------
@@ -301,12 +442,23 @@ class SamplesPanel(Panel):
     def _show(self, xgr) -> None:
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
         self.output.value = note + _results_table(self.results)
+        if self.tree_result is not None:  # the tree shown follows the grammar too
+            shown = [i for i, r in enumerate(self.results) if r.text == self.tree_result.sample]
+            if shown:
+                self._handler("samples", lambda: self.show_tree(shown[0]))()
+            else:
+                self.tree_result, self.tree.value = None, ""
 
-    def _show_generated(self, xgr, seed: int) -> None:
+    def _show_generated(self, xgr, seed: int | None, *, rechecked: bool = False) -> None:
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'
+        again = (
+            ' · <span class="cfgzip-muted">re-checked for the current grammar (they were generated for an earlier one)</span>'
+            if rechecked
+            else ""
+        )
         self.generated_output.value = (
             f"<b>Generated valid strings</b> (seed {seed}; random choices up to depth 12 or 120 bytes, then the "
-            "shortest way to finish)" + note + _results_table(self.generated)
+            "shortest way to finish)" + again + note + _results_table(self.generated)
         )
 
 
@@ -328,12 +480,25 @@ def _results_table(results: list[SampleResult]) -> str:
         }[r.agree]
         where = failure_context(r.text, r.ours)
         if r.ours.kind != "accepted":
+            terms = r.expected_terms
+            if terms:  # the grammar's own words first, then the bytes
+                where += f'<div class="cfgzip-expected-terms">{esc(terms)}</div>'
             ends = " or the end of the input" if r.can_end else ""
-            verb = "expected there" if r.ours.kind == "rejected" else "may come next"
+            verb = "bytes expected there" if r.ours.kind == "rejected" else "bytes that may come next"
             where += (
                 f'<div class="cfgzip-expected">{verb}: <span class="cfgzip-code">{esc(r.expected)}</span>{ends}</div>'
             )
+        if r.ambiguous:
+            where += f'<div class="cfgzip-warn cfgzip-ambiguous">⚠ {esc(r.parse.ambiguity.describe(r.text))}</div>'
+        tree = f'<span data-action="tree" data-arg="{i - 1}" title="show the parse tree">tree</span>'
         rows.append(
-            [i, f'<span class="cfgzip-code">{esc(preview)}</span>' + where, _cell(r.ours), _cell(r.xgrammar), agree]
+            [
+                i,
+                f'<span class="cfgzip-code">{esc(preview)}</span>' + where,
+                _cell(r.ours),
+                _cell(r.xgrammar),
+                agree,
+                tree,
+            ]
         )
-    return table(["#", "sample", "cfgzip (GNF)", "XGrammar", "agree"], rows)
+    return table(["#", "sample", "cfgzip (GNF)", "XGrammar", "agree", ""], rows)

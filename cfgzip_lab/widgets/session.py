@@ -9,19 +9,36 @@ Long work (classing, loading a model, running decode steps) runs in a background
 as a :class:`Job` with progress and cancel; its exception is kept in ``session.errors``
 and announced to the panels (topic ``"error"``) instead of being lost in a log.
 
-Every result the session keeps records the :class:`Stamp` (grammar text hash, tokenizer) it
-was made for; ``session.is_current(stamp)`` says whether it still holds for the current text
-and tokenizer, so a panel recomputes or marks it "out of date" instead of showing an old
-answer as current. Errors are kept per action and cleared when that action next succeeds.
+Every result the session keeps records the :class:`Stamp` (grammar hash, tokenizer) it was
+made for; ``session.is_current(stamp)`` says whether it still holds for the current text and
+tokenizer, so a panel recomputes or marks it "out of date" instead of showing an old answer as
+current. The grammar hash is the sha256 of the EBNF the engines compile (for a JSON Schema or a
+GBNF file, of the converted grammar), not of the text typed: editing a schema's
+``description`` changes nothing the engines see, so nothing goes out of date. Errors are kept
+per action and cleared when that action next succeeds.
+
+Provenance (``source``) says where the text comes from; it turns ``untitled`` as soon as one
+edit replaces most of the text (select all and type or paste, delete all), so a typed grammar is
+never reported, exported or read as the file loaded before it. Drafts (:mod:`.drafts`) are
+written only for typed text, never by the start-up check.
 
 Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the text was
 replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
 ``"job"`` (progress), ``"decoder"``, ``"error"``, ``"source"`` (saved under a new
-provenance). Callbacks may run in a worker thread.
+provenance), ``"tests"`` (the test list or its outcomes changed), ``"jump"`` (a view asked
+to show a rule's definition: ``jump_target``). Callbacks may run in a worker thread.
+
+Besides the grammar's own checks, every check adds what an author wants to know (:mod:`
+cfgzip_lab.grammar.authoring`): hints for habits from regex and GBNF (``\\d`` → ``[0-9]``) and
+warnings where keywords can run together (a nullable separator). The test list (:mod:`
+cfgzip_lab.grammar.testlist`) is re-run on every check; parse trees come from an Earley parser
+over the source rules (:meth:`earley`); a JSON Schema's rules map to JSON pointers
+(:meth:`schema_info`).
 """
 
 from __future__ import annotations
 
+import difflib
 import threading
 import time
 import traceback
@@ -34,9 +51,12 @@ from typing import Any
 from ..classes.classing import grammar_sha256
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
-from ..grammar.diagnostics import Diagnostic, GrammarError
+from ..grammar.authoring import run_together_lint, with_hints
+from ..grammar.diagnostics import Diagnostic, GrammarError, position_of
 from ..grammar.sources import KINDS, check_source, detect_kind, to_ebnf
+from ..grammar.testlist import GrammarTest, TestOutcome, load_tests, run_tests, save_tests
 from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
+from .drafts import Draft, read_draft, write_draft
 from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
 
 __all__ = [
@@ -60,9 +80,47 @@ class WorkbenchError(CfgzipError, ValueError):
     search, a job already running): shown in its panel as a message, without a traceback."""
 
 
+def typed_over(before: str, after: str) -> bool:
+    """Whether one update from ``before`` to ``after`` replaced most of the text: less than half of
+    ``before`` survives in ``after`` (select all and type, paste over, delete all). Typing,
+    deleting a line or pasting a rule into a grammar keeps most of it.
+
+    One update can hold several edits: the browser sends only the latest text while a message is
+    in flight, so a rule typed at the end and one typed at the start can arrive together (the
+    browser test did exactly that, and a common prefix and suffix alone called it typed over).
+    So when prefix and suffix keep less than half, the lines both texts share decide."""
+    if not before:
+        return False
+    if not after:
+        return True
+    n = min(len(before), len(after))
+    prefix = _common_prefix(before, after, n)
+    suffix = _common_prefix(before[::-1], after[::-1], n - prefix)
+    if 2 * (prefix + suffix) >= len(before):
+        return False
+    old_lines, new_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    kept = sum(len(line) for a, _, size in matcher.get_matching_blocks() for line in old_lines[a : a + size])
+    return 2 * kept < len(before)
+
+
+def _common_prefix(a: str, b: str, limit: int) -> int:
+    """Length of the common prefix of ``a`` and ``b`` (at most ``limit``), by bisection on slices:
+    C-speed comparisons, a few µs for a 100 kB grammar at every keystroke."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 @dataclass(frozen=True, slots=True)
 class Stamp:
-    """What a result was made for: the grammar text (its sha256) and the tokenizer.
+    """What a result was made for: the grammar (the sha256 of the EBNF the engines compile) and
+    the tokenizer.
 
     ``tokenizer`` is None for a result that does not depend on one (our compile, XGrammar's
     verdict, sample verdicts): such a stamp holds for as long as the text is the same.
@@ -118,8 +176,14 @@ class Job:
         self.error: ErrorRecord | None = None
         self.started = time.perf_counter()
         self.seconds = 0.0
+        # When Cancel arrived and how far the job was then (``done``): how long it took to stop
+        # and how many progress steps it made after the request are measured, not guessed.
+        self.cancel_requested: float | None = None
+        self.done_at_cancel: int | None = None
+        self.stopped_after: float | None = None  # seconds from the request to the end
         self._cancel = threading.Event()
         self._finished = threading.Event()
+        self._announced = threading.Event()  # the end was announced (topic "job"): views drew it
         self._fn = fn
         self._on_done = on_done
         self.thread = threading.Thread(target=self._run, name=f"cfgzip-{name}", daemon=True)
@@ -138,9 +202,15 @@ class Job:
             self.status = "failed"
             self.error = self.session.record_error(self.name, exc)
         finally:
-            self.seconds = time.perf_counter() - self.started
+            ended = time.perf_counter()
+            self.seconds = ended - self.started
+            if self.cancel_requested is not None:
+                self.stopped_after = ended - self.cancel_requested
             self._finished.set()
-            self.session.emit("job")
+            try:
+                self.session.emit("job")
+            finally:
+                self._announced.set()
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         self.done, self.total = done, total
@@ -161,11 +231,20 @@ class Job:
         return not self._finished.is_set()
 
     def cancel(self) -> None:
+        if not self._cancel.is_set():
+            self.cancel_requested, self.done_at_cancel = time.perf_counter(), self.done
         self._cancel.set()
 
+    @property
+    def steps_after_cancel(self) -> int | None:
+        """Progress steps made after Cancel was asked for (the one in flight counts: at most 1
+        for a job that polls ``cancelled`` between steps); None if it was never cancelled."""
+        return None if self.done_at_cancel is None else self.done - self.done_at_cancel
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job ends; True if it did within ``timeout``."""
-        return self._finished.wait(timeout)
+        """Block until the job ends and the panels have drawn its end; True if that happened
+        within ``timeout``."""
+        return self._announced.wait(timeout)
 
     def __repr__(self) -> str:
         return f"Job({self.name!r}, {self.status}, {self.done}/{self.total})"
@@ -183,7 +262,8 @@ class WorkbenchSession:
     checker : XGrammarChecker, optional
         Where XGrammar compiles grammars (a child process); default: one per kernel.
     draft_path : path, optional
-        Where each checked text is also written, so a kernel crash loses nothing.
+        Where each checked text that was typed (not loaded) is also written, so a kernel crash
+        or restart loses nothing (see :mod:`.drafts`; ``.json``: with its input kind and time).
     """
 
     def __init__(
@@ -199,9 +279,10 @@ class WorkbenchSession:
             source = source or DEFAULT_GRAMMAR
             text = bundled_grammars()[DEFAULT_GRAMMAR].read_text(encoding="utf-8")
         self.text = text
-        # provenance: where the text came from and the text as it came (to say "edited")
+        # provenance: where the text came from and the text as it came (to say "edited");
+        # source_text None: typed here, never loaded or saved (the label is plain "untitled")
         self.source = source or UNTITLED
-        self.source_text = text
+        self.source_text: str | None = text
         self.previous_text: str | None = None
         self._previous_source: tuple[str, str] | None = None
         self.draft_path = Path(draft_path) if draft_path else None
@@ -239,19 +320,35 @@ class WorkbenchSession:
         self.kept: dict[str, Stamped] = {}  # other results (benchmark table, token explanation)
         self.errors: list[ErrorRecord] = []
         self.jobs: dict[str, Job] = {}
+        # the test list: strings with what they should be, re-run on every check
+        self.tests: list[GrammarTest] = []
+        self.test_outcomes: list[TestOutcome] = []
+        self.tests_stamp: Stamp | None = None
+        self.tests_path: Path | None = None  # where the list was loaded from or saved to
+        # views asking to show a rule's definition (topic "jump")
+        self.jump_target: dict | None = None
+        self._derived: dict[str, tuple[str, Any]] = {}  # per-grammar results: name -> (sha, value)
         self._listeners: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._lock = threading.RLock()
-        self._sha: tuple[str, str] | None = None  # (text, sha256) of the last hashed text
+        self._sha: tuple[str, str, str] | None = None  # (text, kind, sha256 of its EBNF) last hashed
 
     # -- stamps -----------------------------------------------------------------------
 
     @property
     def grammar_sha(self) -> str:
-        """sha256 of the current text (hashed once per text: a few µs for a grammar)."""
-        text = self.text
-        if self._sha is None or self._sha[0] is not text:
-            self._sha = (text, grammar_sha256(text))
-        return self._sha[1]
+        """sha256 of the EBNF the engines compile for the current text (:meth:`sha_for`), computed
+        once per text and input kind."""
+        text, kind = self.text, self.kind
+        if self._sha is None or self._sha[0] is not text or self._sha[1] != kind:
+            self._sha = (text, kind, self.sha_for(text))
+        return self._sha[2]
+
+    def sha_for(self, text: str) -> str:
+        """sha256 of the EBNF that ``text`` becomes (itself for EBNF; XGrammar's grammar for a
+        schema; the conversion of a GBNF file): what stamps compare. A text that cannot be
+        converted gets a hash no EBNF has, so everything made for another text is out of date."""
+        ebnf = self.ebnf_for(text)
+        return grammar_sha256(ebnf) if ebnf is not None else grammar_sha256("\0unconverted\0" + text)
 
     @property
     def stamp(self) -> Stamp:
@@ -306,8 +403,9 @@ class WorkbenchSession:
 
     @property
     def edited(self) -> bool:
-        """The text differs from the text as it was loaded, saved or created."""
-        return self.text != self.source_text
+        """The text differs from the text as it was loaded, saved or created (a text typed over
+        is not "edited": it is untitled)."""
+        return self.source_text is not None and self.text != self.source_text
 
     @property
     def provenance(self) -> str:
@@ -315,7 +413,7 @@ class WorkbenchSession:
         path or a bundled grammar's name, followed by ``(edited)`` once the text differs."""
         return f"{self.source} (edited)" if self.edited else self.source
 
-    def _set_source(self, source: str, text: str) -> None:
+    def _set_source(self, source: str, text: str | None) -> None:
         self.source, self.source_text = source, text
 
     # -- events -----------------------------------------------------------------------
@@ -388,7 +486,17 @@ class WorkbenchSession:
     # -- grammar text -----------------------------------------------------------------
 
     def set_text(self, text: str) -> None:
-        """The editor's current text (kept at once: nothing typed is lost by a failed check)."""
+        """The editor's current text (kept at once: nothing typed is lost by a failed check).
+
+        An edit that replaces most of the text (:func:`typed_over`) makes it ``untitled``: what
+        is in the editor then comes from no file, and is not read as one (a ``.gbnf`` name)."""
+        if (
+            text != self.text
+            and typed_over(self.text, text)
+            and not (self.source == UNTITLED and self.source_text is None)
+        ):
+            self._set_source(UNTITLED, None)
+            self.emit("source")
         self.text = text
 
     def replace_text(self, text: str, source: str) -> None:
@@ -432,29 +540,39 @@ class WorkbenchSession:
         self.emit("source")  # the provenance changed, the text did not: nothing to re-check
         return path
 
+    def draft(self) -> Draft | None:
+        """The draft on disk for this session's draft path (None: there is none)."""
+        return read_draft(self.draft_path)
+
     def restore_draft(self) -> bool:
-        """Load the draft written by the last check (after a kernel crash or restart)."""
-        if self.draft_path is None or not self.draft_path.exists():
+        """Load the draft written by the last check of typed text (after a kernel crash or
+        restart), with the input kind it was read as."""
+        draft = self.draft()
+        if draft is None:
             return False
-        # A draft is what was typed, not a file the user chose: its provenance is "untitled",
-        # and "edited" since it differs from nothing the user saved.
-        self.replace_text(self.draft_path.read_text(encoding="utf-8"), UNTITLED)
-        self.source_text = ""
+        if draft.kind != "auto" and (draft.kind in KINDS):
+            self.input_kind = draft.kind
+        # A draft is what was typed, not a file the user chose: its provenance is "untitled".
+        self.replace_text(draft.text, UNTITLED)
+        self.source_text = None
         return True
 
     # -- checking and compiling -------------------------------------------------------
 
-    def compile(self, text: str | None = None, *, xgrammar: bool = True) -> bool:
+    def compile(self, text: str | None = None, *, xgrammar: bool = True, draft: bool = True) -> bool:
         """Check and compile the current text (or ``text``); True if it compiled.
 
         Our diagnostics come at once (``check_ebnf`` never raises); XGrammar's verdict
         follows from the child process (topic ``"xgrammar"``) unless ``xgrammar=False``.
+        A typed text is also written as the draft, unless ``draft=False`` (the start-up check:
+        it must never overwrite the draft a restarted kernel is about to restore).
         """
         with self._lock:
             if text is not None:
-                self.text = text
+                self.set_text(text)
             text = self.text
-            self._write_draft(text)
+            if draft:
+                self._write_draft(text)
             kind = self.kind
             diagnostics = check_source(text, kind, name=self.source)
             compiled = None
@@ -466,18 +584,167 @@ class WorkbenchSession:
                 except Exception as exc:  # a core bug: show it as a diagnostic, keep going
                     self.record_error("compile", exc)
                     diagnostics = diagnostics + [Diagnostic(1, 1, f"internal error while compiling: {exc!r}")]
-            self.diagnostics = diagnostics
+            if compiled is not None:
+                diagnostics = diagnostics + self._author_warnings(compiled)
+            self.diagnostics = with_hints(diagnostics, text)
             self.compiled = compiled
-            self.compiled_stamp = Stamp(grammar_sha256(text), None)
+            self.compiled_stamp = Stamp(compiled.sha256 if compiled is not None else self.sha_for(text), None)
             self.checked_text = text
             if compiled is not None:
                 for k, v in compiled.seconds.items():
                     self.record_timing(f"compile_{k}", v, self.compiled_stamp)
                 self.clear_errors("compile")
         self.emit("grammar")
+        if compiled is not None and self.tests and not self.is_current(self.tests_stamp):
+            self._guarded_tests()
         if xgrammar:
             self.check_xgrammar()
         return compiled is not None
+
+    def _author_warnings(self, compiled: CompiledGrammar) -> list[Diagnostic]:
+        """The run-together lint, placed in the user's text (a GBNF file's through its map; none
+        for a schema, whose rules XGrammar wrote)."""
+        origin = compiled.grammar_source
+        if origin is not None and origin.kind == "json_schema":
+            return []
+        try:
+            found = self.derived("lint", lambda c: run_together_lint(c.ast), compiled)
+        except Exception as exc:  # a lint must never stop a check
+            self.record_error("compile", exc)
+            return []
+        if origin is None or origin.kind == "ebnf":
+            return found
+        return [m for m in (origin.remap(d) for d in found) if m is not None]
+
+    def _guarded_tests(self) -> None:
+        try:
+            self.run_tests()
+        except Exception as exc:  # runs from a check, maybe in the debounce thread
+            self.record_error("tests", exc)
+
+    # -- per-grammar results for authors ------------------------------------------------
+
+    def derived(
+        self, name: str, make: Callable[[CompiledGrammar], Any], compiled: CompiledGrammar | None = None
+    ) -> Any:
+        """``make(compiled)`` for the current grammar (or ``compiled``), computed once per grammar
+        (by its sha): the views of one check share it."""
+        compiled = compiled or self.require_grammar()
+        kept = self._derived.get(name)
+        if kept is not None and kept[0] == compiled.sha256:
+            return kept[1]
+        value = make(compiled)
+        self._derived[name] = (compiled.sha256, value)
+        return value
+
+    def earley(self):
+        """The :class:`~cfgzip_lab.grammar.earley.EarleyGrammar` of the current grammar's rules
+        (as the user wrote them, or as XGrammar built them from a schema)."""
+        from ..grammar.earley import EarleyGrammar
+
+        return self.derived("earley", lambda c: EarleyGrammar(c.ast))
+
+    def schema_info(self) -> dict | None:
+        """For a JSON Schema: ``{"pointers": {rule: JSON pointer}, "notes": [SchemaNote],
+        "warnings": [XGrammar's own], "costly": [SchemaNote]}``; None for other inputs."""
+        compiled = self.require_grammar()
+        origin = compiled.grammar_source
+        if origin is None or origin.kind != "json_schema":
+            return None
+
+        def make(c: CompiledGrammar) -> dict:
+            from ..grammar import schema_info as si
+            from ..grammar.provenance import rule_sizes
+
+            pointers = si.rule_pointers(origin.text, c.text)
+            warnings = si.xgrammar_warnings(origin.text)
+            seconds = sum(c.seconds.values())
+            return {
+                "pointers": pointers,
+                "notes": si.unenforced_keywords(origin.text, warnings),
+                "warnings": warnings,
+                "costly": si.costly_keywords(origin.text, pointers, rule_sizes(c.cfg, c.gnf), seconds=seconds),
+                "order": si.PROPERTY_ORDER,
+            }
+
+        return self.derived("schema_info", make)
+
+    def rule_pointer(self, rule: str) -> str | None:
+        """The JSON pointer a schema's rule enforces (None for other inputs or unknown rules)."""
+        try:
+            info = self.schema_info()
+        except WorkbenchError:
+            return None
+        return info["pointers"].get(rule) if info else None
+
+    def rule_location(self, rule: str) -> dict | None:
+        """Where ``rule`` is defined: ``{"rule", "line", "column", "in": "text" | "converted"}``
+        ("converted": in the EBNF built from a schema or a GBNF file, not in the user's text)."""
+        compiled = self.compiled if self.grammar_ok else None
+        if compiled is None or rule not in compiled.ast.rules:
+            return None
+        span = compiled.ast.rules[rule].span
+        offset = span[0] if span else 0
+        origin = compiled.grammar_source
+        if origin is None or origin.kind == "ebnf":
+            line, column = position_of(compiled.text, offset)
+            return {"rule": rule, "line": line, "column": column, "in": "text"}
+        if origin.kind == "gbnf":
+            moved = origin.remap(Diagnostic(1, 1, "", span=(offset, offset + 1)))
+            if moved is not None:
+                return {"rule": rule, "line": moved.line, "column": moved.column, "in": "text"}
+        line, column = position_of(compiled.text, offset)
+        return {"rule": rule, "line": line, "column": column, "in": "converted"}
+
+    def jump_to_rule(self, rule: str) -> dict | None:
+        """Ask the views to show ``rule``'s definition (the editor puts its cursor there; topic
+        ``"jump"``); returns the location, None for an unknown rule."""
+        where = self.rule_location(rule)
+        if where is None:
+            raise WorkbenchError(f"no rule {rule!r} in the current grammar")
+        self.jump_target = where
+        self.emit("jump")
+        return where
+
+    # -- the test list ------------------------------------------------------------------
+
+    def set_tests(self, tests: list[GrammarTest]) -> None:
+        self.tests = list(tests)
+        self.test_outcomes, self.tests_stamp = [], None
+        self.emit("tests")
+
+    def add_tests(self, tests: list[GrammarTest]) -> None:
+        """Append tests (a string already in the list is not added twice with one expectation)."""
+        have = {(t.text, t.expect) for t in self.tests}
+        self.set_tests(self.tests + [t for t in tests if (t.text, t.expect) not in have])
+
+    def run_tests(self) -> list[TestOutcome]:
+        """Judge every test under the current grammar: our GNF, and XGrammar in its child."""
+        compiled = self.require_grammar()
+        datas = [t.text.encode("utf-8") for t in self.tests]
+        verdict = self.checker.check(compiled.text, datas) if datas else None
+        theirs = (
+            [(m.accepted_bytes, m.complete) for m in verdict.samples] if verdict is not None and verdict.ok else None
+        )
+        # XGrammar refused or crashed on the grammar: our verdicts alone (its own panel says why)
+        outcomes = run_tests(compiled, self.tests, xgrammar=(lambda _datas: theirs) if theirs is not None else None)
+        self.test_outcomes, self.tests_stamp = outcomes, self.grammar_stamp
+        self.emit("tests")
+        return outcomes
+
+    def save_tests(self, path: str | Path) -> Path:
+        grammar = self.source if self.source not in (UNTITLED,) else None
+        self.tests_path = save_tests(path, self.tests, grammar=grammar)
+        self.emit("tests")
+        return self.tests_path
+
+    def load_tests(self, path: str | Path) -> list[GrammarTest]:
+        tests = load_tests(path)
+        self.tests_path = Path(path).expanduser()
+        self.set_tests(tests)
+        if self.grammar_ok:
+            self.run_tests()
+        return tests
 
     @property
     def kind(self) -> str:
@@ -566,7 +833,7 @@ class WorkbenchSession:
 
     def _set_xgrammar(self, verdict: XGrammarVerdict, text: str) -> None:
         self.xgrammar, self.xgrammar_text = verdict, text
-        self.xgrammar_stamp = Stamp(grammar_sha256(text), None)
+        self.xgrammar_stamp = Stamp(self.sha_for(text), None)
 
     @property
     def grammar_ok(self) -> bool:
@@ -583,13 +850,14 @@ class WorkbenchSession:
         return self.compiled
 
     def _write_draft(self, text: str) -> None:
-        if self.draft_path is None:
+        # Only what was typed: a loaded file or bundled grammar is on disk already, and writing
+        # it would replace the draft of the typing it replaced (Undo load brings that back).
+        if self.draft_path is None or not text or not (self.edited or self.source == UNTITLED):
             return
-        try:
-            self.draft_path.parent.mkdir(parents=True, exist_ok=True)
-            self.draft_path.write_text(text, encoding="utf-8")
-        except OSError:
-            pass  # a draft is a convenience; never fail a check over it
+        write_draft(self.draft_path, text, kind=self.input_kind, notebook=self.draft_notebook)
+
+    #: which notebook the draft is for (written into it; set by the app)
+    draft_notebook = ""
 
     # -- vocabulary and classes -------------------------------------------------------
 
@@ -613,7 +881,7 @@ class WorkbenchSession:
             job.progress(0, 0, f"loading the {name} vocabulary")
             started = time.perf_counter()
             vocab = self.load_vocab(name)
-            stamp = Stamp(compiled.input_sha256, name)
+            stamp = Stamp(compiled.sha256, name)
             self.record_timing("vocab_load", time.perf_counter() - started, stamp)
             if self.use_class_cache:
                 from ..cache_dir import cached_classes_for
@@ -676,7 +944,7 @@ class WorkbenchSession:
             self.classing = None
             self.classes = classes
             self.classes_key = (compiled.sha256, vocab.fingerprint)
-            self.classes_stamp = Stamp(compiled.input_sha256, vocab.name)
+            self.classes_stamp = Stamp(compiled.sha256, vocab.name)
             self.classes_source = source
             if seconds is not None:
                 self.record_timing("cache_load", seconds, self.classes_stamp)
@@ -726,7 +994,7 @@ class WorkbenchSession:
             progress=(lambda d, t: job.progress(d, t, f"classing {vocab.name}")) if job else None,
             cancel=(lambda: job.cancelled) if job else None,
         )
-        stamp = Stamp(compiled.input_sha256, vocab.name)
+        stamp = Stamp(compiled.sha256, vocab.name)
         self.record_timing("classing", time.perf_counter() - started, stamp)
         result.classes.metadata["classing_seconds"] = round(self.timings["classing"], 4)  # one number
         with self._lock:

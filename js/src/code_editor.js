@@ -9,10 +9,18 @@
 // two are converted here and nowhere else. Positions past the end of a line or of the text are
 // clamped: diagnostics are computed for the text of the last check, which typing may have
 // shortened since.
+//
+// Typing never fights the author (issue 21): CodeMirror's bracket auto-closing knows nothing of
+// EBNF, and typing `string ::= "\"" [^"\\]* "\""` key by key ended in `… "\""]`. It is off, and
+// ebnfAutoClose (below) closes `"`, `[`, `(`, `{` only outside strings, classes and comments, and
+// steps over a closing `"` or `]` only when it is not escaped. Tooltips (the lint messages) are
+// drawn in the page's <body>, outside the editor's clip box: on the first lines they used to open
+// above the editor and be cut off. `read_only` shows a text that cannot be edited (the EBNF
+// XGrammar built from a JSON Schema).
 
 import { basicSetup } from "codemirror";
-import { EditorState } from "@codemirror/state";
-import { EditorView, keymap } from "@codemirror/view";
+import { Compartment, EditorState, Prec } from "@codemirror/state";
+import { EditorView, keymap, tooltips } from "@codemirror/view";
 import { HighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import { indentWithTab } from "@codemirror/commands";
 import { lintGutter, setDiagnostics } from "@codemirror/lint";
@@ -37,6 +45,92 @@ export function positionOf(doc, offset) {
   const l = doc.lineAt(offset);
   return { line: l.number, column: [...l.text.slice(0, offset - l.from)].length + 1 };
 }
+
+/**
+ * What the text before `column` of `line` is in: "code", "string", "class" or "comment", and
+ * whether the character at `column` would be escaped (after an odd run of backslashes). Strings
+ * and classes end at the end of their line in XGrammar's EBNF, so one line tells.
+ */
+export function contextAt(line, column) {
+  let mode = "code";
+  let escaped = false;
+  for (const ch of line.slice(0, column)) {
+    if (mode === "comment") break;
+    if (mode === "string" || mode === "class") {
+      if (escaped) escaped = false;
+      else if (ch === "\\") escaped = true;
+      else if ((mode === "string" && ch === '"') || (mode === "class" && ch === "]")) mode = "code";
+    } else if (ch === "#") mode = "comment";
+    else if (ch === '"') mode = "string";
+    else if (ch === "[") mode = "class";
+  }
+  return { mode, escaped };
+}
+
+const PAIRS = { "(": ")", "[": "]", "{": "}", '"': '"' };
+
+/**
+ * What typing `typed` at `column` of `line` should do: {insert, cursor} (the text to insert and
+ * where the cursor goes in it), {skip: true} (move over the next character), or null (insert it
+ * as typed). Pure, so that its table can be tested without a browser.
+ */
+export function autoClose(line, column, typed) {
+  const { mode, escaped } = contextAt(line, column);
+  const next = line.charAt(column);
+  if (mode === "comment") return null;
+  if (mode === "string" || mode === "class") {
+    const closer = mode === "string" ? '"' : "]";
+    if (typed === closer && !escaped && next === closer) return { skip: true };
+    return null; // inside a string or a class nothing is auto-closed
+  }
+  if ((typed === ")" || typed === "]" || typed === "}") && next === typed) return { skip: true };
+  if (PAIRS[typed] !== undefined && (next === "" || /\s/.test(next) || ")]}".includes(next))) {
+    return { insert: typed + PAIRS[typed], cursor: 1 };
+  }
+  return null;
+}
+
+const ebnfAutoClose = [
+  Prec.high(
+    EditorView.inputHandler.of((view, from, to, text) => {
+      if (text.length !== 1 || from !== to || view.state.selection.ranges.length !== 1 || view.composing) return false;
+      if (view.state.readOnly) return false;
+      const line = view.state.doc.lineAt(from);
+      const action = autoClose(line.text, from - line.from, text);
+      if (action === null) return false;
+      if (action.skip) {
+        view.dispatch({ selection: { anchor: from + 1 }, userEvent: "input.type", scrollIntoView: true });
+      } else {
+        view.dispatch({
+          changes: { from, to, insert: action.insert },
+          selection: { anchor: from + action.cursor },
+          userEvent: "input.type",
+          scrollIntoView: true,
+        });
+      }
+      return true;
+    }),
+  ),
+  // Backspace between a pair it would have inserted ("", [], (), {} in code) deletes both.
+  Prec.high(
+    keymap.of([
+      {
+        key: "Backspace",
+        run: (view) => {
+          const range = view.state.selection.main;
+          if (!range.empty || view.state.selection.ranges.length !== 1 || view.state.readOnly) return false;
+          const line = view.state.doc.lineAt(range.head);
+          const col = range.head - line.from;
+          const before = line.text.charAt(col - 1);
+          if (col < 1 || PAIRS[before] === undefined || line.text.charAt(col) !== PAIRS[before]) return false;
+          if (contextAt(line.text, col - 1).mode !== "code") return false;
+          view.dispatch({ changes: { from: range.head - 1, to: range.head + 1 }, userEvent: "delete.backward" });
+          return true;
+        },
+      },
+    ]),
+  ),
+];
 
 function toLint(doc, d) {
   const from = offsetOf(doc, d.line, d.column);
@@ -67,7 +161,9 @@ const colours = HighlightStyle.define([
 // show as a white block.
 const chrome = (height) =>
   EditorView.theme({
-    "&": {
+    // "&.cm-editor", not "&": the theme's class is also on the tooltip container in <body>, which
+    // must not get the editor's height and background (it would cover the page and take clicks).
+    "&.cm-editor": {
       height,
       border: `1px solid ${jp("border-color1", "#ccc")}`,
       fontSize: "12px",
@@ -129,6 +225,8 @@ function render({ model, el }) {
   });
 
   const height = model.get("height") || "480px";
+  const editable = new Compartment();
+  const readOnly = (on) => [EditorState.readOnly.of(on), EditorView.editable.of(!on)];
   const view = new EditorView({
     parent: el,
     state: EditorState.create({
@@ -137,15 +235,19 @@ function render({ model, el }) {
         basicSetup,
         keymap.of([indentWithTab]), // Tab indents; Esc then Tab (or Ctrl-M) moves focus on
         ebnf,
+        ebnfAutoClose,
+        tooltips({ parent: document.body }), // never clipped by the editor or the output area
         syntaxHighlighting(colours),
         syntaxHighlighting(classHighlighter), // stable tok-* class names as well (tests, user CSS)
         lintGutter(),
         sync,
         chrome(height),
+        editable.of(readOnly(!!model.get("read_only"))),
       ],
     }),
   });
   el.classList.add("cfgzip-code-editor");
+  const onReadOnly = () => view.dispatch({ effects: editable.reconfigure(readOnly(!!model.get("read_only"))) });
 
   // JupyterLab's notebook shortcuts (a, b, d d, Esc, Shift-Enter...) must not see keys typed here,
   // as ipywidgets' own text areas do.
@@ -180,12 +282,14 @@ function render({ model, el }) {
 
   model.on("change:value", onValue);
   model.on("change:diagnostics", showDiagnostics);
+  model.on("change:read_only", onReadOnly);
   model.on("msg:custom", onMessage);
   showDiagnostics();
 
   return () => {
     model.off("change:value", onValue);
     model.off("change:diagnostics", showDiagnostics);
+    model.off("change:read_only", onReadOnly);
     model.off("msg:custom", onMessage);
     view.destroy();
   };

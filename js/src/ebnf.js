@@ -74,6 +74,8 @@ export const ebnf = StreamLanguage.define({
   },
   languageData: {
     commentTokens: { line: "#" },
-    closeBrackets: { brackets: ["(", "[", "{", '"'] },
+    // CodeMirror's own auto-closing is off (no brackets): code_editor.js's ebnfAutoClose knows
+    // strings and classes, which closeBrackets does not.
+    closeBrackets: { brackets: [] },
   },
 });
