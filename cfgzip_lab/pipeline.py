@@ -89,7 +89,7 @@ def compile_grammar(
     the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
     """
     try:
-        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes)
+        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store)
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
         message = (
@@ -99,7 +99,9 @@ def compile_grammar(
         raise GrammarError([Diagnostic(1, 1, message)], text=text, source=source) from None
 
 
-def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int) -> CompiledGrammar:
+def _compile_grammar(
+    text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int, compiled_store: bool | None
+) -> CompiledGrammar:
     t0 = time.perf_counter()
     origin = None
     if kind != "ebnf":
@@ -151,7 +153,7 @@ def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, 
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:
-        gnf = to_gnf(cfg, max_nodes=max_gnf_nodes, store=_new_store(cfg, compiled_store))
+        gnf = _normal_form(cfg, max_gnf_nodes, compiled_store)
     except GrammarError as error:
         error = GrammarError(error.diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
@@ -160,13 +162,22 @@ def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, 
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
 
 
-def _new_store(cfg: CFG, compiled: bool | None):
-    """The store a normal form is built in (see :func:`compile_grammar`)."""
+def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):
+    """``to_gnf`` in the store :func:`compile_grammar` chose; where the compiled store cannot go on
+    (``Unsupported``: a set operation nesting past its recursion depth), the normal form is built
+    again in a WordStore, the reference (same nodes, same ids)."""
     if compiled is False:
-        return WordStore()
-    from .native.compiled import new_word_store
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore())
+    from .native.compiled import Unsupported, new_word_store
 
-    return new_word_store(counted=bool(getattr(cfg, "counted", None)))
+    tokens = any(s.bits >> 256 for s in cfg.byte_sets())  # token-level macros' pseudo-bytes (issue 19)
+    store = new_word_store(counted=bool(getattr(cfg, "counted", None)), tokens=tokens)
+    if isinstance(store, WordStore):
+        return to_gnf(cfg, max_nodes=max_nodes, store=store)
+    try:
+        return to_gnf(cfg, max_nodes=max_nodes, store=store)
+    except Unsupported:
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore())
 
 
 def build_classes(

@@ -186,6 +186,19 @@ def test_past_its_depth_the_compiled_store_says_so():
     assert len(store) >= before
 
 
+def test_a_normal_form_past_the_compiled_depth_is_built_in_a_word_store():
+    """A rule whose two alternatives share a tail longer than MAX_DEPTH: their union nests past the
+    compiled store's recursion, so compile_grammar builds the normal form again in a WordStore (the
+    reference), the same normal form as compiled_store=False gives."""
+    n = compiled._kernel.MAX_DEPTH + 1000
+    text = 'root ::= "x" ' + "a " * n + '| "x" ' + "a " * (n - 1) + '"y"\na ::= "a" | "b"\n'
+    python, other = compile_grammar(text, compiled_store=False).gnf, compile_grammar(text).gnf
+    assert type(other.store) is WordStore
+    assert python.names == other.names and python.table == other.table
+    assert_same_nodes(python.store, other.store)
+    assert other.accepts(b"x" + b"ab" * (n // 2) + b"a" * (n % 2)) and not other.accepts(b"x" + b"a" * (n - 2))
+
+
 # -- classing, small vocabularies ------------------------------------------------------------------
 @pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
 @pytest.mark.parametrize("grammar", [ARITH, JSON_SMALL, NESTED], ids=["arith", "json", "nested"])
@@ -259,6 +272,70 @@ def test_grammars_with_counted_families_take_the_python_path(toy):
     assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
     with pytest.raises(RuntimeError):
         compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=True)
+
+
+def test_a_python_displacer_on_a_compiled_store_steps_there_too(toy):
+    """A Python Displacer over a compiled store (classing's fall-back, or compute_classes(compiled=False)
+    on a normal form built in a compiled store): the index and the walk step in C on that store
+    (stepping_store sets the grammar's tables first), with the Python reference's classes and masks."""
+    from cfgzip_lab.expand import unpack_bitmask
+    from cfgzip_lab.native import build_native_engine
+
+    python_grammar, grammar = compile_grammar(JSON_SMALL, compiled_store=False), compile_grammar(JSON_SMALL)
+    assert isinstance(grammar.gnf.store, compiled.CompiledWordStore)
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=False)
+    assert type(result.displacer) is Displacer and result.displacer.store is grammar.gnf.store
+    engine = build_native_engine(grammar, toy, result.classes, classing=result)
+    assert engine.walker._native is grammar.gnf.store.native and engine.walker._advancer is not None
+    reference = compute_classes(python_grammar.gnf, toy.token_bytes, toy.kinds, compiled=False)
+    assert np.array_equal(result.classes.class_of, reference.classes.class_of)
+    assert np.array_equal(result.token_node, reference.token_node)
+    other = build_native_engine(python_grammar, toy, reference.classes, classing=reference)
+    assert other.walker._native is None
+    one, two = engine.matcher(), other.matcher()
+    rng = random.Random(3)
+    for _ in range(12):  # a seeded walk: the same rows at every step, then one allowed token
+        row = one.vocab_row()
+        assert np.array_equal(row, two.vocab_row())
+        bits = unpack_bitmask(row, toy.vocab_size)
+        allowed = [t for t in np.flatnonzero(bits).tolist() if toy.kinds[t] == 0]
+        if not allowed:
+            break
+        tid = rng.choice(allowed)
+        assert one.accept_token(tid) and two.accept_token(tid)
+
+
+def test_grammars_with_token_atoms_take_the_python_path(toy):
+    """Token-level macros (issue 19: atoms with pseudo-byte bits from 256 on) are not in the kernel:
+    a token then also reads as its token atom, which only the Python classing, index and walk add
+    (cfgzip_lab.grammar.token_macros). supports() says no, so every compiled entry point leaves it."""
+    from dataclasses import replace
+
+    from cfgzip_lab.grammar.cfg import ByteSet
+
+    gnf = compile_grammar(JSON_SMALL).gnf
+    assert compiled.supports(gnf) and not compiled.has_token_atoms(gnf)
+    with_token = replace(gnf, atoms=[*gnf.atoms, ByteSet(1 << 257)])  # what a Token(0) atom looks like
+    assert compiled.has_token_atoms(with_token) and not compiled.supports(with_token)
+    assert type(compiled.make_displacer(with_token)) is Displacer
+    with pytest.raises(RuntimeError):
+        compiled.CompiledDisplacer(with_token)
+    with pytest.raises(RuntimeError):
+        compute_classes(with_token, toy.token_bytes, toy.kinds, compiled=True)
+    try:
+        from cfgzip_lab.grammar import token_macros
+    except ImportError:
+        return  # the token macros are not in this checkout yet: the guard above is what they need
+    from cfgzip_lab.native import build_native_engine
+
+    grammar = compile_grammar('root ::= Token(5) "b" | "ab"\n')
+    assert token_macros.token_atoms(grammar.gnf) is not None and not compiled.supports(grammar.gnf)
+    assert type(grammar.gnf.store) is WordStore
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
+    assert type(result.displacer) is Displacer
+    engine = build_native_engine(grammar, toy, result.classes, classing=result)
+    assert engine.walker._native is None and engine.walker._advancer is None
+    assert token_macros.token_paths(engine.walker.displacer) is not None
 
 
 def test_without_the_kernel_classing_runs_in_python():

@@ -40,6 +40,7 @@ __all__ = [
     "supports",
     "make_displacer",
     "new_word_store",
+    "stepping_store",
     "CompiledWordStore",
     "CompiledDisplacer",
     "vocab_trie",
@@ -56,10 +57,22 @@ def available() -> bool:
     return _kernel is not None and hasattr(_kernel, "Words")
 
 
+TOKEN_BASE = 256
+"""The first bit of an atom that is no byte (token-level macros' pseudo-bytes, issue 19)."""
+
+
+def has_token_atoms(gnf: GNF) -> bool:
+    """Whether ``gnf`` has token atoms (``Token(...)``/``ExcludeToken(...)``: atoms holding bits from
+    :data:`TOKEN_BASE` on, see :mod:`cfgzip_lab.grammar.token_macros`): a token then also reads as its
+    token atom, which only the Python classing, index and walk add."""
+    return any(atom.bits >> TOKEN_BASE for atom in gnf.atoms)
+
+
 def supports(gnf: GNF) -> bool:
-    """Whether the compiled paths can run ``gnf``: built, and no counted-repetition families
-    (issue 17's symbolic symbols are not in the kernel yet; the Python path runs those)."""
-    return available() and not getattr(gnf, "families", None)
+    """Whether the compiled paths can run ``gnf``: built, no counted-repetition families (issue 17's
+    symbolic symbols are not in the kernel yet) and no token atoms (a token's displacement then
+    unions its token atom's, issue 19): the Python path runs those."""
+    return available() and not getattr(gnf, "families", None) and not has_token_atoms(gnf)
 
 
 class CompiledWordStore:
@@ -164,13 +177,35 @@ class CompiledDisplacer(Displacer):
         return self.store.native.run(self.initial, atoms)[0]
 
 
-def new_word_store(counted: bool = False) -> WordStore | CompiledWordStore:
+def stepping_store(displacer: Displacer):
+    """The compiled store the σ_in index and the walk step in for ``displacer`` (``_kernel.Words``), or
+    None where they step in Python (a WordStore). A Python Displacer on a compiled store (classing's
+    fall-back, or ``compute_classes(compiled=False)`` on a normal form built in a compiled store)
+    steps in C too, on the same nodes: its grammar's tables are set in the store first (the same
+    initial node). A GNF the kernel does not support (:func:`supports`) is never in a compiled
+    store (``compile_grammar`` builds those in a WordStore) and is refused here rather than half-run."""
+    store = displacer.store
+    if not isinstance(store, CompiledWordStore):
+        return None
+    if not isinstance(displacer, CompiledDisplacer):
+        gnf = displacer.gnf
+        if not supports(gnf):
+            raise RuntimeError(
+                "a normal form with counted-repetition families or token atoms in a compiled word store: "
+                "build it with compile_grammar(..., compiled_store=False)"
+            )
+        store.native.grammar(gnf.table, len(gnf.atoms), gnf.start)
+    return store.native
+
+
+def new_word_store(counted: bool = False, tokens: bool = False) -> WordStore | CompiledWordStore:
     """A fresh, empty word store for a normal form: compiled where the kernel is built (the same nodes
     under the same ids as a WordStore; the GNF's set algebra runs in C, and classing, the index and the
     walk continue in the same store), a WordStore where it is not or for a grammar with counted
-    repetitions (``counted``: their displacement symbols pass 64 bits; the Python reference runs them).
+    repetitions (``counted``: their displacement symbols pass 64 bits; the Python reference runs them)
+    or with token atoms (``tokens``: classing runs in Python, :func:`supports`).
     Measured (c_like, CPU time): to_gnf 0.35 s in a WordStore, 0.18 s in a compiled store."""
-    if counted or not available():
+    if counted or tokens or not available():
         return WordStore()
     return CompiledWordStore.seeded(WordStore())
 

@@ -48,7 +48,7 @@ from ..grammar.counted import (
 )
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY
-from .compiled import Unsupported, make_displacer
+from .compiled import Unsupported, make_displacer, stepping_store
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
@@ -474,7 +474,7 @@ def build_index(
 
     started = time.perf_counter()
     displacer = displacer or make_displacer(gnf)
-    if getattr(displacer.store, "native", None) is not None:
+    if stepping_store(displacer) is not None:
         try:
             return _build_compiled(
                 gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started

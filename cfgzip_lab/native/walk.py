@@ -34,7 +34,7 @@ from ..classes.displacement import Displacer
 from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
-from .compiled import Unsupported, make_displacer
+from .compiled import Unsupported, make_displacer, stepping_store
 from .index import SigmaInIndex
 from .rows import _kernel
 
@@ -91,7 +91,7 @@ class StateWalker:
         self.store = self.displacer.store
         # The compiled store (a CompiledDisplacer's; None for the Python WordStore): steps, runs and
         # trie masks of states then run in C on it (native/_words.c), node for node as in Python.
-        self._native = getattr(self.store, "native", None)
+        self._native = stepping_store(self.displacer)
         self.index = index
         self.limits = limits
         self.num_classes = classes.num_classes
