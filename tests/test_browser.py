@@ -209,11 +209,22 @@ def _button(page, css: str):
     return page.locator(f"button.{css}").first
 
 
+def _rgba(css_colour: str) -> tuple[float, float, float, float]:
+    """(r, g, b in 0..255, alpha) of a computed colour: ``rgb(…)``, ``rgba(…)`` or, for a
+    ``color-mix()``, ``color(srgb r g b / a)`` with r, g, b in 0..1."""
+    inner = css_colour[css_colour.index("(") + 1 : -1].replace("/", " ").replace(",", " ").split()
+    if inner[0] == "srgb":
+        r, g, b = (float(x) * 255 for x in inner[1:4])
+    else:
+        r, g, b = (float(x) for x in inner[:3])
+    alpha = float(inner[4 if inner[0] == "srgb" else 3]) if len(inner) > (4 if inner[0] == "srgb" else 3) else 1.0
+    return r, g, b, alpha
+
+
 def _luminance(css_colour: str) -> float:
-    """Relative luminance (0 black … 1 white) of an ``rgb(…)``/``rgba(…)`` computed colour."""
-    parts = [float(x) for x in css_colour[css_colour.index("(") + 1 : -1].replace("/", ",").split(",")[:3]]
-    r, g, b = (c / 255 for c in parts)
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    """Relative luminance (0 black … 1 white) of a computed colour."""
+    r, g, b, _ = _rgba(css_colour)
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
 
 def _boxes_overlap(a: dict, b: dict) -> bool:
@@ -395,7 +406,9 @@ def test_workbench_in_jupyterlab(lab, page):
     page.locator(".cfgzip-tests-summary", has_text="1 of 2 tests pass").wait_for(timeout=60_000)
     failing = page.locator(".cfgzip-tests-table tr.cfgzip-fail-row")
     assert failing.count() == 1 and "FAIL" in failing.inner_text()
-    assert _luminance(_style(page, ".cfgzip-tests-table tr.cfgzip-fail-row td", "color")) < 0.9
+    red = _style(page, ".cfgzip-tests-table tr.cfgzip-fail-row td", "backgroundColor")  # the row is tinted red
+    r, g, b, alpha = _rgba(red)
+    assert r > g + 50 and r > b + 50 and alpha > 0, red
     _shot(page, "tests")
     print(f"parse tree and tests: {time.monotonic() - part:.1f} s")
 

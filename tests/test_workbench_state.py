@@ -21,7 +21,7 @@ number ::= [0-9]+
 ws ::= [ \\t]*
 """
 
-JSON_LIKE = "".join(f"rule{i} ::= \"{i}\" | rule{i + 1}\n" for i in range(30)) + "rule30 ::= \"end\"\n"
+JSON_LIKE = "".join(f'rule{i} ::= "{i}" | rule{i + 1}\n' for i in range(30)) + 'rule30 ::= "end"\n'
 SCHEMA = {
     "type": "object",
     "description": "a meeting",

@@ -55,8 +55,9 @@ def test_samples_show_expected_literals_and_parse_trees(session):
     assert [r.ours.kind for r in results] == ["accepted", "rejected", "accepted"]
     assert results[1].expected_terms == 'expected [ \\t] (rule ws, line 5) or "left" or "right" (rule turn, line 3)'
     html = panel.output.value
-    assert html.index("expected [ \\t] (rule ws") < html.index("bytes expected there")  # literals before bytes
+    assert html.index('expected [ \\t] (<span data-rule="ws">rule ws') < html.index("bytes expected there")  # literals before bytes
     assert 'data-action="tree" data-arg="1"' in html
+    assert '(<span data-rule="turn">rule turn</span>, line 3)' in html  # the rule named is a link
     _msg(panel.output, {"type": "action", "action": "tree", "arg": "1"})  # a click on "tree"
     tree = panel.tree.value
     assert panel.tree_result.sample == "turn up" and "rejected</span> at line 1, column 6" in tree
@@ -255,3 +256,20 @@ def test_tests_of_untitled_grammars_go_to_the_export_folder(session, tmp_path):
     assert panel.default_path() == tmp_path / "untitled.tests.json"
     session.set_tests([GrammarTest("go 1")])
     assert panel.save_tests() == tmp_path / "untitled.tests.json"
+
+
+def test_a_gbnf_file_shows_the_ebnf_it_becomes(checker, tmp_path):
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    gbnf = tmp_path / "digits.gbnf"
+    gbnf.write_text('root ::= "\\x41" digit+\ndigit ::= [0-9]\n', encoding="utf-8")
+    s = WorkbenchSession(checker=checker)
+    try:
+        editor = EditorPanel(s, delay=0, editor="textarea")
+        s.load_file(gbnf)
+        assert s.kind == "gbnf" and s.grammar_ok
+        assert editor.show_converted() == s.grammar_text and "root ::=" in s.grammar_text
+        assert "converted from GBNF" in editor.converted.titles[0] and editor.schema_report.value == ""
+        assert editor.converted_text.disabled  # the text area fallback is read-only too
+    finally:
+        s.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 
 from ..grammar.diagnostics import Diagnostic
@@ -63,6 +64,15 @@ mark.cfgzip-span-empty { padding: 0 1px; border-left: 2px solid var(--jp-brand-c
 
 def esc(value) -> str:
     return html.escape(str(value), quote=True)
+
+
+_RULE_WORD = re.compile(r"\brule ([A-Za-z_.\-][A-Za-z0-9_.\-]*)")
+
+
+def rule_links(escaped: str) -> str:
+    """Escaped text with every "rule NAME" made a link to that rule's definition (a
+    :class:`~.html_view.HtmlView` sends the click): ``(rule turn, line 3)``."""
+    return _RULE_WORD.sub(lambda m: f'<span data-rule="{m.group(1)}">rule {m.group(1)}</span>', escaped)
 
 
 def token_label(vocab, token_id: int) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..grammar.earley import ParseNode, ParseResult, describe_expected
-from ._format import esc
+from ._format import esc, rule_links
 
 __all__ = ["tree_html", "MAX_NODES", "OPEN_DEPTH"]
 
@@ -98,7 +98,7 @@ def tree_html(result: ParseResult, *, title: str = "sample", pointer: Callable[[
     if result.kind != "accepted" or result.expected:
         words = describe_expected(result.expected, result.expected_rules, can_end=result.can_end)
         verb = "next" if result.kind == "accepted" else "there"
-        parts.append(f'<p class="cfgzip-expected-terms">{esc(words)} ({verb})</p>')
+        parts.append(f'<p class="cfgzip-expected-terms">{rule_links(esc(words))} ({verb})</p>')
     if result.tree is not None:
         parts.append(node_html(result.tree, 0))
     if budget[0] <= 0:

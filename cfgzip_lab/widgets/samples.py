@@ -36,7 +36,7 @@ from ..grammar.earley import ParseLimitError, ParseResult, describe_expected
 from ..grammar.sentences import generate
 from ..grammar.testlist import GrammarTest
 from ._base import Panel
-from ._format import esc, table
+from ._format import esc, rule_links, table
 from ._tree import tree_html
 from .html_view import HtmlView
 from .session import WorkbenchError
@@ -482,7 +482,7 @@ def _results_table(results: list[SampleResult]) -> str:
         if r.ours.kind != "accepted":
             terms = r.expected_terms
             if terms:  # the grammar's own words first, then the bytes
-                where += f'<div class="cfgzip-expected-terms">{esc(terms)}</div>'
+                where += f'<div class="cfgzip-expected-terms">{rule_links(esc(terms))}</div>'
             ends = " or the end of the input" if r.can_end else ""
             verb = "bytes expected there" if r.ours.kind == "rejected" else "bytes that may come next"
             where += (
