@@ -23,6 +23,10 @@ made of it (:mod:`cfgzip_lab.grammar.schema_info`): each rule's JSON pointer, th
 ignores or weakens, the property-order rule, the keywords that make the grammar costly and
 XGrammar's own warnings. A rule name clicked anywhere in the workbench (topic ``"jump"``) puts
 the cursor on its definition: in the text typed, or in that read-only view.
+
+Beside the status, "live classes" (:mod:`.live_view`) shows the class count and compression of
+the checked version and how they moved since the last one; the session re-classes by itself
+after each successful check while that stays under its budget (issue 18.6).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ._base import Panel
 from ._format import diagnostic_html, esc, fmt_seconds, table
 from .code_editor import CodeEditor, bundle_available, editor_marks, point_mark
 from .html_view import HtmlView
+from .live_view import LiveClassesView
 
 __all__ = ["EditorPanel", "EDITORS"]
 
@@ -140,10 +145,13 @@ class EditorPanel(Panel):
         self.converted.selected_index = None
         self.converted.layout.display = "none"
 
+        # the class count and compression of this version, re-classed after each good check
+        self.live = LiveClassesView(session)
         side = w.VBox(
             [
                 w.HTML("<b>cfgzip</b>"),
                 self.status,
+                self.live.widget,
                 self.jump_list,
                 self.diagnostics,
                 w.HTML("<b>XGrammar 0.2.8</b>"),
