@@ -137,6 +137,14 @@ def seeded_sample(items: list[Item], k: int, seed: int) -> list[Item]:
     return [item for i, item in enumerate(items) if i in chosen]
 
 
+def seeded_order(items: list[Item], seed: int) -> list[Item]:
+    """``items`` shuffled by a seeded RNG: any prefix of it is a seeded sample, so a sweep cut
+    short at a deadline has still covered a random sample of the corpus, the same on every machine."""
+    order = list(items)
+    random.Random(seed).shuffle(order)
+    return order
+
+
 if __name__ == "__main__":  # a quick look: how many items each corpus has here
     for corpus in NAMES:
         found = corpus_items(corpus)

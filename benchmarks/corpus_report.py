@@ -94,6 +94,14 @@ def summarize(items: list[dict[str, Any]]) -> dict[str, Any]:
         "median": round(statistics.median(cpu), 2) if cpu else 0.0,
         "max": round(max(cpu), 2) if cpu else 0.0,
     }
+    s["guided"] = {  # TagDispatch grammars: walks that typed the tags (issue 19: walks must dispatch)
+        "items": sum(bool(i.get("stats", {}).get("guides")) for i in served),
+        "typed": sum(c.get("guides_typed", 0) for i in served for c in i.get("checks", []) if c["engine"] in ENGINES),
+    }
+    slowest = max(done, key=build_cpu_seconds, default=None)
+    biggest = max(done, key=grown_mb, default=None)
+    s["slowest"] = f"{slowest['name']}" if slowest else None
+    s["biggest"] = f"{biggest['name']}" if biggest else None
     s["past_bounds"] = sorted(i["name"] for i in done if build_cpu_seconds(i) > BOUND_SECONDS or grown_mb(i) > BOUND_MB)
     s["grown_mb_max"] = max((grown_mb(i) for i in done), default=0.0)
     return s
@@ -148,8 +156,10 @@ def coverage_table(corpora: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for corpus, s in summary.items():
+        total = s.get("corpus_items", s["items"])
+        items = _n(s["items"]) if total == s["items"] else f"{_n(s['items'])} of {_n(total)} (seeded sample)"
         lines.append(
-            f"| {corpus} | {_n(s['items'])} | {_n(s['xgrammar_accepts'])} | {_n(s['served'])} | {_n(s['refused'])} "
+            f"| {corpus} | {items} | {_n(s['xgrammar_accepts'])} | {_n(s['served'])} | {_n(s['refused'])} "
             f"| {_n(s['over_budget'])}{' (' + _stages(s['over_budget_stages']) + ')' if s['over_budget'] else ''} "
             f"| {s['failed']} / {s['crashed']} | {_n(s['compressed']['steps'])} / {_n(s['native']['steps'])} "
             f"| {_n(s['compressed']['mismatches'])} / {_n(s['native']['mismatches'])}"
@@ -183,6 +193,21 @@ def coverage_table(corpora: dict[str, Any]) -> str:
             f"XGrammar's mask contradicted its own `accept_token` on {n:,} steps, counted apart "
             f"({', '.join(disagreeing)}): the engines follow the language there."
         )
+    guided = sum(s.get("guided", {}).get("items", 0) for s in summary.values())
+    if guided:
+        typed = sum(s["guided"]["typed"] for s in summary.values())
+        notes.append(f"{guided} TagDispatch grammars verified with walks that type their tags ({typed:,} typed).")
+    worst = [
+        f"{c}: {s['build_cpu_seconds']['max']:g} s ({s['slowest']}), +{s['grown_mb_max']:,.0f} MB ({s['biggest']})"
+        for c, s in summary.items()
+        if s.get("slowest")
+    ]
+    if worst:
+        notes.append(
+            "Most CPU and memory one item served or refused took through the front end, GNF, classing and index "
+            "(the issue's bound: "
+            f"{BOUND_SECONDS:g} s, {BOUND_MB / 1024:g} GB): " + "; ".join(worst) + "."
+        )
     replayed = sum(s["instances_replayed"] for s in summary.values())
     refused = sum(s["instances_refused_by_xgrammar"] for s in summary.values())
     schema = sum(s[SCHEMA_CHECK]["steps"] for s in summary.values())
@@ -197,9 +222,15 @@ def coverage_table(corpora: dict[str, Any]) -> str:
         " ".join(notes),
         f"Run: `{corpora.get('command', 'benchmarks/sweep.py --corpora all')}` ({settings.get('tokenizer', '?')}, "
         f"{corpora.get('wall_seconds', 0) / 60:.0f} min wall on {settings.get('workers', '?')} workers of the shared "
-        f"2-core machine, {corpora.get('date', '')}; cfgzip_lab at {corpora.get('package_commit', corpora.get('commit', '?'))}).",
+        f"2-core machine{_load(corpora)}, {corpora.get('date', '')}; "
+        f"cfgzip_lab at {corpora.get('package_commit', corpora.get('commit', '?'))}).",
     ]
     return "\n".join(lines)
+
+
+def _load(corpora: dict[str, Any]) -> str:
+    load = corpora.get("load")
+    return f" at load {load['min']:g}-{load['max']:g} (median {load['median']:g})" if load else ""
 
 
 def _mismatching(s: dict[str, Any]) -> str:

@@ -16,7 +16,8 @@ For an item (:class:`corpora.Item`) a forked child process
    must end in a CfgzipError, so that is a bug);
 3. verifies each engine against plain XGrammar (:func:`cfgzip_lab.verify.verify_engines`): the
    instance replayed where there is one, then rounds of seeded walks up to a step target or a
-   CPU budget. For a schema, XGrammar's grammar compiled straight from the schema object is checked
+   CPU budget; in a TagDispatch grammar the walks now and then type its tags and excluded strings
+   (:func:`~cfgzip_lab.grammar.tag_dispatch.dispatch_triggers`), so that they dispatch. For a schema, XGrammar's grammar compiled straight from the schema object is checked
    against the oracle the same way ("xgrammar-schema"): the engines' oracle is XGrammar over
    the *printed* EBNF, and this says the print keeps its meaning.
 
@@ -43,7 +44,7 @@ import tempfile
 import time
 import traceback
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,7 @@ class EngineCheck:
     rollbacks: int = 0
     rejections: int = 0
     stops: int = 0
+    guides_typed: int = 0  # TagDispatch tags / excluded strings a walk typed to the end
     seconds: float = 0.0
     first_mismatch: dict[str, Any] | None = None
     note: str | None = None  # native: served through the compressed engine (no index / past the state budget)
@@ -133,6 +135,7 @@ class ItemResult:
     stats: dict[str, int] = field(default_factory=dict)
     checks: list[EngineCheck] = field(default_factory=list)
     wall_seconds: float = 0.0
+    load: float | None = None  # the machine's 1-minute load average when the item ended (the parent's)
 
     @property
     def id(self) -> str:
@@ -303,10 +306,18 @@ class _Stages:
 
 
 def _verify(
-    ctx_engines, factory, name: str, item: Item, limits: Limits, walks_budget: float, stages: _Stages
+    ctx_engines,
+    factory,
+    name: str,
+    item: Item,
+    limits: Limits,
+    walks_budget: float,
+    stages: _Stages,
+    guides: Sequence[bytes] = (),
 ) -> EngineCheck:
     """The instance, then rounds of walks until the step target or the CPU budget (the check so
-    far goes to the parent after each round, as part of the result)."""
+    far goes to the parent after each round, as part of the result). ``guides``: strings the walks
+    type now and then (a TagDispatch grammar's tags, so that walks dispatch)."""
     from cfgzip_lab.verify import verify_engines
 
     check = EngineCheck(name)
@@ -315,7 +326,7 @@ def _verify(
     instance = item.instance_text()
     calls: list[dict[str, Any]] = [dict(walks=0, docs=[instance])] if instance is not None else []
     base = _seed_of(item, limits.seed)
-    calls += [dict(walks=limits.walks, seed=base * 1000 + r) for r in range(1000)]
+    calls += [dict(walks=limits.walks, seed=base * 1000 + r, guides=guides) for r in range(1000)]
     c1 = time.process_time()
     for call in calls:
         report = verify_engines(
@@ -331,6 +342,7 @@ def _verify(
         check.rollbacks += report.rollbacks
         check.rejections += report.rejections_checked
         check.stops += report.stops_reached
+        check.guides_typed += report.guides_typed
         check.first_mismatch = check.first_mismatch or _trim_mismatch(report.first_mismatch)
         check.seconds = round(time.perf_counter() - t0, 2)
         stages.snapshot()
@@ -373,6 +385,7 @@ def _run_stages(item: Item, limits: Limits, ctx: Context, stages: _Stages, resul
 
     from cfgzip_lab.engine import PlainMatcher, compile_engines
     from cfgzip_lab.errors import CfgzipError
+    from cfgzip_lab.grammar.tag_dispatch import dispatch_triggers
     from cfgzip_lab.native import build_native_engine
     from cfgzip_lab.pipeline import build_classes, compile_grammar
 
@@ -424,6 +437,9 @@ def _run_stages(item: Item, limits: Limits, ctx: Context, stages: _Stages, resul
     result.cpu_seconds["front end"] = round(cpu - result.cpu_seconds["gnf"], 3)
     result.peak_mb["gnf"] = result.peak_mb["front end"]
     result.stats.update({k: int(v) for k, v in compiled.stats().items()})
+    guides = dispatch_triggers(compiled.ast)  # walks must reach TagDispatch's tags (issue 19)
+    if guides:
+        result.stats["guides"] = len(guides)
     stages.snapshot()
 
     stages.start("classing")
@@ -468,7 +484,7 @@ def _run_stages(item: Item, limits: Limits, ctx: Context, stages: _Stages, resul
     for name, factory in factories.items():
         stages.start(f"verify {name}")
         try:
-            check = _verify(engines, factory, name, item, limits, limits.verify_seconds, stages)
+            check = _verify(engines, factory, name, item, limits, limits.verify_seconds, stages, guides)
         except MemoryError:
             raise
         except Exception as exc:
@@ -638,11 +654,14 @@ def run_items(
     workers: int = 1,
     on_result: Callable[[ItemResult], None] | None = None,
     poll: float = 0.05,
+    stop: Callable[[], bool] | None = None,
 ) -> list[ItemResult]:
     """Each item in its own forked child (at most ``workers`` at once), within ``limits``.
 
     :func:`prepare` must have run. Results come back in completion order (``on_result`` is
-    called with each as it finishes); nothing an item does can stop the others.
+    called with each as it finishes); nothing an item does can stop the others. Once ``stop()``
+    is true no further item starts (those running finish): the items run are then a prefix of
+    ``items``.
     """
     import multiprocessing as mp
 
@@ -656,11 +675,14 @@ def run_items(
     memory_kb = int(limits.memory_gb * 2**20)
 
     def finish(result: ItemResult) -> None:
+        result.load = round(os.getloadavg()[0], 2)
         results.append(result)
         if on_result is not None:
             on_result(result)
 
     while pending or running:
+        if pending and stop is not None and stop():
+            pending = []
         while pending and len(running) < max(1, workers):
             item = pending.pop(0)
             parent_end, child_end = context.Pipe(duplex=False)

@@ -426,7 +426,9 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         items = []
         for name in names:
             found = corpora.corpus_items(name)
-            items += corpora.seeded_sample(found, args.sample, args.seed) if args.sample else found
+            found = corpora.seeded_sample(found, args.sample, args.seed) if args.sample else found
+            items += corpora.seeded_order(found, args.seed) if args.shuffle else found
+    sizes = {name: len(corpora.corpus_items(name)) for name in {item.corpus for item in items}}
     if not items:
         print(f"no corpus items found under {corpora.CORPORA}", file=sys.stderr)
         return 2
@@ -443,6 +445,17 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         engines=tuple(e for e in engines if e in item_check.ENGINES),
     )
     tokenizer = args.tokenizers.split(",")[0] if args.tokenizers else "llama3"
+    done: dict[str, dict[str, Any]] = {}  # results kept from --checkpoint (same cfgzip_lab commit)
+    package_commit = _git_commit("cfgzip_lab")
+    if args.checkpoint and args.checkpoint.exists():
+        for line in args.checkpoint.read_text().splitlines():
+            if line.strip():
+                d = json.loads(line)
+                if d.pop("package_commit", None) == package_commit:
+                    done[f"{d['corpus']}/{d['name']}"] = d
+        print(f"{len(done)} items already done in {args.checkpoint} (cfgzip_lab {package_commit})")
+    todo = [item for item in items if item.id not in done]
+    stop_at = _deadline_of(args.stop_at) if args.stop_at else None
     t0 = time.perf_counter()
     item_check.prepare(tokenizer)
     print(
@@ -452,11 +465,40 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         f"{limits.max_doc_tokens} tokens, rounds of {limits.walks} walks x {limits.steps} steps)"
     )
     print(f"{'item':<62} {'verdict':<12} {'stage':<16} {'K':>6} {'steps':>9} {'mism.':>7} {'cpu s':>7} {'+MB':>7}  why")
-    results = item_check.run_items(items, limits, workers=args.workers, on_result=_print_item)
+
+    def on_result(result: Any) -> None:
+        _print_item(result)
+        if args.checkpoint:
+            with args.checkpoint.open("a") as f:
+                f.write(json.dumps({**result.to_dict(), "package_commit": package_commit}) + "\n")
+
+    def stop() -> bool:
+        return stop_at is not None and time.time() >= stop_at
+
+    results = item_check.run_items(todo, limits, workers=args.workers, on_result=on_result, stop=stop)
     wall = time.perf_counter() - t0
     order = {item.id: i for i, item in enumerate(items)}
-    dicts = [r.to_dict() for r in sorted(results, key=lambda r: order[r.id])]
+    dicts = [r.to_dict() for r in results] + [d for i, d in done.items() if i in order]
+    dicts.sort(key=lambda d: order[f"{d['corpus']}/{d['name']}"])
+    swept = {f"{d['corpus']}/{d['name']}" for d in dicts}
+    not_run = [item.id for item in items if item.id not in swept]
+    if not_run:
+        print(f"stopped at {args.stop_at}: {len(not_run)} items not run")
+    coverage = {
+        corpus: {
+            "swept": sum(d["corpus"] == corpus for d in dicts),
+            "of": sizes[corpus],
+            "sample": (
+                "all"
+                if sum(d["corpus"] == corpus for d in dicts) == sizes[corpus]
+                else f"seeded (seed {args.seed}" + (", cut short at the deadline)" if not_run else ")")
+            ),
+        }
+        for corpus in dict.fromkeys(item.corpus for item in items)
+    }
     summary = summarize_all(dicts)
+    for corpus, s in summary.items():
+        s["corpus_items"] = sizes[corpus]
     for corpus, s in summary.items():
         print(
             f"{corpus}: {s['items']} items, XGrammar accepts {s['xgrammar_accepts']}; served {s['served']}, "
@@ -475,10 +517,13 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
             "command": "benchmarks/sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": datetime.date.today().isoformat(),
             "commit": _git_commit(),
-            "package_commit": _git_commit("cfgzip_lab"),
+            "package_commit": package_commit,
             "settings": {"tokenizer": tokenizer, "workers": args.workers, **asdict(limits)},
             "machine": machine_info(),
             "wall_seconds": round(wall, 1),
+            "load": _load_of(dicts),
+            "coverage": coverage,
+            "not_run": not_run,
             "summary": summary,
             "items": dicts,
         }
@@ -487,6 +532,23 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
     bad = sum(s["compressed"]["mismatches"] + s["native"]["mismatches"] for s in summary.values())
     bad += sum(s["failed"] + s["crashed"] + s["over_budget"] for s in summary.values())
     return 0 if bad == 0 else 1
+
+
+def _deadline_of(text: str) -> float:
+    """``--stop-at HH:MM`` (UTC, today) as a Unix time."""
+    import datetime
+
+    hour, minute = (int(x) for x in text.split(":"))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.replace(hour=hour, minute=minute, second=0, microsecond=0).timestamp()
+
+
+def _load_of(items: list[dict[str, Any]]) -> dict[str, float]:
+    """The 1-minute load average as the items ended: what the wall times were measured under."""
+    loads = sorted(d["load"] for d in items if d.get("load") is not None)
+    if not loads:
+        return {}
+    return {"min": loads[0], "median": loads[len(loads) // 2], "max": loads[-1]}
 
 
 def resummarize(corpora: dict[str, Any]) -> dict[str, Any]:
@@ -501,7 +563,11 @@ def resummarize(corpora: dict[str, Any]) -> dict[str, Any]:
         if item["verdict"] == "refused" and item["reason"] and item["error"]:
             item["reason"] = reason_of(item["reason"].split(":", 1)[0], item["error"])
         items.append(item)
-    return {**corpora, "summary": summarize_all(items)}
+    summary = summarize_all(items)
+    for corpus, s in summary.items():
+        if corpus in corpora.get("summary", {}) and "corpus_items" in corpora["summary"][corpus]:
+            s["corpus_items"] = corpora["summary"][corpus]["corpus_items"]
+    return {**corpora, "summary": summary}
 
 
 def print_corpus_table(path: Path, readme: Path | None) -> int:
@@ -588,6 +654,15 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--item-seconds", type=float, default=60.0, help="wall seconds for our stages of one item")
     c.add_argument("--item-memory-gb", type=float, default=1.5, help="resident memory one item may grow by (0: no cap)")
     c.add_argument("--verify-seconds", type=float, default=10.0, help="CPU seconds of walks per engine and item")
+    c.add_argument(
+        "--shuffle", action="store_true", help="each corpus's items in a seeded order (a run cut short at --stop-at "
+        "has then swept a seeded sample)"
+    )  # fmt: skip
+    c.add_argument("--stop-at", default=None, metavar="HH:MM", help="start no item after this time (UTC)")
+    c.add_argument(
+        "--checkpoint", type=Path, default=None, metavar="JSONL", help="append each item's result here as it ends; "
+        "items already there (same cfgzip_lab commit) are not run again"
+    )  # fmt: skip
     c.add_argument(
         "--corpus-table",
         type=Path,
