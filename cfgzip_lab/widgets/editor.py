@@ -356,12 +356,7 @@ class EditorPanel(Panel):
             self.converted.selected_index = 0
         self.converted.layout.display = ""
         schema = origin.kind == "json_schema"
-        self.converted.set_title(
-            0,
-            "Grammar built from the schema (XGrammar's EBNF, read-only): rules, JSON pointers, what it does not enforce"
-            if schema
-            else "Grammar converted from GBNF (the EBNF the engines compile, read-only)",
-        )
+        self.converted.set_title(0, _CONVERTED_TITLES.get(origin.kind, _CONVERTED_TITLES["gbnf"]))
         self.converted_text.value = compiled.text
         if not schema:
             self.schema_report.value = ""
@@ -471,6 +466,14 @@ class EditorPanel(Panel):
             else '<span class="cfgzip-warn">disagrees with cfgzip</span>'
         )
         self.xgrammar.value = f"{head}<br>{agree}"
+
+
+# the title of the read-only view of the EBNF an input becomes, per input kind
+_CONVERTED_TITLES = {
+    "json_schema": "Grammar built from the schema (XGrammar's EBNF, read-only): rules, JSON pointers, what it does not enforce",
+    "structural_tag": "Grammar built from the structural tag (XGrammar's EBNF, read-only)",
+    "gbnf": "Grammar converted from GBNF (the EBNF the engines compile, read-only)",
+}
 
 
 def _schema_report_html(info: dict) -> str:
