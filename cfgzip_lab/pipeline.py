@@ -23,6 +23,7 @@ from .grammar.lower import lower
 from .grammar.sources import GrammarSource, to_ebnf
 from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
+from .grammar.words import WordStore
 
 
 @dataclass
@@ -71,8 +72,14 @@ def compile_grammar(
     kind: str = "ebnf",
     counted_threshold: int = COUNTED_THRESHOLD,
     max_gnf_nodes: int = DEFAULT_MAX_GNF_NODES,
+    compiled_store: bool | None = None,
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
+
+    ``compiled_store`` (default: where the kernel is built and the grammar has no counted
+    repetitions) builds the normal form in the compiled word store, which classing, the index and
+    the native walk then continue (:func:`cfgzip_lab.native.compiled.new_word_store`; the same nodes
+    as a WordStore). ``False`` keeps the Python WordStore, the reference.
 
     ``kind`` is ``"ebnf"`` (XGrammar's EBNF), ``"gbnf"``, ``"json_schema"`` or ``"auto"``:
     other kinds go through :func:`~.grammar.sources.to_ebnf` first, the result's ``text``
@@ -83,7 +90,7 @@ def compile_grammar(
     the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
     """
     try:
-        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes)
+        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store)
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
         message = (
@@ -93,7 +100,9 @@ def compile_grammar(
         raise GrammarError([Diagnostic(1, 1, message)], text=text, source=source) from None
 
 
-def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int) -> CompiledGrammar:
+def _compile_grammar(
+    text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int, compiled_store: bool | None
+) -> CompiledGrammar:
     t0 = time.perf_counter()
     origin = None
     if kind != "ebnf":
@@ -145,13 +154,31 @@ def _compile_grammar(text: str, source: str, kind: str, counted_threshold: int, 
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:
-        gnf = to_gnf(cfg, max_nodes=max_gnf_nodes)
+        gnf = _normal_form(cfg, max_gnf_nodes, compiled_store)
     except GrammarError as error:
         error = GrammarError(error.diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
     t4 = time.perf_counter()
     seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t4 - t3}
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
+
+
+def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):
+    """``to_gnf`` in the store :func:`compile_grammar` chose; where the compiled store cannot go on
+    (``Unsupported``: a set operation nesting past its recursion depth), the normal form is built
+    again in a WordStore, the reference (same nodes, same ids)."""
+    if compiled is False:
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore())
+    from .native.compiled import Unsupported, new_word_store
+
+    tokens = any(s.bits >> 256 for s in cfg.byte_sets())  # token-level macros' pseudo-bytes (issue 19)
+    store = new_word_store(counted=bool(getattr(cfg, "counted", None)), tokens=tokens)
+    if isinstance(store, WordStore):
+        return to_gnf(cfg, max_nodes=max_nodes, store=store)
+    try:
+        return to_gnf(cfg, max_nodes=max_nodes, store=store)
+    except Unsupported:
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore())
 
 
 def build_classes(

@@ -86,8 +86,8 @@ stamp_base=$venv/.cfgzip-setup-base.sha256
 stamp_test=$venv/.cfgzip-setup-test.sha256
 if [ "$test_mode" = 1 ]; then stamp=$stamp_test; else stamp=$stamp_base; fi
 if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then stamp=$stamp.serving; fi
-# (the C source of the native engine's optional kernel too: pip install -e . compiles it in place)
-digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/native/_kernel.c | sha256sum | cut -d' ' -f1)
+# (the C sources of the native engine's optional kernel too: pip install -e . compiles them in place)
+digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/native/_kernel.[ch] cfgzip_lab/native/_words.c | sha256sum | cut -d' ' -f1)
 
 if [ -z "$missing" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
   say ".venv is up to date"

@@ -208,6 +208,7 @@ def compute_classes(
     cancel: Callable[[], bool] | None = None,
     workers: int = 1,
     max_dag_nodes: int = DEFAULT_MAX_DAG_NODES,
+    compiled: bool | None = None,
 ) -> ClassingResult:
     """Partition a vocabulary by displacement (exact; see :mod:`.displacement`).
 
@@ -229,8 +230,27 @@ def compute_classes(
     the CLI). Each worker sends back the DAG nodes it created, children first, and
     the parent interns them again: interning is canonical, so equal sets get equal
     ids across workers and the partition is exactly the one-process partition.
+
+    ``compiled`` (default: where the kernel is built and the GNF has no counted-repetition
+    families, :func:`cfgzip_lab.native.compiled.supports`) runs the walk, the store and the
+    numbering in C (``native/_words.c``), in this process whatever ``workers`` says: the same
+    nodes under the same ids, the same classes (tested against this Python path), and the
+    result's displacer is a :class:`~cfgzip_lab.native.compiled.CompiledDisplacer` whose store
+    holds ``token_node``'s ids. ``compiled=False`` runs the Python reference.
     """
     started = time.perf_counter()
+    if compiled is None or compiled:
+        from ..native import compiled as native_compiled
+
+        if compiled is None:
+            compiled = native_compiled.supports(gnf)
+        elif not native_compiled.supports(gnf):
+            raise RuntimeError("compiled classing needs the compiled kernel and a GNF without counted families")
+    if compiled:
+        result = _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes)
+        if result is not None:
+            result.classes.metadata["classing_seconds"] = round(time.perf_counter() - started, 4)
+            return result
     displacer = Displacer(gnf)
     store = displacer.store
     vocab_size = len(token_bytes)
@@ -273,6 +293,67 @@ def compute_classes(
     if token_paths is not None:
         classes.metadata["named_token_ids"] = len(token_paths.atoms.named)
     return ClassingResult(classes, displacer, node_of)
+
+
+def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes) -> ClassingResult | None:
+    """:func:`compute_classes` in C: the vocabulary's byte trie (kept per vocabulary) walked in the
+    order of the sorted byte-class strings (``_walk``'s order, its budgets and fallbacks), then
+    ``_assemble``'s numbering over arrays. None where the store would recurse deeper than it
+    allows (the caller runs the Python path)."""
+    from ..native import compiled as native_compiled
+
+    kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
+    vocab_size = len(token_bytes)
+    trie = native_compiled.vocab_trie(token_bytes, kinds)
+    displacer = native_compiled.CompiledDisplacer(gnf)
+    store = displacer.store
+    node_of = np.full(vocab_size, -1, dtype=np.int64)
+    fallback = np.zeros(vocab_size, dtype=np.uint8)
+    try:
+        keys, _, status = store.native.classify(
+            trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel
+        )
+    except native_compiled.Unsupported:
+        return None
+    if status == "cancelled":
+        raise InterruptedError("classing cancelled")
+    if status is not None:  # ("limit", key, node): the run's cap, as _walk raises it
+        _, key, node = status
+        rules = busiest_rules(store, node, gnf) or largest_rules(gnf)
+        raise ClassingLimitError(limit_message(max_nodes, example_bytes(gnf, key), rules))
+    if progress is not None:
+        progress(trie.info()["eligible"], trie.info()["eligible"])
+    class_of = np.empty(vocab_size, dtype=np.int32)
+    reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
+        trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP)
+    )
+    reps = np.frombuffer(reps, dtype=np.int32).copy()
+    kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()
+    fallback_count = int(np.count_nonzero(fallback))
+    classes = TokenClasses(class_of, reps, kinds_out, _assembled_metadata(kinds, len(reps), dead, blocked))
+    classes.metadata.update(
+        {
+            "fallback_singletons": fallback_count,
+            "distinct_byte_class_strings": keys,
+            "byte_classes": len(gnf.atoms),
+            "dag_nodes": len(store),
+            "workers": 1,
+        }
+    )
+    return ClassingResult(classes, displacer, node_of)
+
+
+def _assembled_metadata(kinds: np.ndarray, num_classes: int, dead: int, blocked: int) -> dict:
+    """The counts :func:`_assemble` records."""
+    kinds = np.asarray(kinds)
+    return {
+        "vocab_size": int(kinds.shape[0]),
+        "classes": num_classes,
+        "dead_tokens": dead,
+        "stop_tokens": int(np.count_nonzero(kinds == TokenKind.STOP)),
+        "blocked_tokens": blocked,
+        "special_tokens": int(np.count_nonzero((kinds != TokenKind.NORMAL) & (kinds != TokenKind.STOP))),
+    }
 
 
 def _walk(

@@ -803,7 +803,12 @@ def _merge_equivalent(
 
 
 def to_gnf(
-    cfg: CFG, *, lift_per_occurrence: bool = True, merge: bool = True, max_nodes: int = DEFAULT_MAX_GNF_NODES
+    cfg: CFG,
+    *,
+    lift_per_occurrence: bool = True,
+    merge: bool = True,
+    max_nodes: int = DEFAULT_MAX_GNF_NODES,
+    store: WordStore | None = None,
 ) -> GNF:
     """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size.
 
@@ -815,8 +820,11 @@ def to_gnf(
     GrammarError
         When the normal form would need more than ``max_nodes`` word-store nodes: the
         message names the step and the source rule it was working on, at that rule's line.
+
+    ``store``: an empty store to build in (default a new :class:`WordStore`; the pipeline passes the
+    compiled one where it is built, :func:`cfgzip_lab.native.compiled.new_word_store`).
     """
-    store = WordStore()
+    store = WordStore() if store is None else store
     store.limit = max_nodes
     progress = {"step": "terminal lifting", "rules": None}
     try:

@@ -19,9 +19,8 @@
  * one precomputed (word, bits) pair per class and word.
  * Measured with Llama-3 (bython, 3,015 classes, 9,180 small-class tokens): see rows.py.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_kernel.h"
+
 #include <string.h>
 
 static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
@@ -120,11 +119,6 @@ done:
  * child), ...)) tuples, edges sorted by symbol) are read, never written. The DAG is deterministic and the
  * trie a tree, so each (DAG node, trie node) pair is reached by one path only: no memo, no visited set.
  */
-typedef struct {
-    Py_buffer ptr, syms, kids, dense_idx, dense, list_ptr, list_cls;
-    Py_ssize_t nodes, words;
-} Trie;
-
 /* Release a trie's buffers and the trie itself (the capsule's destructor, or a failed trie_new). */
 static void trie_release(Trie *t) {
     PyBuffer_Release(&t->ptr);
@@ -333,5 +327,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__kernel(void) {
     init_lanes_uint16_t();
     init_lanes_uint32_t();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && words_add_to_module(m) < 0) Py_CLEAR(m);
+    return m;
 }

@@ -15,6 +15,7 @@ import numpy as np
 from ..classes.classing import TokenClasses
 from ..classes.displacement import Displacer
 from ..expand import Expander
+from .compiled import make_displacer
 from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
 from .rows import RowCache
@@ -131,7 +132,7 @@ def build_native_engine(
     ``classing`` (the result that produced ``classes``) lends its displacement nodes and
     displacer, so the index is read off them; without it the representatives are run again.
     """
-    displacer = classing.displacer if classing is not None else Displacer(compiled.gnf)
+    displacer = classing.displacer if classing is not None else make_displacer(compiled.gnf)
     source = "given" if index is not None else "built"
     unavailable = None
     if index is None:

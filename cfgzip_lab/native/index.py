@@ -49,6 +49,7 @@ from ..grammar.counted import (
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY
+from .compiled import Unsupported, make_displacer, stepping_store
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
@@ -352,6 +353,53 @@ def _csr_to_ints(indptr: np.ndarray, flat: np.ndarray, k: int) -> list[int]:
     return out
 
 
+def _build_compiled(
+    gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
+) -> SigmaInIndex:
+    """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes and
+    the same arrays (tested against the Python build), returned in the arrays form."""
+    from ..grammar.words import BudgetExceeded
+
+    native = displacer.store.native
+    kinds = np.asarray(classes.class_kind)
+    reps = np.asarray(classes.representatives, dtype=np.int64)
+    normal = np.flatnonzero(kinds == NORMAL)
+    class_nodes = np.zeros(classes.num_classes, dtype=np.int64)  # 0: not indexed
+    nodes = np.asarray(token_node, dtype=np.int64)[reps[normal]] if token_node is not None else np.full(normal.size, -1)
+    unindexed: list[int] = []
+    for i in np.flatnonzero(nodes < 0).tolist():
+        # Not known from classing (cache load, or a fallback singleton): run it under the same kind of
+        # budget classing uses; past it the class is decided by the walk.
+        k = int(normal[i])
+        atoms = bytes(token_bytes[int(reps[k])]).translate(displacer.atom_table)
+        try:
+            nodes[i] = native.run(displacer.initial, atoms, 200_000)[0]
+        except BudgetExceeded:
+            unindexed.append(k)
+            nodes[i] = 0
+    class_nodes[normal] = nodes
+    status = native.sigma_index(class_nodes, max_words_per_node, max_words)
+    if status[0] == "words":
+        raise IndexTooLarge(f"the classes' σ_in sets hold {status[1]:,} words to list (at most {max_words:,})")
+    _, edges, indptr, flat, too_big, stats = status
+    unindexed += np.frombuffer(too_big, dtype=np.int32).tolist()
+    if len(unindexed) > max_unindexed:
+        raise IndexTooLarge(f"{len(unindexed)} classes have σ_in sets too large to list (at most {max_unindexed})")
+    return SigmaInIndex(
+        classes.num_classes,
+        unindexed=np.asarray(sorted(unindexed), dtype=np.int32),
+        gnf_digest=gnf_digest(gnf),
+        build_seconds=time.perf_counter() - started,
+        stats=stats,
+        arrays={
+            "native_edges": np.frombuffer(edges, dtype=np.int32).reshape(-1, 3).copy(),
+            "native_bits_indptr": np.frombuffer(indptr, dtype=np.int64).copy(),
+            "native_bits_classes": np.frombuffer(flat, dtype=np.int32).copy(),
+            "native_family_edges": np.zeros((0, 5), dtype=np.int64),  # a GNF with families is built in Python
+        },
+    )
+
+
 def _reversed_inputs(displacer: Displacer, node: int, memo: dict[int, frozenset[int]]) -> frozenset[int]:
     """The nodes after a SEP edge reachable from ``node`` over output symbols: sets of reverse(σ_in).
 
@@ -426,7 +474,14 @@ def build_index(
     from ..grammar.words import BudgetExceeded
 
     started = time.perf_counter()
-    displacer = displacer or Displacer(gnf)
+    displacer = displacer or make_displacer(gnf)
+    if stepping_store(displacer) is not None:
+        try:
+            return _build_compiled(
+                gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
+            )
+        except Unsupported:  # what the compiled store does not do: the Python build below, on the same store
+            pass
     store, n = displacer.store, displacer.n
     kinds = np.asarray(classes.class_kind)
     reps = np.asarray(classes.representatives)

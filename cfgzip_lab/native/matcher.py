@@ -59,6 +59,9 @@ class DisplacementMatcher:
         self.vocab_bitmask_size = self.bitmask_size
         self._class_of = engine.class_of
         self._class_kind = engine.class_kind
+        # The compiled accept step (a walker on a compiled store): the token's kind, the memo, the byte
+        # steps and the budgets in one call; see accept_token.
+        self._advancer = getattr(self.walker, "_advancer", None)
         self.fallbacks = 0
         self.reset()
 
@@ -133,7 +136,21 @@ class DisplacementMatcher:
         if self._fallback is not None:
             return self._accept_fallback(token_id)
         state = self._history[-1]
-        if state == _STOPPED or not 0 <= token_id < self.vocab_size:
+        if state == _STOPPED:
+            return False
+        if self._advancer is not None:  # _STOPPED for an allowed stop token, EMPTY for a refused token
+            try:
+                new, created = self._advancer.accept(state, token_id, self._spent)
+            except StateBudgetExceeded as exc:
+                self._fall_back(str(exc))
+                return self._accept_fallback(token_id)
+            if new == EMPTY:
+                return False
+            self._spent += created
+            self._history.append(new)
+            self._tokens.append(int(token_id))
+            return True
+        if not 0 <= token_id < self.vocab_size:
             return False
         kind = self._class_kind[self._class_of[token_id]]
         if kind == STOP:

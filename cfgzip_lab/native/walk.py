@@ -35,6 +35,7 @@ from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
+from .compiled import Unsupported, make_displacer, stepping_store
 from .index import SigmaInIndex
 from .rows import _kernel
 
@@ -87,8 +88,11 @@ class StateWalker:
         elif compiled_mask and _kernel is None:
             raise RuntimeError("the compiled kernel (cfgzip_lab.native._kernel) is not built")
         self.gnf = gnf
-        self.displacer = displacer or Displacer(gnf)
+        self.displacer = displacer or make_displacer(gnf)
         self.store = self.displacer.store
+        # The compiled store (a CompiledDisplacer's; None for the Python WordStore): steps, runs and
+        # trie masks of states then run in C on it (native/_words.c), node for node as in Python.
+        self._native = stepping_store(self.displacer)
         self.index = index
         self.limits = limits
         self.num_classes = classes.num_classes
@@ -117,7 +121,35 @@ class StateWalker:
         # The Python walk's lists, built by its first call (an index read from a cache holds only
         # arrays; the compiled walk never needs the lists).
         self._children: list[dict[int, int]] | None = None
-        self.stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
+        self._stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
+        # On a compiled store the whole accept step is one call (_words.c, Advancer): the token's class,
+        # the (state, class) memo, the byte steps and the budgets, as advance() below does in Python.
+        self._advancer = None
+        if self._native is not None:
+            self._advancer = _kernel.Advancer(
+                self._native,
+                token_bytes if isinstance(token_bytes, list) else list(token_bytes),
+                np.ascontiguousarray(self._class_of, dtype=np.int32),
+                np.ascontiguousarray(kinds, dtype=np.uint8),
+                bytes(self.displacer.atom_table),
+                limits.token_budget,
+                limits.request_budget,
+                limits.memo_entries,
+                StateBudgetExceeded,
+            )
+
+    @property
+    def stats(self) -> dict:
+        """Memo hits, walks, advances and memo drops (the compiled accept step's counters included)."""
+        if self._advancer is None:
+            return dict(self._stats)
+        c = self._advancer.stats()
+        return {
+            **self._stats,
+            "advance_memo_hits": self._stats["advance_memo_hits"] + c["advance_memo_hits"],
+            "advances": self._stats["advances"] + c["advances"],
+            "memo_drops": self._stats["memo_drops"] + c["memo_drops"],
+        }
 
     # -- masks --------------------------------------------------------------------
     def accepts_stop(self, state: int) -> bool:
@@ -127,11 +159,14 @@ class StateWalker:
         """Class set allowed after ``state`` as a Python int (bit k = class k), stop class included."""
         got = self._mask_memo.get(state)
         if got is not None:
-            self.stats["mask_memo_hits"] += 1
+            self._stats["mask_memo_hits"] += 1
             return got
-        self.stats["mask_walks"] += 1
+        self._stats["mask_walks"] += 1
         if self._trie is not None:
-            _kernel.trie_mask(self._trie, self.store.nodes, state, self._mask_out)
+            if self._native is not None:
+                self._native.trie_mask(self._trie, state, self._mask_out)
+            else:
+                _kernel.trie_mask(self._trie, self.store.nodes, state, self._mask_out)
             got = int.from_bytes(self._mask_out, "little")
         else:
             got = self._product(state, 0)
@@ -143,7 +178,7 @@ class StateWalker:
             got |= self.stop_bit
         if len(self._mask_memo) >= self.limits.memo_entries:
             self._mask_memo.clear()
-            self.stats["memo_drops"] += 1
+            self._stats["memo_drops"] += 1
         self._mask_memo[state] = got
         return got
 
@@ -194,7 +229,7 @@ class StateWalker:
                         sub = self._product(child, nt)
                         if len(memo) >= self.limits.memo_entries:
                             memo.clear()
-                            self.stats["memo_drops"] += 1
+                            self._stats["memo_drops"] += 1
                         memo[key] = sub
                     acc |= sub
         return acc
@@ -213,8 +248,11 @@ class StateWalker:
         nodes it returns are the ones ``Displacer.step`` would return; only the interpreter
         work differs: the concat below looks up its memo and the interning table before
         recursing, and a tail edge ending the word (child ε) is the rest itself. Measured with
-        Llama-3 on the sample documents: concat is ~60% of a cold accept.
+        Llama-3 on the sample documents: concat is ~60% of a cold accept. On a compiled store the
+        step is the compiled one (the same nodes, see :mod:`.compiled`).
         """
+        if self._native is not None:
+            return self._native.step
         store, displacer = self.store, self.displacer
         nodes, index, make, union = store.nodes, store._index, store.make, store.union
         cmemo, smemo = store._concat, displacer._step
@@ -277,6 +315,15 @@ class StateWalker:
         ``token_id`` (a grammar with token macros), the token read whole is added."""
         store = self.store
         data = atoms_or_bytes if atoms else atoms_or_bytes.translate(self.displacer.atom_table)
+        if self._native is not None:
+            try:
+                return self._native.run(state, data, budget)
+            except BudgetExceeded:
+                raise StateBudgetExceeded(f"a token would create more than {budget} state nodes") from None
+            except Unsupported:
+                raise StateBudgetExceeded(
+                    "a token would nest the state deeper than the compiled store allows"
+                ) from None
         step = self._step
         before = store.created
         store.limit = before + budget
@@ -300,21 +347,23 @@ class StateWalker:
         ``spent`` is what the request created so far; raises :class:`StateBudgetExceeded`
         past :attr:`WalkLimits.request_budget` or the per-token budget.
         """
+        if self._advancer is not None:
+            return self._advancer.accept(state, token_id, spent)
         # Keyed by class, not token: equal displacements give equal successor sets of stacks
         # (C' = {σ_out·rest : σ_in·rest ∈ C, (σ_in, σ_out) ∈ Δ(t)}), so every token of a class
         # leads to the same canonical node (bython sample documents: 1,029 runs instead of 1,194).
         key = state * self.num_classes + self._class_list[token_id]
         got = self._advance_memo.get(key)
         if got is not None:
-            self.stats["advance_memo_hits"] += 1
+            self._stats["advance_memo_hits"] += 1
             return got, 0
-        self.stats["advances"] += 1
+        self._stats["advances"] += 1
         budget = min(self.limits.token_budget, self.limits.request_budget - spent)
         if budget <= 0:
             raise StateBudgetExceeded(f"the request created more than {self.limits.request_budget} state nodes")
         new, created = self._run(state, self.atoms_of(token_id), budget, atoms=True, token_id=token_id)
         if len(self._advance_memo) >= self.limits.memo_entries:
             self._advance_memo.clear()
-            self.stats["memo_drops"] += 1
+            self._stats["memo_drops"] += 1
         self._advance_memo[key] = new
         return new, created

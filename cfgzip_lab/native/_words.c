@@ -1,0 +1,2320 @@
+/* The compiled word store and what walks it: interning, union, concat and their memos
+ * (cfgzip_lab.grammar.words), the displacement step (cfgzip_lab.classes.displacement), classing's walk
+ * of the vocabulary as a trie over byte classes and the numbering of the classes
+ * (cfgzip_lab.classes.classing), the sigma_in index build (cfgzip_lab.native.index) and the state step
+ * and trie mask of the native engine (cfgzip_lab.native.walk). The Python modules named are the
+ * reference; cfgzip_lab.native.compiled wraps this one, and the tests compare the two node for node.
+ *
+ * Same algorithm, same order: a Words store is seeded with a Python WordStore's nodes (ids 0..N-1
+ * kept), and every operation creates its nodes in the order the Python code creates them (children
+ * before parents, edges in symbol order, the same memo keys), so the ids it hands out are the ones
+ * the Python store would hand out for the same calls, and budgets (WordStore.limit / created) trip
+ * at the same node. Nodes are flat arrays: accepts[i], edges esym/ekid[estart[i]:estart[i+1]]
+ * (symbols int64, children int32), interned by an open-addressing table over (accepts, edges);
+ * union, concat and step memos are open-addressing tables keyed by node pairs.
+ *
+ * Errors inside the set algebra are negative return values (E_BUDGET: created passed limit, the
+ * node that passed it stays interned, as in Python; E_NOMEM; E_DEPTH: recursion deeper than
+ * MAX_DEPTH, which the Python wrapper turns into a fall-back to the Python path). Memo entries are
+ * written only for finished results, so an error leaves the store consistent.
+ */
+#include "_kernel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define W_EMPTY 0
+#define W_EPSILON 1
+#define E_BUDGET (-2)
+#define E_NOMEM (-3)
+#define E_DEPTH (-4)
+#define E_LIMIT (-5)
+#define E_CANCEL (-6)
+#define E_PYTHON (-7)
+#define E_SYMBOL (-8)
+/* Set operations recurse along word length. Words here are stacks and token displacements (a few
+ * hundred symbols at most on every grammar tried); past this depth the caller falls back to Python. */
+#define MAX_DEPTH 20000
+#define NO_LIMIT INT64_MAX
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int grow(void **buf, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    int64_t c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *p = realloc(*buf, (size_t)c * elem);
+    if (!p) return -1;
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
+/* ---- memo tables: uint64 key -> int32 value, open addressing, linear probing ---- */
+#define MEMO_FREE UINT64_MAX
+typedef struct {
+    uint64_t *keys;
+    int32_t *vals;
+    uint64_t mask;
+    int64_t used;
+} Memo;
+
+static void memo_free(Memo *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+static inline int32_t memo_get(const Memo *m, uint64_t key) {
+    if (!m->keys) return -1;
+    uint64_t i = mix64(key) & m->mask;
+    for (;;) {
+        uint64_t k = m->keys[i];
+        if (k == key) return m->vals[i];
+        if (k == MEMO_FREE) return -1;
+        i = (i + 1) & m->mask;
+    }
+}
+
+static int memo_resize(Memo *m, uint64_t cap) {
+    uint64_t *keys = malloc(cap * sizeof(uint64_t));
+    int32_t *vals = malloc(cap * sizeof(int32_t));
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -1;
+    }
+    memset(keys, 0xFF, cap * sizeof(uint64_t));
+    uint64_t mask = cap - 1;
+    if (m->keys) {
+        for (uint64_t j = 0; j <= m->mask; j++) {
+            uint64_t k = m->keys[j];
+            if (k == MEMO_FREE) continue;
+            uint64_t i = mix64(k) & mask;
+            while (keys[i] != MEMO_FREE) i = (i + 1) & mask;
+            keys[i] = k;
+            vals[i] = m->vals[j];
+        }
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->mask = mask;
+    return 0;
+}
+
+static int memo_put(Memo *m, uint64_t key, int32_t val) {
+    if (!m->keys || (uint64_t)(m->used + 1) * 2 > m->mask + 1) {
+        if (memo_resize(m, m->keys ? (m->mask + 1) * 2 : 1024) < 0) return -1;
+    }
+    uint64_t i = mix64(key) & m->mask;
+    while (m->keys[i] != MEMO_FREE && m->keys[i] != key) i = (i + 1) & m->mask;
+    if (m->keys[i] == MEMO_FREE) m->used++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return 0;
+}
+
+static inline uint64_t pair_key(int64_t a, int64_t b) { return ((uint64_t)a << 32) | (uint64_t)b; }
+
+/* ---- the store ---- */
+typedef struct {
+    PyObject_HEAD
+    /* nodes */
+    int64_t n, ncap;
+    int64_t *estart; /* ncap + 1 */
+    uint8_t *acc;
+    uint64_t *nhash;
+    /* edges */
+    int64_t ne, ecap;
+    int64_t *esym;
+    int32_t *ekid;
+    /* interning */
+    int32_t *itab;
+    uint64_t imask;
+    /* scratch stack of edges under construction */
+    int64_t stop, scap;
+    int64_t *ssym;
+    int32_t *skid;
+    /* memos */
+    Memo um, cm, sm;
+    int64_t created, limit;
+    PyObject *budget_exc;
+    /* the grammar (displacement), once set */
+    int has_grammar;
+    int64_t nt, natoms, sep;
+    int32_t *table;                  /* nt * natoms: tail or -1 */
+    int32_t *tops_ptr;               /* natoms + 1 */
+    int32_t *tops_a, *tops_t;        /* nonterminal, tail; by atom, nonterminals ascending */
+    uint64_t *below;                 /* nt rows of below_words: bit b of row a: b may sit under a */
+    uint64_t *tops_bits;             /* natoms rows of below_words: bit a: a has a production on the atom */
+    int64_t below_words;
+    int64_t *cand;                   /* step's backtrack candidates (a, tail, consumed) */
+    int64_t ccap;
+    int64_t steps, step_hits;        /* statistics */
+} Words;
+
+static PyTypeObject WordsType;
+
+static inline int64_t n_edges(const Words *S, int64_t node) { return S->estart[node + 1] - S->estart[node]; }
+
+static int push_edge(Words *S, int64_t sym, int64_t kid) {
+    if (S->stop >= S->scap) {
+        int64_t cap = S->scap ? 2 * S->scap : 256;
+        int64_t *syms = realloc(S->ssym, (size_t)cap * sizeof(int64_t));
+        if (syms) S->ssym = syms;
+        int32_t *kids = syms ? realloc(S->skid, (size_t)cap * sizeof(int32_t)) : NULL;
+        if (!kids) return -1;
+        S->skid = kids;
+        S->scap = cap;
+    }
+    S->ssym[S->stop] = sym;
+    S->skid[S->stop] = (int32_t)kid;
+    S->stop++;
+    return 0;
+}
+
+/* Room for one more node (need: nodes) and `edges` more edges. */
+static int reserve(Words *S, int64_t need, int64_t edges) {
+    if (need + 1 > S->ncap) {
+        int64_t cap = S->ncap ? 2 * S->ncap : 1024;
+        while (cap < need + 1) cap *= 2;
+        int64_t *estart = realloc(S->estart, (size_t)(cap + 1) * sizeof(int64_t));
+        if (!estart) return -1;
+        S->estart = estart;
+        uint8_t *acc = realloc(S->acc, (size_t)cap);
+        if (!acc) return -1;
+        S->acc = acc;
+        uint64_t *nhash = realloc(S->nhash, (size_t)cap * sizeof(uint64_t));
+        if (!nhash) return -1;
+        S->nhash = nhash;
+        S->ncap = cap;
+    }
+    if (S->ne + edges > S->ecap) {
+        int64_t cap = S->ecap ? 2 * S->ecap : 4096;
+        while (cap < S->ne + edges) cap *= 2;
+        int64_t *esym = realloc(S->esym, (size_t)cap * sizeof(int64_t));
+        if (!esym) return -1;
+        S->esym = esym;
+        int32_t *ekid = realloc(S->ekid, (size_t)cap * sizeof(int32_t));
+        if (!ekid) return -1;
+        S->ekid = ekid;
+        S->ecap = cap;
+    }
+    return 0;
+}
+
+static uint64_t hash_node(int accepts, const int64_t *syms, const int32_t *kids, int64_t cnt) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)accepts;
+    for (int64_t i = 0; i < cnt; i++) {
+        h = (h ^ (uint64_t)syms[i]) * 0x100000001B3ULL;
+        h = (h ^ (uint64_t)(uint32_t)kids[i]) * 0xC2B2AE3D27D4EB4FULL;
+    }
+    return mix64(h ^ (uint64_t)cnt);
+}
+
+static int itab_resize(Words *S, uint64_t cap) {
+    int32_t *tab = malloc(cap * sizeof(int32_t));
+    if (!tab) return -1;
+    memset(tab, 0xFF, cap * sizeof(int32_t));
+    uint64_t mask = cap - 1;
+    for (int64_t id = 0; id < S->n; id++) {
+        uint64_t i = S->nhash[id] & mask;
+        while (tab[i] >= 0) i = (i + 1) & mask;
+        tab[i] = (int32_t)id;
+    }
+    free(S->itab);
+    S->itab = tab;
+    S->imask = mask;
+    return 0;
+}
+
+/* Intern the node (accepts, scratch[base:stop]) and pop the scratch back to base. */
+static int64_t make_scratch(Words *S, int accepts, int64_t base) {
+    int64_t cnt = S->stop - base;
+    const int64_t *syms = S->ssym + base;
+    const int32_t *kids = S->skid + base;
+    uint64_t h = hash_node(accepts, syms, kids, cnt);
+    uint64_t i = h & S->imask;
+    for (;;) {
+        int32_t id = S->itab[i];
+        if (id < 0) break;
+        if (S->nhash[id] == h && S->acc[id] == accepts && n_edges(S, id) == cnt &&
+            memcmp(S->esym + S->estart[id], syms, (size_t)cnt * sizeof(int64_t)) == 0 &&
+            memcmp(S->ekid + S->estart[id], kids, (size_t)cnt * sizeof(int32_t)) == 0) {
+            S->stop = base;
+            return id;
+        }
+        i = (i + 1) & S->imask;
+    }
+    if (S->n >= INT32_MAX - 1) {
+        S->stop = base;
+        return E_NOMEM;
+    }
+    if (reserve(S, S->n + 1, cnt) < 0) {
+        S->stop = base;
+        return E_NOMEM;
+    }
+    memcpy(S->esym + S->ne, syms, (size_t)cnt * sizeof(int64_t));
+    memcpy(S->ekid + S->ne, kids, (size_t)cnt * sizeof(int32_t));
+    int64_t id = S->n++;
+    S->ne += cnt;
+    S->estart[id + 1] = S->ne;
+    S->acc[id] = (uint8_t)accepts;
+    S->nhash[id] = h;
+    S->itab[i] = (int32_t)id;
+    S->stop = base;
+    if ((uint64_t)S->n * 2 > S->imask + 1 && itab_resize(S, (S->imask + 1) * 2) < 0) return E_NOMEM;
+    S->created++;
+    if (S->created > S->limit) return E_BUDGET;
+    return id;
+}
+
+static int64_t make1(Words *S, int64_t sym, int64_t kid) {
+    int64_t base = S->stop;
+    if (push_edge(S, sym, kid) < 0) return E_NOMEM;
+    return make_scratch(S, 0, base);
+}
+
+static int64_t w_union(Words *S, int64_t a, int64_t b, int depth) {
+    if (a == b || b == W_EMPTY) return a;
+    if (a == W_EMPTY) return b;
+    if (a > b) {
+        int64_t t = a;
+        a = b;
+        b = t;
+    }
+    uint64_t key = pair_key(a, b);
+    int32_t got = memo_get(&S->um, key);
+    if (got >= 0) return got;
+    if (depth > MAX_DEPTH) return E_DEPTH;
+    int64_t base = S->stop;
+    int64_t i = S->estart[a], iend = S->estart[a + 1], j = S->estart[b], jend = S->estart[b + 1];
+    while (i < iend && j < jend) {
+        int64_t sa = S->esym[i], sb = S->esym[j];
+        int64_t sym, kid;
+        if (sa == sb) {
+            kid = w_union(S, S->ekid[i], S->ekid[j], depth + 1);
+            if (kid < 0) {
+                S->stop = base;
+                return kid;
+            }
+            sym = sa;
+            i++;
+            j++;
+        } else if (sa < sb) {
+            sym = sa;
+            kid = S->ekid[i++];
+        } else {
+            sym = sb;
+            kid = S->ekid[j++];
+        }
+        if (push_edge(S, sym, kid) < 0) {
+            S->stop = base;
+            return E_NOMEM;
+        }
+    }
+    for (; i < iend; i++)
+        if (push_edge(S, S->esym[i], S->ekid[i]) < 0) goto nomem;
+    for (; j < jend; j++)
+        if (push_edge(S, S->esym[j], S->ekid[j]) < 0) goto nomem;
+    int64_t r = make_scratch(S, S->acc[a] | S->acc[b], base);
+    if (r < 0) return r;
+    if (memo_put(&S->um, key, (int32_t)r) < 0) return E_NOMEM;
+    return r;
+nomem:
+    S->stop = base;
+    return E_NOMEM;
+}
+
+static int64_t w_concat(Words *S, int64_t a, int64_t b, int depth) {
+    if (a == W_EMPTY || b == W_EMPTY) return W_EMPTY;
+    if (a == W_EPSILON) return b;
+    if (b == W_EPSILON) return a;
+    uint64_t key = pair_key(a, b);
+    int32_t got = memo_get(&S->cm, key);
+    if (got >= 0) return got;
+    if (depth > MAX_DEPTH) return E_DEPTH;
+    int64_t base = S->stop;
+    for (int64_t i = S->estart[a]; i < S->estart[a + 1]; i++) {
+        int64_t kid = w_concat(S, S->ekid[i], b, depth + 1);
+        if (kid < 0) {
+            S->stop = base;
+            return kid;
+        }
+        if (push_edge(S, S->esym[i], kid) < 0) {
+            S->stop = base;
+            return E_NOMEM;
+        }
+    }
+    int64_t r = make_scratch(S, 0, base);
+    if (r < 0) return r;
+    if (S->acc[a]) {
+        r = w_union(S, r, b, depth + 1);
+        if (r < 0) return r;
+    }
+    if (memo_put(&S->cm, key, (int32_t)r) < 0) return E_NOMEM;
+    return r;
+}
+
+/* The kinds of symbols on top of a configuration word: a GNF nonterminal (output), SEP, or something
+ * else. The room for issue 17's counted families (concrete members F_c, symbolic REL symbols, which the
+ * Python reference keeps in ranges above 2^48): a kind per symbol range, looked up here once the kernel
+ * learns them. Until then a GNF with families never reaches this code (native.compiled.supports), and
+ * an unknown kind is E_SYMBOL: the caller falls back to Python. */
+enum { SYM_OUTPUT, SYM_SEP, SYM_OTHER };
+static inline int sym_kind(const Words *S, int64_t sym) {
+    return sym >= 0 && sym < S->nt ? SYM_OUTPUT : sym == S->sep ? SYM_SEP : SYM_OTHER;
+}
+
+/* Displacer.step: the configuration set after reading one more byte of class `atom`. */
+static int64_t w_step(Words *S, int64_t node, int64_t atom) {
+    uint64_t key = (uint64_t)node * (uint64_t)S->natoms + (uint64_t)atom;
+    S->steps++;
+    int32_t got = memo_get(&S->sm, key);
+    if (got >= 0) {
+        S->step_hits++;
+        return got;
+    }
+    int64_t nt = S->nt, sep = S->sep, result = W_EMPTY;
+    int64_t nedges = n_edges(S, node);
+    for (int64_t e = 0; e < nedges; e++) {
+        int64_t sym = S->esym[S->estart[node] + e], rest = S->ekid[S->estart[node] + e];
+        int kind = sym_kind(S, sym);
+        if (kind == SYM_OTHER) return E_SYMBOL;
+        if (kind == SYM_OUTPUT) {
+            int64_t tail = S->table[sym * S->natoms + atom];
+            if (tail < 0) continue;
+            int64_t c = w_concat(S, tail, rest, 0);
+            if (c < 0) return c;
+            result = w_union(S, result, c, 0);
+            if (result < 0) return result;
+            continue;
+        }
+        /* SEP: sigma_out is empty, backtrack into the context */
+        int64_t nc = 0;
+        const int32_t *ta = S->tops_a + S->tops_ptr[atom], *tt = S->tops_t + S->tops_ptr[atom];
+        int64_t ntops = S->tops_ptr[atom + 1] - S->tops_ptr[atom];
+        if (S->acc[rest]) {
+            if (grow((void **)&S->cand, &S->ccap, 3 * (nc + ntops), sizeof(int64_t)) < 0) return E_NOMEM;
+            for (int64_t k = 0; k < ntops; k++) {
+                S->cand[3 * nc] = ta[k];
+                S->cand[3 * nc + 1] = tt[k];
+                S->cand[3 * nc + 2] = W_EPSILON;
+                nc++;
+            }
+        }
+        int64_t nrest = n_edges(S, rest), words = S->below_words;
+        const uint64_t *tops_bits = S->tops_bits + atom * words;
+        for (int64_t f = 0; f < nrest; f++) {
+            int64_t in_sym = S->esym[S->estart[rest] + f], deeper = S->ekid[S->estart[rest] + f];
+            int64_t consumed = make1(S, in_sym, deeper);
+            if (consumed < 0) return consumed;
+            int64_t last = in_sym - nt - 1;
+            if (last < 0 || last >= nt) continue; /* (never: input symbols are n + 1 + A) */
+            if (grow((void **)&S->cand, &S->ccap, 3 * (nc + ntops), sizeof(int64_t)) < 0) return E_NOMEM;
+            /* the tops on this atom that may sit below `last`, ascending: one AND per 64 nonterminals
+             * (Displacer's backtrack candidates; a loop over every top cost 34% of jsb_0172's classing) */
+            const uint64_t *below = S->below + last * words;
+            for (int64_t w = 0; w < words; w++)
+                for (uint64_t bits = below[w] & tops_bits[w]; bits; bits &= bits - 1) {
+                    int64_t a = w * 64 + __builtin_ctzll(bits);
+                    S->cand[3 * nc] = a;
+                    S->cand[3 * nc + 1] = S->table[a * S->natoms + atom];
+                    S->cand[3 * nc + 2] = consumed;
+                    nc++;
+                }
+        }
+        for (int64_t k = 0; k < nc; k++) {
+            int64_t a = S->cand[3 * k], tail = S->cand[3 * k + 1], consumed = S->cand[3 * k + 2];
+            int64_t inner = make1(S, nt + 1 + a, consumed);
+            if (inner < 0) return inner;
+            int64_t enqueued = make1(S, sep, inner);
+            if (enqueued < 0) return enqueued;
+            int64_t c = w_concat(S, tail, enqueued, 0);
+            if (c < 0) return c;
+            result = w_union(S, result, c, 0);
+            if (result < 0) return result;
+        }
+    }
+    if (memo_put(&S->sm, key, (int32_t)result) < 0) return E_NOMEM;
+    return result;
+}
+
+/* ---- Python-facing errors ---- */
+/* cfgzip_lab.native._kernel.Unsupported: what this store does not do (recursion past MAX_DEPTH, a symbol
+ * kind it does not know); the callers run the Python reference instead. */
+static PyObject *Unsupported;
+
+static PyObject *raise_code(Words *S, int64_t code) {
+    if (code == E_BUDGET) {
+        PyErr_SetObject(S->budget_exc ? S->budget_exc : PyExc_RuntimeError, PyLong_FromLongLong(S->created));
+    } else if (code == E_DEPTH) {
+        PyErr_SetString(Unsupported, "word store: recursion deeper than the compiled store allows");
+    } else if (code == E_SYMBOL) {
+        PyErr_SetString(Unsupported, "word store: a symbol the compiled step does not know on top of a word");
+    } else if (code == E_NOMEM) {
+        PyErr_NoMemory();
+    } else if (!PyErr_Occurred()) {
+        PyErr_Format(PyExc_RuntimeError, "word store: error %lld", (long long)code);
+    }
+    return NULL;
+}
+
+static int check_node(Words *S, long long node) {
+    if (node < 0 || node >= S->n) {
+        PyErr_Format(PyExc_IndexError, "word store: no node %lld", node);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- construction ---- */
+static void words_dealloc(Words *S) {
+    free(S->estart);
+    free(S->acc);
+    free(S->nhash);
+    free(S->esym);
+    free(S->ekid);
+    free(S->itab);
+    free(S->ssym);
+    free(S->skid);
+    memo_free(&S->um);
+    memo_free(&S->cm);
+    memo_free(&S->sm);
+    free(S->table);
+    free(S->tops_ptr);
+    free(S->tops_a);
+    free(S->tops_t);
+    free(S->below);
+    free(S->tops_bits);
+    free(S->cand);
+    Py_XDECREF(S->budget_exc);
+    Py_TYPE(S)->tp_free((PyObject *)S);
+}
+
+/* Read one Python node (accepts, ((sym, child), ...)) onto the scratch; returns accepts or -1. */
+static int scratch_python_node(Words *S, PyObject *accepts, PyObject *edges) {
+    int acc = PyObject_IsTrue(accepts);
+    if (acc < 0) return -1;
+    PyObject *seq = PySequence_Fast(edges, "word store: edges must be a sequence of (symbol, child) pairs");
+    if (!seq) return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    long long prev = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2) {
+            PyErr_SetString(PyExc_TypeError, "word store: an edge must be a (symbol, child) tuple");
+            goto fail;
+        }
+        long long sym = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 0));
+        long long kid = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 1));
+        if (PyErr_Occurred()) goto fail;
+        if (kid <= W_EMPTY || kid >= S->n || (i > 0 && sym <= prev)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "word store: edges must be sorted by symbol with existing, non-empty children");
+            goto fail;
+        }
+        prev = sym;
+        if (push_edge(S, sym, kid) < 0) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    return acc;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static int words_init(Words *S, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"nodes", "created", "budget_exc", NULL};
+    PyObject *nodes, *exc = Py_None;
+    long long created = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|LO", kwlist, &nodes, &created, &exc)) return -1;
+    if (S->n) {
+        PyErr_SetString(PyExc_RuntimeError, "word store: already initialised");
+        return -1;
+    }
+    Py_XSETREF(S->budget_exc, exc == Py_None ? NULL : Py_NewRef(exc));
+    S->limit = NO_LIMIT;
+    if (reserve(S, 1024, 4096) < 0) goto nomem;
+    S->estart[0] = 0;
+    if (itab_resize(S, 2048) < 0) goto nomem;
+    PyObject *seq = PySequence_Fast(nodes, "word store: nodes must be a sequence");
+    if (!seq) return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(node) || PyTuple_GET_SIZE(node) != 2) {
+            PyErr_SetString(PyExc_TypeError, "word store: a node must be an (accepts, edges) tuple");
+            Py_DECREF(seq);
+            return -1;
+        }
+        int64_t base = S->stop;
+        /* the first two nodes are EMPTY and EPSILON, with no children to check against */
+        int acc = scratch_python_node(S, PyTuple_GET_ITEM(node, 0), PyTuple_GET_ITEM(node, 1));
+        if (acc < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if ((i == 0 && (acc || S->stop != base)) || (i == 1 && (!acc || S->stop != base))) {
+            PyErr_SetString(PyExc_ValueError, "word store: nodes 0 and 1 must be EMPTY and EPSILON");
+            Py_DECREF(seq);
+            return -1;
+        }
+        int64_t id = make_scratch(S, acc, base);
+        if (id < 0) {
+            Py_DECREF(seq);
+            raise_code(S, id);
+            return -1;
+        }
+        if (id != i) {
+            PyErr_Format(PyExc_ValueError, "word store: node %zd repeats node %lld (not a canonical store)", i,
+                         (long long)id);
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    if (S->n < 2) {
+        int64_t base = S->stop;
+        if (S->n == 0 && make_scratch(S, 0, base) != 0) goto nomem;
+        if (S->n == 1 && make_scratch(S, 1, base) != 1) goto nomem;
+    }
+    S->created = created;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Stack adjacency, directly-below form (cfgzip_lab.grammar.gnf.stack_below, the reference): bit b of
+ * row a (bit nt: BOTTOM) when some reachable stack may hold b right under a. The fixpoint
+ *     below[S] has BOTTOM;  for A -> a B1..Bk: below[Bi] has B(i+1) (i < k), below[Bk] includes below[A]
+ * over the tails' DAG: direct pairs from every reachable node's edge followed by an edge, "lasts" (the
+ * symbols ending some word of a node) by one postorder pass, then the inclusions until nothing changes. */
+static int compute_below(Words *S, int64_t start) {
+    int64_t nt = S->nt, words = (nt + 1 + 63) / 64;
+    S->below_words = words;
+    S->below = calloc((size_t)(nt ? nt : 1) * words, sizeof(uint64_t));
+    int32_t *slot = malloc((size_t)S->n * sizeof(int32_t)); /* node -> row of `lasts`, -1 unseen */
+    int64_t *stack = NULL, sp = 0, scap = 0;
+    int32_t *order = NULL;
+    uint64_t *lasts = NULL, *ends = calloc((size_t)(nt ? nt : 1) * words, sizeof(uint64_t));
+    int64_t nreach = 0;
+    int ret = -1;
+    if (!S->below || !slot || !ends) goto done;
+    memset(slot, 0xFF, (size_t)S->n * sizeof(int32_t));
+    order = malloc((size_t)S->n * sizeof(int32_t));
+    if (!order) goto done;
+    /* postorder over the nodes reachable from every tail (children first) */
+    for (int64_t e = 0; e < nt * S->natoms; e++) {
+        int64_t root = S->table[e];
+        if (root <= W_EPSILON || slot[root] != -1) continue;
+        if (grow((void **)&stack, &scap, sp + 2, sizeof(int64_t)) < 0) goto done;
+        stack[sp++] = root;
+        stack[sp++] = -1;
+        while (sp) { /* slot: -1 unseen, -2 expanded (on the current path), >= 0 finished */
+            int64_t mark = stack[--sp], node = stack[--sp];
+            if (mark == -1) {
+                if (slot[node] != -1) continue;
+                slot[node] = -2;
+                if (grow((void **)&stack, &scap, sp + 2 + 2 * n_edges(S, node), sizeof(int64_t)) < 0) goto done;
+                stack[sp++] = node;
+                stack[sp++] = -3;
+                for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+                    int64_t c = S->ekid[i];
+                    if (c <= W_EPSILON || slot[c] != -1) continue;
+                    stack[sp++] = c;
+                    stack[sp++] = -1;
+                }
+            } else {
+                slot[node] = (int32_t)nreach;
+                order[nreach++] = (int32_t)node;
+            }
+        }
+    }
+    lasts = calloc((size_t)(nreach ? nreach : 1) * words, sizeof(uint64_t));
+    if (!lasts) goto done;
+    for (int64_t r = 0; r < nreach; r++) {
+        int64_t node = order[r];
+        uint64_t *row = lasts + r * words;
+        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+            int64_t sym = S->esym[i], c = S->ekid[i];
+            if (sym < 0 || sym >= nt) continue;
+            if (S->acc[c]) row[sym >> 6] |= (uint64_t)1 << (sym & 63);
+            if (c > W_EPSILON) {
+                const uint64_t *sub = lasts + (int64_t)slot[c] * words;
+                for (int64_t w = 0; w < words; w++) row[w] |= sub[w];
+            }
+            for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++) {
+                int64_t s2 = S->esym[j];
+                if (s2 >= 0 && s2 < nt) S->below[sym * words + (s2 >> 6)] |= (uint64_t)1 << (s2 & 63);
+            }
+        }
+    }
+    for (int64_t a = 0; a < nt; a++)
+        for (int64_t k = 0; k < S->natoms; k++) {
+            int64_t t = S->table[a * S->natoms + k];
+            if (t <= W_EPSILON) continue;
+            const uint64_t *sub = lasts + (int64_t)slot[t] * words;
+            for (int64_t w = 0; w < words; w++) ends[a * words + w] |= sub[w];
+        }
+    if (start >= 0 && start < nt) S->below[start * words + (nt >> 6)] |= (uint64_t)1 << (nt & 63);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int64_t a = 0; a < nt; a++) {
+            const uint64_t *from = S->below + a * words, *ea = ends + a * words;
+            for (int64_t w = 0; w < words; w++)
+                for (uint64_t bits = ea[w]; bits; bits &= bits - 1) {
+                    int64_t b = w * 64 + __builtin_ctzll(bits);
+                    uint64_t *to = S->below + b * words;
+                    for (int64_t x = 0; x < words; x++)
+                        if (from[x] & ~to[x]) {
+                            to[x] |= from[x];
+                            changed = 1;
+                        }
+                }
+        }
+    }
+    ret = 0;
+done:
+    free(slot);
+    free(stack);
+    free(order);
+    free(lasts);
+    free(ends);
+    return ret;
+}
+
+/* grammar(table, num_atoms, start) -> the displacer's initial node.
+ *   table: list of dicts atom -> tail node, one per GNF nonterminal; start: the start nonterminal.
+ * Builds the stack adjacency (compute_below), Displacer's tops / backtrack lists, and interns the
+ * initial set {SEP} (as Displacer.__init__ does). */
+static PyObject *words_grammar(Words *S, PyObject *args) {
+    PyObject *table;
+    long long natoms, start;
+    if (!PyArg_ParseTuple(args, "O!LL", &PyList_Type, &table, &natoms, &start)) return NULL;
+    int64_t nt = PyList_GET_SIZE(table);
+    if (S->has_grammar) { /* a second displacer of the same GNF on its store: the same tables */
+        if (nt != S->nt || natoms != S->natoms) {
+            PyErr_SetString(PyExc_RuntimeError, "word store: it already serves another grammar");
+            return NULL;
+        }
+        int64_t initial = make1(S, S->sep, W_EPSILON);
+        return initial < 0 ? raise_code(S, initial) : PyLong_FromLongLong(initial);
+    }
+    if (natoms <= 0 || natoms > 256 || nt >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "word store: between 1 and 256 byte classes");
+        return NULL;
+    }
+    S->nt = nt;
+    S->natoms = natoms;
+    S->sep = nt;
+    S->table = malloc((size_t)(nt ? nt : 1) * natoms * sizeof(int32_t));
+    S->tops_ptr = calloc((size_t)natoms + 1, sizeof(int32_t));
+    if (!S->table || !S->tops_ptr) return PyErr_NoMemory();
+    memset(S->table, 0xFF, (size_t)nt * natoms * sizeof(int32_t));
+    int64_t entries = 0;
+    for (int64_t a = 0; a < nt; a++) {
+        PyObject *row = PyList_GET_ITEM(table, a), *k, *v;
+        Py_ssize_t pos = 0;
+        if (!PyDict_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "word store: a table row must be a dict");
+            return NULL;
+        }
+        while (PyDict_Next(row, &pos, &k, &v)) {
+            long long atom = PyLong_AsLongLong(k), tail = PyLong_AsLongLong(v);
+            if (PyErr_Occurred()) return NULL;
+            if (atom < 0 || atom >= natoms || tail <= W_EMPTY || tail >= S->n) {
+                PyErr_SetString(PyExc_ValueError, "word store: a table entry out of range");
+                return NULL;
+            }
+            S->table[a * natoms + atom] = (int32_t)tail;
+            entries++;
+        }
+    }
+    if (compute_below(S, start) < 0) return PyErr_NoMemory();
+    S->tops_a = malloc((size_t)(entries ? entries : 1) * sizeof(int32_t));
+    S->tops_t = malloc((size_t)(entries ? entries : 1) * sizeof(int32_t));
+    if (!S->tops_a || !S->tops_t) return PyErr_NoMemory();
+    int64_t pos = 0;
+    for (int64_t k = 0; k < natoms; k++) {
+        S->tops_ptr[k] = (int32_t)pos;
+        for (int64_t a = 0; a < nt; a++) {
+            int32_t t = S->table[a * natoms + k];
+            if (t < 0) continue;
+            S->tops_a[pos] = (int32_t)a;
+            S->tops_t[pos] = t;
+            pos++;
+        }
+    }
+    S->tops_ptr[natoms] = (int32_t)pos;
+    S->tops_bits = calloc((size_t)natoms * (size_t)S->below_words, sizeof(uint64_t));
+    if (!S->tops_bits) return PyErr_NoMemory();
+    for (int64_t k = 0; k < natoms; k++)
+        for (int32_t i = S->tops_ptr[k]; i < S->tops_ptr[k + 1]; i++)
+            S->tops_bits[k * S->below_words + (S->tops_a[i] >> 6)] |= (uint64_t)1 << (S->tops_a[i] & 63);
+    S->has_grammar = 1;
+    int64_t initial = make1(S, S->sep, W_EPSILON);
+    if (initial < 0) return raise_code(S, initial);
+    return PyLong_FromLongLong(initial);
+}
+
+/* below_sets(bottom) -> list of sets: the stack adjacency as stack_below returns it (`bottom` for BOTTOM). */
+static PyObject *words_below_sets(Words *S, PyObject *arg) {
+    if (!S->has_grammar) {
+        PyErr_SetString(PyExc_RuntimeError, "word store: no grammar set (Words.grammar)");
+        return NULL;
+    }
+    PyObject *out = PyList_New(S->nt);
+    for (int64_t a = 0; out && a < S->nt; a++) {
+        PyObject *set = PySet_New(NULL);
+        if (!set) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, a, set);
+        for (int64_t b = 0; b <= S->nt; b++) {
+            if (!((S->below[a * S->below_words + (b >> 6)] >> (b & 63)) & 1)) continue;
+            PyObject *x = b == S->nt ? Py_NewRef(arg) : PyLong_FromLongLong(b);
+            if (!x || PySet_Add(set, x) < 0) {
+                Py_XDECREF(x);
+                Py_CLEAR(out);
+                break;
+            }
+            Py_DECREF(x);
+        }
+    }
+    return out;
+}
+
+static int need_grammar(Words *S) {
+    if (!S->has_grammar) {
+        PyErr_SetString(PyExc_RuntimeError, "word store: no grammar set (Words.grammar)");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the WordStore API ---- */
+static PyObject *words_make(Words *S, PyObject *args) {
+    PyObject *accepts, *edges;
+    if (!PyArg_ParseTuple(args, "OO", &accepts, &edges)) return NULL;
+    int64_t base = S->stop;
+    int acc = scratch_python_node(S, accepts, edges);
+    if (acc < 0) {
+        S->stop = base;
+        return NULL;
+    }
+    int64_t r = make_scratch(S, acc, base);
+    return r < 0 ? raise_code(S, r) : PyLong_FromLongLong(r);
+}
+
+static PyObject *words_union(Words *S, PyObject *args) {
+    long long a, b;
+    if (!PyArg_ParseTuple(args, "LL", &a, &b) || check_node(S, a) < 0 || check_node(S, b) < 0) return NULL;
+    int64_t r = w_union(S, a, b, 0);
+    return r < 0 ? raise_code(S, r) : PyLong_FromLongLong(r);
+}
+
+static PyObject *words_concat(Words *S, PyObject *args) {
+    long long a, b;
+    if (!PyArg_ParseTuple(args, "LL", &a, &b) || check_node(S, a) < 0 || check_node(S, b) < 0) return NULL;
+    int64_t r = w_concat(S, a, b, 0);
+    return r < 0 ? raise_code(S, r) : PyLong_FromLongLong(r);
+}
+
+static PyObject *words_step(Words *S, PyObject *args) {
+    long long node, atom;
+    if (!PyArg_ParseTuple(args, "LL", &node, &atom) || need_grammar(S) < 0 || check_node(S, node) < 0) return NULL;
+    if (atom < 0 || atom >= S->natoms) {
+        PyErr_Format(PyExc_ValueError, "word store: no byte class %lld", atom);
+        return NULL;
+    }
+    int64_t r = w_step(S, node, atom);
+    return r < 0 ? raise_code(S, r) : PyLong_FromLongLong(r);
+}
+
+/* run(node, atoms, budget) -> (node, created): step by step through `atoms` (bytes of byte classes),
+ * stopping at EMPTY; at most `budget` new nodes (-1: no budget), else the budget exception. */
+static PyObject *words_run(Words *S, PyObject *args) {
+    long long node, budget = -1;
+    Py_buffer atoms;
+    if (!PyArg_ParseTuple(args, "Ly*|L", &node, &atoms, &budget)) return NULL;
+    PyObject *result = NULL;
+    if (need_grammar(S) < 0 || check_node(S, node) < 0) goto done;
+    const uint8_t *a = atoms.buf;
+    int64_t before = S->created, saved = S->limit;
+    if (budget >= 0) S->limit = before + budget;
+    int64_t r = node;
+    for (Py_ssize_t i = 0; i < atoms.len && r != W_EMPTY; i++) {
+        if (a[i] >= S->natoms) {
+            S->limit = saved;
+            PyErr_Format(PyExc_ValueError, "word store: no byte class %d", a[i]);
+            goto done;
+        }
+        r = w_step(S, r, a[i]);
+        if (r < 0) break;
+    }
+    S->limit = budget >= 0 ? NO_LIMIT : saved;
+    if (r < 0) {
+        raise_code(S, r);
+        goto done;
+    }
+    result = Py_BuildValue("LL", (long long)r, (long long)(S->created - before));
+done:
+    PyBuffer_Release(&atoms);
+    return result;
+}
+
+static PyObject *edges_tuple(Words *S, int64_t node) {
+    int64_t m = n_edges(S, node), s = S->estart[node];
+    PyObject *t = PyTuple_New(m);
+    if (!t) return NULL;
+    for (int64_t i = 0; i < m; i++) {
+        PyObject *e = Py_BuildValue("Li", (long long)S->esym[s + i], S->ekid[s + i]);
+        if (!e) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, e);
+    }
+    return t;
+}
+
+static PyObject *words_edges(Words *S, PyObject *arg) {
+    long long node = PyLong_AsLongLong(arg);
+    if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) return NULL;
+    return edges_tuple(S, node);
+}
+
+static PyObject *words_accepts(Words *S, PyObject *arg) {
+    long long node = PyLong_AsLongLong(arg);
+    if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) return NULL;
+    return PyBool_FromLong(S->acc[node]);
+}
+
+static PyObject *words_child(Words *S, PyObject *args) {
+    long long node, sym;
+    if (!PyArg_ParseTuple(args, "LL", &node, &sym) || check_node(S, node) < 0) return NULL;
+    for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++)
+        if (S->esym[i] == sym) return PyLong_FromLong(S->ekid[i]);
+    return PyLong_FromLong(W_EMPTY);
+}
+
+static Py_ssize_t words_len(Words *S) { return (Py_ssize_t)S->n; }
+
+static PyObject *words_item(Words *S, Py_ssize_t i) {
+    if (i < 0 || i >= S->n) {
+        PyErr_SetString(PyExc_IndexError, "word store: node index out of range");
+        return NULL;
+    }
+    PyObject *edges = edges_tuple(S, i);
+    if (!edges) return NULL;
+    PyObject *r = PyTuple_Pack(2, S->acc[i] ? Py_True : Py_False, edges);
+    Py_DECREF(edges);
+    return r;
+}
+
+static PyObject *words_get_created(Words *S, void *c) {
+    (void)c;
+    return PyLong_FromLongLong(S->created);
+}
+
+static PyObject *words_get_limit(Words *S, void *c) {
+    (void)c;
+    return S->limit == NO_LIMIT ? PyFloat_FromDouble(Py_HUGE_VAL) : PyLong_FromLongLong(S->limit);
+}
+
+static int words_set_limit(Words *S, PyObject *v, void *c) {
+    (void)c;
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete limit");
+        return -1;
+    }
+    if (PyFloat_Check(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        S->limit = d >= 9.2e18 ? NO_LIMIT : (int64_t)d;
+        return 0;
+    }
+    long long l = PyLong_AsLongLong(v);
+    if (l == -1 && PyErr_Occurred()) return -1;
+    S->limit = l;
+    return 0;
+}
+
+static PyObject *words_stats(Words *S, PyObject *unused) {
+    (void)unused;
+    size_t bytes = (size_t)S->ncap * (8 + 1 + 8) + (size_t)S->ecap * 12 + (S->imask + 1) * 4 +
+                   (S->um.mask + 1 + S->cm.mask + 1 + S->sm.mask + 1) * 12;
+    return Py_BuildValue("{sLsLsLsLsLsLsLsn}", "nodes", (long long)S->n, "edges", (long long)S->ne, "union_memo",
+                         (long long)S->um.used, "concat_memo", (long long)S->cm.used, "step_memo",
+                         (long long)S->sm.used, "steps", (long long)S->steps, "step_memo_hits",
+                         (long long)S->step_hits, "bytes", (Py_ssize_t)bytes);
+}
+
+/* ---- the class mask of a state: its DAG walked with the sigma_in trie (as _kernel.c's trie_mask, on this
+ * store's arrays instead of the Python store's tuples) ---- */
+static void store_trie_walk(const Words *S, const Trie *t, int64_t node, Py_ssize_t tn, uint64_t *out) {
+    const int32_t *ptr = (const int32_t *)t->ptr.buf, *syms = (const int32_t *)t->syms.buf;
+    const int32_t *kids = (const int32_t *)t->kids.buf;
+    Py_ssize_t j = ptr[tn], jend = ptr[tn + 1];
+    for (int64_t i = S->estart[node], iend = S->estart[node + 1]; i < iend && j < jend; i++) {
+        int64_t sym = S->esym[i];
+        while (j < jend && syms[j] < sym) j++; /* both sides sorted by symbol */
+        if (j == jend || syms[j] != sym) continue;
+        Py_ssize_t nt = kids[j];
+        trie_or_classes(t, nt, out);
+        if (ptr[nt + 1] > ptr[nt] && S->ekid[i] != W_EPSILON) store_trie_walk(S, t, S->ekid[i], nt, out);
+    }
+}
+
+/* trie_mask(trie, state, out): out (uint64[words], zeroed first) = OR of the class sets of the trie nodes
+ * that words of `state` spell from the root. The DAG is deterministic and the trie a tree, so each pair
+ * (DAG node, trie node) is met once. */
+static PyObject *words_trie_mask(Words *S, PyObject *args) {
+    PyObject *capsule;
+    long long state;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "OLw*", &capsule, &state, &out)) return NULL;
+    PyObject *result = NULL;
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    if (!t || check_node(S, state) < 0) goto done;
+    if (out.len != t->words * 8) {
+        PyErr_SetString(PyExc_ValueError, "trie_mask: out has the wrong size");
+        goto done;
+    }
+    memset(out.buf, 0, (size_t)out.len);
+    store_trie_walk(S, t, state, 0, (uint64_t *)out.buf);
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ---- the native engine's accept step (cfgzip_lab.native.walk.StateWalker.advance and the matcher's
+ * token dispatch, the reference): one call per token, so that a decode step touches a few arrays
+ * rather than the Python objects of a matcher, a walker and their dicts (with the caches cold, as a
+ * model's forward pass leaves them, those were ~17 us of a 30 us accept on c_like). ---- */
+typedef struct {
+    PyObject_HEAD
+    Words *S;
+    PyObject *tokens;     /* list of bytes: token_bytes */
+    int32_t *class_of;    /* V */
+    uint8_t *class_kind;  /* K: 0 NORMAL, 1 STOP, 2 BLOCKED (ClassKind) */
+    int64_t V, K;
+    uint8_t atom_of[256];
+    Memo memo;            /* state * K + class -> state */
+    int64_t memo_entries, token_budget, request_budget;
+    PyObject *budget_exc; /* StateBudgetExceeded */
+    int64_t hits, advances, drops;
+} Advancer;
+
+static PyTypeObject AdvancerType;
+
+static void advancer_dealloc(Advancer *A) {
+    Py_XDECREF(A->S);
+    Py_XDECREF(A->tokens);
+    Py_XDECREF(A->budget_exc);
+    free(A->class_of);
+    free(A->class_kind);
+    memo_free(&A->memo);
+    Py_TYPE(A)->tp_free((PyObject *)A);
+}
+
+/* Advancer(words, token_bytes, class_of int32[V], class_kind uint8[K], atom_table bytes[256],
+ *          token_budget, request_budget, memo_entries, budget_exc) */
+static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    Words *S;
+    PyObject *tokens, *exc;
+    Py_buffer cls, kinds, atoms;
+    long long token_budget, request_budget, memo_entries;
+    if (!PyArg_ParseTuple(args, "O!O!y*y*y*LLLO", &WordsType, &S, &PyList_Type, &tokens, &cls, &kinds, &atoms,
+                          &token_budget, &request_budget, &memo_entries, &exc))
+        return -1;
+    int ret = -1;
+    int64_t V = cls.len / 4, K = kinds.len;
+    if (A->S || cls.len % 4 || PyList_GET_SIZE(tokens) != V || atoms.len != 256 || !S->has_grammar) {
+        PyErr_SetString(PyExc_ValueError, "Advancer: class_of, token_bytes and the atom table do not fit");
+        goto done;
+    }
+    A->class_of = malloc((size_t)(V ? V : 1) * sizeof(int32_t));
+    A->class_kind = malloc((size_t)(K ? K : 1));
+    if (!A->class_of || !A->class_kind) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(A->class_of, cls.buf, (size_t)V * sizeof(int32_t));
+    memcpy(A->class_kind, kinds.buf, (size_t)K);
+    for (int64_t t = 0; t < V; t++)
+        if (A->class_of[t] < 0 || A->class_of[t] >= K) {
+            PyErr_SetString(PyExc_ValueError, "Advancer: class_of names a class outside class_kind");
+            goto done;
+        }
+    for (int b = 0; b < 256; b++)
+        if (((const uint8_t *)atoms.buf)[b] >= S->natoms) {
+            PyErr_SetString(PyExc_ValueError, "Advancer: the atom table names a byte class the grammar lacks");
+            goto done;
+        }
+    memcpy(A->atom_of, atoms.buf, 256);
+    A->S = (Words *)Py_NewRef((PyObject *)S);
+    A->tokens = Py_NewRef(tokens);
+    A->budget_exc = Py_NewRef(exc);
+    A->V = V;
+    A->K = K;
+    A->token_budget = token_budget;
+    A->request_budget = request_budget;
+    A->memo_entries = memo_entries;
+    ret = 0;
+done:
+    PyBuffer_Release(&cls);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&atoms);
+    return ret;
+}
+
+/* accept(state, token, spent) -> (state after the token, nodes created)
+ * The state after: EMPTY (0) when the grammar does not allow the token (or it is blocked, or no id),
+ * -1 when it is a stop token the state may end on (the matcher's _STOPPED). A NORMAL token's
+ * successor is memoised by (state, class): equal displacements lead to the same canonical node.
+ * Raises budget_exc past the per-token or the request budget (nothing changed then). */
+static PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "accept(state, token, spent)");
+        return NULL;
+    }
+    long long state = PyLong_AsLongLong(args[0]), token = PyLong_AsLongLong(args[1]);
+    long long spent = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Words *S = A->S;
+    if (check_node(S, state) < 0) return NULL;
+    if (token < 0 || token >= A->V) return Py_BuildValue("ii", W_EMPTY, 0);
+    int32_t k = A->class_of[token];
+    uint8_t kind = A->class_kind[k];
+    if (kind == 1) return Py_BuildValue("ii", S->acc[state] ? -1 : W_EMPTY, 0);
+    if (kind != 0) return Py_BuildValue("ii", W_EMPTY, 0);
+    uint64_t key = (uint64_t)state * (uint64_t)A->K + (uint64_t)k;
+    int32_t got = memo_get(&A->memo, key);
+    if (got >= 0) {
+        A->hits++;
+        return Py_BuildValue("ii", got, 0);
+    }
+    A->advances++;
+    int64_t budget = A->token_budget < A->request_budget - spent ? A->token_budget : A->request_budget - spent;
+    if (budget <= 0) {
+        PyErr_Format(A->budget_exc, "the request created more than %lld state nodes", (long long)A->request_budget);
+        return NULL;
+    }
+    PyObject *b = PyList_GET_ITEM(A->tokens, token);
+    if (!PyBytes_Check(b)) {
+        PyErr_SetString(PyExc_TypeError, "Advancer: a token's bytes are not bytes");
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(b);
+    Py_ssize_t len = PyBytes_GET_SIZE(b);
+    int64_t before = S->created, saved = S->limit, r = state;
+    S->limit = before + budget;
+    for (Py_ssize_t i = 0; i < len && r != W_EMPTY; i++) {
+        r = w_step(S, r, A->atom_of[data[i]]);
+        if (r < 0) break;
+    }
+    S->limit = saved;
+    if (r < 0) {
+        if (r == E_BUDGET)
+            PyErr_Format(A->budget_exc, "a token would create more than %lld state nodes", (long long)budget);
+        else if (r == E_DEPTH || r == E_SYMBOL)
+            PyErr_SetString(A->budget_exc, "a token would nest the state deeper than the compiled store allows");
+        else
+            PyErr_NoMemory();
+        return NULL;
+    }
+    if (A->memo.used >= A->memo_entries) { /* dropped whole when full: it only holds finished results */
+        memo_free(&A->memo);
+        A->drops++;
+    }
+    if (memo_put(&A->memo, key, (int32_t)r) < 0) return PyErr_NoMemory();
+    return Py_BuildValue("LL", (long long)r, (long long)(S->created - before));
+}
+
+static PyObject *advancer_stats(Advancer *A, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("{sLsLsL}", "advance_memo_hits", (long long)A->hits, "advances", (long long)A->advances,
+                         "memo_drops", (long long)A->drops);
+}
+
+static PyMethodDef advancer_methods[] = {
+    {"accept", (PyCFunction)(void (*)(void))advancer_accept, METH_FASTCALL, "accept(state, token, spent) (see _words.c)"},
+    {"stats", (PyCFunction)advancer_stats, METH_NOARGS, "memo hits, advances, memo drops"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AdvancerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cfgzip_lab.native._kernel.Advancer",
+    .tp_basicsize = sizeof(Advancer),
+    .tp_dealloc = (destructor)advancer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the native engine's accept step on a compiled word store (see _words.c)",
+    .tp_methods = advancer_methods,
+    .tp_init = (initproc)advancer_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- the vocabulary as a trie over bytes (per vocabulary, grammar-independent) ---- */
+typedef struct {
+    PyObject_HEAD
+    int64_t ntok, nnodes, eligible, maxdepth;
+    int32_t *cptr, *ckid; /* children of node t: ckid[cptr[t]:cptr[t+1]], bytes ascending */
+    uint8_t *cbyte;
+    int32_t *tptr, *ttok; /* tokens whose bytes end at node t, ids ascending */
+    int32_t *len;         /* byte length of every token id */
+    PyObject **held;      /* the token objects it was built from (references held: same() compares them) */
+    uint8_t *kinds;
+} VocabTrie;
+
+static PyTypeObject VocabTrieType;
+
+static void vtrie_dealloc(VocabTrie *T) {
+    if (T->held)
+        for (int64_t i = 0; i < T->ntok; i++) Py_XDECREF(T->held[i]);
+    free(T->held);
+    free(T->kinds);
+    free(T->cptr);
+    free(T->ckid);
+    free(T->cbyte);
+    free(T->tptr);
+    free(T->ttok);
+    free(T->len);
+    Py_TYPE(T)->tp_free((PyObject *)T);
+}
+
+static PyObject **sort_tok;
+static int cmp_tokens(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    Py_ssize_t la = PyBytes_GET_SIZE(sort_tok[a]), lb = PyBytes_GET_SIZE(sort_tok[b]);
+    int c = memcmp(PyBytes_AS_STRING(sort_tok[a]), PyBytes_AS_STRING(sort_tok[b]), (size_t)(la < lb ? la : lb));
+    if (c) return c;
+    if (la != lb) return la < lb ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Bucket key of a token by its first two bytes (0: none), so that only equal buckets are compared. */
+static inline int32_t bucket2(PyObject *b) {
+    Py_ssize_t l = PyBytes_GET_SIZE(b);
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(b);
+    return (l > 0 ? s[0] + 1 : 0) * 257 + (l > 1 ? s[1] + 1 : 0);
+}
+
+/* VocabTrie(token_bytes, kinds, normal): the trie of the NORMAL, non-empty tokens' bytes.
+ * Built by sorting the tokens (counting sort on their first two bytes, then qsort inside each bucket)
+ * and inserting them in order: nodes come out in preorder, children in byte order. */
+static int vtrie_init(VocabTrie *T, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    PyObject *tokens;
+    Py_buffer kinds;
+    int normal = 0;
+    if (!PyArg_ParseTuple(args, "O!y*|i", &PyList_Type, &tokens, &kinds, &normal)) return -1;
+    if (T->held) {
+        PyErr_SetString(PyExc_RuntimeError, "VocabTrie: already built");
+        PyBuffer_Release(&kinds);
+        return -1;
+    }
+    int ret = -1;
+    Py_ssize_t v = PyList_GET_SIZE(tokens);
+    int32_t *order = NULL, *sorted = NULL, *stack = NULL, *parent = NULL, *tok_node = NULL, *count = NULL;
+    uint8_t *pbyte = NULL;
+    if (kinds.len != v) {
+        PyErr_SetString(PyExc_ValueError, "VocabTrie: kinds must have one uint8 per token");
+        goto done;
+    }
+    T->ntok = v;
+    T->len = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
+    T->held = calloc((size_t)(v ? v : 1), sizeof(PyObject *));
+    T->kinds = malloc((size_t)(v ? v : 1));
+    order = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
+    sorted = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
+    count = calloc(257 * 257 + 1, sizeof(int32_t));
+    if (!T->len || !T->held || !T->kinds || !order || !sorted || !count) goto nomem;
+    memcpy(T->kinds, kinds.buf, (size_t)v);
+    int64_t total = 0, maxlen = 0, m = 0;
+    for (Py_ssize_t i = 0; i < v; i++) {
+        PyObject *b = PyList_GET_ITEM(tokens, i);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "VocabTrie: every token must be bytes");
+            goto done;
+        }
+        T->held[i] = Py_NewRef(b);
+        Py_ssize_t l = PyBytes_GET_SIZE(b);
+        if (l > INT32_MAX / 2) {
+            PyErr_SetString(PyExc_ValueError, "VocabTrie: a token is too long");
+            goto done;
+        }
+        T->len[i] = (int32_t)l;
+        if (l > 0 && T->kinds[i] == normal) {
+            total += l;
+            order[m++] = (int32_t)i;
+            count[bucket2(b) + 1]++;
+            if (l > maxlen) maxlen = l;
+        }
+    }
+    T->eligible = m;
+    T->maxdepth = maxlen;
+    for (int k = 0; k < 257 * 257; k++) count[k + 1] += count[k];
+    for (int64_t k = 0; k < m; k++) sorted[count[bucket2(T->held[order[k]])]++] = order[k];
+    sort_tok = T->held;
+    for (int64_t lo = 0; lo < m;) { /* count[k] is now the end of bucket k */
+        int32_t key = bucket2(T->held[sorted[lo]]);
+        int64_t hi = count[key];
+        if (hi - lo > 1) qsort(sorted + lo, (size_t)(hi - lo), sizeof(int32_t), cmp_tokens);
+        lo = hi;
+    }
+    int64_t cap = total + 1;
+    parent = malloc((size_t)cap * sizeof(int32_t));
+    pbyte = malloc((size_t)cap);
+    tok_node = malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    stack = malloc((size_t)(maxlen + 1) * sizeof(int32_t));
+    if (!parent || !pbyte || !tok_node || !stack) goto nomem;
+    int64_t nn = 1;
+    parent[0] = -1;
+    pbyte[0] = 0;
+    stack[0] = 0;
+    const uint8_t *p = NULL;
+    int64_t lp = 0;
+    for (int64_t k = 0; k < m; k++) {
+        int32_t i = sorted[k];
+        const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(T->held[i]);
+        int64_t l = T->len[i], common = 0, lim = l < lp ? l : lp;
+        while (common < lim && s[common] == p[common]) common++;
+        for (int64_t d = common; d < l; d++) {
+            parent[nn] = stack[d];
+            pbyte[nn] = s[d];
+            stack[d + 1] = (int32_t)nn;
+            nn++;
+        }
+        tok_node[k] = stack[l];
+        p = s;
+        lp = l;
+    }
+    T->nnodes = nn;
+    T->cptr = calloc((size_t)nn + 1, sizeof(int32_t));
+    T->ckid = malloc((size_t)nn * sizeof(int32_t));
+    T->cbyte = malloc((size_t)nn);
+    T->tptr = calloc((size_t)nn + 1, sizeof(int32_t));
+    T->ttok = malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    if (!T->cptr || !T->ckid || !T->cbyte || !T->tptr || !T->ttok) goto nomem;
+    for (int64_t t = 1; t < nn; t++) T->cptr[parent[t] + 1]++;
+    for (int64_t t = 0; t < nn; t++) T->cptr[t + 1] += T->cptr[t];
+    /* preorder: a node's children are created in byte order, after it, so filling in creation order works */
+    {
+        int32_t *fill = malloc((size_t)nn * sizeof(int32_t));
+        if (!fill) goto nomem;
+        memcpy(fill, T->cptr, (size_t)nn * sizeof(int32_t));
+        for (int64_t t = 1; t < nn; t++) {
+            int32_t q = parent[t];
+            T->ckid[fill[q]] = (int32_t)t;
+            T->cbyte[fill[q]] = pbyte[t];
+            fill[q]++;
+        }
+        free(fill);
+    }
+    for (int64_t k = 0; k < m; k++) T->tptr[tok_node[k] + 1]++;
+    for (int64_t t = 0; t < nn; t++) T->tptr[t + 1] += T->tptr[t];
+    /* tok_node is non-decreasing in sorted order (preorder numbering): tokens land in order */
+    for (int64_t k = 0; k < m; k++) T->ttok[k] = sorted[k];
+    ret = 0;
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(order);
+    free(sorted);
+    free(count);
+    free(stack);
+    free(parent);
+    free(pbyte);
+    free(tok_node);
+    PyBuffer_Release(&kinds);
+    return ret;
+}
+
+/* same(token_bytes, kinds): whether this trie was built from these tokens and kinds (the same bytes
+ * objects: a pointer compare each, ~0.2 ms for Llama-3; equal bytes in other objects count too). */
+static PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
+    PyObject *tokens;
+    Py_buffer kinds;
+    if (!PyArg_ParseTuple(args, "O!y*", &PyList_Type, &tokens, &kinds)) return NULL;
+    int same = T->held && PyList_GET_SIZE(tokens) == T->ntok && kinds.len == T->ntok &&
+               memcmp(kinds.buf, T->kinds, (size_t)T->ntok) == 0;
+    for (int64_t i = 0; same && i < T->ntok; i++) {
+        PyObject *b = PyList_GET_ITEM(tokens, i), *h = T->held[i];
+        if (b == h) continue;
+        same = PyBytes_Check(b) && PyBytes_GET_SIZE(b) == PyBytes_GET_SIZE(h) &&
+               memcmp(PyBytes_AS_STRING(b), PyBytes_AS_STRING(h), (size_t)PyBytes_GET_SIZE(h)) == 0;
+    }
+    PyBuffer_Release(&kinds);
+    return PyBool_FromLong(same);
+}
+
+static PyObject *vtrie_info(VocabTrie *T, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("{sLsLsLsL}", "tokens", (long long)T->ntok, "eligible", (long long)T->eligible, "nodes",
+                         (long long)T->nnodes, "longest", (long long)T->maxdepth);
+}
+
+/* ---- classing: the vocabulary walked as a trie over byte classes ----
+ *
+ * The byte trie is quotiented by the grammar's atom map on the fly: a "group" is the set of byte-trie
+ * nodes whose byte strings map to one byte-class string; its children are the children of its nodes,
+ * grouped by atom, visited in atom order. So groups with tokens come in exactly the order of the
+ * sorted byte-class strings the Python walk (classing._walk) iterates, and each key's steps are the
+ * ones _walk runs (from the longest valid prefix of the path, under a fresh per-key budget; after a
+ * budget failure the path stays valid up to the failing step, which _walk re-runs from memo hits). */
+typedef struct {
+    Words *S;
+    VocabTrie *T;
+    const uint8_t *atom_of;
+    int64_t budget, max_nodes;
+    int32_t *path;
+    int64_t valid;
+    uint8_t *atoms;
+    int64_t *node_of;
+    uint8_t *fallback;
+    int32_t *gs;
+    uint8_t *ga;
+    int64_t gtop, gcap, gcap2;
+    int32_t *sort_tmp;
+    uint8_t *sort_tmpa;
+    int64_t tcap, tcap2;
+    int64_t keys, fallback_keys, done_tokens;
+    PyObject *progress, *cancel;
+    int64_t limit_depth, limit_node; /* where the run's cap was passed */
+} Walk;
+
+static int walk_push(Walk *W, uint8_t atom, int32_t node) {
+    if (W->gtop >= W->gcap) {
+        int64_t c = W->gcap, c2 = W->gcap2;
+        if (grow((void **)&W->gs, &c, W->gtop + 1, sizeof(int32_t)) < 0) return -1;
+        if (grow((void **)&W->ga, &c2, W->gtop + 1, 1) < 0) return -1;
+        W->gcap = c < c2 ? c : c2;
+        W->gcap2 = c2;
+    }
+    W->gs[W->gtop] = node;
+    W->ga[W->gtop] = atom;
+    W->gtop++;
+    return 0;
+}
+
+/* Sort gs/ga[lo:hi] by atom (counting sort; groups are small but the root has ~250 children). */
+static int walk_sort(Walk *W, int64_t lo, int64_t hi) {
+    int64_t n = hi - lo;
+    if (n < 2) return 0;
+    if (n <= 16) {
+        for (int64_t i = lo + 1; i < hi; i++) {
+            uint8_t a = W->ga[i];
+            int32_t g = W->gs[i];
+            int64_t j = i - 1;
+            while (j >= lo && W->ga[j] > a) {
+                W->ga[j + 1] = W->ga[j];
+                W->gs[j + 1] = W->gs[j];
+                j--;
+            }
+            W->ga[j + 1] = a;
+            W->gs[j + 1] = g;
+        }
+        return 0;
+    }
+    if (grow((void **)&W->sort_tmp, &W->tcap, n, sizeof(int32_t)) < 0) return -1;
+    if (grow((void **)&W->sort_tmpa, &W->tcap2, n, 1) < 0) return -1;
+    int64_t count[257] = {0};
+    for (int64_t i = lo; i < hi; i++) count[W->ga[i] + 1]++;
+    for (int k = 0; k < 256; k++) count[k + 1] += count[k];
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t p = count[W->ga[i]]++;
+        W->sort_tmp[p] = W->gs[i];
+        W->sort_tmpa[p] = W->ga[i];
+    }
+    memcpy(W->gs + lo, W->sort_tmp, (size_t)n * sizeof(int32_t));
+    memcpy(W->ga + lo, W->sort_tmpa, (size_t)n);
+    return 0;
+}
+
+static int64_t walk_report(Walk *W) {
+    if (W->progress != Py_None) {
+        PyObject *r = PyObject_CallFunction(W->progress, "LL", (long long)W->done_tokens, (long long)W->T->eligible);
+        if (!r) return E_PYTHON;
+        Py_DECREF(r);
+    }
+    if (W->cancel != Py_None) {
+        PyObject *r = PyObject_CallNoArgs(W->cancel);
+        if (!r) return E_PYTHON;
+        int stop = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (stop < 0) return E_PYTHON;
+        if (stop) return E_CANCEL;
+    }
+    return 0;
+}
+
+/* One byte-class string with tokens: classing._walk's loop body. */
+static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    Words *S = W->S;
+    VocabTrie *T = W->T;
+    if (W->keys++ % 2048 == 0) { /* before keys 0, 2048, ... as _walk does */
+        int64_t r = walk_report(W);
+        if (r < 0) return r;
+    }
+    int64_t limit = S->created + W->budget;
+    S->limit = limit < W->max_nodes ? limit : W->max_nodes;
+    int64_t node = W->path[W->valid - 1];
+    for (int64_t d = W->valid - 1; d < depth; d++) {
+        if (node != W_EMPTY) {
+            int64_t next = w_step(S, node, W->atoms[d]);
+            if (next < 0) {
+                S->limit = NO_LIMIT;
+                if (next != E_BUDGET) return next;
+                if (S->created > W->max_nodes) {
+                    W->limit_depth = depth;
+                    W->limit_node = node;
+                    return E_LIMIT;
+                }
+                W->fallback_keys++;
+                for (int64_t g = 0; g < glen; g++) {
+                    int32_t t = W->gs[gbase + g];
+                    for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
+                    W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+                }
+                W->valid = d + 1;
+                return 0;
+            }
+            node = next;
+        }
+        W->path[d + 1] = (int32_t)node;
+        W->valid = d + 2;
+    }
+    S->limit = NO_LIMIT;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->node_of[T->ttok[k]] = node;
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+    return 0;
+}
+
+static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    VocabTrie *T = W->T;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        if (T->tptr[t + 1] > T->tptr[t]) {
+            int64_t r = walk_key(W, gbase, glen, depth);
+            if (r < 0) return r;
+            break;
+        }
+    }
+    int64_t cbase = W->gtop;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t c = T->cptr[t]; c < T->cptr[t + 1]; c++)
+            if (walk_push(W, W->atom_of[T->cbyte[c]], T->ckid[c]) < 0) return E_NOMEM;
+    }
+    if (walk_sort(W, cbase, W->gtop) < 0) return E_NOMEM;
+    int64_t i = cbase, end = W->gtop;
+    while (i < end) {
+        uint8_t a = W->ga[i];
+        int64_t j = i + 1;
+        while (j < end && W->ga[j] == a) j++;
+        if (W->valid > depth + 1) W->valid = depth + 1;
+        W->atoms[depth] = a;
+        int64_t r = walk_visit(W, i, j - i, depth + 1);
+        if (r < 0) return r;
+        i = j;
+    }
+    W->gtop = cbase;
+    return 0;
+}
+
+/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
+ *   -> (keys, fallback_keys, status)
+ * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
+ * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
+ * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
+static PyObject *words_classify(Words *S, PyObject *args) {
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long initial, budget, max_nodes;
+    PyObject *progress, *cancel;
+    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
+                          &node_of, &fallback, &progress, &cancel))
+        return NULL;
+    PyObject *result = NULL;
+    Walk W;
+    memset(&W, 0, sizeof(W));
+    if (need_grammar(S) < 0 || check_node(S, initial) < 0) goto done;
+    if (atom_table.len != 256 || node_of.len != T->ntok * 8 || fallback.len != T->ntok) {
+        PyErr_SetString(PyExc_ValueError, "classify: atom table, node_of or fallback do not fit the vocabulary");
+        goto done;
+    }
+    for (int b = 0; b < 256; b++)
+        if (((const uint8_t *)atom_table.buf)[b] >= S->natoms) {
+            PyErr_SetString(PyExc_ValueError, "classify: the atom table names a byte class the grammar lacks");
+            goto done;
+        }
+    W.S = S;
+    W.T = T;
+    W.atom_of = atom_table.buf;
+    W.budget = budget;
+    W.max_nodes = max_nodes;
+    W.node_of = node_of.buf;
+    W.fallback = fallback.buf;
+    W.progress = progress;
+    W.cancel = cancel;
+    W.path = malloc((size_t)(T->maxdepth + 1) * sizeof(int32_t));
+    W.atoms = malloc((size_t)(T->maxdepth + 1));
+    if (!W.path || !W.atoms) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    W.path[0] = (int32_t)initial;
+    W.valid = 1;
+    int64_t r = walk_push(&W, 0, 0);
+    if (r == 0) r = walk_visit(&W, 0, 1, 0);
+    S->limit = NO_LIMIT;
+    if (r == E_LIMIT) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
+        if (key) result = Py_BuildValue("LL(sNL)", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
+                                        (long long)W.limit_node);
+    } else if (r == E_CANCEL) {
+        result = Py_BuildValue("LLs", (long long)W.keys, (long long)W.fallback_keys, "cancelled");
+    } else if (r < 0) {
+        if (r != E_PYTHON) raise_code(S, r);
+    } else {
+        result = Py_BuildValue("LLO", (long long)W.keys, (long long)W.fallback_keys, Py_None);
+    }
+done:
+    free(W.path);
+    free(W.atoms);
+    free(W.gs);
+    free(W.ga);
+    free(W.sort_tmp);
+    free(W.sort_tmpa);
+    PyBuffer_Release(&atom_table);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    return result;
+}
+
+/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop) -> (reps int32 bytes, kinds uint8 bytes,
+ * dead, blocked): classing._assemble over arrays. BLOCKED first (special and empty tokens, dead ones: node_of 0),
+ * STOP next, then one class per displacement node (a fallback token alone), numbered by representative
+ * id; a representative is the shortest member, ties to the lowest id; the BLOCKED class's is its
+ * shortest dead token when it has one. class_of: writable int32[V]. */
+static PyObject *k_assemble(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer kinds, node_of, fallback, class_of;
+    int normal, stop;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*w*ii", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of, &normal,
+                          &stop))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t v = T->ntok;
+    int32_t *group = NULL, *rep = NULL, *cls = NULL;
+    Memo groups;
+    memset(&groups, 0, sizeof(groups));
+    if (kinds.len != v || node_of.len != v * 8 || fallback.len != v || class_of.len != v * 4) {
+        PyErr_SetString(PyExc_ValueError, "assemble: arrays do not fit the vocabulary");
+        goto done;
+    }
+    const uint8_t *kd = kinds.buf, *fb = fallback.buf;
+    const int64_t *no = node_of.buf;
+    const int32_t *len = T->len;
+    int32_t *out = class_of.buf;
+    group = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
+    rep = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
+    if (!group || !rep) goto nomem;
+    int64_t ng = 0, blocked = 0, stops = 0, dead = 0;
+    int64_t blocked_min = -1, dead_rep = -1, stop_rep = -1;
+#define SHORTER(t, r) ((r) < 0 || len[t] < len[r])
+    for (int64_t t = 0; t < v; t++) {
+        group[t] = -1;
+        if (kd[t] == stop) {
+            stops++;
+            if (SHORTER(t, stop_rep)) stop_rep = t;
+            group[t] = -2;
+        } else if (kd[t] != normal || len[t] == 0) {
+            blocked++;
+            if (blocked_min < 0) blocked_min = t;
+        } else if (fb[t]) {
+            rep[ng] = (int32_t)t;
+            group[t] = (int32_t)ng++;
+        } else if (no[t] == W_EMPTY) {
+            blocked++;
+            if (blocked_min < 0) blocked_min = t;
+            dead++;
+            if (SHORTER(t, dead_rep)) dead_rep = t;
+        } else if (no[t] < 0) {
+            PyErr_Format(PyExc_ValueError, "assemble: token %lld has no displacement node", (long long)t);
+            goto done;
+        } else {
+            int32_t g = memo_get(&groups, (uint64_t)no[t]);
+            if (g < 0) {
+                g = (int32_t)ng++;
+                rep[g] = (int32_t)t;
+                if (memo_put(&groups, (uint64_t)no[t], g) < 0) goto nomem;
+            } else if (len[t] < len[rep[g]]) {
+                rep[g] = (int32_t)t;
+            }
+            group[t] = g;
+        }
+    }
+#undef SHORTER
+    int64_t first = (blocked > 0) + (stops > 0), k_total = first + ng;
+    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    PyObject *reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
+    PyObject *kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
+    if (!cls || !reps_b || !kinds_b) {
+        Py_XDECREF(reps_b);
+        Py_XDECREF(kinds_b);
+        goto nomem;
+    }
+    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
+    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    int64_t k = 0;
+    if (blocked) {
+        reps[k] = (int32_t)(dead_rep >= 0 ? dead_rep : blocked_min);
+        kout[k++] = 2; /* ClassKind.BLOCKED */
+    }
+    if (stops) {
+        reps[k] = (int32_t)stop_rep;
+        kout[k++] = 1; /* ClassKind.STOP */
+    }
+    for (int64_t t = 0; t < v; t++) {
+        int32_t g = group[t];
+        if (g >= 0 && rep[g] == t) {
+            cls[g] = (int32_t)k;
+            reps[k] = (int32_t)t;
+            kout[k++] = 0; /* ClassKind.NORMAL */
+        }
+    }
+    for (int64_t t = 0; t < v; t++) {
+        int32_t g = group[t];
+        out[t] = g >= 0 ? cls[g] : g == -2 ? (int32_t)(blocked > 0) : 0;
+    }
+    result = Py_BuildValue("NNLL", reps_b, kinds_b, (long long)dead, (long long)blocked);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(group);
+    free(rep);
+    free(cls);
+    memo_free(&groups);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    PyBuffer_Release(&class_of);
+    return result;
+}
+
+/* ---- the sigma_in index (cfgzip_lab.native.index.build_index, the reference) ----
+ *
+ * Per class: the set of SEP-rest nodes reachable from its displacement node over output symbols (each
+ * rest node's words are reverse(sigma_in)), memoised per node over the whole vocabulary; each listed
+ * rest's words once; the distinct sigma_in sorted, inserted into a trie in that order (so numbering is
+ * a function of the grammar and classes, not of store ids); per trie node the classes whose rests hold
+ * its sigma_in. Output: the arrays SigmaInIndex.to_arrays gives. */
+typedef struct {
+    Words *S;
+    Memo rmemo;          /* node -> set id of its rests */
+    int64_t *set_off;    /* set id -> offset in pool */
+    int32_t *set_len;
+    int64_t nsets, setcap, setcap2;
+    int32_t *pool;       /* rest node ids, sorted per set */
+    int64_t npool, poolcap;
+    int64_t *stamps;     /* node -> the last set that took it (dedup without sorting) */
+    int64_t stamp_now;
+    Memo cmemo;          /* node -> index in counts */
+    unsigned __int128 *counts;
+    int64_t ncounts, countcap;
+} Idx;
+
+
+static int64_t new_set(Idx *X, int64_t off, int64_t len) {
+    if (X->nsets >= X->setcap) {
+        int64_t c = X->setcap, c2 = X->setcap;
+        if (grow((void **)&X->set_off, &c, X->nsets + 1, sizeof(int64_t)) < 0 ||
+            grow((void **)&X->set_len, &c2, X->nsets + 1, sizeof(int32_t)) < 0)
+            return E_NOMEM;
+        X->setcap = c < c2 ? c : c2;
+    }
+    X->set_off[X->nsets] = off;
+    X->set_len[X->nsets] = (int32_t)len;
+    return X->nsets++;
+}
+
+/* index._reversed_inputs: the set (id) of nodes right after a SEP edge reachable over output symbols. */
+static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
+    Words *S = X->S;
+    int32_t got = memo_get(&X->rmemo, (uint64_t)node);
+    if (got >= 0) return got;
+    if (depth > MAX_DEPTH) return E_DEPTH;
+    int64_t nt = S->nt, sep = S->sep;
+    int64_t parts = 0, single = -1, direct = 0;
+    for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+        int64_t sym = S->esym[i];
+        if (sym == sep) {
+            direct++;
+        } else if (sym >= 0 && sym < nt) {
+            int64_t sub = rev_inputs(X, S->ekid[i], depth + 1);
+            if (sub < 0) return sub;
+            parts++;
+            single = sub;
+        }
+    }
+    int64_t id;
+    if (!direct && parts == 1) {
+        id = single;
+    } else {
+        /* the parts' elements and the direct ones, each once (stamps: no sort) */
+        int64_t stamp = ++X->stamp_now, u = 0;
+        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+            int64_t sym = S->esym[i];
+            const int32_t *add;
+            int64_t add_len;
+            int32_t one = S->ekid[i];
+            if (sym == sep) {
+                add = &one;
+                add_len = 1;
+            } else if (sym >= 0 && sym < nt) {
+                int64_t sub = memo_get(&X->rmemo, (uint64_t)S->ekid[i]);
+                add_len = X->set_len[sub];
+                /* grow first: the part's elements live in the pool too */
+                if (grow((void **)&X->pool, &X->poolcap, X->npool + u + add_len, sizeof(int32_t)) < 0) return E_NOMEM;
+                add = X->pool + X->set_off[sub];
+            } else {
+                continue;
+            }
+            if (add == &one && grow((void **)&X->pool, &X->poolcap, X->npool + u + 1, sizeof(int32_t)) < 0)
+                return E_NOMEM;
+            for (int64_t j = 0; j < add_len; j++) {
+                int32_t r = add[j];
+                if (X->stamps[r] == stamp) continue;
+                X->stamps[r] = stamp;
+                X->pool[X->npool + u++] = r;
+            }
+        }
+        id = new_set(X, X->npool, u);
+        X->npool += u;
+        if (id < 0) return id;
+    }
+    if (memo_put(&X->rmemo, (uint64_t)node, (int32_t)id) < 0) return E_NOMEM;
+    return id;
+}
+
+#define COUNT_CAP (((unsigned __int128)1) << 126)
+/* The number of words of a node (WordStore.count), saturating at COUNT_CAP; -1: no memory. */
+static int count_words(Idx *X, int64_t node, unsigned __int128 *out, int depth) {
+    Words *S = X->S;
+    if (node == W_EMPTY || node == W_EPSILON) {
+        *out = node == W_EPSILON;
+        return 0;
+    }
+    int32_t got = memo_get(&X->cmemo, (uint64_t)node);
+    if (got >= 0) {
+        *out = X->counts[got];
+        return 0;
+    }
+    if (depth > MAX_DEPTH) return E_DEPTH;
+    unsigned __int128 total = S->acc[node];
+    for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+        unsigned __int128 sub;
+        int r = count_words(X, S->ekid[i], &sub, depth + 1);
+        if (r < 0) return r;
+        total += sub;
+        if (total > COUNT_CAP) total = COUNT_CAP;
+    }
+    if (grow((void **)&X->counts, &X->countcap, X->ncounts + 1, sizeof(unsigned __int128)) < 0) return E_NOMEM;
+    X->counts[X->ncounts] = total;
+    if (memo_put(&X->cmemo, (uint64_t)node, (int32_t)X->ncounts) < 0) return E_NOMEM;
+    X->ncounts++;
+    *out = total;
+    return 0;
+}
+
+/* sigma_in sequences, interned: pool of symbols, offsets, lengths, a hash table of ids */
+typedef struct {
+    int32_t *sym;
+    int64_t nsym, symcap;
+    int64_t *off;
+    int32_t *len;
+    uint64_t *hash;
+    int64_t n, cap;
+    int32_t *tab;
+    uint64_t mask;
+} Sigmas;
+
+static int sigmas_rehash(Sigmas *G, uint64_t cap) {
+    int32_t *tab = malloc(cap * sizeof(int32_t));
+    if (!tab) return -1;
+    memset(tab, 0xFF, cap * sizeof(int32_t));
+    for (int64_t id = 0; id < G->n; id++) {
+        uint64_t i = G->hash[id] & (cap - 1);
+        while (tab[i] >= 0) i = (i + 1) & (cap - 1);
+        tab[i] = (int32_t)id;
+    }
+    free(G->tab);
+    G->tab = tab;
+    G->mask = cap - 1;
+    return 0;
+}
+
+/* The id of the sequence seq[0:len] (added when new); -1: no memory. */
+static int64_t sigma_id(Sigmas *G, const int32_t *seq, int64_t len) {
+    uint64_t h = 0x51ED27FEULL;
+    for (int64_t i = 0; i < len; i++) h = mix64(h ^ (uint64_t)(uint32_t)seq[i]);
+    h = mix64(h + (uint64_t)len);
+    if (!G->tab && sigmas_rehash(G, 1024) < 0) return -1;
+    uint64_t i = h & G->mask;
+    for (;;) {
+        int32_t id = G->tab[i];
+        if (id < 0) break;
+        if (G->hash[id] == h && G->len[id] == len &&
+            memcmp(G->sym + G->off[id], seq, (size_t)len * sizeof(int32_t)) == 0)
+            return id;
+        i = (i + 1) & G->mask;
+    }
+    if (G->n >= G->cap) {
+        int64_t c1 = G->cap, c2 = G->cap, c3 = G->cap;
+        if (grow((void **)&G->off, &c1, G->n + 1, sizeof(int64_t)) < 0 ||
+            grow((void **)&G->len, &c2, G->n + 1, sizeof(int32_t)) < 0 ||
+            grow((void **)&G->hash, &c3, G->n + 1, sizeof(uint64_t)) < 0)
+            return -1;
+        G->cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+    }
+    if (grow((void **)&G->sym, &G->symcap, G->nsym + len + 1, sizeof(int32_t)) < 0) return -1;
+    memcpy(G->sym + G->nsym, seq, (size_t)len * sizeof(int32_t));
+    int64_t id = G->n++;
+    G->off[id] = G->nsym;
+    G->len[id] = (int32_t)len;
+    G->hash[id] = h;
+    G->nsym += len;
+    G->tab[i] = (int32_t)id;
+    if ((uint64_t)G->n * 2 > G->mask + 1 && sigmas_rehash(G, (G->mask + 1) * 2) < 0) return -1;
+    return id;
+}
+
+static const Sigmas *sort_sigmas;
+static int cmp_sigma(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    const int32_t *sa = sort_sigmas->sym + sort_sigmas->off[a], *sb = sort_sigmas->sym + sort_sigmas->off[b];
+    int32_t la = sort_sigmas->len[a], lb = sort_sigmas->len[b];
+    for (int32_t i = 0; i < la && i < lb; i++)
+        if (sa[i] != sb[i]) return sa[i] < sb[i] ? -1 : 1;
+    return (la > lb) - (la < lb);
+}
+
+static PyObject *bytes_of(const void *data, int64_t n, size_t elem) {
+    return PyBytes_FromStringAndSize(n ? (const char *)data : "", (Py_ssize_t)(n * (int64_t)elem));
+}
+
+static PyObject *int128_to_py(unsigned __int128 v) {
+    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(v >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)v);
+    PyObject *sh = PyLong_FromLong(64), *r = NULL;
+    if (hi && lo && sh) {
+        PyObject *t = PyNumber_Lshift(hi, sh);
+        if (t) {
+            r = PyNumber_Or(t, lo);
+            Py_DECREF(t);
+        }
+    }
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(sh);
+    return r;
+}
+
+/* sigma_index(class_nodes, max_words_per_node, max_words)
+ *   class_nodes: int64[K], the displacement node of each class to index (< 1: not indexed: not NORMAL,
+ *                dead, or left to the walk by the caller)
+ * -> ("words", count): more than max_words sigma_in words to list (count: the exact number, capped at 2^126)
+ *  | ("ok", edges int32[E*3] bytes, bits_indptr int64[T+1] bytes, bits_classes int32 bytes,
+ *     unindexed int32 bytes (classes with a rest of more than max_words_per_node words), stats dict) */
+static PyObject *words_sigma_index(Words *S, PyObject *args) {
+    Py_buffer nodes_b;
+    long long max_per_node, max_words;
+    if (!PyArg_ParseTuple(args, "y*LL", &nodes_b, &max_per_node, &max_words)) return NULL;
+    PyObject *result = NULL;
+    Idx X;
+    Sigmas G;
+    memset(&X, 0, sizeof(X));
+    memset(&G, 0, sizeof(G));
+    X.S = S;
+    int64_t K = nodes_b.len / 8, code = 0;
+    const int64_t *cnode = nodes_b.buf;
+    int64_t *cset = NULL, *wstack = NULL, *indptr = NULL;
+    int32_t *row_of = NULL, *rest_of_row = NULL, *path = NULL, *seq = NULL, *inc_sigma = NULL, *inc_row = NULL;
+    int32_t *row_ptr = NULL, *row_cls = NULL, *sig_ptr = NULL, *sig_row = NULL, *order = NULL;
+    int32_t *tnode = NULL, *edges = NULL, *edges_sorted = NULL, *pcount = NULL, *out_cls = NULL, *unindexed = NULL;
+    int32_t *tstack = NULL;
+    uint8_t *big = NULL;
+    int64_t ninc = 0, inccap = 0, inccap2 = 0, nun = 0, nrows = 0;
+    if (need_grammar(S) < 0) goto done;
+    if (nodes_b.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "sigma_index: class_nodes must be int64");
+        goto done;
+    }
+    cset = malloc((size_t)(K ? K : 1) * sizeof(int64_t));
+    X.stamps = calloc((size_t)S->n, sizeof(int64_t));
+    if (!cset || !X.stamps) goto nomem;
+    for (int64_t k = 0; k < K; k++) {
+        cset[k] = -1;
+        if (cnode[k] < 1) continue;
+        if (cnode[k] >= S->n) {
+            PyErr_SetString(PyExc_ValueError, "sigma_index: a class node is not in the store");
+            goto done;
+        }
+        code = rev_inputs(&X, cnode[k], 0);
+        if (code < 0) goto fail;
+        cset[k] = code;
+    }
+    /* distinct rests, in order of first appearance; their word counts; what is to list */
+    row_of = malloc((size_t)S->n * sizeof(int32_t));
+    big = calloc((size_t)S->n, 1);
+    if (!row_of || !big) goto nomem;
+    memset(row_of, 0xFF, (size_t)S->n * sizeof(int32_t));
+    int64_t rowcap = 0;
+    unsigned __int128 to_list = 0;
+    for (int64_t k = 0; k < K; k++) {
+        if (cset[k] < 0) continue;
+        for (int64_t j = 0; j < X.set_len[cset[k]]; j++) {
+            int32_t r = X.pool[X.set_off[cset[k]] + j];
+            if (row_of[r] != -1 || big[r]) continue;
+            unsigned __int128 c;
+            code = count_words(&X, r, &c, 0);
+            if (code < 0) goto fail;
+            if (c > (unsigned __int128)max_per_node) {
+                big[r] = 1;
+                continue;
+            }
+            to_list += c;
+            if (to_list > COUNT_CAP) to_list = COUNT_CAP;
+            if (grow((void **)&rest_of_row, &rowcap, nrows + 1, sizeof(int32_t)) < 0) goto nomem;
+            row_of[r] = (int32_t)nrows;
+            rest_of_row[nrows++] = r;
+        }
+    }
+    if (to_list > (unsigned __int128)max_words) {
+        PyObject *n = int128_to_py(to_list);
+        if (n) result = Py_BuildValue("(sN)", "words", n);
+        goto done;
+    }
+    /* each rest's words once: sigma_in = the word reversed, symbols n + 1 + A -> A */
+    int64_t maxlen = 0, pathcap = 0, seqcap = 0, wcap = 0;
+    for (int64_t row = 0; row < nrows; row++) {
+        int64_t sp = 0; /* entries (node, depth, symbol that led there) */
+        if (grow((void **)&wstack, &wcap, 3, sizeof(int64_t)) < 0) goto nomem;
+        wstack[sp++] = rest_of_row[row];
+        wstack[sp++] = 0;
+        wstack[sp++] = 0;
+        while (sp) {
+            int64_t sym = wstack[--sp], d = wstack[--sp], node = wstack[--sp];
+            if (d > 0) {
+                if (grow((void **)&path, &pathcap, d, sizeof(int32_t)) < 0) goto nomem;
+                path[d - 1] = (int32_t)(sym - S->nt - 1);
+            }
+            if (S->acc[node]) {
+                if (grow((void **)&seq, &seqcap, d + 1, sizeof(int32_t)) < 0) goto nomem;
+                for (int64_t i = 0; i < d; i++) seq[i] = path[d - 1 - i];
+                int64_t id = sigma_id(&G, seq, d);
+                if (id < 0) goto nomem;
+                if (d > maxlen) maxlen = d;
+                if (ninc >= inccap) {
+                    int64_t c1 = inccap, c2 = inccap2;
+                    if (grow((void **)&inc_sigma, &c1, ninc + 1, sizeof(int32_t)) < 0 ||
+                        grow((void **)&inc_row, &c2, ninc + 1, sizeof(int32_t)) < 0)
+                        goto nomem;
+                    inccap = c1 < c2 ? c1 : c2;
+                    inccap2 = c2;
+                }
+                inc_sigma[ninc] = (int32_t)id;
+                inc_row[ninc++] = (int32_t)row;
+            }
+            int64_t m = n_edges(S, node);
+            if (grow((void **)&wstack, &wcap, sp + 3 * m, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t i = S->estart[node + 1] - 1; i >= S->estart[node]; i--) {
+                wstack[sp++] = S->ekid[i];
+                wstack[sp++] = d + 1;
+                wstack[sp++] = S->esym[i];
+            }
+        }
+    }
+    /* classes left to the walk: those with a rest too large to list */
+    unindexed = malloc((size_t)(K ? K : 1) * sizeof(int32_t));
+    row_ptr = calloc((size_t)nrows + 1, sizeof(int32_t));
+    if (!unindexed || !row_ptr) goto nomem;
+    int64_t pairs = 0;
+    for (int64_t k = 0; k < K; k++) {
+        if (cset[k] < 0) continue;
+        int is_big = 0;
+        for (int64_t j = 0; j < X.set_len[cset[k]] && !is_big; j++) is_big = big[X.pool[X.set_off[cset[k]] + j]];
+        if (is_big) {
+            unindexed[nun++] = (int32_t)k;
+            cset[k] = -1;
+            continue;
+        }
+        for (int64_t j = 0; j < X.set_len[cset[k]]; j++) row_ptr[row_of[X.pool[X.set_off[cset[k]] + j]] + 1]++;
+        pairs += X.set_len[cset[k]];
+    }
+    for (int64_t r = 0; r < nrows; r++) row_ptr[r + 1] += row_ptr[r];
+    row_cls = malloc((size_t)(pairs ? pairs : 1) * sizeof(int32_t));
+    if (!row_cls) goto nomem;
+    {
+        int32_t *fill = malloc((size_t)(nrows ? nrows : 1) * sizeof(int32_t));
+        if (!fill) goto nomem;
+        memcpy(fill, row_ptr, (size_t)nrows * sizeof(int32_t));
+        for (int64_t k = 0; k < K; k++) /* classes ascending in each row */
+            if (cset[k] >= 0)
+                for (int64_t j = 0; j < X.set_len[cset[k]]; j++)
+                    row_cls[fill[row_of[X.pool[X.set_off[cset[k]] + j]]]++] = (int32_t)k;
+        free(fill);
+    }
+    /* rows of each sigma_in (CSR by sigma) */
+    int64_t ns = G.n;
+    sig_ptr = calloc((size_t)ns + 1, sizeof(int32_t));
+    sig_row = malloc((size_t)(ninc ? ninc : 1) * sizeof(int32_t));
+    if (!sig_ptr || !sig_row) goto nomem;
+    for (int64_t i = 0; i < ninc; i++) sig_ptr[inc_sigma[i] + 1]++;
+    for (int64_t i = 0; i < ns; i++) sig_ptr[i + 1] += sig_ptr[i];
+    {
+        int32_t *fill = malloc((size_t)(ns ? ns : 1) * sizeof(int32_t));
+        if (!fill) goto nomem;
+        memcpy(fill, sig_ptr, (size_t)ns * sizeof(int32_t));
+        for (int64_t i = 0; i < ninc; i++) sig_row[fill[inc_sigma[i]]++] = inc_row[i];
+        free(fill);
+    }
+    /* the trie, in sorted sigma_in order */
+    order = malloc((size_t)(ns ? ns : 1) * sizeof(int32_t));
+    tnode = malloc((size_t)(ns ? ns : 1) * sizeof(int32_t));
+    tstack = malloc((size_t)(maxlen + 1) * sizeof(int32_t));
+    edges = malloc((size_t)(G.nsym ? G.nsym : 1) * 3 * sizeof(int32_t));
+    if (!order || !tnode || !tstack || !edges) goto nomem;
+    for (int64_t i = 0; i < ns; i++) order[i] = (int32_t)i;
+    sort_sigmas = &G;
+    qsort(order, (size_t)ns, sizeof(int32_t), cmp_sigma);
+    int64_t tn = 1, ne = 0;
+    tstack[0] = 0;
+    const int32_t *prev = NULL;
+    int64_t lprev = 0;
+    for (int64_t q = 0; q < ns; q++) {
+        int32_t i = order[q];
+        const int32_t *sq = G.sym + G.off[i];
+        int64_t l = G.len[i], common = 0;
+        while (common < l && common < lprev && sq[common] == prev[common]) common++;
+        for (int64_t d = common; d < l; d++) {
+            edges[3 * ne] = tstack[d];
+            edges[3 * ne + 1] = sq[d];
+            edges[3 * ne + 2] = (int32_t)tn;
+            ne++;
+            tstack[d + 1] = (int32_t)tn++;
+        }
+        tnode[i] = tstack[l];
+        prev = sq;
+        lprev = l;
+    }
+    /* edges grouped by parent (children in symbol order, as they were made) */
+    pcount = calloc((size_t)tn + 1, sizeof(int32_t));
+    edges_sorted = malloc((size_t)(ne ? ne : 1) * 3 * sizeof(int32_t));
+    if (!pcount || !edges_sorted) goto nomem;
+    for (int64_t e = 0; e < ne; e++) pcount[edges[3 * e] + 1]++;
+    for (int64_t t = 0; t < tn; t++) pcount[t + 1] += pcount[t];
+    for (int64_t e = 0; e < ne; e++) {
+        int32_t at = pcount[edges[3 * e]]++;
+        memcpy(edges_sorted + 3 * (int64_t)at, edges + 3 * e, 3 * sizeof(int32_t));
+    }
+    /* the classes at each trie node: the union over its sigma_in's rows (dense rows of K bits), ascending */
+    int32_t *sig_at = malloc((size_t)tn * sizeof(int32_t)); /* trie node -> sigma, -1 none */
+    int64_t kw = (K + 63) / 64;
+    uint64_t *rows = calloc((size_t)(nrows ? nrows : 1) * (size_t)(kw ? kw : 1), sizeof(uint64_t));
+    uint64_t *acc = malloc((size_t)(kw ? kw : 1) * sizeof(uint64_t));
+    indptr = malloc((size_t)(tn + 1) * sizeof(int64_t));
+    if (!sig_at || !rows || !acc || !indptr) {
+        free(sig_at);
+        free(rows);
+        free(acc);
+        goto nomem;
+    }
+    for (int64_t r = 0; r < nrows; r++)
+        for (int32_t b = row_ptr[r]; b < row_ptr[r + 1]; b++)
+            rows[r * kw + (row_cls[b] >> 6)] |= (uint64_t)1 << (row_cls[b] & 63);
+    memset(sig_at, 0xFF, (size_t)tn * sizeof(int32_t));
+    for (int64_t i = 0; i < ns; i++) sig_at[tnode[i]] = (int32_t)i;
+    int64_t nout = 0, outcap = 0;
+    indptr[0] = 0;
+    for (int64_t t = 0; t < tn; t++) {
+        int32_t i = sig_at[t];
+        if (i >= 0) {
+            memset(acc, 0, (size_t)kw * sizeof(uint64_t));
+            for (int32_t a = sig_ptr[i]; a < sig_ptr[i + 1]; a++) {
+                const uint64_t *row = rows + (int64_t)sig_row[a] * kw;
+                for (int64_t w = 0; w < kw; w++) acc[w] |= row[w];
+            }
+            int64_t got = 0;
+            for (int64_t w = 0; w < kw; w++) got += __builtin_popcountll(acc[w]);
+            if (grow((void **)&out_cls, &outcap, nout + got, sizeof(int32_t)) < 0) {
+                free(sig_at);
+                free(rows);
+                free(acc);
+                goto nomem;
+            }
+            for (int64_t w = 0; w < kw; w++)
+                for (uint64_t bits = acc[w]; bits; bits &= bits - 1) out_cls[nout++] = (int32_t)(w * 64 + __builtin_ctzll(bits));
+        }
+        indptr[t + 1] = nout;
+    }
+    free(sig_at);
+    free(rows);
+    free(acc);
+    PyObject *stats = Py_BuildValue("{sLsLsLsL}", "distinct_sigma_in", (long long)ns, "longest_sigma_in",
+                                    (long long)maxlen, "trie_nodes", (long long)tn, "sep_rest_nodes", (long long)nrows);
+    if (stats)
+        result = Py_BuildValue("(sNNNNN)", "ok", bytes_of(edges_sorted, 3 * ne, sizeof(int32_t)),
+                               bytes_of(indptr, tn + 1, sizeof(int64_t)), bytes_of(out_cls, nout, sizeof(int32_t)),
+                               bytes_of(unindexed, nun, sizeof(int32_t)), stats);
+    goto done;
+fail:
+    if (code == E_DEPTH) {
+        PyErr_SetString(Unsupported, "sigma_index: the displacements nest deeper than the compiled store allows");
+    } else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(cset);
+    free(wstack);
+    free(indptr);
+    free(row_of);
+    free(rest_of_row);
+    free(path);
+    free(seq);
+    free(inc_sigma);
+    free(inc_row);
+    free(row_ptr);
+    free(row_cls);
+    free(sig_ptr);
+    free(sig_row);
+    free(order);
+    free(tnode);
+    free(edges);
+    free(edges_sorted);
+    free(pcount);
+    free(out_cls);
+    free(unindexed);
+    free(tstack);
+    free(big);
+    memo_free(&X.rmemo);
+    memo_free(&X.cmemo);
+    free(X.set_off);
+    free(X.set_len);
+    free(X.pool);
+    free(X.stamps);
+    free(X.counts);
+    free(G.sym);
+    free(G.off);
+    free(G.len);
+    free(G.hash);
+    free(G.tab);
+    PyBuffer_Release(&nodes_b);
+    return result;
+}
+
+/* ---- types and module glue ---- */
+static PyMethodDef words_methods[] = {
+    {"grammar", (PyCFunction)words_grammar, METH_VARARGS, "set the GNF (table, num_atoms, start); the initial node"},
+    {"below_sets", (PyCFunction)words_below_sets, METH_O, "the stack adjacency as stack_below returns it"},
+    {"make", (PyCFunction)words_make, METH_VARARGS, "intern (accepts, edges)"},
+    {"union", (PyCFunction)words_union, METH_VARARGS, "union of two node sets"},
+    {"concat", (PyCFunction)words_concat, METH_VARARGS, "concatenation of two node sets"},
+    {"step", (PyCFunction)words_step, METH_VARARGS, "Displacer.step(node, atom)"},
+    {"run", (PyCFunction)words_run, METH_VARARGS, "run(node, atoms, budget=-1) -> (node, created)"},
+    {"edges", (PyCFunction)words_edges, METH_O, "edges of a node as ((symbol, child), ...)"},
+    {"accepts", (PyCFunction)words_accepts, METH_O, "whether a node holds the empty word"},
+    {"child", (PyCFunction)words_child, METH_VARARGS, "child(node, symbol), EMPTY when absent"},
+    {"classify", (PyCFunction)words_classify, METH_VARARGS, "classing's vocabulary walk (see _words.c)"},
+    {"trie_mask", (PyCFunction)words_trie_mask, METH_VARARGS, "trie_mask(trie, state, out): a state's class set"},
+    {"sigma_index", (PyCFunction)words_sigma_index, METH_VARARGS, "the sigma_in index's arrays (see _words.c)"},
+    {"stats", (PyCFunction)words_stats, METH_NOARGS, "sizes of the store and its memos"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef words_getset[] = {
+    {"created", (getter)words_get_created, NULL, "nodes interned so far (budgets read it)", NULL},
+    {"limit", (getter)words_get_limit, (setter)words_set_limit, "past this many created nodes, the budget error",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods words_as_sequence = {
+    .sq_length = (lenfunc)words_len,
+    .sq_item = (ssizeargfunc)words_item,
+};
+
+static PyTypeObject WordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cfgzip_lab.native._kernel.Words",
+    .tp_basicsize = sizeof(Words),
+    .tp_dealloc = (destructor)words_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Words(nodes, created=0, budget_exc=None): a compiled word store seeded with a WordStore's nodes",
+    .tp_methods = words_methods,
+    .tp_getset = words_getset,
+    .tp_as_sequence = &words_as_sequence,
+    .tp_init = (initproc)words_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef vtrie_methods[] = {
+    {"info", (PyCFunction)vtrie_info, METH_NOARGS, "sizes of the trie"},
+    {"same", (PyCFunction)vtrie_same, METH_VARARGS, "whether it was built from these tokens and kinds"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject VocabTrieType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cfgzip_lab.native._kernel.VocabTrie",
+    .tp_basicsize = sizeof(VocabTrie),
+    .tp_dealloc = (destructor)vtrie_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "VocabTrie(token_bytes, kinds, normal=0): the NORMAL tokens' bytes as a trie",
+    .tp_methods = vtrie_methods,
+    .tp_init = (initproc)vtrie_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef module_functions[] = {
+    {"assemble", k_assemble, METH_VARARGS, "classing._assemble over arrays (see _words.c)"},
+    {NULL, NULL, 0, NULL},
+};
+
+int words_add_to_module(PyObject *m) {
+    if (PyType_Ready(&WordsType) < 0 || PyType_Ready(&VocabTrieType) < 0 || PyType_Ready(&AdvancerType) < 0)
+        return -1;
+    Unsupported = PyErr_NewException("cfgzip_lab.native._kernel.Unsupported", PyExc_RuntimeError, NULL);
+    if (!Unsupported) return -1;
+    if (PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Words", (PyObject *)&WordsType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "VocabTrie", (PyObject *)&VocabTrieType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Advancer", (PyObject *)&AdvancerType) < 0) return -1;
+    if (PyModule_AddFunctions(m, module_functions) < 0) return -1;
+    return PyModule_AddIntConstant(m, "MAX_DEPTH", MAX_DEPTH);
+}

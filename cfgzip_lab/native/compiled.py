@@ -1,0 +1,239 @@
+"""The compiled word store (``_words.c``) behind the Python APIs of the store and the displacer.
+
+Classing, the σ_in index build and the native walk all run on one word store per grammar. Where
+the compiled kernel is built, that store is a :class:`CompiledWordStore`: a ``_kernel.Words`` seeded
+with the GNF's :class:`~cfgzip_lab.grammar.words.WordStore` nodes (same ids), to which classing,
+the index and the walk add theirs in C. The Python API stays: ``nodes`` (a sequence of ``(accepts,
+edges)`` tuples, made on access), ``make``, ``union``, ``concat``, ``count``, ``words``,
+``reachable``, ``accepts``, ``edges``, ``child``, ``created``, ``limit``; :class:`CompiledDisplacer`
+is a :class:`~cfgzip_lab.classes.displacement.Displacer` over it. So explanations, the limits'
+messages and the tests read the compiled store as they read the Python one.
+
+Why the compiled store is THE store rather than exporting its nodes into the Python one (as
+``classing._walk_parallel`` does for forked workers): exporting costs what the compiled walk saves.
+Measured with Llama-3 (``benchmarks/compiled_bench.py --export``): c_like's classing leaves 240k new
+nodes; re-interning them into the WordStore took longer than the compiled classing itself, and the
+walk's memos (the step memo above all) would not come along.
+
+Same ids as the Python reference: every operation creates its nodes in the order the Python code
+does (see ``_words.c``), so a compiled store and a Python store given the same calls hold the same
+nodes under the same ids; ``tests/test_compiled.py`` checks this node for node.
+
+The compiled paths are used where the kernel is built (``CFGZIP_NATIVE_KERNEL=0``: never, see
+:mod:`.kernel`) and the GNF has no families of counted-repetition nonterminals (:func:`supports`):
+those are the lead's Python reference until the kernel learns them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..classes.adjacency import BOTTOM
+from ..classes.displacement import Displacer
+from ..grammar.gnf import GNF
+from ..grammar.words import EMPTY, EPSILON, BudgetExceeded, WordStore
+from ..vocab import TokenKind
+from .kernel import compiled as _kernel
+
+__all__ = [
+    "available",
+    "supports",
+    "make_displacer",
+    "new_word_store",
+    "stepping_store",
+    "CompiledWordStore",
+    "CompiledDisplacer",
+    "vocab_trie",
+    "Unsupported",
+]
+
+Unsupported = getattr(_kernel, "Unsupported", RuntimeError)
+"""Raised by the compiled store where a set operation would recurse deeper than it allows
+(``_kernel.MAX_DEPTH``); callers fall back to the Python path."""
+
+
+def available() -> bool:
+    """Whether the compiled word store is built and switched on."""
+    return _kernel is not None and hasattr(_kernel, "Words")
+
+
+TOKEN_BASE = 256
+"""The first bit of an atom that is no byte (token-level macros' pseudo-bytes, issue 19)."""
+
+
+def has_token_atoms(gnf: GNF) -> bool:
+    """Whether ``gnf`` has token atoms (``Token(...)``/``ExcludeToken(...)``: atoms holding bits from
+    :data:`TOKEN_BASE` on, see :mod:`cfgzip_lab.grammar.token_macros`): a token then also reads as its
+    token atom, which only the Python classing, index and walk add."""
+    return any(atom.bits >> TOKEN_BASE for atom in gnf.atoms)
+
+
+def supports(gnf: GNF) -> bool:
+    """Whether the compiled paths can run ``gnf``: built, no counted-repetition families (issue 17's
+    symbolic symbols are not in the kernel yet) and no token atoms (a token's displacement then
+    unions its token atom's, issue 19): the Python path runs those."""
+    return available() and not getattr(gnf, "families", None) and not has_token_atoms(gnf)
+
+
+class CompiledWordStore:
+    """:class:`~cfgzip_lab.grammar.words.WordStore`'s API over a compiled store.
+
+    The queries that only read nodes (``count``, ``words``, ``reachable``...) are WordStore's own
+    functions over :attr:`nodes`; construction and the set algebra run in C.
+    """
+
+    def __init__(self, native) -> None:
+        self.native = native
+        self.nodes = native  # a sequence of (accepts, ((symbol, child), ...)), made on access
+        self._count: dict[int, int] = {EMPTY: 0, EPSILON: 1}
+
+    @classmethod
+    def seeded(cls, store: WordStore) -> CompiledWordStore:
+        """A compiled store holding ``store``'s nodes under the same ids (``store`` is not changed)."""
+        return cls(_kernel.Words(store.nodes, store.created, BudgetExceeded))
+
+    def __len__(self) -> int:
+        return len(self.native)
+
+    @property
+    def created(self) -> int:
+        return self.native.created
+
+    @property
+    def limit(self):
+        return self.native.limit
+
+    @limit.setter
+    def limit(self, value) -> None:
+        self.native.limit = value
+
+    def make(self, accepts: bool, edges) -> int:
+        return self.native.make(accepts, edges)
+
+    def union(self, a: int, b: int) -> int:
+        return self.native.union(a, b)
+
+    def concat(self, a: int, b: int) -> int:
+        return self.native.concat(a, b)
+
+    def accepts(self, node: int) -> bool:
+        return self.native.accepts(node)
+
+    def edges(self, node: int):
+        return self.native.edges(node)
+
+    def child(self, node: int, symbol: int) -> int:
+        return self.native.child(node, symbol)
+
+    def stats(self) -> dict:
+        """Nodes, edges, memo entries, steps and the bytes the arrays hold."""
+        return self.native.stats()
+
+    # WordStore's own code for what only reads nodes or composes the operations above.
+    make_edges = WordStore.make_edges
+    word = WordStore.word
+    count = WordStore.count
+    words = WordStore.words
+    reachable = WordStore.reachable
+    union_all = WordStore.union_all
+    without_empty_word = WordStore.without_empty_word
+    without_edge = WordStore.without_edge
+
+
+class CompiledDisplacer(Displacer):
+    """:class:`~cfgzip_lab.classes.displacement.Displacer` on a compiled store seeded with the GNF's.
+
+    The GNF's own store is left as it is (a Python Displacer made later gets the ids it always got).
+    """
+
+    def __init__(self, gnf: GNF):  # noqa: D107 - Displacer's Python tables are not built
+        if not supports(gnf):
+            raise RuntimeError("the compiled word store is not built, or the grammar has counted-repetition families")
+        self.gnf = gnf
+        # The GNF's own store when it is compiled (the normal form was built in it, pipeline.py):
+        # classing adds its nodes there, as the Python Displacer does in a WordStore. Otherwise a
+        # compiled copy (same ids); the GNF's WordStore is left as it is.
+        store = gnf.store
+        self.store = store if isinstance(store, CompiledWordStore) else CompiledWordStore.seeded(store)
+        self.n = gnf.num_nonterminals
+        self.sep = self.n
+        self.num_atoms = len(gnf.atoms)
+        self.families = gnf.families if hasattr(gnf, "families") else []
+        self.initial = self.store.native.grammar(gnf.table, self.num_atoms, gnf.start)
+        self.atom_table = bytes(gnf.atom_of)
+        self._below: list[set[int]] | None = None
+
+    @property
+    def below(self) -> list[set[int]]:
+        """The stack adjacency the compiled step uses (``stack_adjacency(gnf)``, computed in C)."""
+        if self._below is None:
+            self._below = self.store.native.below_sets(BOTTOM)
+        return self._below
+
+    def step(self, node: int, atom: int) -> int:
+        return self.store.native.step(node, atom)
+
+    def of_atoms(self, atoms: bytes) -> int:
+        return self.store.native.run(self.initial, atoms)[0]
+
+
+def stepping_store(displacer: Displacer):
+    """The compiled store the σ_in index and the walk step in for ``displacer`` (``_kernel.Words``), or
+    None where they step in Python (a WordStore). A Python Displacer on a compiled store (classing's
+    fall-back, or ``compute_classes(compiled=False)`` on a normal form built in a compiled store)
+    steps in C too, on the same nodes: its grammar's tables are set in the store first (the same
+    initial node). A GNF the kernel does not support (:func:`supports`) is never in a compiled
+    store (``compile_grammar`` builds those in a WordStore) and is refused here rather than half-run."""
+    store = displacer.store
+    if not isinstance(store, CompiledWordStore):
+        return None
+    if not isinstance(displacer, CompiledDisplacer):
+        gnf = displacer.gnf
+        if not supports(gnf):
+            raise RuntimeError(
+                "a normal form with counted-repetition families or token atoms in a compiled word store: "
+                "build it with compile_grammar(..., compiled_store=False)"
+            )
+        store.native.grammar(gnf.table, len(gnf.atoms), gnf.start)
+    return store.native
+
+
+def new_word_store(counted: bool = False, tokens: bool = False) -> WordStore | CompiledWordStore:
+    """A fresh, empty word store for a normal form: compiled where the kernel is built (the same nodes
+    under the same ids as a WordStore; the GNF's set algebra runs in C, and classing, the index and the
+    walk continue in the same store), a WordStore where it is not or for a grammar with counted
+    repetitions (``counted``: their displacement symbols pass 64 bits; the Python reference runs them)
+    or with token atoms (``tokens``: classing runs in Python, :func:`supports`).
+    Measured (c_like, CPU time): to_gnf 0.35 s in a WordStore, 0.18 s in a compiled store."""
+    if counted or tokens or not available():
+        return WordStore()
+    return CompiledWordStore.seeded(WordStore())
+
+
+def make_displacer(gnf: GNF) -> Displacer:
+    """A :class:`CompiledDisplacer` where :func:`supports` ``gnf``, else the Python :class:`Displacer`."""
+    return CompiledDisplacer(gnf) if supports(gnf) else Displacer(gnf)
+
+
+_TRIES: list = []
+_TRIES_KEPT = 4
+
+
+def vocab_trie(token_bytes: list[bytes], kinds: np.ndarray):
+    """The vocabulary's NORMAL tokens as a byte trie (``_kernel.VocabTrie``), kept per vocabulary.
+
+    Grammar-independent: classing quotients it by each grammar's byte classes as it walks. The last
+    few are kept; one is reused when it was built from the same token objects (or equal bytes) and
+    kinds (``VocabTrie.same``: 0.2 ms for Llama-3's 128k tokens, where building sorts them).
+    """
+    kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
+    if not isinstance(token_bytes, list):
+        token_bytes = list(token_bytes)
+    for i, trie in enumerate(_TRIES):
+        if trie.same(token_bytes, kinds):
+            _TRIES.append(_TRIES.pop(i))
+            return trie
+    trie = _kernel.VocabTrie(token_bytes, kinds, int(TokenKind.NORMAL))
+    _TRIES.append(trie)
+    del _TRIES[:-_TRIES_KEPT]
+    return trie

@@ -1,0 +1,548 @@
+"""The compiled word store and classing walk (``cfgzip_lab/native/_words.c``) against the Python reference.
+
+Node for node: a compiled store is seeded with a Python store's nodes, and every operation must
+create its nodes in the Python order, so after the same calls both hold the same nodes under the
+same ids. Class for class: compiled classing and the Python walk give the same partition, the same
+representatives, the same displacement node per token and the same metadata, on the bundled
+grammars, a seeded sample of the third-party and shared corpora, with Llama-3 and SmolLM2, and on
+small vocabularies through budgets, fallbacks, the DAG cap and cancellation.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from paths import BUNDLED, REPO, grammar_id, third_party_grammars
+from toy_vocab import NESTING_TOKENS
+
+from cfgzip_lab.classes.classing import ClassingResult, compute_classes
+from cfgzip_lab.classes.displacement import Displacer
+from cfgzip_lab.classes.limits import ClassingLimitError
+from cfgzip_lab.grammar.words import EMPTY, BudgetExceeded, WordStore
+from cfgzip_lab.native import compiled
+from cfgzip_lab.pipeline import compile_grammar
+from cfgzip_lab.vocab import vocab_from_bytes
+
+needs_compiled = pytest.mark.skipif(not compiled.available(), reason="the compiled kernel is not built here")
+pytestmark = needs_compiled
+
+CORPORA = REPO.parent / "shared" / "corpora"
+ARITH = (
+    'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
+    'factor ::= [0-9]+ | "(" expr ")"\n'
+)
+JSON_SMALL = (
+    'root ::= value\nvalue ::= object | array | string | number | "true" | "false" | "null"\n'
+    'object ::= "{" ws ( member ( "," ws member )* )? "}"\nmember ::= string ws ":" ws value ws\n'
+    'array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"\nstring ::= "\\"" [a-z]* "\\""\n'
+    'number ::= "-"? [0-9]+\nws ::= [ \\n]*\n'
+)
+NESTED = 'root ::= "(" root ")" | [ab]+ | "[" root* "]"\n'
+
+
+@pytest.fixture(scope="module")
+def toy():
+    tokens = NESTING_TOKENS + [b"((((", b"))))", b"[[(", b"ab" * 8, b"1" * 30]
+    return vocab_from_bytes(tokens, stop_ids=[29], special_ids=[30], vocab_size=len(tokens) + 3, name="toy")
+
+
+def _load(name: str):
+    from cfgzip_lab.vocab import load_vocab
+
+    try:
+        return load_vocab(name)
+    except Exception as err:  # pragma: no cover - depends on the machine's offline files
+        pytest.skip(f"{name} vocabulary unavailable: {err}")
+
+
+def assert_same_nodes(python: WordStore, other) -> None:
+    assert len(python) == len(other) and python.created == other.created
+    mismatched = [i for i in range(len(python)) if python.nodes[i] != other.nodes[i]]
+    assert not mismatched, f"{len(mismatched)} nodes differ, first {mismatched[0]}"
+
+
+def assert_same_classing(a: ClassingResult, b: ClassingResult) -> None:
+    """``a`` from the Python path, ``b`` from the compiled one (each on its own compile of a grammar)."""
+    assert type(a.displacer) is Displacer and isinstance(b.displacer, compiled.CompiledDisplacer)
+    for name in ("class_of", "representatives", "class_kind"):
+        x, y = getattr(a.classes, name), getattr(b.classes, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    assert np.array_equal(a.token_node, b.token_node)
+    skip = {"classing_seconds", "workers"}
+    assert {k: v for k, v in a.classes.metadata.items() if k not in skip} == {
+        k: v for k, v in b.classes.metadata.items() if k not in skip
+    }
+    assert_same_nodes(a.displacer.store, b.displacer.store)
+    assert a.displacer.initial == b.displacer.initial
+
+
+def _both(text: str, vocab, *, kind: str = "ebnf", **options) -> tuple[ClassingResult, ClassingResult]:
+    """(Python, compiled) classing of two separate compiles of ``text``."""
+    one = compile_grammar(text, kind=kind, compiled_store=False).gnf
+    two = compile_grammar(text, kind=kind).gnf
+    a = compute_classes(one, vocab.token_bytes, vocab.kinds, compiled=False, **options)
+    b = compute_classes(two, vocab.token_bytes, vocab.kinds, compiled=True, **options)
+    return a, b
+
+
+# -- the store itself ----------------------------------------------------------------------------
+def _random_words(rng: random.Random, count: int) -> list[tuple[int, ...]]:
+    return [tuple(rng.randrange(6) for _ in range(rng.randrange(0, 7))) for _ in range(count)]
+
+
+def test_the_set_algebra_interns_the_python_stores_nodes_in_its_order():
+    """Random unions and concatenations of random word sets, the same calls on a WordStore and on a
+    compiled store seeded with it: the same result ids and the same node table after every call."""
+    rng = random.Random(0)
+    py = WordStore()
+    for w in _random_words(rng, 20):
+        py.word(w)
+    cs = compiled.CompiledWordStore.seeded(py)
+    assert_same_nodes(py, cs)
+    live = list(range(len(py)))
+    for _ in range(3000):
+        op = rng.random()
+        a, b = rng.choice(live), rng.choice(live)
+        if op < 0.45:
+            got = (py.union(a, b), cs.union(a, b))
+        elif op < 0.9:
+            got = (py.concat(a, b), cs.concat(a, b))
+        else:
+            w = _random_words(rng, 1)[0]
+            got = (py.word(w), cs.word(w))
+        assert got[0] == got[1]
+        live.append(got[0])
+    assert_same_nodes(py, cs)
+    for node in rng.sample(range(len(py)), 200):
+        assert py.count(node) == cs.count(node) and list(py.words(node, 20)) == list(cs.words(node, 20))
+        assert py.accepts(node) == cs.accepts(node) and py.edges(node) == cs.edges(node)
+    assert cs.reachable(live[-50:]) == py.reachable(live[-50:])
+
+
+def test_budgets_trip_at_the_same_node_and_leave_the_store_usable():
+    rng = random.Random(1)
+    py = WordStore()
+    for w in _random_words(rng, 30):
+        py.word(w)
+    cs = compiled.CompiledWordStore.seeded(py)
+    for _ in range(400):
+        a, b = rng.randrange(len(py)), rng.randrange(len(py))
+        budget = rng.randrange(0, 4)
+        outcomes = []
+        for store in (py, cs):
+            store.limit = store.created + budget
+            try:
+                outcomes.append(store.concat(a, b))
+            except BudgetExceeded:
+                outcomes.append("budget")
+            finally:
+                store.limit = float("inf")
+        assert outcomes[0] == outcomes[1]
+        assert_same_nodes(py, cs)
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=grammar_id)
+def test_the_normal_form_built_in_the_compiled_store_is_the_python_one(path):
+    """compile_grammar builds the GNF in the compiled store (pipeline.py): the same nonterminals,
+    table and nodes as in a WordStore; classing then continues in that very store."""
+    text = path.read_text(encoding="utf-8")
+    python, other = compile_grammar(text, compiled_store=False).gnf, compile_grammar(text).gnf
+    assert type(python.store) is WordStore and isinstance(other.store, compiled.CompiledWordStore)
+    assert python.names == other.names and python.table == other.table and python.start == other.start
+    assert_same_nodes(python.store, other.store)
+    assert compiled.CompiledDisplacer(other).store is other.store
+
+
+def test_the_store_refuses_what_is_no_canonical_store():
+    words = compiled._kernel.Words
+    with pytest.raises(ValueError, match="EMPTY and EPSILON"):
+        words([(True, ()), (False, ())])
+    with pytest.raises(ValueError, match="not a canonical store"):
+        words([(False, ()), (True, ()), (False, ((3, 1),)), (False, ((3, 1),))])
+    with pytest.raises(ValueError, match="sorted by symbol"):
+        words([(False, ()), (True, ()), (False, ((3, 1), (2, 1)))])
+    store = compiled.CompiledWordStore(words([(False, ()), (True, ())]))
+    with pytest.raises(IndexError):
+        store.union(0, 7)
+    with pytest.raises(ValueError, match="sorted by symbol"):
+        store.make(False, ((1, EMPTY),))
+
+
+def test_past_its_depth_the_compiled_store_says_so():
+    """A set operation deeper than the compiled store recurses raises Unsupported (the callers then use
+    the Python path, or hand the request to XGrammar); nothing is half-done."""
+    store = compiled.CompiledWordStore.seeded(WordStore())
+    deep = store.word(range(compiled._kernel.MAX_DEPTH + 10))
+    before = len(store)
+    with pytest.raises(compiled.Unsupported):
+        store.concat(deep, store.word((7,)))
+    assert store.concat(store.word((1, 2)), store.word((3,))) == store.word((1, 2, 3))
+    assert len(store) >= before
+
+
+def test_a_normal_form_past_the_compiled_depth_is_built_in_a_word_store():
+    """A rule whose two alternatives share a tail longer than MAX_DEPTH: their union nests past the
+    compiled store's recursion, so compile_grammar builds the normal form again in a WordStore (the
+    reference), the same normal form as compiled_store=False gives."""
+    n = compiled._kernel.MAX_DEPTH + 1000
+    text = 'root ::= "x" ' + "a " * n + '| "x" ' + "a " * (n - 1) + '"y"\na ::= "a" | "b"\n'
+    python, other = compile_grammar(text, compiled_store=False).gnf, compile_grammar(text).gnf
+    assert type(other.store) is WordStore
+    assert python.names == other.names and python.table == other.table
+    assert_same_nodes(python.store, other.store)
+    assert other.accepts(b"x" + b"ab" * (n // 2) + b"a" * (n % 2)) and not other.accepts(b"x" + b"a" * (n - 2))
+
+
+# -- classing, small vocabularies ------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
+@pytest.mark.parametrize("grammar", [ARITH, JSON_SMALL, NESTED], ids=["arith", "json", "nested"])
+def test_classing_toy_node_for_node(toy, grammar, budget):
+    """Every budget from none to one node per token: the same fallback singletons, nodes and classes."""
+    a, b = _both(grammar, toy, budget=budget)
+    assert_same_classing(a, b)
+    if budget == 1:
+        assert b.classes.metadata["fallback_singletons"] > 0
+
+
+def test_the_dag_cap_stops_both_paths_with_the_same_message(toy):
+    full = compute_classes(
+        compile_grammar(NESTED, compiled_store=False).gnf, toy.token_bytes, toy.kinds, compiled=False
+    )
+    cap = full.classes.metadata["dag_nodes"] - 5
+    messages = []
+    for flag in (False, True):
+        gnf = compile_grammar(NESTED, compiled_store=flag).gnf
+        with pytest.raises(ClassingLimitError) as info:
+            compute_classes(gnf, toy.token_bytes, toy.kinds, max_dag_nodes=cap, compiled=flag)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "while walking the token" in messages[0]
+
+
+def test_progress_reaches_the_end_and_cancel_stops(toy):
+    seen = []
+    gnf = compile_grammar(JSON_SMALL).gnf
+    compute_classes(gnf, toy.token_bytes, toy.kinds, progress=lambda d, t: seen.append((d, t)), compiled=True)
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+    vocab = vocab_from_bytes([bytes([a, b]) for a in range(97, 123) for b in range(97, 123)] * 4, name="pairs")
+    with pytest.raises(InterruptedError):
+        compute_classes(gnf, vocab.token_bytes, vocab.kinds, cancel=lambda: True, compiled=True)
+
+
+def test_the_vocabulary_trie_is_kept_per_vocabulary(toy):
+    one = compiled.vocab_trie(toy.token_bytes, toy.kinds)
+    assert compiled.vocab_trie(list(toy.token_bytes), toy.kinds) is one  # equal tokens, another list
+    other_kinds = np.array(toy.kinds)
+    other_kinds[0] = 2
+    assert compiled.vocab_trie(toy.token_bytes, other_kinds) is not one
+    info = one.info()
+    assert info["tokens"] == toy.vocab_size and info["eligible"] == int(
+        np.count_nonzero((np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0))
+    )
+
+
+def test_the_stack_adjacency_is_the_python_one():
+    from cfgzip_lab.classes.adjacency import stack_adjacency
+
+    for text in (ARITH, JSON_SMALL, NESTED, *(p.read_text(encoding="utf-8") for p in BUNDLED)):
+        gnf = compile_grammar(text).gnf
+        assert compiled.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
+
+
+def test_grammars_with_counted_families_take_the_python_path(toy):
+    """Issue 17's GNF families of counted nonterminals are not in the kernel: every compiled entry point
+    leaves such a GNF to Python (classing, the displacer of the index and the walk)."""
+    from cfgzip_lab.native import build_native_engine
+
+    grammar = compile_grammar('root ::= "(" [ab]{2,40} ")"\n')
+    assert grammar.gnf.families  # a counted repetition past the unrolling threshold
+    assert type(grammar.gnf.store) is WordStore  # its displacement symbols pass 64 bits
+    assert not compiled.supports(grammar.gnf)
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
+    assert type(result.displacer) is Displacer
+    assert type(compiled.make_displacer(grammar.gnf)) is Displacer
+    engine = build_native_engine(grammar, toy, result.classes)
+    assert engine.walker._native is None and engine.walker._advancer is None
+    m = engine.matcher()
+    assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
+    with pytest.raises(RuntimeError):
+        compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=True)
+
+
+def test_a_python_displacer_on_a_compiled_store_steps_there_too(toy):
+    """A Python Displacer over a compiled store (classing's fall-back, or compute_classes(compiled=False)
+    on a normal form built in a compiled store): the index and the walk step in C on that store
+    (stepping_store sets the grammar's tables first), with the Python reference's classes and masks."""
+    from cfgzip_lab.expand import unpack_bitmask
+    from cfgzip_lab.native import build_native_engine
+
+    python_grammar, grammar = compile_grammar(JSON_SMALL, compiled_store=False), compile_grammar(JSON_SMALL)
+    assert isinstance(grammar.gnf.store, compiled.CompiledWordStore)
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=False)
+    assert type(result.displacer) is Displacer and result.displacer.store is grammar.gnf.store
+    engine = build_native_engine(grammar, toy, result.classes, classing=result)
+    assert engine.walker._native is grammar.gnf.store.native and engine.walker._advancer is not None
+    reference = compute_classes(python_grammar.gnf, toy.token_bytes, toy.kinds, compiled=False)
+    assert np.array_equal(result.classes.class_of, reference.classes.class_of)
+    assert np.array_equal(result.token_node, reference.token_node)
+    other = build_native_engine(python_grammar, toy, reference.classes, classing=reference)
+    assert other.walker._native is None
+    one, two = engine.matcher(), other.matcher()
+    rng = random.Random(3)
+    for _ in range(12):  # a seeded walk: the same rows at every step, then one allowed token
+        row = one.vocab_row()
+        assert np.array_equal(row, two.vocab_row())
+        bits = unpack_bitmask(row, toy.vocab_size)
+        allowed = [t for t in np.flatnonzero(bits).tolist() if toy.kinds[t] == 0]
+        if not allowed:
+            break
+        tid = rng.choice(allowed)
+        assert one.accept_token(tid) and two.accept_token(tid)
+
+
+def test_grammars_with_token_atoms_take_the_python_path(toy):
+    """Token-level macros (issue 19: atoms with pseudo-byte bits from 256 on) are not in the kernel:
+    a token then also reads as its token atom, which only the Python classing, index and walk add
+    (cfgzip_lab.grammar.token_macros). supports() says no, so every compiled entry point leaves it."""
+    from dataclasses import replace
+
+    from cfgzip_lab.grammar.cfg import ByteSet
+
+    gnf = compile_grammar(JSON_SMALL).gnf
+    assert compiled.supports(gnf) and not compiled.has_token_atoms(gnf)
+    with_token = replace(gnf, atoms=[*gnf.atoms, ByteSet(1 << 257)])  # what a Token(0) atom looks like
+    assert compiled.has_token_atoms(with_token) and not compiled.supports(with_token)
+    assert type(compiled.make_displacer(with_token)) is Displacer
+    with pytest.raises(RuntimeError):
+        compiled.CompiledDisplacer(with_token)
+    with pytest.raises(RuntimeError):
+        compute_classes(with_token, toy.token_bytes, toy.kinds, compiled=True)
+    try:
+        from cfgzip_lab.grammar import token_macros
+    except ImportError:
+        return  # the token macros are not in this checkout yet: the guard above is what they need
+    from cfgzip_lab.native import build_native_engine
+
+    grammar = compile_grammar('root ::= Token(5) "b" | "ab"\n')
+    assert token_macros.token_atoms(grammar.gnf) is not None and not compiled.supports(grammar.gnf)
+    assert type(grammar.gnf.store) is WordStore
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
+    assert type(result.displacer) is Displacer
+    engine = build_native_engine(grammar, toy, result.classes, classing=result)
+    assert engine.walker._native is None and engine.walker._advancer is None
+    assert token_macros.token_paths(engine.walker.displacer) is not None
+
+
+def test_without_the_kernel_classing_runs_in_python():
+    code = (
+        "from cfgzip_lab.native import compiled\n"
+        "from cfgzip_lab.classes.classing import compute_classes\n"
+        "from cfgzip_lab.classes.displacement import Displacer\n"
+        "from cfgzip_lab.pipeline import compile_grammar\n"
+        "from cfgzip_lab.vocab import vocab_from_bytes\n"
+        "v = vocab_from_bytes([b'a', b'b', b'ab', b'('], name='t')\n"
+        "r = compute_classes(compile_grammar('root ::= [ab]+').gnf, v.token_bytes, v.kinds)\n"
+        "assert not compiled.available() and type(r.displacer) is Displacer\n"
+        "assert r.classes.num_classes == 2, r.classes.num_classes  # blocked '(', and a = b = ab\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "CFGZIP_NATIVE_KERNEL": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+# -- classing, real vocabularies -------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BUNDLED, ids=grammar_id)
+def test_bundled_grammars_llama3_node_for_node(path):
+    vocab = _load("llama3")
+    a, b = _both(path.read_text(encoding="utf-8"), vocab)
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+def _corpus_sample() -> list[tuple[str, Path, str]]:
+    """A seeded sample: 6 third-party grammars, 6 of XGrammar's test grammars, 4 JSON Schemas."""
+    rng = random.Random(18)
+    out = [(grammar_id(p), p, "gbnf" if p.suffix == ".gbnf" else "ebnf") for p in third_party_grammars()]
+    out = rng.sample(out, min(6, len(out)))
+    ebnf = sorted((CORPORA / "xgrammar-tests").glob("*.ebnf"))
+    schemas = sorted(p for p in (CORPORA / "json-schema-test-suite").glob("*.json") if ".instance" not in p.name)
+    out += [(p.name, p, "ebnf") for p in rng.sample(ebnf, min(6, len(ebnf)))]
+    out += [(p.name, p, "json_schema") for p in rng.sample(schemas, min(4, len(schemas)))]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,path,kind", _corpus_sample(), ids=[n for n, _, _ in _corpus_sample()])
+def test_corpus_sample_llama3_node_for_node(name, path, kind):
+    from cfgzip_lab.grammar.diagnostics import GrammarError
+
+    vocab = _load("llama3")
+    try:
+        a, b = _both(path.read_text(encoding="utf-8"), vocab, kind=kind)
+    except GrammarError as err:  # constructs the lowering refuses: nothing to class
+        pytest.skip(f"not lowered: {str(err)[:80]}")
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["json", "xml", "c_like"])
+def test_smollm2_node_for_node(name):
+    from cfgzip_lab.bundled import bundled_grammars
+
+    vocab = _load("smollm2")
+    a, b = _both(bundled_grammars()[name].read_text(encoding="utf-8"), vocab)
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+# -- the σ_in index ----------------------------------------------------------------------------------
+def _index_pair(a: ClassingResult, b: ClassingResult, vocab, *, with_nodes: bool = True, **options):
+    """(Python build on a's Python store, compiled build on b's compiled store); errors as strings."""
+    from cfgzip_lab.native.index import IndexTooLarge, build_index
+
+    out = []
+    for result in (a, b):
+        try:
+            out.append(
+                build_index(
+                    result.displacer.gnf,
+                    result.classes,
+                    vocab.token_bytes,
+                    token_node=result.token_node if with_nodes else None,
+                    displacer=result.displacer,
+                    **options,
+                )
+            )
+        except IndexTooLarge as err:
+            out.append(f"IndexTooLarge: {err}")
+    return out
+
+
+def assert_same_index(python, other) -> None:
+    if isinstance(python, str) or isinstance(other, str):
+        assert python == other
+        return
+    x, y = python.to_arrays(), other.to_arrays()
+    assert x.keys() == y.keys()
+    for key in x:
+        assert x[key].dtype == y[key].dtype and np.array_equal(x[key], y[key]), key
+    assert python.stats == other.stats and python.metadata() | {"native_build_seconds": 0} == other.metadata() | {
+        "native_build_seconds": 0
+    }
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"max_words": 3}, {"max_words_per_node": 1, "max_unindexed": 10_000}, {"max_words_per_node": 0}],
+    ids=["default", "few-words", "one-word-per-node", "nothing-listed"],
+)
+@pytest.mark.parametrize("grammar", [ARITH, JSON_SMALL, NESTED], ids=["arith", "json", "nested"])
+def test_index_toy_is_the_python_index(toy, grammar, options):
+    a, b = _both(grammar, toy)
+    for with_nodes in (True, False):
+        python, other = _index_pair(a, b, toy, with_nodes=with_nodes, **options)
+        assert_same_index(python, other)
+    assert_same_nodes(a.displacer.store, b.displacer.store)  # representatives re-run: the same new nodes
+
+
+def test_index_with_fallback_singletons_is_the_python_index(toy):
+    a, b = _both(NESTED, toy, budget=6)
+    assert b.classes.metadata["fallback_singletons"] > 0
+    assert_same_index(*_index_pair(a, b, toy))
+
+
+def test_the_compiled_index_round_trips_through_the_cache_arrays(toy):
+    from cfgzip_lab.native.index import SigmaInIndex
+
+    a, b = _both(JSON_SMALL, toy)
+    python, index = _index_pair(a, b, toy)
+    again = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
+    assert again.children == index.children == python.children and again.bits == index.bits == python.bits
+    words = -(-index.num_classes // 64)
+    for dense in (1, 2, 1000):
+        x, y = again.kernel_arrays(dense, words), python.kernel_arrays(dense, words)
+        assert all(np.array_equal(x[k], y[k]) for k in x)
+
+
+# -- the native engine's walk on the compiled store ----------------------------------------------------
+def _byte_vocab():
+    tokens = [bytes([b]) for b in range(256)] + [b"", b"  ", b"ab", b"if", b"(\n", b"\xc3\xa9", b"return", b"    "]
+    return vocab_from_bytes(tokens, stop_ids=[256], vocab_size=len(tokens) + 2, name="bytes")
+
+
+def _engines_both(text: str, vocab, limits=None):
+    from cfgzip_lab.native import WalkLimits, build_native_engine
+
+    limits = limits or WalkLimits()
+    out = []
+    for flag in (False, True):
+        grammar = compile_grammar(text, compiled_store=flag)
+        result = compute_classes(grammar.gnf, vocab.token_bytes, vocab.kinds, compiled=flag)
+        out.append(build_native_engine(grammar, vocab, result.classes, classing=result, limits=limits))
+    return out
+
+
+@pytest.mark.parametrize("name", ["json", "c_like", "xml", "sql_select"])
+def test_the_compiled_accept_step_walks_the_python_states(name):
+    """Sample documents and seeded random walks (every allowed token tried, rejected ones too): the
+    compiled accept step (Advancer) and the Python walker reach the same state ids, class sets and
+    answers, and leave their stores node for node equal."""
+    from cfgzip_lab.bundled import bundled_grammars, bundled_samples
+    from cfgzip_lab.classes.classing import NORMAL
+
+    vocab = _byte_vocab()
+    text = bundled_grammars()[name].read_text(encoding="utf-8")
+    py, cc = _engines_both(text, vocab)
+    assert py.walker._advancer is None and cc.walker._advancer is not None
+    rng = np.random.default_rng(0)
+    docs = [vocab.encode(p.read_text(encoding="utf-8")[:300]) for p in bundled_samples(name)[:2]]
+    steps = 0
+    for path in docs + [None] * 6:
+        a, b = py.matcher(), cc.matcher()
+        for i in range(len(path) if path is not None else 60):
+            assert a._history == b._history and a.class_set() == b.class_set()
+            if path is not None:
+                token = path[i]
+            else:
+                token = int(rng.integers(0, vocab.vocab_size + 2)) - 1  # -1 and V: not ids
+                allowed = [t for t in range(vocab.vocab_size) if a.class_set() >> int(py.classes.class_of[t]) & 1]
+                if allowed and rng.random() < 0.8:
+                    token = int(rng.choice(allowed))
+            got = a.accept_token(token)
+            assert b.accept_token(token) == got
+            steps += 1
+            if a.is_terminated() or (path is not None and not got):
+                break
+            if path is None and not any(
+                py.classes.class_kind[k] == NORMAL for k in range(py.classes.num_classes) if a.class_set() >> k & 1
+            ):
+                break
+    assert steps > 200
+    assert_same_nodes(py.walker.store, cc.walker.store)
+    assert (
+        py.stats()["advances"] == cc.stats()["advances"]
+        and py.stats()["advance_memo_hits"] == cc.stats()["advance_memo_hits"]
+    )
+
+
+def test_the_compiled_accept_step_keeps_the_budgets():
+    """Tight limits: both steps hand the same request to XGrammar at the same token."""
+    from cfgzip_lab.native import WalkLimits
+
+    vocab = _byte_vocab()
+    text = 'root ::= "(" root ")" | "[" root* "]" | [a-z]+\n'
+    py, cc = _engines_both(text, vocab, WalkLimits(token_budget=3, request_budget=40))
+    ids = vocab.encode("[[(abc)][x]" + "[(" * 40)
+    a, b = py.matcher(), cc.matcher()
+    for t in ids:
+        assert a.accept_token(t) == b.accept_token(t)
+        assert a.in_fallback == b.in_fallback and a.fallback_reason == b.fallback_reason
+    assert a.in_fallback and py.fallbacks == cc.fallbacks == 1
