@@ -24,7 +24,7 @@ from toy_vocab import NESTING_TOKENS
 from cfgzip_lab.classes.classing import ClassingResult, compute_classes
 from cfgzip_lab.classes.displacement import Displacer
 from cfgzip_lab.classes.limits import ClassingLimitError
-from cfgzip_lab.grammar.words import EMPTY, BudgetExceeded, WordStore
+from cfgzip_lab.grammar.words import EMPTY, EPSILON, BudgetExceeded, WordStore
 from cfgzip_lab.native import compiled
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -123,6 +123,29 @@ def test_the_set_algebra_interns_the_python_stores_nodes_in_its_order():
         assert py.count(node) == cs.count(node) and list(py.words(node, 20)) == list(cs.words(node, 20))
         assert py.accepts(node) == cs.accepts(node) and py.edges(node) == cs.edges(node)
     assert cs.reachable(live[-50:]) == py.reachable(live[-50:])
+
+
+def test_count_and_reachable_are_the_python_ones_past_64_bits():
+    """count() runs in C up to 64 bits and in Python's ints past them (2**70 words here); reachable()
+    walks the DAG in C: both as WordStore gives them."""
+    def doubling(store) -> list[int]:  # nodes of 2, 4, ... 2**70 words
+        two = store.union(store.word((1,)), store.word((2,)))
+        node, nodes = EPSILON, []
+        for _ in range(70):
+            node = store.concat(two, node)
+            nodes.append(node)
+        return nodes
+
+    py = WordStore()
+    cs = compiled.CompiledWordStore.seeded(py)
+    nodes = doubling(py)
+    assert doubling(cs) == nodes
+    assert [cs.count(n) for n in nodes] == [py.count(n) for n in nodes] == [2**k for k in range(1, 71)]
+    assert cs.count(EMPTY) == 0 and cs.count(EPSILON) == 1
+    assert cs.reachable(nodes[-3:] + [EMPTY, EPSILON]) == py.reachable(nodes[-3:] + [EMPTY, EPSILON])
+    assert cs.reachable(iter([])) == set()
+    with pytest.raises(IndexError):
+        cs.reachable([len(cs) + 5])
 
 
 def test_budgets_trip_at_the_same_node_and_leave_the_store_usable():

@@ -158,6 +158,10 @@ typedef struct {
     uint64_t *tops_bits;             /* natoms rows of below_words: bit a: a has a production on the atom */
     int64_t below_words;
     int64_t *cand;                   /* step's backtrack candidates (a, tail, consumed) */
+    /* count(): words per node, memoised (cstate 0: not yet, 1: cval holds it, 2: past 64 bits) */
+    uint64_t *cval;
+    uint8_t *cstate;
+    int64_t ccount_cap;
     int64_t ccap;
     int64_t steps, step_hits;        /* statistics */
 } Words;
@@ -479,6 +483,8 @@ static int check_node(Words *S, long long node) {
 
 /* ---- construction ---- */
 static void words_dealloc(Words *S) {
+    free(S->cval);
+    free(S->cstate);
     free(S->estart);
     free(S->acc);
     free(S->nhash);
@@ -911,6 +917,117 @@ static PyObject *words_child(Words *S, PyObject *args) {
     for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++)
         if (S->esym[i] == sym) return PyLong_FromLong(S->ekid[i]);
     return PyLong_FromLong(W_EMPTY);
+}
+
+/* reachable(roots) -> set: WordStore.reachable (every node below the roots, EMPTY and EPSILON left
+ * out), one bit per node instead of a Python set per visit. */
+static PyObject *words_reachable(Words *S, PyObject *roots) {
+    PyObject *it = PyObject_GetIter(roots);
+    if (!it) return NULL;
+    uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    int64_t *stack = NULL, cap = 0, top = 0;
+    PyObject *out = NULL, *item;
+    if (!seen) {
+        Py_DECREF(it);
+        return PyErr_NoMemory();
+    }
+    while ((item = PyIter_Next(it))) {
+        long long r = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (r == -1 && PyErr_Occurred()) goto done;
+        if (r <= W_EPSILON) continue;
+        if (check_node(S, r) < 0) goto done;
+        if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+        stack[top++] = r;
+    }
+    if (PyErr_Occurred()) goto done;
+    out = PySet_New(NULL);
+    if (!out) goto done;
+    while (top) {
+        int64_t n = stack[--top];
+        if ((seen[n >> 6] >> (n & 63)) & 1) continue;
+        seen[n >> 6] |= (uint64_t)1 << (n & 63);
+        PyObject *x = PyLong_FromLongLong(n);
+        if (!x || PySet_Add(out, x) < 0) {
+            Py_XDECREF(x);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(x);
+        int64_t m = n_edges(S, n), e0 = S->estart[n];
+        if (grow((void **)&stack, &cap, top + m, sizeof(int64_t)) < 0) goto nomem;
+        for (int64_t i = 0; i < m; i++) {
+            int64_t c = S->ekid[e0 + i];
+            if (c > W_EPSILON && !((seen[c >> 6] >> (c & 63)) & 1)) stack[top++] = c;
+        }
+    }
+    goto done;
+nomem:
+    Py_CLEAR(out);
+    PyErr_NoMemory();
+done:
+    Py_DECREF(it);
+    free(seen);
+    free(stack);
+    return out;
+}
+
+/* count(node) -> int, or None past 64 bits (the wrapper then counts with Python's ints):
+ * WordStore.count, the number of words in the set, memoised per node (nodes never change). */
+static PyObject *words_count(Words *S, PyObject *arg) {
+    long long node = PyLong_AsLongLong(arg);
+    if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) return NULL;
+    if (S->ccount_cap < S->n) {
+        int64_t cap = S->n * 2 + 64;
+        uint64_t *v = realloc(S->cval, (size_t)cap * sizeof(uint64_t));
+        if (!v) return PyErr_NoMemory();
+        S->cval = v;
+        uint8_t *st = realloc(S->cstate, (size_t)cap);
+        if (!st) return PyErr_NoMemory();
+        memset(st + S->ccount_cap, 0, (size_t)(cap - S->ccount_cap));
+        S->cstate = st;
+        S->ccount_cap = cap;
+    }
+    uint64_t *val = S->cval;
+    uint8_t *state = S->cstate;
+    if (!state[node]) {
+        /* post-order without recursion: a node is pushed, then its uncounted children; it is counted
+         * when it comes back to the top with all of them done */
+        int64_t *stack = NULL, cap = 0, top = 0;
+        if (grow((void **)&stack, &cap, 1, sizeof(int64_t)) < 0) return PyErr_NoMemory();
+        stack[top++] = node;
+        while (top) {
+            int64_t n = stack[top - 1];
+            if (state[n]) {
+                top--;
+                continue;
+            }
+            int64_t m = n_edges(S, n), e0 = S->estart[n], pending = 0;
+            for (int64_t i = 0; i < m; i++)
+                if (!state[S->ekid[e0 + i]]) pending++;
+            if (pending) {
+                if (grow((void **)&stack, &cap, top + pending, sizeof(int64_t)) < 0) {
+                    free(stack);
+                    return PyErr_NoMemory();
+                }
+                for (int64_t i = m - 1; i >= 0; i--)
+                    if (!state[S->ekid[e0 + i]]) stack[top++] = S->ekid[e0 + i];
+                continue;
+            }
+            uint64_t total = S->acc[n];
+            int over = 0;
+            for (int64_t i = 0; i < m && !over; i++) {
+                int32_t c = S->ekid[e0 + i];
+                if (state[c] == 2 || __builtin_add_overflow(total, val[c], &total)) over = 1;
+            }
+            state[n] = over ? 2 : 1;
+            val[n] = over ? 0 : total;
+            top--;
+        }
+        free(stack);
+    }
+    if (state[node] == 2) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(val[node]);
 }
 
 static Py_ssize_t words_len(Words *S) { return (Py_ssize_t)S->n; }
@@ -2252,6 +2369,8 @@ static PyMethodDef words_methods[] = {
     {"edges", (PyCFunction)words_edges, METH_O, "edges of a node as ((symbol, child), ...)"},
     {"accepts", (PyCFunction)words_accepts, METH_O, "whether a node holds the empty word"},
     {"child", (PyCFunction)words_child, METH_VARARGS, "child(node, symbol), EMPTY when absent"},
+    {"reachable", (PyCFunction)words_reachable, METH_O, "reachable(roots): every node below them (WordStore.reachable)"},
+    {"count", (PyCFunction)words_count, METH_O, "count(node): its words, None past 64 bits (WordStore.count)"},
     {"classify", (PyCFunction)words_classify, METH_VARARGS, "classing's vocabulary walk (see _words.c)"},
     {"trie_mask", (PyCFunction)words_trie_mask, METH_VARARGS, "trie_mask(trie, state, out): a state's class set"},
     {"sigma_index", (PyCFunction)words_sigma_index, METH_VARARGS, "the sigma_in index's arrays (see _words.c)"},
