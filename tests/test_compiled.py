@@ -128,6 +128,7 @@ def test_the_set_algebra_interns_the_python_stores_nodes_in_its_order():
 def test_count_and_reachable_are_the_python_ones_past_64_bits():
     """count() runs in C up to 64 bits and in Python's ints past them (2**70 words here); reachable()
     walks the DAG in C: both as WordStore gives them."""
+
     def doubling(store) -> list[int]:  # nodes of 2, 4, ... 2**70 words
         two = store.union(store.word((1,)), store.word((2,)))
         node, nodes = EPSILON, []
