@@ -1516,6 +1516,7 @@ typedef struct {
     int64_t keys, fallback_keys, done_tokens;
     PyObject *progress, *cancel;
     int64_t limit_depth, limit_node; /* where the run's cap was passed */
+    PyObject *pystep;                /* classify_steps: the Python displacer's step (S is NULL then) */
 } Walk;
 
 static int walk_push(Walk *W, uint8_t atom, int32_t node) {
@@ -1583,14 +1584,73 @@ static int64_t walk_report(Walk *W) {
     return 0;
 }
 
+static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
+    VocabTrie *T = W->T;
+    W->fallback_keys++;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+}
+
+static void walk_assign(Walk *W, int64_t gbase, int64_t glen, int64_t node) {
+    VocabTrie *T = W->T;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->node_of[T->ttok[k]] = node;
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+}
+
+/* walk_key with the steps taken by a Python callable pystep(node, atom, fresh) -> node, -1 (past the
+ * key's budget: its tokens fall back) or -2 (past the run's cap); fresh: the key's first step (the
+ * callable sets the key's budget on its store then, as _walk does before the key's steps). For the
+ * grammars the compiled step does not take (counted families): the displacer's own step, the trie
+ * walk and the numbering in C. */
+static int64_t walk_key_py(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    int64_t node = W->path[W->valid - 1];
+    int fresh = 1;
+    for (int64_t d = W->valid - 1; d < depth; d++) {
+        if (node != W_EMPTY) {
+            PyObject *res = PyObject_CallFunction(W->pystep, "LiO", (long long)node, (int)W->atoms[d],
+                                                  fresh ? Py_True : Py_False);
+            fresh = 0;
+            if (!res) return E_PYTHON;
+            long long next = PyLong_AsLongLong(res);
+            Py_DECREF(res);
+            if (next == -1 && PyErr_Occurred()) return E_PYTHON;
+            if (next == -2) {
+                W->limit_depth = depth;
+                W->limit_node = node;
+                return E_LIMIT;
+            }
+            if (next == -1) {
+                walk_fallback(W, gbase, glen);
+                W->valid = d + 1;
+                return 0;
+            }
+            if (next < 0 || next > INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "classify_steps: the step gave no node id");
+                return E_PYTHON;
+            }
+            node = next;
+        }
+        W->path[d + 1] = (int32_t)node;
+        W->valid = d + 2;
+    }
+    walk_assign(W, gbase, glen, node);
+    return 0;
+}
+
 /* One byte-class string with tokens: classing._walk's loop body. */
 static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     Words *S = W->S;
-    VocabTrie *T = W->T;
     if (W->keys++ % 2048 == 0) { /* before keys 0, 2048, ... as _walk does */
         int64_t r = walk_report(W);
         if (r < 0) return r;
     }
+    if (W->pystep) return walk_key_py(W, gbase, glen, depth);
     int64_t limit = S->created + W->budget;
     S->limit = limit < W->max_nodes ? limit : W->max_nodes;
     int64_t node = W->path[W->valid - 1];
@@ -1605,12 +1665,7 @@ static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
                     W->limit_node = node;
                     return E_LIMIT;
                 }
-                W->fallback_keys++;
-                for (int64_t g = 0; g < glen; g++) {
-                    int32_t t = W->gs[gbase + g];
-                    for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
-                    W->done_tokens += T->tptr[t + 1] - T->tptr[t];
-                }
+                walk_fallback(W, gbase, glen);
                 W->valid = d + 1;
                 return 0;
             }
@@ -1620,11 +1675,7 @@ static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
         W->valid = d + 2;
     }
     S->limit = NO_LIMIT;
-    for (int64_t g = 0; g < glen; g++) {
-        int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->node_of[T->ttok[k]] = node;
-        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
-    }
+    walk_assign(W, gbase, glen, node);
     return 0;
 }
 
@@ -1660,39 +1711,21 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     return 0;
 }
 
-/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
- *   -> (keys, fallback_keys, status)
- * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
- * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
- * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
-static PyObject *words_classify(Words *S, PyObject *args) {
-    VocabTrie *T;
-    Py_buffer atom_table, node_of, fallback;
-    long long initial, budget, max_nodes;
-    PyObject *progress, *cancel;
-    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
-                          &node_of, &fallback, &progress, &cancel))
-        return NULL;
+/* The walk from the trie's root (classify and classify_steps): (keys, fallback_keys, status). */
+static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const uint8_t *atom_of, long long initial,
+                              long long budget, long long max_nodes, Py_buffer *node_of, Py_buffer *fallback,
+                              PyObject *progress, PyObject *cancel) {
     PyObject *result = NULL;
     Walk W;
     memset(&W, 0, sizeof(W));
-    if (need_grammar(S) < 0 || check_node(S, initial) < 0) goto done;
-    if (atom_table.len != 256 || node_of.len != T->ntok * 8 || fallback.len != T->ntok) {
-        PyErr_SetString(PyExc_ValueError, "classify: atom table, node_of or fallback do not fit the vocabulary");
-        goto done;
-    }
-    for (int b = 0; b < 256; b++)
-        if (((const uint8_t *)atom_table.buf)[b] >= S->natoms) {
-            PyErr_SetString(PyExc_ValueError, "classify: the atom table names a byte class the grammar lacks");
-            goto done;
-        }
     W.S = S;
+    W.pystep = pystep;
     W.T = T;
-    W.atom_of = atom_table.buf;
+    W.atom_of = atom_of;
     W.budget = budget;
     W.max_nodes = max_nodes;
-    W.node_of = node_of.buf;
-    W.fallback = fallback.buf;
+    W.node_of = node_of->buf;
+    W.fallback = fallback->buf;
     W.progress = progress;
     W.cancel = cancel;
     W.path = malloc((size_t)(T->maxdepth + 1) * sizeof(int32_t));
@@ -1705,7 +1738,7 @@ static PyObject *words_classify(Words *S, PyObject *args) {
     W.valid = 1;
     int64_t r = walk_push(&W, 0, 0);
     if (r == 0) r = walk_visit(&W, 0, 1, 0);
-    S->limit = NO_LIMIT;
+    if (S) S->limit = NO_LIMIT;
     if (r == E_LIMIT) {
         PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
         if (key) result = Py_BuildValue("LL(sNL)", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
@@ -1713,10 +1746,12 @@ static PyObject *words_classify(Words *S, PyObject *args) {
     } else if (r == E_CANCEL) {
         result = Py_BuildValue("LLs", (long long)W.keys, (long long)W.fallback_keys, "cancelled");
     } else if (r < 0) {
-        if (r != E_PYTHON) raise_code(S, r);
+        if (S && r != E_PYTHON) raise_code(S, r);
+        else if (r == E_NOMEM) PyErr_NoMemory();
     } else {
         result = Py_BuildValue("LLO", (long long)W.keys, (long long)W.fallback_keys, Py_None);
     }
+    if (!result && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "classify: the walk failed");
 done:
     free(W.path);
     free(W.atoms);
@@ -1724,6 +1759,65 @@ done:
     free(W.ga);
     free(W.sort_tmp);
     free(W.sort_tmpa);
+    return result;
+}
+
+static int classify_buffers(VocabTrie *T, Py_buffer *atom_table, Py_buffer *node_of, Py_buffer *fallback,
+                            int64_t natoms) {
+    if (atom_table->len != 256 || node_of->len != T->ntok * 8 || fallback->len != T->ntok) {
+        PyErr_SetString(PyExc_ValueError, "classify: atom table, node_of or fallback do not fit the vocabulary");
+        return -1;
+    }
+    for (int b = 0; b < 256; b++)
+        if (((const uint8_t *)atom_table->buf)[b] >= natoms) {
+            PyErr_SetString(PyExc_ValueError, "classify: the atom table names a byte class the grammar lacks");
+            return -1;
+        }
+    return 0;
+}
+
+/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
+ *   -> (keys, fallback_keys, status)
+ * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
+ * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
+ * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
+static PyObject *words_classify(Words *S, PyObject *args) {
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long initial, budget, max_nodes;
+    PyObject *progress, *cancel, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
+                          &node_of, &fallback, &progress, &cancel))
+        return NULL;
+    if (need_grammar(S) == 0 && check_node(S, initial) == 0 &&
+        classify_buffers(T, &atom_table, &node_of, &fallback, S->natoms) == 0)
+        result = run_classify(S, NULL, T, atom_table.buf, initial, budget, max_nodes, &node_of, &fallback, progress,
+                              cancel);
+    PyBuffer_Release(&atom_table);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    return result;
+}
+
+/* classify_steps(trie, atom_table, num_atoms, initial, node_of, fallback, progress, cancel, step)
+ *   -> (keys, fallback_keys, status): classify with the steps taken by step(node, atom, fresh) (see
+ * walk_key_py; budgets are the callable's), for a displacer the compiled store does not run. */
+static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long natoms, initial;
+    PyObject *progress, *cancel, *step, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!y*LLw*w*OOO", &VocabTrieType, &T, &atom_table, &natoms, &initial, &node_of,
+                          &fallback, &progress, &cancel, &step))
+        return NULL;
+    if (!PyCallable_Check(step)) {
+        PyErr_SetString(PyExc_TypeError, "classify_steps: step must be callable");
+    } else if (initial < 0 || initial > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "classify_steps: the initial node is out of range");
+    } else if (classify_buffers(T, &atom_table, &node_of, &fallback, natoms) == 0) {
+        result = run_classify(NULL, step, T, atom_table.buf, initial, 0, 0, &node_of, &fallback, progress, cancel);
+    }
     PyBuffer_Release(&atom_table);
     PyBuffer_Release(&node_of);
     PyBuffer_Release(&fallback);
@@ -2422,6 +2516,7 @@ static PyTypeObject VocabTrieType = {
 
 static PyMethodDef module_functions[] = {
     {"assemble", k_assemble, METH_VARARGS, "classing._assemble over arrays (see _words.c)"},
+    {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (see _words.c)"},
     {NULL, NULL, 0, NULL},
 };
 

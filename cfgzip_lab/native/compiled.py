@@ -38,6 +38,7 @@ from .kernel import compiled as _kernel
 __all__ = [
     "available",
     "supports",
+    "supports_walk",
     "make_displacer",
     "new_word_store",
     "stepping_store",
@@ -66,6 +67,13 @@ def has_token_atoms(gnf: GNF) -> bool:
     :data:`TOKEN_BASE` on, see :mod:`cfgzip_lab.grammar.token_macros`): a token then also reads as its
     token atom, which only the Python classing, index and walk add."""
     return any(atom.bits >> TOKEN_BASE for atom in gnf.atoms)
+
+
+def supports_walk(gnf: GNF) -> bool:
+    """Whether classing can walk the vocabulary and number the classes in C with ``gnf``'s Python
+    displacer stepping (``_kernel.classify_steps``): built, and no token atoms (whose paths only
+    the Python classing adds). Counted families are fine: their steps stay the Python ones."""
+    return available() and hasattr(_kernel, "classify_steps") and not has_token_atoms(gnf)
 
 
 def supports(gnf: GNF) -> bool:
