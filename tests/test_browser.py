@@ -12,7 +12,8 @@ Structure draws a railroad diagram whose boxes jump to the rule in the editor; r
 classing shows the class count; three decoder steps show tokens and the before/after chart;
 Run N then Cancel 20 times in a row each stops within one step of the click; export writes
 the cache, the grammar beside it and the usage snippet; an edit marks the classes out of
-date and undoing it clears the mark; a JSON Schema pasted into the editor compiles on both
+date and undoing it clears the mark; with live classes on, an edit typed into the grammar is
+re-classed by itself and the class count beside the editor changes, with "+N classes"; a JSON Schema pasted into the editor compiles on both
 sides and shows the grammar XGrammar built (read-only) and the keywords it does not enforce;
 at 1,000 px the decoder's chart and table do not overlap; in JupyterLab Dark the editor,
 tables, token chips and every plotly chart are dark. It saves a screenshot of each panel under
@@ -71,6 +72,7 @@ SCHEMA = """{
 # The commonest rule there is, typed key by key (issue 21: auto-closing left a stray "]").
 STRING_RULE = r'string2 ::= "\"" [^"\\]* "\""'
 CANCEL_TRIES = 20
+LIVE_EDIT = ' | "nan"'  # typed after json's ws rule: +13 classes with SmolLM2 (155 -> 168)
 
 
 def _free_port() -> int:
@@ -514,8 +516,12 @@ def test_workbench_in_jupyterlab(lab, page):
     assert report["classes"] == int(count.inner_text().replace(",", "")) and report["decode"]["steps"] == 3
     _shot(page, "export")
 
-    # An edit marks the classes out of date in the status line; undoing it makes them current again.
+    # An edit marks the classes out of date in the status line; undoing it makes them current again
+    # (live classes off: they would re-class the edit by themselves).
     _tab(page, "Grammar")
+    live_box = page.locator(".cfgzip-live-toggle input[type=checkbox]")
+    assert live_box.is_checked()  # on by default
+    live_box.uncheck()
     stale = page.locator(".cfgzip-status .cfgzip-stale", has_text="out of date")
     assert stale.count() == 0
     code.click()
@@ -525,6 +531,36 @@ def test_workbench_in_jupyterlab(lab, page):
     page.keyboard.press("Control+z")
     page.locator(".cfgzip-status", has_text="classes").wait_for(timeout=10_000)
     page.wait_for_function("!document.querySelector('.cfgzip-status .cfgzip-stale')", timeout=30_000)
+
+    # Live classes (issue 18.6): an edit that compiles is re-classed by itself; beside the editor the
+    # class count follows, with the change since the last version; deleting the edit brings it back.
+    part = time.monotonic()
+    live_box.check()
+    live_count = page.locator(".cfgzip-live-classes .cfgzip-live-count")
+    before = int(live_count.inner_text().replace(",", ""))
+    assert before == int(count.inner_text().replace(",", ""))  # the classes of the Classes tab
+    code.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("End")  # the end of `ws ::= [ \n\r\t]*`
+    page.keyboard.type(LIVE_EDIT, delay=15)
+    page.wait_for_function(
+        "(n) => { const c = document.querySelector('.cfgzip-live-classes .cfgzip-live-count');"
+        " return c && Number(c.textContent.replace(/,/g, '')) !== n; }",
+        arg=before,
+        timeout=60_000,
+    )
+    after = int(live_count.inner_text().replace(",", ""))
+    delta = page.locator(".cfgzip-live-classes .cfgzip-live-delta")
+    assert delta.inner_text().startswith(f"{after - before:+,} classes ({before:,} → {after:,})"), delta.inner_text()
+    _shot(page, "live_classes")
+    for _ in LIVE_EDIT:
+        page.keyboard.press("Backspace")
+    page.locator(".cfgzip-live-classes .cfgzip-live-delta", has_text=f"{before - after:+,} classes").wait_for(
+        timeout=60_000
+    )
+    assert int(live_count.inner_text().replace(",", "")) == before
+    print(f"live classes: {before:,} -> {after:,} -> {before:,} classes, {time.monotonic() - part:.1f} s")
 
     # A JSON Schema pasted into the editor: XGrammar builds its grammar, both sides compile it.
     code.click()

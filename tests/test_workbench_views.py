@@ -55,7 +55,8 @@ def test_samples_show_expected_literals_and_parse_trees(session):
     assert [r.ours.kind for r in results] == ["accepted", "rejected", "accepted"]
     assert results[1].expected_terms == 'expected [ \\t] (rule ws, line 5) or "left" or "right" (rule turn, line 3)'
     html = panel.output.value
-    assert html.index('expected [ \\t] (<span data-rule="ws">rule ws') < html.index("bytes expected there")  # literals before bytes
+    # literals before bytes
+    assert html.index('expected [ \\t] (<span data-rule="ws">rule ws') < html.index("bytes expected there")
     assert 'data-action="tree" data-arg="1"' in html
     assert '(<span data-rule="turn">rule turn</span>, line 3)' in html  # the rule named is a link
     _msg(panel.output, {"type": "action", "action": "tree", "arg": "1"})  # a click on "tree"

@@ -64,6 +64,11 @@ class Workbench:
     editor : str
         ``"codemirror"`` (default) or ``"textarea"``: a plain text field, for front ends that
         cannot load the editor's ES module (it also falls back on its own when the bundle is missing).
+    live : bool
+        Live classes (issue 18.6): re-class after each successful check, from the start-up check
+        on, while a classing stays under ~1 s; the class count, the compression and their change
+        show beside the editor. For a ``session`` passed in, its own ``live_enabled`` is kept
+        unless ``live`` is given.
     """
 
     def __init__(
@@ -78,11 +83,16 @@ class Workbench:
         cache_path: str = "cfgzip_classes.npz",
         report_path: str = "cfgzip_report.json",
         editor: str = "codemirror",
+        live: bool | None = None,
     ) -> None:
         notebook = notebook_key()
         draft_path = draft_path_for(notebook) if draft else None
-        self.session = session or WorkbenchSession(text, tokenizer=tokenizer, draft_path=draft_path)
+        self.session = session or WorkbenchSession(
+            text, tokenizer=tokenizer, draft_path=draft_path, live_classes=True if live is None else live
+        )
         s = self.session
+        if session is not None and live is not None:
+            s.live_enabled = live
         if s.draft_path is not None and not s.draft_notebook:
             s.draft_notebook = notebook
         s.checker.warm_up()
@@ -142,6 +152,9 @@ class Workbench:
 
     def cancel(self) -> None:
         self.session.cancel()
+
+    def set_live_classes(self, on: bool):
+        return self.editor.live.set_live(on)
 
     def search(self, query: str):
         return self.classes.search(query)

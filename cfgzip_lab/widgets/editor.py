@@ -23,6 +23,10 @@ made of it (:mod:`cfgzip_lab.grammar.schema_info`): each rule's JSON pointer, th
 ignores or weakens, the property-order rule, the keywords that make the grammar costly and
 XGrammar's own warnings. A rule name clicked anywhere in the workbench (topic ``"jump"``) puts
 the cursor on its definition: in the text typed, or in that read-only view.
+
+Beside the status, "live classes" (:mod:`.live_view`) shows the class count and compression of
+the checked version and how they moved since the last one; the session re-classes by itself
+after each successful check while that stays under its budget (issue 18.6).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ._base import Panel
 from ._format import diagnostic_html, esc, fmt_seconds, table
 from .code_editor import CodeEditor, bundle_available, editor_marks, point_mark
 from .html_view import HtmlView
+from .live_view import LiveClassesView
 
 __all__ = ["EditorPanel", "EDITORS"]
 
@@ -140,10 +145,13 @@ class EditorPanel(Panel):
         self.converted.selected_index = None
         self.converted.layout.display = "none"
 
+        # the class count and compression of this version, re-classed after each good check
+        self.live = LiveClassesView(session)
         side = w.VBox(
             [
                 w.HTML("<b>cfgzip</b>"),
                 self.status,
+                self.live.widget,
                 self.jump_list,
                 self.diagnostics,
                 w.HTML("<b>XGrammar 0.2.8</b>"),
@@ -348,12 +356,7 @@ class EditorPanel(Panel):
             self.converted.selected_index = 0
         self.converted.layout.display = ""
         schema = origin.kind == "json_schema"
-        self.converted.set_title(
-            0,
-            "Grammar built from the schema (XGrammar's EBNF, read-only): rules, JSON pointers, what it does not enforce"
-            if schema
-            else "Grammar converted from GBNF (the EBNF the engines compile, read-only)",
-        )
+        self.converted.set_title(0, _CONVERTED_TITLES.get(origin.kind, _CONVERTED_TITLES["gbnf"]))
         self.converted_text.value = compiled.text
         if not schema:
             self.schema_report.value = ""
@@ -463,6 +466,14 @@ class EditorPanel(Panel):
             else '<span class="cfgzip-warn">disagrees with cfgzip</span>'
         )
         self.xgrammar.value = f"{head}<br>{agree}"
+
+
+# the title of the read-only view of the EBNF an input becomes, per input kind
+_CONVERTED_TITLES = {
+    "json_schema": "Grammar built from the schema (XGrammar's EBNF, read-only): rules, JSON pointers, what it does not enforce",
+    "structural_tag": "Grammar built from the structural tag (XGrammar's EBNF, read-only)",
+    "gbnf": "Grammar converted from GBNF (the EBNF the engines compile, read-only)",
+}
 
 
 def _schema_report_html(info: dict) -> str:

@@ -26,7 +26,15 @@ Panels subscribe with ``session.on(topic, callback)``; topics: ``"text"`` (the t
 replaced by a load), ``"grammar"`` (a check finished), ``"xgrammar"``, ``"classes"``,
 ``"job"`` (progress), ``"decoder"``, ``"error"``, ``"source"`` (saved under a new
 provenance), ``"tests"`` (the test list or its outcomes changed), ``"jump"`` (a view asked
-to show a rule's definition: ``jump_target``). Callbacks may run in a worker thread.
+to show a rule's definition: ``jump_target``), ``"live"`` (live classing started, stopped or
+decided not to run: ``live_decision``). Callbacks may run in a worker thread.
+
+Live classes (issue 18.6, :mod:`cfgzip_lab.live_classes`): with ``live_enabled`` (the
+workbench turns it on), each successful check re-classes the vocabulary in the background
+``live_policy.delay_s`` after the check (a new edit restarts the wait and cancels a re-class
+under way), under a time budget (``live_policy.budget_s``): past it the job stops and live
+classing pauses for this grammar until a classing of it is quick again. ``class_history``
+keeps the versions classed, for "+12 classes since the last version".
 
 Besides the grammar's own checks, every check adds what an author wants to know (:mod:`
 cfgzip_lab.grammar.authoring`): hints for habits from regex and GBNF (``\\d`` → ``[0-9]``) and
@@ -48,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .._gc import gc_paused
 from ..classes.classing import grammar_sha256
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
@@ -55,6 +64,7 @@ from ..grammar.authoring import run_together_lint, with_hints
 from ..grammar.diagnostics import Diagnostic, GrammarError, position_of
 from ..grammar.sources import KINDS, check_source, detect_kind, to_ebnf
 from ..grammar.testlist import GrammarTest, TestOutcome, load_tests, run_tests, save_tests
+from ..live_classes import ClassHistory, ClassVersion, LiveDecision, LivePolicy
 from ..pipeline import CompiledGrammar, build_classes, bundled_grammars, compile_grammar
 from .drafts import Draft, read_draft, write_draft
 from .xgrammar_worker import XGrammarChecker, XGrammarVerdict, default_checker
@@ -264,6 +274,9 @@ class WorkbenchSession:
     draft_path : path, optional
         Where each checked text that was typed (not loaded) is also written, so a kernel crash
         or restart loses nothing (see :mod:`.drafts`; ``.json``: with its input kind and time).
+    live_classes : bool
+        Re-class by itself after each successful check (see the module doc); the workbench
+        turns it on, a session used from a script keeps it off unless asked.
     """
 
     def __init__(
@@ -274,6 +287,7 @@ class WorkbenchSession:
         tokenizer: str = DEFAULT_TOKENIZER,
         checker: XGrammarChecker | None = None,
         draft_path: str | Path | None = None,
+        live_classes: bool = False,
     ) -> None:
         if text is None:
             source = source or DEFAULT_GRAMMAR
@@ -308,6 +322,16 @@ class WorkbenchSession:
         # (cfgzip_lab.cache_dir: $CFGZIP_CACHE_DIR); False classes afresh and writes nothing.
         self.use_class_cache = True
         self._displacer: tuple[str, Displacer] | None = None
+        # live classes (issue 18.6): re-class after each successful check, within a time budget
+        self.live_enabled = live_classes
+        self.live_policy = LivePolicy()
+        self.live_decision: LiveDecision | None = None  # the last decision, shown beside the editor
+        # what the last classing of the grammar being edited took (None: not classed since it
+        # was loaded); the estimate for the next re-class (see cfgzip_lab.live_classes)
+        self.live_last_seconds: float | None = None
+        self.class_history = ClassHistory()
+        self._live_timer: threading.Timer | None = None
+        self._live_lock = threading.RLock()
         # decoding (driven by the decoder panel)
         self.decoder: Any = None  # the cfgzip_lab.decode.Stepper in use
         self.decoder_stamp: Stamp | None = None  # grammar and tokenizer of the stepper's classes
@@ -331,6 +355,7 @@ class WorkbenchSession:
         self._listeners: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._lock = threading.RLock()
         self._sha: tuple[str, str, str] | None = None  # (text, kind, sha256 of its EBNF) last hashed
+        self.on("classes", self._record_class_version)  # first listener: views see the new version
 
     # -- stamps -----------------------------------------------------------------------
 
@@ -497,6 +522,8 @@ class WorkbenchSession:
         ):
             self._set_source(UNTITLED, None)
             self.emit("source")
+        if text != self.text:
+            self._stop_live()  # a re-class of the text before this edit is wasted work now
         self.text = text
 
     def replace_text(self, text: str, source: str) -> None:
@@ -505,6 +532,11 @@ class WorkbenchSession:
         if text != self.text:
             self.previous_text = self.text
             self._previous_source = (self.source, self.source_text)
+            self._stop_live()
+            # another grammar: its own classing time is the estimate, and "+N classes" would
+            # compare it with a different grammar
+            self.live_last_seconds = None
+            self.class_history.clear()
         self.text = text
         self._set_source(source, text)
         self.emit("text")
@@ -518,6 +550,9 @@ class WorkbenchSession:
         if self.previous_text is None:
             return False
         current = (self.source, self.source_text)
+        self._stop_live()
+        self.live_last_seconds = None
+        self.class_history.clear()
         self.text, self.previous_text = self.previous_text, self.text
         self._set_source(*(self._previous_source or (UNTITLED, self.text)))
         self._previous_source = current
@@ -599,6 +634,8 @@ class WorkbenchSession:
             self._guarded_tests()
         if xgrammar:
             self.check_xgrammar()
+        if compiled is not None:
+            self._schedule_live()
         return compiled is not None
 
     def _author_warnings(self, compiled: CompiledGrammar) -> list[Diagnostic]:
@@ -876,61 +913,198 @@ class WorkbenchSession:
             self.tokenizer = tokenizer
         compiled = self.require_grammar()
         name = self.tokenizer
-
-        def work(job: Job):
-            job.progress(0, 0, f"loading the {name} vocabulary")
-            started = time.perf_counter()
-            vocab = self.load_vocab(name)
-            stamp = Stamp(compiled.sha256, name)
-            self.record_timing("vocab_load", time.perf_counter() - started, stamp)
-            if self.use_class_cache:
-                from ..cache_dir import cached_classes_for
-
-                started = time.perf_counter()
-                cached = cached_classes_for(compiled, vocab)
-                if cached is not None:  # classed before on this machine: no classing now
-                    with self._lock:
-                        self.vocab = vocab
-                        self.classing = None
-                        self.classes = cached
-                        self.classes_key = (compiled.sha256, vocab.fingerprint)
-                        self.classes_stamp = stamp
-                        self.classes_source = "the class cache directory"
-                        self.record_timing("cache_load", time.perf_counter() - started, stamp)
-                        self.timings.pop("classing", None)
-                    self.emit("classes")
-                    return cached
-            job.progress(0, 1, "classing")
-            started = time.perf_counter()
-            result = build_classes(
-                compiled,
-                vocab,
-                progress=lambda done, total: job.progress(done, total, "classing"),
-                cancel=lambda: job.cancelled,
-            )
-            # One classing time, reported everywhere (status line, Timings, report): the
-            # wall time of build_classes as this job ran it.
-            self.record_timing("classing", time.perf_counter() - started, stamp)
-            result.classes.metadata["classing_seconds"] = round(self.timings["classing"], 4)  # one number
-            with self._lock:
-                self.vocab = vocab
-                self.classing = result
-                self.classes = result.classes
-                self.classes_key = (compiled.sha256, vocab.fingerprint)
-                self.classes_stamp = stamp
-                self.classes_source = "classing"
-                self.timings.pop("cache_load", None)
-            self.emit("classes")
-            if self.use_class_cache:
-                from ..cache_dir import store_classes_for
-
-                store_classes_for(compiled, vocab, result.classes)  # the index is added on first native use
-            return result
-
-        job = self.start_job("classing", work)
+        self._stop_live()  # this classing replaces a live one under way
+        job = self.start_job("classing", lambda job: self._classing_work(job, compiled, name))
         if wait:
             job.wait()
         return job
+
+    def _classing_work(self, job: Job, compiled: CompiledGrammar, name: str, *, budget_s: float | None = None):
+        """What a classing job does (Run classing, and live classes with ``budget_s``): the
+        class cache directory first, else classing; the classes become the session's. Returns
+        the ClassingResult, the cached TokenClasses, or None when ``budget_s`` ran out (then
+        live classing pauses: :attr:`live_last_seconds` says how long it ran)."""
+        live = budget_s is not None
+        job.progress(0, 0, f"loading the {name} vocabulary")
+        started = time.perf_counter()
+        vocab = self.load_vocab(name)
+        stamp = Stamp(compiled.sha256, name)
+        self.record_timing("vocab_load", time.perf_counter() - started, stamp)
+        if self.use_class_cache:
+            from ..cache_dir import cached_classes_for
+
+            started = time.perf_counter()
+            cached = cached_classes_for(compiled, vocab)
+            if cached is not None:  # classed before on this machine: no classing now
+                with self._lock:
+                    if job.cancelled:
+                        return None
+                    self.vocab = vocab
+                    self.classing = None
+                    self.classes = cached
+                    self.classes_key = (compiled.sha256, vocab.fingerprint)
+                    self.classes_stamp = stamp
+                    self.classes_source = "the class cache directory"
+                    self.record_timing("cache_load", time.perf_counter() - started, stamp)
+                    self.timings.pop("classing", None)
+                self.emit("classes")
+                return cached
+        job.progress(0, 1, "classing")
+        started = time.perf_counter()
+        deadline = None if budget_s is None else started + budget_s
+        try:
+            # the collector's passes over classing's nodes free nothing (cfgzip_lab._gc)
+            with gc_paused():
+                result = build_classes(
+                    compiled,
+                    vocab,
+                    progress=lambda done, total: job.progress(done, total, "classing"),
+                    cancel=lambda: job.cancelled or (deadline is not None and time.perf_counter() > deadline),
+                )
+        except InterruptedError:
+            if job.cancelled or deadline is None:
+                raise
+            self._live_over_budget(time.perf_counter() - started)
+            return None
+        seconds = time.perf_counter() - started
+        self.live_last_seconds = seconds  # any classing of this grammar: the next estimate
+        if live and seconds > budget_s:  # a classing path that never polls cancel (compiled)
+            self._live_over_budget(seconds)
+        with self._lock:
+            if job.cancelled:  # an edit came while the last tokens were classed: not current
+                return None
+            # One classing time, reported everywhere (status line, Timings, report): the
+            # wall time of build_classes as this job ran it.
+            self.record_timing("classing", seconds, stamp)
+            result.classes.metadata["classing_seconds"] = round(seconds, 4)  # one number
+            self.vocab = vocab
+            self.classing = result
+            self.classes = result.classes
+            self.classes_key = (compiled.sha256, vocab.fingerprint)
+            self.classes_stamp = stamp
+            self.classes_source = "live classing" if live else "classing"
+            self.timings.pop("cache_load", None)
+        self.emit("classes")
+        if self.use_class_cache:
+            from ..cache_dir import store_classes_for
+
+            store_classes_for(compiled, vocab, result.classes)  # the index is added on first native use
+        return result
+
+    # -- live classes (issue 18.6) ----------------------------------------------------
+
+    def set_live_classes(self, on: bool) -> LiveDecision | None:
+        """Turn live classes on or off (the "live classes" box beside the editor). Turning them
+        on forgets a pause (the author asks to try again) and re-classes the current grammar
+        now if it needs it; off stops a re-class under way."""
+        self.live_enabled = bool(on)
+        self.live_last_seconds = None
+        if not on:
+            self._stop_live()
+            self.live_decision = LiveDecision(False, "live classes are off")
+            self.emit("live")
+            return self.live_decision
+        return self._live_now()
+
+    def live_reclass(self, *, wait: bool = False) -> Job | None:
+        """Re-class the current grammar now if the live policy allows (what a successful check
+        does after the debounce): the job, or None with :attr:`live_decision` saying why not.
+        The job stops itself past ``live_policy.budget_s``."""
+        with self._live_lock:  # the debounce timer and a click may both ask: one job
+            timer, self._live_timer = self._live_timer, None
+            if timer is not None:
+                timer.cancel()
+            compiled = self.compiled if self.grammar_ok else None
+            running = self.jobs.get("live classes")
+            if running is not None and running.running:
+                if compiled is not None and getattr(running, "grammar_sha", None) == compiled.sha256:
+                    return running  # already classing this very grammar
+                running.cancel()
+            busy = next((n for n in ("classing", "decode") if (j := self.jobs.get(n)) is not None and j.running), None)
+            decision = self.live_policy.decide(
+                enabled=self.live_enabled,
+                grammar_ok=compiled is not None,
+                classes_current=self.classes_current,
+                busy=busy,
+                last_seconds=self.live_last_seconds,
+            )
+            self.live_decision = decision
+            job = None
+            if decision.run:
+                name, budget = self.tokenizer, self.live_policy.budget_s
+                job = Job("live classes", lambda job: self._classing_work(job, compiled, name, budget_s=budget), self)
+                job.grammar_sha = compiled.sha256
+                self.jobs["live classes"] = job
+                job.thread.start()
+        self.emit("live")
+        if job is None:
+            return None
+        self.emit("job")
+        if wait:
+            job.wait()
+        return job
+
+    def _live_now(self) -> LiveDecision | None:
+        job = self.live_reclass()
+        return None if job is not None else self.live_decision
+
+    def _schedule_live(self) -> None:
+        """After a successful check: re-class ``live_policy.delay_s`` later (debounced: the next
+        edit cancels the wait, see :meth:`set_text`)."""
+        if not self.live_enabled:
+            return
+        delay = self.live_policy.delay_s
+        if delay <= 0:
+            self._guarded_live()
+            return
+        timer = threading.Timer(delay, self._guarded_live)
+        timer.daemon = True
+        with self._live_lock:
+            old, self._live_timer = self._live_timer, timer
+        if old is not None:
+            old.cancel()
+        timer.start()
+
+    def _guarded_live(self) -> None:
+        try:
+            self.live_reclass()
+        except Exception as exc:  # runs in the debounce timer's thread: never lose the error
+            self.record_error("live classes", exc)
+
+    def _stop_live(self) -> None:
+        """Cancel a pending live re-class and the one under way (the text changed)."""
+        with self._live_lock:
+            timer, self._live_timer = self._live_timer, None
+        if timer is not None:
+            timer.cancel()
+        job = self.jobs.get("live classes")
+        if job is not None and job.running:
+            job.cancel()
+
+    def _live_over_budget(self, seconds: float) -> None:
+        self.live_last_seconds = seconds
+        self.live_decision = self.live_policy.decide(
+            enabled=self.live_enabled, grammar_ok=True, classes_current=False, last_seconds=seconds
+        )
+        self.emit("live")
+
+    def _record_class_version(self) -> None:
+        """Topic "classes": the new classes are a version in :attr:`class_history`."""
+        classes, stamp = self.classes, self.classes_stamp
+        if classes is None or stamp is None:
+            return
+        seconds = self.timings.get("classing") if self.is_current(self.timing_stamps.get("classing")) else None
+        with self._lock:
+            self.class_history.add(
+                ClassVersion(
+                    stamp.grammar_sha,
+                    stamp.tokenizer or "",
+                    classes.num_classes,
+                    classes.vocab_size,
+                    seconds if "classing" in self.classes_source else None,
+                    self.classes_source,
+                )
+            )
 
     def set_classes(self, classes, vocab, source: str, *, seconds: float | None = None) -> None:
         """Use classes from elsewhere (a cache, or the decoder's model); they must be for the
@@ -996,6 +1170,7 @@ class WorkbenchSession:
         )
         stamp = Stamp(compiled.sha256, vocab.name)
         self.record_timing("classing", time.perf_counter() - started, stamp)
+        self.live_last_seconds = self.timings["classing"]
         result.classes.metadata["classing_seconds"] = round(self.timings["classing"], 4)  # one number
         with self._lock:
             self.vocab = vocab
@@ -1036,4 +1211,5 @@ class WorkbenchSession:
         return out
 
     def close(self) -> None:
+        self._stop_live()
         self.cancel()
