@@ -229,8 +229,11 @@ def measure(name: str, tokenizer: str, export: bool, memory: bool = False) -> di
         row[f"{label}_peak_mb"] = p["peak_mb"]
         row[f"{label}_front_s"] = p["front_s"]
     a, b = paths["python"], paths["compiled"]
-    same = np.array_equal(a["class_of"], b["class_of"]) and all(
-        np.array_equal(x, y) for x, y in zip(a["index"].to_arrays().values(), b["index"].to_arrays().values())
+    x, y = a["index"].to_arrays(), b["index"].to_arrays()
+    same = (
+        np.array_equal(a["class_of"], b["class_of"])
+        and x.keys() == y.keys()
+        and all(x[k].dtype == y[k].dtype and np.array_equal(x[k], y[k]) for k in x)
     )
     if not same:
         raise SystemExit(f"{name}: the compiled path's classes or index differ from the Python path's")

@@ -21,10 +21,10 @@ import pytest
 from paths import BUNDLED, REPO, grammar_id, third_party_grammars
 from toy_vocab import NESTING_TOKENS
 
-from cfgzip_lab.classes.classing import ClassingResult, compute_classes
+from cfgzip_lab.classes.classing import ClassingResult, _classify_steps, compute_classes
 from cfgzip_lab.classes.displacement import Displacer
 from cfgzip_lab.classes.limits import ClassingLimitError
-from cfgzip_lab.grammar.words import EMPTY, BudgetExceeded, WordStore
+from cfgzip_lab.grammar.words import EMPTY, EPSILON, BudgetExceeded, WordStore
 from cfgzip_lab.native import compiled
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -123,6 +123,30 @@ def test_the_set_algebra_interns_the_python_stores_nodes_in_its_order():
         assert py.count(node) == cs.count(node) and list(py.words(node, 20)) == list(cs.words(node, 20))
         assert py.accepts(node) == cs.accepts(node) and py.edges(node) == cs.edges(node)
     assert cs.reachable(live[-50:]) == py.reachable(live[-50:])
+
+
+def test_count_and_reachable_are_the_python_ones_past_64_bits():
+    """count() runs in C up to 64 bits and in Python's ints past them (2**70 words here); reachable()
+    walks the DAG in C: both as WordStore gives them."""
+
+    def doubling(store) -> list[int]:  # nodes of 2, 4, ... 2**70 words
+        two = store.union(store.word((1,)), store.word((2,)))
+        node, nodes = EPSILON, []
+        for _ in range(70):
+            node = store.concat(two, node)
+            nodes.append(node)
+        return nodes
+
+    py = WordStore()
+    cs = compiled.CompiledWordStore.seeded(py)
+    nodes = doubling(py)
+    assert doubling(cs) == nodes
+    assert [cs.count(n) for n in nodes] == [py.count(n) for n in nodes] == [2**k for k in range(1, 71)]
+    assert cs.count(EMPTY) == 0 and cs.count(EPSILON) == 1
+    assert cs.reachable(nodes[-3:] + [EMPTY, EPSILON]) == py.reachable(nodes[-3:] + [EMPTY, EPSILON])
+    assert cs.reachable(iter([])) == set()
+    with pytest.raises(IndexError):
+        cs.reachable([len(cs) + 5])
 
 
 def test_budgets_trip_at_the_same_node_and_leave_the_store_usable():
@@ -272,6 +296,98 @@ def test_grammars_with_counted_families_take_the_python_path(toy):
     assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
     with pytest.raises(RuntimeError):
         compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=True)
+
+
+# -- counted families: the compiled walk and numbering with the Python displacer's step --------------
+COUNTED = [
+    'root ::= "(" [ab]{2,40} ")"\n',
+    'root ::= ("(" root ")" | "[" [ab()]{0,30} "]")+\n',
+    'root ::= "{" ("[" [0-9]{1,20} "]" ","?){0,25} "}"\n',
+]
+
+
+def assert_same_stepped_classing(a: ClassingResult, b: ClassingResult) -> None:
+    """``a`` from the Python path, ``b`` from classify_steps: both Python displacers on their own
+    compile of the grammar, the same classes, token nodes, metadata and store nodes."""
+    assert type(a.displacer) is Displacer and type(b.displacer) is Displacer
+    for name in ("class_of", "representatives", "class_kind"):
+        x, y = getattr(a.classes, name), getattr(b.classes, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    assert np.array_equal(a.token_node, b.token_node)
+    skip = {"classing_seconds"}
+    assert {k: v for k, v in a.classes.metadata.items() if k not in skip} == {
+        k: v for k, v in b.classes.metadata.items() if k not in skip
+    }
+    assert list(a.displacer.store.nodes) == list(b.displacer.store.nodes)
+
+
+@pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
+@pytest.mark.parametrize("grammar", COUNTED, ids=["bounded", "nested", "list"])
+def test_counted_families_walk_in_c_with_the_python_step(toy, grammar, budget, monkeypatch):
+    """A GNF with counted families (not in the compiled step) is classed by the compiled trie walk
+    and numbering calling the Python displacer's step: the Python path's nodes, ids and classes,
+    through every budget (fallback singletons included)."""
+    from cfgzip_lab.classes import classing
+
+    one, two = compile_grammar(grammar).gnf, compile_grammar(grammar).gnf
+    assert two.families and not compiled.supports(two) and compiled.supports_walk(two)
+    called = []
+    monkeypatch.setattr(classing, "_classify_steps", lambda *a: called.append(1) or _classify_steps(*a))
+    a = compute_classes(one, toy.token_bytes, toy.kinds, compiled=False, budget=budget)
+    b = compute_classes(two, toy.token_bytes, toy.kinds, budget=budget)
+    assert called == [1]
+    assert_same_stepped_classing(a, b)
+    if budget == 1:
+        assert b.classes.metadata["fallback_singletons"] > 0
+
+
+def test_counted_families_stepped_walk_keeps_the_cap_progress_and_cancel(toy):
+    grammar = COUNTED[1]
+    gnf = compile_grammar(grammar).gnf
+    outcomes = []
+    for options in ({"compiled": False}, {}):
+        try:
+            compute_classes(compile_grammar(grammar).gnf, toy.token_bytes, toy.kinds, max_dag_nodes=30, **options)
+        except ClassingLimitError as err:
+            outcomes.append(str(err))
+    assert len(outcomes) == 2 and outcomes[0] == outcomes[1]
+    seen = []
+    compute_classes(gnf, toy.token_bytes, toy.kinds, progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+    vocab = vocab_from_bytes([bytes([a, b]) for a in range(97, 123) for b in range(97, 123)] * 4, name="pairs")
+    with pytest.raises(InterruptedError):
+        compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, cancel=lambda: True)
+    with pytest.raises(ZeroDivisionError):  # an error inside the step comes out as it is
+        compiled._kernel.classify_steps(
+            compiled.vocab_trie(toy.token_bytes, toy.kinds),
+            bytes(gnf.atom_of),
+            len(gnf.atoms),
+            1,
+            np.full(toy.vocab_size, -1, dtype=np.int64),
+            np.zeros(toy.vocab_size, dtype=np.uint8),
+            None,
+            None,
+            lambda node, atom, fresh: 1 // 0,
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "schema",
+    [
+        '{"type": "array", "items": {"type": "integer"}, "maxItems": 40}',
+        '{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64}}}',
+    ],
+    ids=["maxItems", "maxLength"],
+)
+def test_counted_schemas_llama3_stepped_walk_is_the_python_one(schema):
+    vocab = _load("llama3")
+    one = compile_grammar(schema, kind="json_schema").gnf
+    two = compile_grammar(schema, kind="json_schema").gnf
+    assert two.families and compiled.supports_walk(two)
+    a = compute_classes(one, vocab.token_bytes, vocab.kinds, compiled=False)
+    b = compute_classes(two, vocab.token_bytes, vocab.kinds)
+    assert_same_stepped_classing(a, b)
 
 
 def test_a_python_displacer_on_a_compiled_store_steps_there_too(toy):

@@ -236,14 +236,18 @@ def compute_classes(
     numbering in C (``native/_words.c``), in this process whatever ``workers`` says: the same
     nodes under the same ids, the same classes (tested against this Python path), and the
     result's displacer is a :class:`~cfgzip_lab.native.compiled.CompiledDisplacer` whose store
-    holds ``token_node``'s ids. ``compiled=False`` runs the Python reference.
+    holds ``token_node``'s ids. ``compiled=False`` runs the Python reference. By default a GNF
+    with counted families (no token atoms) takes the compiled walk and numbering with the Python
+    displacer's step (:func:`_classify_steps`): the Python nodes, ids and classes.
     """
     started = time.perf_counter()
+    steps_only = False
     if compiled is None or compiled:
         from ..native import compiled as native_compiled
 
         if compiled is None:
             compiled = native_compiled.supports(gnf)
+            steps_only = not compiled and native_compiled.supports_walk(gnf)
         elif not native_compiled.supports(gnf):
             raise RuntimeError("compiled classing needs the compiled kernel and a GNF without counted families")
     if compiled:
@@ -251,6 +255,10 @@ def compute_classes(
         if result is not None:
             result.classes.metadata["classing_seconds"] = round(time.perf_counter() - started, 4)
             return result
+    if steps_only:
+        result = _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes)
+        result.classes.metadata["classing_seconds"] = round(time.perf_counter() - started, 4)
+        return result
     displacer = Displacer(gnf)
     store = displacer.store
     vocab_size = len(token_bytes)
@@ -334,6 +342,73 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
     classes.metadata.update(
         {
             "fallback_singletons": fallback_count,
+            "distinct_byte_class_strings": keys,
+            "byte_classes": len(gnf.atoms),
+            "dag_nodes": len(store),
+            "workers": 1,
+        }
+    )
+    return ClassingResult(classes, displacer, node_of)
+
+
+def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes) -> ClassingResult:
+    """:func:`compute_classes` with the compiled trie walk and numbering (``_words.c``:
+    ``classify_steps``, ``assemble``) and the Python :class:`Displacer`'s own step, for a GNF the
+    compiled step does not run (counted families): the same steps in the same order as
+    :func:`_walk` (so the same nodes under the same ids), without the per-token Python bookkeeping
+    that is most of the Python path there (a schema with ``maxItems: 40``, Llama-3: 16 steps per
+    thousand tokens; the by-atoms dictionary, the sorted keys and the numbering took 0.4 s)."""
+    from ..native import compiled as native_compiled
+
+    kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
+    vocab_size = len(token_bytes)
+    trie = native_compiled.vocab_trie(token_bytes, kinds)
+    displacer = Displacer(gnf)
+    store, step = displacer.store, displacer.step
+    node_of = np.full(vocab_size, -1, dtype=np.int64)
+    fallback = np.zeros(vocab_size, dtype=np.uint8)
+
+    def step_of_key(node: int, atom: int, fresh: bool) -> int:
+        # _walk's body: a key's budget set before its first step; -1: past it, -2: past the run's cap
+        if fresh:
+            store.limit = min(store.created + budget, max_nodes)
+        try:
+            return step(node, atom)
+        except BudgetExceeded:
+            return -2 if store.created > max_nodes else -1
+
+    try:
+        keys, _, status = native_compiled._kernel.classify_steps(
+            trie,
+            displacer.atom_table,
+            displacer.num_atoms,
+            displacer.initial,
+            node_of,
+            fallback,
+            progress,
+            cancel,
+            step_of_key,
+        )
+    finally:
+        store.limit = float("inf")
+    if status == "cancelled":
+        raise InterruptedError("classing cancelled")
+    if status is not None:  # ("limit", key, node): the run's cap, as _walk raises it
+        _, key, node = status
+        rules = busiest_rules(store, node, gnf) or largest_rules(gnf)
+        raise ClassingLimitError(limit_message(max_nodes, example_bytes(gnf, key), rules))
+    if progress is not None:
+        progress(trie.info()["eligible"], trie.info()["eligible"])
+    class_of = np.empty(vocab_size, dtype=np.int32)
+    reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
+        trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP)
+    )
+    reps = np.frombuffer(reps, dtype=np.int32).copy()
+    kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()
+    classes = TokenClasses(class_of, reps, kinds_out, _assembled_metadata(kinds, len(reps), dead, blocked))
+    classes.metadata.update(
+        {
+            "fallback_singletons": int(np.count_nonzero(fallback)),
             "distinct_byte_class_strings": keys,
             "byte_classes": len(gnf.atoms),
             "dag_nodes": len(store),

@@ -158,6 +158,10 @@ typedef struct {
     uint64_t *tops_bits;             /* natoms rows of below_words: bit a: a has a production on the atom */
     int64_t below_words;
     int64_t *cand;                   /* step's backtrack candidates (a, tail, consumed) */
+    /* count(): words per node, memoised (cstate 0: not yet, 1: cval holds it, 2: past 64 bits) */
+    uint64_t *cval;
+    uint8_t *cstate;
+    int64_t ccount_cap;
     int64_t ccap;
     int64_t steps, step_hits;        /* statistics */
 } Words;
@@ -479,6 +483,8 @@ static int check_node(Words *S, long long node) {
 
 /* ---- construction ---- */
 static void words_dealloc(Words *S) {
+    free(S->cval);
+    free(S->cstate);
     free(S->estart);
     free(S->acc);
     free(S->nhash);
@@ -911,6 +917,117 @@ static PyObject *words_child(Words *S, PyObject *args) {
     for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++)
         if (S->esym[i] == sym) return PyLong_FromLong(S->ekid[i]);
     return PyLong_FromLong(W_EMPTY);
+}
+
+/* reachable(roots) -> set: WordStore.reachable (every node below the roots, EMPTY and EPSILON left
+ * out), one bit per node instead of a Python set per visit. */
+static PyObject *words_reachable(Words *S, PyObject *roots) {
+    PyObject *it = PyObject_GetIter(roots);
+    if (!it) return NULL;
+    uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    int64_t *stack = NULL, cap = 0, top = 0;
+    PyObject *out = NULL, *item;
+    if (!seen) {
+        Py_DECREF(it);
+        return PyErr_NoMemory();
+    }
+    while ((item = PyIter_Next(it))) {
+        long long r = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (r == -1 && PyErr_Occurred()) goto done;
+        if (r <= W_EPSILON) continue;
+        if (check_node(S, r) < 0) goto done;
+        if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+        stack[top++] = r;
+    }
+    if (PyErr_Occurred()) goto done;
+    out = PySet_New(NULL);
+    if (!out) goto done;
+    while (top) {
+        int64_t n = stack[--top];
+        if ((seen[n >> 6] >> (n & 63)) & 1) continue;
+        seen[n >> 6] |= (uint64_t)1 << (n & 63);
+        PyObject *x = PyLong_FromLongLong(n);
+        if (!x || PySet_Add(out, x) < 0) {
+            Py_XDECREF(x);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(x);
+        int64_t m = n_edges(S, n), e0 = S->estart[n];
+        if (grow((void **)&stack, &cap, top + m, sizeof(int64_t)) < 0) goto nomem;
+        for (int64_t i = 0; i < m; i++) {
+            int64_t c = S->ekid[e0 + i];
+            if (c > W_EPSILON && !((seen[c >> 6] >> (c & 63)) & 1)) stack[top++] = c;
+        }
+    }
+    goto done;
+nomem:
+    Py_CLEAR(out);
+    PyErr_NoMemory();
+done:
+    Py_DECREF(it);
+    free(seen);
+    free(stack);
+    return out;
+}
+
+/* count(node) -> int, or None past 64 bits (the wrapper then counts with Python's ints):
+ * WordStore.count, the number of words in the set, memoised per node (nodes never change). */
+static PyObject *words_count(Words *S, PyObject *arg) {
+    long long node = PyLong_AsLongLong(arg);
+    if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) return NULL;
+    if (S->ccount_cap < S->n) {
+        int64_t cap = S->n * 2 + 64;
+        uint64_t *v = realloc(S->cval, (size_t)cap * sizeof(uint64_t));
+        if (!v) return PyErr_NoMemory();
+        S->cval = v;
+        uint8_t *st = realloc(S->cstate, (size_t)cap);
+        if (!st) return PyErr_NoMemory();
+        memset(st + S->ccount_cap, 0, (size_t)(cap - S->ccount_cap));
+        S->cstate = st;
+        S->ccount_cap = cap;
+    }
+    uint64_t *val = S->cval;
+    uint8_t *state = S->cstate;
+    if (!state[node]) {
+        /* post-order without recursion: a node is pushed, then its uncounted children; it is counted
+         * when it comes back to the top with all of them done */
+        int64_t *stack = NULL, cap = 0, top = 0;
+        if (grow((void **)&stack, &cap, 1, sizeof(int64_t)) < 0) return PyErr_NoMemory();
+        stack[top++] = node;
+        while (top) {
+            int64_t n = stack[top - 1];
+            if (state[n]) {
+                top--;
+                continue;
+            }
+            int64_t m = n_edges(S, n), e0 = S->estart[n], pending = 0;
+            for (int64_t i = 0; i < m; i++)
+                if (!state[S->ekid[e0 + i]]) pending++;
+            if (pending) {
+                if (grow((void **)&stack, &cap, top + pending, sizeof(int64_t)) < 0) {
+                    free(stack);
+                    return PyErr_NoMemory();
+                }
+                for (int64_t i = m - 1; i >= 0; i--)
+                    if (!state[S->ekid[e0 + i]]) stack[top++] = S->ekid[e0 + i];
+                continue;
+            }
+            uint64_t total = S->acc[n];
+            int over = 0;
+            for (int64_t i = 0; i < m && !over; i++) {
+                int32_t c = S->ekid[e0 + i];
+                if (state[c] == 2 || __builtin_add_overflow(total, val[c], &total)) over = 1;
+            }
+            state[n] = over ? 2 : 1;
+            val[n] = over ? 0 : total;
+            top--;
+        }
+        free(stack);
+    }
+    if (state[node] == 2) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(val[node]);
 }
 
 static Py_ssize_t words_len(Words *S) { return (Py_ssize_t)S->n; }
@@ -1399,6 +1516,7 @@ typedef struct {
     int64_t keys, fallback_keys, done_tokens;
     PyObject *progress, *cancel;
     int64_t limit_depth, limit_node; /* where the run's cap was passed */
+    PyObject *pystep;                /* classify_steps: the Python displacer's step (S is NULL then) */
 } Walk;
 
 static int walk_push(Walk *W, uint8_t atom, int32_t node) {
@@ -1466,14 +1584,73 @@ static int64_t walk_report(Walk *W) {
     return 0;
 }
 
+static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
+    VocabTrie *T = W->T;
+    W->fallback_keys++;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+}
+
+static void walk_assign(Walk *W, int64_t gbase, int64_t glen, int64_t node) {
+    VocabTrie *T = W->T;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->node_of[T->ttok[k]] = node;
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+}
+
+/* walk_key with the steps taken by a Python callable pystep(node, atom, fresh) -> node, -1 (past the
+ * key's budget: its tokens fall back) or -2 (past the run's cap); fresh: the key's first step (the
+ * callable sets the key's budget on its store then, as _walk does before the key's steps). For the
+ * grammars the compiled step does not take (counted families): the displacer's own step, the trie
+ * walk and the numbering in C. */
+static int64_t walk_key_py(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    int64_t node = W->path[W->valid - 1];
+    int fresh = 1;
+    for (int64_t d = W->valid - 1; d < depth; d++) {
+        if (node != W_EMPTY) {
+            PyObject *res = PyObject_CallFunction(W->pystep, "LiO", (long long)node, (int)W->atoms[d],
+                                                  fresh ? Py_True : Py_False);
+            fresh = 0;
+            if (!res) return E_PYTHON;
+            long long next = PyLong_AsLongLong(res);
+            Py_DECREF(res);
+            if (next == -1 && PyErr_Occurred()) return E_PYTHON;
+            if (next == -2) {
+                W->limit_depth = depth;
+                W->limit_node = node;
+                return E_LIMIT;
+            }
+            if (next == -1) {
+                walk_fallback(W, gbase, glen);
+                W->valid = d + 1;
+                return 0;
+            }
+            if (next < 0 || next > INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "classify_steps: the step gave no node id");
+                return E_PYTHON;
+            }
+            node = next;
+        }
+        W->path[d + 1] = (int32_t)node;
+        W->valid = d + 2;
+    }
+    walk_assign(W, gbase, glen, node);
+    return 0;
+}
+
 /* One byte-class string with tokens: classing._walk's loop body. */
 static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     Words *S = W->S;
-    VocabTrie *T = W->T;
     if (W->keys++ % 2048 == 0) { /* before keys 0, 2048, ... as _walk does */
         int64_t r = walk_report(W);
         if (r < 0) return r;
     }
+    if (W->pystep) return walk_key_py(W, gbase, glen, depth);
     int64_t limit = S->created + W->budget;
     S->limit = limit < W->max_nodes ? limit : W->max_nodes;
     int64_t node = W->path[W->valid - 1];
@@ -1488,12 +1665,7 @@ static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
                     W->limit_node = node;
                     return E_LIMIT;
                 }
-                W->fallback_keys++;
-                for (int64_t g = 0; g < glen; g++) {
-                    int32_t t = W->gs[gbase + g];
-                    for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
-                    W->done_tokens += T->tptr[t + 1] - T->tptr[t];
-                }
+                walk_fallback(W, gbase, glen);
                 W->valid = d + 1;
                 return 0;
             }
@@ -1503,11 +1675,7 @@ static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
         W->valid = d + 2;
     }
     S->limit = NO_LIMIT;
-    for (int64_t g = 0; g < glen; g++) {
-        int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->node_of[T->ttok[k]] = node;
-        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
-    }
+    walk_assign(W, gbase, glen, node);
     return 0;
 }
 
@@ -1543,39 +1711,21 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     return 0;
 }
 
-/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
- *   -> (keys, fallback_keys, status)
- * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
- * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
- * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
-static PyObject *words_classify(Words *S, PyObject *args) {
-    VocabTrie *T;
-    Py_buffer atom_table, node_of, fallback;
-    long long initial, budget, max_nodes;
-    PyObject *progress, *cancel;
-    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
-                          &node_of, &fallback, &progress, &cancel))
-        return NULL;
+/* The walk from the trie's root (classify and classify_steps): (keys, fallback_keys, status). */
+static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const uint8_t *atom_of, long long initial,
+                              long long budget, long long max_nodes, Py_buffer *node_of, Py_buffer *fallback,
+                              PyObject *progress, PyObject *cancel) {
     PyObject *result = NULL;
     Walk W;
     memset(&W, 0, sizeof(W));
-    if (need_grammar(S) < 0 || check_node(S, initial) < 0) goto done;
-    if (atom_table.len != 256 || node_of.len != T->ntok * 8 || fallback.len != T->ntok) {
-        PyErr_SetString(PyExc_ValueError, "classify: atom table, node_of or fallback do not fit the vocabulary");
-        goto done;
-    }
-    for (int b = 0; b < 256; b++)
-        if (((const uint8_t *)atom_table.buf)[b] >= S->natoms) {
-            PyErr_SetString(PyExc_ValueError, "classify: the atom table names a byte class the grammar lacks");
-            goto done;
-        }
     W.S = S;
+    W.pystep = pystep;
     W.T = T;
-    W.atom_of = atom_table.buf;
+    W.atom_of = atom_of;
     W.budget = budget;
     W.max_nodes = max_nodes;
-    W.node_of = node_of.buf;
-    W.fallback = fallback.buf;
+    W.node_of = node_of->buf;
+    W.fallback = fallback->buf;
     W.progress = progress;
     W.cancel = cancel;
     W.path = malloc((size_t)(T->maxdepth + 1) * sizeof(int32_t));
@@ -1588,7 +1738,7 @@ static PyObject *words_classify(Words *S, PyObject *args) {
     W.valid = 1;
     int64_t r = walk_push(&W, 0, 0);
     if (r == 0) r = walk_visit(&W, 0, 1, 0);
-    S->limit = NO_LIMIT;
+    if (S) S->limit = NO_LIMIT;
     if (r == E_LIMIT) {
         PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
         if (key) result = Py_BuildValue("LL(sNL)", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
@@ -1596,10 +1746,12 @@ static PyObject *words_classify(Words *S, PyObject *args) {
     } else if (r == E_CANCEL) {
         result = Py_BuildValue("LLs", (long long)W.keys, (long long)W.fallback_keys, "cancelled");
     } else if (r < 0) {
-        if (r != E_PYTHON) raise_code(S, r);
+        if (S && r != E_PYTHON) raise_code(S, r);
+        else if (r == E_NOMEM) PyErr_NoMemory();
     } else {
         result = Py_BuildValue("LLO", (long long)W.keys, (long long)W.fallback_keys, Py_None);
     }
+    if (!result && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "classify: the walk failed");
 done:
     free(W.path);
     free(W.atoms);
@@ -1607,6 +1759,65 @@ done:
     free(W.ga);
     free(W.sort_tmp);
     free(W.sort_tmpa);
+    return result;
+}
+
+static int classify_buffers(VocabTrie *T, Py_buffer *atom_table, Py_buffer *node_of, Py_buffer *fallback,
+                            int64_t natoms) {
+    if (atom_table->len != 256 || node_of->len != T->ntok * 8 || fallback->len != T->ntok) {
+        PyErr_SetString(PyExc_ValueError, "classify: atom table, node_of or fallback do not fit the vocabulary");
+        return -1;
+    }
+    for (int b = 0; b < 256; b++)
+        if (((const uint8_t *)atom_table->buf)[b] >= natoms) {
+            PyErr_SetString(PyExc_ValueError, "classify: the atom table names a byte class the grammar lacks");
+            return -1;
+        }
+    return 0;
+}
+
+/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
+ *   -> (keys, fallback_keys, status)
+ * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
+ * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
+ * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
+static PyObject *words_classify(Words *S, PyObject *args) {
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long initial, budget, max_nodes;
+    PyObject *progress, *cancel, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
+                          &node_of, &fallback, &progress, &cancel))
+        return NULL;
+    if (need_grammar(S) == 0 && check_node(S, initial) == 0 &&
+        classify_buffers(T, &atom_table, &node_of, &fallback, S->natoms) == 0)
+        result = run_classify(S, NULL, T, atom_table.buf, initial, budget, max_nodes, &node_of, &fallback, progress,
+                              cancel);
+    PyBuffer_Release(&atom_table);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    return result;
+}
+
+/* classify_steps(trie, atom_table, num_atoms, initial, node_of, fallback, progress, cancel, step)
+ *   -> (keys, fallback_keys, status): classify with the steps taken by step(node, atom, fresh) (see
+ * walk_key_py; budgets are the callable's), for a displacer the compiled store does not run. */
+static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long natoms, initial;
+    PyObject *progress, *cancel, *step, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!y*LLw*w*OOO", &VocabTrieType, &T, &atom_table, &natoms, &initial, &node_of,
+                          &fallback, &progress, &cancel, &step))
+        return NULL;
+    if (!PyCallable_Check(step)) {
+        PyErr_SetString(PyExc_TypeError, "classify_steps: step must be callable");
+    } else if (initial < 0 || initial > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "classify_steps: the initial node is out of range");
+    } else if (classify_buffers(T, &atom_table, &node_of, &fallback, natoms) == 0) {
+        result = run_classify(NULL, step, T, atom_table.buf, initial, 0, 0, &node_of, &fallback, progress, cancel);
+    }
     PyBuffer_Release(&atom_table);
     PyBuffer_Release(&node_of);
     PyBuffer_Release(&fallback);
@@ -2252,6 +2463,8 @@ static PyMethodDef words_methods[] = {
     {"edges", (PyCFunction)words_edges, METH_O, "edges of a node as ((symbol, child), ...)"},
     {"accepts", (PyCFunction)words_accepts, METH_O, "whether a node holds the empty word"},
     {"child", (PyCFunction)words_child, METH_VARARGS, "child(node, symbol), EMPTY when absent"},
+    {"reachable", (PyCFunction)words_reachable, METH_O, "reachable(roots): every node below them (WordStore.reachable)"},
+    {"count", (PyCFunction)words_count, METH_O, "count(node): its words, None past 64 bits (WordStore.count)"},
     {"classify", (PyCFunction)words_classify, METH_VARARGS, "classing's vocabulary walk (see _words.c)"},
     {"trie_mask", (PyCFunction)words_trie_mask, METH_VARARGS, "trie_mask(trie, state, out): a state's class set"},
     {"sigma_index", (PyCFunction)words_sigma_index, METH_VARARGS, "the sigma_in index's arrays (see _words.c)"},
@@ -2303,6 +2516,7 @@ static PyTypeObject VocabTrieType = {
 
 static PyMethodDef module_functions[] = {
     {"assemble", k_assemble, METH_VARARGS, "classing._assemble over arrays (see _words.c)"},
+    {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (see _words.c)"},
     {NULL, NULL, 0, NULL},
 };
 

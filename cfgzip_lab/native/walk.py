@@ -115,7 +115,7 @@ class StateWalker:
         self._mask_memo: dict[int, int] = {}
         self._product_memo: dict[tuple[int, int], int] = {}
         self._advance_memo: dict[int, int] = {}  # state * K + class → state
-        self._class_list = self._class_of.tolist()  # list indexing: ~3x numpy's
+        self._class_list: list[int] | None = None  # class_of as a list (~3x numpy's indexing), for the Python advance
         self._step = self._make_step()
         self._trie = self._compile_trie() if compiled_mask else None
         # The Python walk's lists, built by its first call (an index read from a cache holds only
@@ -352,6 +352,8 @@ class StateWalker:
         # Keyed by class, not token: equal displacements give equal successor sets of stacks
         # (C' = {σ_out·rest : σ_in·rest ∈ C, (σ_in, σ_out) ∈ Δ(t)}), so every token of a class
         # leads to the same canonical node (bython sample documents: 1,029 runs instead of 1,194).
+        if self._class_list is None:  # made on first use: the compiled accept step never needs it (1 ms for 128k ids)
+            self._class_list = self._class_of.tolist()
         key = state * self.num_classes + self._class_list[token_id]
         got = self._advance_memo.get(key)
         if got is not None:
