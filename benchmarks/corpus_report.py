@@ -97,6 +97,11 @@ def summarize(items: list[dict[str, Any]]) -> dict[str, Any]:
     s["guided"] = {  # TagDispatch grammars: walks that typed the tags (issue 19: walks must dispatch)
         "items": sum(bool(i.get("stats", {}).get("guides")) for i in served),
         "typed": sum(c.get("guides_typed", 0) for i in served for c in i.get("checks", []) if c["engine"] in ENGINES),
+        # token-macro grammars (Token, ExcludeToken, TokenTagDispatch): steps that took a named id
+        "token_items": sum(bool(i.get("stats", {}).get("token_guides")) for i in served),
+        "token_steps": sum(
+            c.get("guide_tokens_taken", 0) for i in served for c in i.get("checks", []) if c["engine"] in ENGINES
+        ),
     }
     slowest = max(done, key=build_cpu_seconds, default=None)
     biggest = max(done, key=grown_mb, default=None)
@@ -197,6 +202,13 @@ def coverage_table(corpora: dict[str, Any]) -> str:
     if guided:
         typed = sum(s["guided"]["typed"] for s in summary.values())
         notes.append(f"{guided} TagDispatch grammars verified with walks that type their tags ({typed:,} typed).")
+    token_items = sum(s.get("guided", {}).get("token_items", 0) for s in summary.values())
+    if token_items:
+        taken = sum(s["guided"]["token_steps"] for s in summary.values())
+        notes.append(
+            f"{token_items} token-macro grammars verified with walks that take the token ids they name "
+            f"({taken:,} such steps, both engines)."
+        )
     worst = [
         f"{c}: {s['build_cpu_seconds']['max']:g} s ({s['slowest']}), +{s['grown_mb_max']:,.0f} MB ({s['biggest']})"
         for c, s in summary.items()

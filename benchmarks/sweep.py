@@ -446,12 +446,15 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
     )
     tokenizer = args.tokenizers.split(",")[0] if args.tokenizers else "llama3"
     done: dict[str, dict[str, Any]] = {}  # results kept from --checkpoint (same cfgzip_lab commit)
+    earlier_wall = 0.0  # the wall time of the runs that made them
     package_commit = _git_commit("cfgzip_lab")
     if args.checkpoint and args.checkpoint.exists():
         for line in args.checkpoint.read_text().splitlines():
             if line.strip():
                 d = json.loads(line)
-                if d.pop("package_commit", None) == package_commit:
+                if "run" in d:  # a run's end: its wall time counts in the sweep's
+                    earlier_wall += d["run"]["wall_seconds"] if d["run"]["package_commit"] == package_commit else 0.0
+                elif d.pop("package_commit", None) == package_commit:
                     done[f"{d['corpus']}/{d['name']}"] = d
         print(f"{len(done)} items already done in {args.checkpoint} (cfgzip_lab {package_commit})")
     todo = [item for item in items if item.id not in done]
@@ -477,6 +480,10 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
 
     results = item_check.run_items(todo, limits, workers=args.workers, on_result=on_result, stop=stop)
     wall = time.perf_counter() - t0
+    if args.checkpoint:
+        with args.checkpoint.open("a") as f:
+            f.write(json.dumps({"run": {"wall_seconds": round(wall, 1), "package_commit": package_commit}}) + "\n")
+    wall += earlier_wall
     order = {item.id: i for i, item in enumerate(items)}
     dicts = [r.to_dict() for r in results] + [d for i, d in done.items() if i in order]
     dicts.sort(key=lambda d: order[f"{d['corpus']}/{d['name']}"])
@@ -661,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--stop-at", default=None, metavar="HH:MM", help="start no item after this time (UTC)")
     c.add_argument(
         "--checkpoint", type=Path, default=None, metavar="JSONL", help="append each item's result here as it ends; "
-        "items already there (same cfgzip_lab commit) are not run again"
+        "items already there (same cfgzip_lab commit) are not run again, and the runs' wall times add up"
     )  # fmt: skip
     c.add_argument(
         "--corpus-table",
