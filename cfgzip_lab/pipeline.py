@@ -21,6 +21,7 @@ from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
 from .grammar.lower import lower
 from .grammar.sources import GrammarSource, to_ebnf
+from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
 from .grammar.words import WordStore
 
@@ -194,8 +195,11 @@ def build_classes(
 
     ``workers > 1`` forks processes (see :func:`compute_classes`); keep 1 in threads.
     ``max_dag_nodes`` is the memory cap (:mod:`.classes.limits`): past it,
-    :class:`~.classes.limits.ClassingLimitError` names the rules that grow the DAG.
+    :class:`~.classes.limits.ClassingLimitError` names the rules that grow the DAG. A grammar
+    naming token ids past ``vocab`` (``Token(...)``) gets a
+    :class:`~.grammar.token_macros.TokenIdError` at the first such macro.
     """
+    check_vocabulary(compiled, vocab)
     result = compute_classes(
         compiled.gnf,
         vocab.token_bytes,
@@ -214,6 +218,9 @@ def build_classes(
             "gnf_seconds": round(compiled.seconds.get("gnf", 0.0), 4),
         }
     )
+    named = describe_named_tokens(compiled.gnf, vocab)  # Token(...): what the ids are in this tokenizer
+    if named:
+        result.classes.metadata["named_tokens"] = named
     return result
 
 

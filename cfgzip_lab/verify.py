@@ -82,6 +82,7 @@ class VerifyReport:
     xgrammar_disagreement_examples: list[dict[str, Any]] = field(default_factory=list)
     allow_xgrammar_disagreements: bool = False
     guides_typed: int = 0  # guide strings (TagDispatch tags) a walk typed to the end
+    guide_tokens_taken: int = 0  # steps that took one of the token guides (Token(...) ids)
 
     @property
     def ok(self) -> bool:
@@ -320,6 +321,7 @@ class _Checker:
 
 
 _GUIDE_PROBABILITY = 0.3  # per step without a guide string in progress: start typing one
+_TOKEN_GUIDE_PROBABILITY = 0.5  # per step where a token guide is allowed: take one
 
 
 def _choose(rng: np.random.Generator, allowed: np.ndarray, stats: _TokenStats, progress: float) -> int:
@@ -353,6 +355,7 @@ def _walk(
     steps: int,
     rollback_prob: float,
     guides: Sequence[bytes] = (),
+    token_guides: np.ndarray | None = None,
 ) -> None:
     vocab_size = checker.vocab.vocab_size
     pending = b""  # the rest of a guide string being typed
@@ -383,11 +386,17 @@ def _walk(
                 token, pending = _guided(allowed, pending, stats)
                 if token is not None and not pending:
                     checker.report.guides_typed += 1
+        guided = False
+        if token is None and token_guides is not None and rng.random() < _TOKEN_GUIDE_PROBABILITY:
+            named = np.intersect1d(allowed, token_guides, assume_unique=True)
+            if named.size:  # a token the grammar names by id, where one is allowed
+                token, guided = int(rng.choice(named)), True
         if token is None:
             token = _choose(rng, allowed, stats, step / max(steps - 1, 1))
         agreed, accepted = checker.accept(token)
         if not (agreed and accepted):  # plain refused its own mask's token: record nothing more
             return
+        checker.report.guide_tokens_taken += guided
     checker.check_state()
 
 
@@ -434,6 +443,7 @@ def verify_engines(
     candidate_name: str = "compressed",
     allow_xgrammar_disagreements: bool = False,
     guides: Sequence[bytes] = (),
+    token_guides: Iterable[int] = (),
 ) -> VerifyReport:
     """:func:`verify_lossless` on already compiled engines (see there).
 
@@ -447,9 +457,10 @@ def verify_engines(
     checker = _Checker(engines, report, candidate)
     stats = _TokenStats.of(engines.vocab)
     rng = np.random.default_rng(seed)
+    named = np.unique(np.asarray(list(token_guides), dtype=np.int64))
     for w in range(walks):
         checker.reset(f"walk {w}")
-        _walk(checker, rng, stats, steps, rollback_prob, guides)
+        _walk(checker, rng, stats, steps, rollback_prob, guides, named if named.size else None)
         report.walks += 1
     for d, doc in enumerate(docs):
         text = doc.decode("utf-8") if isinstance(doc, bytes) else doc
@@ -472,6 +483,7 @@ def verify_lossless(
     rollback_prob: float = 0.1,
     max_doc_tokens: int | None = None,
     guides: Sequence[bytes] = (),
+    token_guides: Iterable[int] = (),
 ) -> VerifyReport:
     """Check that the compressed engine masks exactly like plain XGrammar.
 
@@ -501,6 +513,10 @@ def verify_lossless(
         over free text rarely types a TagDispatch tag by chance:
         :func:`~cfgzip_lab.grammar.tag_dispatch.dispatch_triggers` lists a grammar's).
         Without guides the walks are what they were.
+    token_guides : iterable of int
+        Token ids the walks take, half the time, where the mask allows one (the ids a grammar
+        names with ``Token(...)``: :func:`~cfgzip_lab.grammar.token_macros.guide_token_ids`);
+        ``report.guide_tokens_taken`` counts the steps that did.
 
     Returns
     -------
@@ -522,4 +538,5 @@ def verify_lossless(
         rollback_prob=rollback_prob,
         max_doc_tokens=max_doc_tokens,
         guides=guides,
+        token_guides=token_guides,
     )

@@ -27,6 +27,15 @@ def test_nullable_first_and_left_corners():
     assert sets["sign"].left_corners == ()
 
 
+def test_first_of_a_tag_dispatch_is_any_character():
+    """TagDispatch's free text spans every byte: FIRST is one range, the fixpoint ends at once.
+    Reversed ranges from non-continuation second bytes and lead bytes 0xF5-0xF7 (which
+    normalize never merges) made FIRST grow every round: minutes on a two-tool structural tag."""
+    text = 'root ::= TagDispatch(("<a>", a), ("<b>", b))\na ::= "1" "</a>"\nb ::= "2" "</b>"\n'
+    sets = analyse(compile_grammar(text).ast)
+    assert sets["root"].first == ((0, 0x10FFFF),) and all(lo <= hi for s in sets.values() for lo, hi in s.first)
+
+
 @pytest.mark.parametrize(
     "ranges, text",
     [

@@ -500,10 +500,20 @@ def test_corpus_sample_llama3_node_for_node(name, path, kind):
     from cfgzip_lab.grammar.diagnostics import GrammarError
 
     vocab = _load("llama3")
+    text = path.read_text(encoding="utf-8")
     try:
-        a, b = _both(path.read_text(encoding="utf-8"), vocab, kind=kind)
+        gnf = compile_grammar(text, kind=kind).gnf
     except GrammarError as err:  # constructs the lowering refuses: nothing to class
         pytest.skip(f"not lowered: {str(err)[:80]}")
+    if compiled.has_token_atoms(gnf):  # Token(...) & co. (tokens branch): the default path is Python's
+        a = compute_classes(compile_grammar(text, kind=kind, compiled_store=False).gnf, vocab.token_bytes, vocab.kinds)
+        b = compute_classes(gnf, vocab.token_bytes, vocab.kinds)
+        assert type(a.displacer) is type(b.displacer) is Displacer and type(gnf.store) is WordStore
+        for name in ("class_of", "representatives", "class_kind"):
+            assert np.array_equal(getattr(a.classes, name), getattr(b.classes, name)), name
+        assert np.array_equal(a.token_node, b.token_node)
+        return
+    a, b = _both(text, vocab, kind=kind)
     assert_same_classing(a, b)
     assert_same_index(*_index_pair(a, b, vocab))
 

@@ -23,6 +23,7 @@ from cfgzip_lab.errors import CfgzipError
         ("DecodingFinished", (RuntimeError,)),
         ("UsageError", ()),
         ("WorkbenchError", (ValueError,)),
+        ("TokenIdError", (ValueError,)),
     ],
     ids=lambda row: row[0],
 )

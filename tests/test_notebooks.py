@@ -22,6 +22,7 @@ def test_the_notebooks_exist():
         "tour_classes.ipynb",
         "tour_decoding.ipynb",
         "tour_benchmarks.ipynb",
+        "tour_tools.ipynb",
     } <= names
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import CfgzipError
 from ..grammar.gnf import GNF
+from ..grammar.token_macros import add_token_paths
 from ..grammar.words import EMPTY, BudgetExceeded
 from ..vocab import TokenKind
 from .displacement import Displacer
@@ -283,6 +284,8 @@ def compute_classes(
     for key, node in node_by_key.items():
         node_of[by_atoms[key]] = node
     fallback = [tid for key in fallback_keys for tid in by_atoms[key]]
+    # Token(...)/ExcludeToken(...): a token is also read whole, Δ(t) ∪= Δ(its token atom).
+    token_paths = add_token_paths(displacer, token_bytes, kinds, node_of)
 
     classes = _assemble(token_bytes, kinds, node_of, fallback)
     classes.metadata.update(
@@ -295,6 +298,8 @@ def compute_classes(
             "workers": len(runs),
         }
     )
+    if token_paths is not None:
+        classes.metadata["named_token_ids"] = len(token_paths.atoms.named)
     return ClassingResult(classes, displacer, node_of)
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "load_vocab",
     "read_docs",
     "parse_list",
+    "named_token_lines",
 ]
 
 T = TypeVar("T")
@@ -62,9 +63,28 @@ def peak_rss_mb() -> float:
     return round(peak / 1024, 1)
 
 
+def named_token_lines(compiled: CompiledGrammar, vocab: VocabTable) -> list[str]:
+    """For a grammar with ``Token(...)`` macros: what its ids are in this tokenizer (ids belong to
+    one tokenizer; a stop or special token there is never taken whole, the likely sign of a
+    grammar written for another one)."""
+    from ..grammar.token_macros import describe_named_tokens
+
+    described = describe_named_tokens(compiled.gnf, vocab)
+    if not described:
+        return []
+    lines = [f"  token ids the grammar names, in {vocab.name}: " + ", ".join(described)]
+    if any("never taken" in d for d in described):
+        lines.append(
+            f"  note: ids that are stop or special tokens in {vocab.name} are never taken as a whole token; "
+            "if the grammar was written for another tokenizer, its ids name other tokens here"
+        )
+    return lines
+
+
 def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The grammar a command reads: a positional file or bundled name, or ``--json-schema FILE``
-    or ``--gbnf FILE`` (exactly one; :func:`grammar_argument` checks). Returns the parser."""
+    """The grammar a command reads: a positional file or bundled name, or ``--json-schema FILE``,
+    ``--gbnf FILE`` or ``--structural-tag FILE`` (exactly one; :func:`grammar_argument` checks).
+    Returns the parser."""
     parser.add_argument(
         "grammar",
         nargs="?",
@@ -73,6 +93,11 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     )
     parser.add_argument("--json-schema", metavar="FILE", help="a JSON Schema: XGrammar builds the grammar")
     parser.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar (converted with its exact meaning)")
+    parser.add_argument(
+        "--structural-tag",
+        metavar="FILE",
+        help="a structural tag as vLLM and SGLang send it for tool calling (JSON): XGrammar builds the grammar",
+    )
     from ..classes.limits import DEFAULT_MAX_DAG_NODES
     from ..grammar.gnf import DEFAULT_MAX_GNF_NODES
 
@@ -95,18 +120,21 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
 def grammar_argument(args: argparse.Namespace) -> tuple[str, str]:
     """``(name, kind)`` of the one grammar given on the command line (kind: ``auto``,
-    ``json_schema`` or ``gbnf``); none or several is a usage error."""
+    ``json_schema``, ``gbnf`` or ``structural_tag``); none or several is a usage error."""
     given = [
         (name, kind)
         for name, kind in (
             (args.grammar, "auto"),
             (getattr(args, "json_schema", None), "json_schema"),
             (getattr(args, "gbnf", None), "gbnf"),
+            (getattr(args, "structural_tag", None), "structural_tag"),
         )
         if name
     ]
     if len(given) != 1:
-        raise UsageError("give one grammar: a grammar file or bundled name, --json-schema FILE or --gbnf FILE")
+        raise UsageError(
+            "give one grammar: a grammar file or bundled name, --json-schema FILE, --gbnf FILE or --structural-tag FILE"
+        )
     return given[0]
 
 

@@ -20,6 +20,7 @@ from ._common import (
     classing_options,
     emit,
     load_vocab,
+    named_token_lines,
     peak_rss_mb,
     read_grammar_arguments,
 )
@@ -72,7 +73,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
         f"{path} × {vocab.name}: {classes.vocab_size} tokens → {classes.num_classes} classes "
         f"({classes.compression_ratio:.1f}:1), {meta['dead_tokens']} dead, {meta['fallback_singletons']} budget "
         f"fallbacks, {how} in {seconds:.2f} s, peak {peak_rss_mb()} MB → {out}"
-    ]
+    ] + named_token_lines(compiled, vocab)
     emit(
         args,
         human,

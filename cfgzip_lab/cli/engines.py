@@ -22,6 +22,7 @@ from ._common import (
     emit,
     grammar_argument,
     load_vocab,
+    named_token_lines,
     parse_list,
     read_docs,
     read_grammar_arguments,
@@ -59,6 +60,7 @@ def _setup(args):
 def cmd_verify(args) -> int:
     from ..engine import GrammarCompileError, compile_engines
     from ..grammar.tag_dispatch import dispatch_triggers
+    from ..grammar.token_macros import guide_token_ids
     from ..verify import verify_engines
 
     t0 = time.perf_counter()
@@ -81,6 +83,7 @@ def cmd_verify(args) -> int:
             candidate_name=args.engine,
             allow_xgrammar_disagreements=args.allow_xgrammar_disagreements,
             guides=dispatch_triggers(compiled.ast),  # walks that type TagDispatch's tags
+            token_guides=guide_token_ids(compiled.gnf, vocab),  # ...and take the tokens Token(...) names
         )
     except GrammarCompileError as exc:
         raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
@@ -94,9 +97,11 @@ def cmd_verify(args) -> int:
         f"{path} × {vocab.name}: {classes.num_classes} classes for {vocab.vocab_size} tokens, {args.engine} engine",
         f"  {report.walks} walks (≤{args.steps} steps, seed {args.seed}), {report.docs} {source} documents, "
         f"{report.rollbacks} rollbacks, {report.rejections_checked} rejections, {report.stops_reached} stops"
-        + (f", {report.guides_typed} TagDispatch strings typed" if report.guides_typed else ""),
+        + (f", {report.guides_typed} TagDispatch strings typed" if report.guides_typed else "")
+        + (f", {report.guide_tokens_taken} named tokens taken" if report.guide_tokens_taken else ""),
         f"  {report.steps_checked} steps checked: {verdict} ({seconds:.1f} s)",
     ]
+    human += named_token_lines(compiled, vocab)
     for rejected in report.docs_rejected:
         human.append(f"  note: document {rejected['doc']} is refused by the grammar at token {rejected['position']}")
     if report.first_mismatch is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tree
-from .cfg import ByteSet
+from .cfg import BYTE_BITS, ByteSet
 from .lower import MAX_CODE_POINT, complement, normalize
 from .words import EMPTY
 
@@ -70,8 +70,15 @@ def automaton_first(a: tree.Automaton) -> CodePoints:
                 base = (lead & (0xFF >> (width + 1))) << shift
                 for second, _ in succ.get(target, ()):
                     if isinstance(second, tuple):
-                        first = base | (second[0] & 0x3F) << (shift - 6)
-                        last = base | (second[1] & 0x3F) << (shift - 6) | ((1 << (shift - 6)) - 1)
+                        # only continuation bytes continue a character (a TagDispatch's default
+                        # edges span all bytes): a reversed range (lo > hi, from the & 0x3F or
+                        # from past U+10FFFF) is one normalize() never merges, so FIRST grew
+                        # every round (analyse on a two-tool structural tag ran for minutes)
+                        lo2, hi2 = max(second[0], 0x80), min(second[1], 0xBF)
+                        if lo2 > hi2 or (base | (lo2 & 0x3F) << (shift - 6)) > MAX_CODE_POINT:
+                            continue  # lead bytes 0xF5-0xF7 start no code point either
+                        first = base | (lo2 & 0x3F) << (shift - 6)
+                        last = base | (hi2 & 0x3F) << (shift - 6) | ((1 << (shift - 6)) - 1)
                         out.append((first, min(last, MAX_CODE_POINT)))
     return tuple(normalize(out))
 
@@ -140,6 +147,8 @@ def analyse(ast: tree.GrammarAST) -> dict[str, RuleSets]:
             return n or e.min == 0, f, c
         if isinstance(e, tree.Automaton):
             return e.nullable(), automaton_first(e), set()
+        if isinstance(e, tree.TokenSet):  # one whole token by id: no character starts it
+            return False, (), set()
         raise TypeError(f"unknown grammar node {e!r}")
 
     changed = True
@@ -207,7 +216,7 @@ def expected_bytes(gnf, data: bytes) -> tuple[ByteSet, bool]:
     for top, _ in store.edges(stacks):
         for atom in table[top]:
             bits |= gnf.atoms[atom].bits
-    return ByteSet(bits), ends if data else gnf.accepts_empty
+    return ByteSet(bits & BYTE_BITS), ends if data else gnf.accepts_empty  # token atoms are no bytes
 
 
 def describe_bytes(s: ByteSet, *, limit: int = 16) -> str:

@@ -59,7 +59,7 @@ class Terminal:
     """A literal or character class as the author wrote it, and the rule that writes it."""
 
     text: str  # '"left"', '[0-9]'
-    kind: str  # "literal" or "class"
+    kind: str  # "literal", "class", "pattern" or "token" (Token(...)/ExcludeToken(...): a whole token by id)
     rule: str
     span: tuple[int, int] | None
 
@@ -81,13 +81,25 @@ def _written(e, text: str) -> str:
             return written
     if isinstance(e, tree.Literal):
         return '"' + e.text.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    if isinstance(e, tree.TokenSet):
+        return _token_text(e)
     if _is_automaton(e):
         return e.pattern or "automaton"
     return "[…]"
 
 
+def _token_text(e: tree.TokenSet) -> str:
+    """``Token(5, 7)`` / ``ExcludeToken(5)``: how a token terminal reads (a TokenTagDispatch is
+    rewritten into both, so its own text would not say which part)."""
+    return f"{'ExcludeToken' if e.exclude else 'Token'}({', '.join(map(str, e.ids))})"
+
+
 def _terminal(e, rule: str, text: str) -> Terminal:
-    kind = "literal" if isinstance(e, tree.Literal) else "pattern" if _is_automaton(e) else "class"
+    kind = (
+        "literal"
+        if isinstance(e, tree.Literal)
+        else "pattern" if _is_automaton(e) else "token" if isinstance(e, tree.TokenSet) else "class"
+    )
     return Terminal(_written(e, text), kind, rule, e.span)
 
 
@@ -182,7 +194,7 @@ def _first_of(e, rule, text, nullable, first) -> dict[Terminal, None]:
         return out
     if isinstance(e, tree.Repeat):
         return _first_of(e.item, rule, text, nullable, first)
-    if _is_automaton(e):  # the pattern as written; it is one terminal to an author
+    if _is_automaton(e) or isinstance(e, tree.TokenSet):  # one terminal to an author, as written
         return {_terminal(e, rule, text): None}
     return {}
 
@@ -287,6 +299,8 @@ def shortest_sentences(ast: tree.GrammarAST) -> dict[str, tuple[int, str] | None
             return got[0] * e.min, (got[1] * copies)[: _SHORT_CAP + 1]
         if _is_automaton(e):
             return _automaton_shortest(e, short)
+        if isinstance(e, tree.TokenSet):  # one whole token, whose text only a tokenizer knows
+            return 1, f"⟨{_token_text(e)}⟩"
         return None
 
     changed = True

@@ -3,6 +3,11 @@
 XGrammar matches bytes, and tokens are byte strings (partial UTF-8 included), so
 every later stage reasons about bytes. A terminal is a :class:`ByteSet`; a
 nonterminal is its name. Productions are tuples of symbols; ``()`` is ε.
+
+Token-level macros (``Token(...)``, ``ExcludeToken(...)``, see :mod:`.token_macros`) lower to
+*token terminals*: byte sets whose bits from :data:`TOKEN_BASE` on stand for whole tokens
+(bit 256: any token the grammar does not name; bit 257 + i: token id i). No byte reaches
+them, so every byte-level stage reads them as one more atom that bytes never match.
 """
 
 from __future__ import annotations
@@ -10,6 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+TOKEN_BASE = 256
+"""The first bit of a byte set that is no byte: token atoms (:mod:`.token_macros`)."""
+BYTE_BITS = (1 << TOKEN_BASE) - 1
 
 if TYPE_CHECKING:
     from .counted import Counted
@@ -39,12 +48,13 @@ class ByteSet:
         return bool(self.bits >> byte & 1)
 
     def __iter__(self) -> Iterator[int]:
-        bits, b = self.bits, 0
+        # By lowest set bit: a token terminal's bits reach past 2**17 (token ids), and
+        # shifting such an int one bit at a time would cost O(n^2).
+        bits = self.bits
         while bits:
-            if bits & 1:
-                yield b
-            bits >>= 1
-            b += 1
+            low = bits & -bits
+            yield low.bit_length() - 1
+            bits ^= low
 
     def __len__(self) -> int:
         return self.bits.bit_count()
@@ -57,7 +67,13 @@ class ByteSet:
 
 
 def format_byteset(s: ByteSet) -> str:
-    """Compact text like ``[0-9a-f]`` or ``"x"`` for humans (GNF views, class explanations)."""
+    """Compact text like ``[0-9a-f]`` or ``"x"`` for humans (GNF views, class explanations);
+    a token terminal reads ``<token 3|4|other>``."""
+    if s.bits >> TOKEN_BASE:
+        tokens = [str(b - TOKEN_BASE - 1) if b > TOKEN_BASE else "other" for b in ByteSet(s.bits >> TOKEN_BASE << TOKEN_BASE)]
+        shown = "|".join(tokens[:8]) + (f"|…{len(tokens) - 8} more" if len(tokens) > 8 else "")
+        rest = s.bits & BYTE_BITS
+        return f"<token {shown}>" + (f"∪{format_byteset(ByteSet(rest))}" if rest else "")
     values = list(s)
     if len(values) == 1:
         return repr(bytes(values))[1:]
@@ -91,6 +107,8 @@ class CFG:
     ``symbol_spans[name][i][j]`` where symbol j of production i is written (both filled by
     the lowering; a CFG made by hand may leave them empty).
 
+    ``tokens`` holds the pseudo-bytes of the token ids the grammar names (:mod:`.token_macros`).
+
     ``counted[name]`` marks a counted repetition ``item{min,max}`` with a large bound
     (:mod:`.counted`): such a nonterminal has no listed productions (``rules[name]`` is
     empty), every stage reads its meaning from here instead of n copies of a rule.
@@ -102,13 +120,17 @@ class CFG:
     symbol_spans: dict[str, list[tuple[Span | None, ...]]] = field(default_factory=dict)
     text: str = ""  # the grammar text the spans point into
     counted: dict[str, Counted] = field(default_factory=dict)
+    # Token-level macros (.token_macros): the pseudo-bytes of every token id the grammar names,
+    # so that each gets an atom even where no terminal takes it.
+    tokens: ByteSet = field(default_factory=lambda: ByteSet(0))
 
     @property
     def num_productions(self) -> int:
         return sum(len(alts) for alts in self.rules.values())
 
     def byte_sets(self) -> set[ByteSet]:
-        return {s for alts in self.rules.values() for rhs in alts for s in rhs if isinstance(s, ByteSet)}
+        sets = {s for alts in self.rules.values() for rhs in alts for s in rhs if isinstance(s, ByteSet)}
+        return sets | {self.tokens} if self.tokens.bits else sets
 
     def describe_symbol(self, name: str) -> str:
         """What nonterminal ``name`` stands for in the grammar text (``expr@3`` → the repetition in rule expr)."""
@@ -132,13 +154,15 @@ def byte_classes(sets: Iterable[ByteSet]) -> list[ByteSet]:
     """Partition 0..255 into atoms that no given set splits ("bytes the grammar cannot tell apart").
 
     Bytes in no set at all form one atom too (they match nothing). Atoms are ordered
-    by their smallest byte so the partition is deterministic.
+    by their smallest byte so the partition is deterministic. Token atoms (bits from
+    :data:`TOKEN_BASE` on) present in some set are partitioned the same way and come
+    after every byte atom; token bits in no set make no atom.
     """
     signature: dict[int, int] = {b: 0 for b in range(256)}
     for i, s in enumerate(sorted(set(sets), key=lambda s: s.bits)):
         for b in s:
-            signature[b] |= 1 << i
+            signature[b] = signature.get(b, 0) | 1 << i
     groups: dict[int, list[int]] = {}
-    for b in range(256):
-        groups.setdefault(signature[b], []).append(b)
+    for b in sorted(signature):
+        groups.setdefault((b >= TOKEN_BASE, signature[b]), []).append(b)
     return sorted((ByteSet.of(bs) for bs in groups.values()), key=lambda s: min(s))

@@ -126,7 +126,7 @@ class Expected:
     rule (and line), and how much of it was already matched (``"left"`` after ``lef``)."""
 
     text: str
-    kind: str  # "literal", "class" or "pattern"
+    kind: str  # "literal", "class", "pattern" or "token" (Token(...)/ExcludeToken(...): no text matches it)
     rule: str
     line: int
     column: int
@@ -231,7 +231,7 @@ class _Terminal:
 
     ranges: tuple[tuple[int, int], ...]  # sorted inclusive ranges
     lows: tuple[int, ...]
-    node: tree.Expr  # the Literal, CharClass or Automaton it comes from
+    node: tree.Expr  # the Literal, CharClass, Automaton or TokenSet (no ranges: no byte) it comes from
     index: int  # the byte's position in its literal
     rule: str
     unit: str = "byte"
@@ -356,6 +356,11 @@ class EarleyGrammar:
         automaton = getattr(tree, "Automaton", None)
         if automaton is not None and isinstance(e, automaton):
             return [self._automaton(e, rule)]
+        if isinstance(e, tree.TokenSet):
+            # Token(...)/ExcludeToken(...) name whole tokens by id; a text sample has no token ids,
+            # so no byte scans it (as the GNF: its token atom is reached by no byte). It still
+            # shows where a parse stopped ("expected Token(5)").
+            return [self._terminal((), e, 0, rule)]
         raise CfgzipError(f"parse trees do not support {type(e).__name__} (in rule {rule}) yet")
 
     def _one(self, e: tree.Expr, rule: str) -> int:
@@ -795,6 +800,11 @@ class _Parse:
                         node.span,
                     )
                 )
+            elif isinstance(node, tree.TokenSet):
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    text = f"{'ExcludeToken' if node.exclude else 'Token'}({', '.join(map(str, node.ids))})"
+                    out.append(Expected(text, "token", term.rule, line, column, node.span))
             else:  # an automaton's byte: the pattern, once
                 sym = self.g.symbols[self.g._automata[id(node)]]
                 if id(node) not in seen:

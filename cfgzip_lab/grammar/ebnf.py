@@ -34,9 +34,10 @@ The dialect, as XGrammar reads it:
 
 Exactly reproduced: ``Regex("...", json_string=..., flags=...)`` (:mod:`.regex`; a regex
 XGrammar rejects is an error at its character), ``TagDispatch`` (:mod:`.tag_dispatch`),
-``Substring`` (:mod:`.substring`), and ``lazy`` / ``max_chars`` on a rule whose language is
-regular (:mod:`.regular`, refused with the reason otherwise). Refused (error, see
-``_REFUSED_BECAUSE``): the token macros, ``<...>`` token references, ``max_tokens`` and the
+``Substring`` (:mod:`.substring`), ``lazy`` / ``max_chars`` on a rule whose language is
+regular (:mod:`.regular`, refused with the reason otherwise), and the token macros ``Token``,
+``ExcludeToken``, ``TokenTagDispatch``, which name vocabulary ids (:mod:`.token_macros`).
+Refused (error, see ``_REFUSED_BECAUSE``): ``<...>`` token references, ``max_tokens`` and the
 rule-id capture attributes. Dropped or kept with a warning: rule-level lookaheads ``(= ...)``,
 captures and ``temperature``, which only restrict the language, leave it alone, or only
 concern sampling. Code points above U+10FFFF and
@@ -71,6 +72,7 @@ from .regular import NotRegular, follows_itself, shape_rule
 from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
 from .substring import substring_automaton
 from .tag_dispatch import tag_dispatch_automaton
+from .token_macros import token_set, token_tag_dispatch
 from .tree import (
     Automaton,
     CharClass,
@@ -83,6 +85,7 @@ from .tree import (
     RuleRef,
     Sequence,
     Span,
+    TokenSet,
 )
 
 __all__ = [
@@ -131,9 +134,6 @@ REFUSAL = "cfgzip cannot reproduce the language of {what} exactly; ignoring it w
 # Why each refused construct is out of reach, appended to REFUSAL.
 _REFUSED_BECAUSE = {
     "TagDispatch": "it scans free text for tags with an automaton XGrammar builds itself",
-    "TokenTagDispatch": "it dispatches on token ids, not on bytes",
-    "Token": "it matches token ids, not bytes",
-    "ExcludeToken": "it excludes token ids, not bytes",
     "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
     "capture_hidden_body_rule_id": "it names helper rules by XGrammar's internal rule ids (structural-tag internals)",
@@ -529,10 +529,15 @@ class _Builder:
         span = (name.start_pos, rpar.end_pos)
         if name.value == "Regex":
             expr = self._regex(span, args)
-        elif name.value in ("TagDispatch", "Substring"):
+        elif name.value in ("TagDispatch", "Substring", "Token", "ExcludeToken", "TokenTagDispatch"):
             try:
                 arguments = read_arguments(args, rpar)
-                expr = (self._tag_dispatch if name.value == "TagDispatch" else self._substring)(span, arguments)
+                if name.value == "TokenTagDispatch":  # token-level macros: .token_macros
+                    expr = token_tag_dispatch(arguments, span)
+                elif name.value in ("Token", "ExcludeToken"):
+                    expr = token_set(name.value, arguments, span)
+                else:
+                    expr = (self._tag_dispatch if name.value == "TagDispatch" else self._substring)(span, arguments)
             except MacroArgumentError as error:
                 self._report(error.span, error.message)
                 self._hidden_references(args, rpar)
@@ -923,6 +928,8 @@ def _nullable(expr: Expr, nullable: set[str]) -> bool:
         return any(_nullable(option, nullable) for option in expr.options)
     if isinstance(expr, Automaton):
         return expr.nullable()  # a Regex's automaton; TagDispatch and Substring: the start is final
+    if isinstance(expr, TokenSet):
+        return False  # one whole token
     assert isinstance(expr, Repeat)
     return expr.min == 0 or _nullable(expr.item, nullable)
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .cfg import CFG, ByteSet, byte_classes, format_byteset
+from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
 from .provenance import Origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
@@ -267,7 +267,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     atoms = byte_classes(byte_sets)
     atom_of = [0] * 256
     for k, a in enumerate(atoms):
-        for b in a:
+        for b in ByteSet(a.bits & BYTE_BITS):  # token atoms (.token_macros) have no byte
             atom_of[b] = k
     if ByteSet(0) in byte_sets:
         # The dead terminal (grammar.dead_ends.DEAD): an atom of its own that no byte maps to,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .cfg import ByteSet
+from .cfg import TOKEN_BASE, ByteSet
 from .counted import Family, is_family_symbol, split_family_symbol
 from .gnf import GNF, GNFStep
 from .provenance import Origin
@@ -125,8 +125,12 @@ def _json(name: str, encode=lambda v: v, decode=lambda v: v) -> _Field:
 
 
 def _save_atoms(gnf, arrays, doc, ids):
-    # Atoms partition 0..255 (grammar.cfg.byte_classes), so the byte → atom map says it all.
+    # Atoms partition 0..255 (grammar.cfg.byte_classes), so the byte → atom map says it all;
+    # the token atoms after them (grammar.token_macros: bits from 256 on) are listed apart.
     arrays["atom_of"] = np.asarray(gnf.atom_of, dtype=np.int16)
+    tokens = [hex(a.bits >> TOKEN_BASE) for a in gnf.atoms[max(gnf.atom_of) + 1 :] if a.bits]  # not the dead one
+    if tokens:
+        doc["token_atoms"] = tokens
 
 
 def _load_atom_of(arrays, doc, store):
@@ -144,10 +148,14 @@ def _load_atoms(arrays, doc, store):
         bits[atom] |= 1 << byte
     if min(atom_of) < 0 or not all(bits):
         raise GNFArraysError("the byte → atom map leaves an atom without bytes")
+    tokens = doc.get("token_atoms", [])
+    if not isinstance(tokens, list) or not all(isinstance(t, str) and int(t, 16) > 0 for t in tokens):
+        raise GNFArraysError("the token atoms are not a list of non-empty bit sets")
+    atoms = [ByteSet(b) for b in bits] + [ByteSet(int(t, 16) << TOKEN_BASE) for t in tokens]
     dead = doc.get("dead_atom", -1)
-    if dead not in (-1, count):
-        raise GNFArraysError("the dead terminal's atom is not the one after the byte atoms")
-    return [ByteSet(b) for b in bits] + ([ByteSet(0)] if dead == count else [])
+    if dead not in (-1, len(atoms)):
+        raise GNFArraysError("the dead terminal's atom is not the one after the byte and token atoms")
+    return atoms + ([ByteSet(0)] if dead == len(atoms) else [])
 
 
 def _save_table(gnf, arrays, doc, ids):

@@ -17,6 +17,7 @@ from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
 from .counted import COUNTED_THRESHOLD, Counted
 from .provenance import origin_at
+from .token_macros import named_ids, token_terminal, token_universe
 from .tree import Span
 
 MAX_CODE_POINT = 0x10FFFF
@@ -105,6 +106,7 @@ class _Lowerer:
     class_cache: dict[tuple, str | ByteSet | None] = field(default_factory=dict)
     counted_threshold: int = COUNTED_THRESHOLD
     automata: dict[int, tuple[tree.Automaton, str]] = field(default_factory=dict)  # id → (node, start)
+    named_tokens: frozenset[int] = frozenset()  # token ids named anywhere (.token_macros)
 
     def fresh(
         self,
@@ -150,6 +152,8 @@ class _Lowerer:
             return self.repeat(owner, e)
         if isinstance(e, tree.Automaton):
             return [(self.automaton(owner, e), e.span)]
+        if isinstance(e, tree.TokenSet):  # Token(...) / ExcludeToken(...): a token terminal
+            return [(token_terminal(e, self.named_tokens), e.span)]
         raise TypeError(f"unknown grammar node {e!r}")
 
     def char_class(self, owner: str, e: tree.CharClass) -> list[Symbol]:
@@ -240,7 +244,8 @@ def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD) -
     (``cfg.counted``, :mod:`.counted`) instead of that many copies of its item.
     """
     cfg = CFG(start=ast.root, text=ast.text)
-    lowerer = _Lowerer(cfg, ast.text, counted_threshold=counted_threshold)
+    lowerer = _Lowerer(cfg, ast.text, counted_threshold=counted_threshold, named_tokens=named_ids(ast))
+    cfg.tokens = token_universe(lowerer.named_tokens)
     for name, rule in ast.rules.items():
         cfg.rules[name] = []
         cfg.origins[name] = origin_at(name, "rule", rule.span, ast.text)

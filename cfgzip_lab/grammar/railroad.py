@@ -64,6 +64,9 @@ def expr_diagram(e: tree.Expr, text: str = "") -> rr.DiagramItem:
         written = _source(e, text)
         shown = written and written.startswith(("Regex", "TagDispatch", "Substring"))
         return rr.Terminal(written if shown else f"/{e.pattern}/", cls="regex")
+    if isinstance(e, tree.TokenSet):  # a whole token by id, as XGrammar prints it
+        ids = ", ".join(map(str, e.ids[:6])) + (", …" if len(e.ids) > 6 else "")
+        return rr.Terminal(f"{'ExcludeToken' if e.exclude else 'Token'}({ids})", cls="token")
     raise TypeError(f"unknown grammar node {e!r}")
 
 

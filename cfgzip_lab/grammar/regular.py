@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lower import class_sequences, complement, normalize
-from .tree import Automaton, CharClass, Choice, Expr, Literal, Repeat, Rule, RuleRef, Sequence, Span
+from .tree import Automaton, CharClass, Choice, Expr, Literal, Repeat, Rule, RuleRef, Sequence, Span, TokenSet
 
 __all__ = ["NotRegular", "shape_rule", "follows_itself", "MAX_STATES"]
 
@@ -123,6 +123,8 @@ class _Thompson:
             end = self.fragment(self.rules[e.name].body, start)
             self.open.pop()
             return end
+        if isinstance(e, TokenSet):
+            raise NotRegular("it takes a whole token by id (Token/ExcludeToken), not characters")
         if isinstance(e, Automaton):
             if e.pattern.startswith("TagDispatch"):
                 raise NotRegular("it uses TagDispatch, whose free text is bytes rather than characters")

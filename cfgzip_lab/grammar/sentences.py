@@ -8,7 +8,9 @@ Bounded and seeded: a derivation picks productions at random until it is ``max_d
 nonterminals deep or the output reaches ``max_length`` bytes; from then on every
 nonterminal takes its shortest way out (the production with the least shortest
 completion, a fixpoint computed once). The result may pass ``max_length`` by those
-shortest completions, never by more. A character class prefers printable ASCII when it
+shortest completions, never by more. Token terminals (``Token(...)``, :mod:`.token_macros`)
+are no text: sentences are the grammar's text-only ones, as XGrammar's ``accept_string`` reads
+them. A character class prefers printable ASCII when it
 has some (``printable=0.9``), so that samples stay readable; any member may still be drawn.
 """
 
@@ -18,7 +20,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from .cfg import CFG, ByteSet
+from .cfg import BYTE_BITS, CFG, TOKEN_BASE, ByteSet
 
 __all__ = ["Sentence", "generate", "shortest_lengths"]
 
@@ -76,8 +78,10 @@ def _shortest(cfg: CFG) -> tuple[dict[str, float], dict[str, int]]:
 
 
 def _byte_length(s: ByteSet) -> float:
-    """A terminal's length: 1 byte, or never (the dead terminal of a dead end matches nothing)."""
-    return 1 if s.bits else math.inf
+    """A terminal's length: 1 byte, or never: the dead terminal of a dead end matches nothing, and a
+    token terminal (``Token(...)``, bits from 256 on) is no text (XGrammar's ``accept_string``
+    never takes one either)."""
+    return 1 if s.bits & BYTE_BITS else math.inf
 
 
 def _pick_byte(s: ByteSet, rng: random.Random, printable: float) -> int:
@@ -102,12 +106,17 @@ def generate(
     """
     best, way_out = _shortest(cfg)
     if best.get(cfg.start, math.inf) == math.inf:
+        if cfg.tokens.bits or any(s.bits >> TOKEN_BASE for s in cfg.byte_sets()):
+            raise ValueError(
+                "every sentence of this grammar takes a whole token by its id (Token/ExcludeToken): "
+                "there is no text-only sentence to generate"
+            )
         raise ValueError("the grammar's language is empty: no sentence can be generated")
     finite = {
         name: [
             i
             for i, rhs in enumerate(alts)
-            if all(s.bits if isinstance(s, ByteSet) else best[s] < math.inf for s in rhs)
+            if all(_byte_length(s) < math.inf if isinstance(s, ByteSet) else best[s] < math.inf for s in rhs)
         ]
         for name, alts in cfg.rules.items()
     }

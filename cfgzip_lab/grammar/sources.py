@@ -1,4 +1,5 @@
-"""Other grammar inputs → XGrammar's EBNF: JSON Schema (XGrammar builds it) and llama.cpp's GBNF.
+"""Other grammar inputs → XGrammar's EBNF: JSON Schema and structural tags (XGrammar builds them)
+and llama.cpp's GBNF.
 
 cfgzip classes tokens for the language XGrammar enforces, so every input kind ends as EBNF
 text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
@@ -9,6 +10,9 @@ text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
   ``Regex("...", json_string=true)``, which :mod:`.regex` lowers exactly. (Measured on
   0.2.8: with a ``pattern``, XGrammar drops ``minLength``/``maxLength``; we class what it
   enforces.) Warnings about XGrammar's own helper rules are folded into one note.
+- **Structural tag** (tool calling, as vLLM and SGLang send it): XGrammar builds the grammar
+  (``Grammar.from_structural_tag``) and its printed EBNF is classed; see :mod:`.structural_tag`
+  (errors placed at the bad part of the spec).
 - **GBNF** (llama.cpp's dialect, ``llama-grammar.cpp``): converted token by token with the
   exact meaning kept. Differences from XGrammar's EBNF that the conversion takes care of:
   ``\\x`` takes exactly two hex digits (``"\\x41BC"`` is ``"ABC"``, where XGrammar would read
@@ -35,10 +39,12 @@ from pathlib import PurePath
 
 from .diagnostics import Diagnostic, GrammarError, position_of
 from .ebnf import check_ebnf, decode_ebnf_string
+from .structural_tag import looks_like_structural_tag, read_structural_tag
 
 __all__ = ["GrammarSource", "to_ebnf", "check_source", "detect_kind", "KINDS"]
 
-KINDS = ("ebnf", "gbnf", "json_schema")
+KINDS = ("ebnf", "gbnf", "json_schema", "structural_tag")
+_FROM_JSON = ("json_schema", "structural_tag")  # XGrammar builds the EBNF; Regex(...) calls come from schemas
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +82,8 @@ class GrammarSource:
         about XGrammar's own rules and has no place in the schema: None. EBNF: unchanged.
         """
         if diagnostic.span is None or self.kind == "ebnf":
-            return diagnostic if self.kind != "json_schema" else None
-        if self.kind == "json_schema":
+            return diagnostic if self.kind not in _FROM_JSON else None
+        if self.kind in _FROM_JSON:
             start = self._schema_offset(diagnostic.span[0])
             if start is None:
                 return None
@@ -144,11 +150,17 @@ class GrammarSource:
 
 
 def detect_kind(text: str, name: str | None = None) -> str:
-    """``"json_schema"`` for a JSON object (or a ``.json`` file), ``"gbnf"`` for a ``.gbnf``
-    file, else ``"ebnf"``. EBNF can never start with ``{``, so a leading brace means JSON."""
+    """``"structural_tag"`` for a JSON object that is one (``"type": "structural_tag"``, or
+    legacy ``structures`` with ``triggers``), ``"json_schema"`` for any other JSON object (or a
+    ``.json`` file), ``"gbnf"`` for a ``.gbnf`` file, else ``"ebnf"``. EBNF can never start with
+    ``{``, so a leading brace means JSON."""
     suffix = PurePath(name).suffix.lower() if name else ""
     if suffix == ".json" or text.lstrip().startswith("{"):
-        return "json_schema"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return "json_schema"
+        return "structural_tag" if looks_like_structural_tag(value) else "json_schema"
     if suffix == ".gbnf":
         return "gbnf"
     return "ebnf"
@@ -160,9 +172,11 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
     Parameters
     ----------
     text : str
-        A JSON Schema (a JSON object), a GBNF grammar, or XGrammar EBNF.
+        A JSON Schema (a JSON object), a structural tag (a JSON object, :mod:`.structural_tag`),
+        a GBNF grammar, or XGrammar EBNF.
     kind : str
-        ``"auto"`` (see :func:`detect_kind`), ``"ebnf"``, ``"gbnf"`` or ``"json_schema"``.
+        ``"auto"`` (see :func:`detect_kind`), ``"ebnf"``, ``"gbnf"``, ``"json_schema"`` or
+        ``"structural_tag"``.
     name : str, keyword-only
         A file name: used by ``"auto"`` (``.gbnf``, ``.json``) and in rendered diagnostics.
 
@@ -185,6 +199,9 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
         return GrammarSource(text, "ebnf", [], text, name)
     if kind == "json_schema":
         return _from_json_schema(text, source, name)
+    if kind == "structural_tag":
+        tag = read_structural_tag(text, source)
+        return GrammarSource(tag.ebnf, "structural_tag", tag.notes, text, name)
     if kind == "gbnf":
         return _GbnfConverter(text, source, name).convert()
     raise ValueError(f"unknown grammar kind {kind!r}: expected 'auto' or one of {', '.join(KINDS)}")

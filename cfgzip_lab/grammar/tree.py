@@ -88,6 +88,19 @@ class Automaton:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class TokenSet:
+    """One whole token chosen by its vocabulary id: ``Token(i, …)`` takes a token whose id is
+    listed, ``ExcludeToken(i, …)`` (``exclude``) any token whose id is not (stop and special
+    tokens never). ``ids`` are sorted and distinct, as XGrammar keeps them. It never matches
+    bytes: :mod:`.token_macros` lowers it to a token terminal.
+    """
+
+    ids: tuple[int, ...]
+    exclude: bool = False
+    span: Span | None = None
+
+
 def _nullable(label: Expr) -> bool:
     if isinstance(label, Automaton):
         return label.nullable()
@@ -96,7 +109,7 @@ def _nullable(label: Expr) -> bool:
     raise TypeError(f"unexpected automaton edge label {label!r}")
 
 
-Expr = Literal | CharClass | RuleRef | Sequence | Choice | Repeat | Automaton
+Expr = Literal | CharClass | RuleRef | Sequence | Choice | Repeat | Automaton | TokenSet
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from ..grammar.counted import (
     split_relative_symbol,
 )
 from ..grammar.gnf import GNF
+from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY
 from .compiled import Unsupported, make_displacer, stepping_store
 
@@ -490,6 +491,7 @@ def build_index(
     sigma_id: dict[tuple[int, ...], int] = {}
     sigma_list: list[tuple[int, ...]] = []
     unindexed: list[int] = []
+    paths = token_paths(displacer)
     for k in np.flatnonzero(kinds == NORMAL).tolist():
         rep = int(reps[k])
         node = int(token_node[rep]) if token_node is not None else -1
@@ -499,6 +501,8 @@ def build_index(
             store.limit = store.created + 200_000
             try:
                 node = displacer.of_bytes(bytes(token_bytes[rep]))
+                if paths is not None:  # Token(...) macros: the representative read whole, too
+                    node = paths.node(rep, node)
             except BudgetExceeded:
                 unindexed.append(k)
                 continue

@@ -33,6 +33,7 @@ from ..classes.classing import STOP, TokenClasses
 from ..classes.displacement import Displacer
 from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
+from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
 from .compiled import Unsupported, make_displacer, stepping_store
 from .index import SigmaInIndex
@@ -103,7 +104,11 @@ class StateWalker:
         self._is_stop_class = kinds == STOP
         self._token_bytes = token_bytes
         self._atoms: dict[int, bytes] = {}
-        self._unindexed = [(int(k), bytes(token_bytes[int(classes.representatives[k])])) for k in index.unindexed]
+        self._unindexed = [
+            (int(k), bytes(token_bytes[int(classes.representatives[k])]), int(classes.representatives[k]))
+            for k in index.unindexed
+        ]
+        self._token_paths = token_paths(self.displacer)  # Token(...) macros: tokens also read whole
         # The start state: {[S]}, plus the empty stack when the language holds ε.
         start_word = self.store.word((gnf.start,))
         self.initial = self.store.union(start_word, EPSILON) if gnf.accepts_empty else start_word
@@ -166,8 +171,8 @@ class StateWalker:
         else:
             got = self._product(state, 0)
         if self._unindexed:
-            for k, data in self._unindexed:
-                if self._run(state, data, self.limits.token_budget)[0] != EMPTY:
+            for k, data, rep in self._unindexed:
+                if self._run(state, data, self.limits.token_budget, token_id=rep)[0] != EMPTY:
                     got |= 1 << k
         if self.store.accepts(state):
             got |= self.stop_bit
@@ -303,8 +308,11 @@ class StateWalker:
 
         return step
 
-    def _run(self, state: int, atoms_or_bytes: bytes, budget: int, *, atoms: bool = False) -> tuple[int, int]:
-        """Run bytes (or atoms) from ``state``; returns (new state, nodes created)."""
+    def _run(
+        self, state: int, atoms_or_bytes: bytes, budget: int, *, atoms: bool = False, token_id: int | None = None
+    ) -> tuple[int, int]:
+        """Run bytes (or atoms) from ``state``; returns (new state, nodes created). With
+        ``token_id`` (a grammar with token macros), the token read whole is added."""
         store = self.store
         data = atoms_or_bytes if atoms else atoms_or_bytes.translate(self.displacer.atom_table)
         if self._native is not None:
@@ -319,11 +327,14 @@ class StateWalker:
         step = self._step
         before = store.created
         store.limit = before + budget
+        start = state
         try:
             for a in data:
                 state = step(state, a)
                 if state == EMPTY:
                     break
+            if token_id is not None and self._token_paths is not None:
+                state = self._token_paths.advance(step, start, token_id, state)
         except BudgetExceeded:
             raise StateBudgetExceeded(f"a token would create more than {budget} state nodes") from None
         finally:
@@ -352,7 +363,7 @@ class StateWalker:
         budget = min(self.limits.token_budget, self.limits.request_budget - spent)
         if budget <= 0:
             raise StateBudgetExceeded(f"the request created more than {self.limits.request_budget} state nodes")
-        new, created = self._run(state, self.atoms_of(token_id), budget, atoms=True)
+        new, created = self._run(state, self.atoms_of(token_id), budget, atoms=True, token_id=token_id)
         if len(self._advance_memo) >= self.limits.memo_entries:
             self._advance_memo.clear()
             self._stats["memo_drops"] += 1

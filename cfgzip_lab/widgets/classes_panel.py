@@ -334,6 +334,8 @@ class ClassesPanel(Panel):
             f"over budget (singletons) {meta.get('fallback_singletons', 0):,}"
             + (f" · classing took {fmt_seconds(took)}" if took is not None else "")
             + (f" · from {esc(s.classes_source)}" if s.classes_source and s.classes_source != "classing" else "")
+            # Token(...) macros: what their ids are in this tokenizer (ids belong to one tokenizer)
+            + (f"<br>token ids the grammar names: {esc(', '.join(meta['named_tokens']))}" if meta.get("named_tokens") else "")
         )
 
     def _show_progress(self) -> None:

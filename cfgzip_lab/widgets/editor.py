@@ -47,7 +47,13 @@ __all__ = ["EditorPanel", "EDITORS"]
 
 _CHOOSE = "— bundled grammar —"
 EDITORS = ("codemirror", "textarea")
-_KIND_LABELS = {"auto": "auto", "ebnf": "EBNF", "gbnf": "GBNF", "json_schema": "JSON Schema"}
+_KIND_LABELS = {
+    "auto": "auto",
+    "ebnf": "EBNF",
+    "gbnf": "GBNF",
+    "json_schema": "JSON Schema",
+    "structural_tag": "structural tag",
+}
 _JUMP_LABEL = 70  # characters of a diagnostic's message on its jump button (the tooltip has all)
 
 
