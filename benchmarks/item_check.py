@@ -105,6 +105,7 @@ class EngineCheck:
     rejections: int = 0
     stops: int = 0
     guides_typed: int = 0  # TagDispatch tags / excluded strings a walk typed to the end
+    guide_tokens_taken: int = 0  # steps that took a token the grammar names by id (Token(...) & co.)
     seconds: float = 0.0
     first_mismatch: dict[str, Any] | None = None
     note: str | None = None  # native: served through the compressed engine (no index / past the state budget)
@@ -314,10 +315,12 @@ def _verify(
     walks_budget: float,
     stages: _Stages,
     guides: Sequence[bytes] = (),
+    token_guides: Sequence[int] = (),
 ) -> EngineCheck:
     """The instance, then rounds of walks until the step target or the CPU budget (the check so
     far goes to the parent after each round, as part of the result). ``guides``: strings the walks
-    type now and then (a TagDispatch grammar's tags, so that walks dispatch)."""
+    type now and then (a TagDispatch grammar's tags, so that walks dispatch); ``token_guides``: the
+    token ids the grammar names (Token(...) & co.), which walks take now and then."""
     from cfgzip_lab.verify import verify_engines
 
     check = EngineCheck(name)
@@ -326,7 +329,9 @@ def _verify(
     instance = item.instance_text()
     calls: list[dict[str, Any]] = [dict(walks=0, docs=[instance])] if instance is not None else []
     base = _seed_of(item, limits.seed)
-    calls += [dict(walks=limits.walks, seed=base * 1000 + r, guides=guides) for r in range(1000)]
+    calls += [
+        dict(walks=limits.walks, seed=base * 1000 + r, guides=guides, token_guides=token_guides) for r in range(1000)
+    ]
     c1 = time.process_time()
     for call in calls:
         report = verify_engines(
@@ -343,6 +348,7 @@ def _verify(
         check.rejections += report.rejections_checked
         check.stops += report.stops_reached
         check.guides_typed += report.guides_typed
+        check.guide_tokens_taken += report.guide_tokens_taken
         check.first_mismatch = check.first_mismatch or _trim_mismatch(report.first_mismatch)
         check.seconds = round(time.perf_counter() - t0, 2)
         stages.snapshot()
@@ -386,6 +392,7 @@ def _run_stages(item: Item, limits: Limits, ctx: Context, stages: _Stages, resul
     from cfgzip_lab.engine import PlainMatcher, compile_engines
     from cfgzip_lab.errors import CfgzipError
     from cfgzip_lab.grammar.tag_dispatch import dispatch_triggers
+    from cfgzip_lab.grammar.token_macros import guide_token_ids
     from cfgzip_lab.native import build_native_engine
     from cfgzip_lab.pipeline import build_classes, compile_grammar
 
@@ -443,6 +450,9 @@ def _run_stages(item: Item, limits: Limits, ctx: Context, stages: _Stages, resul
     guides = dispatch_triggers(compiled.ast)  # walks must reach TagDispatch's tags (issue 19)
     if guides:
         result.stats["guides"] = len(guides)
+    token_guides = guide_token_ids(compiled.gnf, ctx.vocab)  # walks must take Token(...)'s ids too
+    if token_guides:
+        result.stats["token_guides"] = len(token_guides)
     stages.snapshot()
 
     stages.start("classing")
@@ -487,7 +497,7 @@ def _run_stages(item: Item, limits: Limits, ctx: Context, stages: _Stages, resul
     for name, factory in factories.items():
         stages.start(f"verify {name}")
         try:
-            check = _verify(engines, factory, name, item, limits, limits.verify_seconds, stages, guides)
+            check = _verify(engines, factory, name, item, limits, limits.verify_seconds, stages, guides, token_guides)
         except MemoryError:
             raise
         except Exception as exc:

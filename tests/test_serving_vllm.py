@@ -132,6 +132,7 @@ def test_validate_params_refuses_with_the_reason(vllm_config):
 
     validate_logits_processors_parameters(None, _params())  # no grammar: nothing to check
     validate_logits_processors_parameters(None, _params({"json_schema": PERSON}))
+    validate_logits_processors_parameters(None, _params({"ebnf": 'root ::= Token(5) "a"'}))  # token macros are served
     # the OpenAI server's form: vllm_xargs values cannot be objects (its own model refuses them), so JSON text
     from pydantic import ValidationError
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
