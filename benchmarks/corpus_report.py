@@ -202,6 +202,13 @@ def coverage_table(corpora: dict[str, Any]) -> str:
     if guided:
         typed = sum(s["guided"]["typed"] for s in summary.values())
         notes.append(f"{guided} TagDispatch grammars verified with walks that type their tags ({typed:,} typed).")
+    handed = [f"{c}/{name}" for c, s in summary.items() for name in s["native"].get("served_by_compressed", [])]
+    if handed:
+        notes.append(
+            f"The native engine handed requests to the compressed engine on {len(handed)} grammars "
+            f"({', '.join(handed[:4])}{' …' if len(handed) > 4 else ''}: no index within its bounds, or past the "
+            "state budget); their native steps are the compressed engine's."
+        )
     token_items = sum(s.get("guided", {}).get("token_items", 0) for s in summary.values())
     if token_items:
         taken = sum(s["guided"]["token_steps"] for s in summary.values())
@@ -242,7 +249,7 @@ def coverage_table(corpora: dict[str, Any]) -> str:
 
 def _load(corpora: dict[str, Any]) -> str:
     load = corpora.get("load")
-    return f" at load {load['min']:g}-{load['max']:g} (median {load['median']:g})" if load else ""
+    return f" at load {load['min']:g}-{load['max']:g}, median {load['median']:g}" if load else ""
 
 
 def _mismatching(s: dict[str, Any]) -> str:
