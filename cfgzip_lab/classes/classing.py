@@ -323,32 +323,7 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
         )
     except native_compiled.Unsupported:
         return None
-    if status == "cancelled":
-        raise InterruptedError("classing cancelled")
-    if status is not None:  # ("limit", key, node): the run's cap, as _walk raises it
-        _, key, node = status
-        rules = busiest_rules(store, node, gnf) or largest_rules(gnf)
-        raise ClassingLimitError(limit_message(max_nodes, example_bytes(gnf, key), rules))
-    if progress is not None:
-        progress(trie.info()["eligible"], trie.info()["eligible"])
-    class_of = np.empty(vocab_size, dtype=np.int32)
-    reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
-        trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP)
-    )
-    reps = np.frombuffer(reps, dtype=np.int32).copy()
-    kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()
-    fallback_count = int(np.count_nonzero(fallback))
-    classes = TokenClasses(class_of, reps, kinds_out, _assembled_metadata(kinds, len(reps), dead, blocked))
-    classes.metadata.update(
-        {
-            "fallback_singletons": fallback_count,
-            "distinct_byte_class_strings": keys,
-            "byte_classes": len(gnf.atoms),
-            "dag_nodes": len(store),
-            "workers": 1,
-        }
-    )
-    return ClassingResult(classes, displacer, node_of)
+    return _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes)
 
 
 def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes) -> ClassingResult:
@@ -391,6 +366,15 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
         )
     finally:
         store.limit = float("inf")
+    return _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes)
+
+
+def _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes):
+    """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as
+    :func:`_walk` raises it) and ``_words.c``'s ``assemble`` numbering, as a :class:`ClassingResult`."""
+    from ..native import compiled as native_compiled
+
+    store = displacer.store
     if status == "cancelled":
         raise InterruptedError("classing cancelled")
     if status is not None:  # ("limit", key, node): the run's cap, as _walk raises it
@@ -399,7 +383,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
         raise ClassingLimitError(limit_message(max_nodes, example_bytes(gnf, key), rules))
     if progress is not None:
         progress(trie.info()["eligible"], trie.info()["eligible"])
-    class_of = np.empty(vocab_size, dtype=np.int32)
+    class_of = np.empty(len(node_of), dtype=np.int32)
     reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
         trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP)
     )
