@@ -34,7 +34,7 @@ from ..grammar.analysis import describe_bytes, expected_bytes
 from ..grammar.diagnostics import position_of
 from ..grammar.earley import ParseLimitError, ParseResult, describe_expected
 from ..grammar.sentences import generate
-from ..grammar.testlist import GrammarTest
+from ..grammar.testlist import GrammarTest, verdict_of
 from ._base import Panel
 from ._format import esc, rule_links, table
 from ._tree import tree_html
@@ -144,18 +144,8 @@ def gnf_verdict(gnf, data: bytes) -> Verdict:
     Viable prefixes are closed under taking prefixes, so bisection on the length finds
     the first refused byte with log2(len) runs of the GNF automaton.
     """
-    if gnf.accepts(data):
-        return _verdict(data, len(data), True)
-    lo, hi = 0, len(data)  # data[:lo] is viable; find the largest such lo
-    if gnf.accepts(data, prefix=True):
-        lo = hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if gnf.accepts(data[:mid], prefix=True):
-            lo = mid
-        else:
-            hi = mid - 1
-    return _verdict(data, lo, False)
+    status, fits = verdict_of(gnf, data)
+    return _verdict(data, fits, status == "accepted")
 
 
 def split_samples(text: str) -> list[str]:
