@@ -101,24 +101,10 @@ def _decode(displacer: Displacer, word: tuple[int, ...]) -> SourcePair:
 
 
 def _family_origins(gnf, symbol: int) -> tuple:
-    from ..grammar.counted import (
-        INPUT_BASE,
-        RELATIVE_BASE,
-        is_family_symbol,
-        split_family_symbol,
-        split_input_symbol,
-        split_relative_symbol,
-    )
+    from ..grammar.counted import family_of_symbol
 
-    if is_family_symbol(symbol):
-        f = split_family_symbol(symbol)[0]
-    elif symbol >= RELATIVE_BASE:
-        f = split_relative_symbol(symbol)[0]
-    elif symbol >= INPUT_BASE:
-        f = split_input_symbol(symbol)[0]
-    else:
-        return ()
-    return gnf.families[f].origins
+    f = family_of_symbol(symbol)
+    return () if f is None else gnf.families[f].origins
 
 
 def _pairs(displacer: Displacer, node: int, limit: int) -> list[SourcePair]:

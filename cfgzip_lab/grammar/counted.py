@@ -48,6 +48,7 @@ __all__ = [
     "family_symbol",
     "is_family_symbol",
     "split_family_symbol",
+    "family_of_symbol",
     "input_symbol",
     "is_input_symbol",
     "split_input_symbol",
@@ -142,6 +143,17 @@ def split_family_symbol(symbol: int) -> tuple[int, int]:
     """(family, count) of a concrete member."""
     v = symbol - FAMILY_BASE
     return v >> _C_BITS, v & _MASK32
+
+
+def family_of_symbol(symbol: int) -> int | None:
+    """The family a member, σ_in member or relative σ_out bottom belongs to; None for any other symbol."""
+    if is_relative_symbol(symbol):
+        return split_relative_symbol(symbol)[0]
+    if is_input_symbol(symbol):
+        return split_input_symbol(symbol)[0]
+    if is_family_symbol(symbol):
+        return split_family_symbol(symbol)[0]
+    return None
 
 
 def input_symbol(family: int, lo: int, hi: int) -> int:
