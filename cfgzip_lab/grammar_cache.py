@@ -261,7 +261,7 @@ class GrammarCache:
         return ready
 
     def _build(self, key: CacheKey, text: str, kind: str, vocab: VocabTable) -> ReadyGrammar:
-        from .native.index import IndexTooLarge, SigmaInIndex, build_index
+        from .native.index import SigmaInIndex, build_index_or_reason
         from .pipeline import build_classes, compile_grammar
 
         t0 = time.perf_counter()
@@ -269,21 +269,11 @@ class GrammarCache:
         t1 = time.perf_counter()
         result = build_classes(compiled, vocab, workers=self.workers)
         t2 = time.perf_counter()
-        index, unavailable = None, None
-        try:
-            index = build_index(
-                compiled.gnf,
-                result.classes,
-                vocab.token_bytes,
-                token_node=result.token_node,
-                displacer=result.displacer,
-            )
-        except IndexTooLarge as exc:
-            unavailable = str(exc)
+        index, unavailable = build_index_or_reason(
+            compiled.gnf, result.classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
+        )
         t3 = time.perf_counter()
         classes = result.classes
-        if unavailable:
-            classes.metadata["index_unavailable"] = unavailable
         seconds = {"front_end": t1 - t0, "classes": t2 - t1, "index": t3 - t2}
         if self.disk is not None:
             t4 = time.perf_counter()

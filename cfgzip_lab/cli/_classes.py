@@ -114,23 +114,14 @@ def classes_for(
                 path=str(disk.path_for(key)),
             )
     from .._gc import gc_paused
-    from ..native.index import IndexTooLarge, build_index
+    from ..native.index import build_index_or_reason
     from ..pipeline import build_classes
 
     with gc_paused():  # see cfgzip_lab._gc: the collector's passes over classing's nodes free nothing
         result = build_classes(compiled, vocab, budget=budget, progress=progress, workers=workers, **(options or {}))
-        index, unavailable = None, None
-        try:  # read off the classing result: c_like with Llama-3 ~0.3 s
-            index = build_index(
-                compiled.gnf,
-                result.classes,
-                vocab.token_bytes,
-                token_node=result.token_node,
-                displacer=result.displacer,
-            )
-        except IndexTooLarge as exc:
-            unavailable = str(exc)
-            result.classes.metadata["index_unavailable"] = unavailable
+        index, unavailable = build_index_or_reason(  # read off the classing result: c_like with Llama-3 ~0.3 s
+            compiled.gnf, result.classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
+        )
     seconds = time.perf_counter() - started
     path = None
     if disk is not None:

@@ -60,17 +60,13 @@ def index_or_build(contents: CacheContents, gnf, vocab: VocabTable) -> tuple[Sig
     fits ``gnf``, else one built now from the representatives (K tokens; ``built`` True, so the
     caller may write the entry again whole); ``unavailable`` says why there is none (too large
     to list, as stored or found now)."""
-    from .index import IndexTooLarge, build_index
+    from .index import build_index_or_reason
 
     index = index_from_contents(contents, gnf)
     unavailable = contents.metadata.get("index_unavailable")
     if index is not None or unavailable:
         return index, unavailable, False
-    try:
-        return build_index(gnf, contents.classes, vocab.token_bytes), None, True
-    except IndexTooLarge as exc:
-        contents.classes.metadata["index_unavailable"] = str(exc)
-        return None, str(exc), True
+    return *build_index_or_reason(gnf, contents.classes, vocab.token_bytes), True
 
 
 def _index_from(arrays, meta: dict, gnf, classes: TokenClasses) -> SigmaInIndex | None:

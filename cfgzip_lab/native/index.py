@@ -435,6 +435,19 @@ def _bits_of(ids: list[int], k: int) -> int:
     return int.from_bytes(raw, "little")
 
 
+def build_index_or_reason(
+    gnf: GNF, classes: TokenClasses, token_bytes, **options
+) -> tuple[SigmaInIndex | None, str | None]:
+    """:func:`build_index`, or ``(None, why)`` when the σ_in sets are past its listing bounds; the
+    reason is kept in ``classes.metadata["index_unavailable"]`` so that a class cache records it
+    (the engine then serves through the compressed engine, and a load does not try again)."""
+    try:
+        return build_index(gnf, classes, token_bytes, **options), None
+    except IndexTooLarge as exc:
+        classes.metadata["index_unavailable"] = str(exc)
+        return None, str(exc)
+
+
 def build_index(
     gnf: GNF,
     classes: TokenClasses,
