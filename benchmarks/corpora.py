@@ -17,13 +17,15 @@ about it; :func:`seeded_sample` draws the same items for a seed on every machine
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CORPORA = REPO.parent / "shared" / "corpora"  # as ../shared/grammars in corpus.py and tests/paths.py
+#: ``../shared`` beside the checkout, or ``CFGZIP_SHARED`` (as corpus.py, tests/paths.py and test_regex_fsm.py)
+CORPORA = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared")) / "corpora"
 NAMES = ("json-schema-test-suite", "xgrammar-tests", "regressions")
 
 

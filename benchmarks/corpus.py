@@ -8,6 +8,7 @@ Scripts import it as ``corpus`` (they run with ``benchmarks/`` first on ``sys.pa
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ if str(REPO) not in sys.path:  # a checkout without `pip install -e .` still fin
 
 from cfgzip_lab.bundled import bundled_grammars  # noqa: E402
 
-THIRD_PARTY = REPO.parent / "shared" / "grammars" / "third_party"
+THIRD_PARTY = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared")) / "grammars" / "third_party"
 
 
 def third_party_grammars() -> list[Path]:

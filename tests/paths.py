@@ -8,6 +8,7 @@ or shrink when it is not checked out.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from cfgzip_lab.bundled import bundled_dir, bundled_grammars, bundled_samples
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 BUNDLED_DIR = bundled_dir()
 #: The bundled grammar files, sorted by name.
 BUNDLED: list[Path] = list(bundled_grammars().values())
-THIRD_PARTY = REPO.parent / "shared" / "grammars" / "third_party"
+#: ``../shared`` beside the checkout, or wherever ``CFGZIP_SHARED`` says (a clone elsewhere)
+THIRD_PARTY = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared")) / "grammars" / "third_party"
 #: XGrammar's built-in JSON grammar, as text in the corpus (it may be absent).
 BUILTIN_JSON = THIRD_PARTY / "xgrammar_builtin_json.ebnf"
 
