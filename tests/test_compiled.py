@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from paths import BUNDLED, REPO, grammar_id, third_party_grammars
+from paths import BUNDLED, CORPORA, REPO, grammar_id, third_party_grammars
 from toy_vocab import NESTING_TOKENS
 
 from cfgzip_lab.classes.classing import ClassingResult, _classify_steps, compute_classes
@@ -32,7 +32,6 @@ from cfgzip_lab.vocab import vocab_from_bytes
 needs_compiled = pytest.mark.skipif(not compiled.available(), reason="the compiled kernel is not built here")
 pytestmark = needs_compiled
 
-CORPORA = REPO.parent / "shared" / "corpora"
 ARITH = (
     'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
     'factor ::= [0-9]+ | "(" expr ")"\n'
