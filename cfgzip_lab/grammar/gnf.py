@@ -277,8 +277,14 @@ class _Rules:
         return got
 
     def size(self) -> tuple[int, int, int]:
-        nodes = self.store.reachable(self.rhs.values())
-        return len(self.rhs), len(nodes), sum(self.store.count(r) for r in self.rhs.values())
+        store = self.store
+        nodes = store.reachable(self.rhs.values())
+        count = getattr(store, "native", store).count  # (the compiled count; None past 64 bits)
+        total = 0
+        for r in self.rhs.values():
+            got = count(r)
+            total += store.count(r) if got is None else got
+        return len(self.rhs), len(nodes), total
 
 
 def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) -> tuple[_Rules, int, list[int]]:
@@ -306,12 +312,16 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     lifted: dict[int, int] = {}
     shapes: dict[int, tuple[int, str]] = {}
 
+    origins: dict[tuple, Origin] = {}  # (rule, span) → its Origin: a literal's bytes share one
+
     def symbol(s, owner: str, span) -> int:
-        if isinstance(s, str):
+        if s.__class__ is str:
             return ids[s]
         # The terminal occurrence's origin: where it is written, in the rule that holds it.
-        rule = cfg.origins[owner].rule if owner in cfg.origins else owner
-        origin = origin_at(rule, "terminal", span, cfg.text)
+        origin = origins.get((owner, span))
+        if origin is None:
+            rule = cfg.origins[owner].rule if owner in cfg.origins else owner
+            origin = origins[owner, span] = origin_at(rule, "terminal", span, cfg.text)
         nt = None if per_occurrence else lifted.get(s.bits)
         if nt is None:
             shape = shapes.get(s.bits)  # (rule set, name) per byte set: occurrences repeat them
@@ -561,6 +571,9 @@ def _remove_units(rules: _Rules) -> None:
     for a, r in rules.rhs.items():
         accepts, edges = store.nodes[r]
         units[a] = {s for s, c in edges if s >= 0 and store.accepts(c)}
+        if not units[a]:  # no nonterminal edge to a set holding ε: the set is its own proper part
+            proper[a] = r
+            continue
         proper[a] = store.make(
             accepts,
             tuple(
@@ -570,6 +583,9 @@ def _remove_units(rules: _Rules) -> None:
             ),
         )
     for a in rules.rhs:
+        if not units[a]:  # (the union of its proper part alone: itself)
+            rules.rhs[a] = proper[a]
+            continue
         rules.current = a
         closure, frontier = {a}, [a]
         while frontier:
@@ -645,11 +661,14 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
     for i, a in enumerate(order):
         rules.current = a
         while True:
-            lower = [s for s, _ in store.edges(rules.rhs[a]) if s >= 0 and s in pos and pos[s] < i]
+            edges = store.edges(rules.rhs[a])
+            lower = [s for s, _ in edges if s >= 0 and s in pos and pos[s] < i]
             if not lower:
                 break
             first = min(lower, key=pos.__getitem__)
             rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s, f=first: s == f)
+        if all(s != a for s, _ in edges):  # not directly left-recursive: α is ∅ and β the set itself
+            continue
         alpha = store.without_empty_word(store.child(rules.rhs[a], a))
         beta = store.without_edge(rules.rhs[a], a)
         if alpha != EMPTY:
