@@ -61,6 +61,20 @@ def test_the_c_passes_make_the_python_walks_nodes(name, text, kind, monkeypatch)
     assert python[4:] == native[4:], "same normal form, but the store's nodes differ"
 
 
+@pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
+def test_the_stack_adjacency_in_c_is_the_python_fixpoint(name, text, kind, monkeypatch):
+    """gnf.stack_below (merging's contexts, classing's adjacency) in C is the Python fixpoint."""
+    try:
+        gnf = compile_grammar(text, kind=kind).gnf
+    except GrammarError:
+        pytest.skip("not lowered")
+    if gnf.families:
+        pytest.skip("counted families: the Python fixpoint only")
+    native = gnf_module.stack_below(gnf.table, gnf.store, gnf.start)
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)
+    assert native == gnf_module.stack_below(gnf.table, gnf.store, gnf.start)
+
+
 def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     """Not only equal results: the C passes are what runs (a Python walk left in the way would pass
     the comparison above by itself)."""

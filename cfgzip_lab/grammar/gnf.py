@@ -313,6 +313,8 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     shapes: dict[int, tuple[int, str]] = {}
 
     origins: dict[tuple, Origin] = {}  # (rule, span) → its Origin: a literal's bytes share one
+    native = _passes(store)
+    word = native.word if native is not None else store.word
 
     def symbol(s, owner: str, span) -> int:
         if s.__class__ is str:
@@ -349,7 +351,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         words = []
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
-            words.append(store.word(symbol(s, name, sp) for s, sp in zip(rhs, at)))
+            words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
         rules.rhs[ids[name]] = store.union_all(words)
     return rules, start, atom_of
 
@@ -715,6 +717,11 @@ def stack_below(
     would drop — never drop one it keeps).
     """
     n = len(table)
+    native = _passes(store) if not family_items else None
+    if native is not None and hasattr(native, "below_sets_of"):
+        got = native.below_sets_of([list(row.values()) for row in table], start, BOTTOM)
+        if got is not None:  # (None: past the C walk's memory bound)
+            return got
     below: list[set[int]] = [set() for _ in range(n + len(family_items))]
     below[start].add(BOTTOM)
     lasts_memo: dict[int, frozenset[int]] = {}

@@ -16,6 +16,8 @@
  *   reach(roots, start) -> [nt]              gnf._remove_useless's REACHABLE (roots[a]: a's rule set
  *       or -1).
  *   symbols(roots) -> {symbol}               gnf._symbols_named.
+ *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
+ *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB).
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -426,9 +428,174 @@ done:
     return out;
 }
 
+/* word(symbols) -> node: WordStore.word, the singleton set {symbols} (made from its last symbol on). */
+static PyObject *words_word(Words *S, PyObject *symbols) {
+    PyObject *fast = PySequence_Fast(symbols, "word: expected a sequence of symbols");
+    if (!fast) return NULL;
+    int64_t node = W_EPSILON;
+    for (Py_ssize_t i = PySequence_Fast_GET_SIZE(fast) - 1; i >= 0; i--) {
+        long long sym = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (sym == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        node = make1(S, sym, node);
+        if (node < 0) {
+            Py_DECREF(fast);
+            return raise_code(S, node);
+        }
+    }
+    Py_DECREF(fast);
+    return PyLong_FromLongLong(node);
+}
+
+/* below_sets_of(rows, start, bottom) -> list of sets, or None past its memory bound: gnf.stack_below
+ * for a table without families (rows[a]: the tails of a's row), `bottom` standing for BOTTOM. The same
+ * fixpoint over bitsets: below[Bi] holds B(i+1) for every word's neighbours, and below[a] flows into
+ * below[b] for every b ending some word of a's tails. Reads the store only. */
+static PyObject *words_below_sets_of(Words *S, PyObject *args) {
+    PyObject *rows_obj, *bottom;
+    long long start;
+    if (!PyArg_ParseTuple(args, "O!LO", &PyList_Type, &rows_obj, &start, &bottom)) return NULL;
+    int64_t n = PyList_GET_SIZE(rows_obj);
+    if (start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "below_sets_of: start out of range");
+        return NULL;
+    }
+    int64_t W = (n + 1 + 63) / 64, R = 0;
+    PyObject *out = NULL;
+    uint64_t *below = NULL, *lasts = NULL, *ends = NULL;
+    int32_t *dense = NULL, *order = NULL;
+    int64_t *stack = NULL, cap = 0, top = 0;
+    int64_t **rows = calloc((size_t)n + 1, sizeof(int64_t *));
+    Py_ssize_t *lens = calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    if (!rows || !lens) goto nomem;
+    for (int64_t a = 0; a < n; a++) {
+        rows[a] = gnf_node_list(S, PyList_GET_ITEM(rows_obj, a), &lens[a], 0);
+        if (!rows[a]) goto done;
+    }
+    /* the tails' nodes, numbered in post-order (children first) */
+    dense = malloc((size_t)S->n * sizeof(int32_t));
+    order = malloc((size_t)S->n * sizeof(int32_t));
+    if (!dense || !order) goto nomem;
+    memset(dense, 0xFF, (size_t)S->n * sizeof(int32_t)); /* -1: not numbered yet */
+    for (int64_t a = 0; a < n; a++)
+        for (Py_ssize_t k = 0; k < lens[a]; k++) {
+            if (dense[rows[a][k]] >= 0) continue;
+            if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+            stack[top++] = rows[a][k];
+            while (top) { /* a node is numbered once all its children are (a DAG: this ends) */
+                int64_t node = stack[top - 1], e0 = S->estart[node], e1 = S->estart[node + 1];
+                if (dense[node] >= 0) {
+                    top--;
+                    continue;
+                }
+                int pending = 0;
+                if (grow((void **)&stack, &cap, top + (e1 - e0), sizeof(int64_t)) < 0) goto nomem;
+                for (int64_t i = e0; i < e1; i++) {
+                    int64_t sym = S->esym[i], c = S->ekid[i];
+                    if (sym < 0 || sym >= n) {
+                        PyErr_SetString(PyExc_ValueError, "below_sets_of: a tail symbol is no nonterminal");
+                        goto done;
+                    }
+                    if (dense[c] < 0) {
+                        stack[top++] = c;
+                        pending = 1;
+                    }
+                }
+                if (pending) continue;
+                top--;
+                dense[node] = (int32_t)R;
+                order[R++] = (int32_t)node;
+            }
+        }
+    if ((double)R * (double)W > 16e6 || (double)n * (double)W > 16e6) { /* past ~128 MB: the Python walk */
+        Py_INCREF(Py_None);
+        out = Py_None;
+        goto done;
+    }
+    below = calloc((size_t)n * W + 1, sizeof(uint64_t));
+    lasts = calloc((size_t)(R ? R : 1) * W, sizeof(uint64_t));
+    ends = calloc((size_t)n * W + 1, sizeof(uint64_t));
+    if (!below || !lasts || !ends) goto nomem;
+    below[start * W + n / 64] |= (uint64_t)1 << (n % 64);
+    for (int64_t r = 0; r < R; r++) { /* children come before parents in `order` */
+        int64_t node = order[r];
+        uint64_t *mine = lasts + r * W;
+        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+            int64_t sym = S->esym[i], c = S->ekid[i];
+            if (S->acc[c]) mine[sym >> 6] |= (uint64_t)1 << (sym & 63);
+            if (dense[c] >= 0) {
+                const uint64_t *theirs = lasts + (int64_t)dense[c] * W;
+                for (int64_t w = 0; w < W; w++) mine[w] |= theirs[w];
+            }
+            for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++) {
+                int64_t next = S->esym[j];
+                below[sym * W + (next >> 6)] |= (uint64_t)1 << (next & 63);
+            }
+        }
+    }
+    for (int64_t a = 0; a < n; a++)
+        for (Py_ssize_t k = 0; k < lens[a]; k++) {
+            const uint64_t *theirs = lasts + (int64_t)dense[rows[a][k]] * W;
+            for (int64_t w = 0; w < W; w++) ends[a * W + w] |= theirs[w];
+        }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int64_t a = 0; a < n; a++)
+            for (int64_t v = 0; v < W; v++)
+                for (uint64_t bits = ends[a * W + v]; bits; bits &= bits - 1) {
+                int64_t b = v * 64 + __builtin_ctzll(bits);
+                for (int64_t w = 0; w < W; w++) {
+                    uint64_t more = below[a * W + w] & ~below[b * W + w];
+                    if (more) {
+                        below[b * W + w] |= more;
+                        changed = 1;
+                    }
+                }
+            }
+    }
+    out = PyList_New(n);
+    for (int64_t a = 0; out && a < n; a++) {
+        PyObject *set = PySet_New(NULL);
+        if (!set) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, a, set);
+        for (int64_t b = 0; b <= n; b++) {
+            if (!((below[a * W + (b >> 6)] >> (b & 63)) & 1)) continue;
+            PyObject *x = b == n ? Py_NewRef(bottom) : PyLong_FromLongLong(b);
+            if (!x || PySet_Add(set, x) < 0) {
+                Py_XDECREF(x);
+                Py_CLEAR(out);
+                break;
+            }
+            Py_DECREF(x);
+        }
+    }
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    if (rows)
+        for (int64_t a = 0; a < n; a++) free(rows[a]);
+    free(rows);
+    free(lens);
+    free(dense);
+    free(order);
+    free(stack);
+    free(below);
+    free(lasts);
+    free(ends);
+    return out;
+}
+
 #define GNF_PASS_METHODS                                                                                       \
     {"map_symbols", (PyCFunction)words_map_symbols, METH_VARARGS, "the normal form's symbol maps (_gnf_passes.h)"}, \
         {"optional", (PyCFunction)words_optional, METH_VARARGS, "epsilon-removal's opt (_gnf_passes.h)"},          \
         {"closure", (PyCFunction)words_closure, METH_VARARGS, "GENERATING / NULLABLE (_gnf_passes.h)"},            \
         {"reach", (PyCFunction)words_reach, METH_VARARGS, "REACHABLE nonterminals (_gnf_passes.h)"},               \
-        {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},
+        {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},        \
+        {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
+        {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},
