@@ -2968,7 +2968,10 @@ done:
 }
 
 /* ---- types and module glue ---- */
+#include "_gnf_passes.h" /* the normal form's passes (front end) */
+
 static PyMethodDef words_methods[] = {
+    GNF_PASS_METHODS
     {"grammar", (PyCFunction)words_grammar, METH_VARARGS, "set the GNF (table, num_atoms, start); the initial node"},
     {"below_sets", (PyCFunction)words_below_sets, METH_O, "the stack adjacency as stack_below returns it"},
     {"make", (PyCFunction)words_make, METH_VARARGS, "intern (accepts, edges)"},
