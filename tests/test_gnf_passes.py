@@ -75,6 +75,28 @@ def test_the_stack_adjacency_in_c_is_the_python_fixpoint(name, text, kind, monke
     assert native == gnf_module.stack_below(gnf.table, gnf.store, gnf.start)
 
 
+@pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
+def test_the_left_corner_order_in_c_is_tarjans_python_walk(name, text, kind, monkeypatch):
+    """Left-recursion removal's order (Tarjan's components, sources first) is the Python walk's."""
+    real, orders = gnf_module._left_corner_order, []
+
+    def both(rules):
+        native = real(rules)
+        gnf_module.PASSES_IN_C = False
+        try:
+            orders.append((native, real(rules)))
+        finally:
+            gnf_module.PASSES_IN_C = True
+        return native
+
+    monkeypatch.setattr(gnf_module, "_left_corner_order", both)
+    try:
+        compile_grammar(text, kind=kind)
+    except GrammarError:
+        pytest.skip("not lowered")
+    assert orders and all(native == python for native, python in orders)
+
+
 def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     """Not only equal results: the C passes are what runs (a Python walk left in the way would pass
     the comparison above by itself)."""

@@ -601,6 +601,10 @@ def _remove_units(rules: _Rules) -> None:
 def _left_corner_order(rules: _Rules) -> list[int]:
     """Nonterminals so that a rule's leading nonterminals come later, except inside SCCs (Tarjan)."""
     store = rules.store
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "left_corner_order"):
+        nts = sorted(rules.rhs)
+        return native.left_corner_order(nts, [rules.rhs[a] for a in nts], len(rules.names))
     graph = {a: [s for s, _ in store.edges(r) if s >= 0] for a, r in rules.rhs.items()}
     index: dict[int, int] = {}
     low: dict[int, int] = {}
@@ -651,6 +655,8 @@ def _left_corner_order(rules: _Rules) -> list[int]:
 
 def _substitute_leading(store: WordStore, node: int, rhs: dict[int, int], which) -> int:
     accepts, edges = store.nodes[node]
+    if not any(which(s) for s, _ in edges):  # nothing to substitute: the same set (no node made)
+        return node
     kept = store.make(accepts, tuple((s, c) for s, c in edges if not which(s)))
     return store.union_all([kept] + [store.concat(rhs[s], c) for s, c in edges if which(s)])
 
@@ -694,7 +700,8 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     for a in originals[::-1] + zs:
         rules.current = a
         rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s: s >= 0)
-        assert all(s < 0 for s, _ in store.edges(rules.rhs[a])), "leading substitution left a nonterminal"
+        edges = store.edges(rules.rhs[a])  # sorted by symbol: atoms (< 0) only iff the last is one
+        assert not edges or edges[-1][0] < 0, "leading substitution left a nonterminal"
 
 
 BOTTOM = -1  # ⊥, the empty rest of the stack

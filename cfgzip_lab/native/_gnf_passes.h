@@ -18,6 +18,7 @@
  *   symbols(roots) -> {symbol}               gnf._symbols_named.
  *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
  *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB).
+ *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -591,6 +592,124 @@ done:
     return out;
 }
 
+/* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
+ * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
+ * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
+static PyObject *words_left_corner_order(Words *S, PyObject *args) {
+    PyObject *nts_obj, *roots_obj;
+    long long m;
+    if (!PyArg_ParseTuple(args, "OOL", &nts_obj, &roots_obj, &m)) return NULL;
+    Py_ssize_t n, n2;
+    int64_t *nts = gnf_node_list(S, nts_obj, &n, 2), *roots = NULL;
+    if (!nts) return NULL;
+    PyObject *out = NULL;
+    int64_t *where = NULL, *index = NULL, *low = NULL, *tstack = NULL, *work = NULL, *comps = NULL, *cstart = NULL;
+    uint8_t *on = NULL;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "left_corner_order: nonterminals and roots differ in number");
+        goto done;
+    }
+    where = malloc((size_t)(m + 1) * sizeof(int64_t)); /* nonterminal -> its position in nts */
+    index = malloc((size_t)(n + 1) * sizeof(int64_t));
+    low = malloc((size_t)(n + 1) * sizeof(int64_t));
+    tstack = malloc((size_t)(n + 1) * sizeof(int64_t));
+    work = malloc((size_t)(2 * n + 2) * sizeof(int64_t)); /* (v, next edge) frames */
+    comps = malloc((size_t)(n + 1) * sizeof(int64_t));
+    cstart = malloc((size_t)(n + 2) * sizeof(int64_t));
+    on = calloc((size_t)n + 1, 1);
+    if (!where || !index || !low || !tstack || !work || !comps || !cstart || !on) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t a = 0; a <= m; a++) where[a] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (nts[i] < 0 || nts[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "left_corner_order: a nonterminal past m");
+            goto done;
+        }
+        where[nts[i]] = i;
+        index[i] = -1;
+    }
+    int64_t counter = 0, ttop = 0, ncomp = 0, nout = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        if (index[r] >= 0) continue;
+        int64_t wtop = 0;
+        work[wtop++] = r;
+        work[wtop++] = S->estart[roots[r]];
+        index[r] = low[r] = counter++;
+        tstack[ttop++] = r;
+        on[r] = 1;
+        while (wtop) {
+            int64_t v = work[wtop - 2], i = work[wtop - 1], end = S->estart[roots[v] + 1];
+            int recurse = 0;
+            while (i < end) {
+                int64_t sym = S->esym[i++];
+                if (sym < 0) continue;
+                int64_t w = sym < m ? where[sym] : -1;
+                if (w < 0) {
+                    PyErr_SetString(PyExc_KeyError, "left_corner_order: a leading nonterminal without a rule set");
+                    goto done;
+                }
+                if (index[w] < 0) {
+                    work[wtop - 1] = i;
+                    work[wtop++] = w;
+                    work[wtop++] = S->estart[roots[w]];
+                    index[w] = low[w] = counter++;
+                    tstack[ttop++] = w;
+                    on[w] = 1;
+                    recurse = 1;
+                    break;
+                }
+                if (on[w] && index[w] < low[v]) low[v] = index[w];
+            }
+            if (recurse) continue;
+            work[wtop - 1] = i;
+            if (low[v] == index[v]) { /* a component: popped, kept sorted by nonterminal id */
+                cstart[ncomp] = nout;
+                int64_t w;
+                do {
+                    w = tstack[--ttop];
+                    on[w] = 0;
+                    int64_t k = nout++;
+                    while (k > cstart[ncomp] && nts[comps[k - 1]] > nts[w]) {
+                        comps[k] = comps[k - 1];
+                        k--;
+                    }
+                    comps[k] = w;
+                } while (w != v);
+                ncomp++;
+            }
+            wtop -= 2;
+            if (wtop) {
+                int64_t parent = work[wtop - 2];
+                if (low[v] < low[parent]) low[parent] = low[v];
+            }
+        }
+    }
+    cstart[ncomp] = nout;
+    out = PyList_New(0);
+    for (int64_t c = ncomp - 1; out && c >= 0; c--) /* Tarjan emits sinks first: sources first here */
+        for (int64_t k = cstart[c]; out && k < cstart[c + 1]; k++) {
+            PyObject *x = PyLong_FromLongLong(nts[comps[k]]);
+            if (!x || PyList_Append(out, x) < 0) Py_CLEAR(out);
+            Py_XDECREF(x);
+        }
+done:
+    free(nts);
+    free(roots);
+    free(where);
+    free(index);
+    free(low);
+    free(tstack);
+    free(work);
+    free(comps);
+    free(cstart);
+    free(on);
+    return out;
+}
+
 #define GNF_PASS_METHODS                                                                                       \
     {"map_symbols", (PyCFunction)words_map_symbols, METH_VARARGS, "the normal form's symbol maps (_gnf_passes.h)"}, \
         {"optional", (PyCFunction)words_optional, METH_VARARGS, "epsilon-removal's opt (_gnf_passes.h)"},          \
@@ -598,4 +717,5 @@ done:
         {"reach", (PyCFunction)words_reach, METH_VARARGS, "REACHABLE nonterminals (_gnf_passes.h)"},               \
         {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},        \
         {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
-        {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},
+        {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
+        {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"},
