@@ -283,7 +283,7 @@ class GrammarCache:
         # classing's word store), the index as arrays, no syntax tree. c_like with Llama-3: 17 MB
         # held instead of 198 MB, for 30 ms of copying.
         compact = _compact(compiled)
-        if index is not None:
+        if index is not None and not index.arrays_only:  # the Python build's lists: to arrays (the compiled one has them)
             index = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
         ready = ReadyGrammar(key, compact, classes, vocab, index, unavailable)
         ready.seconds.update(seconds, compact=time.perf_counter() - t3 - seconds.get("write", 0.0))
