@@ -2,7 +2,8 @@
 :mod:`cfgzip_lab.bundled`) and the third-party corpus beside the repository.
 
 The corpus lives in ``../shared/grammars/third_party`` (40 grammars from other projects, see
-SOURCES.md there); this module is the one place that spells that path. Tests that need it skip
+SOURCES.md there) and ``../shared/corpora``; this module is the one place that spells those paths
+(``CFGZIP_SHARED`` moves them, for a clone away from ``../shared``). Tests that need it skip
 or shrink when it is not checked out.
 """
 
@@ -17,6 +18,8 @@ __all__ = [
     "REPO",
     "BUNDLED_DIR",
     "BUNDLED",
+    "SHARED",
+    "CORPORA",
     "THIRD_PARTY",
     "BUILTIN_JSON",
     "bundled_samples",
@@ -29,7 +32,10 @@ BUNDLED_DIR = bundled_dir()
 #: The bundled grammar files, sorted by name.
 BUNDLED: list[Path] = list(bundled_grammars().values())
 #: ``../shared`` beside the checkout, or wherever ``CFGZIP_SHARED`` says (a clone elsewhere)
-THIRD_PARTY = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared")) / "grammars" / "third_party"
+SHARED = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared"))
+#: Inputs other projects wrote (JSON-Schema-Test-Suite, XGrammar's test grammars, regressions).
+CORPORA = SHARED / "corpora"
+THIRD_PARTY = SHARED / "grammars" / "third_party"
 #: XGrammar's built-in JSON grammar, as text in the corpus (it may be absent).
 BUILTIN_JSON = THIRD_PARTY / "xgrammar_builtin_json.ebnf"
 

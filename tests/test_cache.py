@@ -150,11 +150,11 @@ def test_gnf_round_trips_on_the_shared_corpus() -> None:
     """XGrammar's own test grammars (a seeded sample of the shared corpus), not only ours."""
     import random
 
-    from paths import REPO
+    from paths import CORPORA
 
     from cfgzip_lab.grammar.gnf_arrays import gnf_from_arrays, gnf_to_arrays
 
-    corpus = REPO.parent / "shared" / "corpora" / "xgrammar-tests"
+    corpus = CORPORA / "xgrammar-tests"
     files = sorted(corpus.glob("*.ebnf")) if corpus.is_dir() else []
     if not files:
         pytest.skip("the shared corpus is not checked out")

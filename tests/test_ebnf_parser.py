@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from paths import BUNDLED, REPO, third_party_grammars
+from paths import BUNDLED, CORPORA, third_party_grammars
 
 from cfgzip_lab.grammar import ebnf
 from cfgzip_lab.grammar.ebnf_syntax import GAP_PATTERN, MACROS, NAME_PATTERN, Nested, ParseFailure, Tok
 
-CORPUS = REPO.parent / "shared" / "corpora" / "xgrammar-tests"  # absent in a bare clone: sample empty
+CORPUS = CORPORA / "xgrammar-tests"  # absent in a bare clone: sample empty
 
 _LARK_GRAMMAR = rf"""
 start: rule*

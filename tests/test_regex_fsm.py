@@ -23,13 +23,12 @@ import os
 import random
 import re
 import sys
-from pathlib import Path
 
 import pytest
 from grammar_tools import xgrammar_matcher, xgrammar_matches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import REPO
+from paths import CORPORA
 from xgrammar_fsm import NFA, nfa_of, same_language, xgrammar_rule_fsms
 
 from cfgzip_lab.engine import compile_engines
@@ -44,10 +43,6 @@ from cfgzip_lab.native import build_native_engine
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.verify import verify_engines
 from cfgzip_lab.vocab import vocab_from_bytes
-
-#: ``../shared/corpora`` beside the checkout (as tests/paths.py finds ``../shared/grammars``);
-#: ``CFGZIP_SHARED`` points elsewhere (a clone under /work/wt/<name>: ``/work/shared``).
-CORPORA = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared")) / "corpora"
 
 
 def regex_grammar(pattern: str, json_string: bool = False, flags: str | None = None) -> str:

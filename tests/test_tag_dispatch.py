@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 from grammar_tools import xgrammar_matcher
-from paths import REPO
+from paths import CORPORA
 
 from cfgzip_lab.grammar.ebnf import parse_ebnf
 from cfgzip_lab.grammar.tag_dispatch import build_states, dispatch_triggers
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
 
-CORPUS = REPO.parent / "shared" / "corpora" / "xgrammar-tests"
+CORPUS = CORPORA / "xgrammar-tests"
 
 
 def xgrammar_says(matcher, data: bytes) -> tuple[bool, bool]:

@@ -268,16 +268,92 @@ def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[s
     definitions: list[_Definition] = []
     broken_names: set[str] = set()
     for start, end in _rule_chunks(text):
-        builder = _Builder(text)
-        try:
-            parse_chunk(tokens(text, start, end), builder)
-        except ParseFailure as error:  # the chunk's own diagnostics and rules go, as lark's did
-            diagnostics.append(_syntax_diagnostic(text, end, error))
-            broken_names.update(m.group(1) for m in _RULE_HEAD.finditer(text, start, end))
-            continue
-        diagnostics += builder.diagnostics
-        definitions += builder.definitions
+        chunk = _parsed_chunk(text, start, end)
+        diagnostics += chunk.diagnostics
+        definitions += chunk.definitions
+        broken_names.update(chunk.broken_names)
     return diagnostics, definitions, broken_names
+
+
+class _Chunk(NamedTuple):
+    """What one rule chunk parses to: its diagnostics and rules (positions in the whole text) and,
+    when it did not parse, the names it defines."""
+
+    diagnostics: list[Diagnostic]
+    definitions: list[_Definition]
+    broken_names: tuple[str, ...]
+
+
+_CHUNKS: dict[tuple[str, bool], tuple[int, int, _Chunk]] = {}
+_CHUNKS_KEPT = 2048
+_CHUNK_CACHED_CHARS = 4096
+"""Parsed chunks are kept by their text (up to this many characters; the last 2,048 chunks):
+XGrammar prints the same ~20 ``basic_*`` rules into every JSON Schema's EBNF, and an editor
+re-checks a grammar whose other rules did not change. A chunk starts a line and its parse reads
+nothing outside it, so the same text parses to the same result moved by the offset and lines
+between the two places (measured: a JSON-Schema-Test-Suite schema's parse 1.6 ms -> 0.3 ms)."""
+
+
+def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
+    """:func:`parse_chunk` of ``text[start:end]``, or the kept parse of the same chunk text."""
+    last = end == len(text)  # the end-of-input message names the grammar's end or the next rule
+    key = (text[start:end], last) if end - start <= _CHUNK_CACHED_CHARS else None
+    kept = _CHUNKS.get(key) if key is not None else None
+    if kept is not None:
+        at, line, chunk = kept
+        here = position_of(text, start)[0]
+        return chunk if (at, line) == (start, here) else _moved(chunk, start - at, here - line)
+    builder = _Builder(text)
+    try:
+        parse_chunk(tokens(text, start, end), builder)
+    except ParseFailure as error:  # the chunk's own diagnostics and rules go, as lark's did
+        names = tuple(m.group(1) for m in _RULE_HEAD.finditer(text, start, end))
+        chunk = _Chunk([_syntax_diagnostic(text, end, error)], [], names)
+    else:
+        chunk = _Chunk(builder.diagnostics, builder.definitions, ())
+    if key is not None:
+        if len(_CHUNKS) >= _CHUNKS_KEPT:
+            _CHUNKS.clear()  # derived data only: dropped whole
+        _CHUNKS[key] = (start, position_of(text, start)[0], chunk)
+    return chunk
+
+
+def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
+    """``chunk`` parsed ``offset`` characters and ``lines`` lines further down (columns stay: a chunk
+    starts a line). Nodes shared inside the chunk stay shared (the lowering lowers an automaton
+    met twice once, by identity)."""
+    memo: dict[int, object] = {}
+
+    def span(s: Span | None) -> Span | None:
+        return None if s is None else (s[0] + offset, s[1] + offset)
+
+    def expr(e):
+        got = memo.get(id(e))
+        if got is not None:
+            return got
+        if isinstance(e, Sequence):
+            got = Sequence(tuple(expr(i) for i in e.items), span(e.span))
+        elif isinstance(e, Choice):
+            got = Choice(tuple(expr(o) for o in e.options), span(e.span))
+        elif isinstance(e, Repeat):
+            got = Repeat(expr(e.item), e.min, e.max, span(e.span))
+        elif isinstance(e, Automaton):
+            edges = tuple((q, label if isinstance(label, tuple) else expr(label), r) for q, label, r in e.edges)
+            got = replace(e, edges=edges, span=span(e.span))
+        else:  # Literal, CharClass, RuleRef, TokenSet
+            got = replace(e, span=span(e.span))
+        memo[id(e)] = got
+        return got
+
+    definitions = []
+    for d in chunk.definitions:
+        rule = replace(d.rule, body=expr(d.rule.body), span=span(d.rule.span))
+        lookahead = None if d.lookahead is None else expr(d.lookahead)
+        shaping = None if d.shaping is None else replace(d.shaping, span=span(d.shaping.span))
+        refs = tuple(expr(r) for r in d.macro_refs)
+        definitions.append(_Definition(rule, span(d.name_span), lookahead, refs, shaping))  # type: ignore[arg-type]
+    diagnostics = [replace(d, line=d.line + lines, span=span(d.span)) for d in chunk.diagnostics]
+    return _Chunk(diagnostics, definitions, chunk.broken_names)
 
 
 def _whole_grammar(
