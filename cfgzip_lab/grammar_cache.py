@@ -292,11 +292,10 @@ class GrammarCache:
 
 def _compact(compiled: CompiledGrammar) -> CompiledGrammar:
     """``compiled`` as a :class:`~cfgzip_lab.pipeline.LoadedGrammar` over a store of its GNF's nodes alone."""
-    from .grammar.gnf_arrays import gnf_from_arrays, gnf_to_arrays
+    from .grammar.gnf_arrays import compact_gnf
     from .pipeline import LoadedGrammar
 
-    arrays, doc = gnf_to_arrays(compiled.gnf)
-    return LoadedGrammar(compiled.text, gnf_from_arrays(arrays, doc), compiled.grammar_source, compiled.seconds)
+    return LoadedGrammar(compiled.text, compact_gnf(compiled.gnf), compiled.grammar_source, compiled.seconds)
 
 
 def _vocab(vocab: VocabTable | str) -> VocabTable:

@@ -204,13 +204,17 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     }
     qsort(cand, (size_t)ncand, sizeof(SizedClass), cmp_sized);
     Py_ssize_t nlarge = ncand < most ? ncand : most, ngroups = (nlarge + 3) / 4;
-    char *gd, *td, *ipd, *pwd, *pbd, *ad;
+    char *gd, *td = NULL, *ipd, *pwd, *pbd, *ad;
     groups = new_bytes(ngroups * 16, &gd);
-    tables = new_bytes(ngroups * 16 * words * 4, &td);
+    tables = PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4); /* rows 0 and 1 << b zeroed below, */
+    if (tables) td = PyBytes_AS_STRING(tables);                          /* the other codes all written */
     indptr = new_bytes((k + 1) * 4, &ipd);
     all = new_bytes(words * 4, &ad);
     if (!groups || !tables || !indptr || !all) goto done;
     int32_t *g = (int32_t *)gd, *tab = (int32_t *)td, *ip = (int32_t *)ipd, *allw = (int32_t *)ad;
+    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
+        for (int code = 0; code < 16; code = code ? code << 1 : 1)
+            memset(tab + ((size_t)gi * 16 + code) * words, 0, (size_t)words * 4);
     for (Py_ssize_t i = 0; i < ngroups * 4; i++) g[i] = cand[i < nlarge ? i : nlarge - 1].id;
     for (Py_ssize_t i = 0; i < nlarge; i++) slot[cand[i].id] = (int32_t)i;
     /* one pass: the large classes' single rows (table row 1 << member), the others' pair counts */
