@@ -294,51 +294,105 @@ def test_the_stack_adjacency_is_the_python_one():
         assert compiled.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
 
 
-def test_grammars_with_counted_families_take_the_python_path(toy):
-    """Issue 17's GNF families of counted nonterminals are not in the kernel: every compiled entry point
-    leaves such a GNF to Python (classing, the displacer of the index and the walk)."""
-    from cfgzip_lab.native import build_native_engine
-
-    grammar = compile_grammar('root ::= "(" [ab]{2,40} ")"\n')
-    assert grammar.gnf.families  # a counted repetition past the unrolling threshold
-    assert type(grammar.gnf.store) is WordStore  # its displacement symbols pass 64 bits
-    assert not compiled.supports(grammar.gnf)
-    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
-    assert type(result.displacer) is Displacer
-    assert type(compiled.make_displacer(grammar.gnf)) is Displacer
-    engine = build_native_engine(grammar, toy, result.classes)
-    assert engine.walker._native is None and engine.walker._advancer is None
-    m = engine.matcher()
-    assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
-    with pytest.raises(RuntimeError):
-        compute_classes(grammar.gnf, toy.token_bytes, toy.kinds, compiled=True)
-
-
-# -- counted families: the compiled walk and numbering with the Python displacer's step --------------
+# -- counted families (issue 17's F_c, IN, REL symbols) in the compiled store -----------------------
 COUNTED = [
     'root ::= "(" [ab]{2,40} ")"\n',
     'root ::= ("(" root ")" | "[" [ab()]{0,30} "]")+\n',
     'root ::= "{" ("[" [0-9]{1,20} "]" ","?){0,25} "}"\n',
 ]
+COUNTED_EDGES = [
+    'root ::= "(" [ab]{20,} ")"\n',  # unbounded: the members saturate at F_last
+    'root ::= [ab]{17,17} "x"\n',  # m = n
+    'root ::= ([ab]{0,18} ",")*\n',  # m = 0, repeated
+    'root ::= "<" [0-9]{17,30} ">" | "[" [ab]{16,17} "]"\n',  # the toy's "1" * 30 and "ab" * 8 fill the bounds
+    'root ::= "{" ([ab]{0,20} ","){0,20} "}"\n',  # nested counted repetitions
+]
+WIDE = [g.replace("{2,40}", "{2,4000000}").replace("{0,30}", "{0,3000000}").replace("{0,25}", "{0,2500000}") for g in COUNTED]
+"""COUNTED with bounds past what a packed compiled symbol holds (compiled.symbol_widths): the Python step."""
 
 
-def assert_same_stepped_classing(a: ClassingResult, b: ClassingResult) -> None:
-    """``a`` from the Python path, ``b`` from classify_steps: both Python displacers on their own
-    compile of the grammar, the same classes, token nodes, metadata and store nodes."""
-    assert type(a.displacer) is Displacer and type(b.displacer) is Displacer
-    for name in ("class_of", "representatives", "class_kind"):
-        x, y = getattr(a.classes, name), getattr(b.classes, name)
-        assert x.dtype == y.dtype and np.array_equal(x, y), name
-    assert np.array_equal(a.token_node, b.token_node)
-    assert_same_metadata(a.classes.metadata, b.classes.metadata, {"classing_seconds"}, skipping=False)
-    assert list(a.displacer.store.nodes) == list(b.displacer.store.nodes)
+def test_counted_families_run_compiled_everywhere(toy):
+    """A GNF with counted families is classed, indexed and walked on the compiled store (its IN / REL
+    symbols packed into 64 bits); one whose counts pass the packed symbols takes the Python step."""
+    from cfgzip_lab.native import build_native_engine
+
+    grammar = compile_grammar(COUNTED[0])
+    assert grammar.gnf.families and compiled.supports(grammar.gnf) and compiled.symbol_widths(grammar.gnf) == (1, 6)
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
+    assert isinstance(result.displacer, compiled.CompiledDisplacer)
+    assert isinstance(compiled.make_displacer(grammar.gnf), compiled.CompiledDisplacer)
+    engine = build_native_engine(grammar, toy, result.classes, classing=result)
+    assert engine.walker._native is result.displacer.store.native and engine.walker._advancer is not None
+    m = engine.matcher()
+    assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
+    wide = compile_grammar(WIDE[0])
+    assert wide.gnf.families and compiled.symbol_widths(wide.gnf) is None and not compiled.supports(wide.gnf)
+    assert type(compiled.make_displacer(wide.gnf)) is Displacer
+    assert type(compute_classes(wide.gnf, toy.token_bytes, toy.kinds).displacer) is Displacer
+    with pytest.raises(RuntimeError):
+        compute_classes(wide.gnf, toy.token_bytes, toy.kinds, compiled=True)
 
 
 @pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
-@pytest.mark.parametrize("grammar", COUNTED, ids=["bounded", "nested", "list"])
+@pytest.mark.parametrize(
+    "grammar", COUNTED + COUNTED_EDGES, ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0", "filled", "nested2"]
+)
+def test_counted_families_class_in_c_node_for_node(toy, grammar, budget):
+    """The compiled step of family members, REL tops and backtracks into families: the Python path's
+    nodes, ids, classes and metadata through every budget, the same stack adjacency and σ_in index."""
+    from cfgzip_lab.classes.adjacency import stack_adjacency
+
+    a, b = _both(grammar, toy, budget=budget)
+    assert b.displacer.gnf.families
+    assert_same_classing(a, b)
+    assert b.displacer.below == stack_adjacency(b.displacer.gnf)
+    if budget == 1:
+        assert b.classes.metadata["fallback_singletons"] > 0
+    if budget in (200_000, 6):
+        for with_nodes in (True, False):
+            assert_same_index(*_index_pair(a, b, toy, with_nodes=with_nodes))
+        assert_same_nodes(a.displacer.store, b.displacer.store)
+    # the Python API reads the packed symbols back as the Python ints (displacement pairs, explanations)
+    read = [int(t) for t in a.classes.representatives if a.token_node[t] > EPSILON]
+    assert read or budget < 200_000
+    assert all(a.displacer.pairs(int(a.token_node[t])) == b.displacer.pairs(int(b.token_node[t])) for t in read)
+
+
+def test_the_compiled_store_packs_counted_symbols_in_python_order():
+    """IN(f, lo, hi) and REL(f, j, lo, hi) (Python ints past 2^100 and 2^120) go into a compiled store
+    and come back as they were; made in a random order, the edges are sorted as Python sorts the ints;
+    a store without the widths, or a symbol past them, is refused with a clear error."""
+    from cfgzip_lab.grammar.counted import family_symbol, input_symbol, relative_symbol
+
+    rng = random.Random(5)
+    symbols = [input_symbol(f, lo, hi) for f in range(3) for lo in (1, 2, 9) for hi in (9, 30)]
+    symbols += [relative_symbol(f, j, lo, hi) for f in range(3) for j in (1, 4) for lo in (1, 7) for hi in (7, 31)]
+    symbols += [3, 4, family_symbol(2, 5), family_symbol(0, 31)]
+    py = WordStore()
+    cs = compiled.CompiledWordStore(compiled._kernel.Words(py.nodes, 0, BudgetExceeded, (2, 5)))
+    for _ in range(300):
+        word = tuple(rng.choice(symbols) for _ in range(rng.randrange(1, 4)))
+        assert py.word(word) == cs.word(word)
+        a, b = rng.randrange(len(py)), rng.randrange(len(py))
+        assert py.union(a, b) == cs.union(a, b)
+    assert_same_nodes(py, cs)
+    for node in range(len(py)):
+        for s, c in py.edges(node):
+            assert cs.child(node, s) == c
+    assert cs.child(5, relative_symbol(2, 31, 31, 31) + 1) == EMPTY
+    with pytest.raises(ValueError, match="past what this store holds"):
+        cs.make(False, ((relative_symbol(0, 1, 1, 32), EPSILON),))  # a count past the 5 bits
+    with pytest.raises(ValueError, match="past what this store holds"):
+        compiled.CompiledWordStore.seeded(py)  # no widths: its nodes hold packed symbols
+    with pytest.raises(ValueError, match="61 bits"):
+        compiled._kernel.Words(WordStore().nodes, 0, None, (3, 20))
+
+
+@pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
+@pytest.mark.parametrize("grammar", WIDE, ids=["bounded", "nested", "list"])
 def test_counted_families_walk_in_c_with_the_python_step(toy, grammar, budget, monkeypatch):
-    """A GNF with counted families (not in the compiled step) is classed by the compiled trie walk
-    and numbering calling the Python displacer's step: the Python path's nodes, ids and classes,
+    """A GNF with counted families whose counts pass the packed symbols is classed by the compiled trie
+    walk and numbering calling the Python displacer's step: the Python path's nodes, ids and classes,
     through every budget (fallback singletons included)."""
     from cfgzip_lab.classes import classing
 
@@ -354,8 +408,8 @@ def test_counted_families_walk_in_c_with_the_python_step(toy, grammar, budget, m
         assert b.classes.metadata["fallback_singletons"] > 0
 
 
-def test_counted_families_stepped_walk_keeps_the_cap_progress_and_cancel(toy):
-    grammar = COUNTED[1]
+@pytest.mark.parametrize("grammar", [WIDE[1], COUNTED[1]], ids=["python-step", "compiled-step"])
+def test_counted_families_keep_the_cap_progress_and_cancel(toy, grammar):
     gnf = compile_grammar(grammar).gnf
     outcomes = []
     for options in ({"compiled": False}, {}):
@@ -370,6 +424,10 @@ def test_counted_families_stepped_walk_keeps_the_cap_progress_and_cancel(toy):
     vocab = vocab_from_bytes([bytes([a, b]) for a in range(97, 123) for b in range(97, 123)] * 4, name="pairs")
     with pytest.raises(InterruptedError):
         compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, cancel=lambda: True)
+
+
+def test_the_python_step_inside_the_compiled_walk_keeps_its_errors(toy):
+    gnf = compile_grammar(WIDE[1]).gnf
     with pytest.raises(ZeroDivisionError):  # an error inside the step comes out as it is
         compiled._kernel.classify_steps(
             compiled.vocab_trie(toy.token_bytes, toy.kinds),
@@ -384,20 +442,57 @@ def test_counted_families_stepped_walk_keeps_the_cap_progress_and_cancel(toy):
         )
 
 
+def assert_same_stepped_classing(a: ClassingResult, b: ClassingResult) -> None:
+    """``a`` from the Python path, ``b`` from classify_steps: both Python displacers on their own
+    compile of the grammar, the same classes, token nodes, metadata and store nodes."""
+    assert type(a.displacer) is Displacer and type(b.displacer) is Displacer
+    for name in ("class_of", "representatives", "class_kind"):
+        x, y = getattr(a.classes, name), getattr(b.classes, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    assert np.array_equal(a.token_node, b.token_node)
+    assert_same_metadata(a.classes.metadata, b.classes.metadata, {"classing_seconds"}, skipping=False)
+    assert list(a.displacer.store.nodes) == list(b.displacer.store.nodes)
+
+
+COUNTED_SCHEMAS = [
+    '{"type": "array", "items": {"type": "integer"}, "maxItems": 40}',
+    '{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64}}}',
+    '{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"maxItems":40}},"required":["tags"]}',
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "schema",
-    [
-        '{"type": "array", "items": {"type": "integer"}, "maxItems": 40}',
-        '{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64}}}',
-    ],
-    ids=["maxItems", "maxLength"],
-)
-def test_counted_schemas_llama3_stepped_walk_is_the_python_one(schema):
+@pytest.mark.parametrize("schema", COUNTED_SCHEMAS, ids=["maxItems", "maxLength", "tags"])
+def test_counted_schemas_llama3_node_for_node(schema):
     vocab = _load("llama3")
+    a, b = _both(schema, vocab, kind="json_schema")
+    assert b.displacer.gnf.families
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["jsb_0044", "jsb_0082", "jsb_0282"])
+def test_counted_regressions_llama3_node_for_node(name):
+    """The shared regressions with counted repetitions (maxLength 131072 among them): compiled classing
+    and index are the Python reference's, node for node."""
+    vocab = _load("llama3")
+    path = CORPORA / "regressions" / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} not here")
+    a, b = _both(path.read_text(encoding="utf-8"), vocab, kind="json_schema")
+    assert b.displacer.gnf.families
+    assert_same_classing(a, b)
+    assert_same_index(*_index_pair(a, b, vocab))
+
+
+@pytest.mark.slow
+def test_counted_schema_past_the_packed_symbols_llama3_stepped_walk_is_the_python_one():
+    vocab = _load("llama3")
+    schema = '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 4000000}}}'
     one = compile_grammar(schema, kind="json_schema").gnf
     two = compile_grammar(schema, kind="json_schema").gnf
-    assert two.families and compiled.supports_walk(two)
+    assert two.families and not compiled.supports(two) and compiled.supports_walk(two)
     a = compute_classes(one, vocab.token_bytes, vocab.kinds, compiled=False)
     b = compute_classes(two, vocab.token_bytes, vocab.kinds)
     assert_same_stepped_classing(a, b)
@@ -711,3 +806,34 @@ def test_the_compiled_accept_step_keeps_the_budgets():
         assert a.accept_token(t) == b.accept_token(t)
         assert a.in_fallback == b.in_fallback and a.fallback_reason == b.fallback_reason
     assert a.in_fallback and py.fallbacks == cc.fallbacks == 1
+
+
+@pytest.mark.parametrize("grammar", COUNTED + COUNTED_EDGES[:3], ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0"])
+def test_the_compiled_accept_step_walks_counted_families_as_python_does(grammar):
+    """Seeded random walks (allowed tokens mostly, rejected ones too) on counted grammars: the compiled
+    accept step steps the members F_c in C and reaches the Python walker's states, class sets and answers;
+    their stores stay node for node equal (classing, the σ_in index and the walk)."""
+    vocab = _byte_vocab()
+    py, cc = _engines_both(grammar, vocab)
+    assert py.walker._advancer is None and cc.walker._advancer is not None
+    rng = np.random.default_rng(1)
+    closing = {b")", b"]", b"}", b">", b"x"}  # mostly avoided, so that walks run up to the bounds
+    steps = 0
+    for _ in range(6):
+        a, b = py.matcher(), cc.matcher()
+        for _ in range(60):
+            assert a._history == b._history and a.class_set() == b.class_set()
+            allowed = [t for t in range(vocab.vocab_size) if a.class_set() >> int(py.classes.class_of[t]) & 1]
+            normal = [t for t in allowed if vocab.kinds[t] == 0]
+            if not normal:
+                break
+            inner = [t for t in normal if vocab.token_bytes[t] not in closing]
+            pick = rng.random()
+            pool = inner if inner and pick < 0.85 else normal
+            token = int(rng.choice(pool)) if pick < 0.95 else int(rng.integers(0, vocab.vocab_size))
+            assert a.accept_token(token) == b.accept_token(token)
+            steps += 1
+            if a.is_terminated():
+                break
+    assert steps > 60
+    assert_same_nodes(py.walker.store, cc.walker.store)

@@ -231,14 +231,15 @@ def compute_classes(
     the parent interns them again: interning is canonical, so equal sets get equal
     ids across workers and the partition is exactly the one-process partition.
 
-    ``compiled`` (default: where the kernel is built and the GNF has no counted-repetition
-    families, :func:`cfgzip_lab.native.compiled.supports`) runs the walk, the store and the
+    ``compiled`` (default: where the kernel is built and the GNF has no token atoms and no
+    counted families past the compiled symbols, :func:`cfgzip_lab.native.compiled.supports`) runs the walk, the store and the
     numbering in C (``native/_words.c``), in this process whatever ``workers`` says: the same
     nodes under the same ids, the same classes (tested against this Python path), and the
     result's displacer is a :class:`~cfgzip_lab.native.compiled.CompiledDisplacer` whose store
     holds ``token_node``'s ids. ``compiled=False`` runs the Python reference. By default a GNF
-    with counted families (no token atoms) takes the compiled walk and numbering with the Python
-    displacer's step (:func:`_classify_steps`): the Python nodes, ids and classes.
+    with counted families whose counts pass the compiled symbols (no token atoms) takes the compiled
+    walk and numbering with the Python displacer's step (:func:`_classify_steps`): the Python nodes,
+    ids and classes.
     """
     started = time.perf_counter()
     steps_only = False
@@ -249,7 +250,10 @@ def compute_classes(
             compiled = native_compiled.supports(gnf)
             steps_only = not compiled and native_compiled.supports_walk(gnf)
         elif not native_compiled.supports(gnf):
-            raise RuntimeError("compiled classing needs the compiled kernel and a GNF without counted families")
+            raise RuntimeError(
+                "compiled classing needs the compiled kernel and a GNF without token atoms or counted "
+                "repetitions past the compiled symbols (native.compiled.supports)"
+            )
     if compiled:
         result = _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes)
         if result is not None:
@@ -331,7 +335,7 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
 def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes) -> ClassingResult:
     """:func:`compute_classes` with the compiled trie walk and numbering (``_words.c``:
     ``classify_steps``, ``assemble``) and the Python :class:`Displacer`'s own step, for a GNF the
-    compiled step does not run (counted families): the same steps in the same order as
+    compiled step does not run (counted families past its packed symbols): the same steps in the same order as
     :func:`_walk` (so the same nodes under the same ids), without the per-token Python bookkeeping
     that is most of the Python path there (a schema with ``maxItems: 40``, Llama-3: 16 steps per
     thousand tokens; the by-atoms dictionary, the sorted keys and the numbering took 0.4 s)."""

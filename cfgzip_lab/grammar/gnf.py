@@ -43,13 +43,33 @@ of the previous rule map, recorded with its size for the workbench):
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
+from functools import partial
 
 from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import FAMILY_BASE, INPUT_BASE, Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
 from .provenance import Origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
 from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
+
+PASSES_IN_C = True
+"""Whether the normal form's walks over rule sets run in the compiled store's C passes
+(``native/_gnf_passes.h``) when the GNF is built in one: the same nodes under the same ids as these
+Python walks, which stay the reference (and run in a WordStore); tests switch this off to compare."""
+_DROP = -(1 << 63)  # an edge the C symbol map drops
+
+
+def _passes(store):
+    """The compiled store's passes (``_kernel.Words``), or None: run the Python walks."""
+    native = getattr(store, "native", None)
+    return native if PASSES_IN_C and native is not None and hasattr(native, "map_symbols") else None
+
+
+def _memo(store) -> array:
+    """A C pass's memo: -1 (not yet) per node of the store as it is."""
+    return array("i", [-1]) * len(store)
+
 
 DEFAULT_MAX_GNF_NODES = 1_000_000
 """Word-store nodes the normal form may create (the memory bound of GNF conversion, about
@@ -257,8 +277,14 @@ class _Rules:
         return got
 
     def size(self) -> tuple[int, int, int]:
-        nodes = self.store.reachable(self.rhs.values())
-        return len(self.rhs), len(nodes), sum(self.store.count(r) for r in self.rhs.values())
+        store = self.store
+        nodes = store.reachable(self.rhs.values())
+        count = getattr(store, "native", store).count  # (the compiled count; None past 64 bits)
+        total = 0
+        for r in self.rhs.values():
+            got = count(r)
+            total += store.count(r) if got is None else got
+        return len(self.rhs), len(nodes), total
 
 
 def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) -> tuple[_Rules, int, list[int]]:
@@ -286,12 +312,18 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     lifted: dict[int, int] = {}
     shapes: dict[int, tuple[int, str]] = {}
 
+    origins: dict[tuple, Origin] = {}  # (rule, span) → its Origin: a literal's bytes share one
+    native = _passes(store)
+    word = native.word if native is not None else store.word
+
     def symbol(s, owner: str, span) -> int:
-        if isinstance(s, str):
+        if s.__class__ is str:
             return ids[s]
         # The terminal occurrence's origin: where it is written, in the rule that holds it.
-        rule = cfg.origins[owner].rule if owner in cfg.origins else owner
-        origin = origin_at(rule, "terminal", span, cfg.text)
+        origin = origins.get((owner, span))
+        if origin is None:
+            rule = cfg.origins[owner].rule if owner in cfg.origins else owner
+            origin = origins[owner, span] = origin_at(rule, "terminal", span, cfg.text)
         nt = None if per_occurrence else lifted.get(s.bits)
         if nt is None:
             shape = shapes.get(s.bits)  # (rule set, name) per byte set: occurrences repeat them
@@ -319,7 +351,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         words = []
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
-            words.append(store.word(symbol(s, name, sp) for s, sp in zip(rhs, at)))
+            words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
         rules.rhs[ids[name]] = store.union_all(words)
     return rules, start, atom_of
 
@@ -356,6 +388,9 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
     later rounds (``found`` only grows), so a round only searches again where the last one failed.
     (A worklist over reverse edges, linear in theory, measured 5x slower on c_like: building its
     indexes costs more than the two or three rounds.)"""
+    native = _passes(rules.store)
+    if native is not None and not rules.families:
+        return set(native.closure(list(rules.rhs), list(rules.rhs.values()), len(rules.names), generating))
     nodes = rules.store.nodes
     found: set[int] = set()
     holds: set[int] = {EPSILON}  # nodes known to hold a word of counting symbols, across rounds
@@ -391,6 +426,7 @@ def _remove_useless(rules: _Rules, start: int) -> None:
     # member is generating: a family exists only for a generating item (_install_families).
     generating = _closure(rules, True)
 
+    native = _passes(store) if not rules.families else None
     restricted: dict[int, int] = {}
 
     def restrict(node: int) -> int:
@@ -407,13 +443,17 @@ def _remove_useless(rules: _Rules, start: int) -> None:
     # it runs only when some rule set names a nonterminal that is not generating.
     # (Most passes find every nonterminal generating: then there is nothing to look for.)
     if len(generating) < len(rules.rhs) and any(
-        s >= 0 and not is_family_symbol(s) and s not in generating for s in _symbols_named(store, rules.rhs.values())
+        s >= 0 and not is_family_symbol(s) and s not in generating
+        for s in (native.symbols if native is not None else partial(_symbols_named, store))(list(rules.rhs.values()))
     ):
         restricted_rhs = {}
+        if native is not None:
+            keep = array("q", (a if a in generating else _DROP for a in range(len(rules.names))))
+            memo = _memo(store)
         for a, r in rules.rhs.items():
             if a in generating:
                 rules.current = a
-                restricted_rhs[a] = restrict(r)
+                restricted_rhs[a] = restrict(r) if native is None else native.map_symbols((r,), keep, memo)[0]
         rules.rhs = restricted_rhs
     else:
         rules.rhs = {a: r for a, r in rules.rhs.items() if a in generating}
@@ -421,6 +461,13 @@ def _remove_useless(rules: _Rules, start: int) -> None:
         rules.rhs[start] = EMPTY  # empty language: keep the start, nothing else
     # REACHABLE, one walk over the rule sets' DAG nodes (each node once, whatever its depth:
     # a set of symbols per node cost O(nodes × symbols) on long chains of rules).
+    if native is not None:
+        roots = [-1] * len(rules.names)
+        for a, r in rules.rhs.items():
+            roots[a] = r
+        reachable = set(native.reach(roots, start))
+        rules.rhs = {a: r for a, r in rules.rhs.items() if a in reachable}
+        return
     seen: set[int] = set()
     reachable, frontier = {start}, [start]
     while frontier:
@@ -479,9 +526,15 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
         return got
 
     removed = {}
+    native = _passes(store) if not rules.families and not rules.counted else None
+    if native is not None:
+        marks = bytearray(len(rules.names))
+        for a in nullable:
+            marks[a] = 1
+        memo = _memo(store)
     for a, r in rules.rhs.items():
         rules.current = a
-        removed[a] = store.without_empty_word(opt(r))
+        removed[a] = store.without_empty_word(opt(r) if native is None else native.optional((r,), marks, memo)[0])
     rules.rhs = removed
     return start in nullable, nullable
 
@@ -520,6 +573,9 @@ def _remove_units(rules: _Rules) -> None:
     for a, r in rules.rhs.items():
         accepts, edges = store.nodes[r]
         units[a] = {s for s, c in edges if s >= 0 and store.accepts(c)}
+        if not units[a]:  # no nonterminal edge to a set holding ε: the set is its own proper part
+            proper[a] = r
+            continue
         proper[a] = store.make(
             accepts,
             tuple(
@@ -529,6 +585,9 @@ def _remove_units(rules: _Rules) -> None:
             ),
         )
     for a in rules.rhs:
+        if not units[a]:  # (the union of its proper part alone: itself)
+            rules.rhs[a] = proper[a]
+            continue
         rules.current = a
         closure, frontier = {a}, [a]
         while frontier:
@@ -604,11 +663,14 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
     for i, a in enumerate(order):
         rules.current = a
         while True:
-            lower = [s for s, _ in store.edges(rules.rhs[a]) if s >= 0 and s in pos and pos[s] < i]
+            edges = store.edges(rules.rhs[a])
+            lower = [s for s, _ in edges if s >= 0 and s in pos and pos[s] < i]
             if not lower:
                 break
             first = min(lower, key=pos.__getitem__)
             rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s, f=first: s == f)
+        if all(s != a for s, _ in edges):  # not directly left-recursive: α is ∅ and β the set itself
+            continue
         alpha = store.without_empty_word(store.child(rules.rhs[a], a))
         beta = store.without_edge(rules.rhs[a], a)
         if alpha != EMPTY:
@@ -655,6 +717,11 @@ def stack_below(
     would drop — never drop one it keeps).
     """
     n = len(table)
+    native = _passes(store) if not family_items else None
+    if native is not None and hasattr(native, "below_sets_of"):
+        got = native.below_sets_of([list(row.values()) for row in table], start, BOTTOM)
+        if got is not None:  # (None: past the C walk's memory bound)
+            return got
     below: list[set[int]] = [set() for _ in range(n + len(family_items))]
     below[start].add(BOTTOM)
     lasts_memo: dict[int, frozenset[int]] = {}
@@ -759,6 +826,10 @@ def _merge_equivalent(
                 by_symbol.setdefault(s, []).append(node)
     memo: dict[int, int] = {EPSILON: EPSILON}
     nodes, make, union = store.nodes, store.make, store.union
+    native = _passes(store) if not family_items else None
+    if native is not None:  # the C pass renames through ``block`` itself, kept as an int64 array
+        block = array("q", block)
+        cmemo = _memo(store)
 
     def rename(node: int) -> int:
         got = memo.get(node)
@@ -790,7 +861,10 @@ def _merge_equivalent(
 
     def signature(a: int) -> tuple:
         context = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
-        return (context, tuple(sorted((atom, rename(t)) for atom, t in table[a].items())))
+        row = table[a]
+        if native is not None:
+            return (context, tuple(sorted(zip(row, native.map_symbols(list(row.values()), block, cmemo)))))
+        return (context, tuple(sorted((atom, rename(t)) for atom, t in row.items())))
 
     # Only the nonterminals whose signature can have changed (a moved nonterminal in their tails
     # or their context) are signed again, and only their blocks regrouped: a chain of 5,000
@@ -828,6 +902,8 @@ def _merge_equivalent(
                 continue
             seen.add(node)
             memo.pop(node, None)
+            if native is not None:
+                cmemo[node] = -1
             affected.update(owners.get(node, ()))
             stale.extend(parents.get(node, ()))
         for a in moved:
@@ -838,9 +914,15 @@ def _merge_equivalent(
     # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
     order: dict[int, int] = {}
     block = [order.setdefault(b, len(order)) for b in block]
+    to_block = array("q", block)
     memo.clear()
     memo[EPSILON] = EPSILON
     merged_table: list[dict[int, int]] = [dict() for _ in range(len(set(block)))]
+    if native is not None:
+        cmemo = _memo(store)
+        for a in range(n):
+            merged_table[block[a]] = dict(zip(table[a], native.map_symbols(list(table[a].values()), to_block, cmemo)))
+        return block, merged_table
     for a in range(n):
         merged_table[block[a]] = {atom: rename(t) for atom, t in table[a].items()}
     return block, merged_table
@@ -952,7 +1034,16 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
             got = memo[node] = store.make(accepts, tuple(out))
         return got
 
-    table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
+    native = _passes(store) if not rules.families else None
+    if native is None:
+        table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
+    else:  # the same walk in C: the rows' tails in row order, one call
+        rows = [store.edges(rules.rhs[a]) for a in live]
+        to = array("q", range(len(rules.names)))
+        for a, i in dense.items():
+            to[a] = i
+        tails = iter(native.map_symbols([c for row in rows for _, c in row], to, _memo(store)))
+        table = [{atom_index(s): next(tails) for s, _ in row} for row in rows]
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
     merged_name = "merging"
     if merge:

@@ -164,6 +164,18 @@ typedef struct {
     int64_t ccount_cap;
     int64_t ccap;
     int64_t steps, step_hits;        /* statistics */
+    /* counted-repetition families (cfgzip_lab.grammar.counted), once the grammar has some: family f's
+     * item, effective min, max (-1: unbounded) and last count; the item's atoms in its row's dict order
+     * (GNF.row makes a member's tails in that order); a member's row, made on first use (rowm: keyed by
+     * member_key, a marker entry at atom natoms once the whole row is made); step's family candidates */
+    int64_t nfam, nb;                /* families; nb = nt + nfam rows of `below` (row nt + f: every F_c of f) */
+    int32_t *fam_item;
+    int64_t *fam_min, *fam_max, *fam_last;
+    int32_t *fam_rowptr, *fam_rowatoms; /* nfam + 1; the item atoms */
+    Memo rowm;
+    int64_t *fcand;
+    int64_t fccap;
+    int fbits, cbits;                /* widths of IN / REL symbol fields (0: none in this store yet) */
 } Words;
 
 static PyTypeObject WordsType;
@@ -369,15 +381,130 @@ static int64_t w_concat(Words *S, int64_t a, int64_t b, int depth) {
     return r;
 }
 
-/* The kinds of symbols on top of a configuration word: a GNF nonterminal (output), SEP, or something
- * else. The room for issue 17's counted families (concrete members F_c, symbolic REL symbols, which the
- * Python reference keeps in ranges above 2^48): a kind per symbol range, looked up here once the kernel
- * learns them. Until then a GNF with families never reaches this code (native.compiled.supports), and
- * an unknown kind is E_SYMBOL: the caller falls back to Python. */
-enum { SYM_OUTPUT, SYM_SEP, SYM_OTHER };
-static inline int sym_kind(const Words *S, int64_t sym) {
-    return sym >= 0 && sym < S->nt ? SYM_OUTPUT : sym == S->sep ? SYM_SEP : SYM_OTHER;
+/* ---- counted-repetition symbols (cfgzip_lab.grammar.counted, docs/counted_repetition.md) ----
+ * A concrete member F_c is the Python value itself, FAMILY_BASE + (f << 32) + c (below 2^61). The
+ * symbolic sigma_in member IN(f, lo, hi) and the relative sigma_out bottom REL(f, j, lo, hi) are Python
+ * ints past 2^100 and 2^120; here they are packed into int64 with the fields in the same order, so that
+ * comparing packed symbols orders them as Python orders its ints (edges stay sorted the same way, and
+ * the nodes and ids stay the Python ones):
+ *     IN  = 2^61 | f << 3W | lo << W | hi          REL = 2^62 | f << 3W | j << 2W | lo << W | hi
+ * W (cbits) holds every count of the grammar's families (1..last), f fbits bits; fbits + 3W <= 61, else
+ * the grammar is not for this store (native.compiled.supports says so first). The Python API converts
+ * at its edges (edges, nodes, make, child). */
+#define FAMILY_BASE (INT64_C(1) << 48)
+#define WIDE_IN (INT64_C(1) << 61)
+#define WIDE_REL (INT64_C(1) << 62)
+#define WIDE_BITS 61
+
+static inline int64_t member_sym(int64_t f, int64_t c) { return FAMILY_BASE + (f << 32) + c; }
+static inline int64_t in_sym_of(const Words *S, int64_t f, int64_t lo, int64_t hi) {
+    return WIDE_IN | (f << (3 * S->cbits)) | (lo << S->cbits) | hi;
 }
+static inline int64_t rel_sym_of(const Words *S, int64_t f, int64_t j, int64_t lo, int64_t hi) {
+    return WIDE_REL | (f << (3 * S->cbits)) | (j << (2 * S->cbits)) | (lo << S->cbits) | hi;
+}
+/* the fields of a packed IN (j = 0) or REL symbol */
+static inline void split_wide(const Words *S, int64_t sym, int64_t *f, int64_t *j, int64_t *lo, int64_t *hi) {
+    int64_t v = sym & (WIDE_IN - 1), mask = (INT64_C(1) << S->cbits) - 1;
+    *hi = v & mask;
+    *lo = (v >> S->cbits) & mask;
+    *j = (v >> (2 * S->cbits)) & mask;
+    *f = v >> (3 * S->cbits);
+}
+
+/* The kinds of symbols on top of a configuration word: a GNF nonterminal (output), SEP, a concrete
+ * family member F_c, a relative bottom REL(f, j, lo, hi), or something else (E_SYMBOL: never on top of
+ * a displacement word; the Python reference raises there too). */
+enum { SYM_OUTPUT, SYM_SEP, SYM_OTHER, SYM_MEMBER, SYM_REL };
+static inline int sym_kind(const Words *S, int64_t sym) {
+    if (sym >= 0 && sym < S->nt) return SYM_OUTPUT;
+    if (sym == S->sep) return SYM_SEP;
+    if (sym >= FAMILY_BASE && sym < WIDE_IN && ((sym - FAMILY_BASE) >> 32) < S->nfam) return SYM_MEMBER;
+    if (sym >= WIDE_REL && S->nfam) return SYM_REL;
+    return SYM_OTHER;
+}
+
+/* Family.continues / successor / stops */
+static inline int fam_continues(const Words *S, int64_t f, int64_t c) {
+    return S->fam_max[f] < 0 || c + 1 <= S->fam_max[f] - 1;
+}
+static inline int64_t fam_successor(const Words *S, int64_t f, int64_t c) {
+    return S->fam_max[f] >= 0 ? c + 1 : (c + 1 < S->fam_last[f] ? c + 1 : S->fam_last[f]);
+}
+static inline int fam_stops(const Words *S, int64_t f, int64_t c) { return c + 1 >= S->fam_min[f]; }
+
+/* rowm keys: (f, atom) above, c below; atom natoms marks a finished row */
+static inline uint64_t member_key(const Words *S, int64_t f, int64_t atom, int64_t c) {
+    return ((uint64_t)(f * (S->natoms + 1) + atom) << 32) | (uint64_t)c;
+}
+#define ROW_MEMO_MAX (INT64_C(1) << 22)
+
+/* GNF.row(F_c): T_X(a) . W_c for every atom a of the item X, W_c = {F_succ(c)} if c continues, with
+ * epsilon if it stops; made whole on first use, in the item row's dict order (the Python order). A
+ * row past an error is made again next time (the nodes it made stay interned: same ids either way). */
+static int64_t member_row(Words *S, int64_t f, int64_t c) {
+    if (memo_get(&S->rowm, member_key(S, f, S->natoms, c)) >= 0) return 0;
+    if (S->rowm.used > ROW_MEMO_MAX) memo_free(&S->rowm); /* derived data only: dropping it changes no id */
+    int64_t rest = W_EMPTY, item = S->fam_item[f];
+    if (fam_continues(S, f, c)) {
+        rest = make1(S, member_sym(f, fam_successor(S, f, c)), W_EPSILON);
+        if (rest < 0) return rest;
+    }
+    if (fam_stops(S, f, c)) {
+        rest = w_union(S, rest, W_EPSILON, 0);
+        if (rest < 0) return rest;
+    }
+    for (int32_t i = S->fam_rowptr[f]; i < S->fam_rowptr[f + 1]; i++) {
+        int64_t atom = S->fam_rowatoms[i];
+        int64_t t = w_concat(S, S->table[item * S->natoms + atom], rest, 0);
+        if (t < 0) return t;
+        if (memo_put(&S->rowm, member_key(S, f, atom, c), (int32_t)t) < 0) return E_NOMEM;
+    }
+    if (memo_put(&S->rowm, member_key(S, f, S->natoms, c), 0) < 0) return E_NOMEM;
+    return 0;
+}
+
+/* Displacer._member_step: the words after reading one item from F_(x+j), x in [lo, hi], given the item's
+ * tail on the atom: continue (x + j + 1 <= max - 1) leaves tail . REL(f, j + 1, lo, top); stop
+ * (x + j + 1 >= min) leaves tail . SEP . IN(f, bottom, hi); an unbounded family saturates at F_last. */
+static int64_t member_step(Words *S, int64_t f, int64_t j, int64_t lo, int64_t hi, int64_t tail, int64_t rest) {
+    int64_t result = W_EMPTY, r;
+    if (S->fam_max[f] >= 0) {
+        int64_t top = S->fam_max[f] - 2 - j;
+        if (hi < top) top = hi;
+        if (lo <= top) {
+            if ((r = make1(S, rel_sym_of(S, f, j + 1, lo, top), rest)) < 0) return r;
+            if ((result = w_concat(S, tail, r, 0)) < 0) return result;
+        }
+    } else {
+        int64_t split = S->fam_last[f] - j - 1; /* x >= split reach the saturated member */
+        if (lo < split) {
+            int64_t top = hi < split - 1 ? hi : split - 1;
+            if ((r = make1(S, rel_sym_of(S, f, j + 1, lo, top), rest)) < 0) return r;
+            if ((result = w_concat(S, tail, r, 0)) < 0) return result;
+        }
+        if (hi >= split) {
+            int64_t start = lo > split ? lo : split;
+            if ((r = make1(S, in_sym_of(S, f, start, hi), rest)) < 0) return r;
+            if ((r = make1(S, S->sep, r)) < 0) return r;
+            if ((r = make1(S, member_sym(f, S->fam_last[f]), r)) < 0) return r;
+            if ((r = w_concat(S, tail, r, 0)) < 0) return r;
+            if ((result = w_union(S, result, r, 0)) < 0) return result;
+        }
+    }
+    int64_t bottom = S->fam_min[f] - 1 - j;
+    if (bottom < lo) bottom = lo;
+    if (bottom <= hi) {
+        if ((r = make1(S, in_sym_of(S, f, bottom, hi), rest)) < 0) return r;
+        if ((r = make1(S, S->sep, r)) < 0) return r;
+        if ((r = w_concat(S, tail, r, 0)) < 0) return r;
+        if ((result = w_union(S, result, r, 0)) < 0) return result;
+    }
+    return result;
+}
+
+/* room for n more (a, tail, consumed) triples in cand (plain) or fcand (family) */
+static int cand_room(int64_t **buf, int64_t *cap, int64_t n) { return grow((void **)buf, cap, 3 * n, sizeof(int64_t)); }
 
 /* Displacer.step: the configuration set after reading one more byte of class `atom`. */
 static int64_t w_step(Words *S, int64_t node, int64_t atom) {
@@ -403,17 +530,50 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
             if (result < 0) return result;
             continue;
         }
-        /* SEP: sigma_out is empty, backtrack into the context */
-        int64_t nc = 0;
+        if (kind == SYM_MEMBER) { /* a concrete member F_c (pushed by this token): its computed row */
+            int64_t f = (sym - FAMILY_BASE) >> 32, c = (sym - FAMILY_BASE) & 0xFFFFFFFF;
+            int64_t r = member_row(S, f, c);
+            if (r < 0) return r;
+            if (S->table[S->fam_item[f] * S->natoms + atom] < 0) continue;
+            int64_t tail = memo_get(&S->rowm, member_key(S, f, atom, c));
+            int64_t cc = w_concat(S, tail, rest, 0);
+            if (cc < 0) return cc;
+            result = w_union(S, result, cc, 0);
+            if (result < 0) return result;
+            continue;
+        }
+        if (kind == SYM_REL) { /* F_(x+j) . SEP . IN(f, lo, hi) */
+            int64_t f, j, lo, hi;
+            split_wide(S, sym, &f, &j, &lo, &hi);
+            int64_t tail = S->table[S->fam_item[f] * S->natoms + atom];
+            if (tail < 0) continue;
+            int64_t r = member_step(S, f, j, lo, hi, tail, rest);
+            if (r < 0) return r;
+            result = w_union(S, result, r, 0);
+            if (result < 0) return result;
+            continue;
+        }
+        /* SEP: sigma_out is empty, backtrack into the context. Candidates as Displacer.step lists them:
+         * plain nonterminals (cand) and families (fcand) of every consumed symbol, the plain ones first */
+        int64_t nc = 0, nfc = 0;
         const int32_t *ta = S->tops_a + S->tops_ptr[atom], *tt = S->tops_t + S->tops_ptr[atom];
         int64_t ntops = S->tops_ptr[atom + 1] - S->tops_ptr[atom];
         if (S->acc[rest]) {
-            if (grow((void **)&S->cand, &S->ccap, 3 * (nc + ntops), sizeof(int64_t)) < 0) return E_NOMEM;
+            if (cand_room(&S->cand, &S->ccap, nc + ntops) < 0) return E_NOMEM;
             for (int64_t k = 0; k < ntops; k++) {
                 S->cand[3 * nc] = ta[k];
                 S->cand[3 * nc + 1] = tt[k];
                 S->cand[3 * nc + 2] = W_EPSILON;
                 nc++;
+            }
+            if (S->nfam && cand_room(&S->fcand, &S->fccap, nfc + S->nfam) < 0) return E_NOMEM;
+            for (int64_t f = 0; f < S->nfam; f++) {
+                int64_t t = S->table[S->fam_item[f] * S->natoms + atom];
+                if (t < 0) continue;
+                S->fcand[3 * nfc] = f;
+                S->fcand[3 * nfc + 1] = t;
+                S->fcand[3 * nfc + 2] = W_EPSILON;
+                nfc++;
             }
         }
         int64_t nrest = n_edges(S, rest), words = S->below_words;
@@ -422,19 +582,34 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
             int64_t in_sym = S->esym[S->estart[rest] + f], deeper = S->ekid[S->estart[rest] + f];
             int64_t consumed = make1(S, in_sym, deeper);
             if (consumed < 0) return consumed;
-            int64_t last = in_sym - nt - 1;
-            if (last < 0 || last >= nt) continue; /* (never: input symbols are n + 1 + A) */
-            if (grow((void **)&S->cand, &S->ccap, 3 * (nc + ntops), sizeof(int64_t)) < 0) return E_NOMEM;
-            /* the tops on this atom that may sit below `last`, ascending: one AND per 64 nonterminals
+            int64_t last = in_sym - nt - 1; /* a plain input symbol n + 1 + A, or IN(g, lo, hi): row nt + g */
+            if (in_sym >= WIDE_IN && in_sym < WIDE_REL && S->nfam) {
+                int64_t g, j, lo, hi;
+                split_wide(S, in_sym, &g, &j, &lo, &hi);
+                last = nt + g;
+            } else if (last < 0 || last >= nt) {
+                continue; /* (never: input symbols are n + 1 + A) */
+            }
+            if (cand_room(&S->cand, &S->ccap, nc + ntops) < 0) return E_NOMEM;
+            if (S->nfam && cand_room(&S->fcand, &S->fccap, nfc + S->nfam) < 0) return E_NOMEM;
+            /* the tops on this atom that may sit below `last`, ascending: one AND per 64 symbols
              * (Displacer's backtrack candidates; a loop over every top cost 34% of jsb_0172's classing) */
             const uint64_t *below = S->below + last * words;
             for (int64_t w = 0; w < words; w++)
                 for (uint64_t bits = below[w] & tops_bits[w]; bits; bits &= bits - 1) {
                     int64_t a = w * 64 + __builtin_ctzll(bits);
-                    S->cand[3 * nc] = a;
-                    S->cand[3 * nc + 1] = S->table[a * S->natoms + atom];
-                    S->cand[3 * nc + 2] = consumed;
-                    nc++;
+                    if (a < nt) {
+                        S->cand[3 * nc] = a;
+                        S->cand[3 * nc + 1] = S->table[a * S->natoms + atom];
+                        S->cand[3 * nc + 2] = consumed;
+                        nc++;
+                    } else { /* a family: bit nt + g (tops_bits has it where g's item reads the atom) */
+                        int64_t g = a - nt;
+                        S->fcand[3 * nfc] = g;
+                        S->fcand[3 * nfc + 1] = S->table[S->fam_item[g] * S->natoms + atom];
+                        S->fcand[3 * nfc + 2] = consumed;
+                        nfc++;
+                    }
                 }
         }
         for (int64_t k = 0; k < nc; k++) {
@@ -446,6 +621,14 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
             int64_t c = w_concat(S, tail, enqueued, 0);
             if (c < 0) return c;
             result = w_union(S, result, c, 0);
+            if (result < 0) return result;
+        }
+        /* a member F_x of family g with a symbolic x in [1, last] consumed */
+        for (int64_t k = 0; k < nfc; k++) {
+            int64_t g = S->fcand[3 * k], tail = S->fcand[3 * k + 1], consumed = S->fcand[3 * k + 2];
+            int64_t r = member_step(S, g, 0, 1, S->fam_last[g], tail, consumed);
+            if (r < 0) return r;
+            result = w_union(S, result, r, 0);
             if (result < 0) return result;
         }
     }
@@ -503,8 +686,77 @@ static void words_dealloc(Words *S) {
     free(S->below);
     free(S->tops_bits);
     free(S->cand);
+    free(S->fcand);
+    free(S->fam_item);
+    free(S->fam_min);
+    free(S->fam_max);
+    free(S->fam_last);
+    free(S->fam_rowptr);
+    free(S->fam_rowatoms);
+    memo_free(&S->rowm);
     Py_XDECREF(S->budget_exc);
     Py_TYPE(S)->tp_free((PyObject *)S);
+}
+
+/* A Python symbol as this store holds it (packed IN / REL, see above); -1 with an exception set. */
+static int sym_from_py(const Words *S, PyObject *obj, int64_t *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (!overflow) {
+        if (v >= WIDE_IN) goto wide;
+        *out = v;
+        return 0;
+    }
+    if (overflow < 0) goto wide;
+    unsigned long long low = PyLong_AsUnsignedLongLongMask(obj);
+    if (low == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    PyObject *shift = PyLong_FromLong(64), *top = shift ? PyNumber_Rshift(obj, shift) : NULL;
+    Py_XDECREF(shift);
+    if (!top) return -1;
+    unsigned long long high = PyLong_AsUnsignedLongLong(top);
+    Py_DECREF(top);
+    if (high == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto wide;
+    }
+    /* INPUT_BASE = 2^100: high = 2^36 + f; RELATIVE_BASE = 2^120: high = 2^56 + (f << 32) + j */
+    int64_t f, j = 0, lo = (int64_t)(low >> 32), hi = (int64_t)(low & 0xFFFFFFFFULL), rel;
+    if (high >= (1ULL << 56)) {
+        rel = 1;
+        f = (int64_t)((high - (1ULL << 56)) >> 32);
+        j = (int64_t)((high - (1ULL << 56)) & 0xFFFFFFFFULL);
+    } else if (high >= (1ULL << 36)) {
+        rel = 0;
+        f = (int64_t)(high - (1ULL << 36));
+    } else {
+        goto wide;
+    }
+    int64_t room = INT64_C(1) << S->cbits;
+    if (!S->cbits || f >= (INT64_C(1) << S->fbits) || j >= room || lo >= room || hi >= room) goto wide;
+    *out = rel ? rel_sym_of(S, f, j, lo, hi) : in_sym_of(S, f, lo, hi);
+    return 0;
+wide:
+    PyErr_SetString(PyExc_ValueError, "word store: a symbol past what this store holds (counted-repetition "
+                                      "symbols need the grammar's families, Words.grammar or widths=)");
+    return -1;
+}
+
+/* A stored symbol as the Python reference writes it (cfgzip_lab.grammar.counted). */
+static PyObject *sym_to_py(const Words *S, int64_t sym) {
+    if (sym < WIDE_IN) return PyLong_FromLongLong(sym);
+    int64_t f, j, lo, hi;
+    split_wide(S, sym, &f, &j, &lo, &hi);
+    unsigned long long high = sym >= WIDE_REL ? (1ULL << 56) + ((unsigned long long)f << 32) + (unsigned long long)j
+                                              : (1ULL << 36) + (unsigned long long)f;
+    unsigned long long low = ((unsigned long long)lo << 32) | (unsigned long long)hi;
+    PyObject *h = PyLong_FromUnsignedLongLong(high), *shift = PyLong_FromLong(64), *l = PyLong_FromUnsignedLongLong(low);
+    PyObject *up = h && shift ? PyNumber_Lshift(h, shift) : NULL, *r = up && l ? PyNumber_Or(up, l) : NULL;
+    Py_XDECREF(h);
+    Py_XDECREF(shift);
+    Py_XDECREF(l);
+    Py_XDECREF(up);
+    return r;
 }
 
 /* Read one Python node (accepts, ((sym, child), ...)) onto the scratch; returns accepts or -1. */
@@ -521,7 +773,8 @@ static int scratch_python_node(Words *S, PyObject *accepts, PyObject *edges) {
             PyErr_SetString(PyExc_TypeError, "word store: an edge must be a (symbol, child) tuple");
             goto fail;
         }
-        long long sym = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 0));
+        int64_t sym;
+        if (sym_from_py(S, PyTuple_GET_ITEM(e, 0), &sym) < 0) goto fail;
         long long kid = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 1));
         if (PyErr_Occurred()) goto fail;
         if (kid <= W_EMPTY || kid >= S->n || (i > 0 && sym <= prev)) {
@@ -543,14 +796,24 @@ fail:
 }
 
 static int words_init(Words *S, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"nodes", "created", "budget_exc", NULL};
+    static char *kwlist[] = {"nodes", "created", "budget_exc", "widths", NULL};
     PyObject *nodes, *exc = Py_None;
     long long created = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|LO", kwlist, &nodes, &created, &exc)) return -1;
+    int fbits = 0, cbits = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|LO(ii)", kwlist, &nodes, &created, &exc, &fbits, &cbits))
+        return -1;
     if (S->n) {
         PyErr_SetString(PyExc_RuntimeError, "word store: already initialised");
         return -1;
     }
+    /* widths=(fbits, cbits): the symbol widths of the grammar's families (compiled.symbol_widths), for a
+     * store seeded with nodes that hold counted-repetition symbols already */
+    if (fbits < 0 || cbits < 0 || (cbits > 0) != (fbits > 0) || fbits + 3 * cbits > WIDE_BITS) {
+        PyErr_SetString(PyExc_ValueError, "word store: widths past the 61 bits of a packed symbol");
+        return -1;
+    }
+    S->fbits = fbits;
+    S->cbits = cbits;
     Py_XSETREF(S->budget_exc, exc == Py_None ? NULL : Py_NewRef(exc));
     S->limit = NO_LIMIT;
     if (reserve(S, 1024, 4096) < 0) goto nomem;
@@ -605,18 +868,27 @@ nomem:
 }
 
 /* Stack adjacency, directly-below form (cfgzip_lab.grammar.gnf.stack_below, the reference): bit b of
- * row a (bit nt: BOTTOM) when some reachable stack may hold b right under a. The fixpoint
+ * row a (bit nb = nt + families: BOTTOM) when some reachable stack may hold b right under a. The fixpoint
  *     below[S] has BOTTOM;  for A -> a B1..Bk: below[Bi] has B(i+1) (i < k), below[Bk] includes below[A]
  * over the tails' DAG: direct pairs from every reachable node's edge followed by an edge, "lasts" (the
  * symbols ending some word of a node) by one postorder pass, then the inclusions until nothing changes. */
+/* The row of `below` a GNF tail symbol stands for: a plain nonterminal its own, a member F_c of family f
+ * row nt + f (stack_below's key); -1 for any other symbol. */
+static inline int64_t below_key(const Words *S, int64_t sym) {
+    if (sym >= 0 && sym < S->nt) return sym;
+    if (sym >= FAMILY_BASE && sym < WIDE_IN && ((sym - FAMILY_BASE) >> 32) < S->nfam)
+        return S->nt + ((sym - FAMILY_BASE) >> 32);
+    return -1;
+}
+
 static int compute_below(Words *S, int64_t start) {
-    int64_t nt = S->nt, words = (nt + 1 + 63) / 64;
+    int64_t nt = S->nt, nb = S->nb, words = (nb + 1 + 63) / 64; /* bit nb: BOTTOM */
     S->below_words = words;
-    S->below = calloc((size_t)(nt ? nt : 1) * words, sizeof(uint64_t));
+    S->below = calloc((size_t)(nb ? nb : 1) * words, sizeof(uint64_t));
     int32_t *slot = malloc((size_t)S->n * sizeof(int32_t)); /* node -> row of `lasts`, -1 unseen */
     int64_t *stack = NULL, sp = 0, scap = 0;
     int32_t *order = NULL;
-    uint64_t *lasts = NULL, *ends = calloc((size_t)(nt ? nt : 1) * words, sizeof(uint64_t));
+    uint64_t *lasts = NULL, *ends = calloc((size_t)(nb ? nb : 1) * words, sizeof(uint64_t));
     int64_t nreach = 0;
     int ret = -1;
     if (!S->below || !slot || !ends) goto done;
@@ -656,16 +928,16 @@ static int compute_below(Words *S, int64_t start) {
         int64_t node = order[r];
         uint64_t *row = lasts + r * words;
         for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
-            int64_t sym = S->esym[i], c = S->ekid[i];
-            if (sym < 0 || sym >= nt) continue;
+            int64_t sym = below_key(S, S->esym[i]), c = S->ekid[i];
+            if (sym < 0) continue;
             if (S->acc[c]) row[sym >> 6] |= (uint64_t)1 << (sym & 63);
             if (c > W_EPSILON) {
                 const uint64_t *sub = lasts + (int64_t)slot[c] * words;
                 for (int64_t w = 0; w < words; w++) row[w] |= sub[w];
             }
             for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++) {
-                int64_t s2 = S->esym[j];
-                if (s2 >= 0 && s2 < nt) S->below[sym * words + (s2 >> 6)] |= (uint64_t)1 << (s2 & 63);
+                int64_t s2 = below_key(S, S->esym[j]);
+                if (s2 >= 0) S->below[sym * words + (s2 >> 6)] |= (uint64_t)1 << (s2 & 63);
             }
         }
     }
@@ -676,10 +948,28 @@ static int compute_below(Words *S, int64_t start) {
             const uint64_t *sub = lasts + (int64_t)slot[t] * words;
             for (int64_t w = 0; w < words; w++) ends[a * words + w] |= sub[w];
         }
-    if (start >= 0 && start < nt) S->below[start * words + (nt >> 6)] |= (uint64_t)1 << (nt & 63);
+    /* family f, one row nt + f for all its members: F -> a T_X(a) F and F -> a T_X(a) (stack_below) */
+    for (int64_t f = 0; f < S->nfam; f++) {
+        int64_t me = nt + f, item = S->fam_item[f];
+        uint64_t *em = ends + me * words;
+        em[me >> 6] |= (uint64_t)1 << (me & 63);
+        for (int64_t k = 0; k < S->natoms; k++) {
+            int64_t t = S->table[item * S->natoms + k];
+            if (t <= W_EPSILON) continue;
+            const uint64_t *sub = lasts + (int64_t)slot[t] * words;
+            for (int64_t w = 0; w < words; w++) {
+                em[w] |= sub[w];
+                for (uint64_t bits = sub[w]; bits; bits &= bits - 1) {
+                    int64_t b = w * 64 + __builtin_ctzll(bits);
+                    S->below[b * words + (me >> 6)] |= (uint64_t)1 << (me & 63);
+                }
+            }
+        }
+    }
+    if (start >= 0 && start < nt) S->below[start * words + (nb >> 6)] |= (uint64_t)1 << (nb & 63);
     for (int changed = 1; changed;) {
         changed = 0;
-        for (int64_t a = 0; a < nt; a++) {
+        for (int64_t a = 0; a < nb; a++) {
             const uint64_t *from = S->below + a * words, *ea = ends + a * words;
             for (int64_t w = 0; w < words; w++)
                 for (uint64_t bits = ea[w]; bits; bits &= bits - 1) {
@@ -703,17 +993,101 @@ done:
     return ret;
 }
 
-/* grammar(table, num_atoms, start) -> the displacer's initial node.
- *   table: list of dicts atom -> tail node, one per GNF nonterminal; start: the start nonterminal.
+/* Bits a count 0..v needs (at least 1). */
+static int bits_for(int64_t v) {
+    int b = 1;
+    while (b < 62 && (INT64_C(1) << b) <= v) b++;
+    return b;
+}
+
+/* The symbol widths a store needs for `nfam` families whose largest count is `last` (0 / 0: none), or -1
+ * when they do not fit the 61 bits of a packed symbol. */
+static int widths_for(int64_t nfam, int64_t last, int *fbits, int *cbits) {
+    if (nfam <= 0) {
+        *fbits = *cbits = 0;
+        return 0;
+    }
+    *fbits = bits_for(nfam - 1);
+    *cbits = bits_for(last);
+    return nfam < (INT64_C(1) << 20) && *fbits + 3 * *cbits <= WIDE_BITS ? 0 : -1;
+}
+
+/* The families of grammar(): a sequence of (item, min, max) with max -1 when unbounded (Family.item,
+ * .min, .max); their item rows' atoms in dict order from `table`. */
+static int load_families(Words *S, PyObject *families, PyObject *table) {
+    PyObject *seq = PySequence_Fast(families, "word store: families must be a sequence of (item, min, max)");
+    if (!seq) return -1;
+    Py_ssize_t nf = PySequence_Fast_GET_SIZE(seq);
+    int ret = -1;
+    S->fam_item = malloc((size_t)(nf ? nf : 1) * sizeof(int32_t));
+    S->fam_min = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
+    S->fam_max = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
+    S->fam_last = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
+    S->fam_rowptr = calloc((size_t)nf + 1, sizeof(int32_t));
+    if (!S->fam_item || !S->fam_min || !S->fam_max || !S->fam_last || !S->fam_rowptr) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t biggest = 0, natoms_total = 0;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        long long item, lo, hi;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, f), "LLL", &item, &lo, &hi)) goto done;
+        if (item < 0 || item >= S->nt || lo < 0 || hi < -1) {
+            PyErr_SetString(PyExc_ValueError, "word store: a family out of range");
+            goto done;
+        }
+        S->fam_item[f] = (int32_t)item;
+        S->fam_min[f] = lo;
+        S->fam_max[f] = hi;
+        S->fam_last[f] = hi >= 0 ? hi - 1 : (lo - 1 > 1 ? lo - 1 : 1); /* Family.last */
+        if (S->fam_last[f] > biggest) biggest = S->fam_last[f];
+        natoms_total += PyDict_Size(PyList_GET_ITEM(table, item));
+    }
+    int fbits, cbits;
+    if (widths_for(nf, biggest, &fbits, &cbits) < 0) {
+        PyErr_SetString(PyExc_ValueError, "word store: counted repetitions past the compiled store's symbol widths");
+        goto done;
+    }
+    if (S->cbits && (S->cbits != cbits || S->fbits != fbits)) {
+        PyErr_SetString(PyExc_ValueError, "word store: its symbol widths are not this grammar's");
+        goto done;
+    }
+    S->fbits = fbits;
+    S->cbits = cbits;
+    S->fam_rowatoms = malloc((size_t)(natoms_total ? natoms_total : 1) * sizeof(int32_t));
+    if (!S->fam_rowatoms) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t pos = 0;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        PyObject *row = PyList_GET_ITEM(table, S->fam_item[f]), *k, *v;
+        Py_ssize_t it = 0;
+        S->fam_rowptr[f] = (int32_t)pos;
+        while (PyDict_Next(row, &it, &k, &v)) S->fam_rowatoms[pos++] = (int32_t)PyLong_AsLongLong(k);
+    }
+    S->fam_rowptr[nf] = (int32_t)pos;
+    S->nfam = nf;
+    ret = 0;
+done:
+    Py_DECREF(seq);
+    return ret;
+}
+
+/* grammar(table, num_atoms, start, families=()) -> the displacer's initial node.
+ *   table: list of dicts atom -> tail node, one per GNF nonterminal; start: the start nonterminal;
+ *   families: GNF.families as (item, min, max) tuples, max -1 when unbounded.
  * Builds the stack adjacency (compute_below), Displacer's tops / backtrack lists, and interns the
  * initial set {SEP} (as Displacer.__init__ does). */
 static PyObject *words_grammar(Words *S, PyObject *args) {
-    PyObject *table;
+    PyObject *table, *families = NULL;
     long long natoms, start;
-    if (!PyArg_ParseTuple(args, "O!LL", &PyList_Type, &table, &natoms, &start)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!LL|O", &PyList_Type, &table, &natoms, &start, &families)) return NULL;
     int64_t nt = PyList_GET_SIZE(table);
+    Py_ssize_t nf = families ? PySequence_Size(families) : 0;
+    if (nf < 0) return NULL;
     if (S->has_grammar) { /* a second displacer of the same GNF on its store: the same tables */
-        if (nt != S->nt || natoms != S->natoms) {
+        if (nt != S->nt || natoms != S->natoms || nf != S->nfam) {
             PyErr_SetString(PyExc_RuntimeError, "word store: it already serves another grammar");
             return NULL;
         }
@@ -750,6 +1124,12 @@ static PyObject *words_grammar(Words *S, PyObject *args) {
             entries++;
         }
     }
+    S->nfam = 0;
+    if (nf && load_families(S, families, table) < 0) {
+        S->nfam = 0;
+        return NULL;
+    }
+    S->nb = nt + S->nfam;
     if (compute_below(S, start) < 0) return PyErr_NoMemory();
     S->tops_a = malloc((size_t)(entries ? entries : 1) * sizeof(int32_t));
     S->tops_t = malloc((size_t)(entries ? entries : 1) * sizeof(int32_t));
@@ -768,9 +1148,12 @@ static PyObject *words_grammar(Words *S, PyObject *args) {
     S->tops_ptr[natoms] = (int32_t)pos;
     S->tops_bits = calloc((size_t)natoms * (size_t)S->below_words, sizeof(uint64_t));
     if (!S->tops_bits) return PyErr_NoMemory();
-    for (int64_t k = 0; k < natoms; k++)
-        for (int32_t i = S->tops_ptr[k]; i < S->tops_ptr[k + 1]; i++)
-            S->tops_bits[k * S->below_words + (S->tops_a[i] >> 6)] |= (uint64_t)1 << (S->tops_a[i] & 63);
+    for (int64_t k = 0; k < natoms; k++) {
+        uint64_t *bits = S->tops_bits + k * S->below_words;
+        for (int32_t i = S->tops_ptr[k]; i < S->tops_ptr[k + 1]; i++) bits[S->tops_a[i] >> 6] |= (uint64_t)1 << (S->tops_a[i] & 63);
+        for (int64_t f = 0; f < S->nfam; f++) /* bit nt + f: family f's item reads the atom */
+            if (S->table[S->fam_item[f] * natoms + k] >= 0) bits[(nt + f) >> 6] |= (uint64_t)1 << ((nt + f) & 63);
+    }
     S->has_grammar = 1;
     int64_t initial = make1(S, S->sep, W_EPSILON);
     if (initial < 0) return raise_code(S, initial);
@@ -783,17 +1166,17 @@ static PyObject *words_below_sets(Words *S, PyObject *arg) {
         PyErr_SetString(PyExc_RuntimeError, "word store: no grammar set (Words.grammar)");
         return NULL;
     }
-    PyObject *out = PyList_New(S->nt);
-    for (int64_t a = 0; out && a < S->nt; a++) {
+    PyObject *out = PyList_New(S->nb);
+    for (int64_t a = 0; out && a < S->nb; a++) {
         PyObject *set = PySet_New(NULL);
         if (!set) {
             Py_CLEAR(out);
             break;
         }
         PyList_SET_ITEM(out, a, set);
-        for (int64_t b = 0; b <= S->nt; b++) {
+        for (int64_t b = 0; b <= S->nb; b++) {
             if (!((S->below[a * S->below_words + (b >> 6)] >> (b & 63)) & 1)) continue;
-            PyObject *x = b == S->nt ? Py_NewRef(arg) : PyLong_FromLongLong(b);
+            PyObject *x = b == S->nb ? Py_NewRef(arg) : PyLong_FromLongLong(b);
             if (!x || PySet_Add(set, x) < 0) {
                 Py_XDECREF(x);
                 Py_CLEAR(out);
@@ -889,7 +1272,14 @@ static PyObject *edges_tuple(Words *S, int64_t node) {
     PyObject *t = PyTuple_New(m);
     if (!t) return NULL;
     for (int64_t i = 0; i < m; i++) {
-        PyObject *e = Py_BuildValue("Li", (long long)S->esym[s + i], S->ekid[s + i]);
+        int64_t sym = S->esym[s + i];
+        PyObject *e;
+        if (sym < WIDE_IN) {
+            e = Py_BuildValue("Li", (long long)sym, S->ekid[s + i]);
+        } else {
+            PyObject *py = sym_to_py(S, sym);
+            e = py ? Py_BuildValue("Ni", py, S->ekid[s + i]) : NULL;
+        }
         if (!e) {
             Py_DECREF(t);
             return NULL;
@@ -912,8 +1302,15 @@ static PyObject *words_accepts(Words *S, PyObject *arg) {
 }
 
 static PyObject *words_child(Words *S, PyObject *args) {
-    long long node, sym;
-    if (!PyArg_ParseTuple(args, "LL", &node, &sym) || check_node(S, node) < 0) return NULL;
+    long long node;
+    int64_t sym;
+    PyObject *pysym;
+    if (!PyArg_ParseTuple(args, "LO", &node, &pysym) || check_node(S, node) < 0) return NULL;
+    if (sym_from_py(S, pysym, &sym) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+        PyErr_Clear(); /* a symbol this store cannot hold is on no edge of it */
+        return PyLong_FromLong(W_EMPTY);
+    }
     for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++)
         if (S->esym[i] == sym) return PyLong_FromLong(S->ekid[i]);
     return PyLong_FromLong(W_EMPTY);
@@ -2369,6 +2766,10 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     uint8_t *big = NULL;
     int64_t ninc = 0, inccap = 0, inccap2 = 0, nun = 0, nrows = 0;
     if (need_grammar(S) < 0) goto done;
+    if (S->nfam) { /* IN(f, lo, hi) edges (SigmaInIndex.family_children): the Python build lists them */
+        PyErr_SetString(Unsupported, "sigma_index: the sigma_in sets of counted-repetition families are listed in Python");
+        goto done;
+    }
     if (nodes_b.len % 8) {
         PyErr_SetString(PyExc_ValueError, "sigma_index: class_nodes must be int64");
         goto done;
@@ -2801,7 +3202,10 @@ done:
 }
 
 /* ---- types and module glue ---- */
+#include "_gnf_passes.h" /* the normal form's passes (front end) */
+
 static PyMethodDef words_methods[] = {
+    GNF_PASS_METHODS
     {"grammar", (PyCFunction)words_grammar, METH_VARARGS, "set the GNF (table, num_atoms, start); the initial node"},
     {"below_sets", (PyCFunction)words_below_sets, METH_O, "the stack adjacency as stack_below returns it"},
     {"make", (PyCFunction)words_make, METH_VARARGS, "intern (accepts, edges)"},
@@ -2881,5 +3285,6 @@ int words_add_to_module(PyObject *m) {
     if (PyModule_AddObjectRef(m, "VocabTrie", (PyObject *)&VocabTrieType) < 0) return -1;
     if (PyModule_AddObjectRef(m, "Advancer", (PyObject *)&AdvancerType) < 0) return -1;
     if (PyModule_AddFunctions(m, module_functions) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "COUNTED_SYMBOL_BITS", WIDE_BITS) < 0) return -1; /* families in the store */
     return PyModule_AddIntConstant(m, "MAX_DEPTH", MAX_DEPTH);
 }

@@ -20,8 +20,12 @@ does (see ``_words.c``), so a compiled store and a Python store given the same c
 nodes under the same ids; ``tests/test_compiled.py`` checks this node for node.
 
 The compiled paths are used where the kernel is built (``CFGZIP_NATIVE_KERNEL=0``: never, see
-:mod:`.kernel`) and the GNF has no families of counted-repetition nonterminals (:func:`supports`):
-those are the lead's Python reference until the kernel learns them.
+:mod:`.kernel`) and the GNF has no token atoms (:func:`supports`). Counted-repetition families
+(:mod:`cfgzip_lab.grammar.counted`) step in C too: the store packs the symbolic σ_in and σ_out
+symbols ``IN(f, lo, hi)`` / ``REL(f, j, lo, hi)`` (Python ints past 2^100) into 64 bits with their
+fields in Python's order (:func:`symbol_widths`; a grammar whose counts do not fit takes the Python
+step), and converts them back at the Python API. The σ_in index of such a grammar is listed in
+Python (its ``IN`` edges), on the same compiled store.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "available",
     "supports",
     "supports_walk",
+    "symbol_widths",
     "make_displacer",
     "new_word_store",
     "stepping_store",
@@ -76,11 +81,45 @@ def supports_walk(gnf: GNF) -> bool:
     return available() and hasattr(_kernel, "classify_steps") and not has_token_atoms(gnf)
 
 
+COUNTED_SYMBOL_BITS = getattr(_kernel, "COUNTED_SYMBOL_BITS", 0)
+"""Bits a packed counted-repetition symbol has for its fields in the compiled store (0: a kernel built
+before it learnt families)."""
+
+
+def symbol_widths(gnf: GNF) -> tuple[int, int] | None:
+    """``(family bits, count bits)`` the compiled store packs ``gnf``'s ``IN(f, lo, hi)`` and
+    ``REL(f, j, lo, hi)`` symbols with (``f << 3W | j << 2W | lo << W | hi``, W the count bits:
+    every count of a family is in ``0..last``); ``(0, 0)`` without families; None when they do not
+    fit (:data:`COUNTED_SYMBOL_BITS`: a bound past ~2^20 with one family, e.g. ``[a-c]{0,2147483647}``),
+    or the kernel does not know families: such a GNF takes the Python step."""
+    families = getattr(gnf, "families", None) or ()
+    if not families:
+        return 0, 0
+    fbits = max(1, (len(families) - 1).bit_length())
+    cbits = max(1, max(f.last for f in families).bit_length())
+    if fbits + 3 * cbits > COUNTED_SYMBOL_BITS or len(families) >= 1 << 20:
+        return None
+    return fbits, cbits
+
+
 def supports(gnf: GNF) -> bool:
-    """Whether the compiled paths can run ``gnf``: built, no counted-repetition families (issue 17's
-    symbolic symbols are not in the kernel yet) and no token atoms (a token's displacement then
-    unions its token atom's, issue 19): the Python path runs those."""
-    return available() and not getattr(gnf, "families", None) and not has_token_atoms(gnf)
+    """Whether the compiled paths can run ``gnf``: built, no token atoms (a token's displacement then
+    unions its token atom's, issue 19) and counted-repetition families whose symbols fit the store
+    (:func:`symbol_widths`): the Python path runs the others."""
+    return available() and not has_token_atoms(gnf) and symbol_widths(gnf) is not None
+
+
+def _families(gnf: GNF) -> list[tuple[int, int, int]]:
+    """``gnf.families`` as ``Words.grammar`` reads them: (item, min, max), max -1 when unbounded."""
+    return [(f.item, f.min, -1 if f.max is None else f.max) for f in getattr(gnf, "families", None) or ()]
+
+
+def _set_grammar(native, gnf: GNF) -> int:
+    """The grammar's tables (and families) set in a compiled store; the displacer's initial node."""
+    families = _families(gnf)
+    if families:
+        return native.grammar(gnf.table, len(gnf.atoms), gnf.start, families)
+    return native.grammar(gnf.table, len(gnf.atoms), gnf.start)
 
 
 class CompiledWordStore:
@@ -96,8 +135,11 @@ class CompiledWordStore:
         self._count: dict[int, int] = {EMPTY: 0, EPSILON: 1}
 
     @classmethod
-    def seeded(cls, store: WordStore) -> CompiledWordStore:
-        """A compiled store holding ``store``'s nodes under the same ids (``store`` is not changed)."""
+    def seeded(cls, store: WordStore, widths: tuple[int, int] = (0, 0)) -> CompiledWordStore:
+        """A compiled store holding ``store``'s nodes under the same ids (``store`` is not changed);
+        ``widths``: :func:`symbol_widths` of the grammar whose counted-repetition symbols it holds."""
+        if widths != (0, 0):
+            return cls(_kernel.Words(store.nodes, store.created, BudgetExceeded, widths))
         return cls(_kernel.Words(store.nodes, store.created, BudgetExceeded))
 
     def __len__(self) -> int:
@@ -164,18 +206,23 @@ class CompiledDisplacer(Displacer):
 
     def __init__(self, gnf: GNF):  # noqa: D107 - Displacer's Python tables are not built
         if not supports(gnf):
-            raise RuntimeError("the compiled word store is not built, or the grammar has counted-repetition families")
+            raise RuntimeError(
+                "the compiled word store is not built, or the grammar has token atoms or counted repetitions "
+                "whose counts pass the compiled store's symbols"
+            )
         self.gnf = gnf
         # The GNF's own store when it is compiled (the normal form was built in it, pipeline.py):
         # classing adds its nodes there, as the Python Displacer does in a WordStore. Otherwise a
         # compiled copy (same ids); the GNF's WordStore is left as it is.
         store = gnf.store
-        self.store = store if isinstance(store, CompiledWordStore) else CompiledWordStore.seeded(store)
+        if not isinstance(store, CompiledWordStore):
+            store = CompiledWordStore.seeded(store, symbol_widths(gnf))
+        self.store = store
         self.n = gnf.num_nonterminals
         self.sep = self.n
         self.num_atoms = len(gnf.atoms)
         self.families = gnf.families if hasattr(gnf, "families") else []
-        self.initial = self.store.native.grammar(gnf.table, self.num_atoms, gnf.start)
+        self.initial = _set_grammar(self.store.native, gnf)
         self.atom_table = bytes(gnf.atom_of)
         self._below: list[set[int]] | None = None
 
@@ -207,10 +254,10 @@ def stepping_store(displacer: Displacer):
         gnf = displacer.gnf
         if not supports(gnf):
             raise RuntimeError(
-                "a normal form with counted-repetition families or token atoms in a compiled word store: "
-                "build it with compile_grammar(..., compiled_store=False)"
+                "a normal form with token atoms (or counted repetitions past the compiled symbols) in a "
+                "compiled word store: build it with compile_grammar(..., compiled_store=False)"
             )
-        store.native.grammar(gnf.table, len(gnf.atoms), gnf.start)
+        _set_grammar(store.native, gnf)
     return store.native
 
 

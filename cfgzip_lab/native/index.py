@@ -505,7 +505,9 @@ def build_index(
 
     started = time.perf_counter()
     displacer = displacer or make_displacer(gnf)
-    if stepping_store(displacer) is not None:
+    # Counted families' IN(f, lo, hi) edges are listed here in Python (on the compiled store too, whose
+    # steps and runs are C): the compiled build does not list them.
+    if stepping_store(displacer) is not None and not gnf.families:
         try:
             return _build_compiled(
                 gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
