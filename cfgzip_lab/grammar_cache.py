@@ -283,7 +283,7 @@ class GrammarCache:
         # classing's word store), the index as arrays, no syntax tree. c_like with Llama-3: 17 MB
         # held instead of 198 MB, for 30 ms of copying.
         compact = _compact(compiled)
-        if index is not None:
+        if index is not None and not index.arrays_only:  # the Python build's lists: to arrays (the compiled one has them)
             index = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
         ready = ReadyGrammar(key, compact, classes, vocab, index, unavailable)
         ready.seconds.update(seconds, compact=time.perf_counter() - t3 - seconds.get("write", 0.0))
@@ -292,11 +292,10 @@ class GrammarCache:
 
 def _compact(compiled: CompiledGrammar) -> CompiledGrammar:
     """``compiled`` as a :class:`~cfgzip_lab.pipeline.LoadedGrammar` over a store of its GNF's nodes alone."""
-    from .grammar.gnf_arrays import gnf_from_arrays, gnf_to_arrays
+    from .grammar.gnf_arrays import compact_gnf
     from .pipeline import LoadedGrammar
 
-    arrays, doc = gnf_to_arrays(compiled.gnf)
-    return LoadedGrammar(compiled.text, gnf_from_arrays(arrays, doc), compiled.grammar_source, compiled.seconds)
+    return LoadedGrammar(compiled.text, compact_gnf(compiled.gnf), compiled.grammar_source, compiled.seconds)
 
 
 def _vocab(vocab: VocabTable | str) -> VocabTable:

@@ -146,6 +146,61 @@ def test_gnf_round_trips_through_arrays(name) -> None:
     assert back.num_productions == gnf.num_productions
 
 
+@pytest.mark.parametrize("name", ["json", "c_like", "sql_select"])
+def test_the_compiled_store_reads_and_writes_the_python_arrays(name) -> None:
+    """Words.subgraph / Words.load_arrays (a GNF built in the compiled store, or read back into one) give
+    the WordStore path's arrays and nodes, node for node; compact_gnf is the arrays round trip."""
+    from cfgzip_lab.grammar.gnf_arrays import compact_gnf, gnf_from_arrays, gnf_to_arrays
+    from cfgzip_lab.native.compiled import CompiledWordStore, available
+    from cfgzip_lab.pipeline import resolve_grammar
+
+    if not available():
+        pytest.skip("the compiled store is not built here")
+    text = resolve_grammar(name).read_text()
+    compiled, python = compile_grammar(text).gnf, compile_grammar(text, compiled_store=False).gnf
+    assert isinstance(compiled.store, CompiledWordStore)
+    (a, doc_a), (b, doc_b) = gnf_to_arrays(compiled), gnf_to_arrays(python)
+    timeless = lambda doc: {**doc, "steps": [row[:-1] for row in doc["steps"]]}  # noqa: E731 - seconds differ
+    assert timeless(doc_a) == timeless(doc_b) and a.keys() == b.keys()
+    assert all(a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in a)
+    reference = gnf_from_arrays(a, doc_a, compiled=False)
+    for back in (gnf_from_arrays(a, doc_a), compact_gnf(compiled), compact_gnf(python)):
+        assert isinstance(back.store, CompiledWordStore)
+        assert list(back.store.nodes) == list(reference.store.nodes) and back.table == reference.table
+        assert back.names == reference.names and back.origins == reference.origins
+        again, doc = gnf_to_arrays(back)
+        assert timeless(doc) == timeless(doc_a) and all(np.array_equal(again[k], a[k]) for k in a)
+
+
+def _second_single_edge_node_as_the_first(arrays) -> None:
+    ip = arrays["gnf_store_indptr"]
+    i, j = [n for n in range(len(ip) - 1) if ip[n + 1] - ip[n] == 1][:2]
+    for name in ("gnf_store_symbols", "gnf_store_children"):
+        arrays[name][ip[j]] = arrays[name][ip[i]]
+    arrays["gnf_store_accepts"][j] = arrays["gnf_store_accepts"][i]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda a: a["gnf_store_children"].__setitem__(-1, 10**6), "later node"),
+        (lambda a: a["gnf_store_symbols"].__setitem__(slice(None), 0), "not sorted|same node"),
+        (lambda a: _second_single_edge_node_as_the_first(a), "same node twice"),
+    ],
+    ids=["later-child", "unsorted", "duplicate"],
+)
+def test_both_stores_refuse_the_same_damaged_arrays(damage, message) -> None:
+    from cfgzip_lab.grammar.gnf_arrays import GNFArraysError, gnf_from_arrays, gnf_to_arrays
+    from cfgzip_lab.native.compiled import available
+
+    arrays, doc = gnf_to_arrays(compile_grammar(JSON_SMALL).gnf)
+    arrays = {k: v.copy() for k, v in arrays.items()}
+    damage(arrays)
+    for compiled in (False, True) if available() else (False,):
+        with pytest.raises(GNFArraysError, match=message):
+            gnf_from_arrays(arrays, doc, compiled=compiled)
+
+
 def test_gnf_round_trips_on_the_shared_corpus() -> None:
     """XGrammar's own test grammars (a seeded sample of the shared corpus), not only ours."""
     import random

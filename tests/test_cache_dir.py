@@ -90,8 +90,13 @@ def test_input_kinds_resolve():
 
 
 # -- the API: memory, disk, built ----------------------------------------------------------------
+COUNTED = 'root ::= "[" [a-c]{2,30} "]"\n'  # a counted repetition: index edges IN(f, lo, hi) stored apart
+
+
 @pytest.mark.parametrize(
-    "grammar, kind", [(GRAMMAR, "auto"), (SCHEMA, "auto"), (GBNF, "gbnf")], ids=["ebnf", "json_schema", "gbnf"]
+    "grammar, kind",
+    [(GRAMMAR, "auto"), (SCHEMA, "auto"), (GBNF, "gbnf"), (COUNTED, "ebnf")],
+    ids=["ebnf", "json_schema", "gbnf", "counted"],
 )
 def test_built_then_memory_then_disk_all_exact(toy, tmp_path, grammar, kind):
     folder = ClassCacheDir(tmp_path)
@@ -108,6 +113,7 @@ def test_built_then_memory_then_disk_all_exact(toy, tmp_path, grammar, kind):
     assert loaded.compiled.text == built.compiled.text and loaded.compiled.grammar_source.text == grammar
     _verify(loaded, toy)
     assert fresh.stats == {"memory": 0, "disk": 1, "built": 0} and folder.stats["hits"] == 1
+    assert folder.stats["writes"] == 1  # the build's; the load used the stored index, no rewrite
 
 
 def test_top_level_helpers_and_no_cache(toy, tmp_path, monkeypatch):

@@ -87,6 +87,48 @@ def test_kernel_rows_equal_the_numpy_path_and_the_gather():
         assert compiled.misses == len(set(sets))
 
 
+def _reference_tables(class_of, k, most, min_tokens, words):
+    from cfgzip_lab.kernels.union_tables import largest_classes, pair_lists, union_tables
+
+    class_of = np.asarray(class_of, dtype=np.int64)
+    large = largest_classes(class_of, k, most=most, min_tokens=min_tokens)
+    members, tables = union_tables(class_of, large, words)
+    in_tables = np.zeros(k, dtype=bool)
+    in_tables[large] = True
+    return members, tables, pair_lists(class_of, in_tables, words)
+
+
+@needs_kernel
+@pytest.mark.parametrize("most, min_tokens", [(64, 256), (5, 1), (3, 0), (0, 1)])
+def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
+    """_kernel.expansion_tables builds what largest_classes, union_tables and pair_lists build (ties of
+    size by id, a short last group repeating its class, empty classes), array for array, on real-sized
+    partitions of Llama-3's ids and on small odd ones."""
+    from cfgzip_lab.kernels.union_tables import compiled_tables
+    from cfgzip_lab.native import _kernel
+
+    rng = np.random.default_rng(1)
+    shapes = list(_partitions(_llama3()))
+    shapes += [rng.integers(0, 7, size=n) for n in (1, 31, 33, 100)]
+    shapes += [np.repeat(np.arange(9), [5, 5, 3, 3, 3, 7, 1, 1, 5])]  # ties
+    shapes += [np.array([0, 2, 2, 4])]  # empty classes 1 and 3 (k = 6 below)
+    for class_of in shapes:
+        k = int(class_of.max()) + 2
+        words = -(-class_of.size // 32)
+        want_members, want_tables, want_pairs = _reference_tables(class_of, k, most, min_tokens, words)
+        members, tables, pairs = compiled_tables(
+            _kernel, class_of, k, most=most, min_tokens=min_tokens, vocab_words=words
+        )
+        assert np.array_equal(members, want_members) and members.dtype == np.int32
+        assert np.array_equal(tables, want_tables) and tables.shape == want_tables.shape
+        for name in ("indptr", "words", "bits", "all_bits"):
+            assert np.array_equal(getattr(pairs, name), getattr(want_pairs, name)), name
+    with pytest.raises(ValueError, match="outside"):
+        _kernel.expansion_tables(np.array([0, 3], np.int32), 3, 64, 1, 1)
+    with pytest.raises(ValueError, match="does not fit"):
+        _kernel.expansion_tables(np.zeros(33, np.int32), 1, 64, 1, 1)
+
+
 @needs_kernel
 def test_kernel_refuses_tables_that_do_not_fit():
     from cfgzip_lab.native import _kernel

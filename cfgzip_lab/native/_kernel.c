@@ -4,6 +4,8 @@
  *                         (used by cfgzip_lab.native.walk; the Python product walk is the reference)
  *   expand_row            a class set -> XGrammar's packed int32 vocabulary row
  *                         (used by cfgzip_lab.native.rows; the numpy path is the reference)
+ *   expansion_tables      the tables expand_row reads, from class_of in two passes
+ *                         (cfgzip_lab.kernels.union_tables is the reference)
  *   mask_logits           a packed vocabulary mask applied to CPU logits in place, for every engine
  *                         (used by cfgzip_lab.expand.apply_vocab_bitmask_inplace; XGrammar's CPU
  *                         apply_token_bitmask_inplace is the reference)
@@ -105,6 +107,202 @@ done:
     PyBuffer_Release(&bits_b);
     PyBuffer_Release(&all_b);
     PyBuffer_Release(&out);
+    return result;
+}
+
+/* expansion_tables(class_of, num_classes, most, min_tokens, words)
+ *   class_of    int32[V]: each token's class (every id in [0, num_classes))
+ * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
+ * built in two passes over class_of: the union tables of the `most` largest classes with at least
+ * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
+ * (word, bits) pairs of every other class, by class and then word. The reference is
+ * cfgzip_lab.kernels.union_tables (largest_classes, union_tables, pair_lists), equal array for array;
+ * numpy needs ~1 ms of comparisons and sorts there for Llama-3, this one pass ~0.1 ms. */
+typedef struct {
+    int64_t size;
+    int32_t id;
+} SizedClass;
+
+static int cmp_sized(const void *x, const void *y) {
+    const SizedClass *a = x, *b = y;
+    if (a->size != b->size) return a->size > b->size ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static PyObject *new_bytes(Py_ssize_t n, char **data) {
+    PyObject *b = PyBytes_FromStringAndSize(NULL, n);
+    if (b) {
+        *data = PyBytes_AS_STRING(b);
+        memset(*data, 0, (size_t)n);
+    }
+    return b;
+}
+
+static PyObject *expansion_tables(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer co_b;
+    Py_ssize_t k, most, min_tokens, words;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &co_b, &k, &most, &min_tokens, &words)) return NULL;
+    PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
+    int64_t *sizes = NULL;
+    int32_t *slot = NULL, *last = NULL, *fill = NULL;
+    SizedClass *cand = NULL;
+    const int32_t *co = (const int32_t *)co_b.buf;
+    Py_ssize_t v = co_b.len / 4;
+    if (co_b.len % 4 || k < 0 || most < 0 || words < 0 || v > words * 32) {
+        PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of is not int32, or does not fit the row's words");
+        goto done;
+    }
+    sizes = PyMem_Calloc((size_t)(k ? k : 1), sizeof(int64_t));
+    slot = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    last = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    cand = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(SizedClass));
+    fill = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    if (!sizes || !slot || !last || !cand || !fill) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        /* four counters per class, so that a run of one class (most of a vocabulary is often one
+         * class) does not wait on one counter's last increment */
+        int32_t *h = PyMem_Calloc((size_t)(k ? k : 1) * 4, sizeof(int32_t));
+        if (!h) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        int32_t bad = 0;
+        Py_ssize_t t = 0;
+        for (; t + 4 <= v; t += 4) {
+            int32_t c0 = co[t], c1 = co[t + 1], c2 = co[t + 2], c3 = co[t + 3];
+            bad |= (uint32_t)c0 >= (uint32_t)k || (uint32_t)c1 >= (uint32_t)k || (uint32_t)c2 >= (uint32_t)k ||
+                   (uint32_t)c3 >= (uint32_t)k;
+            if (bad) break;
+            h[4 * (size_t)c0]++;
+            h[4 * (size_t)c1 + 1]++;
+            h[4 * (size_t)c2 + 2]++;
+            h[4 * (size_t)c3 + 3]++;
+        }
+        for (; !bad && t < v; t++) {
+            bad = (uint32_t)co[t] >= (uint32_t)k;
+            if (!bad) h[4 * (size_t)co[t]]++;
+        }
+        for (Py_ssize_t c = 0; c < k; c++) sizes[c] = (int64_t)h[4 * c] + h[4 * c + 1] + h[4 * c + 2] + h[4 * c + 3];
+        PyMem_Free(h);
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
+            goto done;
+        }
+    }
+    /* the large classes: among those with min_tokens or more, the `most` largest */
+    Py_ssize_t ncand = 0;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        slot[c] = -1;
+        if (sizes[c] >= min_tokens) {
+            cand[ncand].size = sizes[c];
+            cand[ncand++].id = (int32_t)c;
+        }
+    }
+    qsort(cand, (size_t)ncand, sizeof(SizedClass), cmp_sized);
+    Py_ssize_t nlarge = ncand < most ? ncand : most, ngroups = (nlarge + 3) / 4;
+    char *gd, *td = NULL, *ipd, *pwd, *pbd, *ad;
+    groups = new_bytes(ngroups * 16, &gd);
+    tables = PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4); /* rows 0 and 1 << b zeroed below, */
+    if (tables) td = PyBytes_AS_STRING(tables);                          /* the other codes all written */
+    indptr = new_bytes((k + 1) * 4, &ipd);
+    all = new_bytes(words * 4, &ad);
+    if (!groups || !tables || !indptr || !all) goto done;
+    int32_t *g = (int32_t *)gd, *tab = (int32_t *)td, *ip = (int32_t *)ipd, *allw = (int32_t *)ad;
+    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
+        for (int code = 0; code < 16; code = code ? code << 1 : 1)
+            memset(tab + ((size_t)gi * 16 + code) * words, 0, (size_t)words * 4);
+    for (Py_ssize_t i = 0; i < ngroups * 4; i++) g[i] = cand[i < nlarge ? i : nlarge - 1].id;
+    for (Py_ssize_t i = 0; i < nlarge; i++) slot[cand[i].id] = (int32_t)i;
+    /* one pass: the large classes' single rows (table row 1 << member), the others' pair counts */
+    for (Py_ssize_t c = 0; c < k; c++) last[c] = -1;
+    /* Word by word: the tokens of the largest class (often most of the vocabulary) found by one
+     * branch-free comparison of the word's 32 ids, the others one by one. */
+    int32_t top = 0;
+    for (Py_ssize_t c = 1; c < k; c++)
+        if (sizes[c] > sizes[top]) top = (int32_t)c;
+#define FOR_WORDS(TOKEN, TOP)                                                          \
+    for (Py_ssize_t base = 0; base < v; base += 32) {                                  \
+        int32_t w = (int32_t)(base >> 5);                                              \
+        Py_ssize_t n = v - base < 32 ? v - base : 32;                                  \
+        uint32_t m = 0;                                                                \
+        for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == top) << j;  \
+        if (m) TOP(top, m, w);                                                         \
+        uint32_t rest = ~m & (n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1));       \
+        while (rest) {                                                                 \
+            int j = __builtin_ctz(rest);                                               \
+            rest &= rest - 1;                                                          \
+            TOKEN(co[base + j], (uint32_t)1 << j, w);                                  \
+        }                                                                              \
+    }
+#define FLUSH_ROWS(c, bits, w)                                                         \
+    do {                                                                               \
+        int32_t s_ = slot[c];                                                          \
+        if (s_ >= 0) {                                                                 \
+            tab[((size_t)(s_ >> 2) * 16 + ((size_t)1 << (s_ & 3))) * words + (w)] |= (int32_t)(bits); \
+        } else {                                                                       \
+            allw[w] |= (int32_t)(bits);                                                \
+            if (last[c] != (w)) {                                                      \
+                last[c] = (w);                                                         \
+                ip[(c) + 1]++;                                                         \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+    if (k) FOR_WORDS(FLUSH_ROWS, FLUSH_ROWS)
+    for (Py_ssize_t i = nlarge; i < ngroups * 4; i++) /* the repeated last class: its row again */
+        memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
+               tab + ((size_t)((nlarge - 1) >> 2) * 16 + ((size_t)1 << ((nlarge - 1) & 3))) * words, (size_t)words * 4);
+    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
+        for (int code = 3; code < 16; code++) {
+            if (!(code & (code - 1))) continue;
+            int32_t *dst = tab + ((size_t)gi * 16 + code) * words;
+            const int32_t *a = tab + ((size_t)gi * 16 + (code & (code - 1))) * words;
+            const int32_t *b = tab + ((size_t)gi * 16 + (code & -code)) * words;
+            for (Py_ssize_t w = 0; w < words; w++) dst[w] = a[w] | b[w];
+        }
+    for (Py_ssize_t c = 0; c < k; c++) ip[c + 1] += ip[c];
+    Py_ssize_t npairs = ip[k];
+    pw = new_bytes(npairs * 4, &pwd);
+    pb = new_bytes(npairs * 4, &pbd);
+    if (!pw || !pb) goto done;
+    int32_t *pwords = (int32_t *)pwd, *pbits = (int32_t *)pbd;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        last[c] = -1;
+        fill[c] = ip[c];
+    }
+#define FLUSH_PAIRS(c, bits, w)                                                        \
+    do {                                                                               \
+        if (slot[c] < 0) {                                                             \
+            if (last[c] != (w)) {                                                      \
+                last[c] = (w);                                                         \
+                pwords[fill[c]] = (w);                                                 \
+                pbits[fill[c]++] = (int32_t)(bits);                                    \
+            } else {                                                                   \
+                pbits[fill[c] - 1] |= (int32_t)(bits);                                 \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+    if (k) FOR_WORDS(FLUSH_PAIRS, FLUSH_PAIRS)
+#undef FOR_WORDS
+#undef FLUSH_ROWS
+#undef FLUSH_PAIRS
+    result = PyTuple_Pack(6, groups, tables, indptr, pw, pb, all);
+done:
+    Py_XDECREF(groups);
+    Py_XDECREF(tables);
+    Py_XDECREF(indptr);
+    Py_XDECREF(pw);
+    Py_XDECREF(pb);
+    Py_XDECREF(all);
+    PyMem_Free(sizes);
+    PyMem_Free(slot);
+    PyMem_Free(last);
+    PyMem_Free(cand);
+    PyMem_Free(fill);
+    PyBuffer_Release(&co_b);
     return result;
 }
 
@@ -314,6 +512,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (see _kernel.c)"},
+    {"expansion_tables", expansion_tables, METH_VARARGS, "class_of -> the tables expand_row reads (see _kernel.c)"},
     {"trie_new", trie_new, METH_VARARGS, "the sigma_in trie as arrays, for trie_mask (see _kernel.c)"},
     {"trie_mask", trie_mask, METH_VARARGS, "the class set of a parser state: its DAG walked with the trie (see _kernel.c)"},
     {"mask_logits", mask_logits, METH_VARARGS, "a packed vocabulary mask applied to CPU logits in place (see _kernel.c)"},

@@ -129,6 +129,12 @@ class SigmaInIndex:
         return f"SigmaInIndex({self.num_classes} classes, {self.num_nodes} trie nodes, {len(self.unindexed)} unindexed)"
 
     @property
+    def arrays_only(self) -> bool:
+        """Whether the index holds only its arrays (read from a cache, or built in C): the lists are
+        made on first use."""
+        return self._children is None and self._arrays is not None
+
+    @property
     def num_nodes(self) -> int:
         if self._children is not None:
             return len(self._children)
@@ -214,8 +220,7 @@ class SigmaInIndex:
         uint64, the others as class lists. From :meth:`to_arrays` with numpy alone."""
         arrays = self.to_arrays()
         nodes = self.num_nodes
-        edges = arrays["native_edges"].astype(np.int64).reshape(-1, 3)
-        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        edges = _by_parent_and_symbol(arrays["native_edges"].astype(np.int64).reshape(-1, 3))
         ptr = np.zeros(nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(edges[:, 0], minlength=nodes), out=ptr[1:])
         indptr = arrays["native_bits_indptr"].astype(np.int64)
@@ -280,7 +285,7 @@ class SigmaInIndex:
             raise NativeIndexError("native index counted-repetition edges do not match their node count")
         # A tree: every node but the root is the child of exactly one edge, and no node has two
         # edges on one symbol (sorted by parent and symbol here, as the compiled walk takes them).
-        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        edges = _by_parent_and_symbol(edges)
         targets = np.concatenate([edges[:, 2], family_edges[:, 4]]).astype(np.int64)
         parents = np.bincount(targets, minlength=nodes) if targets.size else np.zeros(nodes, dtype=np.int64)
         alike = (edges[1:, 0] == edges[:-1, 0]) & (edges[1:, 1] == edges[:-1, 1])
@@ -301,6 +306,18 @@ class SigmaInIndex:
                 "native_bits_classes": flat.astype(np.int32),
             },
         )
+
+
+def _by_parent_and_symbol(edges: np.ndarray) -> np.ndarray:
+    """``(parent, symbol, child)`` rows sorted by parent, then symbol: as they are when the C build
+    or :meth:`SigmaInIndex.from_arrays` made them, which one pass checks (sql_select's 110k edges:
+    0.3 ms, where lexsort took 5 ms), else sorted."""
+    if edges.shape[0] < 2:
+        return edges
+    p, s = edges[:, 0], edges[:, 1]
+    if np.all((p[1:] > p[:-1]) | ((p[1:] == p[:-1]) & (s[1:] >= s[:-1]))):
+        return edges
+    return edges[np.lexsort((s, p))]
 
 
 _CHUNK_BYTES = 1 << 22

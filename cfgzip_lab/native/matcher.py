@@ -57,11 +57,12 @@ class DisplacementMatcher:
         self.native_size = engine.vocab_size
         self.bitmask_size = math.ceil(self.vocab_size / 32)
         self.vocab_bitmask_size = self.bitmask_size
-        self._class_of = engine.class_of
-        self._class_kind = engine.class_kind
         # The compiled accept step (a walker on a compiled store): the token's kind, the memo, the byte
-        # steps and the budgets in one call; see accept_token.
+        # steps and the budgets in one call; see accept_token. Only the Python step reads the engine's
+        # class lists (made on first use: a compiled engine's first mask never builds them).
         self._advancer = getattr(self.walker, "_advancer", None)
+        if self._advancer is None:
+            self._class_of, self._class_kind = engine.class_of, engine.class_kind
         self.fallbacks = 0
         self.reset()
 
@@ -70,7 +71,8 @@ class DisplacementMatcher:
         """``token_id`` if this engine can ever allow it, else -1 (special, padding, dead)."""
         if not 0 <= token_id < self.vocab_size:
             return -1
-        return -1 if self._class_kind[self._class_of[token_id]] == BLOCKED else int(token_id)
+        engine = self.engine
+        return -1 if engine.class_kind[engine.class_of[token_id]] == BLOCKED else int(token_id)
 
     def allocate_bitmask(self, batch_size: int = 1) -> torch.Tensor:
         import torch

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from ..expand import Expander
-from ..kernels.union_tables import CompiledExpansion, largest_classes, pair_lists, union_tables
+from ..kernels.union_tables import CompiledExpansion, compiled_tables, largest_classes, pair_lists, union_tables
 from .kernel import compiled as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
 
 __all__ = ["RowCache", "kernel_available"]
@@ -79,7 +79,7 @@ class RowCache:
         # one of the two: the XOR-from-the-last-row tables serve only the Python path (preparing
         # both cost 0.75 ms more of a JSON Schema's ~2.8 ms engine build with Llama-3, load 2)
         if self.compiled:
-            self._prepare_kernel(np.asarray(class_of, dtype=np.int64))
+            self._prepare_kernel(np.asarray(class_of))
         else:
             self._prepare(np.asarray(class_of, dtype=np.int64))
 
@@ -110,12 +110,25 @@ class RowCache:
         np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
 
     def _prepare_kernel(self, class_of: np.ndarray) -> None:
-        """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c)."""
-        large = largest_classes(class_of, self.num_classes, most=UNION_CLASSES, min_tokens=UNION_MIN_TOKENS)
-        members, tables = union_tables(class_of, large, self.vocab_words)
-        in_tables = np.zeros(self.num_classes, dtype=bool)
-        in_tables[large] = True
-        pairs = pair_lists(class_of, in_tables, self.vocab_words)
+        """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
+        built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
+        numpy functions are the reference, and build them where the kernel predates it)."""
+        if hasattr(_kernel, "expansion_tables"):
+            members, tables, pairs = compiled_tables(
+                _kernel,
+                class_of,
+                self.num_classes,
+                most=UNION_CLASSES,
+                min_tokens=UNION_MIN_TOKENS,
+                vocab_words=self.vocab_words,
+            )
+        else:  # pragma: no cover - a kernel built before expansion_tables
+            class_of = np.asarray(class_of, dtype=np.int64)
+            large = largest_classes(class_of, self.num_classes, most=UNION_CLASSES, min_tokens=UNION_MIN_TOKENS)
+            members, tables = union_tables(class_of, large, self.vocab_words)
+            in_tables = np.zeros(self.num_classes, dtype=bool)
+            in_tables[large] = True
+            pairs = pair_lists(class_of, in_tables, self.vocab_words)
         self._compiled = CompiledExpansion(_kernel, members, tables, pairs)
 
     def _expand_compiled(self, class_set: int) -> np.ndarray:
