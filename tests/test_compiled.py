@@ -337,10 +337,12 @@ def test_counted_families_run_compiled_everywhere(toy):
 @pytest.mark.parametrize(
     "grammar", COUNTED + COUNTED_EDGES, ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0", "filled", "nested2"]
 )
-def test_counted_families_class_in_c_node_for_node(toy, grammar, budget):
+def test_counted_families_class_in_c_node_for_node(toy, grammar, budget, monkeypatch):
     """The compiled step of family members, REL tops and backtracks into families: the Python path's
-    nodes, ids, classes and metadata through every budget, the same stack adjacency and σ_in index."""
+    nodes, ids, classes and metadata through every budget, the same stack adjacency and σ_in index
+    (built in C where classing knows every class's node, with the IN(f, lo, hi) edges apart)."""
     from cfgzip_lab.classes.adjacency import stack_adjacency
+    from cfgzip_lab.native import index as index_module
 
     a, b = _both(grammar, toy, budget=budget)
     assert b.displacer.gnf.families
@@ -349,8 +351,14 @@ def test_counted_families_class_in_c_node_for_node(toy, grammar, budget):
     if budget == 1:
         assert b.classes.metadata["fallback_singletons"] > 0
     if budget in (200_000, 6):
+        built = []
+        compiled_build = index_module._build_compiled
+        monkeypatch.setattr(index_module, "_build_compiled", lambda *x: built.append(1) or compiled_build(*x))
         for with_nodes in (True, False):
-            assert_same_index(*_index_pair(a, b, toy, with_nodes=with_nodes))
+            python, other = _index_pair(a, b, toy, with_nodes=with_nodes)
+            assert_same_index(python, other)
+            if budget == 200_000 and with_nodes:
+                assert built == [1] and not isinstance(other, str)
         assert_same_nodes(a.displacer.store, b.displacer.store)
     # the Python API reads the packed symbols back as the Python ints (displacement pairs, explanations)
     read = [int(t) for t in a.classes.representatives if a.token_node[t] > EPSILON]
@@ -704,7 +712,11 @@ def assert_same_index(python, other) -> None:
     [{}, {"max_words": 3}, {"max_words_per_node": 1, "max_unindexed": 10_000}, {"max_words_per_node": 0}],
     ids=["default", "few-words", "one-word-per-node", "nothing-listed"],
 )
-@pytest.mark.parametrize("grammar", [ARITH, JSON_SMALL, NESTED], ids=["arith", "json", "nested"])
+@pytest.mark.parametrize(
+    "grammar",
+    [ARITH, JSON_SMALL, NESTED, 'root ::= "{" ([ab]{0,20} ","){0,20} "}"\n', 'root ::= "(" [ab]{20,} ")"\n'],
+    ids=["arith", "json", "nested", "counted", "unbounded"],
+)
 def test_index_toy_is_the_python_index(toy, grammar, options):
     a, b = _both(grammar, toy)
     for with_nodes in (True, False):

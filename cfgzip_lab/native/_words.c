@@ -2479,7 +2479,7 @@ typedef struct {
     int32_t *pool;       /* rest node ids, sorted per set */
     int64_t npool, poolcap;
     int64_t *stamps;     /* node -> the last set that took it (dedup without sorting) */
-    int64_t stamp_now;
+    int64_t stamp_now, nstamps; /* nstamps: nodes stamps covers (the store grows: IN words of REL tops) */
     Memo cmemo;          /* node -> index in counts */
     unsigned __int128 *counts;
     int64_t ncounts, countcap;
@@ -2499,24 +2499,41 @@ static int64_t new_set(Idx *X, int64_t off, int64_t len) {
     return X->nsets++;
 }
 
-/* index._reversed_inputs: the set (id) of nodes right after a SEP edge reachable over output symbols. */
+/* index._reversed_inputs: the set (id) of nodes right after a SEP edge reachable over output symbols
+ * (plain nonterminals and family members F_c). A relative bottom REL(f, j, lo, hi) stands for
+ * F_(x+j) . SEP . IN(f, lo, hi): its rest is the node IN(f, lo, hi) . child, made here in the Python
+ * order (edge by edge, as the Python build makes it). */
 static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
     Words *S = X->S;
     int32_t got = memo_get(&X->rmemo, (uint64_t)node);
     if (got >= 0) return got;
     if (depth > MAX_DEPTH) return E_DEPTH;
-    int64_t nt = S->nt, sep = S->sep;
+    int64_t sep = S->sep;
     int64_t parts = 0, single = -1, direct = 0;
     for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
         int64_t sym = S->esym[i];
         if (sym == sep) {
             direct++;
-        } else if (sym >= 0 && sym < nt) {
+        } else if (below_key(S, sym) >= 0) {
             int64_t sub = rev_inputs(X, S->ekid[i], depth + 1);
             if (sub < 0) return sub;
             parts++;
             single = sub;
+        } else if (sym >= WIDE_REL && S->nfam) {
+            int64_t f, j, lo, hi;
+            split_wide(S, sym, &f, &j, &lo, &hi);
+            int64_t made = make1(S, in_sym_of(S, f, lo, hi), S->ekid[i]);
+            if (made < 0) return made;
+            direct++;
         }
+    }
+    if (X->nstamps < S->n) { /* REL rests made above are new nodes */
+        int64_t cap = S->n * 2;
+        int64_t *st = realloc(X->stamps, (size_t)cap * sizeof(int64_t));
+        if (!st) return E_NOMEM;
+        memset(st + X->nstamps, 0, (size_t)(cap - X->nstamps) * sizeof(int64_t));
+        X->stamps = st;
+        X->nstamps = cap;
     }
     int64_t id;
     if (!direct && parts == 1) {
@@ -2532,12 +2549,20 @@ static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
             if (sym == sep) {
                 add = &one;
                 add_len = 1;
-            } else if (sym >= 0 && sym < nt) {
+            } else if (below_key(S, sym) >= 0) {
                 int64_t sub = memo_get(&X->rmemo, (uint64_t)S->ekid[i]);
                 add_len = X->set_len[sub];
                 /* grow first: the part's elements live in the pool too */
                 if (grow((void **)&X->pool, &X->poolcap, X->npool + u + add_len, sizeof(int32_t)) < 0) return E_NOMEM;
                 add = X->pool + X->set_off[sub];
+            } else if (sym >= WIDE_REL && S->nfam) {
+                int64_t f, j, lo, hi;
+                split_wide(S, sym, &f, &j, &lo, &hi);
+                int64_t made = make1(S, in_sym_of(S, f, lo, hi), S->ekid[i]); /* interned above: no new node */
+                if (made < 0) return made;
+                one = (int32_t)made;
+                add = &one;
+                add_len = 1;
             } else {
                 continue;
             }
@@ -2733,6 +2758,22 @@ static int sort_sigmas_by_prefix(const Sigmas *G, int32_t *order, int64_t n, int
     return 0;
 }
 
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The index of v in the sorted, distinct xs[0:n] (v is there). */
+static int64_t rank_i64(const int64_t *xs, int64_t n, int64_t v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (xs[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 static PyObject *bytes_of(const void *data, int64_t n, size_t elem) {
     return PyBytes_FromStringAndSize(n ? (const char *)data : "", (Py_ssize_t)(n * (int64_t)elem));
 }
@@ -2759,7 +2800,9 @@ static PyObject *int128_to_py(unsigned __int128 v) {
  *                dead, or left to the walk by the caller)
  * -> ("words", count): more than max_words sigma_in words to list (count: the exact number, capped at 2^126)
  *  | ("ok", edges int32[E*3] bytes, bits_indptr int64[T+1] bytes, bits_classes int32 bytes,
- *     unindexed int32 bytes (classes with a rest of more than max_words_per_node words), stats dict) */
+ *     unindexed int32 bytes (classes with a rest of more than max_words_per_node words), stats dict,
+ *     family_edges int64[F*5] bytes: the IN(f, lo, hi) edges of counted families, rows (parent, f, lo, hi,
+ *     child), SigmaInIndex's native_family_edges) */
 static PyObject *words_sigma_index(Words *S, PyObject *args) {
     Py_buffer nodes_b;
     long long max_per_node, max_words;
@@ -2778,18 +2821,16 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     int32_t *tnode = NULL, *edges = NULL, *edges_sorted = NULL, *pcount = NULL, *out_cls = NULL, *unindexed = NULL;
     int32_t *tstack = NULL;
     uint8_t *big = NULL;
+    int64_t *ins = NULL, nins = 0, *fam_edges = NULL, nfe = 0;
     int64_t ninc = 0, inccap = 0, inccap2 = 0, nun = 0, nrows = 0;
     if (need_grammar(S) < 0) goto done;
-    if (S->nfam) { /* IN(f, lo, hi) edges (SigmaInIndex.family_children): the Python build lists them */
-        PyErr_SetString(Unsupported, "sigma_index: the sigma_in sets of counted-repetition families are listed in Python");
-        goto done;
-    }
     if (nodes_b.len % 8) {
         PyErr_SetString(PyExc_ValueError, "sigma_index: class_nodes must be int64");
         goto done;
     }
     cset = malloc((size_t)(K ? K : 1) * sizeof(int64_t));
     X.stamps = calloc((size_t)S->n, sizeof(int64_t));
+    X.nstamps = S->n;
     if (!cset || !X.stamps) goto nomem;
     for (int64_t k = 0; k < K; k++) {
         cset[k] = -1;
@@ -2833,7 +2874,44 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
         if (n) result = Py_BuildValue("(sN)", "words", n);
         goto done;
     }
-    /* each rest's words once: sigma_in = the word reversed, symbols n + 1 + A -> A */
+    /* counted families: the IN(f, lo, hi) symbols the rests hold, sorted and each once; in a sigma_in
+     * IN is the symbol nt + its rank, so that sigma_in sort as the Python build sorts them (every plain
+     * A before every IN, the INs in Python's order: packed IN symbols compare as the Python ints) */
+    if (S->nfam) {
+        uint8_t *seen = calloc((size_t)S->n, 1);
+        int64_t *st = NULL, stn = 0, stcap = 0, inscap = 0;
+        if (!seen) goto nomem;
+        for (int64_t row = 0; row < nrows; row++) {
+            if (grow((void **)&st, &stcap, stn + 1, sizeof(int64_t)) < 0) goto ins_nomem;
+            st[stn++] = rest_of_row[row];
+            while (stn) {
+                int64_t node = st[--stn];
+                if (seen[node]) continue;
+                seen[node] = 1;
+                if (grow((void **)&st, &stcap, stn + n_edges(S, node), sizeof(int64_t)) < 0 ||
+                    grow((void **)&ins, &inscap, nins + n_edges(S, node), sizeof(int64_t)) < 0)
+                    goto ins_nomem;
+                for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+                    if (S->esym[i] >= WIDE_IN && S->esym[i] < WIDE_REL) ins[nins++] = S->esym[i];
+                    if (!seen[S->ekid[i]]) st[stn++] = S->ekid[i];
+                }
+            }
+        }
+        free(seen);
+        free(st);
+        qsort(ins, (size_t)nins, sizeof(int64_t), cmp_i64);
+        int64_t u = 0;
+        for (int64_t i = 0; i < nins; i++)
+            if (!u || ins[u - 1] != ins[i]) ins[u++] = ins[i];
+        nins = u;
+        if (0) {
+        ins_nomem:
+            free(seen);
+            free(st);
+            goto nomem;
+        }
+    }
+    /* each rest's words once: sigma_in = the word reversed, symbols n + 1 + A -> A (IN: nt + rank) */
     int64_t maxlen = 0, pathcap = 0, seqcap = 0, wcap = 0;
     for (int64_t row = 0; row < nrows; row++) {
         int64_t sp = 0; /* entries (node, depth, symbol that led there) */
@@ -2845,7 +2923,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
             int64_t sym = wstack[--sp], d = wstack[--sp], node = wstack[--sp];
             if (d > 0) {
                 if (grow((void **)&path, &pathcap, d, sizeof(int32_t)) < 0) goto nomem;
-                path[d - 1] = (int32_t)(sym - S->nt - 1);
+                path[d - 1] = (int32_t)(sym >= WIDE_IN ? S->nt + rank_i64(ins, nins, sym) : sym - S->nt - 1);
             }
             if (S->acc[node]) {
                 if (grow((void **)&seq, &seqcap, d + 1, sizeof(int32_t)) < 0) goto nomem;
@@ -2925,7 +3003,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     if (!order || !tnode || !tstack || !edges) goto nomem;
     for (int64_t i = 0; i < ns; i++) order[i] = (int32_t)i;
     sort_sigmas = &G;
-    if (sort_sigmas_by_prefix(&G, order, ns, S->nt) < 0) goto nomem;
+    if (sort_sigmas_by_prefix(&G, order, ns, S->nt + nins) < 0) goto nomem; /* symbols < nt + nins */
     int64_t tn = 1, ne = 0;
     tstack[0] = 0;
     const int32_t *prev = NULL;
@@ -3007,12 +3085,34 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     free(sig_at);
     free(rows);
     free(acc);
+    /* IN(f, lo, hi) edges apart, as SigmaInIndex keeps them: rows (parent, f, lo, hi, child) */
+    if (nins) {
+        fam_edges = malloc((size_t)(ne ? ne : 1) * 5 * sizeof(int64_t));
+        if (!fam_edges) goto nomem;
+        int64_t keep = 0;
+        for (int64_t e = 0; e < ne; e++) {
+            int32_t *x = edges_sorted + 3 * e;
+            if (x[1] < S->nt) {
+                memmove(edges_sorted + 3 * keep++, x, 3 * sizeof(int32_t));
+                continue;
+            }
+            int64_t f, j, lo, hi;
+            split_wide(S, ins[x[1] - S->nt], &f, &j, &lo, &hi);
+            int64_t *row = fam_edges + 5 * nfe++;
+            row[0] = x[0];
+            row[1] = f;
+            row[2] = lo;
+            row[3] = hi;
+            row[4] = x[2];
+        }
+        ne = keep;
+    }
     PyObject *stats = Py_BuildValue("{sLsLsLsL}", "distinct_sigma_in", (long long)ns, "longest_sigma_in",
                                     (long long)maxlen, "trie_nodes", (long long)tn, "sep_rest_nodes", (long long)nrows);
     if (stats)
-        result = Py_BuildValue("(sNNNNN)", "ok", bytes_of(edges_sorted, 3 * ne, sizeof(int32_t)),
+        result = Py_BuildValue("(sNNNNNN)", "ok", bytes_of(edges_sorted, 3 * ne, sizeof(int32_t)),
                                bytes_of(indptr, tn + 1, sizeof(int64_t)), bytes_of(out_cls, nout, sizeof(int32_t)),
-                               bytes_of(unindexed, nun, sizeof(int32_t)), stats);
+                               bytes_of(unindexed, nun, sizeof(int32_t)), stats, bytes_of(fam_edges, 5 * nfe, sizeof(int64_t)));
     goto done;
 fail:
     if (code == E_DEPTH) {
@@ -3046,6 +3146,8 @@ done:
     free(unindexed);
     free(tstack);
     free(big);
+    free(ins);
+    free(fam_edges);
     memo_free(&X.rmemo);
     memo_free(&X.cmemo);
     free(X.set_off);

@@ -370,6 +370,20 @@ def _csr_to_ints(indptr: np.ndarray, flat: np.ndarray, k: int) -> list[int]:
     return out
 
 
+def _compiled_build_keeps_ids(gnf, classes, token_node) -> bool:
+    """Whether the compiled build makes the store nodes the Python build makes, in its order. With
+    counted families the σ_in rests of REL tops are new nodes (``IN(f, lo, hi) · rest``), which the
+    Python build makes class by class between the representatives it runs: the compiled build runs
+    those first, so with families it is used only where no representative needs running (classing's
+    displacement nodes are known for every NORMAL class), and the ids stay the Python ones."""
+    if not gnf.families:
+        return True
+    if token_node is None:
+        return False
+    reps = np.asarray(classes.representatives, dtype=np.int64)[np.asarray(classes.class_kind) == NORMAL]
+    return bool(np.all(np.asarray(token_node)[reps] >= 0))
+
+
 def _build_compiled(
     gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
 ) -> SigmaInIndex:
@@ -398,7 +412,7 @@ def _build_compiled(
     status = native.sigma_index(class_nodes, max_words_per_node, max_words)
     if status[0] == "words":
         raise IndexTooLarge(f"the classes' σ_in sets hold {status[1]:,} words to list (at most {max_words:,})")
-    _, edges, indptr, flat, too_big, stats = status
+    _, edges, indptr, flat, too_big, stats, family_edges = status
     unindexed += np.frombuffer(too_big, dtype=np.int32).tolist()
     if len(unindexed) > max_unindexed:
         raise IndexTooLarge(f"{len(unindexed)} classes have σ_in sets too large to list (at most {max_unindexed})")
@@ -412,7 +426,7 @@ def _build_compiled(
             "native_edges": np.frombuffer(edges, dtype=np.int32).reshape(-1, 3).copy(),
             "native_bits_indptr": np.frombuffer(indptr, dtype=np.int64).copy(),
             "native_bits_classes": np.frombuffer(flat, dtype=np.int32).copy(),
-            "native_family_edges": np.zeros((0, 5), dtype=np.int64),  # a GNF with families is built in Python
+            "native_family_edges": np.frombuffer(family_edges, dtype=np.int64).reshape(-1, 5).copy(),
         },
     )
 
@@ -505,9 +519,7 @@ def build_index(
 
     started = time.perf_counter()
     displacer = displacer or make_displacer(gnf)
-    # Counted families' IN(f, lo, hi) edges are listed here in Python (on the compiled store too, whose
-    # steps and runs are C): the compiled build does not list them.
-    if stepping_store(displacer) is not None and not gnf.families:
+    if stepping_store(displacer) is not None and _compiled_build_keeps_ids(gnf, classes, token_node):
         try:
             return _build_compiled(
                 gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
