@@ -66,9 +66,21 @@ class ByteSet:
         return f"ByteSet({format_byteset(self)})"
 
 
+_FORMATTED: dict[int, str] = {}  # bits → text: the normal form names every lifted terminal by it
+
+
 def format_byteset(s: ByteSet) -> str:
     """Compact text like ``[0-9a-f]`` or ``"x"`` for humans (GNF views, class explanations);
     a token terminal reads ``<token 3|4|other>``."""
+    got = _FORMATTED.get(s.bits)
+    if got is None:
+        if len(_FORMATTED) >= 4096:
+            _FORMATTED.clear()
+        got = _FORMATTED[s.bits] = _format_byteset(s)
+    return got
+
+
+def _format_byteset(s: ByteSet) -> str:
     if s.bits >> TOKEN_BASE:
         tokens = [str(b - TOKEN_BASE - 1) if b > TOKEN_BASE else "other" for b in ByteSet(s.bits >> TOKEN_BASE << TOKEN_BASE)]
         shown = "|".join(tokens[:8]) + (f"|…{len(tokens) - 8} more" if len(tokens) > 8 else "")

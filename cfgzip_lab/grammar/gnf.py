@@ -293,8 +293,11 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     atoms = byte_classes(byte_sets)
     atom_of = [0] * 256
     for k, a in enumerate(atoms):
-        for b in ByteSet(a.bits & BYTE_BITS):  # token atoms (.token_macros) have no byte
-            atom_of[b] = k
+        bits = a.bits & BYTE_BITS  # token atoms (.token_macros) have no byte
+        while bits:
+            low = bits & -bits
+            atom_of[low.bit_length() - 1] = k
+            bits ^= low
     if ByteSet(0) in byte_sets:
         # The dead terminal (grammar.dead_ends.DEAD): an atom of its own that no byte maps to,
         # so the paths through a dead end survive the normal form and no token ever takes one.

@@ -12,6 +12,7 @@ would split token classes, because the engine rejects what we would accept.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
@@ -98,6 +99,14 @@ def class_sequences(ranges: list[tuple[int, int]]) -> list[tuple[ByteSet, ...]]:
     return ([(ByteSet(single),)] if single else []) + multi
 
 
+@lru_cache(maxsize=4096)
+def _class_byte_sequences(ranges: tuple[tuple[int, int], ...], negated: bool) -> tuple[tuple[ByteSet, ...], ...]:
+    """:func:`class_sequences` of a class's code points, kept: the same classes recur across grammars
+    (every JSON Schema's EBNF has XGrammar's ``[^\0-\x1f\"\\\r\n]``, ``[0-9]``, ``[ \n\r\t]``)."""
+    normal = normalize(ranges)
+    return tuple(class_sequences(complement(tuple(normal)) if negated else normal))
+
+
 @dataclass
 class _Lowerer:
     cfg: CFG
@@ -159,8 +168,7 @@ class _Lowerer:
     def char_class(self, owner: str, e: tree.CharClass) -> list[Symbol]:
         key = (e.ranges, e.negated)
         if key not in self.class_cache:
-            ranges = normalize(e.ranges)
-            seqs = class_sequences(complement(tuple(ranges)) if e.negated else ranges)
+            seqs = _class_byte_sequences(e.ranges, e.negated)
             if not seqs:
                 # An empty class matches nothing: a nonterminal without productions.
                 self.class_cache[key] = self.fresh(owner, [], "character class", e)
