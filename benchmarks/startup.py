@@ -27,7 +27,8 @@ from statistics import median
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SUITE = REPO.parent / "shared" / "corpora" / "json-schema-test-suite"
+SHARED = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared"))  # CFGZIP_SHARED: a clone away from ../shared
+SUITE = SHARED / "corpora" / "json-schema-test-suite"
 
 
 def _load() -> str:
