@@ -1890,7 +1890,11 @@ static PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!y*", &PyList_Type, &tokens, &kinds)) return NULL;
     int same = T->held && PyList_GET_SIZE(tokens) == T->ntok && kinds.len == T->ntok &&
                memcmp(kinds.buf, T->kinds, (size_t)T->ntok) == 0;
-    for (int64_t i = 0; same && i < T->ntok; i++) {
+    /* the usual case, the very token objects it was built from: one compare of the pointer arrays */
+    int64_t i0 = 0;
+    if (same && T->ntok && memcmp(((PyListObject *)tokens)->ob_item, T->held, (size_t)T->ntok * sizeof(PyObject *)) == 0)
+        i0 = T->ntok;
+    for (int64_t i = i0; same && i < T->ntok; i++) {
         PyObject *b = PyList_GET_ITEM(tokens, i), *h = T->held[i];
         if (b == h) continue;
         same = PyBytes_Check(b) && PyBytes_GET_SIZE(b) == PyBytes_GET_SIZE(h) &&
