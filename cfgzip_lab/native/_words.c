@@ -1890,7 +1890,11 @@ static PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!y*", &PyList_Type, &tokens, &kinds)) return NULL;
     int same = T->held && PyList_GET_SIZE(tokens) == T->ntok && kinds.len == T->ntok &&
                memcmp(kinds.buf, T->kinds, (size_t)T->ntok) == 0;
-    for (int64_t i = 0; same && i < T->ntok; i++) {
+    /* the usual case, the very token objects it was built from: one compare of the pointer arrays */
+    int64_t i0 = 0;
+    if (same && T->ntok && memcmp(((PyListObject *)tokens)->ob_item, T->held, (size_t)T->ntok * sizeof(PyObject *)) == 0)
+        i0 = T->ntok;
+    for (int64_t i = i0; same && i < T->ntok; i++) {
         PyObject *b = PyList_GET_ITEM(tokens, i), *h = T->held[i];
         if (b == h) continue;
         same = PyBytes_Check(b) && PyBytes_GET_SIZE(b) == PyBytes_GET_SIZE(h) &&
@@ -2109,10 +2113,9 @@ static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
  * created, no budget spent; walk_visit assigns D to the subtree's tokens without walking it. D EMPTY
  * (dead) qualifies at once. This is what makes a typical schema's classing cheap: past a byte or two
  * inside a JSON string almost every token sits in the string's loop. */
-static int walk_skips(Walk *W, int64_t D, int32_t t) {
-    if (D == W_EMPTY) return 1;
-    Words *S = W->S;
-    const uint64_t *need = W->T->below + 4 * (int64_t)t;
+/* The slot of D's loop/exit bytes (made on first use); < 0: no memory. Once per group: every node of
+ * a group has the group's D. */
+static int32_t walk_loop_slot(Walk *W, int64_t D) {
     int32_t at = memo_get(&W->loops_at, (uint64_t)D);
     if (at < 0) {
         if (W->nloops >= W->loopcap || W->nloops >= W->loopcap2) {
@@ -2127,6 +2130,13 @@ static int walk_skips(Walk *W, int64_t D, int32_t t) {
         memset(W->exit + 4 * (int64_t)at, 0, 4 * sizeof(uint64_t));
         if (memo_put(&W->loops_at, (uint64_t)D, at) < 0) return E_NOMEM;
     }
+    return at;
+}
+
+static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
+    if (D == W_EMPTY) return 1;
+    Words *S = W->S;
+    const uint64_t *need = W->T->below + 4 * (int64_t)t;
     uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at;
     for (int w = 0; w < 4; w++) {
         uint64_t miss = need[w] & ~loop[w];
@@ -2157,12 +2167,14 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     }
     /* D: the group's configuration set where the walk has it (its key was walked, within budget) */
     int64_t D = W->atom_bytes && W->valid > depth ? W->path[depth] : -1;
+    int32_t at = -1; /* D's loop/exit slot, looked up at the group's first inner node */
     int64_t cbase = W->gtop;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
         if (T->cptr[t + 1] == T->cptr[t]) continue;
         if (D >= 0) {
-            int skip = walk_skips(W, D, t);
+            if (at < 0 && D != W_EMPTY && (at = walk_loop_slot(W, D)) < 0) return at;
+            int skip = walk_skips(W, D, at, t);
             if (skip < 0) return skip;
             if (skip) {
                 int32_t lo = T->tptr[t + 1], hi = T->tptr[T->send[t]];
@@ -2173,14 +2185,28 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
                 continue;
             }
         }
-        for (int32_t c = T->cptr[t]; c < T->cptr[t + 1]; c++) {
-            int32_t kid = T->ckid[c];
+        int32_t c0 = T->cptr[t], c1 = T->cptr[t + 1];
+        if (W->gtop + (c1 - c0) > W->gcap) { /* room for every kid */
+            int64_t c = W->gcap, c2 = W->gcap2;
+            if (grow((void **)&W->gs, &c, W->gtop + (c1 - c0), sizeof(int32_t)) < 0) return E_NOMEM;
+            if (grow((void **)&W->ga, &c2, W->gtop + (c1 - c0), 1) < 0) return E_NOMEM;
+            W->gcap = c < c2 ? c : c2;
+            W->gcap2 = c2;
+        }
+        int32_t *gs = W->gs + W->gtop;
+        uint8_t *ga = W->ga + W->gtop;
+        const int32_t *ckid = T->ckid + c0;
+        const uint8_t *cbyte = T->cbyte + c0;
+        for (int32_t c = 0; c < c1 - c0; c++) {
+            int32_t kid = ckid[c];
             /* the kid's rows are read when its group is visited: fetch them now (the walk's misses) */
             __builtin_prefetch(T->below + 4 * (int64_t)kid);
             __builtin_prefetch(T->tptr + kid);
             __builtin_prefetch(T->cptr + kid);
-            if (walk_push(W, W->atom_of[T->cbyte[c]], kid) < 0) return E_NOMEM;
+            gs[c] = kid;
+            ga[c] = W->atom_of[cbyte[c]];
         }
+        W->gtop += c1 - c0;
     }
     if (walk_sort(W, cbase, W->gtop) < 0) return E_NOMEM;
     int64_t i = cbase, end = W->gtop;
