@@ -816,6 +816,15 @@ def _merge_equivalent(
     each family keeps a context entry of its own.
     Returns (block_of, merged table).
     """
+    native = _passes(store) if not family_items else None
+    if native is not None and hasattr(native, "merge_equivalent"):
+        # The whole refinement in C (native/_gnf_passes.h): the same rounds, the same nodes in the same
+        # order; None past the stack adjacency's memory bound (then the walk below).
+        got = native.merge_equivalent([list(row) for row in table], [list(row.values()) for row in table], start)
+        if got is not None:
+            block, tails = got
+            last = {b: a for a, b in enumerate(block)}  # the Python walk's rows: its last member's
+            return block, [dict(zip(table[last[b]], tails[b])) for b in range(len(tails))]
     below = stack_below(table, store, start, family_items)
     n = len(table)
     block = [0] * n
@@ -836,7 +845,6 @@ def _merge_equivalent(
                 by_symbol.setdefault(s, []).append(node)
     memo: dict[int, int] = {EPSILON: EPSILON}
     nodes, make, union = store.nodes, store.make, store.union
-    native = _passes(store) if not family_items else None
     if native is not None:  # the C pass renames through ``block`` itself, kept as an int64 array
         block = array("q", block)
         cmemo = _memo(store)
@@ -918,7 +926,7 @@ def _merge_equivalent(
             stale.extend(parents.get(node, ()))
         for a in moved:
             affected.update(context_users.get(a, ()))
-        for a in affected:
+        for a in sorted(affected):  # in nonterminal order (the renamed tails' nodes are made in it; the C pass's)
             sig[a] = signature(a)
         touched = {block[a] for a in affected}
     # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
