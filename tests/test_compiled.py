@@ -280,6 +280,11 @@ def test_the_vocabulary_trie_is_kept_per_vocabulary(toy):
     other_kinds = np.array(toy.kinds)
     other_kinds[0] = 2
     assert compiled.vocab_trie(toy.token_bytes, other_kinds) is not one
+    copied = [bytes(bytearray(b)) for b in toy.token_bytes]  # equal bytes, other objects: compared by value
+    assert one.same(copied, toy.kinds) and one.same(list(toy.token_bytes), toy.kinds)
+    changed = list(toy.token_bytes)
+    changed[len(changed) // 2] = changed[len(changed) // 2] + b"?"
+    assert not one.same(changed, toy.kinds) and not one.same(changed[:-1], toy.kinds[:-1])
     info = one.info()
     assert info["tokens"] == toy.vocab_size and info["eligible"] == int(
         np.count_nonzero((np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0))

@@ -1890,7 +1890,11 @@ static PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!y*", &PyList_Type, &tokens, &kinds)) return NULL;
     int same = T->held && PyList_GET_SIZE(tokens) == T->ntok && kinds.len == T->ntok &&
                memcmp(kinds.buf, T->kinds, (size_t)T->ntok) == 0;
-    for (int64_t i = 0; same && i < T->ntok; i++) {
+    /* the usual case, the very token objects it was built from: one compare of the pointer arrays */
+    int64_t i0 = 0;
+    if (same && T->ntok && memcmp(((PyListObject *)tokens)->ob_item, T->held, (size_t)T->ntok * sizeof(PyObject *)) == 0)
+        i0 = T->ntok;
+    for (int64_t i = i0; same && i < T->ntok; i++) {
         PyObject *b = PyList_GET_ITEM(tokens, i), *h = T->held[i];
         if (b == h) continue;
         same = PyBytes_Check(b) && PyBytes_GET_SIZE(b) == PyBytes_GET_SIZE(h) &&
@@ -2109,10 +2113,9 @@ static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
  * created, no budget spent; walk_visit assigns D to the subtree's tokens without walking it. D EMPTY
  * (dead) qualifies at once. This is what makes a typical schema's classing cheap: past a byte or two
  * inside a JSON string almost every token sits in the string's loop. */
-static int walk_skips(Walk *W, int64_t D, int32_t t) {
-    if (D == W_EMPTY) return 1;
-    Words *S = W->S;
-    const uint64_t *need = W->T->below + 4 * (int64_t)t;
+/* The slot of D's loop/exit bytes (made on first use); < 0: no memory. Once per group: every node of
+ * a group has the group's D. */
+static int32_t walk_loop_slot(Walk *W, int64_t D) {
     int32_t at = memo_get(&W->loops_at, (uint64_t)D);
     if (at < 0) {
         if (W->nloops >= W->loopcap || W->nloops >= W->loopcap2) {
@@ -2127,6 +2130,13 @@ static int walk_skips(Walk *W, int64_t D, int32_t t) {
         memset(W->exit + 4 * (int64_t)at, 0, 4 * sizeof(uint64_t));
         if (memo_put(&W->loops_at, (uint64_t)D, at) < 0) return E_NOMEM;
     }
+    return at;
+}
+
+static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
+    if (D == W_EMPTY) return 1;
+    Words *S = W->S;
+    const uint64_t *need = W->T->below + 4 * (int64_t)t;
     uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at;
     for (int w = 0; w < 4; w++) {
         uint64_t miss = need[w] & ~loop[w];
@@ -2157,12 +2167,14 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     }
     /* D: the group's configuration set where the walk has it (its key was walked, within budget) */
     int64_t D = W->atom_bytes && W->valid > depth ? W->path[depth] : -1;
+    int32_t at = -1; /* D's loop/exit slot, looked up at the group's first inner node */
     int64_t cbase = W->gtop;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
         if (T->cptr[t + 1] == T->cptr[t]) continue;
         if (D >= 0) {
-            int skip = walk_skips(W, D, t);
+            if (at < 0 && D != W_EMPTY && (at = walk_loop_slot(W, D)) < 0) return at;
+            int skip = walk_skips(W, D, at, t);
             if (skip < 0) return skip;
             if (skip) {
                 int32_t lo = T->tptr[t + 1], hi = T->tptr[T->send[t]];
@@ -2173,14 +2185,28 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
                 continue;
             }
         }
-        for (int32_t c = T->cptr[t]; c < T->cptr[t + 1]; c++) {
-            int32_t kid = T->ckid[c];
+        int32_t c0 = T->cptr[t], c1 = T->cptr[t + 1];
+        if (W->gtop + (c1 - c0) > W->gcap) { /* room for every kid */
+            int64_t c = W->gcap, c2 = W->gcap2;
+            if (grow((void **)&W->gs, &c, W->gtop + (c1 - c0), sizeof(int32_t)) < 0) return E_NOMEM;
+            if (grow((void **)&W->ga, &c2, W->gtop + (c1 - c0), 1) < 0) return E_NOMEM;
+            W->gcap = c < c2 ? c : c2;
+            W->gcap2 = c2;
+        }
+        int32_t *gs = W->gs + W->gtop;
+        uint8_t *ga = W->ga + W->gtop;
+        const int32_t *ckid = T->ckid + c0;
+        const uint8_t *cbyte = T->cbyte + c0;
+        for (int32_t c = 0; c < c1 - c0; c++) {
+            int32_t kid = ckid[c];
             /* the kid's rows are read when its group is visited: fetch them now (the walk's misses) */
             __builtin_prefetch(T->below + 4 * (int64_t)kid);
             __builtin_prefetch(T->tptr + kid);
             __builtin_prefetch(T->cptr + kid);
-            if (walk_push(W, W->atom_of[T->cbyte[c]], kid) < 0) return E_NOMEM;
+            gs[c] = kid;
+            ga[c] = W->atom_of[cbyte[c]];
         }
+        W->gtop += c1 - c0;
     }
     if (walk_sort(W, cbase, W->gtop) < 0) return E_NOMEM;
     int64_t i = cbase, end = W->gtop;
@@ -2613,149 +2639,11 @@ static int count_words(Idx *X, int64_t node, unsigned __int128 *out, int depth) 
     return 0;
 }
 
-/* sigma_in sequences, interned: pool of symbols, offsets, lengths, a hash table of ids */
-typedef struct {
-    int32_t *sym;
-    int64_t nsym, symcap;
-    int64_t *off;
-    int32_t *len;
-    uint64_t *hash;
-    int64_t n, cap;
-    int32_t *tab;
-    uint64_t mask;
-} Sigmas;
-
-static int sigmas_rehash(Sigmas *G, uint64_t cap) {
-    int32_t *tab = malloc(cap * sizeof(int32_t));
-    if (!tab) return -1;
-    memset(tab, 0xFF, cap * sizeof(int32_t));
-    for (int64_t id = 0; id < G->n; id++) {
-        uint64_t i = G->hash[id] & (cap - 1);
-        while (tab[i] >= 0) i = (i + 1) & (cap - 1);
-        tab[i] = (int32_t)id;
-    }
-    free(G->tab);
-    G->tab = tab;
-    G->mask = cap - 1;
-    return 0;
-}
-
-/* The id of the sequence seq[0:len] (added when new); -1: no memory. */
-static int64_t sigma_id(Sigmas *G, const int32_t *seq, int64_t len) {
-    uint64_t h = 0x51ED27FEULL; /* a multiply per symbol, one full mix at the end (which table slot holds an id
-                                   does not change any output: ids are numbered by first appearance) */
-    for (int64_t i = 0; i < len; i++) h = (h ^ (uint64_t)(uint32_t)seq[i]) * 0x9E3779B97F4A7C15ULL;
-    h = mix64(h + (uint64_t)len);
-    if (!G->tab && sigmas_rehash(G, 1024) < 0) return -1;
-    uint64_t i = h & G->mask;
-    for (;;) {
-        int32_t id = G->tab[i];
-        if (id < 0) break;
-        if (G->hash[id] == h && G->len[id] == len &&
-            memcmp(G->sym + G->off[id], seq, (size_t)len * sizeof(int32_t)) == 0)
-            return id;
-        i = (i + 1) & G->mask;
-    }
-    if (G->n >= G->cap) {
-        int64_t c1 = G->cap, c2 = G->cap, c3 = G->cap;
-        if (grow((void **)&G->off, &c1, G->n + 1, sizeof(int64_t)) < 0 ||
-            grow((void **)&G->len, &c2, G->n + 1, sizeof(int32_t)) < 0 ||
-            grow((void **)&G->hash, &c3, G->n + 1, sizeof(uint64_t)) < 0)
-            return -1;
-        G->cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
-    }
-    if (grow((void **)&G->sym, &G->symcap, G->nsym + len + 1, sizeof(int32_t)) < 0) return -1;
-    memcpy(G->sym + G->nsym, seq, (size_t)len * sizeof(int32_t));
-    int64_t id = G->n++;
-    G->off[id] = G->nsym;
-    G->len[id] = (int32_t)len;
-    G->hash[id] = h;
-    G->nsym += len;
-    G->tab[i] = (int32_t)id;
-    if ((uint64_t)G->n * 2 > G->mask + 1 && sigmas_rehash(G, (G->mask + 1) * 2) < 0) return -1;
-    return id;
-}
-
-static const Sigmas *sort_sigmas;
-static int cmp_sigma(const void *x, const void *y) {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
-    const int32_t *sa = sort_sigmas->sym + sort_sigmas->off[a], *sb = sort_sigmas->sym + sort_sigmas->off[b];
-    int32_t la = sort_sigmas->len[a], lb = sort_sigmas->len[b];
-    for (int32_t i = 0; i < la && i < lb; i++)
-        if (sa[i] != sb[i]) return sa[i] < sb[i] ? -1 : 1;
-    return (la > lb) - (la < lb);
-}
-
-/* order[0:n] sorted as qsort(cmp_sigma) sorts it (lexicographic, a prefix first), faster: by a key of
- * three symbols from `depth` on (each + 1, 0 past the sequence's end; 21 bits each), radix-sorted a
- * byte at a time (bytes that are the same in every key skipped), then each run of equal keys (sequences
- * alike up to depth + 3, none of them ended before) the same way from depth + 3. Short ranges, and
- * symbols past 2^21 - 2: qsort from `depth` on. `key`, `key2`, `tmp`: scratch for n entries. */
-static int sort_depth;
-static int cmp_sigma_from(const void *x, const void *y) {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
-    const int32_t *sa = sort_sigmas->sym + sort_sigmas->off[a], *sb = sort_sigmas->sym + sort_sigmas->off[b];
-    int32_t la = sort_sigmas->len[a], lb = sort_sigmas->len[b];
-    for (int32_t i = sort_depth; i < la && i < lb; i++)
-        if (sa[i] != sb[i]) return sa[i] < sb[i] ? -1 : 1;
-    return (la > lb) - (la < lb);
-}
-
-static void sort_sigma_range(const Sigmas *G, int32_t *order, int64_t n, int depth, int64_t nt, uint64_t *key,
-                             uint64_t *key2, int32_t *tmp) {
-    if (n < 2) return;
-    if (nt >= (1 << 21) - 1 || n < 48) {
-        sort_depth = depth;
-        qsort(order, (size_t)n, sizeof(int32_t), cmp_sigma_from);
-        return;
-    }
-    int any_longer = 0;
-    for (int64_t q = 0; q < n; q++) {
-        int32_t i = order[q];
-        const int32_t *sq = G->sym + G->off[i];
-        int32_t l = G->len[i];
-        uint64_t k = 0;
-        for (int d = depth; d < depth + 3; d++) k = (k << 21) | (d < l ? (uint64_t)(sq[d] + 1) : 0);
-        key[q] = k;
-        any_longer |= l > depth + 3;
-    }
-    for (int shift = 0; shift < 64; shift += 8) {
-        int64_t count[257] = {0};
-        for (int64_t q = 0; q < n; q++) count[((key[q] >> shift) & 0xFF) + 1]++;
-        int same = 0;
-        for (int b = 1; b <= 256; b++) same |= count[b] == n;
-        if (same) continue; /* this byte is alike in every key */
-        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
-        for (int64_t q = 0; q < n; q++) {
-            int64_t at = count[(key[q] >> shift) & 0xFF]++;
-            key2[at] = key[q];
-            tmp[at] = order[q];
-        }
-        memcpy(key, key2, (size_t)n * sizeof(uint64_t));
-        memcpy(order, tmp, (size_t)n * sizeof(int32_t));
-    }
-    if (!any_longer) return; /* equal keys would be equal sequences: none */
-    for (int64_t lo = 0; lo < n;) {
-        int64_t hi = lo + 1;
-        while (hi < n && key[hi] == key[lo]) hi++;
-        if (hi - lo > 1) sort_sigma_range(G, order + lo, hi - lo, depth + 3, nt, key + lo, key2 + lo, tmp + lo);
-        lo = hi;
-    }
-}
-
-/* -1: no memory */
-static int sort_sigmas_by_prefix(const Sigmas *G, int32_t *order, int64_t n, int64_t nt) {
-    uint64_t *key = malloc((size_t)(n ? n : 1) * 2 * sizeof(uint64_t));
-    int32_t *tmp = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    if (!key || !tmp) {
-        free(key);
-        free(tmp);
-        return -1;
-    }
-    sort_sigma_range(G, order, n, 0, nt, key, key + n, tmp);
-    free(key);
-    free(tmp);
-    return 0;
+/* qsort by trie symbol (a parent's kids) */
+static const int32_t *sort_syms;
+static int cmp_by_sym(const void *x, const void *y) {
+    int32_t a = sort_syms[*(const int32_t *)x], b = sort_syms[*(const int32_t *)y];
+    return (a > b) - (a < b);
 }
 
 static int cmp_i64(const void *x, const void *y) {
@@ -2809,20 +2697,20 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*LL", &nodes_b, &max_per_node, &max_words)) return NULL;
     PyObject *result = NULL;
     Idx X;
-    Sigmas G;
+    Memo ext; /* (trie node, symbol) -> trie node */
     memset(&X, 0, sizeof(X));
-    memset(&G, 0, sizeof(G));
+    memset(&ext, 0, sizeof(ext));
     X.S = S;
     int64_t K = nodes_b.len / 8, code = 0;
     const int64_t *cnode = nodes_b.buf;
-    int64_t *cset = NULL, *wstack = NULL, *indptr = NULL;
-    int32_t *row_of = NULL, *rest_of_row = NULL, *path = NULL, *seq = NULL, *inc_sigma = NULL, *inc_row = NULL;
-    int32_t *row_ptr = NULL, *row_cls = NULL, *sig_ptr = NULL, *sig_row = NULL, *order = NULL;
-    int32_t *tnode = NULL, *edges = NULL, *edges_sorted = NULL, *pcount = NULL, *out_cls = NULL, *unindexed = NULL;
+    int64_t *cset = NULL, *wstack = NULL, *indptr = NULL, *toff = NULL;
+    int32_t *row_of = NULL, *rest_of_row = NULL, *tlen = NULL, *tpool = NULL, *tpar = NULL, *tsym = NULL, *tdep = NULL;
+    int32_t *row_ptr = NULL, *row_cls = NULL, *sig_ptr = NULL, *sig_row = NULL, *order = NULL, *old_of = NULL;
+    int32_t *tnode = NULL, *edges_sorted = NULL, *pcount = NULL, *out_cls = NULL, *unindexed = NULL;
     int32_t *tstack = NULL;
     uint8_t *big = NULL;
     int64_t *ins = NULL, nins = 0, *fam_edges = NULL, nfe = 0;
-    int64_t ninc = 0, inccap = 0, inccap2 = 0, nun = 0, nrows = 0;
+    int64_t nun = 0, nrows = 0;
     if (need_grammar(S) < 0) goto done;
     if (nodes_b.len % 8) {
         PyErr_SetString(PyExc_ValueError, "sigma_index: class_nodes must be int64");
@@ -2911,46 +2799,83 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
             goto nomem;
         }
     }
-    /* each rest's words once: sigma_in = the word reversed, symbols n + 1 + A -> A (IN: nt + rank) */
-    int64_t maxlen = 0, pathcap = 0, seqcap = 0, wcap = 0;
+    /* the trie of every listed rest's sigma_in, built bottom-up over the rests' DAGs: a word s1..sd of a
+     * rest is sigma_in sd..s1, so the sigma_in of a node are those of each child k (over an edge s)
+     * followed by s (the trie child of each of k's trie nodes on s), with the root where the node
+     * accepts. Each node's trie nodes are made once, in a post-order over the nodes below the listed
+     * rests (shared tails are not listed again), sets over distinct edges are disjoint (a word is listed
+     * once). Numbered afterwards in preorder with children in symbol order, which is the order inserting
+     * the sorted sigma_in one by one numbers them in (the Python build). Symbols n + 1 + A -> A (IN:
+     * nt + rank). */
+    int64_t tn = 1, tcap = 0, ntp = 0, tpcap = 0, maxlen = 0, ns = 0, wcap = 0;
+    toff = malloc((size_t)S->n * sizeof(int64_t));
+    tlen = malloc((size_t)S->n * sizeof(int32_t));
+    if (!toff || !tlen || grow((void **)&tpar, &tcap, 1024, sizeof(int32_t)) < 0) goto nomem;
+    {
+        int64_t c2 = 0, c3 = 0;
+        if (grow((void **)&tsym, &c2, tcap, sizeof(int32_t)) < 0 || grow((void **)&tdep, &c3, tcap, sizeof(int32_t)) < 0)
+            goto nomem;
+    }
+    memset(toff, 0xFF, (size_t)S->n * sizeof(int64_t));
+    tpar[0] = -1;
+    tsym[0] = -1;
+    tdep[0] = 0;
     for (int64_t row = 0; row < nrows; row++) {
-        int64_t sp = 0; /* entries (node, depth, symbol that led there) */
-        if (grow((void **)&wstack, &wcap, 3, sizeof(int64_t)) < 0) goto nomem;
+        int64_t sp = 0; /* entries (node, next edge) */
+        if (toff[rest_of_row[row]] >= 0) continue;
+        if (grow((void **)&wstack, &wcap, 2, sizeof(int64_t)) < 0) goto nomem;
         wstack[sp++] = rest_of_row[row];
-        wstack[sp++] = 0;
-        wstack[sp++] = 0;
+        wstack[sp++] = S->estart[rest_of_row[row]];
         while (sp) {
-            int64_t sym = wstack[--sp], d = wstack[--sp], node = wstack[--sp];
-            if (d > 0) {
-                if (grow((void **)&path, &pathcap, d, sizeof(int32_t)) < 0) goto nomem;
-                path[d - 1] = (int32_t)(sym >= WIDE_IN ? S->nt + rank_i64(ins, nins, sym) : sym - S->nt - 1);
-            }
-            if (S->acc[node]) {
-                if (grow((void **)&seq, &seqcap, d + 1, sizeof(int32_t)) < 0) goto nomem;
-                for (int64_t i = 0; i < d; i++) seq[i] = path[d - 1 - i];
-                int64_t id = sigma_id(&G, seq, d);
-                if (id < 0) goto nomem;
-                if (d > maxlen) maxlen = d;
-                if (ninc >= inccap) {
-                    int64_t c1 = inccap, c2 = inccap2;
-                    if (grow((void **)&inc_sigma, &c1, ninc + 1, sizeof(int32_t)) < 0 ||
-                        grow((void **)&inc_row, &c2, ninc + 1, sizeof(int32_t)) < 0)
-                        goto nomem;
-                    inccap = c1 < c2 ? c1 : c2;
-                    inccap2 = c2;
+            int64_t node = wstack[sp - 2], e = wstack[sp - 1];
+            if (e < S->estart[node + 1]) {
+                wstack[sp - 1] = e + 1;
+                int64_t kid = S->ekid[e];
+                if (toff[kid] < 0) {
+                    if (grow((void **)&wstack, &wcap, sp + 2, sizeof(int64_t)) < 0) goto nomem;
+                    wstack[sp++] = kid;
+                    wstack[sp++] = S->estart[kid];
                 }
-                inc_sigma[ninc] = (int32_t)id;
-                inc_row[ninc++] = (int32_t)row;
+                continue;
             }
-            int64_t m = n_edges(S, node);
-            if (grow((void **)&wstack, &wcap, sp + 3 * m, sizeof(int64_t)) < 0) goto nomem;
-            for (int64_t i = S->estart[node + 1] - 1; i >= S->estart[node]; i--) {
-                wstack[sp++] = S->ekid[i];
-                wstack[sp++] = d + 1;
-                wstack[sp++] = S->esym[i];
+            sp -= 2;
+            int64_t need = S->acc[node];
+            for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) need += tlen[S->ekid[i]];
+            if (need > INT32_MAX || grow((void **)&tpool, &tpcap, ntp + need, sizeof(int32_t)) < 0) goto nomem;
+            int64_t off = ntp;
+            if (S->acc[node]) tpool[ntp++] = 0;
+            for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+                int64_t sym = S->esym[i], kid = S->ekid[i];
+                uint32_t m = (uint32_t)(sym >= WIDE_IN ? S->nt + rank_i64(ins, nins, sym) : sym - S->nt - 1);
+                const int32_t *from = tpool + toff[kid];
+                for (int32_t j = 0; j < tlen[kid]; j++) {
+                    int32_t t = from[j];
+                    uint64_t key = ((uint64_t)(uint32_t)t << 32) | m;
+                    int32_t c = memo_get(&ext, key);
+                    if (c < 0) {
+                        if (tn >= INT32_MAX) goto nomem;
+                        if (tn >= tcap) {
+                            int64_t c1 = tcap, c2 = tcap, c3 = tcap;
+                            if (grow((void **)&tpar, &c1, tn + 1, sizeof(int32_t)) < 0 ||
+                                grow((void **)&tsym, &c2, tn + 1, sizeof(int32_t)) < 0 ||
+                                grow((void **)&tdep, &c3, tn + 1, sizeof(int32_t)) < 0)
+                                goto nomem;
+                            tcap = c1;
+                        }
+                        c = (int32_t)tn++;
+                        tpar[c] = t;
+                        tsym[c] = (int32_t)m;
+                        tdep[c] = tdep[t] + 1;
+                        if (memo_put(&ext, key, c) < 0) goto nomem;
+                    }
+                    tpool[ntp++] = c;
+                }
             }
+            toff[node] = off;
+            tlen[node] = (int32_t)(ntp - off);
         }
     }
+    memo_free(&ext);
     /* classes left to the walk: those with a rest too large to list */
     unindexed = malloc((size_t)(K ? K : 1) * sizeof(int32_t));
     row_ptr = calloc((size_t)nrows + 1, sizeof(int32_t));
@@ -2981,58 +2906,87 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
                     row_cls[fill[row_of[X.pool[X.set_off[cset[k]] + j]]]++] = (int32_t)k;
         free(fill);
     }
-    /* rows of each sigma_in (CSR by sigma) */
-    int64_t ns = G.n;
-    sig_ptr = calloc((size_t)ns + 1, sizeof(int32_t));
+    /* rows of each sigma_in (CSR by trie node; a sigma_in is a trie node some rest holds) */
+    sig_ptr = calloc((size_t)tn + 1, sizeof(int32_t));
+    if (!sig_ptr) goto nomem;
+    int64_t ninc = 0;
+    for (int64_t r = 0; r < nrows; r++) {
+        const int32_t *set = tpool + toff[rest_of_row[r]];
+        for (int32_t j = 0; j < tlen[rest_of_row[r]]; j++) sig_ptr[set[j] + 1]++;
+        ninc += tlen[rest_of_row[r]];
+    }
+    for (int64_t t = 0; t < tn; t++) {
+        if (sig_ptr[t + 1]) {
+            ns++;
+            if (tdep[t] > maxlen) maxlen = tdep[t];
+        }
+        sig_ptr[t + 1] += sig_ptr[t];
+    }
     sig_row = malloc((size_t)(ninc ? ninc : 1) * sizeof(int32_t));
-    if (!sig_ptr || !sig_row) goto nomem;
-    for (int64_t i = 0; i < ninc; i++) sig_ptr[inc_sigma[i] + 1]++;
-    for (int64_t i = 0; i < ns; i++) sig_ptr[i + 1] += sig_ptr[i];
+    if (!sig_row) goto nomem;
     {
-        int32_t *fill = malloc((size_t)(ns ? ns : 1) * sizeof(int32_t));
+        int32_t *fill = malloc((size_t)tn * sizeof(int32_t));
         if (!fill) goto nomem;
-        memcpy(fill, sig_ptr, (size_t)ns * sizeof(int32_t));
-        for (int64_t i = 0; i < ninc; i++) sig_row[fill[inc_sigma[i]]++] = inc_row[i];
+        memcpy(fill, sig_ptr, (size_t)tn * sizeof(int32_t));
+        for (int64_t r = 0; r < nrows; r++) {
+            const int32_t *set = tpool + toff[rest_of_row[r]];
+            for (int32_t j = 0; j < tlen[rest_of_row[r]]; j++) sig_row[fill[set[j]]++] = (int32_t)r;
+        }
         free(fill);
     }
-    /* the trie, in sorted sigma_in order */
-    order = malloc((size_t)(ns ? ns : 1) * sizeof(int32_t));
-    tnode = malloc((size_t)(ns ? ns : 1) * sizeof(int32_t));
-    tstack = malloc((size_t)(maxlen + 1) * sizeof(int32_t));
-    edges = malloc((size_t)(G.nsym ? G.nsym : 1) * 3 * sizeof(int32_t));
-    if (!order || !tnode || !tstack || !edges) goto nomem;
-    for (int64_t i = 0; i < ns; i++) order[i] = (int32_t)i;
-    sort_sigmas = &G;
-    if (sort_sigmas_by_prefix(&G, order, ns, S->nt + nins) < 0) goto nomem; /* symbols < nt + nins */
-    int64_t tn = 1, ne = 0;
-    tstack[0] = 0;
-    const int32_t *prev = NULL;
-    int64_t lprev = 0;
-    for (int64_t q = 0; q < ns; q++) {
-        int32_t i = order[q];
-        const int32_t *sq = G.sym + G.off[i];
-        int64_t l = G.len[i], common = 0;
-        while (common < l && common < lprev && sq[common] == prev[common]) common++;
-        for (int64_t d = common; d < l; d++) {
-            edges[3 * ne] = tstack[d];
-            edges[3 * ne + 1] = sq[d];
-            edges[3 * ne + 2] = (int32_t)tn;
-            ne++;
-            tstack[d + 1] = (int32_t)tn++;
-        }
-        tnode[i] = tstack[l];
-        prev = sq;
-        lprev = l;
-    }
-    /* edges grouped by parent (children in symbol order, as they were made) */
+    /* the trie numbered in preorder, children in symbol order: kid lists by parent, sorted by symbol */
     pcount = calloc((size_t)tn + 1, sizeof(int32_t));
-    edges_sorted = malloc((size_t)(ne ? ne : 1) * 3 * sizeof(int32_t));
-    if (!pcount || !edges_sorted) goto nomem;
-    for (int64_t e = 0; e < ne; e++) pcount[edges[3 * e] + 1]++;
+    order = malloc((size_t)tn * sizeof(int32_t));       /* kids grouped by parent */
+    tnode = malloc((size_t)tn * sizeof(int32_t));       /* old id -> preorder id */
+    old_of = malloc((size_t)tn * sizeof(int32_t));      /* preorder id -> old id */
+    tstack = malloc((size_t)tn * sizeof(int32_t));
+    edges_sorted = malloc((size_t)(tn > 1 ? tn - 1 : 1) * 3 * sizeof(int32_t));
+    if (!pcount || !order || !tnode || !old_of || !tstack || !edges_sorted) goto nomem;
+    for (int64_t t = 1; t < tn; t++) pcount[tpar[t] + 1]++;
     for (int64_t t = 0; t < tn; t++) pcount[t + 1] += pcount[t];
-    for (int64_t e = 0; e < ne; e++) {
-        int32_t at = pcount[edges[3 * e]]++;
-        memcpy(edges_sorted + 3 * (int64_t)at, edges + 3 * e, 3 * sizeof(int32_t));
+    {
+        int32_t *fill = malloc((size_t)tn * sizeof(int32_t));
+        if (!fill) goto nomem;
+        memcpy(fill, pcount, (size_t)tn * sizeof(int32_t));
+        for (int64_t t = 1; t < tn; t++) order[fill[tpar[t]]++] = (int32_t)t;
+        free(fill);
+    }
+    for (int64_t t = 0; t < tn; t++) { /* insertion sort by symbol (kid symbols of a parent are distinct) */
+        int32_t *kids = order + pcount[t];
+        int64_t nk = pcount[t + 1] - pcount[t];
+        if (nk > 32) {
+            sort_syms = tsym;
+            qsort(kids, (size_t)nk, sizeof(int32_t), cmp_by_sym);
+            continue;
+        }
+        for (int64_t a = 1; a < nk; a++) {
+            int32_t x = kids[a], sx = tsym[x];
+            int64_t b = a;
+            for (; b > 0 && tsym[kids[b - 1]] > sx; b--) kids[b] = kids[b - 1];
+            kids[b] = x;
+        }
+    }
+    {
+        int64_t sp = 0, q = 0;
+        tstack[sp++] = 0;
+        while (sp) {
+            int32_t t = tstack[--sp];
+            tnode[t] = (int32_t)q;
+            old_of[q++] = t;
+            for (int64_t a = pcount[t + 1] - 1; a >= pcount[t]; a--) tstack[sp++] = order[a];
+        }
+    }
+    /* edges grouped by parent, children in symbol order */
+    int64_t ne = 0;
+    for (int64_t q = 0; q < tn; q++) {
+        int32_t t = old_of[q];
+        for (int32_t a = pcount[t]; a < pcount[t + 1]; a++) {
+            int32_t kid = order[a];
+            edges_sorted[3 * ne] = (int32_t)q;
+            edges_sorted[3 * ne + 1] = tsym[kid];
+            edges_sorted[3 * ne + 2] = tnode[kid];
+            ne++;
+        }
     }
     /* the classes at each trie node: the union over its sigma_in's rows (dense rows of K bits), ascending */
     int32_t *sig_at = malloc((size_t)tn * sizeof(int32_t)); /* trie node -> sigma, -1 none */
@@ -3050,7 +3004,8 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
         for (int32_t b = row_ptr[r]; b < row_ptr[r + 1]; b++)
             rows[r * kw + (row_cls[b] >> 6)] |= (uint64_t)1 << (row_cls[b] & 63);
     memset(sig_at, 0xFF, (size_t)tn * sizeof(int32_t));
-    for (int64_t i = 0; i < ns; i++) sig_at[tnode[i]] = (int32_t)i;
+    for (int64_t q = 0; q < tn; q++)
+        if (sig_ptr[old_of[q] + 1] > sig_ptr[old_of[q]]) sig_at[q] = old_of[q];
     int64_t nout = 0, outcap = 0;
     indptr[0] = 0;
     for (int64_t t = 0; t < tn; t++) {
@@ -3129,17 +3084,20 @@ done:
     free(indptr);
     free(row_of);
     free(rest_of_row);
-    free(path);
-    free(seq);
-    free(inc_sigma);
-    free(inc_row);
+    free(toff);
+    free(tlen);
+    free(tpool);
+    free(tpar);
+    free(tsym);
+    free(tdep);
+    free(old_of);
+    memo_free(&ext);
     free(row_ptr);
     free(row_cls);
     free(sig_ptr);
     free(sig_row);
     free(order);
     free(tnode);
-    free(edges);
     free(edges_sorted);
     free(pcount);
     free(out_cls);
@@ -3155,11 +3113,6 @@ done:
     free(X.pool);
     free(X.stamps);
     free(X.counts);
-    free(G.sym);
-    free(G.off);
-    free(G.len);
-    free(G.hash);
-    free(G.tab);
     PyBuffer_Release(&nodes_b);
     return result;
 }
