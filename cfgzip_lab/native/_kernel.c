@@ -2,6 +2,8 @@
  *
  *   trie_new / trie_mask  the class set of a state: its word DAG walked with the sigma_in trie
  *                         (used by cfgzip_lab.native.walk; the Python product walk is the reference)
+ *   trie_arrays           the arrays trie_new takes, from the index's own (SigmaInIndex.kernel_arrays
+ *                         is the reference)
  *   expand_row            a class set -> XGrammar's packed int32 vocabulary row
  *                         (used by cfgzip_lab.native.rows; the numpy path is the reference)
  *   expansion_tables      the tables expand_row reads, from class_of in two passes
@@ -365,6 +367,99 @@ static PyObject *trie_new(PyObject *self, PyObject *args) {
     return capsule;
 }
 
+/* trie_arrays(edges, indptr, classes, nodes, dense_classes, words) -> (ptr, syms, kids, dense_idx, rows,
+ * list_ptr, list_cls) as bytes, the arrays trie_new takes, from a SigmaInIndex's own arrays in one pass
+ * each (cfgzip_lab.native.index.SigmaInIndex.kernel_arrays is the reference, equal array for array;
+ * its numpy passes and the bool matrix of the dense rows took 4 ms of sql_select's engine):
+ *   edges    int32[E * 3]: (parent, symbol, child), sorted by parent then symbol (None if they are not:
+ *            the caller sorts them in numpy)
+ *   indptr   int64[nodes + 1], classes int32[F]: node t's classes, classes[indptr[t]:indptr[t+1]]
+ * A node with dense_classes classes or more gets a dense row of `words` uint64 (bit k: class k). */
+static PyObject *trie_arrays(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer eb, ib, cb;
+    Py_ssize_t nodes, dense_classes, words;
+    if (!PyArg_ParseTuple(args, "y*y*y*nnn", &eb, &ib, &cb, &nodes, &dense_classes, &words)) return NULL;
+    PyObject *result = NULL, *out[7] = {NULL};
+    const int32_t *e = (const int32_t *)eb.buf, *cls = (const int32_t *)cb.buf;
+    const int64_t *ip = (const int64_t *)ib.buf;
+    Py_ssize_t ne = eb.len / 12, nc = cb.len / 4;
+    if (eb.len % 12 || ib.len != (nodes + 1) * 8 || cb.len % 4 || nodes < 1 || words < 1 || ip[0] != 0 ||
+        ip[nodes] != nc) {
+        PyErr_SetString(PyExc_ValueError, "trie_arrays: the index arrays do not fit each other");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        int32_t p = e[3 * i], k = e[3 * i + 2];
+        if (p < 0 || p >= nodes || k <= 0 || k >= nodes) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: an edge names a node the index does not have");
+            goto done;
+        }
+        if (i && (p < e[3 * i - 3] || (p == e[3 * i - 3] && e[3 * i + 1] < e[3 * i - 2]))) {
+            result = Py_NewRef(Py_None); /* not sorted */
+            goto done;
+        }
+    }
+    Py_ssize_t ndense = 0, nlist = 0;
+    for (Py_ssize_t t = 0; t < nodes; t++) {
+        int64_t c = ip[t + 1] - ip[t];
+        if (c < 0) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: the class lists are not in order");
+            goto done;
+        }
+        if (c >= dense_classes) ndense++;
+        else nlist += c;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++)
+        if (cls[i] < 0 || cls[i] >= words * 64) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: a class past the rows' words");
+            goto done;
+        }
+    char *d[7];
+    Py_ssize_t sizes[7] = {(nodes + 1) * 4, ne * 4, ne * 4, nodes * 4, ndense * words * 8, (nodes + 1) * 4, nlist * 4};
+    for (int a = 0; a < 7; a++) {
+        out[a] = PyBytes_FromStringAndSize(NULL, sizes[a]);
+        if (!out[a]) goto done;
+        d[a] = PyBytes_AS_STRING(out[a]);
+    }
+    int32_t *ptr = (int32_t *)d[0], *syms = (int32_t *)d[1], *kids = (int32_t *)d[2], *di = (int32_t *)d[3];
+    uint64_t *rows = (uint64_t *)d[4];
+    int32_t *lptr = (int32_t *)d[5], *lcls = (int32_t *)d[6];
+    memset(ptr, 0, (size_t)sizes[0]);
+    memset(rows, 0, (size_t)sizes[4]);
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        ptr[e[3 * i] + 1]++;
+        syms[i] = e[3 * i + 1];
+        kids[i] = e[3 * i + 2];
+    }
+    for (Py_ssize_t t = 0; t < nodes; t++) ptr[t + 1] += ptr[t];
+    Py_ssize_t nd = 0, nl = 0;
+    lptr[0] = 0;
+    for (Py_ssize_t t = 0; t < nodes; t++) {
+        if (ip[t + 1] - ip[t] >= dense_classes) {
+            uint64_t *row = rows + (size_t)nd * words;
+            for (int64_t j = ip[t]; j < ip[t + 1]; j++) row[cls[j] >> 6] |= (uint64_t)1 << (cls[j] & 63);
+            di[t] = (int32_t)nd++;
+        } else {
+            di[t] = -1;
+            for (int64_t j = ip[t]; j < ip[t + 1]; j++) lcls[nl++] = cls[j];
+        }
+        lptr[t + 1] = (int32_t)nl;
+    }
+    result = PyTuple_New(7);
+    if (result)
+        for (int a = 0; a < 7; a++) {
+            PyTuple_SET_ITEM(result, a, out[a]);
+            out[a] = NULL;
+        }
+done:
+    for (int a = 0; a < 7; a++) Py_XDECREF(out[a]);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&cb);
+    return result;
+}
+
 static int bad_store(void) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "trie_mask: not a word store node list");
     return -1;
@@ -514,6 +609,7 @@ static PyMethodDef methods[] = {
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (see _kernel.c)"},
     {"expansion_tables", expansion_tables, METH_VARARGS, "class_of -> the tables expand_row reads (see _kernel.c)"},
     {"trie_new", trie_new, METH_VARARGS, "the sigma_in trie as arrays, for trie_mask (see _kernel.c)"},
+    {"trie_arrays", trie_arrays, METH_VARARGS, "a SigmaInIndex's arrays -> the arrays trie_new takes (see _kernel.c)"},
     {"trie_mask", trie_mask, METH_VARARGS, "the class set of a parser state: its DAG walked with the trie (see _kernel.c)"},
     {"mask_logits", mask_logits, METH_VARARGS, "a packed vocabulary mask applied to CPU logits in place (see _kernel.c)"},
     {NULL, NULL, 0, NULL},
