@@ -155,3 +155,27 @@ def test_merging_past_its_budget_in_c_is_the_python_walks(base, monkeypatch):
     assert python[:4] == native[:4] and python[4:] == native[4:]
     steps = [s.name for s in compile_grammar(text).gnf.steps]
     assert ("merging (skipped: past its budget)" in steps) == (base < 400)
+
+
+@pytest.mark.parametrize("name", ["json.ebnf", "object0"])
+def test_a_normal_form_past_its_budget_fails_alike_in_c(name, monkeypatch):
+    """The C passes stop at the node the Python walks stop at, and name the same step and rule: the error
+    (message, line, column) is the same for budgets that run out in every step."""
+    text, kind = next((t, k) for n, t, k in SAMPLE if n == name)
+    full = compile_grammar(text, kind=kind).gnf.store.created
+    seen = set()
+    for budget in sorted({max(1, full * i // 40) for i in range(40)}):
+        python = _built_within(text, kind, budget, False, monkeypatch)
+        native = _built_within(text, kind, budget, True, monkeypatch)
+        assert python == native, budget
+        seen.add(python[0].split("in step '")[-1].split("'")[0] if python[0] else None)
+    assert {"unit rules", "leading substitution", "merging"} <= seen, seen
+
+
+def _built_within(text: str, kind: str, budget: int, in_c: bool, monkeypatch) -> tuple:
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", in_c)
+    try:
+        gnf = compile_grammar(text, kind=kind, max_gnf_nodes=budget).gnf
+    except GrammarError as error:
+        return str(error), [(d.line, d.column, d.message) for d in error.diagnostics]
+    return "", gnf.names, gnf.table, [gnf.store.nodes[i] for i in range(len(gnf.store))]

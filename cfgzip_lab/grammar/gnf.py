@@ -571,6 +571,16 @@ def _install_families(rules: _Rules, nullable: set[int]) -> None:
 
 def _remove_units(rules: _Rules) -> None:
     store = rules.store
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "remove_units"):  # the same walk in C, the same nodes
+        nts, at = list(rules.rhs), array("q", [-1])
+        try:
+            got = native.remove_units(nts, list(rules.rhs.values()), len(rules.names), at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs = dict(zip(nts, got))
+        return
     units: dict[int, set[int]] = {}
     proper: dict[int, int] = {}
     for a, r in rules.rhs.items():
@@ -700,6 +710,19 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     # order and are done already), then the Z's in creation order.
     originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
     zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "substitute_leading"):  # the same walk in C, the same nodes
+        seq, at = originals[::-1] + zs, array("q", [-1])
+        roots = [-1] * len(rules.names)
+        for a, r in rules.rhs.items():
+            roots[a] = r
+        try:
+            got = native.substitute_leading(seq, roots, at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs.update(zip(seq, got))
+        return
     for a in originals[::-1] + zs:
         rules.current = a
         rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s: s >= 0)

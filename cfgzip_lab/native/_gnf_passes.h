@@ -21,6 +21,8 @@
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
  *   merge_equivalent(atoms, tails, start)    gnf._merge_equivalent without families: the whole partition
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order.
+ *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
+ *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -464,6 +466,8 @@ static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int6
     int64_t W = (n + 1 + 63) / 64, R = 0;
     int rc = -1;
     uint64_t *below = NULL, *lasts = NULL, *ends = NULL;
+    int64_t *queue = NULL;
+    uint8_t *inq = NULL;
     int32_t *dense = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
     int32_t *order = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
     int64_t *stack = NULL, cap = 0, top = 0;
@@ -529,20 +533,36 @@ static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int6
             const uint64_t *theirs = lasts + (int64_t)dense[rows[a][k]] * W;
             for (int64_t w = 0; w < W; w++) ends[a * W + w] |= theirs[w];
         }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int64_t a = 0; a < n; a++)
-            for (int64_t v = 0; v < W; v++)
-                for (uint64_t bits = ends[a * W + v]; bits; bits &= bits - 1) {
-                    int64_t b = v * 64 + __builtin_ctzll(bits);
-                    for (int64_t w = 0; w < W; w++) {
-                        uint64_t more = below[a * W + w] & ~below[b * W + w];
-                        if (more) {
-                            below[b * W + w] |= more;
-                            changed = 1;
-                        }
+    /* below[a] flows into below[b] for b in ends[a]: a worklist (FIFO, every a queued once to begin with)
+     * until nothing grows; the least fixpoint, as the rounds over every a reached (fewer passes on chains) */
+    queue = malloc((size_t)(n + 1) * sizeof(int64_t));
+    inq = malloc((size_t)n + 1);
+    if (!queue || !inq) goto nomem;
+    for (int64_t a = 0; a < n; a++) {
+        queue[a] = a;
+        inq[a] = 1;
+    }
+    for (int64_t head = 0, count = n; count; count--, head = head + 1 == n + 1 ? 0 : head + 1) {
+        int64_t a = queue[head];
+        inq[a] = 0;
+        for (int64_t v = 0; v < W; v++)
+            for (uint64_t bits = ends[a * W + v]; bits; bits &= bits - 1) {
+                int64_t b = v * 64 + __builtin_ctzll(bits);
+                int grew = 0;
+                for (int64_t w = 0; w < W; w++) {
+                    uint64_t more = below[a * W + w] & ~below[b * W + w];
+                    if (more) {
+                        below[b * W + w] |= more;
+                        grew = 1;
                     }
                 }
+                if (grew && !inq[b]) {
+                    inq[b] = 1;
+                    int64_t tail = head + count;
+                    queue[tail >= n + 1 ? tail - (n + 1) : tail] = b;
+                    count++;
+                }
+            }
     }
     rc = 0;
     goto done;
@@ -552,6 +572,8 @@ done:
     free(lasts);
     free(ends);
     free(stack);
+    free(queue);
+    free(inq);
     if (rc == 0) {
         *below_out = below;
         *W_out = W;
@@ -1058,6 +1080,253 @@ done:
     return out;
 }
 
+/* The progress buffer of a pass that names the rule it works on (gnf's rules.current, which a budget error
+ * names): an int64 buffer of one entry, -1 or the nonterminal. */
+static int gnf_progress(Py_buffer *buf, int64_t **at) {
+    if (buf->itemsize != 8 || buf->len < 8) {
+        PyErr_SetString(PyExc_ValueError, "gnf pass: the progress must be an int64 buffer of one entry");
+        return -1;
+    }
+    *at = buf->buf;
+    **at = -1;
+    return 0;
+}
+
+/* substitute_leading(seq, roots, at) -> [node]: gnf._substitute_all_leading without families. For each a of
+ * seq in turn (roots[a]: a's rule set, updated as it goes; -1: none): the atom-led edges kept as one node,
+ * then concat(R_B, tail) for each leading nonterminal B in edge order, united left to right from ∅
+ * (WordStore.union_all). at[0]: the nonterminal being worked on (the last one, once done). Returns the new rule sets in seq's order. */
+static PyObject *words_substitute_leading(Words *S, PyObject *args) {
+    PyObject *seq_obj, *roots_obj;
+    Py_buffer atbuf;
+    if (!PyArg_ParseTuple(args, "OOw*", &seq_obj, &roots_obj, &atbuf)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0, m = 0;
+    int64_t *seq = NULL, *roots = NULL, *at, *res = NULL, *tmp = NULL, tcap = 0;
+    if (gnf_progress(&atbuf, &at) < 0) goto done;
+    seq = gnf_node_list(S, seq_obj, &n, 2);
+    if (!seq) goto done;
+    roots = gnf_node_list(S, roots_obj, &m, 1);
+    if (!roots) goto done;
+    res = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!res) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t a = seq[k];
+        if (a < 0 || a >= m || roots[a] < 0) {
+            PyErr_SetString(PyExc_KeyError, "substitute_leading: a nonterminal without a rule set");
+            goto done;
+        }
+        *at = a;
+        int64_t node = roots[a], e0 = S->estart[node], e1 = S->estart[node + 1], first = e0;
+        while (first < e1 && S->esym[first] < 0) first++; /* edges are sorted: atoms (< 0) first */
+        if (first < e1) {
+            int64_t base = S->stop;
+            for (int64_t i = e0; i < first; i++)
+                if (push_edge(S, S->esym[i], S->ekid[i]) < 0) {
+                    S->stop = base;
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            int64_t kept = make_scratch(S, S->acc[node], base);
+            if (kept < 0) {
+                raise_code(S, kept);
+                goto done;
+            }
+            int64_t cnt = e1 - first;
+            if (grow((void **)&tmp, &tcap, cnt, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (int64_t i = first; i < e1; i++) { /* (e0 and e1 stay valid: nodes are never moved) */
+                int64_t b = S->esym[i];
+                if (b >= m || roots[b] < 0) {
+                    PyErr_SetString(PyExc_KeyError, "substitute_leading: a leading nonterminal without a rule set");
+                    goto done;
+                }
+                int64_t r = w_concat(S, roots[b], S->ekid[i], 0);
+                if (r < 0) {
+                    raise_code(S, r);
+                    goto done;
+                }
+                tmp[i - first] = r;
+            }
+            int64_t u = w_union(S, W_EMPTY, kept, 0);
+            for (int64_t i = 0; u >= 0 && i < cnt; i++) u = w_union(S, u, tmp[i], 0);
+            if (u < 0) {
+                raise_code(S, u);
+                goto done;
+            }
+            node = roots[a] = u;
+        }
+        if (S->estart[node + 1] > S->estart[node] && S->esym[S->estart[node + 1] - 1] >= 0) {
+            PyErr_SetString(PyExc_AssertionError, "leading substitution left a nonterminal");
+            goto done;
+        }
+        res[k] = node;
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out && k < n; k++) {
+        PyObject *x = PyLong_FromLongLong(res[k]);
+        if (!x) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, x);
+    }
+done:
+    PyBuffer_Release(&atbuf);
+    free(seq);
+    free(roots);
+    free(res);
+    free(tmp);
+    return out;
+}
+
+/* remove_units(nts, roots, m, at) -> [node]: gnf._remove_units without families (nts in the rule map's
+ * order, roots[i] nts[i]'s rule set). First each rule set's proper part in that order: unchanged without a
+ * nonterminal edge into a set holding ε, else the node without the edges into {ε} and with ε taken out of
+ * the other nonterminal edges' children (in edge order); then, in that order, each rule set with units
+ * the union, left to right from ∅, of the proper parts of its unit closure in nonterminal order. at[0]: the
+ * nonterminal being worked on in the second loop (-1 in the first; the last one, once done). */
+static PyObject *words_remove_units(Words *S, PyObject *args) {
+    PyObject *nts_obj, *roots_obj;
+    long long mm;
+    Py_buffer atbuf;
+    if (!PyArg_ParseTuple(args, "OOLw*", &nts_obj, &roots_obj, &mm, &atbuf)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0, n2 = 0;
+    int64_t m = mm, *at, *nts = NULL, *roots = NULL, *where = NULL, *proper = NULL, *stack = NULL, *clo = NULL;
+    int64_t *res = NULL;
+    uint8_t *has_units = NULL;
+    uint32_t *mark = NULL;
+    if (gnf_progress(&atbuf, &at) < 0) goto done;
+    nts = gnf_node_list(S, nts_obj, &n, 2);
+    if (!nts) goto done;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "remove_units: nonterminals and roots differ in number");
+        goto done;
+    }
+    where = malloc((size_t)(m + 1) * sizeof(int64_t));
+    proper = malloc((size_t)(n + 1) * sizeof(int64_t));
+    stack = malloc((size_t)(n + 1) * sizeof(int64_t));
+    clo = malloc((size_t)(n + 1) * sizeof(int64_t));
+    has_units = calloc((size_t)n + 1, 1);
+    mark = calloc((size_t)n + 1, sizeof(uint32_t));
+    res = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!where || !proper || !stack || !clo || !has_units || !mark || !res) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t a = 0; a <= m; a++) where[a] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (nts[i] < 0 || nts[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "remove_units: a nonterminal past m");
+            goto done;
+        }
+        where[nts[i]] = i;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = roots[i], e0 = S->estart[r], e1 = S->estart[r + 1];
+        for (int64_t e = e0; e < e1; e++)
+            if (S->esym[e] >= 0 && S->acc[S->ekid[e]]) has_units[i] = 1;
+        if (!has_units[i]) {
+            proper[i] = r;
+            continue;
+        }
+        int64_t base = S->stop;
+        for (int64_t e = e0; e < e1; e++) {
+            int64_t sym = S->esym[e], c = S->ekid[e];
+            if (sym >= 0 && c == W_EPSILON) continue;
+            if (sym >= 0 && S->acc[c]) { /* without_empty_word: the same edges, not accepting */
+                int64_t base2 = S->stop;
+                for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++)
+                    if (push_edge(S, S->esym[j], S->ekid[j]) < 0) {
+                        S->stop = base;
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                c = make_scratch(S, 0, base2);
+                if (c < 0) {
+                    S->stop = base;
+                    raise_code(S, c);
+                    goto done;
+                }
+            }
+            if (push_edge(S, sym, c) < 0) {
+                S->stop = base;
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+        proper[i] = make_scratch(S, S->acc[r], base);
+        if (proper[i] < 0) {
+            raise_code(S, proper[i]);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        res[i] = proper[i];
+        if (!has_units[i]) continue;
+        *at = nts[i];
+        uint32_t stamp = (uint32_t)i + 1;
+        int64_t top = 0, nc = 0;
+        mark[i] = stamp;
+        clo[nc++] = nts[i];
+        stack[top++] = i;
+        while (top) {
+            int64_t v = stack[--top], r = roots[v];
+            for (int64_t e = S->estart[r]; e < S->estart[r + 1]; e++) {
+                int64_t b = S->esym[e];
+                if (b < 0 || !S->acc[S->ekid[e]]) continue;
+                int64_t w = b < m ? where[b] : -1;
+                if (w < 0) {
+                    PyErr_SetString(PyExc_KeyError, "remove_units: a unit without a rule set");
+                    goto done;
+                }
+                if (mark[w] != stamp) {
+                    mark[w] = stamp;
+                    clo[nc++] = b;
+                    stack[top++] = w;
+                }
+            }
+        }
+        qsort(clo, (size_t)nc, sizeof(int64_t), cmp_i64);
+        int64_t u = W_EMPTY;
+        for (int64_t k = 0; u >= 0 && k < nc; k++) u = w_union(S, u, proper[where[clo[k]]], 0);
+        if (u < 0) {
+            raise_code(S, u);
+            goto done;
+        }
+        res[i] = u; /* (proper[] stays the first loop's: later closures read it) */
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(res[i]);
+        if (!x) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+done:
+    PyBuffer_Release(&atbuf);
+    free(res);
+    free(nts);
+    free(roots);
+    free(where);
+    free(proper);
+    free(stack);
+    free(clo);
+    free(has_units);
+    free(mark);
+    return out;
+}
+
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
  * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
  * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
@@ -1185,4 +1454,6 @@ done:
         {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
         {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
         {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
-        {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"},
+        {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
+        {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
+        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"},
