@@ -571,6 +571,16 @@ def _install_families(rules: _Rules, nullable: set[int]) -> None:
 
 def _remove_units(rules: _Rules) -> None:
     store = rules.store
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "remove_units"):  # the same walk in C, the same nodes
+        nts, at = list(rules.rhs), array("q", [-1])
+        try:
+            got = native.remove_units(nts, list(rules.rhs.values()), len(rules.names), at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs = dict(zip(nts, got))
+        return
     units: dict[int, set[int]] = {}
     proper: dict[int, int] = {}
     for a, r in rules.rhs.items():
@@ -700,6 +710,19 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     # order and are done already), then the Z's in creation order.
     originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
     zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "substitute_leading"):  # the same walk in C, the same nodes
+        seq, at = originals[::-1] + zs, array("q", [-1])
+        roots = [-1] * len(rules.names)
+        for a, r in rules.rhs.items():
+            roots[a] = r
+        try:
+            got = native.substitute_leading(seq, roots, at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs.update(zip(seq, got))
+        return
     for a in originals[::-1] + zs:
         rules.current = a
         rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s: s >= 0)
@@ -816,6 +839,15 @@ def _merge_equivalent(
     each family keeps a context entry of its own.
     Returns (block_of, merged table).
     """
+    native = _passes(store) if not family_items else None
+    if native is not None and hasattr(native, "merge_equivalent"):
+        # The whole refinement in C (native/_gnf_passes.h): the same rounds, the same nodes in the same
+        # order; None past the stack adjacency's memory bound (then the walk below).
+        got = native.merge_equivalent([list(row) for row in table], [list(row.values()) for row in table], start)
+        if got is not None:
+            block, tails = got
+            last = {b: a for a, b in enumerate(block)}  # the Python walk's rows: its last member's
+            return block, [dict(zip(table[last[b]], tails[b])) for b in range(len(tails))]
     below = stack_below(table, store, start, family_items)
     n = len(table)
     block = [0] * n
@@ -836,7 +868,6 @@ def _merge_equivalent(
                 by_symbol.setdefault(s, []).append(node)
     memo: dict[int, int] = {EPSILON: EPSILON}
     nodes, make, union = store.nodes, store.make, store.union
-    native = _passes(store) if not family_items else None
     if native is not None:  # the C pass renames through ``block`` itself, kept as an int64 array
         block = array("q", block)
         cmemo = _memo(store)
@@ -918,7 +949,7 @@ def _merge_equivalent(
             stale.extend(parents.get(node, ()))
         for a in moved:
             affected.update(context_users.get(a, ()))
-        for a in affected:
+        for a in sorted(affected):  # in nonterminal order (the renamed tails' nodes are made in it; the C pass's)
             sig[a] = signature(a)
         touched = {block[a] for a in affected}
     # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
