@@ -23,6 +23,7 @@
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order.
  *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
  *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
+ *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -1327,6 +1328,67 @@ done:
     return out;
 }
 
+/* reachable_count(roots) -> int: len(WordStore.reachable(roots)) (nodes other than EMPTY and EPSILON below
+ * the roots, the roots included), without the set: the normal form's size after each step. */
+static PyObject *words_reachable_count(Words *S, PyObject *roots_obj) {
+    Py_ssize_t n;
+    int64_t *roots = gnf_node_list(S, roots_obj, &n, 0);
+    if (!roots) return NULL;
+    PyObject *out = NULL;
+    uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    int64_t *stack = NULL, cap = 0, top = 0, count = 0;
+    if (!seen || grow((void **)&stack, &cap, n + 1, sizeof(int64_t)) < 0) goto nomem;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (roots[i] > W_EPSILON) stack[top++] = roots[i];
+    while (top) {
+        int64_t node = stack[--top];
+        if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+        seen[node >> 6] |= (uint64_t)1 << (node & 63);
+        count++;
+        int64_t e0 = S->estart[node], m = n_edges(S, node);
+        if (grow((void **)&stack, &cap, top + m, sizeof(int64_t)) < 0) goto nomem;
+        for (int64_t i = e0; i < e0 + m; i++) {
+            int64_t c = S->ekid[i];
+            if (c > W_EPSILON && !((seen[c >> 6] >> (c & 63)) & 1)) stack[top++] = c;
+        }
+    }
+    out = PyLong_FromLongLong(count);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(roots);
+    free(seen);
+    free(stack);
+    return out;
+}
+
+/* count_sum(roots) -> int or None: the sum of count(r) over the roots (Words.count, memoised per node), None
+ * when some root's count is past 64 bits (the caller counts those with Python's ints). */
+static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
+    PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
+    if (!fast) return NULL;
+    PyObject *total = PyLong_FromLong(0);
+    for (Py_ssize_t i = 0; total && i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *got = words_count(S, PySequence_Fast_GET_ITEM(fast, i));
+        if (!got) {
+            Py_CLEAR(total);
+            break;
+        }
+        if (got == Py_None) {
+            Py_DECREF(total);
+            total = got;
+            break;
+        }
+        PyObject *sum = PyNumber_Add(total, got);
+        Py_DECREF(got);
+        Py_DECREF(total);
+        total = sum;
+    }
+    Py_DECREF(fast);
+    return total;
+}
+
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
  * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
  * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
@@ -1456,4 +1518,6 @@ done:
         {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
         {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
         {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
-        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"},
+        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
+        {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \
+        {"count_sum", (PyCFunction)words_count_sum, METH_O, "the sum of count(r) over roots, or None (_gnf_passes.h)"},
