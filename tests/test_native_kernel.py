@@ -130,6 +130,44 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
 
 
 @needs_kernel
+def test_lazy_union_rows_are_the_eager_ones():
+    """expansion_tables(..., lazy=True) leaves the unions of two or more large classes to expand_row,
+    which makes each when a class set first needs it: the same rows as the eager tables (once made),
+    the same packed vocabulary rows for every class set, and unions no set needed never written."""
+    from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
+    from cfgzip_lab.native import _kernel
+
+    rng = np.random.default_rng(2)
+    vocab = _llama3()
+    for class_of in list(_partitions(vocab))[:2] + [rng.integers(0, 40, size=5000)]:
+        k = int(class_of.max()) + 1
+        words = -(-class_of.size // 32)
+        members, tables, pairs = compiled_tables(_kernel, class_of, k, most=64, min_tokens=1, vocab_words=words)
+        lm, lt, lp, built = compiled_tables(_kernel, class_of, k, most=64, min_tokens=1, vocab_words=words, lazy=True)
+        assert np.array_equal(lm, members) and lt.shape == tables.shape and lt.flags.writeable
+        singles = [c for c in range(16) if c and not c & (c - 1)]
+        assert np.array_equal(lt[:, singles], tables[:, singles])
+        assert built.reshape(-1, 16)[:, singles].all() and not built.reshape(-1, 16)[:, [3, 5, 15]].any()
+        eager, lazy = CompiledExpansion(_kernel, members, tables, pairs), CompiledExpansion(_kernel, lm, lt, lp, built)
+        sets = [(1 << k) - 1, 1, 0] + [
+            int.from_bytes(np.packbits(rng.random(k) < d, bitorder="little").tobytes(), "little")
+            for d in (0.05, 0.3, 0.6, 0.95)
+            for _ in range(4)
+        ]
+        nbytes = -(-k // 8)
+        for s in sets:
+            assert np.array_equal(lazy.expand(s.to_bytes(nbytes, "little")), eager.expand(s.to_bytes(nbytes, "little")))
+        made = built.reshape(-1, 16).astype(bool)
+        assert np.array_equal(lt[made], tables[made]) and not made.all() or k <= 4
+    with pytest.raises(ValueError, match="do not fit"):  # `built` of another size
+        _kernel.expand_row(b"\x01", members, tables.copy(), pairs.indptr, pairs.words, pairs.bits, pairs.all_bits,
+                           np.zeros(words, np.int32), bytearray(3))  # fmt: skip
+    with pytest.raises(ValueError, match="read-only"):  # lazy needs writable tables
+        _kernel.expand_row(b"\x01", members, tables, pairs.indptr, pairs.words, pairs.bits, pairs.all_bits,
+                           np.zeros(words, np.int32), built)  # fmt: skip
+
+
+@needs_kernel
 def test_kernel_refuses_tables_that_do_not_fit():
     from cfgzip_lab.native import _kernel
 

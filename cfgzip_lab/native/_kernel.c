@@ -32,7 +32,7 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
     return byte < set_len && ((set[byte] >> (c & 7)) & 1);
 }
 
-/* expand_row(class_set, groups, tables, indptr, pair_words, pair_bits, small_all, out)
+/* expand_row(class_set, groups, tables, indptr, pair_words, pair_bits, small_all, out, built=None)
  *   class_set   bytes: the class set, little endian (bit k = class k)
  *   groups      int32[G * 4]: the large classes of each group (a group may repeat its last class)
  *   tables      int32[G * 16 * W]: row (g, code) = OR of the rows of the members whose bit is in code
@@ -42,25 +42,43 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
  *               and the OR of their bits in that word
  *   small_all   int32[W]: the bits of every small class's tokens
  *   out         writable int32[W]: overwritten with the packed vocabulary row
+ *   built       expansion_tables(..., lazy=True)'s: the union rows not made yet are made (in tables,
+ *               writable then) when first needed, as the eager build makes them
  * Small classes: when most of their pairs are in the set, start from small_all and clear the bits of
  * the classes not in it (a token is in one class only, so no table row holds those bits); otherwise
  * set the bits of the classes in it.
  */
 static PyObject *expand_row(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*", &set, &groups, &tables, &indptr, &words_b, &bits_b, &all_b, &out))
+    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out, built = {0};
+    PyObject *tables_obj, *built_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*Oy*y*y*y*w*|O", &set, &groups, &tables_obj, &indptr, &words_b, &bits_b, &all_b,
+                          &out, &built_obj))
         return NULL;
+    int lazy = built_obj != Py_None;
     PyObject *result = NULL;
+    if (PyObject_GetBuffer(tables_obj, &tables, lazy ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&set);
+        PyBuffer_Release(&groups);
+        PyBuffer_Release(&indptr);
+        PyBuffer_Release(&words_b);
+        PyBuffer_Release(&bits_b);
+        PyBuffer_Release(&all_b);
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    if (lazy && PyObject_GetBuffer(built_obj, &built, PyBUF_WRITABLE) < 0) goto done;
     Py_ssize_t words = out.len / 4, ngroups = groups.len / 16, nclasses = indptr.len / 4 - 1;
     const int32_t *ip = (const int32_t *)indptr.buf;
     if (tables.len != ngroups * 16 * words * 4 || all_b.len != out.len || words_b.len != bits_b.len || nclasses < 0 ||
-        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses) {
+        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses || (lazy && built.len != ngroups * 16)) {
         PyErr_SetString(PyExc_ValueError, "expand_row: the tables do not fit each other or the output row");
         goto done;
     }
     const uint8_t *s = (const uint8_t *)set.buf;
-    const int32_t *g = (const int32_t *)groups.buf, *t = (const int32_t *)tables.buf;
+    const int32_t *g = (const int32_t *)groups.buf;
+    int32_t *t = (int32_t *)tables.buf; /* written only where `built` says a union row is not made yet */
+    uint8_t *made = lazy ? (uint8_t *)built.buf : NULL;
     const int32_t *pw = (const int32_t *)words_b.buf, *pb = (const int32_t *)bits_b.buf;
     const int32_t *all = (const int32_t *)all_b.buf;
     int32_t *restrict row = (int32_t *)out.buf;
@@ -70,6 +88,16 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
         int code = in_set(s, set_len, g[4 * k]) | in_set(s, set_len, g[4 * k + 1]) << 1 |
                    in_set(s, set_len, g[4 * k + 2]) << 2 | in_set(s, set_len, g[4 * k + 3]) << 3;
         if (!code) continue;
+        if (made && !made[k * 16 + code]) { /* a union of two or more members, first needed now */
+            int32_t *restrict dst = t + ((size_t)k * 16 + code) * words;
+            const int32_t *a = t + ((size_t)k * 16 + (code & -code)) * words;
+            memcpy(dst, a, (size_t)words * 4);
+            for (int rest = code & (code - 1); rest; rest &= rest - 1) {
+                const int32_t *b = t + ((size_t)k * 16 + (rest & -rest)) * words;
+                for (Py_ssize_t w = 0; w < words; w++) dst[w] |= b[w];
+            }
+            made[k * 16 + code] = 1;
+        }
         const int32_t *restrict src = t + ((size_t)k * 16 + code) * words;
         if (!filled) {
             memcpy(row, src, (size_t)words * 4);
@@ -101,6 +129,7 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
     result = Py_None;
     Py_INCREF(result);
 done:
+    if (lazy && built.obj) PyBuffer_Release(&built);
     PyBuffer_Release(&set);
     PyBuffer_Release(&groups);
     PyBuffer_Release(&tables);
@@ -112,8 +141,12 @@ done:
     return result;
 }
 
-/* expansion_tables(class_of, num_classes, most, min_tokens, words)
+/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False)
  *   class_of    int32[V]: each token's class (every id in [0, num_classes))
+ *   lazy        the union rows of two or more members left to expand_row (made when a class set first
+ *               needs one: a JSON Schema's ~40 large classes need 4 MB of tables with Llama-3, 0.5 ms
+ *               of a 1 ms engine build, and a decode meets a few of their 176 unions); tables is a
+ *               bytearray then, and a seventh item `built` (bytearray, one per row) says which rows are made
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
  * built in two passes over class_of: the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
@@ -144,8 +177,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer co_b;
     Py_ssize_t k, most, min_tokens, words;
-    if (!PyArg_ParseTuple(args, "y*nnnn", &co_b, &k, &most, &min_tokens, &words)) return NULL;
+    int lazy = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnn|p", &co_b, &k, &most, &min_tokens, &words, &lazy)) return NULL;
     PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
+    PyObject *built = NULL;
     int64_t *sizes = NULL;
     int32_t *slot = NULL, *last = NULL, *fill = NULL;
     SizedClass *cand = NULL;
@@ -208,8 +243,17 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     Py_ssize_t nlarge = ncand < most ? ncand : most, ngroups = (nlarge + 3) / 4;
     char *gd, *td = NULL, *ipd, *pwd, *pbd, *ad;
     groups = new_bytes(ngroups * 16, &gd);
-    tables = PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4); /* rows 0 and 1 << b zeroed below, */
-    if (tables) td = PyBytes_AS_STRING(tables);                          /* the other codes all written */
+    /* rows 0 and 1 << b zeroed below, the other codes all written (lazy: by expand_row when first needed,
+     * `built` saying which are; a writable bytearray then) */
+    tables = lazy ? PyByteArray_FromStringAndSize(NULL, ngroups * 16 * words * 4)
+                  : PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4);
+    if (tables) td = lazy ? PyByteArray_AS_STRING(tables) : PyBytes_AS_STRING(tables);
+    if (lazy) {
+        built = PyByteArray_FromStringAndSize(NULL, ngroups * 16);
+        if (!built) goto done;
+        char *bd = PyByteArray_AS_STRING(built);
+        for (Py_ssize_t i = 0; i < ngroups * 16; i++) bd[i] = !((i & 15) & ((i & 15) - 1)); /* 0 and singles */
+    }
     indptr = new_bytes((k + 1) * 4, &ipd);
     all = new_bytes(words * 4, &ad);
     if (!groups || !tables || !indptr || !all) goto done;
@@ -257,7 +301,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = nlarge; i < ngroups * 4; i++) /* the repeated last class: its row again */
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
                tab + ((size_t)((nlarge - 1) >> 2) * 16 + ((size_t)1 << ((nlarge - 1) & 3))) * words, (size_t)words * 4);
-    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
+    for (Py_ssize_t gi = 0; gi < ngroups && !lazy; gi++)
         for (int code = 3; code < 16; code++) {
             if (!(code & (code - 1))) continue;
             int32_t *dst = tab + ((size_t)gi * 16 + code) * words;
@@ -291,8 +335,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
 #undef FOR_WORDS
 #undef FLUSH_ROWS
 #undef FLUSH_PAIRS
-    result = PyTuple_Pack(6, groups, tables, indptr, pw, pb, all);
+    result = lazy ? PyTuple_Pack(7, groups, tables, indptr, pw, pb, all, built)
+                  : PyTuple_Pack(6, groups, tables, indptr, pw, pb, all);
 done:
+    Py_XDECREF(built);
     Py_XDECREF(groups);
     Py_XDECREF(tables);
     Py_XDECREF(indptr);
