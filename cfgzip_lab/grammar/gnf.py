@@ -710,7 +710,15 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
     order = _left_corner_order(rules)
     pos = {a: i for i, a in enumerate(order)}
     zs: list[int] = []
+    native = _passes(store) if not rules.families else None
+    work = None
+    if native is not None and hasattr(native, "left_work"):
+        # The nonterminals with a leading edge on themselves or on an earlier one, found in C: the loop
+        # below leaves the others as they are (no node made, their rule sets unchanged until their turn).
+        work = native.left_work(order, [rules.rhs[a] for a in order], len(rules.names))
     for i, a in enumerate(order):
+        if work is not None and not work[i]:
+            continue
         rules.current = a
         while True:
             edges = store.edges(rules.rhs[a])
@@ -732,6 +740,8 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
             rules.z_ids.add(z)
         else:
             rules.rhs[a] = beta
+    if work is not None and order:
+        rules.current = order[-1]  # (where the walk leaves it)
     return order + zs
 
 
