@@ -58,7 +58,8 @@ def _built(text: str, kind: str, in_c: bool, monkeypatch) -> tuple:
     except GrammarError as error:
         return ("error", str(error))
     store = gnf.store
-    return gnf.names, gnf.table, gnf.start, gnf.origins, [store.nodes[i] for i in range(len(store))]
+    sizes = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in gnf.steps]  # (counted in C too)
+    return gnf.names, gnf.table, gnf.start, (gnf.origins, gnf.merged_from, sizes), [store.nodes[i] for i in range(len(store))]
 
 
 @pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])

@@ -23,6 +23,8 @@
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order.
  *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
  *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
+ *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
+ *   left_work(order, roots, m) -> bytes      the nonterminals gnf._remove_left_recursion changes.
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -1327,6 +1329,115 @@ done:
     return out;
 }
 
+/* reachable_count(roots) -> int: len(WordStore.reachable(roots)) (nodes other than EMPTY and EPSILON below
+ * the roots, the roots included), without the set: the normal form's size after each step. */
+static PyObject *words_reachable_count(Words *S, PyObject *roots_obj) {
+    Py_ssize_t n;
+    int64_t *roots = gnf_node_list(S, roots_obj, &n, 0);
+    if (!roots) return NULL;
+    PyObject *out = NULL;
+    uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    int64_t *stack = NULL, cap = 0, top = 0, count = 0;
+    if (!seen || grow((void **)&stack, &cap, n + 1, sizeof(int64_t)) < 0) goto nomem;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (roots[i] > W_EPSILON) stack[top++] = roots[i];
+    while (top) {
+        int64_t node = stack[--top];
+        if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+        seen[node >> 6] |= (uint64_t)1 << (node & 63);
+        count++;
+        int64_t e0 = S->estart[node], m = n_edges(S, node);
+        if (grow((void **)&stack, &cap, top + m, sizeof(int64_t)) < 0) goto nomem;
+        for (int64_t i = e0; i < e0 + m; i++) {
+            int64_t c = S->ekid[i];
+            if (c > W_EPSILON && !((seen[c >> 6] >> (c & 63)) & 1)) stack[top++] = c;
+        }
+    }
+    out = PyLong_FromLongLong(count);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(roots);
+    free(seen);
+    free(stack);
+    return out;
+}
+
+/* count_sum(roots) -> int or None: the sum of count(r) over the roots (Words.count, memoised per node), None
+ * when some root's count is past 64 bits (the caller counts those with Python's ints). */
+static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
+    PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
+    if (!fast) return NULL;
+    PyObject *total = PyLong_FromLong(0);
+    for (Py_ssize_t i = 0; total && i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *got = words_count(S, PySequence_Fast_GET_ITEM(fast, i));
+        if (!got) {
+            Py_CLEAR(total);
+            break;
+        }
+        if (got == Py_None) {
+            Py_DECREF(total);
+            total = got;
+            break;
+        }
+        PyObject *sum = PyNumber_Add(total, got);
+        Py_DECREF(got);
+        Py_DECREF(total);
+        total = sum;
+    }
+    Py_DECREF(fast);
+    return total;
+}
+
+/* left_work(order, roots, m) -> bytes: for gnf._remove_left_recursion, flag i set where order[i]'s rule set
+ * (roots[i]) has a nonterminal edge on itself or on one earlier in the order (nonterminals < m); the others
+ * it leaves as they are (no node made), and their rule sets are not changed before their turn. */
+static PyObject *words_left_work(Words *S, PyObject *args) {
+    PyObject *order_obj, *roots_obj;
+    long long m;
+    if (!PyArg_ParseTuple(args, "OOL", &order_obj, &roots_obj, &m)) return NULL;
+    Py_ssize_t n, n2;
+    int64_t *order = gnf_node_list(S, order_obj, &n, 2), *roots = NULL, *pos = NULL;
+    if (!order) return NULL;
+    PyObject *out = NULL;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "left_work: order and roots differ in number");
+        goto done;
+    }
+    pos = malloc((size_t)(m + 1) * sizeof(int64_t));
+    if (!pos) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t a = 0; a <= m; a++) pos[a] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (order[i] < 0 || order[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "left_work: a nonterminal past m");
+            goto done;
+        }
+        pos[order[i]] = i;
+    }
+    out = PyBytes_FromStringAndSize(NULL, n);
+    if (!out) goto done;
+    char *flag = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = roots[i], a = order[i];
+        flag[i] = 0;
+        for (int64_t e = S->estart[r]; e < S->estart[r + 1] && !flag[i]; e++) {
+            int64_t sym = S->esym[e];
+            if (sym == a || (sym >= 0 && sym < m && pos[sym] >= 0 && pos[sym] < i)) flag[i] = 1;
+        }
+    }
+done:
+    free(order);
+    free(roots);
+    free(pos);
+    return out;
+}
+
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
  * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
  * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
@@ -1456,4 +1567,7 @@ done:
         {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
         {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
         {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
-        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"},
+        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
+        {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \
+        {"count_sum", (PyCFunction)words_count_sum, METH_O, "the sum of count(r) over roots, or None (_gnf_passes.h)"}, \
+        {"left_work", (PyCFunction)words_left_work, METH_VARARGS, "gnf._remove_left_recursion's work list (_gnf_passes.h)"},
