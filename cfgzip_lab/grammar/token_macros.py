@@ -183,6 +183,11 @@ def token_tag_dispatch(arguments: MacroArguments, span: Span) -> Expr:
 def _token_sets(ast: GrammarAST) -> Iterable[TokenSet]:
     from .tree import Automaton
 
+    if ast.text and "Token" not in ast.text:
+        # Every macro is spelled Token(...), ExcludeToken(...) or TokenTagDispatch(...): a text
+        # without the word has none, and the walk over the whole tree (a third of an object
+        # schema's lowering, and again when classing checks the vocabulary) is not needed.
+        return
     todo: list[Expr] = [rule.body for rule in ast.rules.values()]
     while todo:
         e = todo.pop()
