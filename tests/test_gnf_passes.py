@@ -9,15 +9,21 @@ same nonterminals, table and store nodes under the same ids (and so the WordStor
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import random
 
 import pytest
-from paths import BUNDLED, CORPORA, grammar_id, third_party_grammars
+from paths import BUNDLED, CORPORA, REPO, grammar_id, third_party_grammars
 
 from cfgzip_lab.grammar import gnf as gnf_module
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.native import compiled
 from cfgzip_lab.pipeline import compile_grammar
+
+_spec = importlib.util.spec_from_file_location("_startup_bench", REPO / "benchmarks" / "startup.py")
+_startup_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_startup_bench)  # the benchmark's json-mode-eval-like object schemas
 
 pytestmark = pytest.mark.skipif(
     not compiled.available() or not hasattr(compiled._kernel.Words, "map_symbols"),
@@ -37,6 +43,8 @@ def _sample() -> list[tuple[str, str, str]]:
     out += [(p.name, p.read_text(encoding="utf-8"), "ebnf") for p in rng.sample(ebnf, min(12, len(ebnf)))]
     schemas = sorted(p for p in (CORPORA / "json-schema-test-suite").glob("*.json") if ".instance" not in p.name)
     out += [(p.name, p.read_text(encoding="utf-8"), "json_schema") for p in rng.sample(schemas, min(8, len(schemas)))]
+    # json-mode-eval-like object schemas (benchmarks/startup.py's): the inputs the start-up is measured on
+    out += [(f"object{i}", json.dumps(_startup_bench._object(random.Random(i))[0]), "json_schema") for i in range(3)]
     return out
 
 
@@ -50,7 +58,8 @@ def _built(text: str, kind: str, in_c: bool, monkeypatch) -> tuple:
     except GrammarError as error:
         return ("error", str(error))
     store = gnf.store
-    return gnf.names, gnf.table, gnf.start, gnf.origins, [store.nodes[i] for i in range(len(store))]
+    sizes = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in gnf.steps]  # (counted in C too)
+    return gnf.names, gnf.table, gnf.start, (gnf.origins, gnf.merged_from, sizes), [store.nodes[i] for i in range(len(store))]
 
 
 @pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
@@ -114,3 +123,60 @@ def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     calls.clear()
     compile_grammar('root ::= "a" x? "b"\nx ::= [0-9]+ | "" \n', compiled_store=False)
     assert calls and not any(calls)
+
+
+def test_merging_runs_in_c_where_the_store_is_compiled(monkeypatch):
+    """The equivalent-nonterminal merge is the C pass (it computes the stack adjacency itself: the Python
+    walk's stack_below is not called), and the Python walk where the store is a WordStore."""
+    calls = []
+    real = gnf_module.stack_below
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gnf_module, "stack_below", spy)
+    text = 'root ::= "a" x "b" | "c" x "b"\nx ::= [0-9]+ | "" \n'
+    native = compile_grammar(text).gnf
+    assert not calls
+    python = compile_grammar(text, compiled_store=False).gnf
+    assert calls
+    assert native.names == python.names and native.merged_from == python.merged_from
+
+
+@pytest.mark.parametrize("base", [0, 3, 40, 400])
+def test_merging_past_its_budget_in_c_is_the_python_walks(base, monkeypatch):
+    """A merge stopped by its node budget stops at the same node in C: the GNF is left unmerged alike
+    (same step name, same nodes), whatever round the budget runs out in."""
+    monkeypatch.setattr(gnf_module, "MERGE_BUDGET_BASE", base)
+    monkeypatch.setattr(gnf_module, "MERGE_BUDGET_PER_NODE", 0)
+    text = (BUNDLED[0].parent / "json.ebnf").read_text(encoding="utf-8")
+    python = _built(text, "ebnf", False, monkeypatch)
+    native = _built(text, "ebnf", True, monkeypatch)
+    assert python[:4] == native[:4] and python[4:] == native[4:]
+    steps = [s.name for s in compile_grammar(text).gnf.steps]
+    assert ("merging (skipped: past its budget)" in steps) == (base < 400)
+
+
+@pytest.mark.parametrize("name", ["json.ebnf", "object0"])
+def test_a_normal_form_past_its_budget_fails_alike_in_c(name, monkeypatch):
+    """The C passes stop at the node the Python walks stop at, and name the same step and rule: the error
+    (message, line, column) is the same for budgets that run out in every step."""
+    text, kind = next((t, k) for n, t, k in SAMPLE if n == name)
+    full = compile_grammar(text, kind=kind).gnf.store.created
+    seen = set()
+    for budget in sorted({max(1, full * i // 40) for i in range(40)}):
+        python = _built_within(text, kind, budget, False, monkeypatch)
+        native = _built_within(text, kind, budget, True, monkeypatch)
+        assert python == native, budget
+        seen.add(python[0].split("in step '")[-1].split("'")[0] if python[0] else None)
+    assert {"unit rules", "leading substitution", "merging"} <= seen, seen
+
+
+def _built_within(text: str, kind: str, budget: int, in_c: bool, monkeypatch) -> tuple:
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", in_c)
+    try:
+        gnf = compile_grammar(text, kind=kind, max_gnf_nodes=budget).gnf
+    except GrammarError as error:
+        return str(error), [(d.line, d.column, d.message) for d in error.diagnostics]
+    return "", gnf.names, gnf.table, [gnf.store.nodes[i] for i in range(len(gnf.store))]

@@ -130,6 +130,44 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
 
 
 @needs_kernel
+def test_lazy_union_rows_are_the_eager_ones():
+    """expansion_tables(..., lazy=True) leaves the unions of two or more large classes to expand_row,
+    which makes each when a class set first needs it: the same rows as the eager tables (once made),
+    the same packed vocabulary rows for every class set, and unions no set needed never written."""
+    from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
+    from cfgzip_lab.native import _kernel
+
+    rng = np.random.default_rng(2)
+    vocab = _llama3()
+    for class_of in list(_partitions(vocab))[:2] + [rng.integers(0, 40, size=5000)]:
+        k = int(class_of.max()) + 1
+        words = -(-class_of.size // 32)
+        members, tables, pairs = compiled_tables(_kernel, class_of, k, most=64, min_tokens=1, vocab_words=words)
+        lm, lt, lp, built = compiled_tables(_kernel, class_of, k, most=64, min_tokens=1, vocab_words=words, lazy=True)
+        assert np.array_equal(lm, members) and lt.shape == tables.shape and lt.flags.writeable
+        singles = [c for c in range(16) if c and not c & (c - 1)]
+        assert np.array_equal(lt[:, singles], tables[:, singles])
+        assert built.reshape(-1, 16)[:, singles].all() and not built.reshape(-1, 16)[:, [3, 5, 15]].any()
+        eager, lazy = CompiledExpansion(_kernel, members, tables, pairs), CompiledExpansion(_kernel, lm, lt, lp, built)
+        sets = [(1 << k) - 1, 1, 0] + [
+            int.from_bytes(np.packbits(rng.random(k) < d, bitorder="little").tobytes(), "little")
+            for d in (0.05, 0.3, 0.6, 0.95)
+            for _ in range(4)
+        ]
+        nbytes = -(-k // 8)
+        for s in sets:
+            assert np.array_equal(lazy.expand(s.to_bytes(nbytes, "little")), eager.expand(s.to_bytes(nbytes, "little")))
+        made = built.reshape(-1, 16).astype(bool)
+        assert np.array_equal(lt[made], tables[made]) and not made.all() or k <= 4
+    with pytest.raises(ValueError, match="do not fit"):  # `built` of another size
+        _kernel.expand_row(b"\x01", members, tables.copy(), pairs.indptr, pairs.words, pairs.bits, pairs.all_bits,
+                           np.zeros(words, np.int32), bytearray(3))  # fmt: skip
+    with pytest.raises(ValueError, match="read-only"):  # lazy needs writable tables
+        _kernel.expand_row(b"\x01", members, tables, pairs.indptr, pairs.words, pairs.bits, pairs.all_bits,
+                           np.zeros(words, np.int32), built)  # fmt: skip
+
+
+@needs_kernel
 def test_kernel_refuses_tables_that_do_not_fit():
     from cfgzip_lab.native import _kernel
 
@@ -323,3 +361,48 @@ def test_trie_kernel_refuses_bad_arrays_and_bad_stores():
         _kernel.trie_mask(t, [(False, ())], 5, out)
     with pytest.raises(ValueError, match="wrong size"):
         _kernel.trie_mask(t, [(False, ())], 0, np.zeros(2, u64))
+
+
+@needs_kernel
+@pytest.mark.parametrize("name, dense", [("json", 32), ("sql_select", 32), ("c_like", 32), ("xml", 1), ("bython", 10**9)])
+def test_trie_arrays_equal_the_numpy_ones(name, dense):
+    """``_kernel.trie_arrays`` (the engine's trie in one pass per array) gives what
+    :meth:`SigmaInIndex.kernel_arrays` gives, array for array, on real indexes (byte vocabulary),
+    with some, every and no node dense; the engine then walks the same trie."""
+    from cfgzip_lab.bundled import bundled_grammars
+    from cfgzip_lab.native import build_native_engine
+    from cfgzip_lab.native.walk import _compiled_kernel_arrays
+    from cfgzip_lab.pipeline import build_classes, compile_grammar
+    from cfgzip_lab.vocab import vocab_from_bytes
+
+    tokens = [bytes([b]) for b in range(256)] + [b"", b"  ", b"ab", b"if", b"(\n", b"\xc3\xa9", b"</", b"SELECT"]
+    vocab = vocab_from_bytes(tokens, stop_ids=[256], vocab_size=len(tokens), name="bytes")
+    compiled = compile_grammar(bundled_grammars()[name].read_text(encoding="utf-8"))
+    result = build_classes(compiled, vocab)
+    index = build_native_engine(compiled, vocab, result.classes, classing=result).index
+    words = max(1, -(-result.classes.num_classes // 64))
+    want = index.kernel_arrays(dense, words)
+    got = _compiled_kernel_arrays(index, dense, words)
+    assert got is not None and index.num_nodes > 1 and set(got) == set(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key]), key
+
+
+@needs_kernel
+def test_trie_arrays_refuses_bad_index_arrays():
+    from cfgzip_lab.native import _kernel
+
+    i32, i64 = np.int32, np.int64
+    edges, indptr, classes = np.array([0, 5, 1, 0, 7, 2], i32), np.array([0, 1, 1, 2], i64), np.array([3, 9], i32)
+    ptr, syms, kids, di, rows, lp, lc = _kernel.trie_arrays(edges, indptr, classes, 3, 1, 1)
+    assert np.frombuffer(ptr, i32).tolist() == [0, 2, 2, 2] and np.frombuffer(di, i32).tolist() == [0, -1, 1]
+    assert np.frombuffer(rows, np.uint64).tolist() == [1 << 3, 1 << 9] and np.frombuffer(lp, i32).tolist() == [0, 0, 0, 0]
+    assert _kernel.trie_arrays(np.array([0, 7, 2, 0, 5, 1], i32), indptr, classes, 3, 1, 1) is None  # unsorted
+    for bad in (
+        (np.array([0, 5, 3], i32), indptr, classes, 3),  # a child past the nodes
+        (edges, np.array([0, 1, 2], i64), classes, 3),  # indptr of another node count
+        (edges, indptr, np.array([3, 64], i32), 3),  # a class past the words
+        (edges, np.array([0, 2, 1, 2], i64), classes, 3),  # lists out of order
+    ):
+        with pytest.raises(ValueError, match="trie_arrays"):
+            _kernel.trie_arrays(*bad, 1, 1)

@@ -393,7 +393,7 @@ def _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, keys, 
         progress(trie.info()["eligible"], trie.info()["eligible"])
     class_of = np.empty(len(node_of), dtype=np.int32)
     reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
-        trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP)
+        trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP), len(store)
     )
     reps = np.frombuffer(reps, dtype=np.int32).copy()
     kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()

@@ -168,6 +168,9 @@ class GNF:
 
     @property
     def dag_nodes(self) -> int:
+        native = _passes(self.store)
+        if native is not None and hasattr(native, "reachable_count"):
+            return native.reachable_count([t for row in self.table for t in row.values()])
         return len(self.store.reachable(t for row in self.table for t in row.values()))
 
     @property
@@ -177,10 +180,17 @@ class GNF:
         A family counts the productions of its rule schema ``F_c → a T_X(a) W_c`` once per
         choice in ``W_c`` (continue, stop), not once per member: it is never listed.
         """
+        native = _passes(self.store)
+        got = None
+        if native is not None and hasattr(native, "count_sum"):  # (None past 64 bits: the loop)
+            got = native.count_sum([tail for row in self.table for tail in set(row.values())])
         total = 0
-        for row in self.table:
-            for tail in set(row.values()):
-                total += self.store.count(tail)
+        if got is not None:
+            total = got
+        else:
+            for row in self.table:
+                for tail in set(row.values()):
+                    total += self.store.count(tail)
         for family in self.families:
             choices = 1 + int(family.min < (family.max or 1 << 62))
             total += choices * sum(self.store.count(t) for t in set(self.table[family.item].values()))
@@ -278,6 +288,12 @@ class _Rules:
 
     def size(self) -> tuple[int, int, int]:
         store = self.store
+        native = _passes(store)
+        if native is not None and hasattr(native, "count_sum"):  # the same sizes, counted in C
+            roots = list(self.rhs.values())
+            total = native.count_sum(roots)
+            if total is not None:  # (None: some count past 64 bits, the loop below)
+                return len(self.rhs), native.reachable_count(roots), total
         nodes = store.reachable(self.rhs.values())
         count = getattr(store, "native", store).count  # (the compiled count; None past 64 bits)
         total = 0
@@ -316,6 +332,9 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     shapes: dict[int, tuple[int, str]] = {}
 
     origins: dict[tuple, Origin] = {}  # (rule, span) → its Origin: a literal's bytes share one
+    atom_at = {a.bits & -a.bits: k for k, a in enumerate(atoms) if a.bits}  # smallest bit → atom
+    representatives = sum(atom_at)
+    names, rule_origins, rule_sets = rules.names, rules.origins, rules.rhs
     native = _passes(store)
     word = native.word if native is not None else store.word
 
@@ -331,10 +350,22 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         if nt is None:
             shape = shapes.get(s.bits)  # (rule set, name) per byte set: occurrences repeat them
             if shape is None:
-                members = [k for k, a in enumerate(atoms) if a.bits & s.bits] if s.bits else [len(atoms) - 1]
+                if s.bits:
+                    # The atoms a set holds, in atom order: an atom is in it iff its smallest bit is (no
+                    # set splits an atom), and atoms are ordered by their smallest bits.
+                    members, bits = [], s.bits & representatives
+                    while bits:
+                        low = bits & -bits
+                        members.append(atom_at[low])
+                        bits ^= low
+                else:
+                    members = [len(atoms) - 1]
                 rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
                 shape = shapes[s.bits] = (rhs, format_byteset(s))
-            nt = lifted[s.bits] = rules.add(shape[1], shape[0], (origin,))
+            names.append(shape[1])  # rules.add, inlined: one nonterminal per occurrence
+            rule_origins.append((origin,))
+            nt = lifted[s.bits] = len(names) - 1
+            rule_sets[nt] = shape[0]
         elif origin not in rules.origins[nt]:
             rules.origins[nt] += (origin,)
         return nt
@@ -571,6 +602,16 @@ def _install_families(rules: _Rules, nullable: set[int]) -> None:
 
 def _remove_units(rules: _Rules) -> None:
     store = rules.store
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "remove_units"):  # the same walk in C, the same nodes
+        nts, at = list(rules.rhs), array("q", [-1])
+        try:
+            got = native.remove_units(nts, list(rules.rhs.values()), len(rules.names), at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs = dict(zip(nts, got))
+        return
     units: dict[int, set[int]] = {}
     proper: dict[int, int] = {}
     for a, r in rules.rhs.items():
@@ -700,6 +741,19 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     # order and are done already), then the Z's in creation order.
     originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
     zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "substitute_leading"):  # the same walk in C, the same nodes
+        seq, at = originals[::-1] + zs, array("q", [-1])
+        roots = [-1] * len(rules.names)
+        for a, r in rules.rhs.items():
+            roots[a] = r
+        try:
+            got = native.substitute_leading(seq, roots, at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs.update(zip(seq, got))
+        return
     for a in originals[::-1] + zs:
         rules.current = a
         rules.rhs[a] = _substitute_leading(store, rules.rhs[a], rules.rhs, lambda s: s >= 0)
@@ -790,7 +844,11 @@ def _merge_within_budget(
 ) -> tuple[list[int], list[dict[int, int]]] | None:
     """:func:`_merge_equivalent`, or None when it would create more nodes than its budget."""
     outer = store.limit
-    nodes = len(store.reachable(t for row in table for t in row.values()))
+    native = _passes(store)
+    if native is not None and hasattr(native, "reachable_count"):
+        nodes = native.reachable_count([t for row in table for t in row.values()])
+    else:
+        nodes = len(store.reachable(t for row in table for t in row.values()))
     store.limit = min(outer, store.created + MERGE_BUDGET_BASE + MERGE_BUDGET_PER_NODE * nodes)
     try:
         return _merge_equivalent(store, table, start, family_items)
@@ -816,6 +874,15 @@ def _merge_equivalent(
     each family keeps a context entry of its own.
     Returns (block_of, merged table).
     """
+    native = _passes(store) if not family_items else None
+    if native is not None and hasattr(native, "merge_equivalent"):
+        # The whole refinement in C (native/_gnf_passes.h): the same rounds, the same nodes in the same
+        # order; None past the stack adjacency's memory bound (then the walk below).
+        got = native.merge_equivalent([list(row) for row in table], [list(row.values()) for row in table], start)
+        if got is not None:
+            block, tails = got
+            last = {b: a for a, b in enumerate(block)}  # the Python walk's rows: its last member's
+            return block, [dict(zip(table[last[b]], tails[b])) for b in range(len(tails))]
     below = stack_below(table, store, start, family_items)
     n = len(table)
     block = [0] * n
@@ -836,7 +903,6 @@ def _merge_equivalent(
                 by_symbol.setdefault(s, []).append(node)
     memo: dict[int, int] = {EPSILON: EPSILON}
     nodes, make, union = store.nodes, store.make, store.union
-    native = _passes(store) if not family_items else None
     if native is not None:  # the C pass renames through ``block`` itself, kept as an int64 array
         block = array("q", block)
         cmemo = _memo(store)
@@ -918,7 +984,7 @@ def _merge_equivalent(
             stale.extend(parents.get(node, ()))
         for a in moved:
             affected.update(context_users.get(a, ()))
-        for a in affected:
+        for a in sorted(affected):  # in nonterminal order (the renamed tails' nodes are made in it; the C pass's)
             sig[a] = signature(a)
         touched = {block[a] for a in affected}
     # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
@@ -1053,7 +1119,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         for a, i in dense.items():
             to[a] = i
         tails = iter(native.map_symbols([c for row in rows for _, c in row], to, _memo(store)))
-        table = [{atom_index(s): next(tails) for s, _ in row} for row in rows]
+        table = [{-1 - s: next(tails) for s, _ in row} for row in rows]  # (atom_index, inlined)
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
     merged_name = "merging"
     if merge:
@@ -1065,13 +1131,21 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
             block, table = merged
     else:
         block = list(range(len(table)))
-    names_by_block: dict[int, str] = {}
-    origins_by_block: dict[int, dict[Origin, None]] = {}
-    members_by_block: dict[int, list[str]] = {}
+    # Per block: the first member's name, the members' origins in order (each once), the members' names.
+    nblocks = len(table)
+    names_by_block: list = [None] * nblocks
+    origins_by_block: list = [()] * nblocks
+    members_by_block: list = [None] * nblocks
+    all_names, all_origins = rules.names, rules.origins
     for a, b in zip(live, block):
-        names_by_block.setdefault(b, rules.names[a])
-        origins_by_block.setdefault(b, {}).update(dict.fromkeys(rules.origins[a]))
-        members_by_block.setdefault(b, []).append(rules.names[a])
+        name = all_names[a]
+        if names_by_block[b] is None:
+            names_by_block[b] = name
+            origins_by_block[b] = all_origins[a]
+            members_by_block[b] = [name]
+        else:
+            origins_by_block[b] += all_origins[a]
+            members_by_block[b].append(name)
     families = [
         Family(
             name=name,
@@ -1085,7 +1159,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     ]
     gnf = GNF(
         dead_atom=len(rules.atoms) - 1 if rules.atoms and not rules.atoms[-1].bits else -1,
-        names=[names_by_block[b] for b in range(len(table))],
+        names=names_by_block,
         start=block[0],
         accepts_empty=accepts_empty,
         atoms=rules.atoms,
@@ -1093,8 +1167,8 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         table=table,
         store=store,
         steps=steps,
-        origins=[tuple(origins_by_block[b]) for b in range(len(table))],
-        merged_from=[tuple(members_by_block[b]) for b in range(len(table))],
+        origins=[o if len(o) < 2 else tuple(dict.fromkeys(o)) for o in origins_by_block],
+        merged_from=[tuple(m) for m in members_by_block],
         families=families,
     )
     now = time.perf_counter()

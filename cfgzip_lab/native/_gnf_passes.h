@@ -19,6 +19,11 @@
  *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
  *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB).
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
+ *   merge_equivalent(atoms, tails, start)    gnf._merge_equivalent without families: the whole partition
+ *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order.
+ *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
+ *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
+ *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -450,34 +455,23 @@ static PyObject *words_word(Words *S, PyObject *symbols) {
     return PyLong_FromLongLong(node);
 }
 
-/* below_sets_of(rows, start, bottom) -> list of sets, or None past its memory bound: gnf.stack_below
- * for a table without families (rows[a]: the tails of a's row), `bottom` standing for BOTTOM. The same
- * fixpoint over bitsets: below[Bi] holds B(i+1) for every word's neighbours, and below[a] flows into
- * below[b] for every b ending some word of a's tails. Reads the store only. */
-static PyObject *words_below_sets_of(Words *S, PyObject *args) {
-    PyObject *rows_obj, *bottom;
-    long long start;
-    if (!PyArg_ParseTuple(args, "O!LO", &PyList_Type, &rows_obj, &start, &bottom)) return NULL;
-    int64_t n = PyList_GET_SIZE(rows_obj);
-    if (start < 0 || start >= n) {
-        PyErr_SetString(PyExc_ValueError, "below_sets_of: start out of range");
-        return NULL;
-    }
+/* gnf.stack_below for a table without families, over bitsets (rows[a]: the tails of a's row, lens[a] of
+ * them; bit n of a row stands for BOTTOM): below[Bi] holds B(i+1) for every word's neighbours, and below[a]
+ * flows into below[b] for every b ending some word of a's tails. The tails' nodes are numbered in post-order
+ * (children first): dense[node] (-1: not below any tail, S->n entries) and order[r]. Returns 0 (*below_out:
+ * n rows of *W_out words), 1 past its memory bound (~128 MB: the caller takes the Python walk), -1 with a
+ * Python error set. Reads the store only. */
+static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int64_t n, int64_t start,
+                          uint64_t **below_out, int64_t *W_out, int32_t **dense_out, int32_t **order_out,
+                          int64_t *R_out) {
     int64_t W = (n + 1 + 63) / 64, R = 0;
-    PyObject *out = NULL;
+    int rc = -1;
     uint64_t *below = NULL, *lasts = NULL, *ends = NULL;
-    int32_t *dense = NULL, *order = NULL;
+    int64_t *queue = NULL;
+    uint8_t *inq = NULL;
+    int32_t *dense = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
+    int32_t *order = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
     int64_t *stack = NULL, cap = 0, top = 0;
-    int64_t **rows = calloc((size_t)n + 1, sizeof(int64_t *));
-    Py_ssize_t *lens = calloc((size_t)n + 1, sizeof(Py_ssize_t));
-    if (!rows || !lens) goto nomem;
-    for (int64_t a = 0; a < n; a++) {
-        rows[a] = gnf_node_list(S, PyList_GET_ITEM(rows_obj, a), &lens[a], 0);
-        if (!rows[a]) goto done;
-    }
-    /* the tails' nodes, numbered in post-order (children first) */
-    dense = malloc((size_t)S->n * sizeof(int32_t));
-    order = malloc((size_t)S->n * sizeof(int32_t));
     if (!dense || !order) goto nomem;
     memset(dense, 0xFF, (size_t)S->n * sizeof(int32_t)); /* -1: not numbered yet */
     for (int64_t a = 0; a < n; a++)
@@ -511,8 +505,7 @@ static PyObject *words_below_sets_of(Words *S, PyObject *args) {
             }
         }
     if ((double)R * (double)W > 16e6 || (double)n * (double)W > 16e6) { /* past ~128 MB: the Python walk */
-        Py_INCREF(Py_None);
-        out = Py_None;
+        rc = 1;
         goto done;
     }
     below = calloc((size_t)n * W + 1, sizeof(uint64_t));
@@ -541,20 +534,107 @@ static PyObject *words_below_sets_of(Words *S, PyObject *args) {
             const uint64_t *theirs = lasts + (int64_t)dense[rows[a][k]] * W;
             for (int64_t w = 0; w < W; w++) ends[a * W + w] |= theirs[w];
         }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int64_t a = 0; a < n; a++)
-            for (int64_t v = 0; v < W; v++)
-                for (uint64_t bits = ends[a * W + v]; bits; bits &= bits - 1) {
+    /* below[a] flows into below[b] for b in ends[a]: a worklist (FIFO, every a queued once to begin with)
+     * until nothing grows; the least fixpoint, as the rounds over every a reached (fewer passes on chains) */
+    queue = malloc((size_t)(n + 1) * sizeof(int64_t));
+    inq = malloc((size_t)n + 1);
+    if (!queue || !inq) goto nomem;
+    for (int64_t a = 0; a < n; a++) {
+        queue[a] = a;
+        inq[a] = 1;
+    }
+    for (int64_t head = 0, count = n; count; count--, head = head + 1 == n + 1 ? 0 : head + 1) {
+        int64_t a = queue[head];
+        inq[a] = 0;
+        for (int64_t v = 0; v < W; v++)
+            for (uint64_t bits = ends[a * W + v]; bits; bits &= bits - 1) {
                 int64_t b = v * 64 + __builtin_ctzll(bits);
+                int grew = 0;
                 for (int64_t w = 0; w < W; w++) {
                     uint64_t more = below[a * W + w] & ~below[b * W + w];
                     if (more) {
                         below[b * W + w] |= more;
-                        changed = 1;
+                        grew = 1;
                     }
                 }
+                if (grew && !inq[b]) {
+                    inq[b] = 1;
+                    int64_t tail = head + count;
+                    queue[tail >= n + 1 ? tail - (n + 1) : tail] = b;
+                    count++;
+                }
             }
+    }
+    rc = 0;
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(lasts);
+    free(ends);
+    free(stack);
+    free(queue);
+    free(inq);
+    if (rc == 0) {
+        *below_out = below;
+        *W_out = W;
+        *R_out = R;
+        if (dense_out) *dense_out = dense; else free(dense);
+        if (order_out) *order_out = order; else free(order);
+    } else {
+        free(below);
+        free(dense);
+        free(order);
+    }
+    return rc;
+}
+
+/* A list of lists of node ids (mode 0) or of integers (mode 2) as C arrays: rows[a], lens[a]. */
+static int gnf_rows(Words *S, PyObject *rows_obj, int64_t n, int mode, int64_t ***rows_out, Py_ssize_t **lens_out) {
+    int64_t **rows = calloc((size_t)n + 1, sizeof(int64_t *));
+    Py_ssize_t *lens = calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    *rows_out = rows;
+    *lens_out = lens;
+    if (!rows || !lens) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t a = 0; a < n; a++) {
+        rows[a] = gnf_node_list(S, PyList_GET_ITEM(rows_obj, a), &lens[a], mode);
+        if (!rows[a]) return -1;
+    }
+    return 0;
+}
+
+static void gnf_rows_free(int64_t **rows, Py_ssize_t *lens, int64_t n) {
+    if (rows)
+        for (int64_t a = 0; a < n; a++) free(rows[a]);
+    free(rows);
+    free(lens);
+}
+
+/* below_sets_of(rows, start, bottom) -> list of sets, or None past its memory bound: gnf.stack_below
+ * for a table without families (rows[a]: the tails of a's row), `bottom` standing for BOTTOM. */
+static PyObject *words_below_sets_of(Words *S, PyObject *args) {
+    PyObject *rows_obj, *bottom;
+    long long start;
+    if (!PyArg_ParseTuple(args, "O!LO", &PyList_Type, &rows_obj, &start, &bottom)) return NULL;
+    int64_t n = PyList_GET_SIZE(rows_obj);
+    if (start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "below_sets_of: start out of range");
+        return NULL;
+    }
+    PyObject *out = NULL;
+    uint64_t *below = NULL;
+    int64_t W = 0, R = 0;
+    int64_t **rows;
+    Py_ssize_t *lens;
+    if (gnf_rows(S, rows_obj, n, 0, &rows, &lens) < 0) goto done;
+    int rc = gnf_below_bits(S, rows, lens, n, start, &below, &W, NULL, NULL, &R);
+    if (rc < 0) goto done;
+    if (rc == 1) {
+        out = Py_NewRef(Py_None);
+        goto done;
     }
     out = PyList_New(n);
     for (int64_t a = 0; out && a < n; a++) {
@@ -575,21 +655,738 @@ static PyObject *words_below_sets_of(Words *S, PyObject *args) {
             Py_DECREF(x);
         }
     }
+done:
+    gnf_rows_free(rows, lens, n);
+    free(below);
+    return out;
+}
+
+/* merge_equivalent(atoms, tails, start) -> (block, merged) or None: gnf._merge_equivalent for a table
+ * without families (atoms[a], tails[a]: a's row in its dict order), None past the stack adjacency's memory
+ * bound (gnf_below_bits: the Python walk). The same rounds as the Python walk: blocks first keyed by (a is the
+ * start, a's atoms); a signature is (the blocks of a's below-set, BOTTOM as -1; a's tails renamed through
+ * the blocks, gnf_map) and each touched block splits by signature, its first part (in nonterminal order)
+ * keeping the id, the others numbered on in order; the renamed tails that read a moved nonterminal (and their
+ * ancestors) are forgotten, and the nonterminals owning them or holding a moved one in their below-set are
+ * signed again in nonterminal order (tails in row order: the nodes are made in the Python walk's order).
+ * Then blocks numbered by first appearance, and every a's tails renamed through them in nonterminal order
+ * with a fresh memo. `block`: that numbering per nonterminal; `merged[b]`: the renamed tails (row order) of
+ * b's last member. */
+static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
+    PyObject *atoms_obj, *tails_obj;
+    long long start;
+    if (!PyArg_ParseTuple(args, "O!O!L", &PyList_Type, &atoms_obj, &PyList_Type, &tails_obj, &start)) return NULL;
+    int64_t n = PyList_GET_SIZE(atoms_obj);
+    if (PyList_GET_SIZE(tails_obj) != n || start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
+        return NULL;
+    }
+    PyObject *out = NULL;
+    int64_t **atoms = NULL, **tails = NULL;
+    Py_ssize_t *alens = NULL, *lens = NULL;
+    uint64_t *below = NULL;
+    int32_t *dense = NULL, *order = NULL;
+    int64_t W = 0, R = 0;
+    /* everything below is freed at done (NULL is fine) */
+    int64_t *off = NULL, *perm = NULL, *block = NULL, *rt = NULL, *ctx = NULL, *coff = NULL, *cl = NULL;
+    uint64_t *sh = NULL;
+    int64_t *keytab = NULL, *gtab = NULL, *grep = NULL, *gslot = NULL, *ghead = NULL, *gtail = NULL;
+    int64_t *mfirst = NULL, *mlast = NULL, *mnext = NULL, *mtmp = NULL;
+    int64_t *pstart = NULL, *plist = NULL, *bstart = NULL, *blist = NULL, *ostart = NULL, *olist = NULL;
+    int64_t *ustart = NULL, *ulist = NULL, *fill = NULL;
+    int64_t *touched = NULL, *moved = NULL, *affected = NULL, *stack = NULL, scap = 0;
+    uint32_t *seen = NULL, *amark = NULL, *bmark = NULL;
+    int32_t *memo = NULL;
+    int64_t *to_final = NULL, *last = NULL;
+    if (gnf_rows(S, atoms_obj, n, 2, &atoms, &alens) < 0 || gnf_rows(S, tails_obj, n, 0, &tails, &lens) < 0) goto done;
+    for (int64_t a = 0; a < n; a++)
+        if (alens[a] != lens[a]) {
+            PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
+            goto done;
+        }
+    int rc = gnf_below_bits(S, tails, lens, n, start, &below, &W, &dense, &order, &R);
+    if (rc < 0) goto done;
+    if (rc == 1) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    int64_t total = 0, ctotal = 0;
+    off = malloc((size_t)(n + 1) * sizeof(int64_t));
+    coff = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!off || !coff) goto nomem;
+    for (int64_t a = 0; a < n; a++) {
+        off[a] = total;
+        total += lens[a];
+        coff[a] = ctotal;
+        for (int64_t w = 0; w < W; w++) ctotal += __builtin_popcountll(below[a * W + w]);
+    }
+    off[n] = total;
+    coff[n] = ctotal;
+    int64_t kcap = 1;
+    while (kcap < 2 * n + 2) kcap *= 2;
+    perm = malloc((size_t)(total + 1) * sizeof(int64_t));
+    rt = malloc((size_t)(total + 1) * sizeof(int64_t));
+    ctx = malloc((size_t)(ctotal + 1) * sizeof(int64_t));
+    cl = calloc((size_t)n + 1, sizeof(int64_t));
+    sh = calloc((size_t)n + 1, sizeof(uint64_t));
+    block = malloc((size_t)(n + 1) * sizeof(int64_t));
+    keytab = malloc((size_t)kcap * sizeof(int64_t));
+    gtab = malloc((size_t)kcap * sizeof(int64_t));
+    grep = malloc((size_t)(n + 1) * sizeof(int64_t));
+    gslot = malloc((size_t)(n + 1) * sizeof(int64_t));
+    ghead = malloc((size_t)(n + 1) * sizeof(int64_t));
+    gtail = malloc((size_t)(n + 1) * sizeof(int64_t));
+    mfirst = malloc((size_t)(n + 1) * sizeof(int64_t));
+    mlast = malloc((size_t)(n + 1) * sizeof(int64_t));
+    mnext = malloc((size_t)(n + 1) * sizeof(int64_t));
+    mtmp = malloc((size_t)(n + 1) * sizeof(int64_t));
+    touched = malloc((size_t)(n + 1) * sizeof(int64_t));
+    moved = malloc((size_t)(n + 1) * sizeof(int64_t));
+    affected = malloc((size_t)(n + 1) * sizeof(int64_t));
+    amark = calloc((size_t)n + 1, sizeof(uint32_t));
+    bmark = calloc((size_t)n + 1, sizeof(uint32_t));
+    seen = calloc((size_t)R + 1, sizeof(uint32_t));
+    memo = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
+    if (!perm || !rt || !ctx || !cl || !sh || !block || !keytab || !gtab || !grep || !gslot || !ghead || !gtail ||
+        !mfirst || !mlast || !mnext || !mtmp || !touched || !moved || !affected || !amark || !bmark || !seen || !memo)
+        goto nomem;
+    int64_t mlen = S->n;
+    memset(memo, 0xFF, (size_t)mlen * sizeof(int32_t));
+    for (int64_t i = 0; i < kcap; i++) keytab[i] = gtab[i] = -1;
+    /* each row's positions sorted by atom (insertion sort: rows are short) */
+    for (int64_t a = 0; a < n; a++) {
+        int64_t *p = perm + off[a];
+        for (int64_t k = 0; k < lens[a]; k++) {
+            int64_t j = k;
+            while (j > 0 && atoms[a][p[j - 1]] > atoms[a][k]) {
+                p[j] = p[j - 1];
+                j--;
+            }
+            p[j] = k;
+        }
+    }
+    /* the first blocks: (a is the start, a's sorted atoms), numbered by first appearance */
+    int64_t next_id = 0;
+    for (int64_t a = 0; a < n; a++) {
+        uint64_t h = mix64((uint64_t)(a == start) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)lens[a]);
+        for (int64_t k = 0; k < lens[a]; k++) h = mix64(h ^ (uint64_t)atoms[a][perm[off[a] + k]]);
+        sh[a] = h;
+        uint64_t i = h & (uint64_t)(kcap - 1);
+        for (;; i = (i + 1) & (uint64_t)(kcap - 1)) {
+            int64_t r = keytab[i];
+            if (r < 0) {
+                keytab[i] = a;
+                block[a] = next_id++;
+                break;
+            }
+            if (sh[r] != h || (r == start) != (a == start) || lens[r] != lens[a]) continue;
+            int same = 1;
+            for (int64_t k = 0; same && k < lens[a]; k++)
+                same = atoms[r][perm[off[r] + k]] == atoms[a][perm[off[a] + k]];
+            if (same) {
+                block[a] = block[r];
+                break;
+            }
+        }
+    }
+    /* indexes over the tails' nodes (dense ids): parents, nodes with an edge on each nonterminal, the
+     * nonterminals whose rows hold each node, and those with each nonterminal in their below-set */
+    pstart = calloc((size_t)R + 2, sizeof(int64_t));
+    bstart = calloc((size_t)n + 2, sizeof(int64_t));
+    ostart = calloc((size_t)R + 2, sizeof(int64_t));
+    ustart = calloc((size_t)n + 2, sizeof(int64_t));
+    fill = malloc((size_t)((R > n ? R : n) + 2) * sizeof(int64_t));
+    if (!pstart || !bstart || !ostart || !ustart || !fill) goto nomem;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t node = order[r];
+        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+            pstart[dense[S->ekid[i]] + 1] += dense[S->ekid[i]] >= 0;
+            bstart[S->esym[i] + 1]++;
+        }
+    }
+    for (int64_t a = 0; a < n; a++) {
+        for (int64_t k = 0; k < lens[a]; k++) ostart[dense[tails[a][k]] + 1]++;
+        for (int64_t w = 0; w < W; w++)
+            for (uint64_t bits = below[a * W + w]; bits; bits &= bits - 1) {
+                int64_t b = w * 64 + __builtin_ctzll(bits);
+                if (b < n) ustart[b + 1]++;
+            }
+    }
+    for (int64_t r = 0; r < R; r++) {
+        pstart[r + 1] += pstart[r];
+        ostart[r + 1] += ostart[r];
+    }
+    for (int64_t a = 0; a < n; a++) {
+        bstart[a + 1] += bstart[a];
+        ustart[a + 1] += ustart[a];
+    }
+    plist = malloc((size_t)(pstart[R] + 1) * sizeof(int64_t));
+    blist = malloc((size_t)(bstart[n] + 1) * sizeof(int64_t));
+    olist = malloc((size_t)(ostart[R] + 1) * sizeof(int64_t));
+    ulist = malloc((size_t)(ustart[n] + 1) * sizeof(int64_t));
+    if (!plist || !blist || !olist || !ulist) goto nomem;
+    memcpy(fill, pstart, (size_t)(R + 1) * sizeof(int64_t));
+    for (int64_t r = 0; r < R; r++) {
+        int64_t node = order[r];
+        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+            int64_t c = dense[S->ekid[i]];
+            if (c >= 0) plist[fill[c]++] = r;
+        }
+    }
+    memcpy(fill, bstart, (size_t)(n + 1) * sizeof(int64_t));
+    for (int64_t r = 0; r < R; r++) {
+        int64_t node = order[r];
+        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) blist[fill[S->esym[i]]++] = r;
+    }
+    memcpy(fill, ostart, (size_t)(R + 1) * sizeof(int64_t));
+    for (int64_t a = 0; a < n; a++)
+        for (int64_t k = 0; k < lens[a]; k++) {
+            int64_t d = dense[tails[a][k]];
+            olist[fill[d]++] = a;
+        }
+    memcpy(fill, ustart, (size_t)(n + 1) * sizeof(int64_t));
+    for (int64_t a = 0; a < n; a++)
+        for (int64_t w = 0; w < W; w++)
+            for (uint64_t bits = below[a * W + w]; bits; bits &= bits - 1) {
+                int64_t b = w * 64 + __builtin_ctzll(bits);
+                if (b < n) ulist[fill[b]++] = a;
+            }
+    GnfPass P = {0};
+    P.to = block;
+    P.m = n;
+    P.memo = memo;
+    P.mlen = mlen;
+    /* signature(a): contexts sorted and unique, tails renamed in row order, a hash of both */
+#define GNF_SIGN(a)                                                                                          \
+    do {                                                                                                     \
+        int64_t *c_ = ctx + coff[a], len_ = 0;                                                               \
+        for (int64_t w = 0; w < W; w++)                                                                      \
+            for (uint64_t bits = below[(a) * W + w]; bits; bits &= bits - 1) {                               \
+                int64_t b = w * 64 + __builtin_ctzll(bits), v = b < n ? block[b] : -1, j = len_++;           \
+                while (j > 0 && c_[j - 1] > v) {                                                             \
+                    c_[j] = c_[j - 1];                                                                       \
+                    j--;                                                                                     \
+                }                                                                                            \
+                c_[j] = v;                                                                                   \
+            }                                                                                                \
+        int64_t u_ = 0;                                                                                      \
+        for (int64_t j = 0; j < len_; j++)                                                                   \
+            if (j == 0 || c_[j] != c_[u_ - 1]) c_[u_++] = c_[j];                                            \
+        cl[a] = u_;                                                                                          \
+        uint64_t h_ = 0x51ED27ULL + (uint64_t)u_;                                                            \
+        for (int64_t j = 0; j < u_; j++) h_ = mix64(h_ ^ (uint64_t)c_[j]);                                   \
+        for (int64_t k = 0; k < lens[a]; k++) {                                                              \
+            int64_t r_ = gnf_map(S, &P, tails[a][k], 0);                                                     \
+            if (r_ < 0) {                                                                                    \
+                raise_code(S, r_);                                                                           \
+                goto done;                                                                                   \
+            }                                                                                                \
+            rt[off[a] + k] = r_;                                                                             \
+        }                                                                                                    \
+        for (int64_t k = 0; k < lens[a]; k++) h_ = mix64(h_ ^ (uint64_t)rt[off[a] + perm[off[a] + k]]);      \
+        sh[a] = h_;                                                                                          \
+    } while (0)
+    for (int64_t a = 0; a < n; a++) GNF_SIGN(a);
+    /* members of each block, ascending */
+    for (int64_t b = 0; b < next_id; b++) mfirst[b] = mlast[b] = -1;
+    for (int64_t a = 0; a < n; a++) {
+        int64_t b = block[a];
+        mnext[a] = -1;
+        if (mlast[b] < 0) mfirst[b] = a; else mnext[mlast[b]] = a;
+        mlast[b] = a;
+    }
+    int64_t ntouched = next_id;
+    for (int64_t b = 0; b < next_id; b++) touched[b] = b;
+    for (uint32_t round = 1;; round++) {
+        int64_t nmoved = 0;
+        for (int64_t t = 0; t < ntouched; t++) {
+            int64_t b = touched[t], nm = 0, ng = 0;
+            for (int64_t a = mfirst[b]; a >= 0; a = mnext[a]) mtmp[nm++] = a;
+            for (int64_t k = 0; k < nm; k++) {
+                int64_t a = mtmp[k], g = -1;
+                uint64_t i = sh[a] & (uint64_t)(kcap - 1);
+                for (;; i = (i + 1) & (uint64_t)(kcap - 1)) {
+                    int64_t e = gtab[i];
+                    if (e < 0) break;
+                    int64_t r = grep[e];
+                    if (sh[r] != sh[a] || cl[r] != cl[a] || lens[r] != lens[a]) continue;
+                    int same = memcmp(ctx + coff[r], ctx + coff[a], (size_t)cl[a] * sizeof(int64_t)) == 0;
+                    for (int64_t j = 0; same && j < lens[a]; j++)
+                        same = atoms[r][perm[off[r] + j]] == atoms[a][perm[off[a] + j]] &&
+                               rt[off[r] + perm[off[r] + j]] == rt[off[a] + perm[off[a] + j]];
+                    if (same) {
+                        g = e;
+                        break;
+                    }
+                }
+                if (g < 0) {
+                    g = ng++;
+                    gtab[i] = g;
+                    gslot[g] = (int64_t)i;
+                    grep[g] = a;
+                    ghead[g] = -1;
+                }
+                mnext[a] = -1;
+                if (ghead[g] < 0) ghead[g] = a; else mnext[gtail[g]] = a;
+                gtail[g] = a;
+            }
+            for (int64_t g = 0; g < ng; g++) gtab[gslot[g]] = -1;
+            mfirst[b] = ghead[0];
+            mlast[b] = gtail[0];
+            for (int64_t g = 1; g < ng; g++) {
+                int64_t id = next_id++;
+                mfirst[id] = ghead[g];
+                mlast[id] = gtail[g];
+                for (int64_t a = ghead[g]; a >= 0; a = mnext[a]) {
+                    block[a] = id;
+                    moved[nmoved++] = a;
+                }
+            }
+        }
+        if (!nmoved) break;
+        int64_t naff = 0, top = 0;
+        for (int64_t k = 0; k < nmoved; k++) {
+            int64_t a = moved[k];
+            if (grow((void **)&stack, &scap, top + (bstart[a + 1] - bstart[a]) + 1, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t j = bstart[a]; j < bstart[a + 1]; j++) stack[top++] = blist[j];
+        }
+        while (top) {
+            int64_t r = stack[--top];
+            if (seen[r] == round) continue;
+            seen[r] = round;
+            if (order[r] < mlen) memo[order[r]] = -1;
+            for (int64_t j = ostart[r]; j < ostart[r + 1]; j++) {
+                int64_t a = olist[j];
+                if (amark[a] != round) {
+                    amark[a] = round;
+                    affected[naff++] = a;
+                }
+            }
+            if (grow((void **)&stack, &scap, top + (pstart[r + 1] - pstart[r]) + 1, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t j = pstart[r]; j < pstart[r + 1]; j++) stack[top++] = plist[j];
+        }
+        for (int64_t k = 0; k < nmoved; k++) {
+            int64_t a = moved[k];
+            for (int64_t j = ustart[a]; j < ustart[a + 1]; j++) {
+                int64_t u = ulist[j];
+                if (amark[u] != round) {
+                    amark[u] = round;
+                    affected[naff++] = u;
+                }
+            }
+        }
+        qsort(affected, (size_t)naff, sizeof(int64_t), cmp_i64);
+        ntouched = 0;
+        for (int64_t k = 0; k < naff; k++) {
+            int64_t a = affected[k];
+            GNF_SIGN(a);
+            if (bmark[block[a]] != round) {
+                bmark[block[a]] = round;
+                touched[ntouched++] = block[a];
+            }
+        }
+        qsort(touched, (size_t)ntouched, sizeof(int64_t), cmp_i64);
+    }
+#undef GNF_SIGN
+    /* blocks numbered by first appearance; every row renamed through them with a fresh memo */
+    to_final = malloc((size_t)(n + 1) * sizeof(int64_t));
+    last = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!to_final || !last) goto nomem;
+    for (int64_t b = 0; b < next_id; b++) touched[b] = -1; /* (next_id <= n) block -> final number */
+    int64_t nfinal = 0;
+    for (int64_t a = 0; a < n; a++) {
+        if (touched[block[a]] < 0) touched[block[a]] = nfinal++;
+        to_final[a] = touched[block[a]];
+        last[to_final[a]] = a;
+    }
+    memset(memo, 0xFF, (size_t)mlen * sizeof(int32_t));
+    P.to = to_final;
+    for (int64_t a = 0; a < n; a++)
+        for (int64_t k = 0; k < lens[a]; k++) {
+            int64_t r = gnf_map(S, &P, tails[a][k], 0);
+            if (r < 0) {
+                raise_code(S, r);
+                goto done;
+            }
+            rt[off[a] + k] = r;
+        }
+    PyObject *blocks = PyList_New(n), *merged = PyList_New(nfinal);
+    if (!blocks || !merged) goto pyfail;
+    for (int64_t a = 0; a < n; a++) {
+        PyObject *x = PyLong_FromLongLong(to_final[a]);
+        if (!x) goto pyfail;
+        PyList_SET_ITEM(blocks, a, x);
+    }
+    for (int64_t b = 0; b < nfinal; b++) {
+        int64_t a = last[b];
+        PyObject *row = PyList_New(lens[a]);
+        if (!row) goto pyfail;
+        PyList_SET_ITEM(merged, b, row);
+        for (int64_t k = 0; k < lens[a]; k++) {
+            PyObject *x = PyLong_FromLongLong(rt[off[a] + k]);
+            if (!x) goto pyfail;
+            PyList_SET_ITEM(row, k, x);
+        }
+    }
+    out = PyTuple_Pack(2, blocks, merged);
+pyfail:
+    Py_XDECREF(blocks);
+    Py_XDECREF(merged);
     goto done;
 nomem:
     PyErr_NoMemory();
 done:
-    if (rows)
-        for (int64_t a = 0; a < n; a++) free(rows[a]);
-    free(rows);
-    free(lens);
+    gnf_rows_free(atoms, alens, n);
+    gnf_rows_free(tails, lens, n);
+    free(below);
     free(dense);
     free(order);
+    free(off);
+    free(perm);
+    free(block);
+    free(rt);
+    free(ctx);
+    free(coff);
+    free(cl);
+    free(sh);
+    free(keytab);
+    free(gtab);
+    free(grep);
+    free(gslot);
+    free(ghead);
+    free(gtail);
+    free(mfirst);
+    free(mlast);
+    free(mnext);
+    free(mtmp);
+    free(pstart);
+    free(plist);
+    free(bstart);
+    free(blist);
+    free(ostart);
+    free(olist);
+    free(ustart);
+    free(ulist);
+    free(fill);
+    free(touched);
+    free(moved);
+    free(affected);
     free(stack);
-    free(below);
-    free(lasts);
-    free(ends);
+    free(seen);
+    free(amark);
+    free(bmark);
+    free(memo);
+    free(to_final);
+    free(last);
     return out;
+}
+
+/* The progress buffer of a pass that names the rule it works on (gnf's rules.current, which a budget error
+ * names): an int64 buffer of one entry, -1 or the nonterminal. */
+static int gnf_progress(Py_buffer *buf, int64_t **at) {
+    if (buf->itemsize != 8 || buf->len < 8) {
+        PyErr_SetString(PyExc_ValueError, "gnf pass: the progress must be an int64 buffer of one entry");
+        return -1;
+    }
+    *at = buf->buf;
+    **at = -1;
+    return 0;
+}
+
+/* substitute_leading(seq, roots, at) -> [node]: gnf._substitute_all_leading without families. For each a of
+ * seq in turn (roots[a]: a's rule set, updated as it goes; -1: none): the atom-led edges kept as one node,
+ * then concat(R_B, tail) for each leading nonterminal B in edge order, united left to right from ∅
+ * (WordStore.union_all). at[0]: the nonterminal being worked on (the last one, once done). Returns the new rule sets in seq's order. */
+static PyObject *words_substitute_leading(Words *S, PyObject *args) {
+    PyObject *seq_obj, *roots_obj;
+    Py_buffer atbuf;
+    if (!PyArg_ParseTuple(args, "OOw*", &seq_obj, &roots_obj, &atbuf)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0, m = 0;
+    int64_t *seq = NULL, *roots = NULL, *at, *res = NULL, *tmp = NULL, tcap = 0;
+    if (gnf_progress(&atbuf, &at) < 0) goto done;
+    seq = gnf_node_list(S, seq_obj, &n, 2);
+    if (!seq) goto done;
+    roots = gnf_node_list(S, roots_obj, &m, 1);
+    if (!roots) goto done;
+    res = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!res) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t a = seq[k];
+        if (a < 0 || a >= m || roots[a] < 0) {
+            PyErr_SetString(PyExc_KeyError, "substitute_leading: a nonterminal without a rule set");
+            goto done;
+        }
+        *at = a;
+        int64_t node = roots[a], e0 = S->estart[node], e1 = S->estart[node + 1], first = e0;
+        while (first < e1 && S->esym[first] < 0) first++; /* edges are sorted: atoms (< 0) first */
+        if (first < e1) {
+            int64_t base = S->stop;
+            for (int64_t i = e0; i < first; i++)
+                if (push_edge(S, S->esym[i], S->ekid[i]) < 0) {
+                    S->stop = base;
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            int64_t kept = make_scratch(S, S->acc[node], base);
+            if (kept < 0) {
+                raise_code(S, kept);
+                goto done;
+            }
+            int64_t cnt = e1 - first;
+            if (grow((void **)&tmp, &tcap, cnt, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (int64_t i = first; i < e1; i++) { /* (e0 and e1 stay valid: nodes are never moved) */
+                int64_t b = S->esym[i];
+                if (b >= m || roots[b] < 0) {
+                    PyErr_SetString(PyExc_KeyError, "substitute_leading: a leading nonterminal without a rule set");
+                    goto done;
+                }
+                int64_t r = w_concat(S, roots[b], S->ekid[i], 0);
+                if (r < 0) {
+                    raise_code(S, r);
+                    goto done;
+                }
+                tmp[i - first] = r;
+            }
+            int64_t u = w_union(S, W_EMPTY, kept, 0);
+            for (int64_t i = 0; u >= 0 && i < cnt; i++) u = w_union(S, u, tmp[i], 0);
+            if (u < 0) {
+                raise_code(S, u);
+                goto done;
+            }
+            node = roots[a] = u;
+        }
+        if (S->estart[node + 1] > S->estart[node] && S->esym[S->estart[node + 1] - 1] >= 0) {
+            PyErr_SetString(PyExc_AssertionError, "leading substitution left a nonterminal");
+            goto done;
+        }
+        res[k] = node;
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out && k < n; k++) {
+        PyObject *x = PyLong_FromLongLong(res[k]);
+        if (!x) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, x);
+    }
+done:
+    PyBuffer_Release(&atbuf);
+    free(seq);
+    free(roots);
+    free(res);
+    free(tmp);
+    return out;
+}
+
+/* remove_units(nts, roots, m, at) -> [node]: gnf._remove_units without families (nts in the rule map's
+ * order, roots[i] nts[i]'s rule set). First each rule set's proper part in that order: unchanged without a
+ * nonterminal edge into a set holding ε, else the node without the edges into {ε} and with ε taken out of
+ * the other nonterminal edges' children (in edge order); then, in that order, each rule set with units
+ * the union, left to right from ∅, of the proper parts of its unit closure in nonterminal order. at[0]: the
+ * nonterminal being worked on in the second loop (-1 in the first; the last one, once done). */
+static PyObject *words_remove_units(Words *S, PyObject *args) {
+    PyObject *nts_obj, *roots_obj;
+    long long mm;
+    Py_buffer atbuf;
+    if (!PyArg_ParseTuple(args, "OOLw*", &nts_obj, &roots_obj, &mm, &atbuf)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0, n2 = 0;
+    int64_t m = mm, *at, *nts = NULL, *roots = NULL, *where = NULL, *proper = NULL, *stack = NULL, *clo = NULL;
+    int64_t *res = NULL;
+    uint8_t *has_units = NULL;
+    uint32_t *mark = NULL;
+    if (gnf_progress(&atbuf, &at) < 0) goto done;
+    nts = gnf_node_list(S, nts_obj, &n, 2);
+    if (!nts) goto done;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "remove_units: nonterminals and roots differ in number");
+        goto done;
+    }
+    where = malloc((size_t)(m + 1) * sizeof(int64_t));
+    proper = malloc((size_t)(n + 1) * sizeof(int64_t));
+    stack = malloc((size_t)(n + 1) * sizeof(int64_t));
+    clo = malloc((size_t)(n + 1) * sizeof(int64_t));
+    has_units = calloc((size_t)n + 1, 1);
+    mark = calloc((size_t)n + 1, sizeof(uint32_t));
+    res = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!where || !proper || !stack || !clo || !has_units || !mark || !res) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t a = 0; a <= m; a++) where[a] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (nts[i] < 0 || nts[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "remove_units: a nonterminal past m");
+            goto done;
+        }
+        where[nts[i]] = i;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = roots[i], e0 = S->estart[r], e1 = S->estart[r + 1];
+        for (int64_t e = e0; e < e1; e++)
+            if (S->esym[e] >= 0 && S->acc[S->ekid[e]]) has_units[i] = 1;
+        if (!has_units[i]) {
+            proper[i] = r;
+            continue;
+        }
+        int64_t base = S->stop;
+        for (int64_t e = e0; e < e1; e++) {
+            int64_t sym = S->esym[e], c = S->ekid[e];
+            if (sym >= 0 && c == W_EPSILON) continue;
+            if (sym >= 0 && S->acc[c]) { /* without_empty_word: the same edges, not accepting */
+                int64_t base2 = S->stop;
+                for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++)
+                    if (push_edge(S, S->esym[j], S->ekid[j]) < 0) {
+                        S->stop = base;
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                c = make_scratch(S, 0, base2);
+                if (c < 0) {
+                    S->stop = base;
+                    raise_code(S, c);
+                    goto done;
+                }
+            }
+            if (push_edge(S, sym, c) < 0) {
+                S->stop = base;
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+        proper[i] = make_scratch(S, S->acc[r], base);
+        if (proper[i] < 0) {
+            raise_code(S, proper[i]);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        res[i] = proper[i];
+        if (!has_units[i]) continue;
+        *at = nts[i];
+        uint32_t stamp = (uint32_t)i + 1;
+        int64_t top = 0, nc = 0;
+        mark[i] = stamp;
+        clo[nc++] = nts[i];
+        stack[top++] = i;
+        while (top) {
+            int64_t v = stack[--top], r = roots[v];
+            for (int64_t e = S->estart[r]; e < S->estart[r + 1]; e++) {
+                int64_t b = S->esym[e];
+                if (b < 0 || !S->acc[S->ekid[e]]) continue;
+                int64_t w = b < m ? where[b] : -1;
+                if (w < 0) {
+                    PyErr_SetString(PyExc_KeyError, "remove_units: a unit without a rule set");
+                    goto done;
+                }
+                if (mark[w] != stamp) {
+                    mark[w] = stamp;
+                    clo[nc++] = b;
+                    stack[top++] = w;
+                }
+            }
+        }
+        qsort(clo, (size_t)nc, sizeof(int64_t), cmp_i64);
+        int64_t u = W_EMPTY;
+        for (int64_t k = 0; u >= 0 && k < nc; k++) u = w_union(S, u, proper[where[clo[k]]], 0);
+        if (u < 0) {
+            raise_code(S, u);
+            goto done;
+        }
+        res[i] = u; /* (proper[] stays the first loop's: later closures read it) */
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(res[i]);
+        if (!x) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+done:
+    PyBuffer_Release(&atbuf);
+    free(res);
+    free(nts);
+    free(roots);
+    free(where);
+    free(proper);
+    free(stack);
+    free(clo);
+    free(has_units);
+    free(mark);
+    return out;
+}
+
+/* reachable_count(roots) -> int: len(WordStore.reachable(roots)) (nodes other than EMPTY and EPSILON below
+ * the roots, the roots included), without the set: the normal form's size after each step. */
+static PyObject *words_reachable_count(Words *S, PyObject *roots_obj) {
+    Py_ssize_t n;
+    int64_t *roots = gnf_node_list(S, roots_obj, &n, 0);
+    if (!roots) return NULL;
+    PyObject *out = NULL;
+    uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    int64_t *stack = NULL, cap = 0, top = 0, count = 0;
+    if (!seen || grow((void **)&stack, &cap, n + 1, sizeof(int64_t)) < 0) goto nomem;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (roots[i] > W_EPSILON) stack[top++] = roots[i];
+    while (top) {
+        int64_t node = stack[--top];
+        if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+        seen[node >> 6] |= (uint64_t)1 << (node & 63);
+        count++;
+        int64_t e0 = S->estart[node], m = n_edges(S, node);
+        if (grow((void **)&stack, &cap, top + m, sizeof(int64_t)) < 0) goto nomem;
+        for (int64_t i = e0; i < e0 + m; i++) {
+            int64_t c = S->ekid[i];
+            if (c > W_EPSILON && !((seen[c >> 6] >> (c & 63)) & 1)) stack[top++] = c;
+        }
+    }
+    out = PyLong_FromLongLong(count);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(roots);
+    free(seen);
+    free(stack);
+    return out;
+}
+
+/* count_sum(roots) -> int or None: the sum of count(r) over the roots (Words.count, memoised per node), None
+ * when some root's count is past 64 bits (the caller counts those with Python's ints). */
+static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
+    PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
+    if (!fast) return NULL;
+    PyObject *total = PyLong_FromLong(0);
+    for (Py_ssize_t i = 0; total && i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *got = words_count(S, PySequence_Fast_GET_ITEM(fast, i));
+        if (!got) {
+            Py_CLEAR(total);
+            break;
+        }
+        if (got == Py_None) {
+            Py_DECREF(total);
+            total = got;
+            break;
+        }
+        PyObject *sum = PyNumber_Add(total, got);
+        Py_DECREF(got);
+        Py_DECREF(total);
+        total = sum;
+    }
+    Py_DECREF(fast);
+    return total;
 }
 
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
@@ -718,4 +1515,9 @@ done:
         {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},        \
         {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
         {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
-        {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"},
+        {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
+        {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
+        {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
+        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
+        {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \
+        {"count_sum", (PyCFunction)words_count_sum, METH_O, "the sum of count(r) over roots, or None (_gnf_passes.h)"},

@@ -2,6 +2,8 @@
  *
  *   trie_new / trie_mask  the class set of a state: its word DAG walked with the sigma_in trie
  *                         (used by cfgzip_lab.native.walk; the Python product walk is the reference)
+ *   trie_arrays           the arrays trie_new takes, from the index's own (SigmaInIndex.kernel_arrays
+ *                         is the reference)
  *   expand_row            a class set -> XGrammar's packed int32 vocabulary row
  *                         (used by cfgzip_lab.native.rows; the numpy path is the reference)
  *   expansion_tables      the tables expand_row reads, from class_of in two passes
@@ -30,7 +32,7 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
     return byte < set_len && ((set[byte] >> (c & 7)) & 1);
 }
 
-/* expand_row(class_set, groups, tables, indptr, pair_words, pair_bits, small_all, out)
+/* expand_row(class_set, groups, tables, indptr, pair_words, pair_bits, small_all, out, built=None)
  *   class_set   bytes: the class set, little endian (bit k = class k)
  *   groups      int32[G * 4]: the large classes of each group (a group may repeat its last class)
  *   tables      int32[G * 16 * W]: row (g, code) = OR of the rows of the members whose bit is in code
@@ -40,25 +42,43 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
  *               and the OR of their bits in that word
  *   small_all   int32[W]: the bits of every small class's tokens
  *   out         writable int32[W]: overwritten with the packed vocabulary row
+ *   built       expansion_tables(..., lazy=True)'s: the union rows not made yet are made (in tables,
+ *               writable then) when first needed, as the eager build makes them
  * Small classes: when most of their pairs are in the set, start from small_all and clear the bits of
  * the classes not in it (a token is in one class only, so no table row holds those bits); otherwise
  * set the bits of the classes in it.
  */
 static PyObject *expand_row(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*", &set, &groups, &tables, &indptr, &words_b, &bits_b, &all_b, &out))
+    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out, built = {0};
+    PyObject *tables_obj, *built_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*Oy*y*y*y*w*|O", &set, &groups, &tables_obj, &indptr, &words_b, &bits_b, &all_b,
+                          &out, &built_obj))
         return NULL;
+    int lazy = built_obj != Py_None;
     PyObject *result = NULL;
+    if (PyObject_GetBuffer(tables_obj, &tables, lazy ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&set);
+        PyBuffer_Release(&groups);
+        PyBuffer_Release(&indptr);
+        PyBuffer_Release(&words_b);
+        PyBuffer_Release(&bits_b);
+        PyBuffer_Release(&all_b);
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    if (lazy && PyObject_GetBuffer(built_obj, &built, PyBUF_WRITABLE) < 0) goto done;
     Py_ssize_t words = out.len / 4, ngroups = groups.len / 16, nclasses = indptr.len / 4 - 1;
     const int32_t *ip = (const int32_t *)indptr.buf;
     if (tables.len != ngroups * 16 * words * 4 || all_b.len != out.len || words_b.len != bits_b.len || nclasses < 0 ||
-        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses) {
+        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses || (lazy && built.len != ngroups * 16)) {
         PyErr_SetString(PyExc_ValueError, "expand_row: the tables do not fit each other or the output row");
         goto done;
     }
     const uint8_t *s = (const uint8_t *)set.buf;
-    const int32_t *g = (const int32_t *)groups.buf, *t = (const int32_t *)tables.buf;
+    const int32_t *g = (const int32_t *)groups.buf;
+    int32_t *t = (int32_t *)tables.buf; /* written only where `built` says a union row is not made yet */
+    uint8_t *made = lazy ? (uint8_t *)built.buf : NULL;
     const int32_t *pw = (const int32_t *)words_b.buf, *pb = (const int32_t *)bits_b.buf;
     const int32_t *all = (const int32_t *)all_b.buf;
     int32_t *restrict row = (int32_t *)out.buf;
@@ -68,6 +88,16 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
         int code = in_set(s, set_len, g[4 * k]) | in_set(s, set_len, g[4 * k + 1]) << 1 |
                    in_set(s, set_len, g[4 * k + 2]) << 2 | in_set(s, set_len, g[4 * k + 3]) << 3;
         if (!code) continue;
+        if (made && !made[k * 16 + code]) { /* a union of two or more members, first needed now */
+            int32_t *restrict dst = t + ((size_t)k * 16 + code) * words;
+            const int32_t *a = t + ((size_t)k * 16 + (code & -code)) * words;
+            memcpy(dst, a, (size_t)words * 4);
+            for (int rest = code & (code - 1); rest; rest &= rest - 1) {
+                const int32_t *b = t + ((size_t)k * 16 + (rest & -rest)) * words;
+                for (Py_ssize_t w = 0; w < words; w++) dst[w] |= b[w];
+            }
+            made[k * 16 + code] = 1;
+        }
         const int32_t *restrict src = t + ((size_t)k * 16 + code) * words;
         if (!filled) {
             memcpy(row, src, (size_t)words * 4);
@@ -99,6 +129,7 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
     result = Py_None;
     Py_INCREF(result);
 done:
+    if (lazy && built.obj) PyBuffer_Release(&built);
     PyBuffer_Release(&set);
     PyBuffer_Release(&groups);
     PyBuffer_Release(&tables);
@@ -110,8 +141,12 @@ done:
     return result;
 }
 
-/* expansion_tables(class_of, num_classes, most, min_tokens, words)
+/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False)
  *   class_of    int32[V]: each token's class (every id in [0, num_classes))
+ *   lazy        the union rows of two or more members left to expand_row (made when a class set first
+ *               needs one: a JSON Schema's ~40 large classes need 4 MB of tables with Llama-3, 0.5 ms
+ *               of a 1 ms engine build, and a decode meets a few of their 176 unions); tables is a
+ *               bytearray then, and a seventh item `built` (bytearray, one per row) says which rows are made
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
  * built in two passes over class_of: the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
@@ -142,8 +177,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer co_b;
     Py_ssize_t k, most, min_tokens, words;
-    if (!PyArg_ParseTuple(args, "y*nnnn", &co_b, &k, &most, &min_tokens, &words)) return NULL;
+    int lazy = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnn|p", &co_b, &k, &most, &min_tokens, &words, &lazy)) return NULL;
     PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
+    PyObject *built = NULL;
     int64_t *sizes = NULL;
     int32_t *slot = NULL, *last = NULL, *fill = NULL;
     SizedClass *cand = NULL;
@@ -206,8 +243,17 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     Py_ssize_t nlarge = ncand < most ? ncand : most, ngroups = (nlarge + 3) / 4;
     char *gd, *td = NULL, *ipd, *pwd, *pbd, *ad;
     groups = new_bytes(ngroups * 16, &gd);
-    tables = PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4); /* rows 0 and 1 << b zeroed below, */
-    if (tables) td = PyBytes_AS_STRING(tables);                          /* the other codes all written */
+    /* rows 0 and 1 << b zeroed below, the other codes all written (lazy: by expand_row when first needed,
+     * `built` saying which are; a writable bytearray then) */
+    tables = lazy ? PyByteArray_FromStringAndSize(NULL, ngroups * 16 * words * 4)
+                  : PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4);
+    if (tables) td = lazy ? PyByteArray_AS_STRING(tables) : PyBytes_AS_STRING(tables);
+    if (lazy) {
+        built = PyByteArray_FromStringAndSize(NULL, ngroups * 16);
+        if (!built) goto done;
+        char *bd = PyByteArray_AS_STRING(built);
+        for (Py_ssize_t i = 0; i < ngroups * 16; i++) bd[i] = !((i & 15) & ((i & 15) - 1)); /* 0 and singles */
+    }
     indptr = new_bytes((k + 1) * 4, &ipd);
     all = new_bytes(words * 4, &ad);
     if (!groups || !tables || !indptr || !all) goto done;
@@ -255,7 +301,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = nlarge; i < ngroups * 4; i++) /* the repeated last class: its row again */
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
                tab + ((size_t)((nlarge - 1) >> 2) * 16 + ((size_t)1 << ((nlarge - 1) & 3))) * words, (size_t)words * 4);
-    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
+    for (Py_ssize_t gi = 0; gi < ngroups && !lazy; gi++)
         for (int code = 3; code < 16; code++) {
             if (!(code & (code - 1))) continue;
             int32_t *dst = tab + ((size_t)gi * 16 + code) * words;
@@ -289,8 +335,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
 #undef FOR_WORDS
 #undef FLUSH_ROWS
 #undef FLUSH_PAIRS
-    result = PyTuple_Pack(6, groups, tables, indptr, pw, pb, all);
+    result = lazy ? PyTuple_Pack(7, groups, tables, indptr, pw, pb, all, built)
+                  : PyTuple_Pack(6, groups, tables, indptr, pw, pb, all);
 done:
+    Py_XDECREF(built);
     Py_XDECREF(groups);
     Py_XDECREF(tables);
     Py_XDECREF(indptr);
@@ -363,6 +411,99 @@ static PyObject *trie_new(PyObject *self, PyObject *args) {
         trie_release(t);
     }
     return capsule;
+}
+
+/* trie_arrays(edges, indptr, classes, nodes, dense_classes, words) -> (ptr, syms, kids, dense_idx, rows,
+ * list_ptr, list_cls) as bytes, the arrays trie_new takes, from a SigmaInIndex's own arrays in one pass
+ * each (cfgzip_lab.native.index.SigmaInIndex.kernel_arrays is the reference, equal array for array;
+ * its numpy passes and the bool matrix of the dense rows took 4 ms of sql_select's engine):
+ *   edges    int32[E * 3]: (parent, symbol, child), sorted by parent then symbol (None if they are not:
+ *            the caller sorts them in numpy)
+ *   indptr   int64[nodes + 1], classes int32[F]: node t's classes, classes[indptr[t]:indptr[t+1]]
+ * A node with dense_classes classes or more gets a dense row of `words` uint64 (bit k: class k). */
+static PyObject *trie_arrays(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer eb, ib, cb;
+    Py_ssize_t nodes, dense_classes, words;
+    if (!PyArg_ParseTuple(args, "y*y*y*nnn", &eb, &ib, &cb, &nodes, &dense_classes, &words)) return NULL;
+    PyObject *result = NULL, *out[7] = {NULL};
+    const int32_t *e = (const int32_t *)eb.buf, *cls = (const int32_t *)cb.buf;
+    const int64_t *ip = (const int64_t *)ib.buf;
+    Py_ssize_t ne = eb.len / 12, nc = cb.len / 4;
+    if (eb.len % 12 || ib.len != (nodes + 1) * 8 || cb.len % 4 || nodes < 1 || words < 1 || ip[0] != 0 ||
+        ip[nodes] != nc) {
+        PyErr_SetString(PyExc_ValueError, "trie_arrays: the index arrays do not fit each other");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        int32_t p = e[3 * i], k = e[3 * i + 2];
+        if (p < 0 || p >= nodes || k <= 0 || k >= nodes) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: an edge names a node the index does not have");
+            goto done;
+        }
+        if (i && (p < e[3 * i - 3] || (p == e[3 * i - 3] && e[3 * i + 1] < e[3 * i - 2]))) {
+            result = Py_NewRef(Py_None); /* not sorted */
+            goto done;
+        }
+    }
+    Py_ssize_t ndense = 0, nlist = 0;
+    for (Py_ssize_t t = 0; t < nodes; t++) {
+        int64_t c = ip[t + 1] - ip[t];
+        if (c < 0) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: the class lists are not in order");
+            goto done;
+        }
+        if (c >= dense_classes) ndense++;
+        else nlist += c;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++)
+        if (cls[i] < 0 || cls[i] >= words * 64) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: a class past the rows' words");
+            goto done;
+        }
+    char *d[7];
+    Py_ssize_t sizes[7] = {(nodes + 1) * 4, ne * 4, ne * 4, nodes * 4, ndense * words * 8, (nodes + 1) * 4, nlist * 4};
+    for (int a = 0; a < 7; a++) {
+        out[a] = PyBytes_FromStringAndSize(NULL, sizes[a]);
+        if (!out[a]) goto done;
+        d[a] = PyBytes_AS_STRING(out[a]);
+    }
+    int32_t *ptr = (int32_t *)d[0], *syms = (int32_t *)d[1], *kids = (int32_t *)d[2], *di = (int32_t *)d[3];
+    uint64_t *rows = (uint64_t *)d[4];
+    int32_t *lptr = (int32_t *)d[5], *lcls = (int32_t *)d[6];
+    memset(ptr, 0, (size_t)sizes[0]);
+    memset(rows, 0, (size_t)sizes[4]);
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        ptr[e[3 * i] + 1]++;
+        syms[i] = e[3 * i + 1];
+        kids[i] = e[3 * i + 2];
+    }
+    for (Py_ssize_t t = 0; t < nodes; t++) ptr[t + 1] += ptr[t];
+    Py_ssize_t nd = 0, nl = 0;
+    lptr[0] = 0;
+    for (Py_ssize_t t = 0; t < nodes; t++) {
+        if (ip[t + 1] - ip[t] >= dense_classes) {
+            uint64_t *row = rows + (size_t)nd * words;
+            for (int64_t j = ip[t]; j < ip[t + 1]; j++) row[cls[j] >> 6] |= (uint64_t)1 << (cls[j] & 63);
+            di[t] = (int32_t)nd++;
+        } else {
+            di[t] = -1;
+            for (int64_t j = ip[t]; j < ip[t + 1]; j++) lcls[nl++] = cls[j];
+        }
+        lptr[t + 1] = (int32_t)nl;
+    }
+    result = PyTuple_New(7);
+    if (result)
+        for (int a = 0; a < 7; a++) {
+            PyTuple_SET_ITEM(result, a, out[a]);
+            out[a] = NULL;
+        }
+done:
+    for (int a = 0; a < 7; a++) Py_XDECREF(out[a]);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&cb);
+    return result;
 }
 
 static int bad_store(void) {
@@ -514,6 +655,7 @@ static PyMethodDef methods[] = {
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (see _kernel.c)"},
     {"expansion_tables", expansion_tables, METH_VARARGS, "class_of -> the tables expand_row reads (see _kernel.c)"},
     {"trie_new", trie_new, METH_VARARGS, "the sigma_in trie as arrays, for trie_mask (see _kernel.c)"},
+    {"trie_arrays", trie_arrays, METH_VARARGS, "a SigmaInIndex's arrays -> the arrays trie_new takes (see _kernel.c)"},
     {"trie_mask", trie_mask, METH_VARARGS, "the class set of a parser state: its DAG walked with the trie (see _kernel.c)"},
     {"mask_logits", mask_logits, METH_VARARGS, "a packed vocabulary mask applied to CPU logits in place (see _kernel.c)"},
     {NULL, NULL, 0, NULL},

@@ -2352,7 +2352,7 @@ static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop) -> (reps int32 bytes, kinds uint8 bytes,
+/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1) -> (reps int32 bytes, kinds uint8 bytes,
  * dead, blocked): classing._assemble over arrays. BLOCKED first (special and empty tokens, dead ones: node_of 0),
  * STOP next, then one class per displacement node (a fallback token alone), numbered by representative
  * id; a representative is the shortest member, ties to the lowest id; the BLOCKED class's is its
@@ -2367,8 +2367,9 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
     VocabTrie *T;
     Py_buffer kinds, node_of, fallback, class_of;
     int normal, stop;
-    if (!PyArg_ParseTuple(args, "O!y*y*y*w*ii", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of, &normal,
-                          &stop))
+    long long nodes = -1;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*w*ii|L", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of, &normal,
+                          &stop, &nodes))
         return NULL;
     PyObject *result = NULL;
     int64_t v = T->ntok;
@@ -2381,14 +2382,18 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
     const int64_t *no = node_of.buf;
     const int32_t *len = T->len;
     int32_t *out = class_of.buf;
-    group = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
-    rep = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
-    if (!group || !rep) goto nomem;
+    /* each token's group is kept in the output row until the classes are numbered (no scratch array
+     * of the vocabulary's size); representatives grow with the groups */
+    group = out;
+    int64_t repcap = 0;
     /* node ids are a store's dense ids: a table from node to group (a hash per token cost 0.4 ms of
      * a JSON Schema's ~1 ms numbering with Llama-3) */
-    int64_t top = 0;
-    for (int64_t t = 0; t < v; t++)
-        if (no[t] > top) top = no[t];
+    int64_t top = nodes - 1; /* `nodes`: the store's node count, when the caller knows it (one pass less) */
+    if (nodes < 1) {
+        top = 0;
+        for (int64_t t = 0; t < v; t++)
+            if (no[t] > top) top = no[t];
+    }
     if (top >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "assemble: a displacement node id past int32");
         goto done;
@@ -2409,6 +2414,7 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
             blocked++;
             if (blocked_min < 0) blocked_min = t;
         } else if (fb[t]) {
+            if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
             rep[ng] = (int32_t)t;
             group[t] = (int32_t)ng++;
         } else if (no[t] == W_EMPTY) {
@@ -2416,12 +2422,13 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
             if (blocked_min < 0) blocked_min = t;
             dead++;
             if (SHORTER(t, dead_rep)) dead_rep = t;
-        } else if (no[t] < 0) {
+        } else if (no[t] < 0 || no[t] > top) {
             PyErr_Format(PyExc_ValueError, "assemble: token %lld has no displacement node", (long long)t);
             goto done;
         } else {
             int32_t g = group_of_node[no[t]];
             if (g < 0) {
+                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
                 g = (int32_t)ng++;
                 rep[g] = (int32_t)t;
                 group_of_node[no[t]] = g;
@@ -2478,7 +2485,6 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
 nomem:
     PyErr_NoMemory();
 done:
-    free(group);
     free(rep);
     free(cls);
     free(group_of_node);

@@ -113,14 +113,18 @@ class RowCache:
         """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
         built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
         numpy functions are the reference, and build them where the kernel predates it)."""
+        built = None
         if hasattr(_kernel, "expansion_tables"):
-            members, tables, pairs = compiled_tables(
+            # lazy: the unions of 2+ large classes made when a row first needs one (a JSON Schema's
+            # engine with Llama-3: 1.0 -> 0.5 ms to build, and most of the 4 MB never written)
+            members, tables, pairs, built = compiled_tables(
                 _kernel,
                 class_of,
                 self.num_classes,
                 most=UNION_CLASSES,
                 min_tokens=UNION_MIN_TOKENS,
                 vocab_words=self.vocab_words,
+                lazy=True,
             )
         else:  # pragma: no cover - a kernel built before expansion_tables
             class_of = np.asarray(class_of, dtype=np.int64)
@@ -129,7 +133,7 @@ class RowCache:
             in_tables = np.zeros(self.num_classes, dtype=bool)
             in_tables[large] = True
             pairs = pair_lists(class_of, in_tables, self.vocab_words)
-        self._compiled = CompiledExpansion(_kernel, members, tables, pairs)
+        self._compiled = CompiledExpansion(_kernel, members, tables, pairs, built)
 
     def _expand_compiled(self, class_set: int) -> np.ndarray:
         return self._compiled.expand(class_set.to_bytes(self.class_bytes, "little"))
