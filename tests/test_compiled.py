@@ -421,6 +421,33 @@ def test_counted_families_walk_in_c_with_the_python_step(toy, grammar, budget, m
         assert b.classes.metadata["fallback_singletons"] > 0
 
 
+TOKEN_GRAMMARS = [
+    'root ::= "(" Token(3) [ab]* ")"\n',
+    'root ::= ExcludeToken(3, 5) | "a" Token(5) "b"\n',
+    'root ::= Token(2) TokenTagDispatch((3, body), excludes=(5,)) Token(6)\nbody ::= Token(4) | "ab"\n',
+    'root ::= TokenTagDispatch((10, s), loop_after_dispatch=true, excludes=())\ns ::= "(" [ab]{2,6} ")"\n',
+]
+"""Token(...) & co.: token atoms, whose paths the classing adds to each token's node."""
+
+
+@pytest.mark.parametrize("budget", [200_000, 6, 1])
+@pytest.mark.parametrize("grammar", TOKEN_GRAMMARS, ids=["token", "exclude", "dispatch", "dispatch-loop"])
+def test_token_atoms_walk_in_c_with_the_python_step(toy, grammar, budget, monkeypatch):
+    """A GNF with token atoms is classed by the compiled trie walk and numbering with the Python
+    displacer's step, the token atoms' unions added before the numbering: the Python path's nodes,
+    ids, classes and metadata, through every budget."""
+    from cfgzip_lab.classes import classing
+
+    one, two = compile_grammar(grammar).gnf, compile_grammar(grammar).gnf
+    assert compiled.has_token_atoms(two) and not compiled.supports(two) and compiled.supports_walk(two)
+    called = []
+    monkeypatch.setattr(classing, "_classify_steps", lambda *a: called.append(1) or _classify_steps(*a))
+    a = compute_classes(one, toy.token_bytes, toy.kinds, compiled=False, budget=budget)
+    b = compute_classes(two, toy.token_bytes, toy.kinds, budget=budget)
+    assert called == [1] and b.classes.metadata["named_token_ids"] == a.classes.metadata["named_token_ids"] > 0
+    assert_same_stepped_classing(a, b)
+
+
 @pytest.mark.parametrize("grammar", [WIDE[1], COUNTED[1]], ids=["python-step", "compiled-step"])
 def test_counted_families_keep_the_cap_progress_and_cancel(toy, grammar):
     gnf = compile_grammar(grammar).gnf

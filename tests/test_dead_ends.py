@@ -106,3 +106,83 @@ def test_kept_grammars_are_lossless(text, smollm2):
     classes = build_classes(compile_grammar(text), smollm2).classes
     report = verify_lossless(text, smollm2, classes, walks=8, steps=6)
     assert report.ok and report.steps_checked > 0, report.first_mismatch
+
+
+# -- the fixpoints against their definitions -------------------------------------------------------
+def _swept_productive(cfg) -> set[str]:
+    """PRODUCTIVE by its definition, swept until nothing changes (the worklist's reference)."""
+    from cfgzip_lab.grammar.cfg import ByteSet
+
+    def ok(s, found):
+        return s.bits != 0 if isinstance(s, ByteSet) else s in found
+
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in cfg.rules.items():
+            counted = cfg.counted.get(name)
+            got = (counted.min == 0 or counted.item in found) if counted else any(all(ok(s, found) for s in r) for r in alts)
+            if got and name not in found:
+                found.add(name)
+                changed = True
+    return found
+
+
+def _swept_nonempty(cfg, productive) -> set[str]:
+    from cfgzip_lab.grammar.cfg import ByteSet
+
+    def ok(s, found):
+        return s.bits != 0 if isinstance(s, ByteSet) else s in found
+
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in cfg.rules.items():
+            counted = cfg.counted.get(name)
+            if counted:
+                got = name in productive and counted.item in found and counted.item in productive
+            else:
+                got = any(all(ok(s, productive) for s in r) and any(ok(s, found) for s in r) for r in alts)
+            if got and name not in found:
+                found.add(name)
+                changed = True
+    return found
+
+
+def _fixpoint_inputs():
+    import random
+
+    from paths import CORPORA, third_party_grammars
+
+    texts = [(n, p.read_text(encoding="utf-8"), "ebnf") for n, p in bundled_grammars().items()]
+    texts += [(t, t, "ebnf") for t, _, _ in DEAD_ENDS] + [(t, t, "ebnf") for t in KEPT]
+    texts += [('root ::= "a" x{2,4} | y{0,3}\nx ::= x "b"\ny ::= "c"\n',) * 2 + ("ebnf",)]  # counted, one dead item
+    rng = random.Random(5)
+    ebnf = sorted((CORPORA / "xgrammar-tests").glob("*.ebnf"))
+    texts += [(p.name, p.read_text(encoding="utf-8"), "ebnf") for p in rng.sample(ebnf, min(60, len(ebnf)))]
+    texts += [(p.name, p.read_text(encoding="utf-8"), "auto") for p in third_party_grammars()]
+    schemas = sorted(p for p in (CORPORA / "json-schema-test-suite").glob("*.json") if ".instance" not in p.name)
+    texts += [(p.name, p.read_text(encoding="utf-8"), "json_schema") for p in rng.sample(schemas, min(40, len(schemas)))]
+    return texts
+
+
+def test_the_worklist_fixpoints_are_the_definitions():
+    """productive_nonterminals and the non-empty set, by worklist, equal their definitions swept to a
+    fixpoint on every bundled grammar, the dead-end examples and a sample of inputs others wrote."""
+    from cfgzip_lab.grammar import dead_ends as module
+    from cfgzip_lab.grammar.sources import to_ebnf
+
+    checked = 0
+    for name, text, kind in _fixpoint_inputs():
+        try:
+            ebnf = to_ebnf(text, kind).ebnf if kind != "ebnf" else text
+            cfg = lower(parse_ebnf(ebnf))
+        except (GrammarError, ValueError):
+            continue  # refused before the fixpoints run
+        productive = module.productive_nonterminals(cfg)
+        assert productive == _swept_productive(cfg), name
+        assert module._nonempty(cfg, productive) == _swept_nonempty(cfg, productive), name
+        checked += 1
+    assert checked > 100

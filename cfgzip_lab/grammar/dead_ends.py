@@ -73,22 +73,54 @@ class DeadEnd:
 
 def productive_nonterminals(cfg: CFG) -> set[str]:
     """PRODUCTIVE (see the module docstring): the nonterminals that derive some string. The
-    grammar's language is empty exactly when ``cfg.start`` is not among them."""
+    grammar's language is empty exactly when ``cfg.start`` is not among them.
+
+    The least fixpoint by a worklist: each production waits for its nonterminal occurrences, and
+    a nonterminal found productive releases the productions it occurs in (once per occurrence), so
+    every production is read twice, where sweeping every rule until nothing changed read the whole
+    grammar once per level of nesting (an object schema's front end: ~1.5 ms of ~11)."""
     productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in cfg.rules.items():
-            if name in productive:
-                continue
-            counted = cfg.counted.get(name)
-            if counted is not None:
-                ok = counted.min == 0 or counted.item in productive
+    waiting: dict[str, list[int]] = {}  # nonterminal -> productions it occurs in (once per occurrence)
+    owner: list[str] = []
+    missing: list[int] = []  # per production: occurrences of nonterminals not yet productive
+    ready: list[str] = []
+    for name, alts in cfg.rules.items():
+        counted = cfg.counted.get(name)
+        if counted is not None:  # productive when it may repeat zero times, or when its item is
+            if counted.min == 0:
+                ready.append(name)
             else:
-                ok = any(all(_is_productive(s, productive) for s in rhs) for rhs in alts)
-            if ok:
-                productive.add(name)
-                changed = True
+                waiting.setdefault(counted.item, []).append(len(owner))
+                owner.append(name)
+                missing.append(1)
+            continue
+        for rhs in alts:
+            need = 0
+            for symbol in rhs:
+                if isinstance(symbol, ByteSet):
+                    if not symbol.bits:  # the empty class: never
+                        need = -1
+                        break
+                else:
+                    need += 1
+            if need == 0:
+                ready.append(name)
+            elif need > 0:
+                k = len(owner)
+                owner.append(name)
+                missing.append(need)
+                for symbol in rhs:
+                    if not isinstance(symbol, ByteSet):
+                        waiting.setdefault(symbol, []).append(k)
+    while ready:
+        name = ready.pop()
+        if name in productive:
+            continue
+        productive.add(name)
+        for k in waiting.pop(name, ()):
+            missing[k] -= 1
+            if missing[k] == 0 and owner[k] not in productive:
+                ready.append(owner[k])
     return productive
 
 
@@ -97,24 +129,32 @@ def _is_productive(symbol: Symbol, productive: set[str]) -> bool:
 
 
 def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
+    """The productive nonterminals that derive a non-empty string: through a production of productive
+    symbols only with a non-empty one among them (a byte, or a nonterminal found so), or as a counted
+    repetition of such an item. The least fixpoint by a worklist, as :func:`productive_nonterminals`."""
     nonempty: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in cfg.rules.items():
-            if name in nonempty:
+    waiting: dict[str, list[str]] = {}  # nonterminal -> nonterminals that are non-empty once it is
+    ready: list[str] = []
+    for name, alts in cfg.rules.items():
+        counted = cfg.counted.get(name)
+        if counted is not None:
+            if name in productive and counted.item in productive:
+                waiting.setdefault(counted.item, []).append(name)
+            continue
+        for rhs in alts:
+            if not all(_is_productive(s, productive) for s in rhs):
                 continue
-            counted = cfg.counted.get(name)
-            if counted is not None:
-                if name in productive and counted.item in nonempty and counted.item in productive:
-                    nonempty.add(name)
-                    changed = True
-                continue
-            for rhs in alts:
-                if all(_is_productive(s, productive) for s in rhs) and any(_is_nonempty(s, nonempty) for s in rhs):
-                    nonempty.add(name)
-                    changed = True
-                    break
+            if any(isinstance(s, ByteSet) for s in rhs):  # productive bytes: non-empty now
+                ready.append(name)
+                break
+            for symbol in rhs:
+                waiting.setdefault(symbol, []).append(name)
+    while ready:
+        name = ready.pop()
+        if name in nonempty:
+            continue
+        nonempty.add(name)
+        ready.extend(n for n in waiting.pop(name, ()) if n not in nonempty)
     return nonempty
 
 

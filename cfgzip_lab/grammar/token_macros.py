@@ -183,6 +183,11 @@ def token_tag_dispatch(arguments: MacroArguments, span: Span) -> Expr:
 def _token_sets(ast: GrammarAST) -> Iterable[TokenSet]:
     from .tree import Automaton
 
+    if ast.text and "Token" not in ast.text:
+        # Every macro is spelled Token(...), ExcludeToken(...) or TokenTagDispatch(...): a text
+        # without the word has none, and the walk over the whole tree (a third of an object
+        # schema's lowering, and again when classing checks the vocabulary) is not needed.
+        return
     todo: list[Expr] = [rule.body for rule in ast.rules.values()]
     while todo:
         e = todo.pop()
@@ -327,29 +332,33 @@ def add_token_paths(displacer: Displacer, token_bytes, kinds: np.ndarray, node_o
     """Union every normal token's displacement node (``node_of``, in place) with its atom's.
 
     Tokens with the same byte node and the same atom get the same union, so it is computed
-    once per distinct (node, atom) pair. Fallback tokens (node -1, past the budget) keep -1.
+    once per distinct (node, atom) pair. Fallback tokens (node -1, past the budget) keep -1, as
+    do the tokens classing gives no node (not normal, or empty: ``kinds`` says no more than that).
     Raises :class:`TokenIdError` when a named id is past the vocabulary.
     """
     import numpy as np
-
-    from ..vocab import TokenKind
 
     paths = token_paths(displacer)
     if paths is None:
         return None
     check_token_ids(paths.atoms.max_id, len(token_bytes))
-    kinds = np.asarray(kinds)
-    normal = (kinds == int(TokenKind.NORMAL)) & np.fromiter((bool(b) for b in token_bytes), bool, len(token_bytes))
     named = paths.atoms.named
-    ids = np.flatnonzero(normal & (node_of >= 0))
+    # Classing gives a node to the normal, non-empty tokens only (the others, and fallbacks, keep -1).
+    ids = np.flatnonzero(node_of >= 0)
     is_named = np.isin(ids, np.fromiter(named, np.int64, len(named)))
     for tid in ids[is_named].tolist():
         node_of[tid] = paths.node(tid, int(node_of[tid]))
     others = ids[~is_named]
     if paths.atoms.other is not None and others.size:
-        nodes, inverse = np.unique(node_of[others], return_inverse=True)
-        unions = np.fromiter((paths.node(-1, int(n)) for n in nodes.tolist()), np.int64, nodes.size)
-        node_of[others] = unions[inverse]
+        # each distinct byte node once, in ascending order (the order the unions are made in):
+        # node ids are dense, so a table over them instead of a sort of the vocabulary's
+        at = node_of[others]
+        seen = np.zeros(int(at.max()) + 1, dtype=bool)
+        seen[at] = True
+        nodes = np.flatnonzero(seen)
+        union_of = np.zeros(seen.size, dtype=np.int64)
+        union_of[nodes] = np.fromiter((paths.node(-1, int(n)) for n in nodes.tolist()), np.int64, nodes.size)
+        node_of[others] = union_of[at]
     return paths
 
 

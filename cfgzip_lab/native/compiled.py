@@ -76,9 +76,10 @@ def has_token_atoms(gnf: GNF) -> bool:
 
 def supports_walk(gnf: GNF) -> bool:
     """Whether classing can walk the vocabulary and number the classes in C with ``gnf``'s Python
-    displacer stepping (``_kernel.classify_steps``): built, and no token atoms (whose paths only
-    the Python classing adds). Counted families are fine: their steps stay the Python ones."""
-    return available() and hasattr(_kernel, "classify_steps") and not has_token_atoms(gnf)
+    displacer stepping (``_kernel.classify_steps``): where it is built. Counted families are fine
+    (their steps stay the Python ones), and so are token atoms: the walk gives each token its bytes'
+    node and ``token_macros.add_token_paths`` then unions its token atom's in, as the Python path does."""
+    return available() and hasattr(_kernel, "classify_steps")
 
 
 COUNTED_SYMBOL_BITS = getattr(_kernel, "COUNTED_SYMBOL_BITS", 0)
