@@ -337,6 +337,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     names, rule_origins, rule_sets = rules.names, rules.origins, rules.rhs
     native = _passes(store)
     word = native.word if native is not None else store.word
+    union_all = native.union_all if native is not None and hasattr(native, "union_all") else store.union_all
 
     def symbol(s, owner: str, span) -> int:
         if s.__class__ is str:
@@ -386,7 +387,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
             words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
-        rules.rhs[ids[name]] = store.union_all(words)
+        rules.rhs[ids[name]] = union_all(words)
     return rules, start, atom_of
 
 
@@ -1124,12 +1125,15 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     if native is None:
         table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
     else:  # the same walk in C: the rows' tails in row order, one call
-        rows = [store.edges(rules.rhs[a]) for a in live]
         to = array("q", range(len(rules.names)))
         for a, i in dense.items():
             to[a] = i
-        tails = iter(native.map_symbols([c for row in rows for _, c in row], to, _memo(store)))
-        table = [{-1 - s: next(tails) for s, _ in row} for row in rows]  # (atom_index, inlined)
+        if hasattr(native, "atom_rows"):  # the rows made in C too
+            table = native.atom_rows([rules.rhs[a] for a in live], to, _memo(store))
+        else:
+            rows = [store.edges(rules.rhs[a]) for a in live]
+            tails = iter(native.map_symbols([c for row in rows for _, c in row], to, _memo(store)))
+            table = [{-1 - s: next(tails) for s, _ in row} for row in rows]  # (atom_index, inlined)
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
     merged_name = "merging"
     if merge:

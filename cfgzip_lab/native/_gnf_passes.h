@@ -25,6 +25,8 @@
  *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
  *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
  *   left_work(order, roots, m) -> bytes      the nonterminals gnf._remove_left_recursion changes.
+ *   atom_rows(roots, to, memo) -> [dict]     gnf._to_gnf's table: {atom: tail mapped through to} per root.
+ *   union_all(nodes) -> node                 WordStore.union_all (the lifting unites each rule's words).
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -1438,6 +1440,70 @@ done:
     return out;
 }
 
+/* atom_rows(roots, to, memo) -> [dict]: the normal form's table from its rule sets (gnf._to_gnf's dense
+ * renumbering): per root, {atom index (-1 - symbol): the edge's child mapped through `to` (gnf_map)}, the
+ * children mapped in edge order, roots in order (as map_symbols over the rows' children in order). */
+static PyObject *words_atom_rows(Words *S, PyObject *args) {
+    PyObject *roots_obj;
+    Py_buffer to, memo;
+    if (!PyArg_ParseTuple(args, "Oy*w*", &roots_obj, &to, &memo)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0;
+    int64_t *roots = NULL;
+    GnfPass P = {0};
+    if (to.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "atom_rows: the map must be an int64 buffer");
+        goto done;
+    }
+    if (gnf_memo(&memo, &P) < 0) goto done;
+    P.to = to.buf;
+    P.m = to.len / 8;
+    roots = gnf_node_list(S, roots_obj, &n, 0);
+    if (!roots) goto done;
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out && k < n; k++) {
+        PyObject *row = PyDict_New();
+        if (!row) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, row);
+        for (int64_t i = S->estart[roots[k]]; i < S->estart[roots[k] + 1]; i++) {
+            int64_t sym = S->esym[i];
+            int64_t r = gnf_map(S, &P, S->ekid[i], 0);
+            if (r < 0) {
+                Py_CLEAR(out);
+                raise_code(S, r);
+                break;
+            }
+            PyObject *key = PyLong_FromLongLong(-1 - sym), *val = PyLong_FromLongLong(r);
+            int bad = !key || !val || PyDict_SetItem(row, key, val) < 0;
+            Py_XDECREF(key);
+            Py_XDECREF(val);
+            if (bad) {
+                Py_CLEAR(out);
+                break;
+            }
+        }
+    }
+done:
+    PyBuffer_Release(&to);
+    PyBuffer_Release(&memo);
+    free(roots);
+    return out;
+}
+
+/* union_all(nodes) -> node: WordStore.union_all, the nodes united left to right from EMPTY. */
+static PyObject *words_union_all(Words *S, PyObject *nodes_obj) {
+    Py_ssize_t n;
+    int64_t *nodes = gnf_node_list(S, nodes_obj, &n, 0);
+    if (!nodes) return NULL;
+    int64_t u = W_EMPTY;
+    for (Py_ssize_t i = 0; u >= 0 && i < n; i++) u = w_union(S, u, nodes[i], 0);
+    free(nodes);
+    return u < 0 ? raise_code(S, u) : PyLong_FromLongLong(u);
+}
+
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
  * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
  * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
@@ -1570,4 +1636,6 @@ done:
         {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
         {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \
         {"count_sum", (PyCFunction)words_count_sum, METH_O, "the sum of count(r) over roots, or None (_gnf_passes.h)"}, \
-        {"left_work", (PyCFunction)words_left_work, METH_VARARGS, "gnf._remove_left_recursion's work list (_gnf_passes.h)"},
+        {"left_work", (PyCFunction)words_left_work, METH_VARARGS, "gnf._remove_left_recursion's work list (_gnf_passes.h)"}, \
+        {"atom_rows", (PyCFunction)words_atom_rows, METH_VARARGS, "the normal form's table, renumbered (_gnf_passes.h)"}, \
+        {"union_all", (PyCFunction)words_union_all, METH_O, "WordStore.union_all (_gnf_passes.h)"},
