@@ -25,9 +25,9 @@ moment). Nothing here asserts on time.
 
 from __future__ import annotations
 
+import gc
 import math
 import tempfile
-import gc
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
