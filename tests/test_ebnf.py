@@ -643,3 +643,74 @@ def test_regex_flags_argument(grammar: str, accepted: list[bytes], refused: list
     matcher = xgrammar_matcher(grammar)
     for data in accepted + refused:
         assert compiled.gnf.accepts(data) == xgrammar_matches(matcher, data) == (data in accepted), data
+
+
+# -- NULLABLE and the left-recursion groups against their definitions ----------------------------------
+def _swept_nullable(rules) -> set[str]:
+    from cfgzip_lab.grammar.ebnf import _nullable
+
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, rule in rules.items():
+            if name not in found and _nullable(rule.body, found):
+                found.add(name)
+                changed = True
+    return found
+
+
+def _reach_groups(rules, nullable) -> list[list[str]]:
+    """The left-recursive groups by their definition: rules that reach each other over LEFT, in source order."""
+    from cfgzip_lab.grammar.ebnf import _leftmost
+
+    left = {name: _leftmost(rule.body, nullable) & rules.keys() for name, rule in rules.items()}
+    reach = {}
+    for name in rules:
+        seen, todo = set(), list(left[name])
+        while todo:
+            other = todo.pop()
+            if other not in seen:
+                seen.add(other)
+                todo += left[other]
+        reach[name] = seen
+    groups, done = [], set()
+    for name in rules:
+        if name in done or name not in reach[name]:
+            continue
+        group = [other for other in rules if other in reach[name] and name in reach[other]]
+        done.update(group)
+        groups.append(group)
+    return groups
+
+
+def _chains(n: int) -> list[str]:
+    return [
+        "root ::= r0\n" + "".join(f'r{i} ::= r{i + 1} "a" | "b"\n' for i in range(n)) + f'r{n} ::= "x" | r0\n',
+        'root ::= r0 "z"\n' + "".join(f'r{i} ::= r{i + 1} | "a"\n' for i in range(n)) + f'r{n} ::= ""\n',
+        'root ::= a\na ::= b "x" | c\nb ::= c? a\nc ::= "" | d\nd ::= a "y" | "q"\ne ::= e "1" | "2"\n',
+    ]
+
+
+def test_nullable_and_left_recursion_groups_are_their_definitions():
+    """_nullable_rules (a worklist) and the left-recursion notes (Tarjan's components) equal NULLABLE
+    swept to a fixpoint and the groups of rules reaching each other, on long chains, a knot of
+    mutual recursion through nullable prefixes, the bundled grammars and third-party ones."""
+    from cfgzip_lab.grammar.ebnf import LEFT_RECURSION_NOTE, _nullable_rules
+
+    texts = _chains(300) + [p.read_text(encoding="utf-8") for p in sorted(BUNDLED_DIR.glob("*.ebnf"))]
+    texts += [p.read_text(encoding="utf-8") for p in sorted(THIRD_PARTY.rglob("*.ebnf"))] if THIRD_PARTY.is_dir() else []
+    checked = 0
+    for text in texts:
+        try:
+            ast = parse_ebnf(text)
+        except GrammarError:
+            continue
+        nullable = _nullable_rules(ast.rules)
+        assert nullable == _swept_nullable(ast.rules)
+        want = [LEFT_RECURSION_NOTE.format(rules=("rule " if len(g) == 1 else "rules ") + ", ".join(map(repr, g)))
+                for g in _reach_groups(ast.rules, nullable)]  # fmt: skip
+        got = [w.message for w in ast.warnings if w.message.startswith("left recursion in")]
+        assert sorted(got) == sorted(want)
+        checked += 1
+    assert checked > 10

@@ -957,20 +957,15 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
     """
     nullable = _nullable_rules(rules)
     left = {name: _leftmost(rule.body, nullable) & rules.keys() for name, rule in rules.items()}
-    reach: dict[str, set[str]] = {}
-    for name in rules:
-        seen, todo = set(), list(left[name])
-        while todo:
-            other = todo.pop()
-            if other not in seen:
-                seen.add(other)
-                todo += left[other]
-        reach[name] = seen
+    component = _components(left)  # a group: the rules that reach each other (a strongly connected part)
+    members: dict[int, list[str]] = {}
+    for name in rules:  # source order
+        members.setdefault(component[name], []).append(name)
     done: set[str] = set()
     for name, rule in rules.items():  # source order
-        if name in done or name not in reach[name]:
+        group = members[component[name]]
+        if name in done or (len(group) == 1 and name not in left[name]):  # not left-recursive
             continue
-        group = [other for other in rules if other in reach[name] and name in reach[other]]
         done.update(group)
         listed = ", ".join(repr(g) for g in group)
         message = LEFT_RECURSION_NOTE.format(rules=("rule " if len(group) == 1 else "rules ") + listed)
@@ -978,16 +973,68 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
         diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "info"))
 
 
+def _components(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Each node's strongly connected component (Tarjan's, iterative: a chain of rules is as deep
+    as it is long), as a number; an edge to a name outside ``graph`` is not followed. Where every
+    rule's reach was walked before, a chain of 800 left-recursive levels took 0.13 s."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    component: dict[str, int] = {}
+    components: list[str] = []  # each component's root, in the order they are closed
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, kids = work[-1]
+            for kid in kids:
+                if kid not in graph:
+                    continue
+                if kid not in index:
+                    index[kid] = low[kid] = len(index)
+                    stack.append(kid)
+                    on_stack.add(kid)
+                    work.append((kid, iter(sorted(graph[kid]))))
+                    break
+                if kid in on_stack:
+                    low[node] = min(low[node], index[kid])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    number = len(components)
+                    components.append(node)
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component[member] = number
+                        if member == node:
+                            break
+    return component
+
+
 def _nullable_rules(rules: dict[str, Rule]) -> set[str]:
-    """NULLABLE: the rules that can match the empty string (a least fixpoint)."""
+    """NULLABLE: the rules that can match the empty string (a least fixpoint, by worklist: a rule
+    is looked at again only when a rule its body names turns out nullable; sweeping every rule
+    until nothing changed took 0.37 s on a chain of 800 rules that end in an empty one)."""
+    users: dict[str, list[str]] = {}
+    for name, rule in rules.items():
+        for ref in _references(rule.body):
+            users.setdefault(ref.name, []).append(name)
     nullable: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, rule in rules.items():
-            if name not in nullable and _nullable(rule.body, nullable):
-                nullable.add(name)
-                changed = True
+    todo = list(reversed(rules))
+    while todo:
+        name = todo.pop()
+        if name not in nullable and _nullable(rules[name].body, nullable):
+            nullable.add(name)
+            todo += (user for user in users.get(name, ()) if user not in nullable)
     return nullable
 
 

@@ -2508,15 +2508,40 @@ typedef struct {
     int64_t *set_off;    /* set id -> offset in pool */
     int32_t *set_len;
     int64_t nsets, setcap, setcap2;
-    int32_t *pool;       /* rest node ids, sorted per set */
+    int32_t *pool;       /* rests (their compact ids), per set */
     int64_t npool, poolcap;
-    int64_t *stamps;     /* node -> the last set that took it (dedup without sorting) */
-    int64_t stamp_now, nstamps; /* nstamps: nodes stamps covers (the store grows: IN words of REL tops) */
+    Memo rid;            /* rest node -> compact id (in order of first sight), so that the arrays over */
+    int32_t *rest_node;  /* rests are as long as there are rests, not store nodes (c_like: 8k of 289k) */
+    int64_t nrest, restcap;
+    int64_t *stamps;     /* compact id -> the last set that took it (dedup without sorting) */
+    int64_t stamp_now, nstamps;
+    int64_t *sstamps;    /* set id -> the last set that took all of it (a part met twice is read once) */
+    int64_t sstampcap;
+    int32_t *subs;       /* the parts' set ids of the nodes being made, a stack (read again, not looked up) */
+    int64_t nsubs, subcap;
     Memo cmemo;          /* node -> index in counts */
     unsigned __int128 *counts;
     int64_t ncounts, countcap;
 } Idx;
 
+
+/* The compact id of a rest node (given one on first sight); < 0: no memory. */
+static int64_t rest_id(Idx *X, int64_t node) {
+    int32_t got = memo_get(&X->rid, (uint64_t)node);
+    if (got >= 0) return got;
+    if (grow((void **)&X->rest_node, &X->restcap, X->nrest + 1, sizeof(int32_t)) < 0) return E_NOMEM;
+    if (X->nrest >= X->nstamps) {
+        int64_t cap = X->nstamps ? 2 * X->nstamps : 1024;
+        int64_t *st = realloc(X->stamps, (size_t)cap * sizeof(int64_t));
+        if (!st) return E_NOMEM;
+        memset(st + X->nstamps, 0, (size_t)(cap - X->nstamps) * sizeof(int64_t));
+        X->stamps = st;
+        X->nstamps = cap;
+    }
+    X->rest_node[X->nrest] = (int32_t)node;
+    if (memo_put(&X->rid, (uint64_t)node, (int32_t)X->nrest) < 0) return E_NOMEM;
+    return X->nrest++;
+}
 
 static int64_t new_set(Idx *X, int64_t off, int64_t len) {
     if (X->nsets >= X->setcap) {
@@ -2526,8 +2551,10 @@ static int64_t new_set(Idx *X, int64_t off, int64_t len) {
             return E_NOMEM;
         X->setcap = c < c2 ? c : c2;
     }
+    if (grow((void **)&X->sstamps, &X->sstampcap, X->nsets + 1, sizeof(int64_t)) < 0) return E_NOMEM;
     X->set_off[X->nsets] = off;
     X->set_len[X->nsets] = (int32_t)len;
+    X->sstamps[X->nsets] = 0;
     return X->nsets++;
 }
 
@@ -2541,14 +2568,16 @@ static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
     if (got >= 0) return got;
     if (depth > MAX_DEPTH) return E_DEPTH;
     int64_t sep = S->sep;
-    int64_t parts = 0, single = -1, direct = 0;
+    int64_t parts = 0, single = -1, direct = 0, base = X->nsubs;
     for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
         int64_t sym = S->esym[i];
         if (sym == sep) {
             direct++;
         } else if (below_key(S, sym) >= 0) {
-            int64_t sub = rev_inputs(X, S->ekid[i], depth + 1);
+            int64_t sub = rev_inputs(X, S->ekid[i], depth + 1); /* leaves nsubs as it was */
             if (sub < 0) return sub;
+            if (grow((void **)&X->subs, &X->subcap, X->nsubs + 1, sizeof(int32_t)) < 0) return E_NOMEM;
+            X->subs[X->nsubs++] = (int32_t)sub;
             parts++;
             single = sub;
         } else if (sym >= WIDE_REL && S->nfam) {
@@ -2559,30 +2588,27 @@ static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
             direct++;
         }
     }
-    if (X->nstamps < S->n) { /* REL rests made above are new nodes */
-        int64_t cap = S->n * 2;
-        int64_t *st = realloc(X->stamps, (size_t)cap * sizeof(int64_t));
-        if (!st) return E_NOMEM;
-        memset(st + X->nstamps, 0, (size_t)(cap - X->nstamps) * sizeof(int64_t));
-        X->stamps = st;
-        X->nstamps = cap;
-    }
     int64_t id;
     if (!direct && parts == 1) {
         id = single;
     } else {
         /* the parts' elements and the direct ones, each once (stamps: no sort) */
-        int64_t stamp = ++X->stamp_now, u = 0;
+        int64_t stamp = ++X->stamp_now, u = 0, at = base;
         for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
             int64_t sym = S->esym[i];
             const int32_t *add;
             int64_t add_len;
-            int32_t one = S->ekid[i];
+            int32_t one;
             if (sym == sep) {
+                int64_t r = rest_id(X, S->ekid[i]);
+                if (r < 0) return r;
+                one = (int32_t)r;
                 add = &one;
                 add_len = 1;
             } else if (below_key(S, sym) >= 0) {
-                int64_t sub = memo_get(&X->rmemo, (uint64_t)S->ekid[i]);
+                int64_t sub = X->subs[at++];
+                if (X->sstamps[sub] == stamp) continue; /* every element of it is in already */
+                X->sstamps[sub] = stamp;
                 add_len = X->set_len[sub];
                 /* grow first: the part's elements live in the pool too */
                 if (grow((void **)&X->pool, &X->poolcap, X->npool + u + add_len, sizeof(int32_t)) < 0) return E_NOMEM;
@@ -2592,6 +2618,7 @@ static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
                 split_wide(S, sym, &f, &j, &lo, &hi);
                 int64_t made = make1(S, in_sym_of(S, f, lo, hi), S->ekid[i]); /* interned above: no new node */
                 if (made < 0) return made;
+                if ((made = rest_id(X, made)) < 0) return made;
                 one = (int32_t)made;
                 add = &one;
                 add_len = 1;
@@ -2611,6 +2638,7 @@ static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
         X->npool += u;
         if (id < 0) return id;
     }
+    X->nsubs = base;
     if (memo_put(&X->rmemo, (uint64_t)node, (int32_t)id) < 0) return E_NOMEM;
     return id;
 }
@@ -2703,9 +2731,10 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*LL", &nodes_b, &max_per_node, &max_words)) return NULL;
     PyObject *result = NULL;
     Idx X;
-    Memo ext; /* (trie node, symbol) -> trie node */
+    Memo ext, tix; /* (trie node, symbol) -> trie node; a node below the listed rests -> its index */
     memset(&X, 0, sizeof(X));
     memset(&ext, 0, sizeof(ext));
+    memset(&tix, 0, sizeof(tix));
     X.S = S;
     int64_t K = nodes_b.len / 8, code = 0;
     const int64_t *cnode = nodes_b.buf;
@@ -2723,9 +2752,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
         goto done;
     }
     cset = malloc((size_t)(K ? K : 1) * sizeof(int64_t));
-    X.stamps = calloc((size_t)S->n, sizeof(int64_t));
-    X.nstamps = S->n;
-    if (!cset || !X.stamps) goto nomem;
+    if (!cset) goto nomem;
     for (int64_t k = 0; k < K; k++) {
         cset[k] = -1;
         if (cnode[k] < 1) continue;
@@ -2737,11 +2764,12 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
         if (code < 0) goto fail;
         cset[k] = code;
     }
-    /* distinct rests, in order of first appearance; their word counts; what is to list */
-    row_of = malloc((size_t)S->n * sizeof(int32_t));
-    big = calloc((size_t)S->n, 1);
+    /* distinct rests, in order of first appearance; their word counts; what is to list (row_of, big: by
+     * compact rest id) */
+    row_of = malloc((size_t)(X.nrest ? X.nrest : 1) * sizeof(int32_t));
+    big = calloc((size_t)(X.nrest ? X.nrest : 1), 1);
     if (!row_of || !big) goto nomem;
-    memset(row_of, 0xFF, (size_t)S->n * sizeof(int32_t));
+    memset(row_of, 0xFF, (size_t)X.nrest * sizeof(int32_t));
     int64_t rowcap = 0;
     unsigned __int128 to_list = 0;
     for (int64_t k = 0; k < K; k++) {
@@ -2750,7 +2778,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
             int32_t r = X.pool[X.set_off[cset[k]] + j];
             if (row_of[r] != -1 || big[r]) continue;
             unsigned __int128 c;
-            code = count_words(&X, r, &c, 0);
+            code = count_words(&X, X.rest_node[r], &c, 0);
             if (code < 0) goto fail;
             if (c > (unsigned __int128)max_per_node) {
                 big[r] = 1;
@@ -2760,7 +2788,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
             if (to_list > COUNT_CAP) to_list = COUNT_CAP;
             if (grow((void **)&rest_of_row, &rowcap, nrows + 1, sizeof(int32_t)) < 0) goto nomem;
             row_of[r] = (int32_t)nrows;
-            rest_of_row[nrows++] = r;
+            rest_of_row[nrows++] = X.rest_node[r];
         }
     }
     if (to_list > (unsigned __int128)max_words) {
@@ -2814,21 +2842,20 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
      * the sorted sigma_in one by one numbers them in (the Python build). Symbols n + 1 + A -> A (IN:
      * nt + rank). */
     int64_t tn = 1, tcap = 0, ntp = 0, tpcap = 0, maxlen = 0, ns = 0, wcap = 0;
-    toff = malloc((size_t)S->n * sizeof(int64_t));
-    tlen = malloc((size_t)S->n * sizeof(int32_t));
-    if (!toff || !tlen || grow((void **)&tpar, &tcap, 1024, sizeof(int32_t)) < 0) goto nomem;
+    /* toff, tlen: by a node's index in tix (the nodes below the listed rests, not the whole store) */
+    int64_t ntix = 0, toffcap = 0, tlencap = 0;
+    if (grow((void **)&tpar, &tcap, 1024, sizeof(int32_t)) < 0) goto nomem;
     {
         int64_t c2 = 0, c3 = 0;
         if (grow((void **)&tsym, &c2, tcap, sizeof(int32_t)) < 0 || grow((void **)&tdep, &c3, tcap, sizeof(int32_t)) < 0)
             goto nomem;
     }
-    memset(toff, 0xFF, (size_t)S->n * sizeof(int64_t));
     tpar[0] = -1;
     tsym[0] = -1;
     tdep[0] = 0;
     for (int64_t row = 0; row < nrows; row++) {
         int64_t sp = 0; /* entries (node, next edge) */
-        if (toff[rest_of_row[row]] >= 0) continue;
+        if (memo_get(&tix, (uint64_t)rest_of_row[row]) >= 0) continue;
         if (grow((void **)&wstack, &wcap, 2, sizeof(int64_t)) < 0) goto nomem;
         wstack[sp++] = rest_of_row[row];
         wstack[sp++] = S->estart[rest_of_row[row]];
@@ -2837,7 +2864,7 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
             if (e < S->estart[node + 1]) {
                 wstack[sp - 1] = e + 1;
                 int64_t kid = S->ekid[e];
-                if (toff[kid] < 0) {
+                if (memo_get(&tix, (uint64_t)kid) < 0) {
                     if (grow((void **)&wstack, &wcap, sp + 2, sizeof(int64_t)) < 0) goto nomem;
                     wstack[sp++] = kid;
                     wstack[sp++] = S->estart[kid];
@@ -2845,16 +2872,19 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
                 continue;
             }
             sp -= 2;
-            int64_t need = S->acc[node];
-            for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) need += tlen[S->ekid[i]];
-            if (need > INT32_MAX || grow((void **)&tpool, &tpcap, ntp + need, sizeof(int32_t)) < 0) goto nomem;
             int64_t off = ntp;
-            if (S->acc[node]) tpool[ntp++] = 0;
+            if (S->acc[node]) {
+                if (grow((void **)&tpool, &tpcap, ntp + 1, sizeof(int32_t)) < 0) goto nomem;
+                tpool[ntp++] = 0;
+            }
             for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
                 int64_t sym = S->esym[i], kid = S->ekid[i];
                 uint32_t m = (uint32_t)(sym >= WIDE_IN ? S->nt + rank_i64(ins, nins, sym) : sym - S->nt - 1);
-                const int32_t *from = tpool + toff[kid];
-                for (int32_t j = 0; j < tlen[kid]; j++) {
+                int32_t kix = memo_get(&tix, (uint64_t)kid);
+                if (ntp + tlen[kix] - off > INT32_MAX || grow((void **)&tpool, &tpcap, ntp + tlen[kix], sizeof(int32_t)) < 0)
+                    goto nomem;
+                const int32_t *from = tpool + toff[kix];
+                for (int32_t j = 0; j < tlen[kix]; j++) {
                     int32_t t = from[j];
                     uint64_t key = ((uint64_t)(uint32_t)t << 32) | m;
                     int32_t c = memo_get(&ext, key);
@@ -2877,8 +2907,11 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
                     tpool[ntp++] = c;
                 }
             }
-            toff[node] = off;
-            tlen[node] = (int32_t)(ntp - off);
+            if (ntix >= INT32_MAX || grow((void **)&toff, &toffcap, ntix + 1, sizeof(int64_t)) < 0 ||
+                grow((void **)&tlen, &tlencap, ntix + 1, sizeof(int32_t)) < 0 || memo_put(&tix, (uint64_t)node, (int32_t)ntix) < 0)
+                goto nomem;
+            toff[ntix] = off;
+            tlen[ntix++] = (int32_t)(ntp - off);
         }
     }
     memo_free(&ext);
@@ -2917,9 +2950,10 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
     if (!sig_ptr) goto nomem;
     int64_t ninc = 0;
     for (int64_t r = 0; r < nrows; r++) {
-        const int32_t *set = tpool + toff[rest_of_row[r]];
-        for (int32_t j = 0; j < tlen[rest_of_row[r]]; j++) sig_ptr[set[j] + 1]++;
-        ninc += tlen[rest_of_row[r]];
+        int32_t rix = memo_get(&tix, (uint64_t)rest_of_row[r]);
+        const int32_t *set = tpool + toff[rix];
+        for (int32_t j = 0; j < tlen[rix]; j++) sig_ptr[set[j] + 1]++;
+        ninc += tlen[rix];
     }
     for (int64_t t = 0; t < tn; t++) {
         if (sig_ptr[t + 1]) {
@@ -2935,8 +2969,9 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
         if (!fill) goto nomem;
         memcpy(fill, sig_ptr, (size_t)tn * sizeof(int32_t));
         for (int64_t r = 0; r < nrows; r++) {
-            const int32_t *set = tpool + toff[rest_of_row[r]];
-            for (int32_t j = 0; j < tlen[rest_of_row[r]]; j++) sig_row[fill[set[j]]++] = (int32_t)r;
+            int32_t rix = memo_get(&tix, (uint64_t)rest_of_row[r]);
+            const int32_t *set = tpool + toff[rix];
+            for (int32_t j = 0; j < tlen[rix]; j++) sig_row[fill[set[j]]++] = (int32_t)r;
         }
         free(fill);
     }
@@ -2994,35 +3029,24 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
             ne++;
         }
     }
-    /* the classes at each trie node: the union over its sigma_in's rows (dense rows of K bits), ascending */
-    int32_t *sig_at = malloc((size_t)tn * sizeof(int32_t)); /* trie node -> sigma, -1 none */
+    /* the classes at each trie node: the union over its sigma_in's rows, ascending. One row (most sigma_in):
+     * its class list as it is; several: their lists' bits set in a K-bit accumulator, read back over the
+     * words they touched and cleared (no dense row matrix: c_like's 8k rows x 4k classes were 4 MB) */
     int64_t kw = (K + 63) / 64;
-    uint64_t *rows = calloc((size_t)(nrows ? nrows : 1) * (size_t)(kw ? kw : 1), sizeof(uint64_t));
-    uint64_t *acc = malloc((size_t)(kw ? kw : 1) * sizeof(uint64_t));
+    uint64_t *acc = calloc((size_t)(kw ? kw : 1), sizeof(uint64_t));
     indptr = malloc((size_t)(tn + 1) * sizeof(int64_t));
-    if (!sig_at || !rows || !acc || !indptr) {
-        free(sig_at);
-        free(rows);
+    if (!acc || !indptr) {
         free(acc);
         goto nomem;
     }
-    for (int64_t r = 0; r < nrows; r++)
-        for (int32_t b = row_ptr[r]; b < row_ptr[r + 1]; b++)
-            rows[r * kw + (row_cls[b] >> 6)] |= (uint64_t)1 << (row_cls[b] & 63);
-    memset(sig_at, 0xFF, (size_t)tn * sizeof(int32_t));
-    for (int64_t q = 0; q < tn; q++)
-        if (sig_ptr[old_of[q] + 1] > sig_ptr[old_of[q]]) sig_at[q] = old_of[q];
     int64_t nout = 0, outcap = 0;
     indptr[0] = 0;
     for (int64_t t = 0; t < tn; t++) {
-        int32_t i = sig_at[t];
-        if (i >= 0) {
-            /* one row (most sigma_in): its class list as it is, ascending; several: their union */
+        int32_t i = old_of[t];
+        if (sig_ptr[i + 1] > sig_ptr[i]) {
             int64_t most = 0;
             for (int32_t a = sig_ptr[i]; a < sig_ptr[i + 1]; a++) most += row_ptr[sig_row[a] + 1] - row_ptr[sig_row[a]];
             if (grow((void **)&out_cls, &outcap, nout + most, sizeof(int32_t)) < 0) {
-                free(sig_at);
-                free(rows);
                 free(acc);
                 goto nomem;
             }
@@ -3031,20 +3055,25 @@ static PyObject *words_sigma_index(Words *S, PyObject *args) {
                 memcpy(out_cls + nout, row_cls + row_ptr[r], (size_t)most * sizeof(int32_t));
                 nout += most;
             } else {
-                memset(acc, 0, (size_t)kw * sizeof(uint64_t));
+                int64_t wlo = kw, whi = -1;
                 for (int32_t a = sig_ptr[i]; a < sig_ptr[i + 1]; a++) {
-                    const uint64_t *row = rows + (int64_t)sig_row[a] * kw;
-                    for (int64_t w = 0; w < kw; w++) acc[w] |= row[w];
+                    int32_t r = sig_row[a];
+                    if (row_ptr[r + 1] == row_ptr[r]) continue;
+                    int64_t w0 = row_cls[row_ptr[r]] >> 6, w1 = row_cls[row_ptr[r + 1] - 1] >> 6;
+                    if (w0 < wlo) wlo = w0;
+                    if (w1 > whi) whi = w1;
+                    for (int32_t b = row_ptr[r]; b < row_ptr[r + 1]; b++)
+                        acc[row_cls[b] >> 6] |= (uint64_t)1 << (row_cls[b] & 63);
                 }
-                for (int64_t w = 0; w < kw; w++)
+                for (int64_t w = wlo; w <= whi; w++) {
                     for (uint64_t bits = acc[w]; bits; bits &= bits - 1)
                         out_cls[nout++] = (int32_t)(w * 64 + __builtin_ctzll(bits));
+                    acc[w] = 0;
+                }
             }
         }
         indptr[t + 1] = nout;
     }
-    free(sig_at);
-    free(rows);
     free(acc);
     /* IN(f, lo, hi) edges apart, as SigmaInIndex keeps them: rows (parent, f, lo, hi, child) */
     if (nins) {
@@ -3098,6 +3127,7 @@ done:
     free(tdep);
     free(old_of);
     memo_free(&ext);
+    memo_free(&tix);
     free(row_ptr);
     free(row_cls);
     free(sig_ptr);
@@ -3118,6 +3148,10 @@ done:
     free(X.set_len);
     free(X.pool);
     free(X.stamps);
+    free(X.sstamps);
+    free(X.subs);
+    free(X.rest_node);
+    memo_free(&X.rid);
     free(X.counts);
     PyBuffer_Release(&nodes_b);
     return result;
