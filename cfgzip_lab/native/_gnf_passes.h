@@ -27,6 +27,7 @@
  *   left_work(order, roots, m) -> bytes      the nonterminals gnf._remove_left_recursion changes.
  *   atom_rows(roots, to, memo) -> [dict]     gnf._to_gnf's table: {atom: tail mapped through to} per root.
  *   union_all(nodes) -> node                 WordStore.union_all (the lifting unites each rule's words).
+ *   epsilon_free(nts, roots, nullable, memo, at) gnf._remove_epsilon's loop: optional, then without ε.
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -1504,6 +1505,63 @@ static PyObject *words_union_all(Words *S, PyObject *nodes_obj) {
     return u < 0 ? raise_code(S, u) : PyLong_FromLongLong(u);
 }
 
+/* epsilon_free(nts, roots, nullable, memo, at) -> [node]: gnf._remove_epsilon's loop: for each rule set in
+ * order, optional(root) (gnf_opt) without the empty word (WordStore.without_empty_word: the same edges, not
+ * accepting), made in that order. at[0]: the nonterminal being worked on (the last one, once done). */
+static PyObject *words_epsilon_free(Words *S, PyObject *args) {
+    PyObject *nts_obj, *roots_obj;
+    Py_buffer nullable, memo, atbuf;
+    if (!PyArg_ParseTuple(args, "OOy*w*w*", &nts_obj, &roots_obj, &nullable, &memo, &atbuf)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0, n2 = 0;
+    int64_t *nts = NULL, *roots = NULL, *at;
+    GnfPass P = {0};
+    if (gnf_progress(&atbuf, &at) < 0 || gnf_memo(&memo, &P) < 0) goto done;
+    P.nullable = nullable.buf;
+    P.m = nullable.len;
+    nts = gnf_node_list(S, nts_obj, &n, 2);
+    if (!nts) goto done;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2) {
+        PyErr_SetString(PyExc_ValueError, "epsilon_free: nonterminals and roots differ in number");
+        goto done;
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        *at = nts[i];
+        int64_t r = gnf_opt(S, &P, roots[i], 0);
+        if (r >= 0 && S->acc[r]) {
+            int64_t base = S->stop;
+            for (int64_t e = S->estart[r]; e < S->estart[r + 1]; e++)
+                if (push_edge(S, S->esym[e], S->ekid[e]) < 0) {
+                    S->stop = base;
+                    r = E_NOMEM;
+                    break;
+                }
+            if (r >= 0) r = make_scratch(S, 0, base);
+        }
+        if (r < 0) {
+            Py_CLEAR(out);
+            raise_code(S, r);
+            break;
+        }
+        PyObject *x = PyLong_FromLongLong(r);
+        if (!x) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+done:
+    PyBuffer_Release(&nullable);
+    PyBuffer_Release(&memo);
+    PyBuffer_Release(&atbuf);
+    free(nts);
+    free(roots);
+    return out;
+}
+
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
  * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
  * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
@@ -1638,4 +1696,5 @@ done:
         {"count_sum", (PyCFunction)words_count_sum, METH_O, "the sum of count(r) over roots, or None (_gnf_passes.h)"}, \
         {"left_work", (PyCFunction)words_left_work, METH_VARARGS, "gnf._remove_left_recursion's work list (_gnf_passes.h)"}, \
         {"atom_rows", (PyCFunction)words_atom_rows, METH_VARARGS, "the normal form's table, renumbered (_gnf_passes.h)"}, \
-        {"union_all", (PyCFunction)words_union_all, METH_O, "WordStore.union_all (_gnf_passes.h)"},
+        {"union_all", (PyCFunction)words_union_all, METH_O, "WordStore.union_all (_gnf_passes.h)"}, \
+        {"epsilon_free", (PyCFunction)words_epsilon_free, METH_VARARGS, "gnf._remove_epsilon's loop (_gnf_passes.h)"},
