@@ -109,13 +109,16 @@ def test_kept_grammars_are_lossless(text, smollm2):
 
 
 # -- the fixpoints against their definitions -------------------------------------------------------
-def _swept_productive(cfg) -> set[str]:
-    """PRODUCTIVE by its definition, swept until nothing changes (the worklist's reference)."""
+def _derives(symbol, found: set[str]) -> bool:
+    """A byte (of a non-empty class), or a nonterminal already found."""
     from cfgzip_lab.grammar.cfg import ByteSet
 
-    def ok(s, found):
-        return s.bits != 0 if isinstance(s, ByteSet) else s in found
+    return symbol.bits != 0 if isinstance(symbol, ByteSet) else symbol in found
 
+
+def _swept_productive(cfg) -> set[str]:
+    """PRODUCTIVE by its definition, swept until nothing changes (the worklist's reference)."""
+    ok = _derives
     found: set[str] = set()
     changed = True
     while changed:
@@ -130,11 +133,7 @@ def _swept_productive(cfg) -> set[str]:
 
 
 def _swept_nonempty(cfg, productive) -> set[str]:
-    from cfgzip_lab.grammar.cfg import ByteSet
-
-    def ok(s, found):
-        return s.bits != 0 if isinstance(s, ByteSet) else s in found
-
+    ok = _derives
     found: set[str] = set()
     changed = True
     while changed:

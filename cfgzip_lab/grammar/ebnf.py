@@ -976,13 +976,13 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
 def _components(graph: dict[str, set[str]]) -> dict[str, int]:
     """Each node's strongly connected component (Tarjan's, iterative: a chain of rules is as deep
     as it is long), as a number; an edge to a name outside ``graph`` is not followed. Where every
-    rule's reach was walked before, a chain of 800 left-recursive levels took 0.13 s."""
+    rule's reach was walked before, parsing a chain of 800 left-recursive rules took 0.19 s."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
     stack: list[str] = []
     component: dict[str, int] = {}
-    components: list[str] = []  # each component's root, in the order they are closed
+    closed = 0  # components numbered so far
     for root in graph:
         if root in index:
             continue
@@ -1009,14 +1009,13 @@ def _components(graph: dict[str, set[str]]) -> dict[str, int]:
                     parent = work[-1][0]
                     low[parent] = min(low[parent], low[node])
                 if low[node] == index[node]:
-                    number = len(components)
-                    components.append(node)
                     while True:
                         member = stack.pop()
                         on_stack.discard(member)
-                        component[member] = number
+                        component[member] = closed
                         if member == node:
                             break
+                    closed += 1
     return component
 
 

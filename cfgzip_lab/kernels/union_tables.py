@@ -127,10 +127,7 @@ class CompiledExpansion:
         if out is None:
             out = np.empty(self.vocab_words, dtype=np.int32)
         p = self.pairs
-        if self.built is None:
-            self.kernel.expand_row(class_set, self.members, self.tables, p.indptr, p.words, p.bits, p.all_bits, out)
-        else:
-            self.kernel.expand_row(
-                class_set, self.members, self.tables, p.indptr, p.words, p.bits, p.all_bits, out, self.built
-            )
+        self.kernel.expand_row(
+            class_set, self.members, self.tables, p.indptr, p.words, p.bits, p.all_bits, out, self.built
+        )
         return out

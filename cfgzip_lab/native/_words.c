@@ -1883,7 +1883,8 @@ done:
 }
 
 /* same(token_bytes, kinds): whether this trie was built from these tokens and kinds (the same bytes
- * objects: a pointer compare each, ~0.2 ms for Llama-3; equal bytes in other objects count too). */
+ * objects: one compare of the pointer arrays, ~0.06 ms for Llama-3; equal bytes in other objects count
+ * too, compared one by one). */
 static PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
     PyObject *tokens;
     Py_buffer kinds;
