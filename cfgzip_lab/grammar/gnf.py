@@ -457,11 +457,20 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
 
 def _remove_useless(rules: _Rules, start: int) -> None:
     store = rules.store
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "useless"):
+        # One C call where nothing needs restricting (most passes): GENERATING, then REACHABLE, the
+        # nonterminals kept in order; None where the walk below has more to do.
+        kept = native.useless(list(rules.rhs), list(rules.rhs.values()), len(rules.names), start)
+        if kept is not None:
+            if len(kept) < len(rules.rhs):
+                rhs = rules.rhs
+                rules.rhs = {a: rhs[a] for a in kept}
+            return
     # GENERATING: a nonterminal with a word of atoms and generating nonterminals. A family
     # member is generating: a family exists only for a generating item (_install_families).
     generating = _closure(rules, True)
 
-    native = _passes(store) if not rules.families else None
     restricted: dict[int, int] = {}
 
     def restrict(node: int) -> int:
