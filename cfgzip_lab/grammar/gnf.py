@@ -379,14 +379,41 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         k, item = ids[name], ids[counted.item]
         rules.counted[k] = (item, counted.min, counted.max, name)
         rules.rhs[k] = store.union(store.word((item,)), EPSILON) if counted.min == 0 else store.word((item,))
+    cfg_origins, text, counted_rules = cfg.origins, cfg.text, cfg.counted
     for name, alts in cfg.rules.items():
-        if name in cfg.counted or name not in live:
+        if name in counted_rules or name not in live:
             continue
         spans = cfg.symbol_spans.get(name, [])
         words = []
+        if not per_occurrence:
+            for i, rhs in enumerate(alts):
+                at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
+                words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
+            rules.rhs[ids[name]] = union_all(words)
+            continue
+        # symbol(), inlined for one nonterminal per terminal occurrence (the same nonterminals, origins
+        # and order): most of the lifting's time was that call per symbol.
+        rule = cfg_origins[name].rule if name in cfg_origins else name
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
-            words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
+            out = []
+            for s, span in zip(rhs, at):
+                if s.__class__ is str:
+                    out.append(ids[s])
+                    continue
+                origin = origins.get((name, span))
+                if origin is None:
+                    origin = origins[name, span] = origin_at(rule, "terminal", span, text)
+                shape = shapes.get(s.bits)
+                if shape is None:
+                    symbol(s, name, span)  # makes the shape (and this occurrence's nonterminal)
+                    out.append(len(names) - 1)
+                    continue
+                out.append(len(names))
+                names.append(shape[1])
+                rule_origins.append((origin,))
+                rule_sets[len(names) - 1] = shape[0]
+            words.append(word(out))
         rules.rhs[ids[name]] = union_all(words)
     return rules, start, atom_of
 
