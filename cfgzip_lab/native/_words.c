@@ -2159,6 +2159,20 @@ static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
     return 1;
 }
 
+/* Whether byte b steps D to D itself, by the step memo alone (as walk_skips reads it). */
+static inline int walk_byte_loops(Walk *W, int64_t D, int32_t at, int b) {
+    uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at, bit = 1ULL << (b & 63);
+    if (loop[b >> 6] & bit) return 1;
+    if (exit[b >> 6] & bit) return 0;
+    Words *S = W->S;
+    int64_t a = W->atom_of[b];
+    int32_t next = memo_get(&S->sm, (uint64_t)D * (uint64_t)S->natoms + (uint64_t)a);
+    if (next < 0) return 0;
+    uint64_t *bytes = next == D ? loop : exit;
+    for (int v = 0; v < 4; v++) bytes[v] |= W->atom_bytes[4 * a + v];
+    return next == D;
+}
+
 static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     VocabTrie *T = W->T;
     for (int64_t g = 0; g < glen; g++) {
@@ -2204,16 +2218,32 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
         uint8_t *ga = W->ga + W->gtop;
         const int32_t *ckid = T->ckid + c0;
         const uint8_t *cbyte = T->cbyte + c0;
+        int32_t pushed = 0;
         for (int32_t c = 0; c < c1 - c0; c++) {
             int32_t kid = ckid[c];
+            /* A kid on a byte that loops D, with only such bytes below it: its whole subtree has D
+             * (the kid's own tokens too), found without visiting it, whether or not the kid ends a
+             * token (a kid without tokens has no D of its own in the walk) */
+            if (D > W_EMPTY && walk_byte_loops(W, D, at, cbyte[c])) {
+                int skip = walk_skips(W, D, at, kid);
+                if (skip < 0) return skip;
+                if (skip) {
+                    int32_t lo = T->tptr[kid], hi = T->tptr[T->send[kid]];
+                    for (int32_t k = lo; k < hi; k++) W->node_of[T->ttok[k]] = D;
+                    W->done_tokens += hi - lo;
+                    W->skipped_tokens += hi - lo;
+                    W->skipped_nodes += T->send[kid] - kid;
+                    continue;
+                }
+            }
             /* the kid's rows are read when its group is visited: fetch them now (the walk's misses) */
             __builtin_prefetch(T->below + 4 * (int64_t)kid);
             __builtin_prefetch(T->tptr + kid);
             __builtin_prefetch(T->cptr + kid);
-            gs[c] = kid;
-            ga[c] = W->atom_of[cbyte[c]];
+            gs[pushed] = kid;
+            ga[pushed++] = W->atom_of[cbyte[c]];
         }
-        W->gtop += c1 - c0;
+        W->gtop += pushed;
     }
     if (walk_sort(W, cbase, W->gtop) < 0) return E_NOMEM;
     int64_t i = cbase, end = W->gtop;
