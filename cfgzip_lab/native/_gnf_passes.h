@@ -16,6 +16,8 @@
  *   reach(roots, start) -> [nt]              gnf._remove_useless's REACHABLE (roots[a]: a's rule set
  *       or -1).
  *   symbols(roots) -> {symbol}               gnf._symbols_named.
+ *   useless(nts, roots, m, start) -> [nt]    gnf._remove_useless where it restricts nothing (else None):
+ *       GENERATING, then REACHABLE; the nonterminals kept, in order.
  *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
  *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB).
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
@@ -400,6 +402,145 @@ done:
     free(reached);
     free(seen);
     free(frontier);
+    free(stack);
+    return out;
+}
+
+/* useless(nts, roots, m, start) -> [nt] or None: gnf._remove_useless without families, where it needs no
+ * restricting: GENERATING (the closure), then REACHABLE from the start through the generating rule sets;
+ * the nonterminals kept, in the order of nts. None where the Python walk has more to do: some rule set
+ * names a nonterminal that is not generating (restricting makes nodes), or the start is not generating. */
+static PyObject *words_useless(Words *S, PyObject *args) {
+    PyObject *nts_obj, *roots_obj;
+    long long m, start;
+    if (!PyArg_ParseTuple(args, "OOLL", &nts_obj, &roots_obj, &m, &start)) return NULL;
+    Py_ssize_t n, n2;
+    int64_t *nts = NULL, *roots = NULL, *rule = NULL, *stack = NULL, *frontier = NULL, cap = 0, top = 0, ftop = 0;
+    uint8_t *found = NULL, *reached = NULL;
+    uint32_t *state = NULL;
+    uint64_t *seen = NULL;
+    PyObject *out = NULL;
+    nts = gnf_node_list(S, nts_obj, &n, 2);
+    if (!nts) return NULL;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "useless: nonterminals and roots differ in number");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (nts[i] < 0 || nts[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "useless: a nonterminal past m");
+            goto done;
+        }
+    found = calloc((size_t)m + 1, 1);
+    reached = calloc((size_t)m + 1, 1);
+    rule = malloc((size_t)(m + 1) * sizeof(int64_t));
+    frontier = malloc((size_t)(m + 1) * sizeof(int64_t));
+    state = calloc((size_t)S->n + 1, sizeof(uint32_t));
+    seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    if (!found || !reached || !rule || !frontier || !state || !seen) goto nomem;
+    /* GENERATING, as words_closure */
+    state[W_EPSILON] = 1;
+    for (uint32_t round = 2;; round++) {
+        int changed = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (found[nts[i]]) continue;
+            int r = gnf_has_word(S, roots[i], state, round, found, m, 1, 0);
+            if (r < 0) {
+                raise_code(S, r);
+                goto done;
+            }
+            if (r) {
+                found[nts[i]] = 1;
+                changed = 1;
+            }
+        }
+        if (!changed) break;
+    }
+    Py_ssize_t generating = 0;
+    for (Py_ssize_t i = 0; i < n; i++) generating += found[nts[i]];
+    if (generating < n) { /* does any rule set name a nonterminal that is not generating? (gnf._symbols_named) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+            stack[top++] = roots[i];
+        }
+        while (top) {
+            int64_t node = stack[--top];
+            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+            seen[node >> 6] |= (uint64_t)1 << (node & 63);
+            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
+            if (grow((void **)&stack, &cap, top + cnt, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t i = e0; i < e0 + cnt; i++) {
+                int64_t sym = S->esym[i];
+                if (sym >= 0 && sym < ((int64_t)1 << 48) && !(sym < m && found[sym])) {
+                    out = Py_None; /* restricting needed: the Python walk */
+                    Py_INCREF(out);
+                    goto done;
+                }
+                stack[top++] = S->ekid[i];
+            }
+        }
+        memset(seen, 0, (size_t)(S->n / 64 + 1) * sizeof(uint64_t));
+    }
+    if (start < 0 || start >= m || !found[start]) {
+        out = Py_None; /* the start is kept with an empty rule set: the Python walk */
+        Py_INCREF(out);
+        goto done;
+    }
+    /* REACHABLE, as words_reach, over the generating rule sets */
+    for (int64_t a = 0; a <= m; a++) rule[a] = -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (found[nts[i]]) rule[nts[i]] = roots[i];
+    if (rule[start] < 0) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    reached[start] = 1;
+    frontier[ftop++] = start;
+    while (ftop) {
+        int64_t a = frontier[--ftop];
+        if (rule[a] < 0) continue;
+        if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+        stack[top++] = rule[a];
+        while (top) {
+            int64_t node = stack[--top];
+            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+            seen[node >> 6] |= (uint64_t)1 << (node & 63);
+            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
+            if (grow((void **)&stack, &cap, top + cnt, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t i = e0; i < e0 + cnt; i++) {
+                int64_t sym = S->esym[i];
+                if (sym >= 0 && sym < m && !reached[sym]) {
+                    reached[sym] = 1;
+                    frontier[ftop++] = sym;
+                }
+                stack[top++] = S->ekid[i];
+            }
+        }
+    }
+    out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        int64_t a = nts[i];
+        if (!found[a] || !reached[a]) continue;
+        PyObject *x = PyLong_FromLongLong(a);
+        if (!x || PyList_Append(out, x) < 0) Py_CLEAR(out);
+        Py_XDECREF(x);
+    }
+    goto done;
+nomem:
+    Py_CLEAR(out);
+    PyErr_NoMemory();
+done:
+    free(nts);
+    free(roots);
+    free(found);
+    free(reached);
+    free(rule);
+    free(frontier);
+    free(state);
+    free(seen);
     free(stack);
     return out;
 }
@@ -1686,6 +1827,7 @@ done:
         {"closure", (PyCFunction)words_closure, METH_VARARGS, "GENERATING / NULLABLE (_gnf_passes.h)"},            \
         {"reach", (PyCFunction)words_reach, METH_VARARGS, "REACHABLE nonterminals (_gnf_passes.h)"},               \
         {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},        \
+        {"useless", (PyCFunction)words_useless, METH_VARARGS, "gnf._remove_useless without restricting (_gnf_passes.h)"}, \
         {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
         {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
         {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
