@@ -139,19 +139,30 @@ class _Lowerer:
 
     def spanned_alternatives(self, owner: str, e: tree.Expr) -> list[tuple[Production, tuple[Span | None, ...]]]:
         """Productions of ``e`` with the source span of each symbol (for provenance)."""
-        if isinstance(e, tree.Choice):
+        if e.__class__ is tree.Choice:
             return [alt for o in e.options for alt in self.spanned_alternatives(owner, o)]
         pairs = self.symbols(owner, e)
-        return [(tuple(s for s, _ in pairs), tuple(sp for _, sp in pairs))]
+        if not pairs:
+            return [((), ())]
+        symbols, spans = zip(*pairs)
+        return [(symbols, spans)]
 
     def symbols(self, owner: str, e: tree.Expr) -> list[tuple[Symbol, Span | None]]:
-        if isinstance(e, tree.Literal):
+        # By class identity, the commonest first (no node class is subclassed): isinstance chains
+        # were a good part of the lowering's time.
+        cls = e.__class__
+        if cls is tree.Literal:
             span = e.span
             return [(_BYTE[b], span) for b in e.text.encode("utf-8", "surrogatepass")]
-        if isinstance(e, tree.RuleRef):
+        if cls is tree.Sequence:
+            symbols = self.symbols
+            return [pair for item in e.items for pair in symbols(owner, item)]
+        if cls is tree.RuleRef:
             return [(e.name, e.span)]
-        if isinstance(e, tree.Sequence):
-            return [pair for item in e.items for pair in self.symbols(owner, item)]
+        if cls is tree.CharClass:
+            return [(s, e.span) for s in self.char_class(owner, e)]
+        if cls is tree.Repeat:
+            return self.repeat(owner, e)
         if isinstance(e, tree.Choice):
             spanned = self.spanned_alternatives(owner, e)
             alts, spans = [rhs for rhs, _ in spanned], [sp for _, sp in spanned]
