@@ -931,7 +931,12 @@ def _merge_equivalent(
     Returns (block_of, merged table).
     """
     native = _passes(store) if not family_items else None
-    if native is not None and hasattr(native, "merge_equivalent"):
+    if native is not None and hasattr(native, "merge_table"):
+        # The same, reading the table's dicts and making the merged rows' dicts in C (as below).
+        got = native.merge_table(table, start)
+        if got is not None:
+            return got
+    elif native is not None and hasattr(native, "merge_equivalent"):
         # The whole refinement in C (native/_gnf_passes.h): the same rounds, the same nodes in the same
         # order; None past the stack adjacency's memory bound (then the walk below).
         got = native.merge_equivalent([list(row) for row in table], [list(row.values()) for row in table], start)
