@@ -351,6 +351,32 @@ def test_the_vocabulary_trie_is_kept_per_vocabulary(toy):
     )
 
 
+def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
+    """The walk leaves the tokens of dead subtrees to one pass in token order; a token it left out
+    (here: an array not at -1 on entry, so the pass finds fewer than the walk skipped) is an error,
+    not a silent dead class."""
+    gnf = compile_grammar(JSON_SMALL).gnf
+    result = compute_classes(gnf, toy.token_bytes, toy.kinds, compiled=True)
+    eligible = (np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0)
+    node_of = result.token_node
+    assert (node_of[eligible] >= 0).all() and (node_of[~eligible] == -1).all()
+    assert (node_of[eligible] == 0).any()  # some tokens are dead (JSON_SMALL has no "@")
+    displacer = compiled.CompiledDisplacer(compile_grammar(JSON_SMALL).gnf)
+    stale = np.full(toy.vocab_size, 7, dtype=np.int64)
+    with pytest.raises(RuntimeError, match="skipped as dead"):
+        displacer.store.native.classify(
+            compiled.vocab_trie(toy.token_bytes, toy.kinds),
+            displacer.atom_table,
+            displacer.initial,
+            200_000,
+            10**8,
+            stale,
+            np.zeros(toy.vocab_size, dtype=np.uint8),
+            None,
+            None,
+        )
+
+
 def test_the_stack_adjacency_is_the_python_one():
     from cfgzip_lab.classes.adjacency import stack_adjacency
 

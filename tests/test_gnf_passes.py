@@ -125,6 +125,75 @@ def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     assert calls and not any(calls)
 
 
+def test_useless_symbols_in_one_c_call_is_the_python_walk(monkeypatch):
+    """gnf._remove_useless's one C call (``useless``: GENERATING, then REACHABLE, where nothing needs
+    restricting) keeps the rule sets the Python walk keeps, in the same order, at every pass of the
+    sample's grammars; where it answers None (restricting needed, or the start not generating) the
+    walk runs, and both answers occur."""
+    import copy
+
+    real = gnf_module._remove_useless
+    answers = []
+
+    def spy(rules, start):
+        native = gnf_module._passes(rules.store)
+        if native is not None and not rules.families:
+            before = dict(rules.rhs)
+            kept = native.useless(list(before), list(before.values()), len(rules.names), start)
+            answers.append(kept is not None)
+            if kept is not None:  # the Python walk restricts nothing here: it makes no nodes
+                reference = copy.copy(rules)
+                reference.rhs = dict(before)
+                monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)
+                try:
+                    real(reference, start)
+                finally:
+                    monkeypatch.setattr(gnf_module, "PASSES_IN_C", True)
+                real(rules, start)
+                assert list(rules.rhs.items()) == list(reference.rhs.items())
+                return
+        real(rules, start)
+
+    monkeypatch.setattr(gnf_module, "_remove_useless", spy)
+    texts = [(text, kind) for _, text, kind in SAMPLE]
+    texts.append(('root ::= "a" x | "b"\nx ::= "c" x\ny ::= "d"\n', "ebnf"))  # a dead end, an unreachable rule
+    for text, kind in texts:
+        try:
+            compile_grammar(text, kind=kind)
+        except GrammarError:
+            continue
+    assert any(answers) and not all(answers)
+
+
+def test_merge_on_the_tables_dicts_is_merge_on_lists(monkeypatch):
+    """merge_table (the table's dicts in, the merged rows' dicts out) answers what merge_equivalent on the
+    rows as lists does, rebuilt into dicts of each block's last member's atoms, key order included."""
+    real = gnf_module._merge_within_budget
+    checked = []
+
+    def spy(store, table, start, family_items=()):
+        native = gnf_module._passes(store)
+        if native is not None and not family_items:
+            rows = [dict(row) for row in table]
+            got = native.merge_equivalent([list(r) for r in rows], [list(r.values()) for r in rows], start)
+            if got is not None:
+                block, tails = got
+                last = {b: a for a, b in enumerate(block)}
+                want = (block, [list(zip(rows[last[b]], tails[b])) for b in range(len(tails))])
+                block2, merged = native.merge_table(rows, start)
+                assert (block2, [list(row.items()) for row in merged]) == want
+                checked.append(1)
+        return real(store, table, start, family_items)
+
+    monkeypatch.setattr(gnf_module, "_merge_within_budget", spy)
+    for _, text, kind in SAMPLE:
+        try:
+            compile_grammar(text, kind=kind)
+        except GrammarError:
+            continue
+    assert len(checked) > 10
+
+
 def test_merging_runs_in_c_where_the_store_is_compiled(monkeypatch):
     """The equivalent-nonterminal merge is the C pass (it computes the stack adjacency itself: the Python
     walk's stack_below is not called), and the Python walk where the store is a WordStore."""

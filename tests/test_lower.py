@@ -102,3 +102,56 @@ def test_an_automaton_lowers_to_one_right_linear_nonterminal_per_state():
     assert len(cfg.rules[start]) == 1, "[ab] is one production"
     for data, expected in [(b"<a>", True), (b"<bccx>", True), (b"<ax>", True), (b"<>", False), (b"<axc>", False)]:
         assert earley_accepts(cfg, data) == expected, data
+
+
+def _lowered(cfg) -> tuple:
+    """Everything the lowering leaves, dict order included."""
+    return (
+        list(cfg.rules.items()),
+        list(cfg.origins.items()),
+        list(cfg.symbol_spans.items()),
+        list(cfg.counted.items()),
+        cfg.tokens,
+        cfg.start,
+        cfg.text,
+    )
+
+
+def test_kept_prefix_lowers_alike():
+    """A grammar started from the kept lowering of a prefix it shares with other grammars (XGrammar's
+    basic_* rules at the top of every JSON Schema's EBNF) lowers exactly as from scratch: the same
+    nonterminals, productions, origins, spans and their order, on schemas, repeats, grammars sharing
+    most of their rules, a class first made in the prefix, counted repetitions and other thresholds."""
+    import cfgzip_lab.grammar.lower as lowering
+    from paths import CORPORA
+
+    from cfgzip_lab.grammar.ebnf import parse_ebnf
+    from cfgzip_lab.grammar.sources import to_ebnf
+
+    suite = sorted(p for p in (CORPORA / "json-schema-test-suite").glob("*.json") if ".instance" not in p.name)
+    texts = []
+    for path in suite[::25]:
+        try:
+            texts.append(to_ebnf(path.read_text(encoding="utf-8"), "json_schema").ebnf)
+        except Exception:  # schemas XGrammar refuses
+            continue
+    head = 'a ::= [^"\\\\] b\nb ::= "x" | [^"\\\\] a\nc ::= [0-9]{1,3000}\nd ::= [ \\t]* c\ne ::= d{2,5}\n'
+    texts += [head + 'root ::= a e\n', head + 'root ::= e a [^"\\\\]\n', head + 'root ::= a e\nf ::= "q"\n']
+    texts += [texts[0], texts[1], texts[0]]
+    used = 0
+    for threshold in (lowering.COUNTED_THRESHOLD, 2):
+        for text in texts:
+            ast = parse_ebnf(text)
+            got = lowering.lower(ast, counted_threshold=threshold)
+            used += lowering._kept_prefix(list(ast.rules.values()), (threshold, frozenset())) is not None
+            kept, last = list(lowering._PREFIXES), dict(lowering._LAST)
+            lowering._PREFIXES.clear()
+            lowering._LAST.clear()
+            try:
+                want = lowering.lower(ast, counted_threshold=threshold)
+            finally:
+                lowering._PREFIXES[:] = kept
+                lowering._LAST.clear()
+                lowering._LAST.update(last)
+            assert _lowered(got) == _lowered(want), text[:200]
+    assert used > len(texts)  # the kept prefixes were used

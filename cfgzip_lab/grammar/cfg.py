@@ -141,8 +141,11 @@ class CFG:
         return sum(len(alts) for alts in self.rules.values())
 
     def byte_sets(self) -> set[ByteSet]:
-        sets = {s for alts in self.rules.values() for rhs in alts for s in rhs if isinstance(s, ByteSet)}
-        return sets | {self.tokens} if self.tokens.bits else sets
+        # By their bits first: a ByteSet hashes through a Python-level __hash__, an int in C.
+        bits = {s.bits for alts in self.rules.values() for rhs in alts for s in rhs if isinstance(s, ByteSet)}
+        if self.tokens.bits:
+            bits.add(self.tokens.bits)
+        return {ByteSet(b) for b in bits}
 
     def describe_symbol(self, name: str) -> str:
         """What nonterminal ``name`` stands for in the grammar text (``expr@3`` → the repetition in rule expr)."""

@@ -124,10 +124,6 @@ def productive_nonterminals(cfg: CFG) -> set[str]:
     return productive
 
 
-def _is_productive(symbol: Symbol, productive: set[str]) -> bool:
-    return symbol.bits != 0 if isinstance(symbol, ByteSet) else symbol in productive
-
-
 def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
     """The productive nonterminals that derive a non-empty string: through a production of productive
     symbols only with a non-empty one among them (a byte, or a nonterminal found so), or as a counted
@@ -142,13 +138,22 @@ def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
                 waiting.setdefault(counted.item, []).append(name)
             continue
         for rhs in alts:
-            if not all(_is_productive(s, productive) for s in rhs):
-                continue
-            if any(isinstance(s, ByteSet) for s in rhs):  # productive bytes: non-empty now
-                ready.append(name)
-                break
-            for symbol in rhs:
-                waiting.setdefault(symbol, []).append(name)
+            # (a symbol is productive when it is a non-empty byte set or a productive nonterminal; checked
+            # inline: a generator of calls per symbol was most of this function's time)
+            has_bytes = False
+            for s in rhs:
+                if isinstance(s, ByteSet):
+                    if not s.bits:
+                        break
+                    has_bytes = True
+                elif s not in productive:
+                    break
+            else:
+                if has_bytes:  # productive bytes: non-empty now
+                    ready.append(name)
+                    break
+                for symbol in rhs:
+                    waiting.setdefault(symbol, []).append(name)
     while ready:
         name = ready.pop()
         if name in nonempty:
@@ -156,10 +161,6 @@ def _nonempty(cfg: CFG, productive: set[str]) -> set[str]:
         nonempty.add(name)
         ready.extend(n for n in waiting.pop(name, ()) if n not in nonempty)
     return nonempty
-
-
-def _is_nonempty(symbol: Symbol, nonempty: set[str]) -> bool:
-    return symbol.bits != 0 if isinstance(symbol, ByteSet) else symbol in nonempty
 
 
 def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
@@ -179,17 +180,29 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
         for index, rhs in enumerate(cfg.rules.get(name, ())):
             consumed = False
             for position, symbol in enumerate(rhs):
-                if isinstance(symbol, str) and symbol not in live:
+                # (productive and non-empty, inline: a non-empty byte set is both)
+                if isinstance(symbol, ByteSet):
+                    if not symbol.bits:
+                        if consumed:
+                            found.append(_dead_end(cfg, name, index, position, symbol))
+                        break
+                    consumed = True
+                    continue
+                if symbol not in live:
                     live.add(symbol)
                     todo.append(symbol)
-                if not _is_productive(symbol, productive):
+                if symbol not in productive:
                     if consumed:
-                        spans = cfg.symbol_spans.get(name)
-                        span = spans[index][position] if spans and index < len(spans) else None
-                        found.append(DeadEnd(name, index, position, symbol, span))
+                        found.append(_dead_end(cfg, name, index, position, symbol))
                     break
-                consumed = consumed or _is_nonempty(symbol, nonempty)
+                consumed = consumed or symbol in nonempty
     return sorted(found, key=lambda d: (d.span or (1 << 62, 0), d.nonterminal, d.index))
+
+
+def _dead_end(cfg: CFG, name: str, index: int, position: int, symbol: Symbol) -> DeadEnd:
+    spans = cfg.symbol_spans.get(name)
+    span = spans[index][position] if spans and index < len(spans) else None
+    return DeadEnd(name, index, position, symbol, span)
 
 
 def keep_dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[str]:

@@ -72,7 +72,10 @@ def position_of(text: str, offset: int) -> tuple[int, int]:
     line starts of the last text asked about are kept and searched by bisection.
     """
     global _last_lines
-    offset = max(0, min(offset, len(text)))
+    if offset < 0:
+        offset = 0
+    elif offset > len(text):
+        offset = len(text)
     known, starts = _last_lines
     if known is not text:
         starts = [0] + [match.end() for match in _NEWLINE.finditer(text)]

@@ -284,7 +284,7 @@ class _Chunk(NamedTuple):
     broken_names: tuple[str, ...]
 
 
-_CHUNKS: dict[tuple[str, bool], tuple[int, int, _Chunk]] = {}
+_CHUNKS: dict[tuple[str, bool], list[tuple[int, int, _Chunk]]] = {}
 _CHUNKS_KEPT = 2048
 _CHUNK_CACHED_CHARS = 4096
 """Parsed chunks are kept by their text (up to this many characters; the last 2,048 chunks):
@@ -292,6 +292,7 @@ XGrammar prints the same ~20 ``basic_*`` rules into every JSON Schema's EBNF, an
 re-checks a grammar whose other rules did not change. A chunk starts a line and its parse reads
 nothing outside it, so the same text parses to the same result moved by the offset and lines
 between the two places (measured: a JSON-Schema-Test-Suite schema's parse 1.6 ms -> 0.3 ms)."""
+_CHUNK_PLACES = 4  # (offset, line) places a chunk text is kept at, each with its own parse
 
 
 def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
@@ -300,9 +301,17 @@ def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
     key = (text[start:end], last) if end - start <= _CHUNK_CACHED_CHARS else None
     kept = _CHUNKS.get(key) if key is not None else None
     if kept is not None:
-        at, line, chunk = kept
         here = position_of(text, start)[0]
-        return chunk if (at, line) == (start, here) else _moved(chunk, start - at, here - line)
+        for at, line, chunk in kept:
+            if (at, line) == (start, here):
+                return chunk
+        at, line, chunk = kept[0]
+        chunk = _moved(chunk, start - at, here - line)
+        if len(kept) < _CHUNK_PLACES:
+            # Kept at this place too: the next grammar with this chunk here gets the same objects (the
+            # lowering reuses its work on a prefix of such rules, .lower._Prefix).
+            kept.append((start, here, chunk))
+        return chunk
     builder = _Builder(text)
     try:
         parse_chunk(tokens(text, start, end), builder)
@@ -314,7 +323,7 @@ def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
     if key is not None:
         if len(_CHUNKS) >= _CHUNKS_KEPT:
             _CHUNKS.clear()  # derived data only: dropped whole
-        _CHUNKS[key] = (start, position_of(text, start)[0], chunk)
+        _CHUNKS[key] = [(start, position_of(text, start)[0], chunk)]
     return chunk
 
 
@@ -385,7 +394,7 @@ def _shape_rules(
     def shape(name: str, inside: tuple[str, ...]) -> None:
         if name in shaped:
             return
-        for ref in _references(rules[name].body):  # shaped rules it uses, first
+        for ref in _body_references(rules[name].body):  # shaped rules it uses, first
             if ref.name in wanted and ref.name not in inside and ref.name != name:
                 shape(ref.name, inside + (name,))
         shaping = wanted[name]
@@ -920,10 +929,10 @@ def _check_rules(
         first_span[name] = definition.name_span
     known = rules.keys() | broken_names
     for definition in definitions:
-        refs = _references(definition.rule.body)
+        refs = _body_references(definition.rule.body)
         if rules[definition.rule.name] is definition.rule:
             body_refs[definition.rule.name] = refs
-        for ref in refs + _references(definition.lookahead) + definition.macro_refs:
+        for ref in refs + _body_references(definition.lookahead) + definition.macro_refs:
             if ref.name not in known and ref.name not in _RESERVED_WORDS:
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
@@ -1025,7 +1034,7 @@ def _nullable_rules(rules: dict[str, Rule]) -> set[str]:
     until nothing changed took 0.37 s on a chain of 800 rules that end in an empty one)."""
     users: dict[str, list[str]] = {}
     for name, rule in rules.items():
-        for ref in _references(rule.body):
+        for ref in _body_references(rule.body):
             users.setdefault(ref.name, []).append(name)
     nullable: set[str] = set()
     todo = list(reversed(rules))
@@ -1083,7 +1092,7 @@ def _warn_unreachable(
     diagnostics: list[Diagnostic],
 ) -> None:
     """Warn at each rule the root cannot reach; say so when a dropped or refused construct did."""
-    hidden = {d.rule.name: d.macro_refs + _references(d.lookahead) for d in definitions}
+    hidden = {d.rule.name: d.macro_refs + _body_references(d.lookahead) for d in definitions}
     in_language = _reachable(root, body_refs, {})
     with_hidden = _reachable(root, body_refs, hidden)
     for name in body_refs.keys() - in_language:
@@ -1108,6 +1117,27 @@ def _reachable(
                 seen.add(ref.name)
                 todo.append(ref.name)
     return seen
+
+
+_REFS: dict[int, tuple[Expr, tuple[RuleRef, ...]]] = {}
+_REFS_KEPT = 4096
+
+
+def _body_references(expr: Expr | None) -> tuple[RuleRef, ...]:
+    """:func:`_references` of one expression, kept by its identity (with the expression, so the identity
+    stays its own): the checks ask it of every rule body up to three times, and the parse's chunk cache
+    gives the same body objects to every grammar with the same rule at the same place (XGrammar's
+    basic_* rules)."""
+    if expr is None:
+        return ()
+    kept = _REFS.get(id(expr))
+    if kept is not None and kept[0] is expr:
+        return kept[1]
+    refs = _references(expr)
+    if len(_REFS) >= _REFS_KEPT:
+        _REFS.clear()  # derived data only: dropped whole
+    _REFS[id(expr)] = (expr, refs)
+    return refs
 
 
 def _references(*exprs: Expr | None) -> tuple[RuleRef, ...]:

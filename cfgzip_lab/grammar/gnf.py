@@ -379,14 +379,41 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         k, item = ids[name], ids[counted.item]
         rules.counted[k] = (item, counted.min, counted.max, name)
         rules.rhs[k] = store.union(store.word((item,)), EPSILON) if counted.min == 0 else store.word((item,))
+    cfg_origins, text, counted_rules = cfg.origins, cfg.text, cfg.counted
     for name, alts in cfg.rules.items():
-        if name in cfg.counted or name not in live:
+        if name in counted_rules or name not in live:
             continue
         spans = cfg.symbol_spans.get(name, [])
         words = []
+        if not per_occurrence:
+            for i, rhs in enumerate(alts):
+                at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
+                words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
+            rules.rhs[ids[name]] = union_all(words)
+            continue
+        # symbol(), inlined for one nonterminal per terminal occurrence (the same nonterminals, origins
+        # and order): most of the lifting's time was that call per symbol.
+        rule = cfg_origins[name].rule if name in cfg_origins else name
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
-            words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
+            out = []
+            for s, span in zip(rhs, at):
+                if s.__class__ is str:
+                    out.append(ids[s])
+                    continue
+                origin = origins.get((name, span))
+                if origin is None:
+                    origin = origins[name, span] = origin_at(rule, "terminal", span, text)
+                shape = shapes.get(s.bits)
+                if shape is None:
+                    symbol(s, name, span)  # makes the shape (and this occurrence's nonterminal)
+                    out.append(len(names) - 1)
+                    continue
+                out.append(len(names))
+                names.append(shape[1])
+                rule_origins.append((origin,))
+                rule_sets[len(names) - 1] = shape[0]
+            words.append(word(out))
         rules.rhs[ids[name]] = union_all(words)
     return rules, start, atom_of
 
@@ -457,11 +484,20 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
 
 def _remove_useless(rules: _Rules, start: int) -> None:
     store = rules.store
+    native = _passes(store) if not rules.families else None
+    if native is not None and hasattr(native, "useless"):
+        # One C call where nothing needs restricting (most passes): GENERATING, then REACHABLE, the
+        # nonterminals kept in order; None where the walk below has more to do.
+        kept = native.useless(list(rules.rhs), list(rules.rhs.values()), len(rules.names), start)
+        if kept is not None:
+            if len(kept) < len(rules.rhs):
+                rhs = rules.rhs
+                rules.rhs = {a: rhs[a] for a in kept}
+            return
     # GENERATING: a nonterminal with a word of atoms and generating nonterminals. A family
     # member is generating: a family exists only for a generating item (_install_families).
     generating = _closure(rules, True)
 
-    native = _passes(store) if not rules.families else None
     restricted: dict[int, int] = {}
 
     def restrict(node: int) -> int:
@@ -895,7 +931,12 @@ def _merge_equivalent(
     Returns (block_of, merged table).
     """
     native = _passes(store) if not family_items else None
-    if native is not None and hasattr(native, "merge_equivalent"):
+    if native is not None and hasattr(native, "merge_table"):
+        # The same, reading the table's dicts and making the merged rows' dicts in C (as below).
+        got = native.merge_table(table, start)
+        if got is not None:
+            return got
+    elif native is not None and hasattr(native, "merge_equivalent"):
         # The whole refinement in C (native/_gnf_passes.h): the same rounds, the same nodes in the same
         # order; None past the stack adjacency's memory bound (then the walk below).
         got = native.merge_equivalent([list(row) for row in table], [list(row.values()) for row in table], start)

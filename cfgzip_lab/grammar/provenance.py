@@ -80,8 +80,11 @@ def origin_at(rule: str, kind: str, span: Span | None, text: str, *, width: int 
     """An :class:`Origin` for the construct at ``span`` of ``text`` (line, column and excerpt filled in)."""
     if span is None or not text:
         return Origin(rule, kind, span)
-    line, column = position_of(text, span[0])
-    excerpt = " ".join(text[span[0] : span[1]].split())
+    start, end = span
+    line, column = position_of(text, start)
+    excerpt = text[start:end]
+    if not excerpt.isprintable() or " " in excerpt:  # (whitespace to collapse; most excerpts have none)
+        excerpt = " ".join(excerpt.split())
     if len(excerpt) > width:
         excerpt = excerpt[: width - 1] + "…"
     return Origin(rule, kind, span, line, column, excerpt)

@@ -16,11 +16,14 @@
  *   reach(roots, start) -> [nt]              gnf._remove_useless's REACHABLE (roots[a]: a's rule set
  *       or -1).
  *   symbols(roots) -> {symbol}               gnf._symbols_named.
+ *   useless(nts, roots, m, start) -> [nt]    gnf._remove_useless where it restricts nothing (else None):
+ *       GENERATING, then REACHABLE; the nonterminals kept, in order.
  *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
  *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB).
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
  *   merge_equivalent(atoms, tails, start)    gnf._merge_equivalent without families: the whole partition
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order.
+ *   merge_table(table, start)                merge_equivalent on the table's dicts, the merged rows as dicts.
  *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
  *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
  *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
@@ -404,6 +407,145 @@ done:
     return out;
 }
 
+/* useless(nts, roots, m, start) -> [nt] or None: gnf._remove_useless without families, where it needs no
+ * restricting: GENERATING (the closure), then REACHABLE from the start through the generating rule sets;
+ * the nonterminals kept, in the order of nts. None where the Python walk has more to do: some rule set
+ * names a nonterminal that is not generating (restricting makes nodes), or the start is not generating. */
+static PyObject *words_useless(Words *S, PyObject *args) {
+    PyObject *nts_obj, *roots_obj;
+    long long m, start;
+    if (!PyArg_ParseTuple(args, "OOLL", &nts_obj, &roots_obj, &m, &start)) return NULL;
+    Py_ssize_t n, n2;
+    int64_t *nts = NULL, *roots = NULL, *rule = NULL, *stack = NULL, *frontier = NULL, cap = 0, top = 0, ftop = 0;
+    uint8_t *found = NULL, *reached = NULL;
+    uint32_t *state = NULL;
+    uint64_t *seen = NULL;
+    PyObject *out = NULL;
+    nts = gnf_node_list(S, nts_obj, &n, 2);
+    if (!nts) return NULL;
+    roots = gnf_node_list(S, roots_obj, &n2, 0);
+    if (!roots) goto done;
+    if (n != n2 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "useless: nonterminals and roots differ in number");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (nts[i] < 0 || nts[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "useless: a nonterminal past m");
+            goto done;
+        }
+    found = calloc((size_t)m + 1, 1);
+    reached = calloc((size_t)m + 1, 1);
+    rule = malloc((size_t)(m + 1) * sizeof(int64_t));
+    frontier = malloc((size_t)(m + 1) * sizeof(int64_t));
+    state = calloc((size_t)S->n + 1, sizeof(uint32_t));
+    seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
+    if (!found || !reached || !rule || !frontier || !state || !seen) goto nomem;
+    /* GENERATING, as words_closure */
+    state[W_EPSILON] = 1;
+    for (uint32_t round = 2;; round++) {
+        int changed = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (found[nts[i]]) continue;
+            int r = gnf_has_word(S, roots[i], state, round, found, m, 1, 0);
+            if (r < 0) {
+                raise_code(S, r);
+                goto done;
+            }
+            if (r) {
+                found[nts[i]] = 1;
+                changed = 1;
+            }
+        }
+        if (!changed) break;
+    }
+    Py_ssize_t generating = 0;
+    for (Py_ssize_t i = 0; i < n; i++) generating += found[nts[i]];
+    if (generating < n) { /* does any rule set name a nonterminal that is not generating? (gnf._symbols_named) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+            stack[top++] = roots[i];
+        }
+        while (top) {
+            int64_t node = stack[--top];
+            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+            seen[node >> 6] |= (uint64_t)1 << (node & 63);
+            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
+            if (grow((void **)&stack, &cap, top + cnt, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t i = e0; i < e0 + cnt; i++) {
+                int64_t sym = S->esym[i];
+                if (sym >= 0 && sym < ((int64_t)1 << 48) && !(sym < m && found[sym])) {
+                    out = Py_None; /* restricting needed: the Python walk */
+                    Py_INCREF(out);
+                    goto done;
+                }
+                stack[top++] = S->ekid[i];
+            }
+        }
+        memset(seen, 0, (size_t)(S->n / 64 + 1) * sizeof(uint64_t));
+    }
+    if (start < 0 || start >= m || !found[start]) {
+        out = Py_None; /* the start is kept with an empty rule set: the Python walk */
+        Py_INCREF(out);
+        goto done;
+    }
+    /* REACHABLE, as words_reach, over the generating rule sets */
+    for (int64_t a = 0; a <= m; a++) rule[a] = -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (found[nts[i]]) rule[nts[i]] = roots[i];
+    if (rule[start] < 0) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    reached[start] = 1;
+    frontier[ftop++] = start;
+    while (ftop) {
+        int64_t a = frontier[--ftop];
+        if (rule[a] < 0) continue;
+        if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
+        stack[top++] = rule[a];
+        while (top) {
+            int64_t node = stack[--top];
+            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+            seen[node >> 6] |= (uint64_t)1 << (node & 63);
+            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
+            if (grow((void **)&stack, &cap, top + cnt, sizeof(int64_t)) < 0) goto nomem;
+            for (int64_t i = e0; i < e0 + cnt; i++) {
+                int64_t sym = S->esym[i];
+                if (sym >= 0 && sym < m && !reached[sym]) {
+                    reached[sym] = 1;
+                    frontier[ftop++] = sym;
+                }
+                stack[top++] = S->ekid[i];
+            }
+        }
+    }
+    out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        int64_t a = nts[i];
+        if (!found[a] || !reached[a]) continue;
+        PyObject *x = PyLong_FromLongLong(a);
+        if (!x || PyList_Append(out, x) < 0) Py_CLEAR(out);
+        Py_XDECREF(x);
+    }
+    goto done;
+nomem:
+    Py_CLEAR(out);
+    PyErr_NoMemory();
+done:
+    free(nts);
+    free(roots);
+    free(found);
+    free(reached);
+    free(rule);
+    free(frontier);
+    free(state);
+    free(seen);
+    free(stack);
+    return out;
+}
+
 static PyObject *words_symbols(Words *S, PyObject *roots_obj) {
     Py_ssize_t n;
     int64_t *roots = gnf_node_list(S, roots_obj, &n, 0);
@@ -676,12 +818,67 @@ done:
  * Then blocks numbered by first appearance, and every a's tails renamed through them in nonterminal order
  * with a fresh memo. `block`: that numbering per nonterminal; `merged[b]`: the renamed tails (row order) of
  * b's last member. */
+/* The rows of a table (a list of dicts {atom: tail}) as C arrays, in each dict's order. */
+static int gnf_dict_rows(Words *S, PyObject *table, int64_t n, int64_t ***atoms_out, Py_ssize_t **alens_out,
+                         int64_t ***tails_out, Py_ssize_t **lens_out) {
+    int64_t **atoms = calloc((size_t)n + 1, sizeof(int64_t *)), **tails = calloc((size_t)n + 1, sizeof(int64_t *));
+    Py_ssize_t *alens = calloc((size_t)n + 1, sizeof(Py_ssize_t)), *lens = calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    *atoms_out = atoms;
+    *alens_out = alens;
+    *tails_out = tails;
+    *lens_out = lens;
+    if (!atoms || !tails || !alens || !lens) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t a = 0; a < n; a++) {
+        PyObject *row = PyList_GET_ITEM(table, a);
+        if (!PyDict_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "merge_table: a row is not a dict");
+            return -1;
+        }
+        Py_ssize_t m = PyDict_GET_SIZE(row), pos = 0, k = 0;
+        PyObject *key, *value;
+        atoms[a] = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+        tails[a] = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+        if (!atoms[a] || !tails[a]) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        alens[a] = lens[a] = m;
+        while (PyDict_Next(row, &pos, &key, &value)) {
+            long long atom = PyLong_AsLongLong(key), tail = PyLong_AsLongLong(value);
+            if (((atom == -1 || tail == -1) && PyErr_Occurred()) || check_node(S, tail) < 0) return -1;
+            atoms[a][k] = atom;
+            tails[a][k] = tail;
+            k++;
+        }
+    }
+    return 0;
+}
+
+static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start);
+
 static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     PyObject *atoms_obj, *tails_obj;
     long long start;
     if (!PyArg_ParseTuple(args, "O!O!L", &PyList_Type, &atoms_obj, &PyList_Type, &tails_obj, &start)) return NULL;
-    int64_t n = PyList_GET_SIZE(atoms_obj);
-    if (PyList_GET_SIZE(tails_obj) != n || start < 0 || start >= n) {
+    return gnf_merge(S, atoms_obj, tails_obj, NULL, start);
+}
+
+/* merge_table(table, start) -> (block, merged) or None: merge_equivalent on a table of dicts (row order: each
+ * dict's), `merged[b]` a dict of b's last member's atoms to the renamed tails: what gnf._merge_equivalent
+ * makes of merge_equivalent's answer, without the lists between. */
+static PyObject *words_merge_table(Words *S, PyObject *args) {
+    PyObject *table;
+    long long start;
+    if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &table, &start)) return NULL;
+    return gnf_merge(S, NULL, NULL, table, start);
+}
+
+static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start) {
+    int64_t n = table ? PyList_GET_SIZE(table) : PyList_GET_SIZE(atoms_obj);
+    if ((!table && PyList_GET_SIZE(tails_obj) != n) || start < 0 || start >= n) {
         PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
         return NULL;
     }
@@ -702,7 +899,9 @@ static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     uint32_t *seen = NULL, *amark = NULL, *bmark = NULL;
     int32_t *memo = NULL;
     int64_t *to_final = NULL, *last = NULL;
-    if (gnf_rows(S, atoms_obj, n, 2, &atoms, &alens) < 0 || gnf_rows(S, tails_obj, n, 0, &tails, &lens) < 0) goto done;
+    if (table ? gnf_dict_rows(S, table, n, &atoms, &alens, &tails, &lens) < 0
+              : (gnf_rows(S, atoms_obj, n, 2, &atoms, &alens) < 0 || gnf_rows(S, tails_obj, n, 0, &tails, &lens) < 0))
+        goto done;
     for (int64_t a = 0; a < n; a++)
         if (alens[a] != lens[a]) {
             PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
@@ -1023,6 +1222,19 @@ static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     }
     for (int64_t b = 0; b < nfinal; b++) {
         int64_t a = last[b];
+        if (table) { /* {atom: renamed tail}, in a's row order */
+            PyObject *row = PyDict_New();
+            if (!row) goto pyfail;
+            PyList_SET_ITEM(merged, b, row);
+            for (int64_t k = 0; k < lens[a]; k++) {
+                PyObject *key = PyLong_FromLongLong(atoms[a][k]), *x = PyLong_FromLongLong(rt[off[a] + k]);
+                int bad = !key || !x || PyDict_SetItem(row, key, x) < 0;
+                Py_XDECREF(key);
+                Py_XDECREF(x);
+                if (bad) goto pyfail;
+            }
+            continue;
+        }
         PyObject *row = PyList_New(lens[a]);
         if (!row) goto pyfail;
         PyList_SET_ITEM(merged, b, row);
@@ -1686,10 +1898,12 @@ done:
         {"closure", (PyCFunction)words_closure, METH_VARARGS, "GENERATING / NULLABLE (_gnf_passes.h)"},            \
         {"reach", (PyCFunction)words_reach, METH_VARARGS, "REACHABLE nonterminals (_gnf_passes.h)"},               \
         {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},        \
+        {"useless", (PyCFunction)words_useless, METH_VARARGS, "gnf._remove_useless without restricting (_gnf_passes.h)"}, \
         {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
         {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
         {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
         {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
+        {"merge_table", (PyCFunction)words_merge_table, METH_VARARGS, "gnf._merge_equivalent on the table's dicts (_gnf_passes.h)"}, \
         {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
         {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
         {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \
