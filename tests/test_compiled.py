@@ -154,27 +154,40 @@ def _interned(into: WordStore, store: WordStore, node: int) -> int:
     return visit(node)
 
 
-def test_the_union_of_many_sets_is_the_folded_union_and_interns_in_the_python_order():
-    """union_many (the displacement step's one union of its terms): the set the pairwise fold gives,
-    the same result ids and node table in both stores, fewer nodes made than the fold, and a budget
-    that trips at the same node."""
+def test_the_union_of_many_concatenations_is_the_fold_and_interns_in_the_python_order():
+    """union_concats (the displacement step's one union of its terms a · b) and union_many: the set
+    the pairwise fold of concat and union gives, the same result ids and node table in both stores,
+    fewer nodes made than the fold (union_many: only the result's), and a budget that trips at the
+    same node."""
     rng = random.Random(2)
     py = WordStore()
     for w in _random_words(rng, 40):
         py.word(w)
     cs = compiled.CompiledWordStore.seeded(py)
     live = list(range(len(py)))
+    seeds = live[:]  # the right-hand sides: words stay short (a · b of results doubles them)
     fewer = 0
-    for i in range(1500):
-        ops = [rng.choice(live) for _ in range(rng.randrange(0, 9))] + [EMPTY] * rng.randrange(2)
-        rng.shuffle(ops)
+    for i in range(300):
+        plain = i % 3 == 0
+        terms = [(rng.choice(live), EPSILON if plain else rng.choice(seeds)) for _ in range(rng.randrange(0, 9))]
+        terms += [(EMPTY, rng.choice(live))] * rng.randrange(2) + [(EPSILON, rng.choice(live))] * rng.randrange(2)
+        if terms:
+            terms += [terms[0]] * rng.randrange(2)
+        rng.shuffle(terms)
+        ops = [a for a, _ in terms] if plain else None
+        if plain:
+            terms = [(a, EPSILON) for a in ops]
+
+        def unite(store):
+            return store.union_many(ops) if plain else store.union_concats(terms)
+
         if i % 5 == 4:  # budgets: the same outcome, the same nodes left behind
             budget = rng.randrange(0, 4)
             outcomes = []
             for store in (py, cs):
                 store.limit = store.created + budget
                 try:
-                    outcomes.append(store.union_many(ops))
+                    outcomes.append(unite(store))
                 except BudgetExceeded:
                     outcomes.append("budget")
                 finally:
@@ -185,20 +198,19 @@ def test_the_union_of_many_sets_is_the_folded_union_and_interns_in_the_python_or
         probe.nodes, probe._index = list(py.nodes), dict(py._index)
         probe._union, probe._concat = dict(py._union), dict(py._concat)
         before = len(py)
-        got = py.union_many(ops)
-        assert cs.union_many(iter(ops)) == got
-        assert py.reachable([got]) >= set(range(before, len(py)))  # only the result's nodes are made
-        folded = probe.union_all(ops)
+        got = unite(py)
+        assert unite(cs) == got
+        if plain:  # only the result's nodes are made (a term made whole by concat may leave its own)
+            assert py.reachable([got]) >= set(range(before, len(py)))
+        folded = probe.union_all([probe.concat(a, b) for a, b in terms])
         fewer += len(probe) - len(py)
         assert _interned(probe, py, got) == folded  # the same set (equal sets are one node of a store)
         live.append(got)
-        if rng.random() < 0.3:
-            a, b = rng.choice(live), rng.choice(live)
-            assert py.concat(a, b) == cs.concat(a, b)
-            live.append(py.concat(a, b))
     assert_same_nodes(py, cs)
     assert fewer > 0
-    assert py.union_many([]) == cs.union_many([]) == EMPTY and py.union_many([5, 5]) == cs.union_many([5]) == 5
+    assert py.union_many([]) == cs.union_concats(iter([])) == EMPTY
+    assert py.union_many([5, 5]) == cs.union_many([5]) == py.union_concats([(EPSILON, 5)]) == 5
+    assert py.union_concats([(5, 6)]) == cs.union_concats([(5, 6), (EMPTY, 7)]) == cs.concat(5, 6)
 
 
 def test_count_and_reachable_are_the_python_ones_past_64_bits():

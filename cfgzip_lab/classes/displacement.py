@@ -130,24 +130,26 @@ class Displacer:
     def step(self, node: int, atom: int) -> int:
         """The configuration set after reading one more byte of class ``atom``.
 
-        Its terms (one per edge of ``node`` and backtrack candidate, up to three per counted
-        repetition's item) are made in edge and candidate order, then united at once
-        (:meth:`~cfgzip_lab.grammar.words.WordStore.union_many`): folding them pairwise made a node
-        per partial result, 60% of sql_select's classing nodes, most of them in no final set.
+        Its terms ``tail · rest`` (one per edge of ``node`` and backtrack candidate, up to three per
+        counted repetition's item) are listed in edge and candidate order (their ``rest`` nodes made
+        as they are met), then united at once without being made
+        (:meth:`~cfgzip_lab.grammar.words.WordStore.union_concats`): folding them pairwise made each
+        term and a node per partial result, 60% of sql_select's classing nodes partial results and
+        most of the rest terms merged away.
         """
         key = node * self.num_atoms + atom
         got = self._step.get(key)
         if got is not None:
             return got
         store, n, sep = self.store, self.n, self.sep
-        concat, make = store.concat, store.make
+        make = store.make
         table = self.gnf.table
-        terms: list[int] = []
+        terms: list[tuple[int, int]] = []  # (a, b): the term a · b
         for sym, rest in store.edges(node):
             if sym < n:
                 tail = table[sym].get(atom)
                 if tail is not None:
-                    terms.append(concat(tail, rest))
+                    terms.append((tail, rest))
             elif sym == sep:  # σ_out is empty, backtrack into the context
                 if store.accepts(rest):
                     candidates = [(a, t, EPSILON) for a, t in self._tops[atom]]
@@ -163,14 +165,14 @@ class Displacer:
                     family_candidates += [(f, t, consumed) for f, t in families]
                 for a, tail, consumed in candidates:
                     enqueued = make(False, ((sep, make(False, ((n + 1 + a, consumed),))),))
-                    terms.append(concat(tail, enqueued))
+                    terms.append((tail, enqueued))
                 for f, tail, consumed in family_candidates:
                     fam = self.families[f]
                     self._member_terms(f, 0, 1, fam.last, tail, consumed, terms)
             elif is_family_symbol(sym):  # a concrete member F_c (pushed by this token)
                 tail = self.gnf.row(sym).get(atom)
                 if tail is not None:
-                    terms.append(concat(tail, rest))
+                    terms.append((tail, rest))
             elif sym >= RELATIVE_BASE:  # F_(x+j) · SEP · IN(f, lo, hi)
                 f, j, lo, hi = split_relative_symbol(sym)
                 tail = table[self.families[f].item].get(atom)
@@ -178,12 +180,12 @@ class Displacer:
                     self._member_terms(f, j, lo, hi, tail, rest, terms)
             else:  # pragma: no cover - input symbols never stand on top of σ_out
                 raise AssertionError(f"symbol {sym} on top of a displacement word")
-        result = store.union_many(terms)
+        result = store.union_concats(terms)
         self._step[key] = result
         return result
 
-    def _member_terms(self, f: int, j: int, lo: int, hi: int, tail: int, rest: int, terms: list[int]) -> None:
-        """Append the terms of the words after reading one item from ``F_(x+j)``, x ∈ [lo, hi],
+    def _member_terms(self, f: int, j: int, lo: int, hi: int, tail: int, rest: int, terms: list) -> None:
+        """Append the terms ``(tail, rest')`` of the words after reading one item from ``F_(x+j)``, x ∈ [lo, hi],
         given the item's tail, to ``terms``.
 
         Continue (``x + j + 1 <= max - 1``): ``tail · REL(f, j + 1, lo, hi')``; stop
@@ -191,26 +193,26 @@ class Displacer:
         consumed member in reverse(σ_in). An unbounded family saturates at ``F_last``: the x
         for which ``x + j + 1 >= last`` continue with that concrete member instead.
         """
-        store, make, sep = self.store, self.store.make, self.sep
+        make, sep = self.store.make, self.sep
         fam = self.families[f]
         if fam.max is not None:
             top = min(hi, fam.max - 2 - j)
             if lo <= top:
-                terms.append(store.concat(tail, make(False, ((relative_symbol(f, j + 1, lo, top), rest),))))
+                terms.append((tail, make(False, ((relative_symbol(f, j + 1, lo, top), rest),))))
         else:
             split = fam.last - j - 1  # x >= split reach the saturated member
             if lo < split:
                 top = min(hi, split - 1)
-                terms.append(store.concat(tail, make(False, ((relative_symbol(f, j + 1, lo, top), rest),))))
+                terms.append((tail, make(False, ((relative_symbol(f, j + 1, lo, top), rest),))))
             if hi >= split:
                 start = max(lo, split)
                 saturated = make(False, ((sep, make(False, ((input_symbol(f, start, hi), rest),))),))
                 saturated = make(False, ((family_symbol(f, fam.last), saturated),))
-                terms.append(store.concat(tail, saturated))
+                terms.append((tail, saturated))
         bottom = max(lo, fam.min - 1 - j)
         if bottom <= hi:
             ended = make(False, ((sep, make(False, ((input_symbol(f, bottom, hi), rest),))),))
-            terms.append(store.concat(tail, ended))
+            terms.append((tail, ended))
 
     def of_atoms(self, atoms: bytes) -> int:
         node = self.initial

@@ -47,7 +47,7 @@ class WordStore:
         self.nodes: list[tuple[bool, Edges]] = [(False, ()), (True, ())]
         self._index: dict[tuple[bool, Edges], int] = {self.nodes[0]: EMPTY, self.nodes[1]: EPSILON}
         self._union: dict[tuple[int, int], int] = {}
-        self._union_n: dict[tuple[int, ...], int] = {}  # union_many of three or more sets
+        self._union_n: dict[tuple[tuple[int, int], ...], int] = {}  # union_concats
         self._concat: dict[tuple[int, int], int] = {}
         self._count: dict[int, int] = {EMPTY: 0, EPSILON: 1}
         self.created = 0  # nodes interned so far; budgets read it
@@ -167,43 +167,73 @@ class WordStore:
         return got
 
     def union_many(self, nodes) -> int:
-        """The union of all of ``nodes`` at once, creating only the nodes of the result.
+        """The union of all of ``nodes`` at once, creating only the nodes of the result
+        (:meth:`union_concats` of ``(node, EPSILON)`` terms)."""
+        return self.union_concats([(n, EPSILON) for n in nodes])
 
-        ``union_all`` folds pairwise, and each partial union is a node of its own (with the kid
-        unions under it) that the final set may not contain: 60% of sql_select's classing nodes
-        were such partial results of the displacement step. Here the operands' edges are merged by
-        symbol; a symbol several operands have gets the union of its kids, recursively. Order (the
-        C store, ``_words.c`` ``w_union_n``, creates the same nodes in the same order): operands
-        taken as a sorted set without EMPTY; one is itself, two are :meth:`union` (its memo, its
-        order); three or more are memoised on that sorted tuple, their kid unions made in symbol
-        order, then the node. The set is the one ``union_all`` gives (nodes are canonical).
+    def union_concats(self, terms) -> int:
+        """The union of the concatenations ``a · b`` of ``terms`` (pairs), creating only the nodes of the result.
+
+        The displacement step's result is such a union, one term per edge and backtrack candidate.
+        Folding it pairwise (``union(result, concat(tail, rest))``) made every term whole and a node
+        per partial result, with the kid unions under it: 60% of sql_select's classing nodes (93k
+        of 158k) were partial results, most of the rest terms merged away, ~15k were left in the
+        token nodes' sets. Here the terms' edges are merged by symbol without making the terms: an
+        edge ``(s, c)`` of ``a`` stands for ``(s, c · b)``, and where ``a`` holds the empty word,
+        ``b``'s edges join as they are; a symbol one term has gets that term made (:meth:`concat`),
+        one several have the union of theirs, recursively.
+
+        Order (the C store, ``_words.c`` ``w_union_n``, creates the same nodes in the same order):
+        the terms as a sorted set of pairs without EMPTY parts, ``ε · b`` read as ``b · ε``; one
+        term is :meth:`concat`, two plain nodes (``b`` = ε) :meth:`union` (their memos and order);
+        otherwise memoised on that sorted tuple, the kids made in symbol order, then the node. The
+        set is the one the fold gives (nodes are canonical).
         """
-        ops = sorted(set(nodes))
-        if ops and ops[0] == EMPTY:
-            del ops[0]
+        ops = set()
+        for a, b in terms:
+            if a != EMPTY and b != EMPTY:
+                ops.add((b, EPSILON) if a == EPSILON else (a, b))
+        ops = sorted(ops)
         if len(ops) <= 2:
-            return EMPTY if not ops else ops[0] if len(ops) == 1 else self.union(ops[0], ops[1])
+            if not ops:
+                return EMPTY
+            if len(ops) == 1:
+                return self.concat(ops[0][0], ops[0][1])
+            if ops[0][1] == EPSILON and ops[1][1] == EPSILON:
+                return self.union(ops[0][0], ops[1][0])
         key = tuple(ops)
         got = self._union_n.get(key)
         if got is not None:
             return got
         accepts = False
-        kids: dict[int, list[int]] = {}
-        nodes_ = self.nodes
-        for o in ops:
-            acc, edges = nodes_[o]
+        kids: dict[int, list[tuple[int, int]]] = {}
+        nodes = self.nodes
+        for a, b in ops:
+            acc, edges = nodes[a]
+            for s, c in edges:
+                group = kids.get(s)
+                if group is None:
+                    kids[s] = [(c, b)]
+                else:
+                    group.append((c, b))
+            if not acc:
+                continue
+            if b == EPSILON:
+                accepts = True
+                continue
+            acc, edges = nodes[b]  # a holds the empty word: a · b holds b
             if acc:
                 accepts = True
             for s, c in edges:
                 group = kids.get(s)
                 if group is None:
-                    kids[s] = [c]
+                    kids[s] = [(c, EPSILON)]
                 else:
-                    group.append(c)
+                    group.append((c, EPSILON))
         merged = []
         for s in sorted(kids):  # a loop, not a comprehension over C calls: see the recursion note
             group = kids[s]
-            merged.append((s, group[0] if len(group) == 1 else self.union_many(group)))
+            merged.append((s, self.concat(group[0][0], group[0][1]) if len(group) == 1 else self.union_concats(group)))
         got = self.make(accepts, tuple(merged))
         self._union_n[key] = got
         return got

@@ -126,9 +126,9 @@ static int memo_put(Memo *m, uint64_t key, int32_t val) {
 static inline uint64_t pair_key(int64_t a, int64_t b) { return ((uint64_t)a << 32) | (uint64_t)b; }
 
 /* ---- the store ---- */
-struct gedge { /* an edge w_union_n gathers from its operands */
+struct gedge { /* an edge w_union_n gathers from its operands: its symbol, the (kid, rest) term under it */
     int64_t sym;
-    int32_t kid;
+    uint64_t term;
 };
 
 typedef struct {
@@ -151,14 +151,16 @@ typedef struct {
     int32_t *skid;
     /* memos */
     Memo um, cm, sm;
-    /* w_union_n: its operand stack (the sorted operands of each open call, kid groups above them), the
-     * edges it gathers (a stack too), and its memo over sorted operand lists of three or more (entries:
-     * the list at nm_ops[nm_off[e]:+nm_len[e]], its hash, the union; nm_tab: open addressing over them) */
+    /* w_union_n: its operand stack (terms a . b packed as a << 32 | b: the sorted operands of each open
+     * call, kid groups above them), the edges it gathers (a stack too), and its memo over sorted operand
+     * lists (entries: the list at nm_ops[nm_off[e]:+nm_len[e]], its hash, the union; nm_tab: open
+     * addressing over them) */
     int64_t otop, ocap;
-    int32_t *ostk;
+    uint64_t *ostk;
     int64_t gtop, gcap;
     struct gedge *gat;
-    int32_t *nm_ops, *nm_len, *nm_val, *nm_tab;
+    uint64_t *nm_ops;
+    int32_t *nm_len, *nm_val, *nm_tab;
     int64_t nm_nops, nm_opcap, nm_n, nm_cap;
     int64_t *nm_off;
     uint64_t *nm_hash, nm_mask;
@@ -397,28 +399,34 @@ static int64_t w_concat(Words *S, int64_t a, int64_t b, int depth) {
     return r;
 }
 
-/* ---- the union of many sets at once (WordStore.union_many, the reference) ----
- * Folding a step's terms pairwise made a node per partial result, with the kid unions under it: 60% of
- * sql_select's classing nodes (93k of 158k), most of them in no final set. w_union_n makes only the
- * result's nodes: the operands' edges merged by symbol, a symbol several operands have getting the union
- * of its kids, recursively. Same order as the reference: the operands as a sorted set without EMPTY; one
- * is itself, two are w_union (its memo and order); three or more are memoised on the sorted list, their
- * kid unions made in symbol order, then the node. */
-static int ostk_push(Words *S, int64_t v) {
-    if (S->otop >= S->ocap && grow((void **)&S->ostk, &S->ocap, S->otop + 1, sizeof(int32_t)) < 0) return -1;
-    S->ostk[S->otop++] = (int32_t)v;
+/* ---- the union of many concatenations at once (WordStore.union_concats, the reference) ----
+ * Folding a step's terms pairwise made a node per partial result, with the kid unions under it (60% of
+ * sql_select's classing nodes, 93k of 158k, most in no final set), and each term a . b was made whole
+ * before the union merged it away. w_union_n makes only the result's nodes: the terms' edges merged by
+ * symbol without making the terms (a's edge (s, c) stands for (s, c . b); where a holds the empty word,
+ * b's edges join as (s, c . eps)); a symbol one term has gets that term made (w_concat), one that several
+ * have the union of theirs, recursively. Same order as the reference: the terms as a sorted set (a, b)
+ * without EMPTY parts, eps . b read as b . eps; one term is w_concat, two plain nodes w_union (their memos
+ * and order); otherwise memoised on the sorted list, the kids made in symbol order, then the node. */
+#define TERM(a, b) (((uint64_t)(uint32_t)(a) << 32) | (uint32_t)(b))
+#define TERM_A(t) ((int64_t)((t) >> 32))
+#define TERM_B(t) ((int64_t)((t) & 0xFFFFFFFFu))
+
+static int ostk_push(Words *S, int64_t a, int64_t b) {
+    if (S->otop >= S->ocap && grow((void **)&S->ostk, &S->ocap, S->otop + 1, sizeof(uint64_t)) < 0) return -1;
+    S->ostk[S->otop++] = TERM(a, b);
     return 0;
 }
 
-static int cmp_i32_asc(const void *x, const void *y) {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+static int cmp_u64_asc(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return (a > b) - (a < b);
 }
 
-static void sort_i32(int32_t *a, int64_t n) {
+static void sort_u64(uint64_t *a, int64_t n) {
     if (n <= 24) {
         for (int64_t i = 1; i < n; i++) {
-            int32_t v = a[i];
+            uint64_t v = a[i];
             int64_t j = i;
             while (j > 0 && a[j - 1] > v) {
                 a[j] = a[j - 1];
@@ -428,26 +436,14 @@ static void sort_i32(int32_t *a, int64_t n) {
         }
         return;
     }
-    qsort(a, (size_t)n, sizeof(int32_t), cmp_i32_asc);
+    qsort(a, (size_t)n, sizeof(uint64_t), cmp_u64_asc);
 }
 
-/* the gathered edges g[0:n] in symbol order (stable: runs stay in operand order), tmp: room for n more */
+/* the gathered edges g[0:n] in symbol order, tmp: room for n more */
 static void sort_gathered(struct gedge *g, struct gedge *tmp, int64_t n) {
-    if (n <= 32) {
-        for (int64_t i = 1; i < n; i++) {
-            struct gedge v = g[i];
-            int64_t j = i;
-            while (j > 0 && g[j - 1].sym > v.sym) {
-                g[j] = g[j - 1];
-                j--;
-            }
-            g[j] = v;
-        }
-        return;
-    }
-    /* bottom-up merge sort over runs of 16 sorted by insertion */
-    for (int64_t lo = 0; lo < n; lo += 16) {
-        int64_t hi = lo + 16 < n ? lo + 16 : n;
+    int64_t run = n <= 32 ? n : 16; /* insertion sort of runs, then bottom-up merges */
+    for (int64_t lo = 0; lo < n; lo += run) {
+        int64_t hi = lo + run < n ? lo + run : n;
         for (int64_t i = lo + 1; i < hi; i++) {
             struct gedge v = g[i];
             int64_t j = i;
@@ -459,7 +455,7 @@ static void sort_gathered(struct gedge *g, struct gedge *tmp, int64_t n) {
         }
     }
     struct gedge *src = g, *dst = tmp;
-    for (int64_t width = 16; width < n; width *= 2) {
+    for (int64_t width = run; width < n; width *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * width) {
             int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
             int64_t i = lo, j = mid, o = lo;
@@ -474,24 +470,24 @@ static void sort_gathered(struct gedge *g, struct gedge *tmp, int64_t n) {
     if (src != g) memcpy(g, src, (size_t)n * sizeof(struct gedge));
 }
 
-static uint64_t hash_ops(const int32_t *ops, int64_t k) {
+static uint64_t hash_ops(const uint64_t *ops, int64_t k) {
     uint64_t h = 0x51AFD7ED558CCD11ULL ^ (uint64_t)k;
-    for (int64_t i = 0; i < k; i++) h = (h ^ (uint64_t)(uint32_t)ops[i]) * 0x100000001B3ULL;
+    for (int64_t i = 0; i < k; i++) h = (h ^ ops[i]) * 0x100000001B3ULL;
     return mix64(h);
 }
 
-static int32_t nmemo_get(const Words *S, const int32_t *ops, int64_t k, uint64_t h) {
+static int32_t nmemo_get(const Words *S, const uint64_t *ops, int64_t k, uint64_t h) {
     if (!S->nm_tab) return -1;
     for (uint64_t i = h & S->nm_mask;; i = (i + 1) & S->nm_mask) {
         int32_t e = S->nm_tab[i];
         if (e < 0) return -1;
         if (S->nm_hash[e] == h && S->nm_len[e] == k &&
-            memcmp(S->nm_ops + S->nm_off[e], ops, (size_t)k * sizeof(int32_t)) == 0)
+            memcmp(S->nm_ops + S->nm_off[e], ops, (size_t)k * sizeof(uint64_t)) == 0)
             return S->nm_val[e];
     }
 }
 
-static int nmemo_put(Words *S, const int32_t *ops, int64_t k, uint64_t h, int64_t val) {
+static int nmemo_put(Words *S, const uint64_t *ops, int64_t k, uint64_t h, int64_t val) {
     if (S->nm_n >= INT32_MAX - 1) return 0; /* a memo only: past this, unions are made again (same ids) */
     if (S->nm_n + 1 > S->nm_cap) {
         int64_t cap = S->nm_cap, want = S->nm_n + 1;
@@ -507,7 +503,7 @@ static int nmemo_put(Words *S, const int32_t *ops, int64_t k, uint64_t h, int64_
         S->nm_hash = hashes;
         S->nm_cap = cap;
     }
-    if (grow((void **)&S->nm_ops, &S->nm_opcap, S->nm_nops + k, sizeof(int32_t)) < 0) return -1;
+    if (grow((void **)&S->nm_ops, &S->nm_opcap, S->nm_nops + k, sizeof(uint64_t)) < 0) return -1;
     if (!S->nm_tab || (uint64_t)(S->nm_n + 1) * 2 > S->nm_mask + 1) {
         uint64_t cap = S->nm_tab ? (S->nm_mask + 1) * 2 : 1024;
         int32_t *tab = malloc(cap * sizeof(int32_t));
@@ -523,7 +519,7 @@ static int nmemo_put(Words *S, const int32_t *ops, int64_t k, uint64_t h, int64_
         S->nm_mask = cap - 1;
     }
     int64_t e = S->nm_n++;
-    memcpy(S->nm_ops + S->nm_nops, ops, (size_t)k * sizeof(int32_t));
+    memcpy(S->nm_ops + S->nm_nops, ops, (size_t)k * sizeof(uint64_t));
     S->nm_off[e] = S->nm_nops;
     S->nm_nops += k;
     S->nm_len[e] = (int32_t)k;
@@ -535,19 +531,25 @@ static int nmemo_put(Words *S, const int32_t *ops, int64_t k, uint64_t h, int64_
     return 0;
 }
 
-/* The union of the operands ostk[obase:otop]; pops them (otop = obase on every return). */
+/* The union of the terms ostk[obase:otop] (each a . b); pops them (otop = obase on every return). */
 static int64_t w_union_n(Words *S, int64_t obase, int depth) {
-    int32_t *ops = S->ostk + obase;
-    int64_t k = S->otop - obase, r;
-    sort_i32(ops, k);
-    int64_t u = 0;
-    for (int64_t i = 0; i < k; i++)
-        if (ops[i] != W_EMPTY && (u == 0 || ops[u - 1] != ops[i])) ops[u++] = ops[i];
-    k = u;
+    uint64_t *ops = S->ostk + obase;
+    int64_t k = S->otop - obase, u = 0, r;
+    for (int64_t i = 0; i < k; i++) {
+        int64_t a = TERM_A(ops[i]), b = TERM_B(ops[i]);
+        if (a == W_EMPTY || b == W_EMPTY) continue;
+        ops[u++] = a == W_EPSILON ? TERM(b, W_EPSILON) : ops[i];
+    }
+    sort_u64(ops, u);
+    k = 0;
+    for (int64_t i = 0; i < u; i++)
+        if (k == 0 || ops[k - 1] != ops[i]) ops[k++] = ops[i];
     S->otop = obase + k;
-    if (k <= 2) {
+    if (k <= 1 || (k == 2 && TERM_B(ops[0]) == W_EPSILON && TERM_B(ops[1]) == W_EPSILON)) {
         S->otop = obase;
-        return k == 0 ? W_EMPTY : k == 1 ? ops[0] : w_union(S, ops[0], ops[1], depth);
+        if (k == 0) return W_EMPTY;
+        if (k == 1) return w_concat(S, TERM_A(ops[0]), TERM_B(ops[0]), depth);
+        return w_union(S, TERM_A(ops[0]), TERM_A(ops[1]), depth);
     }
     uint64_t h = hash_ops(ops, k);
     int32_t got = nmemo_get(S, ops, k, h);
@@ -559,10 +561,14 @@ static int64_t w_union_n(Words *S, int64_t obase, int depth) {
         S->otop = obase;
         return E_DEPTH;
     }
-    /* gather every operand's edges, then group them by symbol */
+    /* gather every term's edges, then group them by symbol */
     int64_t total = 0, gbase = S->gtop, ebase = S->stop;
     int accepts = 0;
-    for (int64_t i = 0; i < k; i++) total += n_edges(S, ops[i]);
+    for (int64_t i = 0; i < k; i++) {
+        int64_t a = TERM_A(ops[i]), b = TERM_B(ops[i]);
+        total += n_edges(S, a);
+        if (S->acc[a] && b != W_EPSILON) total += n_edges(S, b);
+    }
     if (grow((void **)&S->gat, &S->gcap, gbase + 2 * total, sizeof(struct gedge)) < 0) {
         S->otop = obase;
         return E_NOMEM;
@@ -570,11 +576,21 @@ static int64_t w_union_n(Words *S, int64_t obase, int depth) {
     struct gedge *g = S->gat + gbase;
     int64_t m = 0;
     for (int64_t i = 0; i < k; i++) {
-        int64_t o = ops[i];
-        accepts |= S->acc[o];
-        for (int64_t e = S->estart[o]; e < S->estart[o + 1]; e++) {
+        int64_t a = TERM_A(ops[i]), b = TERM_B(ops[i]);
+        for (int64_t e = S->estart[a]; e < S->estart[a + 1]; e++) {
             g[m].sym = S->esym[e];
-            g[m].kid = S->ekid[e];
+            g[m].term = TERM(S->ekid[e], b);
+            m++;
+        }
+        if (!S->acc[a]) continue;
+        if (b == W_EPSILON) {
+            accepts = 1;
+            continue;
+        }
+        accepts |= S->acc[b]; /* a holds the empty word: a . b holds b */
+        for (int64_t e = S->estart[b]; e < S->estart[b + 1]; e++) {
+            g[m].sym = S->esym[e];
+            g[m].term = TERM(S->ekid[e], W_EPSILON);
             m++;
         }
     }
@@ -582,29 +598,25 @@ static int64_t w_union_n(Words *S, int64_t obase, int depth) {
     S->gtop = gbase + total;
     for (int64_t i = 0; i < total;) {
         g = S->gat + gbase; /* (the recursion may move the arrays) */
-        int64_t sym = g[i].sym, j = i + 1;
+        int64_t sym = g[i].sym, j = i + 1, kid;
         while (j < total && g[j].sym == sym) j++;
-        int64_t kid = g[i].kid;
-        if (j - i > 1) {
+        if (j - i == 1) {
+            kid = w_concat(S, TERM_A(g[i].term), TERM_B(g[i].term), depth + 1);
+        } else {
             int64_t kbase = S->otop;
-            for (int64_t t = i; t < j; t++)
-                if (ostk_push(S, S->gat[gbase + t].kid) < 0) {
-                    kid = E_NOMEM;
-                    break;
-                }
-            if (kid >= 0) kid = w_union_n(S, kbase, depth + 1);
-            if (kid < 0) {
-                S->otop = obase;
-                S->gtop = gbase;
-                S->stop = ebase;
-                return kid;
+            kid = 0;
+            if (grow((void **)&S->ostk, &S->ocap, kbase + (j - i), sizeof(uint64_t)) < 0) kid = E_NOMEM;
+            else {
+                for (int64_t t = i; t < j; t++) S->ostk[S->otop++] = S->gat[gbase + t].term;
+                kid = w_union_n(S, kbase, depth + 1);
             }
         }
-        if (push_edge(S, sym, kid) < 0) {
+        if (kid >= 0 && push_edge(S, sym, kid) < 0) kid = E_NOMEM;
+        if (kid < 0) {
             S->otop = obase;
             S->gtop = gbase;
             S->stop = ebase;
-            return E_NOMEM;
+            return kid;
         }
         i = j;
     }
@@ -699,7 +711,7 @@ static int64_t member_row(Words *S, int64_t f, int64_t c) {
 }
 
 /* Displacer._member_terms: the words after reading one item from F_(x+j), x in [lo, hi], given the item's
- * tail on the atom, pushed as terms of the step's union: continue (x + j + 1 <= max - 1) leaves
+ * tail on the atom, pushed as terms (tail, rest') of the step's union: continue (x + j + 1 <= max - 1) leaves
  * tail . REL(f, j + 1, lo, top); stop (x + j + 1 >= min) leaves tail . SEP . IN(f, bottom, hi); an
  * unbounded family saturates at F_last. */
 static int64_t member_terms(Words *S, int64_t f, int64_t j, int64_t lo, int64_t hi, int64_t tail, int64_t rest) {
@@ -709,24 +721,21 @@ static int64_t member_terms(Words *S, int64_t f, int64_t j, int64_t lo, int64_t 
         if (hi < top) top = hi;
         if (lo <= top) {
             if ((r = make1(S, rel_sym_of(S, f, j + 1, lo, top), rest)) < 0) return r;
-            if ((r = w_concat(S, tail, r, 0)) < 0) return r;
-            if (ostk_push(S, r) < 0) return E_NOMEM;
+            if (ostk_push(S, tail, r) < 0) return E_NOMEM;
         }
     } else {
         int64_t split = S->fam_last[f] - j - 1; /* x >= split reach the saturated member */
         if (lo < split) {
             int64_t top = hi < split - 1 ? hi : split - 1;
             if ((r = make1(S, rel_sym_of(S, f, j + 1, lo, top), rest)) < 0) return r;
-            if ((r = w_concat(S, tail, r, 0)) < 0) return r;
-            if (ostk_push(S, r) < 0) return E_NOMEM;
+            if (ostk_push(S, tail, r) < 0) return E_NOMEM;
         }
         if (hi >= split) {
             int64_t start = lo > split ? lo : split;
             if ((r = make1(S, in_sym_of(S, f, start, hi), rest)) < 0) return r;
             if ((r = make1(S, S->sep, r)) < 0) return r;
             if ((r = make1(S, member_sym(f, S->fam_last[f]), r)) < 0) return r;
-            if ((r = w_concat(S, tail, r, 0)) < 0) return r;
-            if (ostk_push(S, r) < 0) return E_NOMEM;
+            if (ostk_push(S, tail, r) < 0) return E_NOMEM;
         }
     }
     int64_t bottom = S->fam_min[f] - 1 - j;
@@ -734,8 +743,7 @@ static int64_t member_terms(Words *S, int64_t f, int64_t j, int64_t lo, int64_t 
     if (bottom <= hi) {
         if ((r = make1(S, in_sym_of(S, f, bottom, hi), rest)) < 0) return r;
         if ((r = make1(S, S->sep, r)) < 0) return r;
-        if ((r = w_concat(S, tail, r, 0)) < 0) return r;
-        if (ostk_push(S, r) < 0) return E_NOMEM;
+        if (ostk_push(S, tail, r) < 0) return E_NOMEM;
     }
     return 0;
 }
@@ -743,8 +751,9 @@ static int64_t member_terms(Words *S, int64_t f, int64_t j, int64_t lo, int64_t 
 /* room for n more (a, tail, consumed) triples in cand (plain) or fcand (family) */
 static int cand_room(int64_t **buf, int64_t *cap, int64_t n) { return grow((void **)buf, cap, 3 * n, sizeof(int64_t)); }
 
-/* Displacer.step: the configuration set after reading one more byte of class `atom`: its terms made in edge
- * and candidate order onto the operand stack, then united at once (w_union_n). */
+/* Displacer.step: the configuration set after reading one more byte of class `atom`: its terms tail . rest
+ * pushed in edge and candidate order onto the operand stack (their own nodes made first), then united at
+ * once (w_union_n). */
 static int64_t w_step(Words *S, int64_t node, int64_t atom) {
     uint64_t key = (uint64_t)node * (uint64_t)S->natoms + (uint64_t)atom;
     S->steps++;
@@ -765,8 +774,7 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
         if (kind == SYM_OUTPUT) {
             int64_t tail = S->table[sym * S->natoms + atom];
             if (tail < 0) continue;
-            if ((result = w_concat(S, tail, rest, 0)) < 0) goto fail;
-            if (ostk_push(S, result) < 0) goto nomem;
+            if (ostk_push(S, tail, rest) < 0) goto nomem;
             continue;
         }
         if (kind == SYM_MEMBER) { /* a concrete member F_c (pushed by this token): its computed row */
@@ -774,8 +782,7 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
             if ((result = member_row(S, f, c)) < 0) goto fail;
             if (S->table[S->fam_item[f] * S->natoms + atom] < 0) continue;
             int64_t tail = memo_get(&S->rowm, member_key(S, f, atom, c));
-            if ((result = w_concat(S, tail, rest, 0)) < 0) goto fail;
-            if (ostk_push(S, result) < 0) goto nomem;
+            if (ostk_push(S, tail, rest) < 0) goto nomem;
             continue;
         }
         if (kind == SYM_REL) { /* F_(x+j) . SEP . IN(f, lo, hi) */
@@ -852,8 +859,7 @@ static int64_t w_step(Words *S, int64_t node, int64_t atom) {
             int64_t a = S->cand[3 * k], tail = S->cand[3 * k + 1], consumed = S->cand[3 * k + 2];
             if ((result = make1(S, nt + 1 + a, consumed)) < 0) goto fail;
             if ((result = make1(S, sep, result)) < 0) goto fail;
-            if ((result = w_concat(S, tail, result, 0)) < 0) goto fail;
-            if (ostk_push(S, result) < 0) goto nomem;
+            if (ostk_push(S, tail, result) < 0) goto nomem;
         }
         /* a member F_x of family g with a symbolic x in [1, last] consumed */
         for (int64_t k = 0; k < nfc; k++) {
@@ -1461,15 +1467,18 @@ static PyObject *words_union(Words *S, PyObject *args) {
     return r < 0 ? raise_code(S, r) : PyLong_FromLongLong(r);
 }
 
-/* union_many(nodes): WordStore.union_many, the union of an iterable of nodes at once */
-static PyObject *words_union_many(Words *S, PyObject *arg) {
-    PyObject *seq = PySequence_Fast(arg, "word store: union_many takes an iterable of nodes");
+/* union_many(nodes): WordStore.union_many, the union of an iterable of nodes at once;
+ * union_concats(terms): WordStore.union_concats, the union of the concatenations a . b of (a, b) pairs */
+static PyObject *union_terms_py(Words *S, PyObject *arg, int pairs) {
+    PyObject *seq = PySequence_Fast(arg, "word store: an iterable of nodes or (node, node) pairs");
     if (!seq) return NULL;
     int64_t obase = S->otop;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < count; i++) {
-        long long node = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0 || ostk_push(S, node) < 0) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        long long a, b = W_EPSILON;
+        int ok = pairs ? PyArg_ParseTuple(item, "LL", &a, &b) : ((a = PyLong_AsLongLong(item)) != -1 || !PyErr_Occurred());
+        if (!ok || check_node(S, a) < 0 || check_node(S, b) < 0 || ostk_push(S, a, b) < 0) {
             if (!PyErr_Occurred()) PyErr_NoMemory();
             S->otop = obase;
             Py_DECREF(seq);
@@ -1480,6 +1489,9 @@ static PyObject *words_union_many(Words *S, PyObject *arg) {
     int64_t r = w_union_n(S, obase, 0);
     return r < 0 ? raise_code(S, r) : PyLong_FromLongLong(r);
 }
+
+static PyObject *words_union_many(Words *S, PyObject *arg) { return union_terms_py(S, arg, 0); }
+static PyObject *words_union_concats(Words *S, PyObject *arg) { return union_terms_py(S, arg, 1); }
 
 static PyObject *words_concat(Words *S, PyObject *args) {
     long long a, b;
@@ -1735,11 +1747,13 @@ static int words_set_limit(Words *S, PyObject *v, void *c) {
 static PyObject *words_stats(Words *S, PyObject *unused) {
     (void)unused;
     size_t bytes = (size_t)S->ncap * (8 + 1 + 8) + (size_t)S->ecap * 12 + (S->imask + 1) * 4 +
-                   (S->um.mask + 1 + S->cm.mask + 1 + S->sm.mask + 1) * 12;
-    return Py_BuildValue("{sLsLsLsLsLsLsLsn}", "nodes", (long long)S->n, "edges", (long long)S->ne, "union_memo",
-                         (long long)S->um.used, "concat_memo", (long long)S->cm.used, "step_memo",
-                         (long long)S->sm.used, "steps", (long long)S->steps, "step_memo_hits",
-                         (long long)S->step_hits, "bytes", (Py_ssize_t)bytes);
+                   (S->um.mask + 1 + S->cm.mask + 1 + S->sm.mask + 1) * 12 + (size_t)S->nm_cap * 24 +
+                   (size_t)S->nm_opcap * 8 + (S->nm_tab ? (S->nm_mask + 1) * 4 : 0) + (size_t)S->ocap * 8 +
+                   (size_t)S->gcap * sizeof(struct gedge);
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsn}", "nodes", (long long)S->n, "edges", (long long)S->ne, "union_memo",
+                         (long long)S->um.used, "union_n_memo", (long long)S->nm_n, "concat_memo",
+                         (long long)S->cm.used, "step_memo", (long long)S->sm.used, "steps", (long long)S->steps,
+                         "step_memo_hits", (long long)S->step_hits, "bytes", (Py_ssize_t)bytes);
 }
 
 /* ---- the class mask of a state: its DAG walked with the sigma_in trie (as _kernel.c's trie_mask, on this
@@ -3656,6 +3670,7 @@ static PyMethodDef words_methods[] = {
     {"make", (PyCFunction)words_make, METH_VARARGS, "intern (accepts, edges)"},
     {"union", (PyCFunction)words_union, METH_VARARGS, "union of two node sets"},
     {"union_many", (PyCFunction)words_union_many, METH_O, "union_many(nodes): the union of them all at once"},
+    {"union_concats", (PyCFunction)words_union_concats, METH_O, "union_concats(pairs): the union of every a . b"},
     {"concat", (PyCFunction)words_concat, METH_VARARGS, "concatenation of two node sets"},
     {"step", (PyCFunction)words_step, METH_VARARGS, "Displacer.step(node, atom)"},
     {"run", (PyCFunction)words_run, METH_VARARGS, "run(node, atoms, budget=-1) -> (node, created)"},

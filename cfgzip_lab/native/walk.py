@@ -256,7 +256,8 @@ class StateWalker:
         if self._native is not None:
             return self._native.step
         store, displacer = self.store, self.displacer
-        nodes, index, make, union, union_many = store.nodes, store._index, store.make, store.union, store.union_many
+        nodes, index, make, union = store.nodes, store._index, store.make, store.union
+        union_concats = store.union_concats
         cmemo, smemo = store._concat, displacer._step
         table, n, num_atoms = self.gnf.table, displacer.n, displacer.num_atoms
         slow_step = displacer.step
@@ -294,19 +295,20 @@ class StateWalker:
                     tail = family_row(sym).get(atom)
                 else:  # a SEP word: not a parser state, the displacer's own step
                     return slow_step(node, atom)
-                if tail is None:
-                    continue
+                if tail is not None:
+                    terms.append((tail, rest))
+            if len(terms) != 1:  # united at once, as Displacer.step does (the same nodes)
+                result = union_concats(terms)
+            else:  # one term: concat(tail, rest)
+                tail, rest = terms[0]
                 if tail == EPSILON:
-                    got = rest
+                    result = rest
                 elif rest == EPSILON:
-                    got = tail
+                    result = tail
                 else:
-                    got = cmemo.get((tail, rest))
-                    if got is None:
-                        got = concat(tail, rest)
-                terms.append(got)
-            # united at once, as Displacer.step does (WordStore.union_many: the same nodes)
-            result = terms[0] if len(terms) == 1 else union_many(terms)
+                    result = cmemo.get((tail, rest))
+                    if result is None:
+                        result = concat(tail, rest)
             smemo[key] = result
             return result
 
