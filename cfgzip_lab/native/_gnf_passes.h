@@ -1584,8 +1584,38 @@ done:
 static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
     PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
     if (!fast) return NULL;
-    PyObject *total = PyLong_FromLong(0);
-    for (Py_ssize_t i = 0; total && i < PySequence_Fast_GET_SIZE(fast); i++) {
+    /* In 64 bits while the sum fits (each root's count read from Words.count's memo, filled by it), then
+     * with Python's ints from the first root that does not fit. */
+    uint64_t small = 0;
+    Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(fast);
+    for (; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        long long node = PyLong_AsLongLong(item);
+        if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (node >= S->ccount_cap || !S->cstate[node]) {
+            PyObject *got = words_count(S, item); /* fills the memo */
+            if (!got) {
+                Py_DECREF(fast);
+                return NULL;
+            }
+            Py_DECREF(got);
+        }
+        if (S->cstate[node] == 2) {
+            Py_DECREF(fast);
+            Py_RETURN_NONE;
+        }
+        if (__builtin_add_overflow(small, S->cval[node], &small)) break; /* (item i again, below) */
+    }
+    if (i == n) {
+        Py_DECREF(fast);
+        return PyLong_FromUnsignedLongLong(small);
+    }
+    small -= S->cval[PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i))]; /* (wrapped: undone) */
+    PyObject *total = PyLong_FromUnsignedLongLong(small);
+    for (; total && i < n; i++) {
         PyObject *got = words_count(S, PySequence_Fast_GET_ITEM(fast, i));
         if (!got) {
             Py_CLEAR(total);
