@@ -143,6 +143,66 @@ def test_the_set_algebra_interns_the_python_stores_nodes_in_its_order():
     assert cs.reachable(live[-50:]) == py.reachable(live[-50:])
 
 
+def _interned(into: WordStore, store: WordStore, node: int) -> int:
+    """``node`` of ``store`` made in ``into`` (its id there)."""
+    done = {EMPTY: EMPTY, EPSILON: EPSILON}
+
+    def visit(n: int) -> int:
+        if n not in done:
+            accepts, edges = store.nodes[n]
+            done[n] = into.make(accepts, tuple((s, visit(c)) for s, c in edges))
+        return done[n]
+
+    return visit(node)
+
+
+def test_the_union_of_many_sets_is_the_folded_union_and_interns_in_the_python_order():
+    """union_many (the displacement step's one union of its terms): the set the pairwise fold gives,
+    the same result ids and node table in both stores, fewer nodes made than the fold, and a budget
+    that trips at the same node."""
+    rng = random.Random(2)
+    py = WordStore()
+    for w in _random_words(rng, 40):
+        py.word(w)
+    cs = compiled.CompiledWordStore.seeded(py)
+    live = list(range(len(py)))
+    fewer = 0
+    for i in range(1500):
+        ops = [rng.choice(live) for _ in range(rng.randrange(0, 9))] + [EMPTY] * rng.randrange(2)
+        rng.shuffle(ops)
+        if i % 5 == 4:  # budgets: the same outcome, the same nodes left behind
+            budget = rng.randrange(0, 4)
+            outcomes = []
+            for store in (py, cs):
+                store.limit = store.created + budget
+                try:
+                    outcomes.append(store.union_many(ops))
+                except BudgetExceeded:
+                    outcomes.append("budget")
+                finally:
+                    store.limit = float("inf")
+            assert outcomes[0] == outcomes[1]
+            continue
+        probe = WordStore()  # the pairwise fold in a copy of the store as it was
+        probe.nodes, probe._index = list(py.nodes), dict(py._index)
+        probe._union, probe._concat = dict(py._union), dict(py._concat)
+        before = len(py)
+        got = py.union_many(ops)
+        assert cs.union_many(iter(ops)) == got
+        assert py.reachable([got]) >= set(range(before, len(py)))  # only the result's nodes are made
+        folded = probe.union_all(ops)
+        fewer += len(probe) - len(py)
+        assert _interned(probe, py, got) == folded  # the same set (equal sets are one node of a store)
+        live.append(got)
+        if rng.random() < 0.3:
+            a, b = rng.choice(live), rng.choice(live)
+            assert py.concat(a, b) == cs.concat(a, b)
+            live.append(py.concat(a, b))
+    assert_same_nodes(py, cs)
+    assert fewer > 0
+    assert py.union_many([]) == cs.union_many([]) == EMPTY and py.union_many([5, 5]) == cs.union_many([5]) == 5
+
+
 def test_count_and_reachable_are_the_python_ones_past_64_bits():
     """count() runs in C up to 64 bits and in Python's ints past them (2**70 words here); reachable()
     walks the DAG in C: both as WordStore gives them."""

@@ -165,6 +165,35 @@ def test_useless_symbols_in_one_c_call_is_the_python_walk(monkeypatch):
     assert any(answers) and not all(answers)
 
 
+def test_merge_on_the_tables_dicts_is_merge_on_lists(monkeypatch):
+    """merge_table (the table's dicts in, the merged rows' dicts out) answers what merge_equivalent on the
+    rows as lists does, rebuilt into dicts of each block's last member's atoms, key order included."""
+    real = gnf_module._merge_within_budget
+    checked = []
+
+    def spy(store, table, start, family_items=()):
+        native = gnf_module._passes(store)
+        if native is not None and not family_items:
+            rows = [dict(row) for row in table]
+            got = native.merge_equivalent([list(r) for r in rows], [list(r.values()) for r in rows], start)
+            if got is not None:
+                block, tails = got
+                last = {b: a for a, b in enumerate(block)}
+                want = (block, [list(zip(rows[last[b]], tails[b])) for b in range(len(tails))])
+                block2, merged = native.merge_table(rows, start)
+                assert (block2, [list(row.items()) for row in merged]) == want
+                checked.append(1)
+        return real(store, table, start, family_items)
+
+    monkeypatch.setattr(gnf_module, "_merge_within_budget", spy)
+    for _, text, kind in SAMPLE:
+        try:
+            compile_grammar(text, kind=kind)
+        except GrammarError:
+            continue
+    assert len(checked) > 10
+
+
 def test_merging_runs_in_c_where_the_store_is_compiled(monkeypatch):
     """The equivalent-nonterminal merge is the C pass (it computes the stack adjacency itself: the Python
     walk's stack_below is not called), and the Python walk where the store is a WordStore."""
@@ -220,3 +249,22 @@ def _built_within(text: str, kind: str, budget: int, in_c: bool, monkeypatch) ->
     except GrammarError as error:
         return str(error), [(d.line, d.column, d.message) for d in error.diagnostics]
     return "", gnf.names, gnf.table, [gnf.store.nodes[i] for i in range(len(gnf.store))]
+
+
+def test_count_sum_in_64_bits_and_past_them():
+    """count_sum adds in 64 bits while the sum fits and with Python's ints past that; None where a root's
+    own count is past 64 bits: the sum of count(r) either way (a chain doubling its words per node)."""
+    from cfgzip_lab.grammar.words import EPSILON
+
+    store = compiled.new_word_store()
+    native = store.native
+    node, chain = EPSILON, []
+    for _ in range(66):
+        node = store.make(False, ((-2, node), (-1, node)))
+        chain.append(node)
+    cases = [[], [chain[0]], [chain[61]] * 3, [chain[61]] * 4, [chain[61]] * 5 + [chain[62]],
+             [chain[62], chain[62], chain[61], chain[0]], [chain[0], chain[63]], [chain[61]] * 4 + [chain[63]]]  # fmt: skip
+    for roots in cases:
+        counts = [native.count(r) for r in roots]
+        want = None if None in counts else sum(counts)
+        assert native.count_sum(roots) == want

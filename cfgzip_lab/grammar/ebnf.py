@@ -394,7 +394,7 @@ def _shape_rules(
     def shape(name: str, inside: tuple[str, ...]) -> None:
         if name in shaped:
             return
-        for ref in _references(rules[name].body):  # shaped rules it uses, first
+        for ref in _body_references(rules[name].body):  # shaped rules it uses, first
             if ref.name in wanted and ref.name not in inside and ref.name != name:
                 shape(ref.name, inside + (name,))
         shaping = wanted[name]
@@ -929,10 +929,10 @@ def _check_rules(
         first_span[name] = definition.name_span
     known = rules.keys() | broken_names
     for definition in definitions:
-        refs = _references(definition.rule.body)
+        refs = _body_references(definition.rule.body)
         if rules[definition.rule.name] is definition.rule:
             body_refs[definition.rule.name] = refs
-        for ref in refs + _references(definition.lookahead) + definition.macro_refs:
+        for ref in refs + _body_references(definition.lookahead) + definition.macro_refs:
             if ref.name not in known and ref.name not in _RESERVED_WORDS:
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
@@ -1034,7 +1034,7 @@ def _nullable_rules(rules: dict[str, Rule]) -> set[str]:
     until nothing changed took 0.37 s on a chain of 800 rules that end in an empty one)."""
     users: dict[str, list[str]] = {}
     for name, rule in rules.items():
-        for ref in _references(rule.body):
+        for ref in _body_references(rule.body):
             users.setdefault(ref.name, []).append(name)
     nullable: set[str] = set()
     todo = list(reversed(rules))
@@ -1092,7 +1092,7 @@ def _warn_unreachable(
     diagnostics: list[Diagnostic],
 ) -> None:
     """Warn at each rule the root cannot reach; say so when a dropped or refused construct did."""
-    hidden = {d.rule.name: d.macro_refs + _references(d.lookahead) for d in definitions}
+    hidden = {d.rule.name: d.macro_refs + _body_references(d.lookahead) for d in definitions}
     in_language = _reachable(root, body_refs, {})
     with_hidden = _reachable(root, body_refs, hidden)
     for name in body_refs.keys() - in_language:
@@ -1117,6 +1117,27 @@ def _reachable(
                 seen.add(ref.name)
                 todo.append(ref.name)
     return seen
+
+
+_REFS: dict[int, tuple[Expr, tuple[RuleRef, ...]]] = {}
+_REFS_KEPT = 4096
+
+
+def _body_references(expr: Expr | None) -> tuple[RuleRef, ...]:
+    """:func:`_references` of one expression, kept by its identity (with the expression, so the identity
+    stays its own): the checks ask it of every rule body up to three times, and the parse's chunk cache
+    gives the same body objects to every grammar with the same rule at the same place (XGrammar's
+    basic_* rules)."""
+    if expr is None:
+        return ()
+    kept = _REFS.get(id(expr))
+    if kept is not None and kept[0] is expr:
+        return kept[1]
+    refs = _references(expr)
+    if len(_REFS) >= _REFS_KEPT:
+        _REFS.clear()  # derived data only: dropped whole
+    _REFS[id(expr)] = (expr, refs)
+    return refs
 
 
 def _references(*exprs: Expr | None) -> tuple[RuleRef, ...]:

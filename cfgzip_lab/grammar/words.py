@@ -41,12 +41,13 @@ class BudgetExceeded(Exception):
 class WordStore:
     """Interning table and memoised set algebra over word-set nodes."""
 
-    __slots__ = ("nodes", "_index", "_union", "_concat", "_count", "created", "limit")
+    __slots__ = ("nodes", "_index", "_union", "_union_n", "_concat", "_count", "created", "limit")
 
     def __init__(self) -> None:
         self.nodes: list[tuple[bool, Edges]] = [(False, ()), (True, ())]
         self._index: dict[tuple[bool, Edges], int] = {self.nodes[0]: EMPTY, self.nodes[1]: EPSILON}
         self._union: dict[tuple[int, int], int] = {}
+        self._union_n: dict[tuple[int, ...], int] = {}  # union_many of three or more sets
         self._concat: dict[tuple[int, int], int] = {}
         self._count: dict[int, int] = {EMPTY: 0, EPSILON: 1}
         self.created = 0  # nodes interned so far; budgets read it
@@ -163,6 +164,48 @@ class WordStore:
         merged.extend(eb[j:])
         got = self.make(acc_a or acc_b, tuple(merged))
         self._union[key] = got
+        return got
+
+    def union_many(self, nodes) -> int:
+        """The union of all of ``nodes`` at once, creating only the nodes of the result.
+
+        ``union_all`` folds pairwise, and each partial union is a node of its own (with the kid
+        unions under it) that the final set may not contain: 60% of sql_select's classing nodes
+        were such partial results of the displacement step. Here the operands' edges are merged by
+        symbol; a symbol several operands have gets the union of its kids, recursively. Order (the
+        C store, ``_words.c`` ``w_union_n``, creates the same nodes in the same order): operands
+        taken as a sorted set without EMPTY; one is itself, two are :meth:`union` (its memo, its
+        order); three or more are memoised on that sorted tuple, their kid unions made in symbol
+        order, then the node. The set is the one ``union_all`` gives (nodes are canonical).
+        """
+        ops = sorted(set(nodes))
+        if ops and ops[0] == EMPTY:
+            del ops[0]
+        if len(ops) <= 2:
+            return EMPTY if not ops else ops[0] if len(ops) == 1 else self.union(ops[0], ops[1])
+        key = tuple(ops)
+        got = self._union_n.get(key)
+        if got is not None:
+            return got
+        accepts = False
+        kids: dict[int, list[int]] = {}
+        nodes_ = self.nodes
+        for o in ops:
+            acc, edges = nodes_[o]
+            if acc:
+                accepts = True
+            for s, c in edges:
+                group = kids.get(s)
+                if group is None:
+                    kids[s] = [c]
+                else:
+                    group.append(c)
+        merged = []
+        for s in sorted(kids):  # a loop, not a comprehension over C calls: see the recursion note
+            group = kids[s]
+            merged.append((s, group[0] if len(group) == 1 else self.union_many(group)))
+        got = self.make(accepts, tuple(merged))
+        self._union_n[key] = got
         return got
 
     def union_all(self, nodes) -> int:

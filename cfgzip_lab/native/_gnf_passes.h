@@ -23,6 +23,7 @@
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
  *   merge_equivalent(atoms, tails, start)    gnf._merge_equivalent without families: the whole partition
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order.
+ *   merge_table(table, start)                merge_equivalent on the table's dicts, the merged rows as dicts.
  *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
  *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
  *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
@@ -817,12 +818,67 @@ done:
  * Then blocks numbered by first appearance, and every a's tails renamed through them in nonterminal order
  * with a fresh memo. `block`: that numbering per nonterminal; `merged[b]`: the renamed tails (row order) of
  * b's last member. */
+/* The rows of a table (a list of dicts {atom: tail}) as C arrays, in each dict's order. */
+static int gnf_dict_rows(Words *S, PyObject *table, int64_t n, int64_t ***atoms_out, Py_ssize_t **alens_out,
+                         int64_t ***tails_out, Py_ssize_t **lens_out) {
+    int64_t **atoms = calloc((size_t)n + 1, sizeof(int64_t *)), **tails = calloc((size_t)n + 1, sizeof(int64_t *));
+    Py_ssize_t *alens = calloc((size_t)n + 1, sizeof(Py_ssize_t)), *lens = calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    *atoms_out = atoms;
+    *alens_out = alens;
+    *tails_out = tails;
+    *lens_out = lens;
+    if (!atoms || !tails || !alens || !lens) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t a = 0; a < n; a++) {
+        PyObject *row = PyList_GET_ITEM(table, a);
+        if (!PyDict_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "merge_table: a row is not a dict");
+            return -1;
+        }
+        Py_ssize_t m = PyDict_GET_SIZE(row), pos = 0, k = 0;
+        PyObject *key, *value;
+        atoms[a] = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+        tails[a] = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+        if (!atoms[a] || !tails[a]) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        alens[a] = lens[a] = m;
+        while (PyDict_Next(row, &pos, &key, &value)) {
+            long long atom = PyLong_AsLongLong(key), tail = PyLong_AsLongLong(value);
+            if (((atom == -1 || tail == -1) && PyErr_Occurred()) || check_node(S, tail) < 0) return -1;
+            atoms[a][k] = atom;
+            tails[a][k] = tail;
+            k++;
+        }
+    }
+    return 0;
+}
+
+static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start);
+
 static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     PyObject *atoms_obj, *tails_obj;
     long long start;
     if (!PyArg_ParseTuple(args, "O!O!L", &PyList_Type, &atoms_obj, &PyList_Type, &tails_obj, &start)) return NULL;
-    int64_t n = PyList_GET_SIZE(atoms_obj);
-    if (PyList_GET_SIZE(tails_obj) != n || start < 0 || start >= n) {
+    return gnf_merge(S, atoms_obj, tails_obj, NULL, start);
+}
+
+/* merge_table(table, start) -> (block, merged) or None: merge_equivalent on a table of dicts (row order: each
+ * dict's), `merged[b]` a dict of b's last member's atoms to the renamed tails: what gnf._merge_equivalent
+ * makes of merge_equivalent's answer, without the lists between. */
+static PyObject *words_merge_table(Words *S, PyObject *args) {
+    PyObject *table;
+    long long start;
+    if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &table, &start)) return NULL;
+    return gnf_merge(S, NULL, NULL, table, start);
+}
+
+static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start) {
+    int64_t n = table ? PyList_GET_SIZE(table) : PyList_GET_SIZE(atoms_obj);
+    if ((!table && PyList_GET_SIZE(tails_obj) != n) || start < 0 || start >= n) {
         PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
         return NULL;
     }
@@ -843,7 +899,9 @@ static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     uint32_t *seen = NULL, *amark = NULL, *bmark = NULL;
     int32_t *memo = NULL;
     int64_t *to_final = NULL, *last = NULL;
-    if (gnf_rows(S, atoms_obj, n, 2, &atoms, &alens) < 0 || gnf_rows(S, tails_obj, n, 0, &tails, &lens) < 0) goto done;
+    if (table ? gnf_dict_rows(S, table, n, &atoms, &alens, &tails, &lens) < 0
+              : (gnf_rows(S, atoms_obj, n, 2, &atoms, &alens) < 0 || gnf_rows(S, tails_obj, n, 0, &tails, &lens) < 0))
+        goto done;
     for (int64_t a = 0; a < n; a++)
         if (alens[a] != lens[a]) {
             PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
@@ -1164,6 +1222,19 @@ static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     }
     for (int64_t b = 0; b < nfinal; b++) {
         int64_t a = last[b];
+        if (table) { /* {atom: renamed tail}, in a's row order */
+            PyObject *row = PyDict_New();
+            if (!row) goto pyfail;
+            PyList_SET_ITEM(merged, b, row);
+            for (int64_t k = 0; k < lens[a]; k++) {
+                PyObject *key = PyLong_FromLongLong(atoms[a][k]), *x = PyLong_FromLongLong(rt[off[a] + k]);
+                int bad = !key || !x || PyDict_SetItem(row, key, x) < 0;
+                Py_XDECREF(key);
+                Py_XDECREF(x);
+                if (bad) goto pyfail;
+            }
+            continue;
+        }
         PyObject *row = PyList_New(lens[a]);
         if (!row) goto pyfail;
         PyList_SET_ITEM(merged, b, row);
@@ -1513,8 +1584,38 @@ done:
 static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
     PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
     if (!fast) return NULL;
-    PyObject *total = PyLong_FromLong(0);
-    for (Py_ssize_t i = 0; total && i < PySequence_Fast_GET_SIZE(fast); i++) {
+    /* In 64 bits while the sum fits (each root's count read from Words.count's memo, filled by it), then
+     * with Python's ints from the first root that does not fit. */
+    uint64_t small = 0;
+    Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(fast);
+    for (; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        long long node = PyLong_AsLongLong(item);
+        if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (node >= S->ccount_cap || !S->cstate[node]) {
+            PyObject *got = words_count(S, item); /* fills the memo */
+            if (!got) {
+                Py_DECREF(fast);
+                return NULL;
+            }
+            Py_DECREF(got);
+        }
+        if (S->cstate[node] == 2) {
+            Py_DECREF(fast);
+            Py_RETURN_NONE;
+        }
+        if (__builtin_add_overflow(small, S->cval[node], &small)) break; /* (item i again, below) */
+    }
+    if (i == n) {
+        Py_DECREF(fast);
+        return PyLong_FromUnsignedLongLong(small);
+    }
+    small -= S->cval[PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i))]; /* (wrapped: undone) */
+    PyObject *total = PyLong_FromUnsignedLongLong(small);
+    for (; total && i < n; i++) {
         PyObject *got = words_count(S, PySequence_Fast_GET_ITEM(fast, i));
         if (!got) {
             Py_CLEAR(total);
@@ -1832,6 +1933,7 @@ done:
         {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
         {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
         {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
+        {"merge_table", (PyCFunction)words_merge_table, METH_VARARGS, "gnf._merge_equivalent on the table's dicts (_gnf_passes.h)"}, \
         {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
         {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
         {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \

@@ -4,8 +4,8 @@ Classing, the σ_in index build and the native walk all run on one word store pe
 the compiled kernel is built, that store is a :class:`CompiledWordStore`: a ``_kernel.Words`` seeded
 with the GNF's :class:`~cfgzip_lab.grammar.words.WordStore` nodes (same ids), to which classing,
 the index and the walk add theirs in C. The Python API stays: ``nodes`` (a sequence of ``(accepts,
-edges)`` tuples, made on access), ``make``, ``union``, ``concat``, ``count``, ``words``,
-``reachable``, ``accepts``, ``edges``, ``child``, ``created``, ``limit``; :class:`CompiledDisplacer`
+edges)`` tuples, made on access), ``make``, ``union``, ``union_many``, ``concat``, ``count``,
+``words``, ``reachable``, ``accepts``, ``edges``, ``child``, ``created``, ``limit``; :class:`CompiledDisplacer`
 is a :class:`~cfgzip_lab.classes.displacement.Displacer` over it. So explanations, the limits'
 messages and the tests read the compiled store as they read the Python one.
 
@@ -163,6 +163,9 @@ class CompiledWordStore:
 
     def union(self, a: int, b: int) -> int:
         return self.native.union(a, b)
+
+    def union_many(self, nodes) -> int:
+        return self.native.union_many(nodes)
 
     def concat(self, a: int, b: int) -> int:
         return self.native.concat(a, b)

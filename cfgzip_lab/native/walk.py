@@ -256,7 +256,7 @@ class StateWalker:
         if self._native is not None:
             return self._native.step
         store, displacer = self.store, self.displacer
-        nodes, index, make, union = store.nodes, store._index, store.make, store.union
+        nodes, index, make, union, union_many = store.nodes, store._index, store.make, store.union, store.union_many
         cmemo, smemo = store._concat, displacer._step
         table, n, num_atoms = self.gnf.table, displacer.n, displacer.num_atoms
         slow_step = displacer.step
@@ -286,7 +286,7 @@ class StateWalker:
             got = smemo.get(key)
             if got is not None:
                 return got
-            result = EMPTY
+            terms = []
             for sym, rest in nodes[node][1]:
                 if sym < n:
                     tail = table[sym].get(atom)
@@ -304,7 +304,9 @@ class StateWalker:
                     got = cmemo.get((tail, rest))
                     if got is None:
                         got = concat(tail, rest)
-                result = got if result == EMPTY else union(result, got)
+                terms.append(got)
+            # united at once, as Displacer.step does (WordStore.union_many: the same nodes)
+            result = terms[0] if len(terms) == 1 else union_many(terms)
             smemo[key] = result
             return result
 
