@@ -2467,6 +2467,7 @@ static inline int walk_byte_loops(Walk *W, int64_t D, int32_t at, int b) {
  * visited every node of Llama-3's non-ASCII subtrees one by one. */
 #define SCAN_STATES 255
 #define SCAN_MAX_NODES 8192
+#define SCAN_JUMP_MIN 8
 
 static int scan_slot_of(Walk *W, int64_t D) {
     int32_t got = memo_get(&W->scan_slot, (uint64_t)D);
@@ -2520,7 +2521,10 @@ static int walk_scan(Walk *W, int64_t D, int32_t t) {
         at[u - t] = (uint8_t)nx;
         int64_t st = W->scan_state[nx];
         int32_t last = u + 1; /* one past the nodes whose tokens take st */
-        if (T->send[u] > u + 1) { /* a dead subtree, or one whose set loops through it: all of it st */
+        int32_t below = T->send[u] - u - 1;
+        /* a dead subtree, or one whose set loops through it: all of it st (checked where the subtree
+         * is large enough to pay for reading its byte mask: a node costs less to scan than the read) */
+        if (below > 0 && (st == W_EMPTY || below >= SCAN_JUMP_MIN)) {
             int whole = st == W_EMPTY;
             if (!whole) {
                 int32_t ls = W->scan_loop[nx];
