@@ -714,3 +714,32 @@ def test_nullable_and_left_recursion_groups_are_their_definitions():
         assert sorted(got) == sorted(want)
         checked += 1
     assert checked > 10
+
+
+def test_one_letter_escapes_read_fast_as_the_full_decoding_reads_them():
+    """Strings and class members whose escapes are all one-letter ones take a short path (JSON Schemas'
+    property names are "\\"name\\""); on random bodies it gives what the full decoding gives, and
+    leaves \\x, \\u, \\U and bad escapes (and their diagnostics) to it."""
+    import random
+
+    from cfgzip_lab.grammar import ebnf
+    from cfgzip_lab.grammar.ebnf import _CLASS_ESCAPES, _STRING_ESCAPES, _simple_unescaped
+
+    rng = random.Random(3)
+    pieces = ["a", "Z", " ", "é", "\\n", "\\t", "\\\\", '\\"', "\\'", "\\/", "\\0", "\\e", "\\x41", "\\xff",
+              "\\u00e9", "\\U0001F600", "\\q", "\\d", "\\$", "\\-", "\\]", "-", "^"]  # fmt: skip
+    fast = 0
+    for _ in range(3000):
+        body = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 7)))
+        for escapes in (_STRING_ESCAPES, _CLASS_ESCAPES):
+            got = _simple_unescaped(body, escapes)
+            if got is None:
+                continue
+            fast += 1
+            builder = ebnf._Builder(body)
+            want = "".join(map(chr, builder._decode(body, 0, escapes)))
+            assert got == want and not builder.diagnostics, body
+    assert fast > 500
+    assert parse_ebnf('root ::= "\\"x\\"" [\\"\\\\\\n]\n').rules["root"].body.items[0].text == '"x"'
+    found = [(d.column, d.message.split(" ")[0]) for d in check_ebnf('root ::= "a\\qb" [\\d]\n')]
+    assert (12, "bad") in found and (18, "bad") in found  # still reported where they are written

@@ -441,6 +441,25 @@ def _rule_chunks(text: str) -> list[tuple[int, int]]:
     return list(zip(cuts, cuts[1:]))
 
 
+_ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _simple_unescaped(body: str, escapes: dict[str, str]) -> str | None:
+    """The text of a string body whose escapes are all one-letter ones in ``escapes`` (read left to right,
+    as _CHAR_RE reads them), or None (a \\x, \\u, \\U or bad escape: the full decoding reports it)."""
+    out = []
+    at = 0
+    for match in _ESCAPE_RE.finditer(body):
+        got = escapes.get(match.group(1))
+        if got is None:
+            return None
+        out.append(body[at : match.start()])
+        out.append(got)
+        at = match.end()
+    out.append(body[at:])
+    return "".join(out)
+
+
 def _diagnostic(text: str, span: Span, message: str, severity: Severity = "error") -> Diagnostic:
     line, column = position_of(text, span[0])
     return Diagnostic(line, column, message, severity, span)
@@ -534,6 +553,9 @@ class _Builder:
         body = token.value[1:-1]
         if "\\" not in body:  # no escapes: the text is the body (most literals)
             return Literal(body, span)
+        simple = _simple_unescaped(body, _STRING_ESCAPES)
+        if simple is not None:  # only one-letter escapes (JSON Schemas' "\"name\""): nothing to report
+            return Literal(simple, span)
         code_points = self._decode(body, span[0] + 1, _STRING_ESCAPES)
         return Literal("".join(map(chr, code_points)), span)
 
@@ -562,6 +584,8 @@ class _Builder:
         piece = member.group(group)
         if len(piece) == 1:
             return ord(piece)
+        if len(piece) == 2 and piece[1] in _CLASS_ESCAPES:  # a one-letter escape (what _decode reads it as)
+            return ord(_CLASS_ESCAPES[piece[1]])
         code_points = self._decode(piece, start + member.start(group), _CLASS_ESCAPES)
         return code_points[0] if code_points else 0
 
