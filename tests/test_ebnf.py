@@ -743,3 +743,14 @@ def test_one_letter_escapes_read_fast_as_the_full_decoding_reads_them():
     assert parse_ebnf('root ::= "\\"x\\"" [\\"\\\\\\n]\n').rules["root"].body.items[0].text == '"x"'
     found = [(d.column, d.message.split(" ")[0]) for d in check_ebnf('root ::= "a\\qb" [\\d]\n')]
     assert (12, "bad") in found and (18, "bad") in found  # still reported where they are written
+
+
+def test_a_class_read_before_is_read_alike_and_its_diagnostics_come_every_time():
+    """Classes are kept by their text once read without a diagnostic; one with a diagnostic (an inverted
+    range, a bad escape, a long \\x) is read, and reported, every time, where it is written."""
+    text = 'root ::= [a-c\\n] x [a-c\\n]\nx ::= [z-a] | [\\d] | [a-c\\n]\n'
+    for _ in range(2):
+        rules = parse_ebnf(text.replace("[z-a] | [\\d] | ", "")).rules
+        assert rules["root"].body.items[0].ranges == ((97, 99), (10, 10)) == rules["x"].body.ranges
+        found = [(d.line, d.column, d.message.split(" ")[0]) for d in check_ebnf(text)]
+        assert (2, 8, "inverted") in found and (2, 16, "bad") in found

@@ -442,6 +442,9 @@ def _rule_chunks(text: str) -> list[tuple[int, int]]:
 
 
 _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
+# A class's text → its (ranges, negated), for classes read without a diagnostic: the reading depends on
+# the text alone, and an EBNF repeats its classes (XGrammar's whitespace class, dozens of times a schema).
+_CLASSES_READ: dict[str, tuple[tuple[tuple[int, int], ...], bool]] = {}
 
 
 def _simple_unescaped(body: str, escapes: dict[str, str]) -> str | None:
@@ -561,6 +564,18 @@ class _Builder:
 
     def char_class(self, token: Tok) -> CharClass:
         span = (token.start_pos, token.end_pos)
+        read = _CLASSES_READ.get(token.value)
+        if read is not None:  # a class written the same way before, read without a diagnostic
+            return CharClass(read[0], read[1], span)
+        reported = len(self.diagnostics)
+        got = self._read_class(token, span)
+        if len(self.diagnostics) == reported:
+            if len(_CLASSES_READ) >= 4096:
+                _CLASSES_READ.clear()
+            _CLASSES_READ[token.value] = (got.ranges, got.negated)
+        return got
+
+    def _read_class(self, token: Tok, span: Span) -> CharClass:
         body, start = token.value[1:-1], span[0] + 1
         negated = body.startswith("^")
         if negated:
