@@ -754,3 +754,21 @@ def test_a_class_read_before_is_read_alike_and_its_diagnostics_come_every_time()
         assert rules["root"].body.items[0].ranges == ((97, 99), (10, 10)) == rules["x"].body.ranges
         found = [(d.line, d.column, d.message.split(" ")[0]) for d in check_ebnf(text)]
         assert (2, 8, "inverted") in found and (2, 16, "bad") in found
+
+
+def test_a_chunk_parsed_elsewhere_moves_to_what_parsing_it_here_gives():
+    """A rule chunk kept from another place is moved (spans, lines) to exactly what parsing it at the new
+    place gives: rules, spans and diagnostics, on the bundled grammars and grammars with warnings."""
+    from cfgzip_lab.grammar import ebnf
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(BUNDLED_DIR.glob("*.ebnf"))]
+    texts += ['root ::= "a\\\\x41BC" x (= "b")\nx ::= [a-c\\\\n] | TagDispatch(("<t>", root))\n', 'root ::= [z-a] "q"\n']
+    for text in texts:
+        moved_text = "# a comment\n\n" + text
+        ebnf._CHUNKS.clear()
+        check_ebnf(text)  # the chunks kept at their first places
+        got = ebnf._analyse(moved_text, "root")
+        ebnf._CHUNKS.clear()
+        want = ebnf._analyse(moved_text, "root")
+        assert got[0].rules == want[0].rules
+        assert [(d.line, d.column, d.message, d.span) for d in got[1]] == [(d.line, d.column, d.message, d.span) for d in want[1]]

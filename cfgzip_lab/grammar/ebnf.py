@@ -340,7 +340,14 @@ def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
         got = memo.get(id(e))
         if got is not None:
             return got
-        if isinstance(e, Sequence):
+        cls = e.__class__
+        if cls is Literal:  # (the leaves made directly: dataclasses.replace was most of a move)
+            got = Literal(e.text, span(e.span))
+        elif cls is CharClass:
+            got = CharClass(e.ranges, e.negated, span(e.span))
+        elif cls is RuleRef:
+            got = RuleRef(e.name, span(e.span))
+        elif isinstance(e, Sequence):
             got = Sequence(tuple(expr(i) for i in e.items), span(e.span))
         elif isinstance(e, Choice):
             got = Choice(tuple(expr(o) for o in e.options), span(e.span))
@@ -349,14 +356,14 @@ def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
         elif isinstance(e, Automaton):
             edges = tuple((q, label if isinstance(label, tuple) else expr(label), r) for q, label, r in e.edges)
             got = replace(e, edges=edges, span=span(e.span))
-        else:  # Literal, CharClass, RuleRef, TokenSet
+        else:  # TokenSet
             got = replace(e, span=span(e.span))
         memo[id(e)] = got
         return got
 
     definitions = []
     for d in chunk.definitions:
-        rule = replace(d.rule, body=expr(d.rule.body), span=span(d.rule.span))
+        rule = Rule(d.rule.name, expr(d.rule.body), span(d.rule.span))
         lookahead = None if d.lookahead is None else expr(d.lookahead)
         shaping = None if d.shaping is None else replace(d.shaping, span=span(d.shaping.span))
         refs = tuple(expr(r) for r in d.macro_refs)
