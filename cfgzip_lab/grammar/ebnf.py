@@ -816,7 +816,15 @@ class _Builder:
         span = (lpar.start_pos, rpar.end_pos)
         if inner is None:  # "()": XGrammar's other spelling of ""
             return Literal("", span)
-        grouped = replace(inner, span=span)
+        cls = inner.__class__  # (made directly for the common nodes: XGrammar's EBNF is mostly parentheses)
+        if cls is Sequence:
+            grouped = Sequence(inner.items, span)
+        elif cls is Choice:
+            grouped = Choice(inner.options, span)
+        elif cls is Literal:
+            grouped = Literal(inner.text, span)
+        else:
+            grouped = replace(inner, span=span)
         if id(inner) in self._macro_results:  # "(Substring(...))" is still the macro for XGrammar
             self._macro_results[id(grouped)] = (grouped, self._macro_results[id(inner)][1])
         return grouped
