@@ -66,18 +66,20 @@ def assert_same_nodes(python: WordStore, other) -> None:
     assert not mismatched, f"{len(mismatched)} nodes differ, first {mismatched[0]}"
 
 
-WALK_STATISTICS = {"distinct_byte_class_strings", "byte_class_strings_walked", "tokens_skipped"}
+WALK_STATISTICS = {"distinct_byte_class_strings", "byte_class_strings_walked", "tokens_skipped", "tokens_scanned"}
 
 
 def assert_same_metadata(python: dict, walked: dict, skip: set[str], *, skipping: bool = True) -> None:
     """The Python path's metadata equals the compiled walk's, but for how the walk went: the Python
     path counts every distinct byte-class string; the compiled walk counts the strings it walked and
     the tokens it assigned without walking (subtrees a configuration set loops through, _words.c's
-    walk_skips), so it walks at most as many, and all of them where it cannot skip."""
+    walk_skips, and subtrees numbered from the step memo by walk_scan, counted among them), so it
+    walks at most as many, and all of them where it cannot skip."""
     rest = skip | WALK_STATISTICS
     assert {k: v for k, v in python.items() if k not in rest} == {k: v for k, v in walked.items() if k not in rest}
     assert "distinct_byte_class_strings" not in walked and "byte_class_strings_walked" not in python
     assert 0 < walked["byte_class_strings_walked"] <= python["distinct_byte_class_strings"]
+    assert 0 <= walked["tokens_scanned"] <= walked["tokens_skipped"]
     if not skipping:
         assert walked["tokens_skipped"] == 0
         assert walked["byte_class_strings_walked"] == python["distinct_byte_class_strings"]
@@ -361,6 +363,33 @@ def test_the_vocabulary_trie_is_kept_per_vocabulary(toy):
     assert info["tokens"] == toy.vocab_size and info["eligible"] == int(
         np.count_nonzero((np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0))
     )
+
+
+def _utf8_vocab():
+    """Words in three scripts, their prefixes (a token may end inside a character), with and
+    without a leading space or a closing quote: subtrees of the trie where a string's set and its
+    continuation-byte sets alternate byte by byte, what walk_scan numbers from the step memo."""
+    words = ["привет", "пример", "правда", "мир", "日本語", "日本", "café", "naïve", "über", "abc", "abd"]
+    tokens = set()
+    for w in words:
+        b = w.encode()
+        for cut in range(1, len(b) + 1):
+            for head in (b"", b" ", b'"'):
+                tokens.add(head + b[:cut])
+                tokens.add(head + b[:cut] + b'"')
+    return vocab_from_bytes(sorted(tokens), name="utf8-words")
+
+
+@pytest.mark.parametrize("budget", [200_000, 6, 1])
+def test_utf8_subtrees_numbered_from_the_memo_node_for_node(budget):
+    """walk_scan numbers subtrees from the step memo alone: the Python path's classes, token nodes
+    and store, node for node, at every budget (no step is computed by a scan, so none moves)."""
+    vocab = _utf8_vocab()
+    grammar = 'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n'
+    a, b = _both(grammar, vocab, budget=budget)
+    assert_same_classing(a, b)
+    if budget == 200_000:
+        assert b.classes.metadata["tokens_scanned"] > 0
 
 
 def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
@@ -752,6 +781,8 @@ def test_the_walk_skips_the_subtrees_a_set_loops_through(text, kind, share):
     eligible = int(np.count_nonzero(np.asarray(vocab.kinds) == 0))
     assert b.classes.metadata["tokens_skipped"] > share * eligible
     assert b.classes.metadata["byte_class_strings_walked"] < a.classes.metadata["distinct_byte_class_strings"] / 4
+    if kind == "ebnf":  # strings: the multi-byte UTF-8 below them numbered by walk_scan (measured: 81k)
+        assert b.classes.metadata["tokens_scanned"] > 0.4 * eligible
 
 
 def _corpus_sample() -> list[tuple[str, Path, str]]:

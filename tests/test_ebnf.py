@@ -714,3 +714,61 @@ def test_nullable_and_left_recursion_groups_are_their_definitions():
         assert sorted(got) == sorted(want)
         checked += 1
     assert checked > 10
+
+
+def test_one_letter_escapes_read_fast_as_the_full_decoding_reads_them():
+    """Strings and class members whose escapes are all one-letter ones take a short path (JSON Schemas'
+    property names are "\\"name\\""); on random bodies it gives what the full decoding gives, and
+    leaves \\x, \\u, \\U and bad escapes (and their diagnostics) to it."""
+    import random
+
+    from cfgzip_lab.grammar import ebnf
+    from cfgzip_lab.grammar.ebnf import _CLASS_ESCAPES, _STRING_ESCAPES, _simple_unescaped
+
+    rng = random.Random(3)
+    pieces = ["a", "Z", " ", "é", "\\n", "\\t", "\\\\", '\\"', "\\'", "\\/", "\\0", "\\e", "\\x41", "\\xff",
+              "\\u00e9", "\\U0001F600", "\\q", "\\d", "\\$", "\\-", "\\]", "-", "^"]  # fmt: skip
+    fast = 0
+    for _ in range(3000):
+        body = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 7)))
+        for escapes in (_STRING_ESCAPES, _CLASS_ESCAPES):
+            got = _simple_unescaped(body, escapes)
+            if got is None:
+                continue
+            fast += 1
+            builder = ebnf._Builder(body)
+            want = "".join(map(chr, builder._decode(body, 0, escapes)))
+            assert got == want and not builder.diagnostics, body
+    assert fast > 500
+    assert parse_ebnf('root ::= "\\"x\\"" [\\"\\\\\\n]\n').rules["root"].body.items[0].text == '"x"'
+    found = [(d.column, d.message.split(" ")[0]) for d in check_ebnf('root ::= "a\\qb" [\\d]\n')]
+    assert (12, "bad") in found and (18, "bad") in found  # still reported where they are written
+
+
+def test_a_class_read_before_is_read_alike_and_its_diagnostics_come_every_time():
+    """Classes are kept by their text once read without a diagnostic; one with a diagnostic (an inverted
+    range, a bad escape, a long \\x) is read, and reported, every time, where it is written."""
+    text = 'root ::= [a-c\\n] x [a-c\\n]\nx ::= [z-a] | [\\d] | [a-c\\n]\n'
+    for _ in range(2):
+        rules = parse_ebnf(text.replace("[z-a] | [\\d] | ", "")).rules
+        assert rules["root"].body.items[0].ranges == ((97, 99), (10, 10)) == rules["x"].body.ranges
+        found = [(d.line, d.column, d.message.split(" ")[0]) for d in check_ebnf(text)]
+        assert (2, 8, "inverted") in found and (2, 16, "bad") in found
+
+
+def test_a_chunk_parsed_elsewhere_moves_to_what_parsing_it_here_gives():
+    """A rule chunk kept from another place is moved (spans, lines) to exactly what parsing it at the new
+    place gives: rules, spans and diagnostics, on the bundled grammars and grammars with warnings."""
+    from cfgzip_lab.grammar import ebnf
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(BUNDLED_DIR.glob("*.ebnf"))]
+    texts += ['root ::= "a\\\\x41BC" x (= "b")\nx ::= [a-c\\\\n] | TagDispatch(("<t>", root))\n', 'root ::= [z-a] "q"\n']
+    for text in texts:
+        moved_text = "# a comment\n\n" + text
+        ebnf._CHUNKS.clear()
+        check_ebnf(text)  # the chunks kept at their first places
+        got = ebnf._analyse(moved_text, "root")
+        ebnf._CHUNKS.clear()
+        want = ebnf._analyse(moved_text, "root")
+        assert got[0].rules == want[0].rules
+        assert [(d.line, d.column, d.message, d.span) for d in got[1]] == [(d.line, d.column, d.message, d.span) for d in want[1]]

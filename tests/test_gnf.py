@@ -174,3 +174,37 @@ def test_word_dag_nodes_are_canonical(path: Path) -> None:
     for _, edges in store.nodes:
         symbols = [s for s, _ in edges]
         assert symbols == sorted(set(symbols))
+
+
+def test_byte_classes_are_the_membership_signatures():
+    """byte_classes (refinement, one-member sets applied together) groups bytes, and token bits, by the
+    sets they are in (bytes in no set: one atom; token bits in no set: none), ordered by smallest member,
+    on random collections of ranges, single bytes, token bits, empty and arbitrary sets."""
+    import random
+
+    from cfgzip_lab.grammar.cfg import TOKEN_BASE, ByteSet, byte_classes
+
+    rng = random.Random(7)
+    for _ in range(500):
+        sets = []
+        for _ in range(rng.randrange(0, 30)):
+            kind = rng.random()
+            if kind < 0.4:
+                bits = 1 << rng.randrange(TOKEN_BASE + (8 if rng.random() < 0.1 else 0))
+            elif kind < 0.7:
+                lo = rng.randrange(256)
+                bits = ByteSet.range(lo, rng.randrange(lo, 256)).bits
+            elif kind < 0.75:
+                bits = 0
+            else:
+                bits = rng.getrandbits(TOKEN_BASE + (16 if rng.random() < 0.1 else 0))
+            sets.append(ByteSet(bits))
+        groups: dict[tuple, int] = {}
+        named = 0
+        for s in sets:
+            named |= s.bits
+        for bit in list(range(TOKEN_BASE)) + [b for b in range(TOKEN_BASE, named.bit_length()) if named >> b & 1]:
+            signature = (bit >= TOKEN_BASE,) + tuple(bool(s.bits >> bit & 1) for s in sets)
+            groups[signature] = groups.get(signature, 0) | 1 << bit
+        want = sorted(groups.values(), key=lambda block: block & -block)
+        assert [a.bits for a in byte_classes(sets)] == want

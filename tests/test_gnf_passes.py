@@ -249,3 +249,22 @@ def _built_within(text: str, kind: str, budget: int, in_c: bool, monkeypatch) ->
     except GrammarError as error:
         return str(error), [(d.line, d.column, d.message) for d in error.diagnostics]
     return "", gnf.names, gnf.table, [gnf.store.nodes[i] for i in range(len(gnf.store))]
+
+
+def test_count_sum_in_64_bits_and_past_them():
+    """count_sum adds in 64 bits while the sum fits and with Python's ints past that; None where a root's
+    own count is past 64 bits: the sum of count(r) either way (a chain doubling its words per node)."""
+    from cfgzip_lab.grammar.words import EPSILON
+
+    store = compiled.new_word_store()
+    native = store.native
+    node, chain = EPSILON, []
+    for _ in range(66):
+        node = store.make(False, ((-2, node), (-1, node)))
+        chain.append(node)
+    cases = [[], [chain[0]], [chain[61]] * 3, [chain[61]] * 4, [chain[61]] * 5 + [chain[62]],
+             [chain[62], chain[62], chain[61], chain[0]], [chain[0], chain[63]], [chain[61]] * 4 + [chain[63]]]  # fmt: skip
+    for roots in cases:
+        counts = [native.count(r) for r in roots]
+        want = None if None in counts else sum(counts)
+        assert native.count_sum(roots) == want

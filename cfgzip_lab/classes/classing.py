@@ -322,13 +322,13 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
     node_of = np.full(vocab_size, -1, dtype=np.int64)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
     try:
-        keys, _, status, skipped = store.native.classify(
+        keys, _, status, skipped, scanned = store.native.classify(
             trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel
         )
     except native_compiled.Unsupported:
         return None
     return _compiled_walk_result(
-        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped
+        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned
     )
 
 
@@ -361,7 +361,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
             return -2 if store.created > max_nodes else -1
 
     try:
-        keys, _, status, skipped = native_compiled._kernel.classify_steps(
+        keys, _, status, skipped, scanned = native_compiled._kernel.classify_steps(
             trie,
             displacer.atom_table,
             displacer.num_atoms,
@@ -375,12 +375,12 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
     finally:
         store.limit = float("inf")
     return _compiled_walk_result(
-        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, token_bytes
+        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, token_bytes
     )
 
 
 def _compiled_walk_result(
-    gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, token_bytes=None
+    gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, token_bytes=None
 ):
     """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as
     :func:`_walk` raises it) and ``_words.c``'s ``assemble`` numbering, as a :class:`ClassingResult`.
@@ -412,6 +412,7 @@ def _compiled_walk_result(
             # string; this walk skips the subtrees a configuration set loops through, see _words.c)
             "byte_class_strings_walked": keys,
             "tokens_skipped": skipped,
+            "tokens_scanned": scanned,  # of those, numbered by a preorder scan from the step memo (_words.c walk_scan)
             "byte_classes": len(gnf.atoms),
             "dag_nodes": len(store),
             "workers": 1,

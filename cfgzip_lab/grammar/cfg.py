@@ -176,15 +176,19 @@ def byte_classes(sets: Iterable[ByteSet]) -> list[ByteSet]:
     # Partition refinement on the sets' bit masks: each set splits every block it cuts (a block is
     # a mask of bytes, or of token bits, that no set seen so far tells apart). The same partition
     # as grouping bytes by their membership signature, 2x faster (no loop over each set's bytes).
-    sets = set(sets)
+    # Sets of one member (a literal's bytes: most sets of a JSON Schema's EBNF) only isolate that member:
+    # they are applied together at the end, one pass over the blocks, instead of one pass each.
+    every = {s.bits for s in sets}
     tokens = 0
-    for s in sets:
-        tokens |= s.bits
+    singles = 0
+    for bits in every:
+        tokens |= bits
+        if bits and not bits & (bits - 1):
+            singles |= bits
     tokens = tokens >> TOKEN_BASE << TOKEN_BASE  # token bits in no set make no atom
     blocks = [BYTE_BITS, tokens] if tokens else [BYTE_BITS]
-    for s in sets:
-        bits = s.bits
-        if not bits:
+    for bits in every:
+        if not bits or not bits & (bits - 1):
             continue
         out = []
         for block in blocks:
@@ -194,6 +198,22 @@ def byte_classes(sets: Iterable[ByteSet]) -> list[ByteSet]:
                 out.append(block ^ inside)
             else:
                 out.append(block)
+        blocks = out
+    if singles:
+        out = []
+        for block in blocks:
+            inside = block & singles
+            if inside and inside != block:
+                out.append(block ^ inside)
+            elif inside:  # the block is only members of singles: each its own block
+                pass
+            else:
+                out.append(block)
+                continue
+            while inside:
+                low = inside & -inside
+                out.append(low)
+                inside ^= low
         blocks = out
     blocks.sort(key=lambda block: block & -block)  # by smallest member
     return [ByteSet(block) for block in blocks]

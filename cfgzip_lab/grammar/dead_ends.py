@@ -168,6 +168,8 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
     ``productive`` is :func:`productive_nonterminals` when the caller has it already."""
     if productive is None:
         productive = productive_nonterminals(cfg)
+    if _every_symbol_productive(cfg, productive):
+        return []  # a dead end needs a non-productive symbol (the usual case: no NONEMPTY, no walk)
     nonempty = _nonempty(cfg, productive)
     found: list[DeadEnd] = []
     live, todo = {cfg.start}, [cfg.start]
@@ -197,6 +199,19 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
                     break
                 consumed = consumed or symbol in nonempty
     return sorted(found, key=lambda d: (d.span or (1 << 62, 0), d.nonterminal, d.index))
+
+
+def _every_symbol_productive(cfg: CFG, productive: set[str]) -> bool:
+    """Whether every symbol of every production (and every counted repetition's item) is productive."""
+    for name, alts in cfg.rules.items():
+        for rhs in alts:
+            for s in rhs:
+                if isinstance(s, ByteSet):
+                    if not s.bits:
+                        return False
+                elif s not in productive:
+                    return False
+    return all(counted.item in productive for counted in cfg.counted.values())
 
 
 def _dead_end(cfg: CFG, name: str, index: int, position: int, symbol: Symbol) -> DeadEnd:

@@ -340,7 +340,14 @@ def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
         got = memo.get(id(e))
         if got is not None:
             return got
-        if isinstance(e, Sequence):
+        cls = e.__class__
+        if cls is Literal:  # (the leaves made directly: dataclasses.replace was most of a move)
+            got = Literal(e.text, span(e.span))
+        elif cls is CharClass:
+            got = CharClass(e.ranges, e.negated, span(e.span))
+        elif cls is RuleRef:
+            got = RuleRef(e.name, span(e.span))
+        elif isinstance(e, Sequence):
             got = Sequence(tuple(expr(i) for i in e.items), span(e.span))
         elif isinstance(e, Choice):
             got = Choice(tuple(expr(o) for o in e.options), span(e.span))
@@ -349,14 +356,14 @@ def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
         elif isinstance(e, Automaton):
             edges = tuple((q, label if isinstance(label, tuple) else expr(label), r) for q, label, r in e.edges)
             got = replace(e, edges=edges, span=span(e.span))
-        else:  # Literal, CharClass, RuleRef, TokenSet
+        else:  # TokenSet
             got = replace(e, span=span(e.span))
         memo[id(e)] = got
         return got
 
     definitions = []
     for d in chunk.definitions:
-        rule = replace(d.rule, body=expr(d.rule.body), span=span(d.rule.span))
+        rule = Rule(d.rule.name, expr(d.rule.body), span(d.rule.span))
         lookahead = None if d.lookahead is None else expr(d.lookahead)
         shaping = None if d.shaping is None else replace(d.shaping, span=span(d.shaping.span))
         refs = tuple(expr(r) for r in d.macro_refs)
@@ -439,6 +446,28 @@ def _rule_chunks(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` offsets: the text before the first rule head, then one per head."""
     cuts = [0] + [m.start() for m in _RULE_HEAD.finditer(text) if m.start() > 0] + [len(text)]
     return list(zip(cuts, cuts[1:]))
+
+
+_ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
+# A class's text → its (ranges, negated), for classes read without a diagnostic: the reading depends on
+# the text alone, and an EBNF repeats its classes (XGrammar's whitespace class, dozens of times a schema).
+_CLASSES_READ: dict[str, tuple[tuple[tuple[int, int], ...], bool]] = {}
+
+
+def _simple_unescaped(body: str, escapes: dict[str, str]) -> str | None:
+    """The text of a string body whose escapes are all one-letter ones in ``escapes`` (read left to right,
+    as _CHAR_RE reads them), or None (a \\x, \\u, \\U or bad escape: the full decoding reports it)."""
+    out = []
+    at = 0
+    for match in _ESCAPE_RE.finditer(body):
+        got = escapes.get(match.group(1))
+        if got is None:
+            return None
+        out.append(body[at : match.start()])
+        out.append(got)
+        at = match.end()
+    out.append(body[at:])
+    return "".join(out)
 
 
 def _diagnostic(text: str, span: Span, message: str, severity: Severity = "error") -> Diagnostic:
@@ -534,11 +563,26 @@ class _Builder:
         body = token.value[1:-1]
         if "\\" not in body:  # no escapes: the text is the body (most literals)
             return Literal(body, span)
+        simple = _simple_unescaped(body, _STRING_ESCAPES)
+        if simple is not None:  # only one-letter escapes (JSON Schemas' "\"name\""): nothing to report
+            return Literal(simple, span)
         code_points = self._decode(body, span[0] + 1, _STRING_ESCAPES)
         return Literal("".join(map(chr, code_points)), span)
 
     def char_class(self, token: Tok) -> CharClass:
         span = (token.start_pos, token.end_pos)
+        read = _CLASSES_READ.get(token.value)
+        if read is not None:  # a class written the same way before, read without a diagnostic
+            return CharClass(read[0], read[1], span)
+        reported = len(self.diagnostics)
+        got = self._read_class(token, span)
+        if len(self.diagnostics) == reported:
+            if len(_CLASSES_READ) >= 4096:
+                _CLASSES_READ.clear()
+            _CLASSES_READ[token.value] = (got.ranges, got.negated)
+        return got
+
+    def _read_class(self, token: Tok, span: Span) -> CharClass:
         body, start = token.value[1:-1], span[0] + 1
         negated = body.startswith("^")
         if negated:
@@ -562,6 +606,8 @@ class _Builder:
         piece = member.group(group)
         if len(piece) == 1:
             return ord(piece)
+        if len(piece) == 2 and piece[1] in _CLASS_ESCAPES:  # a one-letter escape (what _decode reads it as)
+            return ord(_CLASS_ESCAPES[piece[1]])
         code_points = self._decode(piece, start + member.start(group), _CLASS_ESCAPES)
         return code_points[0] if code_points else 0
 
@@ -770,7 +816,15 @@ class _Builder:
         span = (lpar.start_pos, rpar.end_pos)
         if inner is None:  # "()": XGrammar's other spelling of ""
             return Literal("", span)
-        grouped = replace(inner, span=span)
+        cls = inner.__class__  # (made directly for the common nodes: XGrammar's EBNF is mostly parentheses)
+        if cls is Sequence:
+            grouped = Sequence(inner.items, span)
+        elif cls is Choice:
+            grouped = Choice(inner.options, span)
+        elif cls is Literal:
+            grouped = Literal(inner.text, span)
+        else:
+            grouped = replace(inner, span=span)
         if id(inner) in self._macro_results:  # "(Substring(...))" is still the macro for XGrammar
             self._macro_results[id(grouped)] = (grouped, self._macro_results[id(inner)][1])
         return grouped

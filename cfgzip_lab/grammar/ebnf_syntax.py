@@ -58,7 +58,9 @@ GAP_PATTERN = r"(?:[ \t\r\n]|#[^\r\n]*(?![^\r\n]))*"
 # comments): that lookahead is what ends a rule body at the next rule head with one token
 # of lookahead. Strings, classes and comments never span lines.
 _TERMINALS = (
-    ("RULE_NAME", rf"{NAME_PATTERN}(?=\[[^\]\r\n]*\][ \t]*::=|{GAP_PATTERN}::=)"),
+    # (the name possessive: a shorter prefix of a name is followed by a name character, never by the
+    # lookahead's '[' or gap, so backing off it only retried the lookahead once per character)
+    ("RULE_NAME", rf"[A-Za-z_.\-][A-Za-z0-9_.\-]*+(?=\[[^\]\r\n]*\][ \t]*::=|{GAP_PATTERN}::=)"),
     ("ATTRIBUTES", r"\[[^\]\r\n]*\](?=[ \t]*::=)"),
     ("MACRO", rf"(?:{'|'.join(MACROS)})(?![A-Za-z0-9_.\-])"),
     ("NAME", NAME_PATTERN),
@@ -84,8 +86,15 @@ _TERMINALS = (
 # lark skipped whitespace and comments as terminals of their own (``%ignore``); no other
 # terminal starts with whitespace or '#', so one match can take the gap and then the token
 # (half the matches). The greedy gap never backtracks: ERROR or EOF always matches after it.
+# The alternatives are tried in the order below, XGrammar's commonest tokens first: terminals that
+# can match at the same place (the ones sharing a first character: RULE_NAME, MACRO and NAME;
+# ATTRIBUTES and CHAR_CLASS; LOOKAHEAD and LPAR) keep their order above, ERROR and EOF come last, and
+# every other terminal starts with a character of its own, so the same terminal matches everywhere.
+_TRIED = ("LOOKAHEAD", "LPAR", "RPAR", "STRING", "ATTRIBUTES", "CHAR_CLASS", "RULE_NAME", "MACRO", "NAME", "STAR",
+          "VBAR", "ASSIGN", "PLUS", "QMARK", "LBRACE", "INT", "COMMA", "RBRACE", "EQUAL", "TOKEN_REF", "ERROR", "EOF")  # fmt: skip
+_PATTERNS = dict(_TERMINALS)
 _LEXER = re.compile(
-    r"(?:[ \t\r\n]|#[^\r\n]*)*(?:" + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _TERMINALS) + ")",
+    r"(?:[ \t\r\n]|#[^\r\n]*)*(?:" + "|".join(f"(?P<{name}>{_PATTERNS[name]})" for name in _TRIED) + ")",
     re.DOTALL,
 )
 

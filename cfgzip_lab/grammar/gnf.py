@@ -325,7 +325,15 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     # The survivors keep their relative order, so the GNF is the same (atoms still come from the
     # whole byte CFG).
     live = _reachable_rules(cfg)
-    ids = {name: rules.add(name, origins=_cfg_origins(cfg, name)) for name in cfg.rules if name in live}
+    ids: dict[str, int] = {}
+    names, rule_origins, rule_sets, cfg_origins = rules.names, rules.origins, rules.rhs, cfg.origins
+    for name in cfg.rules:  # rules.add(name, origins=_cfg_origins(cfg, name)), inlined
+        if name in live:
+            origin = cfg_origins.get(name)
+            ids[name] = nt = len(names)
+            names.append(name)
+            rule_origins.append((origin,) if origin is not None else (Origin(name.split("@", 1)[0], "rule"),))
+            rule_sets[nt] = EMPTY
     start_origin = Origin(cfg.start, "start")
     start = rules.add("S0", store.word((ids[cfg.start],)), (start_origin,))
     lifted: dict[int, int] = {}
@@ -334,7 +342,6 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
     origins: dict[tuple, Origin] = {}  # (rule, span) → its Origin: a literal's bytes share one
     atom_at = {a.bits & -a.bits: k for k, a in enumerate(atoms) if a.bits}  # smallest bit → atom
     representatives = sum(atom_at)
-    names, rule_origins, rule_sets = rules.names, rules.origins, rules.rhs
     native = _passes(store)
     word = native.word if native is not None else store.word
     union_all = native.union_all if native is not None and hasattr(native, "union_all") else store.union_all
@@ -379,7 +386,7 @@ def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) ->
         k, item = ids[name], ids[counted.item]
         rules.counted[k] = (item, counted.min, counted.max, name)
         rules.rhs[k] = store.union(store.word((item,)), EPSILON) if counted.min == 0 else store.word((item,))
-    cfg_origins, text, counted_rules = cfg.origins, cfg.text, cfg.counted
+    text, counted_rules = cfg.text, cfg.counted
     for name, alts in cfg.rules.items():
         if name in counted_rules or name not in live:
             continue

@@ -131,7 +131,10 @@ class _Lowerer:
         self.cfg.rules[name] = alts
         self.cfg.origins[name] = origin_at(owner, kind, None if node is None else node.span, self.text)
         # Without spans per symbol, a helper's symbols point at the construct it was made from.
-        self.cfg.symbol_spans[name] = spans if spans is not None else [tuple(_span(node) for _ in rhs) for rhs in alts]
+        if spans is None:
+            span = _span(node)
+            spans = [(span,) * len(rhs) for rhs in alts]
+        self.cfg.symbol_spans[name] = spans
         return name
 
     def alternatives(self, owner: str, e: tree.Expr) -> list[Production]:
@@ -233,10 +236,15 @@ class _Lowerer:
         head = pairs * e.min  # the mandatory copies point at the item, the loop at the repetition
         if e.max is None:
             # X* as right recursion (star -> ε | X star): right recursion needs no
-            # left-recursion removal later and keeps GNF tails short.
-            star = self.fresh(owner, [()], "repetition", e)
-            self.cfg.rules[star].append((item[0], star))
-            self.cfg.symbol_spans[star].append((pairs[0][1], _span(e)))
+            # left-recursion removal later and keeps GNF tails short. (fresh(), inlined: the
+            # production names the star itself; the same name, origin and spans.)
+            n = self.counters.get(owner, 0) + 1
+            self.counters[owner] = n
+            star = f"{owner}@{n}"
+            cfg = self.cfg
+            cfg.rules[star] = [(), (item[0], star)]
+            cfg.origins[star] = origin_at(owner, "repetition", e.span, self.text)
+            cfg.symbol_spans[star] = [(), (pairs[0][1], e.span)]
             return head + [(star, e.span)]
         tail: list[Symbol] = []
         kind = "optional" if (e.min, e.max) == (0, 1) else "bounded repetition"

@@ -345,6 +345,38 @@ done:
     return out;
 }
 
+/* REACHABLE from `start` (words_reach, words_useless): nonterminal a's rule set is node rule[a] (< 0:
+ * none); reached[a] set for every nonterminal in [0, m) a word of a reached rule set names. seen (a
+ * bit per store node), frontier (m + 1 slots) and the growing stack are the caller's; -1: no memory. */
+static int reach_from(Words *S, const int64_t *rule, int64_t m, int64_t start, uint8_t *reached, uint64_t *seen,
+                      int64_t *frontier, int64_t **stack, int64_t *cap) {
+    int64_t ftop = 0, top = 0;
+    reached[start] = 1;
+    frontier[ftop++] = start;
+    while (ftop) {
+        int64_t a = frontier[--ftop];
+        if (rule[a] < 0) continue;
+        if (grow((void **)stack, cap, top + 1, sizeof(int64_t)) < 0) return -1;
+        (*stack)[top++] = rule[a];
+        while (top) {
+            int64_t node = (*stack)[--top];
+            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
+            seen[node >> 6] |= (uint64_t)1 << (node & 63);
+            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
+            if (grow((void **)stack, cap, top + cnt, sizeof(int64_t)) < 0) return -1;
+            for (int64_t i = e0; i < e0 + cnt; i++) {
+                int64_t sym = S->esym[i];
+                if (sym >= 0 && sym < m && !reached[sym]) {
+                    reached[sym] = 1;
+                    frontier[ftop++] = sym;
+                }
+                (*stack)[top++] = S->ekid[i];
+            }
+        }
+    }
+    return 0;
+}
+
 static PyObject *words_reach(Words *S, PyObject *args) {
     PyObject *roots_obj;
     long long start;
@@ -355,8 +387,8 @@ static PyObject *words_reach(Words *S, PyObject *args) {
     PyObject *out = NULL;
     uint8_t *reached = calloc((size_t)m + 1, 1);
     uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
-    int64_t *frontier = malloc((size_t)(m + 1) * sizeof(int64_t)), ftop = 0;
-    int64_t *stack = NULL, cap = 0, top = 0;
+    int64_t *frontier = malloc((size_t)(m + 1) * sizeof(int64_t));
+    int64_t *stack = NULL, cap = 0;
     if (!reached || !seen || !frontier) {
         PyErr_NoMemory();
         goto done;
@@ -365,29 +397,7 @@ static PyObject *words_reach(Words *S, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "reach: the start has no rule set");
         goto done;
     }
-    reached[start] = 1;
-    frontier[ftop++] = start;
-    while (ftop) {
-        int64_t a = frontier[--ftop];
-        if (roots[a] < 0) continue;
-        if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
-        stack[top++] = roots[a];
-        while (top) {
-            int64_t node = stack[--top];
-            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
-            seen[node >> 6] |= (uint64_t)1 << (node & 63);
-            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
-            if (grow((void **)&stack, &cap, top + cnt, sizeof(int64_t)) < 0) goto nomem;
-            for (int64_t i = e0; i < e0 + cnt; i++) {
-                int64_t s = S->esym[i];
-                if (s >= 0 && s < m && !reached[s]) {
-                    reached[s] = 1;
-                    frontier[ftop++] = s;
-                }
-                stack[top++] = S->ekid[i];
-            }
-        }
-    }
+    if (reach_from(S, roots, m, start, reached, seen, frontier, &stack, &cap) < 0) goto nomem;
     out = PyList_New(0);
     for (int64_t a = 0; out && a < m; a++) {
         if (!reached[a]) continue;
@@ -416,7 +426,7 @@ static PyObject *words_useless(Words *S, PyObject *args) {
     long long m, start;
     if (!PyArg_ParseTuple(args, "OOLL", &nts_obj, &roots_obj, &m, &start)) return NULL;
     Py_ssize_t n, n2;
-    int64_t *nts = NULL, *roots = NULL, *rule = NULL, *stack = NULL, *frontier = NULL, cap = 0, top = 0, ftop = 0;
+    int64_t *nts = NULL, *roots = NULL, *rule = NULL, *stack = NULL, *frontier = NULL, cap = 0, top = 0;
     uint8_t *found = NULL, *reached = NULL;
     uint32_t *state = NULL;
     uint64_t *seen = NULL;
@@ -498,29 +508,7 @@ static PyObject *words_useless(Words *S, PyObject *args) {
         Py_INCREF(out);
         goto done;
     }
-    reached[start] = 1;
-    frontier[ftop++] = start;
-    while (ftop) {
-        int64_t a = frontier[--ftop];
-        if (rule[a] < 0) continue;
-        if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
-        stack[top++] = rule[a];
-        while (top) {
-            int64_t node = stack[--top];
-            if ((seen[node >> 6] >> (node & 63)) & 1) continue;
-            seen[node >> 6] |= (uint64_t)1 << (node & 63);
-            int64_t e0 = S->estart[node], cnt = n_edges(S, node);
-            if (grow((void **)&stack, &cap, top + cnt, sizeof(int64_t)) < 0) goto nomem;
-            for (int64_t i = e0; i < e0 + cnt; i++) {
-                int64_t sym = S->esym[i];
-                if (sym >= 0 && sym < m && !reached[sym]) {
-                    reached[sym] = 1;
-                    frontier[ftop++] = sym;
-                }
-                stack[top++] = S->ekid[i];
-            }
-        }
-    }
+    if (reach_from(S, rule, m, start, reached, seen, frontier, &stack, &cap) < 0) goto nomem;
     out = PyList_New(0);
     for (Py_ssize_t i = 0; out && i < n; i++) {
         int64_t a = nts[i];
@@ -1584,8 +1572,38 @@ done:
 static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
     PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
     if (!fast) return NULL;
-    PyObject *total = PyLong_FromLong(0);
-    for (Py_ssize_t i = 0; total && i < PySequence_Fast_GET_SIZE(fast); i++) {
+    /* In 64 bits while the sum fits (each root's count read from Words.count's memo, filled by it), then
+     * with Python's ints from the first root that does not fit. */
+    uint64_t small = 0;
+    Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(fast);
+    for (; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        long long node = PyLong_AsLongLong(item);
+        if ((node == -1 && PyErr_Occurred()) || check_node(S, node) < 0) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (node >= S->ccount_cap || !S->cstate[node]) {
+            PyObject *got = words_count(S, item); /* fills the memo */
+            if (!got) {
+                Py_DECREF(fast);
+                return NULL;
+            }
+            Py_DECREF(got);
+        }
+        if (S->cstate[node] == 2) {
+            Py_DECREF(fast);
+            Py_RETURN_NONE;
+        }
+        if (__builtin_add_overflow(small, S->cval[node], &small)) break; /* (item i again, below) */
+    }
+    if (i == n) {
+        Py_DECREF(fast);
+        return PyLong_FromUnsignedLongLong(small);
+    }
+    small -= S->cval[PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i))]; /* (wrapped: undone) */
+    PyObject *total = PyLong_FromUnsignedLongLong(small);
+    for (; total && i < n; i++) {
         PyObject *got = words_count(S, PySequence_Fast_GET_ITEM(fast, i));
         if (!got) {
             Py_CLEAR(total);

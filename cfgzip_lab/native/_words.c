@@ -1976,6 +1976,8 @@ typedef struct {
     PyObject **held;      /* the token objects it was built from (references held: same() compares them) */
     uint8_t *kinds;
     int normal;           /* the kind of the tokens it holds (with a non-empty byte string) */
+    int32_t *parent;      /* each node's parent (the root's: -1) and the byte on the edge to it: the walk's */
+    uint8_t *pbyte;       /* scan of a subtree in preorder (walk_scan) */
 } VocabTrie;
 
 static PyTypeObject VocabTrieType;
@@ -1993,6 +1995,8 @@ static void vtrie_dealloc(VocabTrie *T) {
     free(T->len);
     free(T->send);
     free(T->below);
+    free(T->parent);
+    free(T->pbyte);
     Py_TYPE(T)->tp_free((PyObject *)T);
 }
 
@@ -2146,6 +2150,10 @@ static int vtrie_init(VocabTrie *T, PyObject *args, PyObject *kwds) {
         }
         T->send[t] = end;
     }
+    T->parent = parent;
+    T->pbyte = pbyte;
+    parent = NULL;
+    pbyte = NULL;
     ret = 0;
     goto done;
 nomem:
@@ -2227,6 +2235,16 @@ typedef struct {
     uint64_t *atom_bytes;            /* natoms x 4 words */
     int64_t skipped_nodes, skipped_tokens;
     int64_t dead_skipped; /* tokens of dead subtrees, left at -1 in node_of until walk_dead_fill */
+    /* walk_scan: up to SCAN_STATES configuration sets met in scans, their transitions as slots
+     * (-1: not in the step memo when last looked), and a slot per node of the subtree scanned */
+    int64_t scan_state[255];
+    int32_t scan_loop[255]; /* the slot's loop/exit slot (walk_loop_slot), -1 until needed */
+    Memo scan_slot;      /* configuration set -> slot + 1 */
+    int16_t *scan_next;  /* SCAN_STATES x natoms */
+    int32_t nscan;
+    uint8_t *scan_at;    /* slot per node of the subtree being scanned, relative to its root */
+    int64_t scan_cap;
+    int64_t scanned_tokens; /* of skipped_tokens, those walk_scan numbered */
 } Walk;
 
 static int walk_push(Walk *W, uint8_t atom, int32_t node) {
@@ -2451,6 +2469,100 @@ static inline int walk_byte_loops(Walk *W, int64_t D, int32_t at, int b) {
     return next == D;
 }
 
+/* ---- the scan: a subtree numbered in preorder from the step memo alone ----
+ * Where the walk meets a node whose subtree does not loop (walk_skips fails), and every step the
+ * subtree needs is already in the step memo, its tokens' configuration sets follow from the memo
+ * node by node: one pass over the subtree's preorder range (each node's set is its parent's stepped
+ * on its byte), jumping over the subtrees a set loops through as walk_skips would. No step is
+ * computed, no node created, no budget spent, so the store's nodes and ids stay the Python walk's;
+ * where a step is not in the memo yet, or past SCAN_STATES sets, the scan gives up (its writes are
+ * the values the walk would give) and the walk goes on as before. It pays in the multi-byte UTF-8
+ * of a JSON string: a set and its continuation-byte sets alternate byte by byte, so the walk
+ * visited every node of Llama-3's non-ASCII subtrees one by one. */
+#define SCAN_STATES 255
+#define SCAN_MAX_NODES 8192
+#define SCAN_JUMP_MIN 8
+
+static int scan_slot_of(Walk *W, int64_t D) {
+    int32_t got = memo_get(&W->scan_slot, (uint64_t)D);
+    if (got > 0) return got - 1;
+    if (W->nscan >= SCAN_STATES) return -1;
+    int32_t slot = W->nscan++;
+    W->scan_state[slot] = D;
+    W->scan_loop[slot] = -1;
+    memset(W->scan_next + (int64_t)slot * W->S->natoms, 0xFF, (size_t)W->S->natoms * sizeof(int16_t));
+    if (memo_put(&W->scan_slot, (uint64_t)D, slot + 1) < 0) return E_NOMEM;
+    return slot;
+}
+
+/* 1: every token strictly below t has its set (node_of written, counts kept); 0: gave up; < 0: error.
+ * One pass: a node's tokens are written as its set is found; a scan that gives up has written only
+ * what the walk will write again (the same sets), and counted nothing. Dead tokens are counted, not
+ * written (walk_dead_fill). */
+static int walk_scan(Walk *W, int64_t D, int32_t t) {
+    VocabTrie *T = W->T;
+    Words *S = W->S;
+    int32_t end = T->send[t];
+    int64_t n = end - t, natoms = S->natoms;
+    if (n > SCAN_MAX_NODES || n < 2) return 0;
+    if (!W->scan_next) {
+        W->scan_next = malloc((size_t)SCAN_STATES * (size_t)natoms * sizeof(int16_t));
+        if (!W->scan_next) return E_NOMEM;
+    }
+    if (n > W->scan_cap && grow((void **)&W->scan_at, &W->scan_cap, n, 1) < 0) return E_NOMEM;
+    int root = scan_slot_of(W, D);
+    if (root < 0) return root == -1 ? 0 : root;
+    uint8_t *at = W->scan_at;
+    at[0] = (uint8_t)root;
+    int64_t dead = 0;
+    int64_t *node_of = W->node_of;
+    const int32_t *ttok = T->ttok, *tptr = T->tptr;
+    for (int32_t u = t + 1; u < end; u++) {
+        int ps = at[T->parent[u] - t];
+        int64_t a = W->atom_of[T->pbyte[u]];
+        int16_t nx = W->scan_next[ps * natoms + a];
+        if (nx < 0) {
+            int64_t from = W->scan_state[ps];
+            int64_t r = from == W_EMPTY ? W_EMPTY : memo_get(&S->sm, (uint64_t)from * (uint64_t)natoms + (uint64_t)a);
+            if (r < 0) return 0;
+            int slot = scan_slot_of(W, r);
+            if (slot < 0) {
+                return slot == -1 ? 0 : slot;
+            }
+            nx = (int16_t)slot;
+            W->scan_next[ps * natoms + a] = nx;
+        }
+        at[u - t] = (uint8_t)nx;
+        int64_t st = W->scan_state[nx];
+        int32_t last = u + 1; /* one past the nodes whose tokens take st */
+        int32_t below = T->send[u] - u - 1;
+        /* a dead subtree, or one whose set loops through it: all of it st (checked where the subtree
+         * is large enough to pay for reading its byte mask: a node costs less to scan than the read) */
+        if (below > 0 && (st == W_EMPTY || below >= SCAN_JUMP_MIN)) {
+            int whole = st == W_EMPTY;
+            if (!whole) {
+                int32_t ls = W->scan_loop[nx];
+                if (ls < 0 && (ls = W->scan_loop[nx] = walk_loop_slot(W, st)) < 0) return ls;
+                whole = walk_skips(W, st, ls, u);
+            }
+            if (whole) last = T->send[u];
+        }
+        int32_t lo = tptr[u], hi = tptr[last];
+        if (st == W_EMPTY)
+            dead += hi - lo;
+        else
+            for (int32_t k = lo; k < hi; k++) node_of[ttok[k]] = st;
+        u = last - 1;
+    }
+    int64_t tokens = tptr[end] - tptr[t + 1];
+    W->dead_skipped += dead;
+    W->done_tokens += tokens;
+    W->skipped_tokens += tokens;
+    W->scanned_tokens += tokens;
+    W->skipped_nodes += n - 1;
+    return 1;
+}
+
 static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     VocabTrie *T = W->T;
     for (int64_t g = 0; g < glen; g++) {
@@ -2482,6 +2594,11 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
                 W->skipped_tokens += hi - lo;
                 W->skipped_nodes += T->send[t] - t - 1;
                 continue;
+            }
+            if (D != W_EMPTY) {
+                int scanned = walk_scan(W, D, t);
+                if (scanned < 0) return scanned;
+                if (scanned) continue;
             }
         }
         int32_t c0 = T->cptr[t], c1 = T->cptr[t + 1];
@@ -2560,7 +2677,7 @@ static int walk_dead_fill(Walk *W) {
 }
 
 /* The walk from the trie's root (classify and classify_steps): (keys, fallback_keys, status,
- * skipped_tokens). */
+ * skipped_tokens, scanned_tokens: those of walk_scan, 0 with the Python step). */
 static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const uint8_t *atom_of, long long initial,
                               long long budget, long long max_nodes, Py_buffer *node_of, Py_buffer *fallback,
                               PyObject *progress, PyObject *cancel) {
@@ -2598,17 +2715,17 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
     if (S) S->limit = NO_LIMIT;
     if (r == E_LIMIT) {
         PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
-        if (key) result = Py_BuildValue("LL(sNL)L", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
-                                        (long long)W.limit_node, (long long)W.skipped_tokens);
+        if (key) result = Py_BuildValue("LL(sNL)LL", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
+                                        (long long)W.limit_node, (long long)W.skipped_tokens, (long long)W.scanned_tokens);
     } else if (r == E_CANCEL) {
-        result = Py_BuildValue("LLsL", (long long)W.keys, (long long)W.fallback_keys, "cancelled",
-                               (long long)W.skipped_tokens);
+        result = Py_BuildValue("LLsLL", (long long)W.keys, (long long)W.fallback_keys, "cancelled",
+                               (long long)W.skipped_tokens, (long long)W.scanned_tokens);
     } else if (r < 0) {
         if (S && r != E_PYTHON) raise_code(S, r);
         else if (r == E_NOMEM) PyErr_NoMemory();
     } else if (walk_dead_fill(&W) == 0) {
-        result = Py_BuildValue("LLOL", (long long)W.keys, (long long)W.fallback_keys, Py_None,
-                               (long long)W.skipped_tokens);
+        result = Py_BuildValue("LLOLL", (long long)W.keys, (long long)W.fallback_keys, Py_None,
+                               (long long)W.skipped_tokens, (long long)W.scanned_tokens);
     }
     if (!result && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "classify: the walk failed");
 done:
@@ -2619,6 +2736,9 @@ done:
     free(W.sort_tmp);
     free(W.sort_tmpa);
     memo_free(&W.loops_at);
+    memo_free(&W.scan_slot);
+    free(W.scan_next);
+    free(W.scan_at);
     free(W.loop);
     free(W.exit);
     free(W.atom_bytes);
@@ -2640,7 +2760,7 @@ static int classify_buffers(VocabTrie *T, Py_buffer *atom_table, Py_buffer *node
 }
 
 /* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
- *   -> (keys, fallback_keys, status, skipped_tokens)
+ *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens)
  * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
  * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
  * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
@@ -2663,7 +2783,7 @@ static PyObject *words_classify(Words *S, PyObject *args) {
 }
 
 /* classify_steps(trie, atom_table, num_atoms, initial, node_of, fallback, progress, cancel, step)
- *   -> (keys, fallback_keys, status, skipped_tokens): classify with the steps taken by step(node, atom, fresh) (see
+ *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens): classify with the steps taken by step(node, atom, fresh) (see
  * walk_key_py; budgets are the callable's), for a displacer the compiled store does not run. */
 static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
     (void)self;
