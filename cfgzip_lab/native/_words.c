@@ -2233,7 +2233,7 @@ typedef struct {
     uint64_t *loop, *exit;
     int64_t nloops, loopcap, loopcap2;
     uint64_t *atom_bytes;            /* natoms x 4 words */
-    int64_t skipped_nodes, skipped_tokens;
+    int64_t skipped_tokens;
     int64_t dead_skipped; /* tokens of dead subtrees, left at -1 in node_of until walk_dead_fill */
     /* walk_scan: up to SCAN_STATES configuration sets met in scans, their transitions as slots
      * (-1: not in the step memo when last looked), and a slot per node of the subtree scanned */
@@ -2433,29 +2433,8 @@ static int32_t walk_loop_slot(Walk *W, int64_t D) {
     return at;
 }
 
-static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
-    if (D == W_EMPTY) return 1;
-    Words *S = W->S;
-    const uint64_t *need = W->T->below + 4 * (int64_t)t;
-    uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at;
-    for (int w = 0; w < 4; w++) {
-        uint64_t miss = need[w] & ~loop[w];
-        if (miss & exit[w]) return 0;
-        while (miss) {
-            int b = w * 64 + __builtin_ctzll(miss);
-            int64_t a = W->atom_of[b];
-            int32_t next = memo_get(&S->sm, (uint64_t)D * (uint64_t)S->natoms + (uint64_t)a);
-            if (next < 0) return 0; /* not stepped yet: the walk below will */
-            uint64_t *bytes = next == D ? loop : exit;
-            for (int v = 0; v < 4; v++) bytes[v] |= W->atom_bytes[4 * a + v];
-            if (next != D) return 0;
-            miss &= ~loop[w];
-        }
-    }
-    return 1;
-}
-
-/* Whether byte b steps D to D itself, by the step memo alone (as walk_skips reads it). */
+/* Whether byte b steps D to D itself, by the step memo alone (a byte whose step is not memoised yet
+ * counts as not: nothing is computed here); what the memo says is kept in D's loop/exit bytes. */
 static inline int walk_byte_loops(Walk *W, int64_t D, int32_t at, int b) {
     uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at, bit = 1ULL << (b & 63);
     if (loop[b >> 6] & bit) return 1;
@@ -2463,10 +2442,36 @@ static inline int walk_byte_loops(Walk *W, int64_t D, int32_t at, int b) {
     Words *S = W->S;
     int64_t a = W->atom_of[b];
     int32_t next = memo_get(&S->sm, (uint64_t)D * (uint64_t)S->natoms + (uint64_t)a);
-    if (next < 0) return 0;
+    if (next < 0) return 0; /* not stepped yet: the walk below will */
     uint64_t *bytes = next == D ? loop : exit;
     for (int v = 0; v < 4; v++) bytes[v] |= W->atom_bytes[4 * a + v];
     return next == D;
+}
+
+static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
+    if (D == W_EMPTY) return 1;
+    const uint64_t *need = W->T->below + 4 * (int64_t)t;
+    const uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at;
+    for (int w = 0; w < 4; w++) {
+        uint64_t miss = need[w] & ~loop[w];
+        if (miss & exit[w]) return 0;
+        while (miss) {
+            if (!walk_byte_loops(W, D, at, w * 64 + __builtin_ctzll(miss))) return 0;
+            miss &= ~loop[w];
+        }
+    }
+    return 1;
+}
+
+/* The tokens ttok[lo:hi] (a subtree's, in preorder) take D without being walked: written, or, D dead,
+ * counted for walk_dead_fill. */
+static void walk_take(Walk *W, int32_t lo, int32_t hi, int64_t D) {
+    if (D == W_EMPTY)
+        W->dead_skipped += hi - lo;
+    else
+        for (int32_t k = lo; k < hi; k++) W->node_of[W->T->ttok[k]] = D;
+    W->done_tokens += hi - lo;
+    W->skipped_tokens += hi - lo;
 }
 
 /* ---- the scan: a subtree numbered in preorder from the step memo alone ----
@@ -2559,7 +2564,6 @@ static int walk_scan(Walk *W, int64_t D, int32_t t) {
     W->done_tokens += tokens;
     W->skipped_tokens += tokens;
     W->scanned_tokens += tokens;
-    W->skipped_nodes += n - 1;
     return 1;
 }
 
@@ -2582,17 +2586,8 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
         if (T->cptr[t + 1] == T->cptr[t]) continue;
         if (D >= 0) {
             if (at < 0 && D != W_EMPTY && (at = walk_loop_slot(W, D)) < 0) return at;
-            int skip = walk_skips(W, D, at, t);
-            if (skip < 0) return skip;
-            if (skip) {
-                int32_t lo = T->tptr[t + 1], hi = T->tptr[T->send[t]];
-                if (D == W_EMPTY) /* written in token order at the end (walk_dead_fill) */
-                    W->dead_skipped += hi - lo;
-                else
-                    for (int32_t k = lo; k < hi; k++) W->node_of[T->ttok[k]] = D;
-                W->done_tokens += hi - lo;
-                W->skipped_tokens += hi - lo;
-                W->skipped_nodes += T->send[t] - t - 1;
+            if (walk_skips(W, D, at, t)) {
+                walk_take(W, T->tptr[t + 1], T->tptr[T->send[t]], D);
                 continue;
             }
             if (D != W_EMPTY) {
@@ -2619,17 +2614,9 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
             /* A kid on a byte that loops D, with only such bytes below it: its whole subtree has D
              * (the kid's own tokens too), found without visiting it, whether or not the kid ends a
              * token (a kid without tokens has no D of its own in the walk) */
-            if (D > W_EMPTY && walk_byte_loops(W, D, at, cbyte[c])) {
-                int skip = walk_skips(W, D, at, kid);
-                if (skip < 0) return skip;
-                if (skip) {
-                    int32_t lo = T->tptr[kid], hi = T->tptr[T->send[kid]];
-                    for (int32_t k = lo; k < hi; k++) W->node_of[T->ttok[k]] = D;
-                    W->done_tokens += hi - lo;
-                    W->skipped_tokens += hi - lo;
-                    W->skipped_nodes += T->send[kid] - kid;
-                    continue;
-                }
+            if (D > W_EMPTY && walk_byte_loops(W, D, at, cbyte[c]) && walk_skips(W, D, at, kid)) {
+                walk_take(W, T->tptr[kid], T->tptr[T->send[kid]], D);
+                continue;
             }
             /* the kid's rows are read when its group is visited: fetch them now (the walk's misses) */
             __builtin_prefetch(T->below + 4 * (int64_t)kid);
