@@ -122,9 +122,9 @@ def test_kept_prefix_lowers_alike():
     basic_* rules at the top of every JSON Schema's EBNF) lowers exactly as from scratch: the same
     nonterminals, productions, origins, spans and their order, on schemas, repeats, grammars sharing
     most of their rules, a class first made in the prefix, counted repetitions and other thresholds."""
-    import cfgzip_lab.grammar.lower as lowering
     from paths import CORPORA
 
+    import cfgzip_lab.grammar.lower as lowering
     from cfgzip_lab.grammar.ebnf import parse_ebnf
     from cfgzip_lab.grammar.sources import to_ebnf
 

@@ -203,7 +203,7 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
 
 def _every_symbol_productive(cfg: CFG, productive: set[str]) -> bool:
     """Whether every symbol of every production (and every counted repetition's item) is productive."""
-    for name, alts in cfg.rules.items():
+    for alts in cfg.rules.values():
         for rhs in alts:
             for s in rhs:
                 if isinstance(s, ByteSet):
