@@ -593,6 +593,42 @@ def test_counted_families_keep_the_cap_progress_and_cancel(toy, grammar):
         compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, cancel=lambda: True)
 
 
+@pytest.mark.parametrize("budget", [200_000, 3])
+@pytest.mark.parametrize(
+    "grammar",
+    ['root ::= "[true]"', 'root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', 'root ::= ([a-z] " ")* "."'],
+)
+def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(grammar, budget):
+    """Where few tokens have a live node, assemble numbers them from the walk's ranges alone (every
+    other token's class known from the vocabulary): the same classes, representatives and counts as
+    the pass over every token, and as the Python reference; fallback tokens (budget 3) included."""
+    tokens = [bytes([b]) for b in range(256)] + [bytes([a, b]) for a in range(97, 123) for b in range(32, 127)]
+    tokens += [b"", b"[true]", b"[t", b"rue]", b"ab12", b"{abc}"]
+    vocab = vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4, 5], name="bytes-and-pairs")
+    gnf = compile_grammar(grammar).gnf
+    kinds = np.ascontiguousarray(vocab.kinds, dtype=np.uint8)
+    trie = compiled.vocab_trie(vocab.token_bytes, kinds)
+    displacer = compiled.CompiledDisplacer(gnf)
+    node_of = np.full(vocab.vocab_size, -1, dtype=np.int64)
+    fallback = np.zeros(vocab.vocab_size, dtype=np.uint8)
+    *_, ranges = displacer.store.native.classify(
+        trie, displacer.atom_table, displacer.initial, budget, 10**8, node_of, fallback, None, None
+    )
+    assert ranges is not None  # few live tokens: the walk kept its ranges
+    long_way, short_way = np.empty(vocab.vocab_size, np.int32), np.empty(vocab.vocab_size, np.int32)
+    args = (trie, kinds, node_of, fallback)
+    expected = compiled._kernel.assemble(*args, long_way, 0, 1, len(displacer.store))
+    got = compiled._kernel.assemble(*args, short_way, 0, 1, len(displacer.store), ranges)
+    assert got == expected and np.array_equal(short_way, long_way)
+    if budget == 3:
+        assert fallback.any()
+    reference = compute_classes(gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False).classes
+    result = compute_classes(gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=True).classes
+    assert np.array_equal(result.class_of, reference.class_of)
+    assert np.array_equal(result.representatives, reference.representatives)
+    assert np.array_equal(result.class_kind, reference.class_kind)
+
+
 def test_the_python_step_inside_the_compiled_walk_keeps_its_errors(toy):
     gnf = compile_grammar(WIDE[1]).gnf
     with pytest.raises(ZeroDivisionError):  # an error inside the step comes out as it is

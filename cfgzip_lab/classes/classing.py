@@ -322,13 +322,13 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
     node_of = np.full(vocab_size, -1, dtype=np.int64)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
     try:
-        keys, _, status, skipped, scanned = store.native.classify(
+        keys, _, status, skipped, scanned, ranges = store.native.classify(
             trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel
         )
     except native_compiled.Unsupported:
         return None
     return _compiled_walk_result(
-        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned
+        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, ranges
     )
 
 
@@ -361,7 +361,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
             return -2 if store.created > max_nodes else -1
 
     try:
-        keys, _, status, skipped, scanned = native_compiled._kernel.classify_steps(
+        keys, _, status, skipped, scanned, ranges = native_compiled._kernel.classify_steps(
             trie,
             displacer.atom_table,
             displacer.num_atoms,
@@ -375,17 +375,21 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
     finally:
         store.limit = float("inf")
     return _compiled_walk_result(
-        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, token_bytes
+        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, ranges,
+        token_bytes,
     )
 
 
 def _compiled_walk_result(
-    gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, token_bytes=None
+    gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, ranges,
+    token_bytes=None,
 ):
     """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as
     :func:`_walk` raises it) and ``_words.c``'s ``assemble`` numbering, as a :class:`ClassingResult`.
     With ``token_bytes`` (the Python step's walk), a GNF's token atoms first join each token's
-    node as on the Python path (``add_token_paths``: the same unions in the same order)."""
+    node as on the Python path (``add_token_paths``: the same unions in the same order).
+    ``ranges`` (the walk's tokens with a live node, where it kept them) let the numbering read those
+    tokens alone; token paths change nodes after the walk, so they take the pass over every token."""
     from ..native import compiled as native_compiled
 
     store = displacer.store
@@ -400,7 +404,15 @@ def _compiled_walk_result(
     token_paths = add_token_paths(displacer, token_bytes, kinds, node_of) if token_bytes is not None else None
     class_of = np.empty(len(node_of), dtype=np.int32)
     reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
-        trie, kinds, node_of, fallback, class_of, int(TokenKind.NORMAL), int(TokenKind.STOP), len(store)
+        trie,
+        kinds,
+        node_of,
+        fallback,
+        class_of,
+        int(TokenKind.NORMAL),
+        int(TokenKind.STOP),
+        len(store),
+        ranges if token_paths is None else None,
     )
     reps = np.frombuffer(reps, dtype=np.int32).copy()
     kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()

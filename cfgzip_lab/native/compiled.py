@@ -303,7 +303,7 @@ def vocab_trie(token_bytes: list[bytes], kinds: np.ndarray):
         if trie.same(token_bytes, kinds):
             _TRIES.append(_TRIES.pop(i))
             return trie
-    trie = _kernel.VocabTrie(token_bytes, kinds, int(TokenKind.NORMAL))
+    trie = _kernel.VocabTrie(token_bytes, kinds, int(TokenKind.NORMAL), int(TokenKind.STOP))
     _TRIES.append(trie)
     del _TRIES[:-_TRIES_KEPT]
     return trie
