@@ -167,18 +167,19 @@ def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):
     """``to_gnf`` in the store :func:`compile_grammar` chose; where the compiled store cannot go on
     (``Unsupported``: a set operation nesting past its recursion depth), the normal form is built
     again in a WordStore, the reference (same nodes, same ids)."""
+    sets = cfg.byte_sets()
     if compiled is False:
-        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore())
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets)
     from .native.compiled import Unsupported, new_word_store
 
-    tokens = any(s.bits >> 256 for s in cfg.byte_sets())  # token-level macros' pseudo-bytes (issue 19)
+    tokens = any(s.bits >> 256 for s in sets)  # token-level macros' pseudo-bytes (issue 19)
     store = new_word_store(counted=bool(getattr(cfg, "counted", None)), tokens=tokens)
     if isinstance(store, WordStore):
-        return to_gnf(cfg, max_nodes=max_nodes, store=store)
+        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets)
     try:
-        return to_gnf(cfg, max_nodes=max_nodes, store=store)
+        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets)
     except Unsupported:
-        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore())
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets)
 
 
 def build_classes(

@@ -121,7 +121,8 @@ def test_kept_prefix_lowers_alike():
     """A grammar started from the kept lowering of a prefix it shares with other grammars (XGrammar's
     basic_* rules at the top of every JSON Schema's EBNF) lowers exactly as from scratch: the same
     nonterminals, productions, origins, spans and their order, on schemas, repeats, grammars sharing
-    most of their rules, a class first made in the prefix, counted repetitions and other thresholds."""
+    most of their rules, a class first made in the prefix, counted repetitions and other thresholds. The
+    rules' kept lowerings (lower._LOWERED, a grammar lowered again) are dropped for the reference too."""
     from paths import CORPORA
 
     import cfgzip_lab.grammar.lower as lowering
@@ -136,7 +137,7 @@ def test_kept_prefix_lowers_alike():
         except Exception:  # schemas XGrammar refuses
             continue
     head = 'a ::= [^"\\\\] b\nb ::= "x" | [^"\\\\] a\nc ::= [0-9]{1,3000}\nd ::= [ \\t]* c\ne ::= d{2,5}\n'
-    texts += [head + 'root ::= a e\n', head + 'root ::= e a [^"\\\\]\n', head + 'root ::= a e\nf ::= "q"\n']
+    texts += [head + "root ::= a e\n", head + 'root ::= e a [^"\\\\]\n', head + 'root ::= a e\nf ::= "q"\n']
     texts += [texts[0], texts[1], texts[0]]
     used = 0
     for threshold in (lowering.COUNTED_THRESHOLD, 2):
@@ -144,14 +145,18 @@ def test_kept_prefix_lowers_alike():
             ast = parse_ebnf(text)
             got = lowering.lower(ast, counted_threshold=threshold)
             used += lowering._kept_prefix(list(ast.rules.values()), (threshold, frozenset())) is not None
-            kept, last = list(lowering._PREFIXES), dict(lowering._LAST)
+            kept, last, rules = list(lowering._PREFIXES), dict(lowering._LAST), dict(lowering._LOWERED)
             lowering._PREFIXES.clear()
             lowering._LAST.clear()
+            lowering._LOWERED.clear()
             try:
                 want = lowering.lower(ast, counted_threshold=threshold)
             finally:
                 lowering._PREFIXES[:] = kept
                 lowering._LAST.clear()
                 lowering._LAST.update(last)
+                lowering._LOWERED.clear()
+                lowering._LOWERED.update(rules)
             assert _lowered(got) == _lowered(want), text[:200]
     assert used > len(texts)  # the kept prefixes were used
+    assert lowering._LOWERED  # and the kept rules

@@ -1018,6 +1018,27 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
     through nullable prefixes: NULLABLE is a fixpoint over the rules, LEFT(A) the rules
     that can start A's body; a group is a strongly connected part of the LEFT graph.
     """
+    for name, group in _left_recursive_groups(rules):
+        listed = ", ".join(repr(g) for g in group)
+        message = LEFT_RECURSION_NOTE.format(rules=("rule " if len(group) == 1 else "rules ") + listed)
+        span = rules[name].span
+        start = span[0] if span else 0
+        diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "info"))
+
+
+_LEFT_GROUPS: dict[tuple[int, ...], tuple[tuple[Rule, ...], tuple]] = {}
+_LEFT_GROUPS_KEPT = 256
+
+
+def _left_recursive_groups(rules: dict[str, Rule]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(first rule, group)`` per group of mutually left-recursive rules, in source order; kept by the
+    rules' identities (a group depends on the rules alone, its place is read from their spans): the
+    parse's chunk cache gives a grammar parsed again the same rule objects, and this analysis over
+    XGrammar's basic_* rules was half of a small JSON Schema's parse."""
+    key = tuple(map(id, rules.values()))
+    kept = _LEFT_GROUPS.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], rules.values())):
+        return kept[1]
     nullable = _nullable_rules(rules)
     left = {name: _leftmost(rule.body, nullable) & rules.keys() for name, rule in rules.items()}
     component = _components(left)  # a group: the rules that reach each other (a strongly connected part)
@@ -1025,15 +1046,17 @@ def _note_left_recursion(text: str, rules: dict[str, Rule], diagnostics: list[Di
     for name in rules:  # source order
         members.setdefault(component[name], []).append(name)
     done: set[str] = set()
-    for name, rule in rules.items():  # source order
+    groups = []
+    for name in rules:  # source order
         group = members[component[name]]
         if name in done or (len(group) == 1 and name not in left[name]):  # not left-recursive
             continue
         done.update(group)
-        listed = ", ".join(repr(g) for g in group)
-        message = LEFT_RECURSION_NOTE.format(rules=("rule " if len(group) == 1 else "rules ") + listed)
-        start = rule.span[0] if rule.span else 0
-        diagnostics.append(_diagnostic(text, (start, start + len(name)), message, "info"))
+        groups.append((name, tuple(group)))
+    if len(_LEFT_GROUPS) >= _LEFT_GROUPS_KEPT:
+        _LEFT_GROUPS.clear()  # derived data only: dropped whole
+    _LEFT_GROUPS[key] = (tuple(rules.values()), tuple(groups))
+    return tuple(groups)
 
 
 def _components(graph: dict[str, set[str]]) -> dict[str, int]:

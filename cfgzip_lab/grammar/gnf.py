@@ -303,17 +303,39 @@ class _Rules:
         return len(self.rhs), len(nodes), total
 
 
-def _lift_terminals(cfg: CFG, store: WordStore, per_occurrence: bool = False) -> tuple[_Rules, int, list[int]]:
-    """Build the initial rule sets; every byte set becomes a nonterminal over atoms."""
-    byte_sets = cfg.byte_sets()
-    atoms = byte_classes(byte_sets)
-    atom_of = [0] * 256
-    for k, a in enumerate(atoms):
-        bits = a.bits & BYTE_BITS  # token atoms (.token_macros) have no byte
-        while bits:
-            low = bits & -bits
-            atom_of[low.bit_length() - 1] = k
-            bits ^= low
+_ATOMS: dict[frozenset[int], tuple[tuple[ByteSet, ...], tuple[int, ...]]] = {}
+_ATOMS_KEPT = 1024
+
+
+def _atoms_of(byte_sets: set[ByteSet]) -> tuple[list[ByteSet], list[int]]:
+    """:func:`~.cfg.byte_classes` of the sets and each byte's atom, kept by the sets' bits (the
+    partition depends on them alone; a grammar compiled again has the same ones)."""
+    key = frozenset(s.bits for s in byte_sets)
+    kept = _ATOMS.get(key)
+    if kept is None:
+        atoms = byte_classes(byte_sets)
+        # Bytes in the largest atom are set at once; only the others' bytes are walked (0042: 256 -> 56).
+        widest = max(range(len(atoms)), key=lambda k: (atoms[k].bits & BYTE_BITS).bit_count(), default=0)
+        atom_of = [widest] * 256
+        for k, a in enumerate(atoms):
+            bits = a.bits & BYTE_BITS if k != widest else 0  # token atoms (.token_macros) have no byte
+            while bits:
+                low = bits & -bits
+                atom_of[low.bit_length() - 1] = k
+                bits ^= low
+        if len(_ATOMS) >= _ATOMS_KEPT:
+            _ATOMS.clear()  # derived data only: dropped whole
+        kept = _ATOMS[key] = (tuple(atoms), tuple(atom_of))
+    return list(kept[0]), list(kept[1])
+
+
+def _lift_terminals(
+    cfg: CFG, store: WordStore, per_occurrence: bool = False, byte_sets: set[ByteSet] | None = None
+) -> tuple[_Rules, int, list[int]]:
+    """Build the initial rule sets; every byte set becomes a nonterminal over atoms (``byte_sets``:
+    ``cfg.byte_sets()``, where the caller has them)."""
+    byte_sets = cfg.byte_sets() if byte_sets is None else byte_sets
+    atoms, atom_of = _atoms_of(byte_sets)
     if ByteSet(0) in byte_sets:
         # The dead terminal (grammar.dead_ends.DEAD): an atom of its own that no byte maps to,
         # so the paths through a dead end survive the normal form and no token ever takes one.
@@ -1079,6 +1101,7 @@ def to_gnf(
     merge: bool = True,
     max_nodes: int = DEFAULT_MAX_GNF_NODES,
     store: WordStore | None = None,
+    byte_sets: set[ByteSet] | None = None,
 ) -> GNF:
     """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size.
 
@@ -1092,13 +1115,14 @@ def to_gnf(
         message names the step and the source rule it was working on, at that rule's line.
 
     ``store``: an empty store to build in (default a new :class:`WordStore`; the pipeline passes the
-    compiled one where it is built, :func:`cfgzip_lab.native.compiled.new_word_store`).
+    compiled one where it is built, :func:`cfgzip_lab.native.compiled.new_word_store`). ``byte_sets``:
+    ``cfg.byte_sets()``, where the caller has them (the pipeline reads them to choose the store).
     """
     store = WordStore() if store is None else store
     store.limit = max_nodes
     progress = {"step": "terminal lifting", "rules": None}
     try:
-        return _to_gnf(cfg, store, lift_per_occurrence, merge, progress)
+        return _to_gnf(cfg, store, lift_per_occurrence, merge, progress, byte_sets)
     except BudgetExceeded:
         raise _too_large(cfg, progress, max_nodes) from None
     finally:
@@ -1130,7 +1154,7 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
     return GrammarError([Diagnostic(line, column, message, span=span)], text=cfg.text or None)
 
 
-def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, progress: dict) -> GNF:
+def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, progress: dict, byte_sets=None) -> GNF:
     steps: list[GNFStep] = []
     clock = time.perf_counter()
 
@@ -1144,7 +1168,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         rules.current = None
 
     steps.append(GNFStep("byte CFG", len(cfg.rules), 0, cfg.num_productions, 0.0))
-    rules, start, atom_of = _lift_terminals(cfg, store, lift_per_occurrence)
+    rules, start, atom_of = _lift_terminals(cfg, store, lift_per_occurrence, byte_sets)
     record("terminal lifting", rules, "useless symbols")
     _remove_useless(rules, start)
     record("useless symbols", rules, "ε-rules")
