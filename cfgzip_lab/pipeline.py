@@ -109,7 +109,8 @@ def _compile_grammar(
         origin = to_ebnf(text, kind, name=source)
         text = origin.ebnf
     try:
-        ast = parse_ebnf(text, source=source)
+        # XGrammar's EBNF of a schema: its unused basic_* helpers skipped (their notes are never shown)
+        ast = parse_ebnf(text, source=source, reachable_only=origin is not None and origin.written_by_xgrammar)
     except GrammarError as error:
         if origin is None:
             raise

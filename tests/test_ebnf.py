@@ -772,3 +772,19 @@ def test_a_chunk_parsed_elsewhere_moves_to_what_parsing_it_here_gives():
         want = ebnf._analyse(moved_text, "root")
         assert got[0].rules == want[0].rules
         assert [(d.line, d.column, d.message, d.span) for d in got[1]] == [(d.line, d.column, d.message, d.span) for d in want[1]]
+
+
+def test_reachable_only_keeps_what_the_root_reaches_after_the_checks_over_every_rule():
+    text = 'root ::= a "x"\na ::= "y" | b\nb ::= "z" (= c)\nc ::= "c"\nunused ::= unused "q" | "w"\n'
+    full, kept = parse_ebnf(text), parse_ebnf(text, reachable_only=True)
+    assert list(full.rules) == ["root", "a", "b", "c", "unused"]
+    assert list(kept.rules) == ["root", "a", "b"]  # c: only in a lookahead, which is dropped
+    unreachable = [w.message for w in kept.warnings if "unreachable" in w.message]
+    assert unreachable == [w.message for w in full.warnings if "unreachable" in w.message]
+    assert len(unreachable) == 2
+    # the left-recursion note looks at the kept rules alone
+    assert any("left recursion in rule 'unused'" in w.message for w in full.warnings)
+    assert not any("left recursion" in w.message for w in kept.warnings)
+    # an unreachable rule is still checked: an undefined name there is an error either way
+    with pytest.raises(GrammarError, match="undefined rule 'nowhere'"):
+        parse_ebnf(text + "other ::= nowhere\n", reachable_only=True)

@@ -12,6 +12,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 import xgrammar
 from grammar_tools import sample, utf8, xgrammar_matcher, xgrammar_matches
@@ -242,6 +243,29 @@ def test_schema_compressed_masks_equal_xgrammar(name):
     report = verify_lossless(compiled.text, JSON_VOCAB, classes, walks=6, steps=16, seed=2)
     assert report.ok, report.first_mismatch
     assert report.steps_checked > 10
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_a_schema_keeps_the_rules_its_root_reaches_with_the_same_classes_and_notes(name):
+    # XGrammar's EBNF of a schema carries ~20 basic_* helpers; the front end keeps the rules the
+    # root reaches (parse_ebnf(reachable_only=True)). The same text compiled as plain EBNF keeps
+    # every rule: the classes must be the same partition.
+    schema = json.dumps(SCHEMAS[name])
+    compiled = compile_grammar(schema, kind="json_schema")
+    full = compile_grammar(compiled.text, kind="ebnf")
+    kept = set(compiled.ast.rules)
+    assert kept <= set(full.ast.rules)
+    unreachable = {w.message.split("'")[1] for w in full.warnings if "is unreachable from" in w.message}
+    assert kept == set(full.ast.rules) - unreachable
+    ours = np.asarray(build_classes(compiled, JSON_VOCAB).classes.class_of)
+    theirs = np.asarray(build_classes(full, JSON_VOCAB).classes.class_of)
+    assert same_partition(ours, theirs)
+
+
+def same_partition(a, b) -> bool:
+    """Two class-id arrays group the tokens alike (class ids may differ)."""
+    pairs = set(zip(a.tolist(), b.tolist()))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
 
 
 def test_schema_warnings_about_xgrammar_rules_become_one_note():

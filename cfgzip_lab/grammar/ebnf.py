@@ -205,7 +205,7 @@ class _Shaping:
     span: Span
 
 
-def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> GrammarAST:
+def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reachable_only: bool = False) -> GrammarAST:
     """Parse an XGrammar EBNF grammar into a :class:`GrammarAST`.
 
     Parameters
@@ -216,6 +216,14 @@ def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> G
         The start rule; it may also be referenced inside bodies.
     source : str, keyword-only
         A file name for rendered diagnostics.
+    reachable_only : bool, keyword-only
+        Keep only the rules the root reaches through rule bodies (lookaheads are dropped, so
+        they do not count). The checks over the whole text still run first (duplicates,
+        undefined names, unreachable rules); shaping and the left-recursion notes then see
+        the kept rules alone. The language is the same. For XGrammar's JSON Schema EBNF,
+        whose ~20 ``basic_*`` helpers are mostly unused by a small schema: their notes are
+        not shown there anyway (:meth:`~.sources.GrammarSource.user_diagnostics`), and the
+        lowering and normal form need not pay for them.
 
     Returns
     -------
@@ -234,7 +242,7 @@ def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> G
     >>> parse_ebnf('root ::= "a" [0-9]*').rules["root"].body.items[1].min
     0
     """
-    ast, diagnostics = _analyse(text, root)
+    ast, diagnostics = _analyse(text, root, reachable_only)
     if any(d.severity == "error" for d in diagnostics):
         raise GrammarError(diagnostics, text, source)
     ast.warnings = diagnostics
@@ -254,10 +262,10 @@ def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> l
         return [Diagnostic(1, 1, f"internal error in the EBNF front end: {error!r}")]
 
 
-def _analyse(text: str, root: str) -> tuple[GrammarAST, list[Diagnostic]]:
+def _analyse(text: str, root: str, reachable_only: bool = False) -> tuple[GrammarAST, list[Diagnostic]]:
     """Parse chunk by chunk, then run the whole-grammar checks."""
     diagnostics, definitions, broken_names = _parse_chunks(text)
-    rules = _whole_grammar(text, root, definitions, broken_names, diagnostics)
+    rules = _whole_grammar(text, root, definitions, broken_names, diagnostics, reachable_only)
     return GrammarAST(rules=rules, root=root, text=text), diagnostics
 
 
@@ -373,11 +381,20 @@ def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
 
 
 def _whole_grammar(
-    text: str, root: str, definitions: list[_Definition], broken_names: set[str], diagnostics: list[Diagnostic]
+    text: str,
+    root: str,
+    definitions: list[_Definition],
+    broken_names: set[str],
+    diagnostics: list[Diagnostic],
+    reachable_only: bool = False,
 ) -> dict[str, Rule]:
     """The checks over all rules (names, reachability, the lazy and max_chars rules, left
-    recursion); their diagnostics join ``diagnostics``, which end sorted by position."""
+    recursion); their diagnostics join ``diagnostics``, which end sorted by position.
+    ``reachable_only``: past the name checks, the rules the root reaches alone (see parse_ebnf)."""
     rules = _check_rules(text, root, definitions, broken_names, diagnostics)
+    if reachable_only and not any(d.severity == "error" for d in diagnostics):
+        reached = _reachable(root, {name: _body_references(rule.body) for name, rule in rules.items()}, {})
+        rules = {name: rule for name, rule in rules.items() if name in reached}
     if not any(d.severity == "error" for d in diagnostics):
         _shape_rules(text, rules, definitions, diagnostics)
     if not any(d.severity == "error" for d in diagnostics):

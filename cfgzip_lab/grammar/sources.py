@@ -73,6 +73,12 @@ class GrammarSource:
     name: str | None = None
     _pieces: list[_Piece] = field(default_factory=list, repr=False)
 
+    @property
+    def written_by_xgrammar(self) -> bool:
+        """XGrammar wrote the EBNF (a JSON Schema, a structural tag): its helper rules are not the
+        user's, and no diagnostic about them is shown (:meth:`remap`)."""
+        return self.kind in _FROM_JSON
+
     def remap(self, diagnostic: Diagnostic) -> Diagnostic | None:
         """A diagnostic about ``ebnf`` moved to where its cause is in ``text``.
 
