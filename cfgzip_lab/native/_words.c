@@ -1987,6 +1987,7 @@ typedef struct {
     int32_t *by_length;
     int32_t *stop_ids;
     int64_t nstops, nfixed_blocked, fixed_blocked_min, stop_rep;
+    int64_t nnormal; /* NORMAL tokens, empty ones too (the classes' metadata counts them) */
 } VocabTrie;
 
 static PyTypeObject VocabTrieType;
@@ -2040,12 +2041,14 @@ static int vtrie_numbering_init(VocabTrie *T) {
         return -1;
     }
     T->nstops = 0;
+    T->nnormal = 0;
     T->nfixed_blocked = 0;
     T->fixed_blocked_min = -1;
     T->stop_rep = -1;
     int32_t stop_len = INT32_MAX;
     for (int64_t t = 0; t < v; t++) {
         int32_t l = T->len[t];
+        T->nnormal += T->kinds[t] == T->normal;
         if (l > 0 && T->kinds[t] == T->normal) {
             T->eligible_of[t] = 1;
             start[l + 1]++;
@@ -2251,8 +2254,9 @@ static PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
 
 static PyObject *vtrie_info(VocabTrie *T, PyObject *unused) {
     (void)unused;
-    return Py_BuildValue("{sLsLsLsL}", "tokens", (long long)T->ntok, "eligible", (long long)T->eligible, "nodes",
-                         (long long)T->nnodes, "longest", (long long)T->maxdepth);
+    return Py_BuildValue("{sLsLsLsLsLsL}", "tokens", (long long)T->ntok, "eligible", (long long)T->eligible, "nodes",
+                         (long long)T->nnodes, "longest", (long long)T->maxdepth, "normal", (long long)T->nnormal,
+                         "stop", (long long)T->nstops);
 }
 
 /* ---- classing: the vocabulary walked as a trie over byte classes ----
