@@ -1046,3 +1046,28 @@ def test_the_compiled_accept_step_walks_counted_families_as_python_does(grammar)
                 break
     assert steps > 60
     assert_same_nodes(py.walker.store, cc.walker.store)
+
+
+def test_the_accept_step_reads_the_classes_array_it_was_given_and_checks_each_read(toy):
+    """The compiled Advancer holds class_of's buffer rather than a copy (a copy was 512 KB of fresh
+    pages a grammar with Llama-3): the engine's array is the one read, and a class id written there
+    afterwards that names no class is refused at the accept, never read past class_kind."""
+    from cfgzip_lab.native import build_native_engine
+
+    grammar = compile_grammar('root ::= "(" [a-c]* ")"\n')
+    result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
+    engine = build_native_engine(grammar, toy, result.classes, classing=result)
+    walker = engine.walker
+    assert walker._advancer is not None
+    held = walker._class_of
+    assert np.shares_memory(held, np.asarray(result.classes.class_of))
+    opening = toy.token_bytes.index(b"(")
+    assert engine.matcher().accept_token(opening)
+    saved = int(held[opening])
+    held[opening] = walker.num_classes + 5
+    try:
+        with pytest.raises(ValueError, match="outside class_kind"):
+            engine.matcher().accept_token(opening)
+    finally:
+        held[opening] = saved
+    assert engine.matcher().accept_token(opening)

@@ -1803,7 +1803,9 @@ typedef struct {
     PyObject_HEAD
     Words *S;
     PyObject *tokens;     /* list of bytes: token_bytes */
-    int32_t *class_of;    /* V */
+    Py_buffer class_buf;  /* class_of's buffer, held for the Advancer's life (no copy: 512 KB of fresh
+                           * pages a grammar with Llama-3, ~0.17 ms of page faults on a new schema) */
+    int32_t *class_of;    /* V, in class_buf; read again at each accept, so checked there too */
     uint8_t *class_kind;  /* K: 0 NORMAL, 1 STOP, 2 BLOCKED (ClassKind) */
     int64_t V, K;
     uint8_t atom_of[256];
@@ -1819,7 +1821,7 @@ static void advancer_dealloc(Advancer *A) {
     Py_XDECREF(A->S);
     Py_XDECREF(A->tokens);
     Py_XDECREF(A->budget_exc);
-    free(A->class_of);
+    if (A->class_of) PyBuffer_Release(&A->class_buf);
     free(A->class_kind);
     memo_free(&A->memo);
     Py_TYPE(A)->tp_free((PyObject *)A);
@@ -1842,19 +1844,19 @@ static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "Advancer: class_of, token_bytes and the atom table do not fit");
         goto done;
     }
-    A->class_of = malloc((size_t)(V ? V : 1) * sizeof(int32_t));
     A->class_kind = malloc((size_t)(K ? K : 1));
-    if (!A->class_of || !A->class_kind) {
+    if (!A->class_kind) {
         PyErr_NoMemory();
         goto done;
     }
-    memcpy(A->class_of, cls.buf, (size_t)V * sizeof(int32_t));
     memcpy(A->class_kind, kinds.buf, (size_t)K);
-    for (int64_t t = 0; t < V; t++)
-        if (A->class_of[t] < 0 || A->class_of[t] >= K) {
+    for (int64_t t = 0; t < V; t++) {
+        int32_t k = ((const int32_t *)cls.buf)[t];
+        if (k < 0 || k >= K) {
             PyErr_SetString(PyExc_ValueError, "Advancer: class_of names a class outside class_kind");
             goto done;
         }
+    }
     for (int b = 0; b < 256; b++)
         if (((const uint8_t *)atoms.buf)[b] >= S->natoms) {
             PyErr_SetString(PyExc_ValueError, "Advancer: the atom table names a byte class the grammar lacks");
@@ -1864,6 +1866,9 @@ static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
     A->S = (Words *)Py_NewRef((PyObject *)S);
     A->tokens = Py_NewRef(tokens);
     A->budget_exc = Py_NewRef(exc);
+    A->class_buf = cls;  /* kept: released in advancer_dealloc */
+    A->class_of = (int32_t *)cls.buf;
+    cls.obj = NULL;      /* so that `done` does not release it */
     A->V = V;
     A->K = K;
     A->token_budget = token_budget;
@@ -1871,7 +1876,7 @@ static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
     A->memo_entries = memo_entries;
     ret = 0;
 done:
-    PyBuffer_Release(&cls);
+    if (cls.obj) PyBuffer_Release(&cls);
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&atoms);
     return ret;
@@ -1894,6 +1899,10 @@ static PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t 
     if (check_node(S, state) < 0) return NULL;
     if (token < 0 || token >= A->V) return Py_BuildValue("ii", W_EMPTY, 0);
     int32_t k = A->class_of[token];
+    if (k < 0 || k >= A->K) {  /* the array was written after the Advancer checked it */
+        PyErr_SetString(PyExc_ValueError, "Advancer: class_of names a class outside class_kind");
+        return NULL;
+    }
     uint8_t kind = A->class_kind[k];
     if (kind == 1) return Py_BuildValue("ii", S->acc[state] ? -1 : W_EMPTY, 0);
     if (kind != 0) return Py_BuildValue("ii", W_EMPTY, 0);
