@@ -168,6 +168,72 @@ def test_lazy_union_rows_are_the_eager_ones():
 
 
 @needs_kernel
+def test_deferred_single_rows_are_made_from_class_of_when_needed():
+    """expansion_tables(..., lazy=True, defer=...) leaves the deferred large classes' own rows (and a
+    short last group's copies of one) unwritten, row 0 too; expand_row makes one from class_of when a
+    class set first holds the class: every class set's row is the eager tables' row, and a deferred
+    row no set needed is never written (the native engine defers its BLOCKED class)."""
+    from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
+    from cfgzip_lab.native import _kernel
+
+    rng = np.random.default_rng(3)
+    vocab = _llama3()
+    shapes = list(_partitions(vocab))[:2] + [
+        rng.integers(0, 40, size=5000),
+        np.repeat([0, 1, 2, 3, 4], [90, 5, 3, 1, 1]),
+    ]
+    for class_of in shapes:
+        class_of = np.ascontiguousarray(class_of, dtype=np.int32)
+        k = int(class_of.max()) + 1
+        words = -(-class_of.size // 32)
+        for most in (64, 5, 1):
+            members, tables, pairs = compiled_tables(_kernel, class_of, k, most=most, min_tokens=1, vocab_words=words)
+            defer = np.zeros(k, dtype=bool)
+            defer[np.unique(members)[::2]] = True  # every other large class, the largest (0 above) among them
+            defer[rng.integers(0, k)] = True  # and maybe a small class (no row to defer)
+            lm, lt, lp, built = compiled_tables(
+                _kernel, class_of, k, most=most, min_tokens=1, vocab_words=words, lazy=True, defer=defer
+            )
+            assert np.array_equal(lm, members)
+            for name in ("indptr", "words", "bits", "all_bits"):
+                assert np.array_equal(getattr(lp, name), getattr(pairs, name)), name
+            b = built.reshape(-1, 16).astype(bool)
+            singles = [c for c in range(16) if c and not c & (c - 1)]
+            member_of = members.reshape(-1, 4)
+            for g in range(b.shape[0]):
+                for j, code in enumerate(singles):
+                    assert b[g, code] == (not defer[member_of[g, j]])
+            assert not b[:, 0].any()
+            eager = CompiledExpansion(_kernel, members, tables, pairs)
+            lazy = CompiledExpansion(_kernel, lm, lt, lp, built, class_of)
+            nbytes = -(-k // 8)
+            sets = [0, 1, (1 << k) - 1] + [
+                int.from_bytes(np.packbits(rng.random(k) < d, bitorder="little").tobytes(), "little")
+                for d in (0.05, 0.3, 0.6, 0.95)
+                for _ in range(3)
+            ]
+            no_deferred = int.from_bytes(np.packbits(~defer, bitorder="little").tobytes(), "little")
+            for s in [s & no_deferred for s in sets] + sets:
+                got = lazy.expand(s.to_bytes(nbytes, "little"))
+                assert np.array_equal(got, eager.expand(s.to_bytes(nbytes, "little")))
+            made = built.reshape(-1, 16).astype(bool)
+            assert np.array_equal(lt[made], tables[made])
+    # a deferred row needed without class_of is refused; defer needs lazy and one flag per class
+    class_of = np.repeat(np.arange(3, dtype=np.int32), [40, 20, 4])
+    defer = np.array([1, 0, 0], np.uint8)
+    lm, lt, lp, built = compiled_tables(
+        _kernel, class_of, 3, most=2, min_tokens=1, vocab_words=2, lazy=True, defer=defer
+    )
+    with pytest.raises(ValueError, match="needs class_of"):
+        CompiledExpansion(_kernel, lm, lt, lp, built).expand(b"\x01")
+    assert CompiledExpansion(_kernel, lm, lt, lp, built).expand(b"\x02")[1] == (1 << 28) - (1 << 8)
+    with pytest.raises(ValueError, match="defer"):
+        _kernel.expansion_tables(class_of, 3, 2, 1, 2, False, defer)
+    with pytest.raises(ValueError, match="defer"):
+        _kernel.expansion_tables(class_of, 3, 2, 1, 2, True, defer[:2])
+
+
+@needs_kernel
 def test_kernel_refuses_tables_that_do_not_fit():
     from cfgzip_lab.native import _kernel
 
@@ -364,7 +430,9 @@ def test_trie_kernel_refuses_bad_arrays_and_bad_stores():
 
 
 @needs_kernel
-@pytest.mark.parametrize("name, dense", [("json", 32), ("sql_select", 32), ("c_like", 32), ("xml", 1), ("bython", 10**9)])
+@pytest.mark.parametrize(
+    "name, dense", [("json", 32), ("sql_select", 32), ("c_like", 32), ("xml", 1), ("bython", 10**9)]
+)
 def test_trie_arrays_equal_the_numpy_ones(name, dense):
     """``_kernel.trie_arrays`` (the engine's trie in one pass per array) gives what
     :meth:`SigmaInIndex.kernel_arrays` gives, array for array, on real indexes (byte vocabulary),
@@ -396,7 +464,12 @@ def test_trie_arrays_refuses_bad_index_arrays():
     edges, indptr, classes = np.array([0, 5, 1, 0, 7, 2], i32), np.array([0, 1, 1, 2], i64), np.array([3, 9], i32)
     ptr, syms, kids, di, rows, lp, lc = _kernel.trie_arrays(edges, indptr, classes, 3, 1, 1)
     assert np.frombuffer(ptr, i32).tolist() == [0, 2, 2, 2] and np.frombuffer(di, i32).tolist() == [0, -1, 1]
-    assert np.frombuffer(rows, np.uint64).tolist() == [1 << 3, 1 << 9] and np.frombuffer(lp, i32).tolist() == [0, 0, 0, 0]
+    assert np.frombuffer(rows, np.uint64).tolist() == [1 << 3, 1 << 9] and np.frombuffer(lp, i32).tolist() == [
+        0,
+        0,
+        0,
+        0,
+    ]
     assert _kernel.trie_arrays(np.array([0, 7, 2, 0, 5, 1], i32), indptr, classes, 3, 1, 1) is None  # unsorted
     for bad in (
         (np.array([0, 5, 3], i32), indptr, classes, 3),  # a child past the nodes

@@ -80,15 +80,30 @@ def pair_lists(class_of: np.ndarray, in_tables: np.ndarray, vocab_words: int) ->
 
 
 def compiled_tables(
-    kernel, class_of: np.ndarray, num_classes: int, *, most: int, min_tokens: int, vocab_words: int, lazy: bool = False
+    kernel,
+    class_of: np.ndarray,
+    num_classes: int,
+    *,
+    most: int,
+    min_tokens: int,
+    vocab_words: int,
+    lazy: bool = False,
+    defer: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, PairLists] | tuple[np.ndarray, np.ndarray, PairLists, np.ndarray]:
     """``(members, tables, pairs)`` as :func:`largest_classes`, :func:`union_tables` and
     :func:`pair_lists` give them, built by the compiled kernel (``_kernel.c``, ``expansion_tables``)
     in two passes over ``class_of`` (read-only arrays; ``tests/test_native_kernel.py`` checks them
     equal). Measured with Llama-3 on a JSON Schema's 319 classes: ~0.15 ms against ~1.1 ms for
-    the numpy functions (a bincount, a comparison per large class, a lexsort of the rest)."""
+    the numpy functions (a bincount, a comparison per large class, a lexsort of the rest).
+
+    ``defer`` (lazy only; bool per class): large classes whose own rows are left unwritten too,
+    made from ``class_of`` by the first expand that needs one (:class:`CompiledExpansion` given
+    ``class_of``): the native engine's BLOCKED class, in no state's class set."""
     co = np.ascontiguousarray(class_of, dtype=np.int32)
-    got = kernel.expansion_tables(co, int(num_classes), int(most), int(min_tokens), int(vocab_words), bool(lazy))
+    args = (co, int(num_classes), int(most), int(min_tokens), int(vocab_words), bool(lazy))
+    if defer is not None:
+        args += (np.ascontiguousarray(defer, dtype=np.uint8),)
+    got = kernel.expansion_tables(*args)
     groups, tables, indptr, words, bits, all_bits = got[:6]
     i32 = np.int32
     pairs = PairLists(
@@ -109,11 +124,18 @@ class CompiledExpansion:
 
     ``members``/``tables`` from :func:`union_tables` (any large classes, none included), the
     pair lists of the rest; the kernel reads them, and writes only the union rows a lazy build
-    (``built``) left for it. About 20 µs a Llama-3 row.
+    (``built``) left for it, and the deferred single rows, from ``class_of`` (held, read-only to the
+    kernel). About 20 µs a Llama-3 row.
     """
 
     def __init__(
-        self, kernel, members: np.ndarray, tables: np.ndarray, pairs: PairLists, built: np.ndarray | None = None
+        self,
+        kernel,
+        members: np.ndarray,
+        tables: np.ndarray,
+        pairs: PairLists,
+        built: np.ndarray | None = None,
+        class_of: np.ndarray | None = None,
     ) -> None:
         self.kernel = kernel
         self.members = np.ascontiguousarray(members, dtype=np.int32).reshape(-1)
@@ -121,6 +143,7 @@ class CompiledExpansion:
         self.pairs = pairs
         self.vocab_words = pairs.all_bits.size
         self.built = built  # compiled_tables(..., lazy=True)'s: expand_row completes the tables as it goes
+        self.class_of = None if class_of is None else np.ascontiguousarray(class_of, dtype=np.int32)
 
     def expand(self, class_set: bytes | np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``class_set``: little-endian bytes (bit k = class k) or a packed int32 class row."""
@@ -128,6 +151,6 @@ class CompiledExpansion:
             out = np.empty(self.vocab_words, dtype=np.int32)
         p = self.pairs
         self.kernel.expand_row(
-            class_set, self.members, self.tables, p.indptr, p.words, p.bits, p.all_bits, out, self.built
+            class_set, self.members, self.tables, p.indptr, p.words, p.bits, p.all_bits, out, self.built, self.class_of
         )
         return out

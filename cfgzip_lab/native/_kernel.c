@@ -32,7 +32,7 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
     return byte < set_len && ((set[byte] >> (c & 7)) & 1);
 }
 
-/* expand_row(class_set, groups, tables, indptr, pair_words, pair_bits, small_all, out, built=None)
+/* expand_row(class_set, groups, tables, indptr, pair_words, pair_bits, small_all, out, built=None, class_of=None)
  *   class_set   bytes: the class set, little endian (bit k = class k)
  *   groups      int32[G * 4]: the large classes of each group (a group may repeat its last class)
  *   tables      int32[G * 16 * W]: row (g, code) = OR of the rows of the members whose bit is in code
@@ -44,16 +44,30 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
  *   out         writable int32[W]: overwritten with the packed vocabulary row
  *   built       expansion_tables(..., lazy=True)'s: the union rows not made yet are made (in tables,
  *               writable then) when first needed, as the eager build makes them
+ *   class_of    int32[V]: where `built` leaves single rows too (expansion_tables' `defer`), each made
+ *               from it when a class set first needs it (a row of an unknown id is refused, none read)
  * Small classes: when most of their pairs are in the set, start from small_all and clear the bits of
  * the classes not in it (a token is in one class only, so no table row holds those bits); otherwise
  * set the bits of the classes in it.
  */
+/* The packed row of class c (the bits of the tokens class_of gives it) into dst[words], over the words
+ * class_of spans (the rest zero): 32 ids compared per word, branch-free. */
+static void single_row(int32_t *restrict dst, Py_ssize_t words, const int32_t *co, Py_ssize_t v, int32_t c) {
+    memset(dst, 0, (size_t)words * 4);
+    for (Py_ssize_t base = 0; base < v; base += 32) {
+        Py_ssize_t n = v - base < 32 ? v - base : 32;
+        uint32_t m = 0;
+        for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == c) << j;
+        dst[base >> 5] = (int32_t)m;
+    }
+}
+
 static PyObject *expand_row(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out, built = {0};
-    PyObject *tables_obj, *built_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*y*Oy*y*y*y*w*|O", &set, &groups, &tables_obj, &indptr, &words_b, &bits_b, &all_b,
-                          &out, &built_obj))
+    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out, built = {0}, co_b = {0};
+    PyObject *tables_obj, *built_obj = Py_None, *co_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*Oy*y*y*y*w*|OO", &set, &groups, &tables_obj, &indptr, &words_b, &bits_b, &all_b,
+                          &out, &built_obj, &co_obj))
         return NULL;
     int lazy = built_obj != Py_None;
     PyObject *result = NULL;
@@ -68,10 +82,12 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (lazy && PyObject_GetBuffer(built_obj, &built, PyBUF_WRITABLE) < 0) goto done;
+    if (co_obj != Py_None && PyObject_GetBuffer(co_obj, &co_b, PyBUF_SIMPLE) < 0) goto done;
     Py_ssize_t words = out.len / 4, ngroups = groups.len / 16, nclasses = indptr.len / 4 - 1;
     const int32_t *ip = (const int32_t *)indptr.buf;
     if (tables.len != ngroups * 16 * words * 4 || all_b.len != out.len || words_b.len != bits_b.len || nclasses < 0 ||
-        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses || (lazy && built.len != ngroups * 16)) {
+        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses || (lazy && built.len != ngroups * 16) ||
+        (co_b.obj && (co_b.len % 4 || co_b.len / 4 > words * 32))) {
         PyErr_SetString(PyExc_ValueError, "expand_row: the tables do not fit each other or the output row");
         goto done;
     }
@@ -88,6 +104,19 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
         int code = in_set(s, set_len, g[4 * k]) | in_set(s, set_len, g[4 * k + 1]) << 1 |
                    in_set(s, set_len, g[4 * k + 2]) << 2 | in_set(s, set_len, g[4 * k + 3]) << 3;
         if (!code) continue;
+        if (made && !made[k * 16 + code]) { /* first needed now: a deferred single, or a union */
+            for (int rest = code; rest; rest &= rest - 1) {
+                int low = rest & -rest;
+                if (made[k * 16 + low]) continue;
+                if (!co_b.obj) {
+                    PyErr_SetString(PyExc_ValueError, "expand_row: a deferred single row needs class_of");
+                    goto done;
+                }
+                single_row(t + ((size_t)k * 16 + low) * words, words, (const int32_t *)co_b.buf, co_b.len / 4,
+                           g[4 * k + __builtin_ctz((unsigned)low)]);
+                made[k * 16 + low] = 1;
+            }
+        }
         if (made && !made[k * 16 + code]) { /* a union of two or more members, first needed now */
             int32_t *restrict dst = t + ((size_t)k * 16 + code) * words;
             const int32_t *a = t + ((size_t)k * 16 + (code & -code)) * words;
@@ -130,6 +159,7 @@ static PyObject *expand_row(PyObject *self, PyObject *args) {
     Py_INCREF(result);
 done:
     if (lazy && built.obj) PyBuffer_Release(&built);
+    if (co_b.obj) PyBuffer_Release(&co_b);
     PyBuffer_Release(&set);
     PyBuffer_Release(&groups);
     PyBuffer_Release(&tables);
@@ -141,12 +171,17 @@ done:
     return result;
 }
 
-/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False)
+/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False, defer=None)
  *   class_of    int32[V]: each token's class (every id in [0, num_classes))
  *   lazy        the union rows of two or more members left to expand_row (made when a class set first
  *               needs one: up to 64 large classes make 4 MB of tables with Llama-3, and a decode meets
  *               a few of their 176 unions; c_like 1.02 -> 0.93 ms); tables is a bytearray then, and
- *               a seventh item `built` (bytearray, one per row) says which rows are made
+ *               a seventh item `built` (bytearray, one per row) says which rows are made; row 0 of a
+ *               group (no member in the set) is never read, so never written, nor marked made
+ *   defer       lazy only: bytes[num_classes], nonzero for a class whose single row (and its copies in a
+ *               short last group) is left to expand_row too, made from class_of when a set first holds
+ *               it: the native engine's BLOCKED class, most of a small grammar's vocabulary and in no
+ *               state's class set, then costs no 16 KB row written per grammar (Llama-3)
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
  * built in two passes over class_of: the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
@@ -175,10 +210,12 @@ static PyObject *new_bytes(Py_ssize_t n, char **data) {
 
 static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer co_b;
+    Py_buffer co_b, defer_b = {0};
     Py_ssize_t k, most, min_tokens, words;
     int lazy = 0;
-    if (!PyArg_ParseTuple(args, "y*nnnn|p", &co_b, &k, &most, &min_tokens, &words, &lazy)) return NULL;
+    PyObject *defer_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnnn|pO", &co_b, &k, &most, &min_tokens, &words, &lazy, &defer_obj)) return NULL;
+    const uint8_t *defer = NULL;
     PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
     PyObject *built = NULL;
     int64_t *sizes = NULL;
@@ -189,6 +226,14 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     if (co_b.len % 4 || k < 0 || most < 0 || words < 0 || v > words * 32) {
         PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of is not int32, or does not fit the row's words");
         goto done;
+    }
+    if (defer_obj != Py_None) {
+        if (PyObject_GetBuffer(defer_obj, &defer_b, PyBUF_SIMPLE) < 0) goto done;
+        if (!lazy || defer_b.len != k) {
+            PyErr_SetString(PyExc_ValueError, "expansion_tables: defer needs lazy and one byte per class");
+            goto done;
+        }
+        defer = (const uint8_t *)defer_b.buf;
     }
     sizes = PyMem_Calloc((size_t)(k ? k : 1), sizeof(int64_t));
     slot = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
@@ -244,24 +289,24 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     char *gd, *td = NULL, *ipd, *pwd, *pbd, *ad;
     groups = new_bytes(ngroups * 16, &gd);
     /* rows 0 and 1 << b zeroed below, the other codes all written (lazy: by expand_row when first needed,
-     * `built` saying which are; a writable bytearray then) */
+     * `built` saying which are; a writable bytearray then; row 0, never read, left as it is) */
     tables = lazy ? PyByteArray_FromStringAndSize(NULL, ngroups * 16 * words * 4)
                   : PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4);
     if (tables) td = lazy ? PyByteArray_AS_STRING(tables) : PyBytes_AS_STRING(tables);
-    if (lazy) {
-        built = PyByteArray_FromStringAndSize(NULL, ngroups * 16);
-        if (!built) goto done;
-        char *bd = PyByteArray_AS_STRING(built);
-        for (Py_ssize_t i = 0; i < ngroups * 16; i++) bd[i] = !((i & 15) & ((i & 15) - 1)); /* 0 and singles */
-    }
+    if (lazy && !(built = PyByteArray_FromStringAndSize(NULL, ngroups * 16))) goto done;
     indptr = new_bytes((k + 1) * 4, &ipd);
     all = new_bytes(words * 4, &ad);
     if (!groups || !tables || !indptr || !all) goto done;
     int32_t *g = (int32_t *)gd, *tab = (int32_t *)td, *ip = (int32_t *)ipd, *allw = (int32_t *)ad;
-    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
-        for (int code = 0; code < 16; code = code ? code << 1 : 1)
-            memset(tab + ((size_t)gi * 16 + code) * words, 0, (size_t)words * 4);
     for (Py_ssize_t i = 0; i < ngroups * 4; i++) g[i] = cand[i < nlarge ? i : nlarge - 1].id;
+    char *bd = lazy ? PyByteArray_AS_STRING(built) : NULL;
+    for (Py_ssize_t gi = 0; gi < ngroups; gi++)
+        for (int code = 0; code < 16; code++) {
+            int single = code && !(code & (code - 1));
+            int make = single ? !(defer && defer[g[gi * 4 + __builtin_ctz((unsigned)code)]]) : code == 0 && !lazy;
+            if (bd) bd[gi * 16 + code] = (char)(single && make); /* the singles, but deferred classes' */
+            if (make) memset(tab + ((size_t)gi * 16 + code) * words, 0, (size_t)words * 4);
+        }
     for (Py_ssize_t i = 0; i < nlarge; i++) slot[cand[i].id] = (int32_t)i;
     /* one pass: the large classes' single rows (table row 1 << member), the others' pair counts */
     for (Py_ssize_t c = 0; c < k; c++) last[c] = -1;
@@ -288,7 +333,8 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     do {                                                                               \
         int32_t s_ = slot[c];                                                          \
         if (s_ >= 0) {                                                                 \
-            tab[((size_t)(s_ >> 2) * 16 + ((size_t)1 << (s_ & 3))) * words + (w)] |= (int32_t)(bits); \
+            if (!defer || !defer[c])                                                   \
+                tab[((size_t)(s_ >> 2) * 16 + ((size_t)1 << (s_ & 3))) * words + (w)] |= (int32_t)(bits); \
         } else {                                                                       \
             allw[w] |= (int32_t)(bits);                                                \
             if (last[c] != (w)) {                                                      \
@@ -298,7 +344,8 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         }                                                                              \
     } while (0)
     if (k) FOR_WORDS(FLUSH_ROWS, FLUSH_ROWS)
-    for (Py_ssize_t i = nlarge; i < ngroups * 4; i++) /* the repeated last class: its row again */
+    /* the repeated last class: its row again (a deferred one's each made from class_of when needed) */
+    for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(defer && defer[cand[nlarge - 1].id]); i++)
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
                tab + ((size_t)((nlarge - 1) >> 2) * 16 + ((size_t)1 << ((nlarge - 1) & 3))) * words, (size_t)words * 4);
     for (Py_ssize_t gi = 0; gi < ngroups && !lazy; gi++)
@@ -350,6 +397,7 @@ done:
     PyMem_Free(last);
     PyMem_Free(cand);
     PyMem_Free(fill);
+    if (defer_b.obj) PyBuffer_Release(&defer_b);
     PyBuffer_Release(&co_b);
     return result;
 }

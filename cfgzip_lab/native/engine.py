@@ -73,7 +73,7 @@ class NativeEngine:
         elif self.unavailable is None:
             self.unavailable = "no σ_in index"
         self.expander = self.expander or Expander(self.classes)
-        self.rows = RowCache(self.expander, self.classes.class_of)
+        self.rows = RowCache(self.expander, self.classes.class_of, class_kind=self.classes.class_kind)
 
     @cached_property
     def class_of(self) -> list[int]:

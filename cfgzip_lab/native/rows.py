@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from ..classes.classing import BLOCKED
 from ..expand import Expander
 from ..kernels.union_tables import CompiledExpansion, compiled_tables, largest_classes, pair_lists, union_tables
 from .kernel import compiled as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
@@ -61,6 +62,7 @@ class RowCache:
         memo_bytes: int = 64 << 20,
         max_delta_tokens: int = 8192,
         compiled: bool | None = None,
+        class_kind: np.ndarray | None = None,
     ) -> None:
         self.expander = expander
         self.num_classes = expander.num_classes
@@ -79,7 +81,7 @@ class RowCache:
         # one of the two: the XOR-from-the-last-row tables serve only the Python path (preparing
         # both cost 0.75 ms more of a JSON Schema's ~2.8 ms engine build with Llama-3, load 2)
         if self.compiled:
-            self._prepare_kernel(np.asarray(class_of))
+            self._prepare_kernel(np.asarray(class_of), class_kind)
         else:
             self._prepare(np.asarray(class_of, dtype=np.int64))
 
@@ -109,14 +111,19 @@ class RowCache:
         self._indptr = np.zeros(k + 1, dtype=np.int64)
         np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
 
-    def _prepare_kernel(self, class_of: np.ndarray) -> None:
+    def _prepare_kernel(self, class_of: np.ndarray, class_kind: np.ndarray | None = None) -> None:
         """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
         built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
         numpy functions are the reference, and build them where the kernel predates it)."""
         built = None
         if hasattr(_kernel, "expansion_tables"):
             # lazy: the unions of 2+ large classes made when a row first needs one (c_like with
-            # Llama-3: the tables 1.02 -> 0.93 ms to build, most of their 1.8 MB never written)
+            # Llama-3: the tables 1.02 -> 0.93 ms to build, most of their 1.8 MB never written).
+            # defer: the BLOCKED class's own row too, made from class_of if a set ever holds it (none
+            # does: the walk's sets are NORMAL classes (index, unindexed) and the STOP bit). With a small
+            # schema it is ~128k of Llama-3's tokens, the one large class: 16 KB not written, and with
+            # row 0 and the short group's copies, 20 of the engine build's 4-KB page faults gone.
+            defer = None if class_kind is None else np.asarray(class_kind) == BLOCKED
             members, tables, pairs, built = compiled_tables(
                 _kernel,
                 class_of,
@@ -125,6 +132,7 @@ class RowCache:
                 min_tokens=UNION_MIN_TOKENS,
                 vocab_words=self.vocab_words,
                 lazy=True,
+                defer=defer,
             )
         else:  # pragma: no cover - a kernel built before expansion_tables
             class_of = np.asarray(class_of, dtype=np.int64)
@@ -133,7 +141,9 @@ class RowCache:
             in_tables = np.zeros(self.num_classes, dtype=bool)
             in_tables[large] = True
             pairs = pair_lists(class_of, in_tables, self.vocab_words)
-        self._compiled = CompiledExpansion(_kernel, members, tables, pairs, built)
+        self._compiled = CompiledExpansion(
+            _kernel, members, tables, pairs, built, class_of if built is not None else None
+        )
 
     def _expand_compiled(self, class_set: int) -> np.ndarray:
         return self._compiled.expand(class_set.to_bytes(self.class_bytes, "little"))
