@@ -375,13 +375,37 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
     finally:
         store.limit = float("inf")
     return _compiled_walk_result(
-        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, ranges,
+        gnf,
+        displacer,
+        trie,
+        kinds,
+        node_of,
+        fallback,
+        keys,
+        status,
+        progress,
+        max_nodes,
+        skipped,
+        scanned,
+        ranges,
         token_bytes,
     )
 
 
 def _compiled_walk_result(
-    gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, ranges,
+    gnf,
+    displacer,
+    trie,
+    kinds,
+    node_of,
+    fallback,
+    keys,
+    status,
+    progress,
+    max_nodes,
+    skipped,
+    scanned,
+    ranges,
     token_bytes=None,
 ):
     """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as

@@ -391,9 +391,8 @@ def _whole_grammar(
     """The checks over all rules (names, reachability, the lazy and max_chars rules, left
     recursion); their diagnostics join ``diagnostics``, which end sorted by position.
     ``reachable_only``: past the name checks, the rules the root reaches alone (see parse_ebnf)."""
-    rules = _check_rules(text, root, definitions, broken_names, diagnostics)
-    if reachable_only and not any(d.severity == "error" for d in diagnostics):
-        reached = _reachable(root, {name: _body_references(rule.body) for name, rule in rules.items()}, {})
+    rules, reached = _check_rules(text, root, definitions, broken_names, diagnostics)
+    if reachable_only and reached is not None and not any(d.severity == "error" for d in diagnostics):
         rules = {name: rule for name, rule in rules.items() if name in reached}
     if not any(d.severity == "error" for d in diagnostics):
         _shape_rules(text, rules, definitions, diagnostics)
@@ -984,8 +983,10 @@ def _check_rules(
     definitions: list[_Definition],
     broken_names: set[str],
     diagnostics: list[Diagnostic],
-) -> dict[str, Rule]:
-    """Duplicates, undefined references, the root rule and reachability, over the whole grammar."""
+) -> tuple[dict[str, Rule], set[str] | None]:
+    """Duplicates, undefined references, the root rule and reachability, over the whole grammar;
+    with the rules, the names the root reaches through bodies (None where that cannot be known:
+    no root rule, or rules that did not parse)."""
     rules: dict[str, Rule] = {}
     first_span: dict[str, Span] = {}
     body_refs: dict[str, tuple[RuleRef, ...]] = {}  # of each name's first definition
@@ -1008,11 +1009,12 @@ def _check_rules(
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
                 diagnostics.append(_diagnostic(text, ref.span, message))
+    reached = None
     if root not in known:
         diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
     elif not broken_names:  # with unparsed rules we cannot know who references whom
-        _warn_unreachable(text, root, definitions, body_refs, first_span, diagnostics)
-    return rules
+        reached = _warn_unreachable(text, root, definitions, body_refs, first_span, diagnostics)
+    return rules, reached
 
 
 def _did_you_mean(name: str, known) -> str:
@@ -1184,8 +1186,9 @@ def _warn_unreachable(
     body_refs: dict[str, tuple[RuleRef, ...]],
     name_spans: dict[str, Span],
     diagnostics: list[Diagnostic],
-) -> None:
-    """Warn at each rule the root cannot reach; say so when a dropped or refused construct did."""
+) -> set[str]:
+    """Warn at each rule the root cannot reach; say so when a dropped or refused construct did.
+    Returns the names the root reaches through bodies alone (the language's rules)."""
     hidden = {d.rule.name: d.macro_refs + _body_references(d.lookahead) for d in definitions}
     in_language = _reachable(root, body_refs, {})
     with_hidden = _reachable(root, body_refs, hidden)
@@ -1193,6 +1196,7 @@ def _warn_unreachable(
         note = " (only dropped or refused constructs use it)" if name in with_hidden else ""
         message = f"rule {name!r} is unreachable from {root!r}{note}"
         diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
+    return in_language
 
 
 def _reachable(
