@@ -112,6 +112,14 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
     shapes += [rng.integers(0, 7, size=n) for n in (1, 31, 33, 100)]
     shapes += [np.repeat(np.arange(9), [5, 5, 3, 3, 3, 7, 1, 1, 5])]  # ties
     shapes += [np.array([0, 2, 2, 4])]  # empty classes 1 and 3 (k = 6 below)
+    # One class holding most ids, as a small grammar's BLOCKED class (the kernel's one-pass path reads
+    # the other ids from a list); and one that the 64 evenly spaced ids it guesses from never meet.
+    dominant = np.full(20_000, 3)
+    dominant[rng.choice(20_000, 900, replace=False)] = rng.integers(0, 9, size=900)
+    hidden = np.full(4096, 1)
+    hidden[::64] = 2
+    hidden[5::64] = 0
+    shapes += [dominant, hidden]
     for class_of in shapes:
         k = int(class_of.max()) + 2
         words = -(-class_of.size // 32)
@@ -125,6 +133,11 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
             assert np.array_equal(getattr(pairs, name), getattr(want_pairs, name)), name
     with pytest.raises(ValueError, match="outside"):
         _kernel.expansion_tables(np.array([0, 3], np.int32), 3, 64, 1, 1)
+    for bad in (9, -1):  # at an id the guess does not read, in a class_of of one class elsewhere
+        class_of = np.zeros(5000, np.int32)
+        class_of[4321] = bad
+        with pytest.raises(ValueError, match="outside"):
+            _kernel.expansion_tables(class_of, 9, 64, 1, 157)
     with pytest.raises(ValueError, match="does not fit"):
         _kernel.expansion_tables(np.zeros(33, np.int32), 1, 64, 1, 1)
 

@@ -55,6 +55,9 @@ class ClassKind(IntEnum):
 # Plain-int spellings of the same values, for per-element numpy code (see
 # cfgzip_lab.vocab.NORMAL: numpy is slow to compare a scalar with an IntEnum member).
 NORMAL, STOP, BLOCKED = (int(k) for k in ClassKind)
+# ClassKind's values are consecutive, so a range check is the membership test (np.isin took 0.07 ms)
+_KIND_LOW, _KIND_HIGH = int(min(ClassKind)), int(max(ClassKind))
+assert sorted(int(k) for k in ClassKind) == list(range(_KIND_LOW, _KIND_HIGH + 1))
 
 DEFAULT_TOKEN_BUDGET = 200_000  # new DAG nodes one token may create before it falls back
 
@@ -147,7 +150,7 @@ class TokenClasses:
             raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
         if v and (k == 0 or class_of.min() < 0 or class_of.max() >= k):
             raise ClassesError(f"class_of has ids outside [0, {k})")
-        if k and not np.isin(kinds, [int(c) for c in ClassKind]).all():
+        if k and (kinds.min() < _KIND_LOW or kinds.max() > _KIND_HIGH):  # the kinds are one run of values
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
         if (
             representatives

@@ -97,8 +97,17 @@ def _compiled_store_to_arrays(native, roots) -> tuple[dict[str, np.ndarray], dic
     return arrays, new_id
 
 
-def _store_from_arrays(arrays: dict[str, np.ndarray], compiled: bool = False) -> WordStore:
+def _store_from_arrays(
+    arrays: dict[str, np.ndarray], compiled: bool = False, *, numpy_checks: bool = True
+) -> WordStore:
+    """The store of ``arrays``, checked (a DAG, edges sorted, no node twice) before it is used.
+
+    ``numpy_checks=False`` (compiled only): the checks left to ``Words.load_arrays``, which makes
+    each of them in C as it loads (for a store this process just wrote out, where the numpy passes
+    were ~0.1 ms of a small schema's start; a file read keeps them, for their messages)."""
     accepts = arrays["store_accepts"]
+    if compiled and not numpy_checks:
+        return _compiled_store(accepts, arrays["store_indptr"], arrays["store_symbols"], arrays["store_children"])
     indptr = arrays["store_indptr"].astype(np.int64)
     symbols = arrays["store_symbols"].astype(np.int64)
     children = arrays["store_children"].astype(np.int64)
@@ -114,20 +123,7 @@ def _store_from_arrays(arrays: dict[str, np.ndarray], compiled: bool = False) ->
     if np.any((np.diff(symbols) <= 0) & (owner[1:] == owner[:-1])):
         raise GNFArraysError("the word store has a node whose edges are not sorted by symbol")
     if compiled:  # the same checks below, in C, without a tuple per node
-        from ..native.compiled import CompiledWordStore, _kernel
-        from .words import BudgetExceeded
-
-        native = _kernel.Words([], 0, BudgetExceeded)
-        try:
-            native.load_arrays(
-                np.ascontiguousarray(accepts, dtype=np.uint8),
-                np.ascontiguousarray(indptr, dtype=np.int32),
-                np.ascontiguousarray(symbols, dtype=np.int64),
-                np.ascontiguousarray(children, dtype=np.int32),
-            )
-        except ValueError as exc:
-            raise GNFArraysError(f"the word store does not read back ({exc})") from None
-        return CompiledWordStore(native)
+        return _compiled_store(accepts, indptr, symbols, children)
     store = WordStore()
     pairs = list(zip(symbols.tolist(), children.tolist()))
     bounds = indptr.tolist()
@@ -318,6 +314,25 @@ def gnf_from_arrays(arrays: dict[str, np.ndarray], doc: dict, *, compiled: bool 
     return GNF(**values)
 
 
+def _compiled_store(accepts, indptr, symbols, children) -> WordStore:
+    """A compiled store loaded from the arrays; ``load_arrays`` checks the edge lists against the node
+    count, that every edge goes to an earlier node, that edges are sorted, and that no node repeats."""
+    from ..native.compiled import CompiledWordStore, _kernel
+    from .words import BudgetExceeded
+
+    native = _kernel.Words([], 0, BudgetExceeded)
+    try:
+        native.load_arrays(
+            np.ascontiguousarray(accepts, dtype=np.uint8),
+            np.ascontiguousarray(indptr, dtype=np.int32),
+            np.ascontiguousarray(symbols, dtype=np.int64),
+            np.ascontiguousarray(children, dtype=np.int32),
+        )
+    except ValueError as exc:
+        raise GNFArraysError(f"the word store does not read back ({exc})") from None
+    return CompiledWordStore(native)
+
+
 def compact_gnf(gnf: GNF) -> GNF:
     """``gnf`` over a store that holds its own nodes alone: what ``gnf_from_arrays(*gnf_to_arrays(gnf))``
     gives (the same node numbering, fields and store kind), without the JSON document and its checks
@@ -327,7 +342,7 @@ def compact_gnf(gnf: GNF) -> GNF:
     from ..native.compiled import _kernel, supports
 
     compiled = supports(gnf) and hasattr(_kernel.Words, "load_arrays")
-    store = _store_from_arrays(store_arrays, compiled)
+    store = _store_from_arrays(store_arrays, compiled, numpy_checks=False)
     table = [{a: ids[t] for a, t in row.items()} for row in gnf.table]
     return dataclasses.replace(gnf, table=table, store=store, _family_rows={})
 

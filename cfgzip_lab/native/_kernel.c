@@ -26,6 +26,25 @@
 #include "_kernel.h"
 
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* The bits of the 32 ids at p equal to x (bit j: p[j] == x): four ids a compare with SSE2 (every
+ * x86-64 has it), which compilers do not make of the scalar loop (a Llama-3 scan 0.15 -> ~0.05 ms). */
+static inline uint32_t equal_bits32(const int32_t *p, int32_t x) {
+    uint32_t m = 0;
+#if defined(__SSE2__)
+    __m128i want = _mm_set1_epi32(x);
+    for (int q = 0; q < 8; q++) {
+        __m128i got = _mm_loadu_si128((const __m128i *)(p + 4 * q));
+        m |= (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want))) << (4 * q);
+    }
+#else
+    for (int j = 0; j < 32; j++) m |= (uint32_t)(p[j] == x) << j;
+#endif
+    return m;
+}
 
 static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
     Py_ssize_t byte = c >> 3;
@@ -57,7 +76,8 @@ static void single_row(int32_t *restrict dst, Py_ssize_t words, const int32_t *c
     for (Py_ssize_t base = 0; base < v; base += 32) {
         Py_ssize_t n = v - base < 32 ? v - base : 32;
         uint32_t m = 0;
-        for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == c) << j;
+        if (n == 32) m = equal_bits32(co + base, c);
+        else for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == c) << j;
         dst[base >> 5] = (int32_t)m;
     }
 }
@@ -183,11 +203,11 @@ done:
  *               it: the native engine's BLOCKED class, most of a small grammar's vocabulary and in no
  *               state's class set, then costs no 16 KB row written per grammar (Llama-3)
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
- * built in two passes over class_of: the union tables of the `most` largest classes with at least
+ * built in one pass over class_of (three where no class holds most of the vocabulary, see below): the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
  * (word, bits) pairs of every other class, by class and then word. The reference is
  * cfgzip_lab.kernels.union_tables (largest_classes, union_tables, pair_lists), equal array for array;
- * numpy needs ~1 ms of comparisons and sorts there for Llama-3, this one pass ~0.1 ms. */
+ * numpy needs ~1 ms of comparisons and sorts there for Llama-3, this ~0.1 ms. */
 typedef struct {
     int64_t size;
     int32_t id;
@@ -219,7 +239,9 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
     PyObject *built = NULL;
     int64_t *sizes = NULL;
-    int32_t *slot = NULL, *last = NULL, *fill = NULL;
+    int32_t *slot = NULL, *last = NULL, *fill = NULL, *rest = NULL, guess = 0;
+    uint32_t *guess_bits = NULL;
+    Py_ssize_t rest_cap = 0, nrest = 0;
     SizedClass *cand = NULL;
     const int32_t *co = (const int32_t *)co_b.buf;
     Py_ssize_t v = co_b.len / 4;
@@ -244,37 +266,70 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    /* One pass over class_of: the tokens of the likeliest largest class `guess` (the commonest of 64
+     * evenly spaced ids: most of a small grammar's vocabulary is one class) as each word's bits in
+     * guess_bits, found by one branch-free comparison of its 32 ids, and the other tokens' ids in
+     * `rest` (sorted, as the scan meets them), each checked and counted. The passes below then read
+     * those, not class_of again. Where the guess leaves more than `rest` holds (a vocabulary with no
+     * dominant class), `rest` is dropped and they scan class_of as before (FOR_WORDS). */
+    guess_bits = PyMem_Malloc((size_t)(words ? words : 1) * sizeof(uint32_t));
+    rest_cap = v / 8 + 64;
+    rest = PyMem_Malloc((size_t)rest_cap * sizeof(int32_t));
+    if (!guess_bits || !rest) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(guess_bits, 0, (size_t)(words ? words : 1) * sizeof(uint32_t));
     {
-        /* four counters per class, so that a run of one class (most of a vocabulary is often one
-         * class) does not wait on one counter's last increment */
-        int32_t *h = PyMem_Calloc((size_t)(k ? k : 1) * 4, sizeof(int32_t));
-        if (!h) {
-            PyErr_NoMemory();
-            goto done;
+        int32_t seen[64];
+        int nseen = 0, best = 0;
+        for (int i = 0; i < 64 && v; i++) {
+            int32_t c = co[(Py_ssize_t)((double)i * (double)v / 64.0)];
+            if ((uint32_t)c < (uint32_t)k) seen[nseen++] = c;
         }
-        int32_t bad = 0;
-        Py_ssize_t t = 0;
-        for (; t + 4 <= v; t += 4) {
-            int32_t c0 = co[t], c1 = co[t + 1], c2 = co[t + 2], c3 = co[t + 3];
-            bad |= (uint32_t)c0 >= (uint32_t)k || (uint32_t)c1 >= (uint32_t)k || (uint32_t)c2 >= (uint32_t)k ||
-                   (uint32_t)c3 >= (uint32_t)k;
-            if (bad) break;
-            h[4 * (size_t)c0]++;
-            h[4 * (size_t)c1 + 1]++;
-            h[4 * (size_t)c2 + 2]++;
-            h[4 * (size_t)c3 + 3]++;
+        for (int i = 0; i < nseen; i++) {
+            int n = 0;
+            for (int j = 0; j < nseen; j++) n += seen[j] == seen[i];
+            if (n > best || (n == best && seen[i] < guess)) {
+                best = n;
+                guess = seen[i];
+            }
         }
-        for (; !bad && t < v; t++) {
-            bad = (uint32_t)co[t] >= (uint32_t)k;
-            if (!bad) h[4 * (size_t)co[t]]++;
+    }
+    {
+        int32_t bad = k == 0 && v > 0;
+        int64_t guessed = 0;
+        for (Py_ssize_t base = 0; base < v && !bad; base += 32) {
+            Py_ssize_t n = v - base < 32 ? v - base : 32;
+            uint32_t m = 0;
+            if (n == 32) {
+                m = equal_bits32(co + base, guess);
+            } else {
+                for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == guess) << j;
+            }
+            guess_bits[base >> 5] = m;
+            guessed += __builtin_popcount(m);
+            uint32_t others = ~m & (n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1));
+            while (others) {
+                int j = __builtin_ctz(others);
+                others &= others - 1;
+                int32_t c = co[base + j];
+                if ((uint32_t)c >= (uint32_t)k) {
+                    bad = 1;
+                    break;
+                }
+                sizes[c]++;
+                if (nrest < rest_cap) rest[nrest] = (int32_t)(base + j);
+                nrest++;
+            }
         }
-        for (Py_ssize_t c = 0; c < k; c++) sizes[c] = (int64_t)h[4 * c] + h[4 * c + 1] + h[4 * c + 2] + h[4 * c + 3];
-        PyMem_Free(h);
         if (bad) {
             PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
             goto done;
         }
+        if (k) sizes[guess] += guessed;
     }
+    int listed = nrest <= rest_cap; /* the passes below read guess_bits and rest, not class_of */
     /* the large classes: among those with min_tokens or more, the `most` largest */
     Py_ssize_t ncand = 0;
     for (Py_ssize_t c = 0; c < k; c++) {
@@ -320,7 +375,8 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         int32_t w = (int32_t)(base >> 5);                                              \
         Py_ssize_t n = v - base < 32 ? v - base : 32;                                  \
         uint32_t m = 0;                                                                \
-        for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == top) << j;  \
+        if (n == 32) m = equal_bits32(co + base, top);                                  \
+        else for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == top) << j; \
         if (m) TOP(top, m, w);                                                         \
         uint32_t rest = ~m & (n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1));       \
         while (rest) {                                                                 \
@@ -343,7 +399,13 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             }                                                                          \
         }                                                                              \
     } while (0)
-    if (k) FOR_WORDS(FLUSH_ROWS, FLUSH_ROWS)
+    if (k && listed) {
+        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)
+            if (guess_bits[w]) FLUSH_ROWS(guess, guess_bits[w], (int32_t)w);
+        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH_ROWS(co[rest[i]], (uint32_t)1 << (rest[i] & 31), rest[i] >> 5);
+    } else if (k) {
+        FOR_WORDS(FLUSH_ROWS, FLUSH_ROWS)
+    }
     /* the repeated last class: its row again (a deferred one's each made from class_of when needed) */
     for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(defer && defer[cand[nlarge - 1].id]); i++)
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
@@ -378,7 +440,13 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             }                                                                          \
         }                                                                              \
     } while (0)
-    if (k) FOR_WORDS(FLUSH_PAIRS, FLUSH_PAIRS)
+    if (k && listed) {
+        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)
+            if (guess_bits[w]) FLUSH_PAIRS(guess, guess_bits[w], (int32_t)w);
+        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH_PAIRS(co[rest[i]], (uint32_t)1 << (rest[i] & 31), rest[i] >> 5);
+    } else if (k) {
+        FOR_WORDS(FLUSH_PAIRS, FLUSH_PAIRS)
+    }
 #undef FOR_WORDS
 #undef FLUSH_ROWS
 #undef FLUSH_PAIRS
@@ -397,6 +465,8 @@ done:
     PyMem_Free(last);
     PyMem_Free(cand);
     PyMem_Free(fill);
+    PyMem_Free(rest);
+    PyMem_Free(guess_bits);
     if (defer_b.obj) PyBuffer_Release(&defer_b);
     PyBuffer_Release(&co_b);
     return result;
