@@ -213,6 +213,9 @@ class ClassCacheDir:
         from .classes.cache import CacheError, load_cache
 
         path = self.path_for(key)
+        if not path.exists():  # the usual miss: one stat, not an exception made, caught and a second stat
+            self.stats["misses"] += 1
+            return None
         try:
             contents = load_cache(path, vocab=vocab, input_text=input_text)
         except CacheError as exc:

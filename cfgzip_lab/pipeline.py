@@ -211,6 +211,7 @@ def build_classes(
         cancel=cancel,
         workers=workers,
         max_dag_nodes=max_dag_nodes,
+        trie=vocab.byte_trie,
     )
     result.classes.metadata.update(
         {

@@ -393,29 +393,29 @@ def test_utf8_subtrees_numbered_from_the_memo_node_for_node(budget):
 
 
 def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
-    """The walk leaves the tokens of dead subtrees to one pass in token order; a token it left out
-    (here: an array not at -1 on entry, so the pass finds fewer than the walk skipped) is an error,
-    not a silent dead class."""
+    """The walk leaves the tokens of dead subtrees (and those it never meets) to one pass in token
+    order, which writes every entry the walk did not: whatever node_of held on entry, the result is
+    the same. A token it left out (here: dead tokens flagged as fallbacks on entry, so the pass finds
+    fewer dead tokens than the walk skipped) is an error, not a silent dead class."""
     gnf = compile_grammar(JSON_SMALL).gnf
     result = compute_classes(gnf, toy.token_bytes, toy.kinds, compiled=True)
     eligible = (np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0)
     node_of = result.token_node
     assert (node_of[eligible] >= 0).all() and (node_of[~eligible] == -1).all()
     assert (node_of[eligible] == 0).any()  # some tokens are dead (JSON_SMALL has no "@")
-    displacer = compiled.CompiledDisplacer(compile_grammar(JSON_SMALL).gnf)
+
+    def classify(node_of, fallback):
+        displacer = compiled.CompiledDisplacer(compile_grammar(JSON_SMALL).gnf)
+        trie = compiled.vocab_trie(toy.token_bytes, toy.kinds)
+        args = (displacer.atom_table, displacer.initial, 200_000, 10**8, node_of, fallback, None, None)
+        return displacer.store.native.classify(trie, *args)
+
     stale = np.full(toy.vocab_size, 7, dtype=np.int64)
+    classify(stale, np.zeros(toy.vocab_size, dtype=np.uint8))
+    assert np.array_equal(stale, node_of)
+    flagged = (node_of == 0).astype(np.uint8)
     with pytest.raises(RuntimeError, match="skipped as dead"):
-        displacer.store.native.classify(
-            compiled.vocab_trie(toy.token_bytes, toy.kinds),
-            displacer.atom_table,
-            displacer.initial,
-            200_000,
-            10**8,
-            stale,
-            np.zeros(toy.vocab_size, dtype=np.uint8),
-            None,
-            None,
-        )
+        classify(np.empty(toy.vocab_size, dtype=np.int64), flagged)
 
 
 def test_the_stack_adjacency_is_the_python_one():

@@ -212,6 +212,7 @@ def compute_classes(
     workers: int = 1,
     max_dag_nodes: int = DEFAULT_MAX_DAG_NODES,
     compiled: bool | None = None,
+    trie=None,
 ) -> ClassingResult:
     """Partition a vocabulary by displacement (exact; see :mod:`.displacement`).
 
@@ -243,6 +244,10 @@ def compute_classes(
     with counted families whose counts pass the compiled symbols, or with token atoms, takes the
     compiled walk and numbering with the Python displacer's step (:func:`_classify_steps`): the
     Python nodes, ids and classes.
+
+    ``trie``: the compiled walks' byte trie of exactly these tokens and kinds
+    (:attr:`cfgzip_lab.vocab.VocabTable.byte_trie`), else found or built by
+    :func:`cfgzip_lab.native.compiled.vocab_trie`.
     """
     started = time.perf_counter()
     steps_only = False
@@ -258,12 +263,12 @@ def compute_classes(
                 "repetitions past the compiled symbols (native.compiled.supports)"
             )
     if compiled:
-        result = _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes)
+        result = _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes, trie)
         if result is not None:
             result.classes.metadata["classing_seconds"] = round(time.perf_counter() - started, 4)
             return result
     if steps_only:
-        result = _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes)
+        result = _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes, trie)
         result.classes.metadata["classing_seconds"] = round(time.perf_counter() - started, 4)
         return result
     displacer = Displacer(gnf)
@@ -310,7 +315,9 @@ def compute_classes(
     return ClassingResult(classes, displacer, node_of)
 
 
-def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes) -> ClassingResult | None:
+def _classify_compiled(
+    gnf, token_bytes, kinds, budget, progress, cancel, max_nodes, trie=None
+) -> ClassingResult | None:
     """:func:`compute_classes` in C: the vocabulary's byte trie (kept per vocabulary) walked in the
     order of the sorted byte-class strings (``_walk``'s order, its budgets and fallbacks), then
     ``_assemble``'s numbering over arrays. None where the store would recurse deeper than it
@@ -319,10 +326,10 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
 
     kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
     vocab_size = len(token_bytes)
-    trie = native_compiled.vocab_trie(token_bytes, kinds)
+    trie = trie if trie is not None else native_compiled.vocab_trie(token_bytes, kinds)
     displacer = native_compiled.CompiledDisplacer(gnf)
     store = displacer.store
-    node_of = np.full(vocab_size, -1, dtype=np.int64)
+    node_of = np.empty(vocab_size, dtype=np.int64)  # every entry written by the walk (walk_dead_fill)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
     try:
         keys, _, status, skipped, scanned, ranges = store.native.classify(
@@ -335,7 +342,7 @@ def _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_no
     )
 
 
-def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes) -> ClassingResult:
+def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes, trie=None) -> ClassingResult:
     """:func:`compute_classes` with the compiled trie walk and numbering (``_words.c``:
     ``classify_steps``, ``assemble``) and the Python :class:`Displacer`'s own step, for a GNF the
     compiled step does not run (counted families past its packed symbols; token atoms, whose
@@ -348,10 +355,10 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
 
     kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
     vocab_size = len(token_bytes)
-    trie = native_compiled.vocab_trie(token_bytes, kinds)
+    trie = trie if trie is not None else native_compiled.vocab_trie(token_bytes, kinds)
     displacer = Displacer(gnf)
     store, step = displacer.store, displacer.step
-    node_of = np.full(vocab_size, -1, dtype=np.int64)
+    node_of = np.empty(vocab_size, dtype=np.int64)  # every entry written by the walk (walk_dead_fill)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
 
     def step_of_key(node: int, atom: int, fresh: bool) -> int:

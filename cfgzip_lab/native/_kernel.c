@@ -298,7 +298,6 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     }
     {
         int32_t bad = k == 0 && v > 0;
-        int64_t guessed = 0;
         for (Py_ssize_t base = 0; base < v && !bad; base += 32) {
             Py_ssize_t n = v - base < 32 ? v - base : 32;
             uint32_t m = 0;
@@ -308,7 +307,6 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
                 for (Py_ssize_t j = 0; j < n; j++) m |= (uint32_t)(co[base + j] == guess) << j;
             }
             guess_bits[base >> 5] = m;
-            guessed += __builtin_popcount(m);
             uint32_t others = ~m & (n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1));
             while (others) {
                 int j = __builtin_ctz(others);
@@ -327,7 +325,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
             goto done;
         }
-        if (k) sizes[guess] += guessed;
+        if (k) sizes[guess] += v - nrest; /* every other id was counted in its class */
     }
     int listed = nrest <= rest_cap; /* the passes below read guess_bits and rest, not class_of */
     /* the large classes: among those with min_tokens or more, the `most` largest */

@@ -2286,6 +2286,7 @@ typedef struct {
     int64_t valid;
     uint8_t *atoms;
     int64_t *node_of;
+    uint64_t *assigned; /* bit t: the walk wrote node_of[t] (walk_dead_fill writes the others) */
     uint8_t *fallback;
     int32_t *gs;
     uint8_t *ga;
@@ -2304,7 +2305,7 @@ typedef struct {
     int64_t nloops, loopcap, loopcap2;
     uint64_t *atom_bytes;            /* natoms x 4 words */
     int64_t skipped_tokens;
-    int64_t dead_skipped; /* tokens of dead subtrees, left at -1 in node_of until walk_dead_fill */
+    int64_t dead_skipped; /* tokens of dead subtrees, not written in node_of until walk_dead_fill */
     /* walk_scan: up to SCAN_STATES configuration sets met in scans, their transitions as slots
      * (-1: not in the step memo when last looked), and a slot per node of the subtree scanned */
     int64_t scan_state[255];
@@ -2413,11 +2414,17 @@ static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
     }
 }
 
+/* A token's node from the walk, marked as written (walk_dead_fill writes every token not marked). */
+static inline void walk_write(Walk *W, int32_t t, int64_t node) {
+    W->node_of[t] = node;
+    W->assigned[t >> 6] |= (uint64_t)1 << (t & 63);
+}
+
 static void walk_assign(Walk *W, int64_t gbase, int64_t glen, int64_t node) {
     VocabTrie *T = W->T;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->node_of[T->ttok[k]] = node;
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) walk_write(W, T->ttok[k], node);
         if (node != W_EMPTY) walk_range(W, T->tptr[t], T->tptr[t + 1], node);
         W->done_tokens += T->tptr[t + 1] - T->tptr[t];
     }
@@ -2561,7 +2568,7 @@ static void walk_take(Walk *W, int32_t lo, int32_t hi, int64_t D) {
     if (D == W_EMPTY) {
         W->dead_skipped += hi - lo;
     } else {
-        for (int32_t k = lo; k < hi; k++) W->node_of[W->T->ttok[k]] = D;
+        for (int32_t k = lo; k < hi; k++) walk_write(W, W->T->ttok[k], D);
         walk_range(W, lo, hi, D);
     }
     W->done_tokens += hi - lo;
@@ -2614,7 +2621,6 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
     uint8_t *at = W->scan_at;
     at[0] = (uint8_t)root;
     int64_t dead = 0;
-    int64_t *node_of = W->node_of;
     const int32_t *ttok = T->ttok, *tptr = T->tptr;
     for (int32_t u = t + 1; u < end; u++) {
         int ps = at[T->parent[u] - t];
@@ -2650,7 +2656,7 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
         if (st == W_EMPTY) {
             dead += hi - lo;
         } else {
-            for (int32_t k = lo; k < hi; k++) node_of[ttok[k]] = st;
+            for (int32_t k = lo; k < hi; k++) walk_write(W, ttok[k], st);
             walk_range(W, lo, hi, st);
         }
         u = last - 1;
@@ -2755,18 +2761,38 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     return 0;
 }
 
-/* The tokens of the dead subtrees the walk skipped get the empty set, in token order: a write per
- * token through the trie's order cost 0.2 ms of a one-word schema's ~0.3 ms walk with Llama-3 (most
- * of the vocabulary is dead there). Those tokens are the trie's tokens the walk left at -1 and not
- * in a fallback; their count must be the walk's, or a token was left out. */
+/* Every token the walk did not write (`assigned`) gets its node here, in token order: the empty set
+ * for a trie token outside the fallbacks (a dead subtree the walk skipped), -1 for the others (not in
+ * the trie, or in a fallback). Their count must be the walk's, or a token was left out. One write per
+ * token, no read of node_of (which the caller need not fill): where the -1 fill and a pass reading it
+ * back were ~0.25 ms of a one-word schema's classing with Llama-3 (most of the vocabulary is dead). */
 static int walk_dead_fill(Walk *W) {
     VocabTrie *T = W->T;
     int64_t filled = 0;
-    for (int64_t t = 0; t < T->ntok; t++)
-        if (W->node_of[t] == -1 && T->eligible_of[t] && !W->fallback[t]) {
-            W->node_of[t] = W_EMPTY;
-            filled++;
+    int64_t *restrict node_of = W->node_of;
+    const uint8_t *restrict eligible = T->eligible_of, *restrict fallback = W->fallback;
+    const uint64_t *restrict assigned = W->assigned;
+    const int64_t ntok = T->ntok;
+    for (int64_t base = 0; base < ntok; base += 64) {
+        uint64_t written = assigned[base >> 6];
+        int64_t n = ntok - base < 64 ? ntok - base : 64;
+        if (!written && n == 64) { /* the usual case: 64 tokens, no branch (vectorized) */
+            int64_t dead64 = 0;
+            for (int j = 0; j < 64; j++) {
+                int64_t dead = (int64_t)(eligible[base + j] != 0) & (int64_t)(fallback[base + j] == 0);
+                node_of[base + j] = dead - 1;
+                dead64 += dead;
+            }
+            filled += dead64;
+            continue;
         }
+        for (int64_t j = 0; j < n; j++) {
+            if ((written >> j) & 1) continue;
+            int64_t t = base + j, dead = (int64_t)(eligible[t] != 0) & (int64_t)(fallback[t] == 0);
+            node_of[t] = dead - 1; /* W_EMPTY (0) where dead, else -1 */
+            filled += dead;
+        }
+    }
     if (filled != W->dead_skipped) {
         PyErr_Format(PyExc_RuntimeError, "classify: %lld tokens left without a node, %lld skipped as dead",
                      (long long)filled, (long long)W->dead_skipped);
@@ -2796,7 +2822,8 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
     W.cancel = cancel;
     W.path = malloc((size_t)(T->maxdepth + 1) * sizeof(int32_t));
     W.atoms = malloc((size_t)(T->maxdepth + 1));
-    if (!W.path || !W.atoms) {
+    W.assigned = calloc((size_t)(T->ntok / 64 + 1), sizeof(uint64_t));
+    if (!W.path || !W.atoms || !W.assigned) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2835,6 +2862,7 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
 done:
     free(W.path);
     free(W.atoms);
+    free(W.assigned);
     free(W.gs);
     free(W.ga);
     free(W.sort_tmp);
@@ -2866,7 +2894,8 @@ static int classify_buffers(VocabTrie *T, Py_buffer *atom_table, Py_buffer *node
 
 /* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
  *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, ranges)
- * node_of: writable int64[V] (left as it is for tokens not in the trie), fallback: writable uint8[V]
+ * node_of: writable int64[V], every entry written once the walk ends (-1 for the tokens not in the trie
+ * and those in a fallback, the empty set for dead ones; see walk_dead_fill), fallback: writable uint8[V]
  * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
  * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
 static PyObject *words_classify(Words *S, PyObject *args) {
