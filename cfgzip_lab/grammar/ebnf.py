@@ -52,6 +52,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 from .diagnostics import Diagnostic, GrammarError, Severity, position_of
@@ -205,7 +206,14 @@ class _Shaping:
     span: Span
 
 
-def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reachable_only: bool = False) -> GrammarAST:
+def parse_ebnf(
+    text: str,
+    *,
+    root: str = "root",
+    source: str = "<grammar>",
+    reachable_only: bool = False,
+    warn_unreachable: bool = True,
+) -> GrammarAST:
     """Parse an XGrammar EBNF grammar into a :class:`GrammarAST`.
 
     Parameters
@@ -224,6 +232,11 @@ def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reac
         whose ~20 ``basic_*`` helpers are mostly unused by a small schema: their notes are
         not shown there anyway (:meth:`~.sources.GrammarSource.user_diagnostics`), and the
         lowering and normal form need not pay for them.
+    warn_unreachable : bool, keyword-only
+        ``False``: the warnings at rules the root cannot reach are not made, only counted in the
+        result's ``hidden_warnings``, unless the grammar has an error (a ``GrammarError`` holds them
+        as always). For XGrammar's EBNF, where no such warning is shown (a JSON Schema's 19 unused
+        ``basic_*`` helpers: :meth:`~.sources.GrammarSource.user_diagnostics` counts them in a note).
 
     Returns
     -------
@@ -242,7 +255,7 @@ def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reac
     >>> parse_ebnf('root ::= "a" [0-9]*').rules["root"].body.items[1].min
     0
     """
-    ast, diagnostics = _analyse(text, root, reachable_only)
+    ast, diagnostics = _analyse(text, root, reachable_only, warn_unreachable)
     if any(d.severity == "error" for d in diagnostics):
         raise GrammarError(diagnostics, text, source)
     ast.warnings = diagnostics
@@ -262,11 +275,13 @@ def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> l
         return [Diagnostic(1, 1, f"internal error in the EBNF front end: {error!r}")]
 
 
-def _analyse(text: str, root: str, reachable_only: bool = False) -> tuple[GrammarAST, list[Diagnostic]]:
+def _analyse(
+    text: str, root: str, reachable_only: bool = False, warn_unreachable: bool = True
+) -> tuple[GrammarAST, list[Diagnostic]]:
     """Parse chunk by chunk, then run the whole-grammar checks."""
     diagnostics, definitions, broken_names = _parse_chunks(text)
-    rules = _whole_grammar(text, root, definitions, broken_names, diagnostics, reachable_only)
-    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+    rules, hidden = _whole_grammar(text, root, definitions, broken_names, diagnostics, reachable_only, warn_unreachable)
+    return GrammarAST(rules=rules, root=root, text=text, hidden_warnings=hidden), diagnostics
 
 
 def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[str]]:
@@ -275,12 +290,51 @@ def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[s
     diagnostics: list[Diagnostic] = []
     definitions: list[_Definition] = []
     broken_names: set[str] = set()
-    for start, end in _rule_chunks(text):
-        chunk = _parsed_chunk(text, start, end)
+    pieces = _kept_prefix(text)
+    for _, _, _, chunk in pieces:
         diagnostics += chunk.diagnostics
         definitions += chunk.definitions
         broken_names.update(chunk.broken_names)
+    for start, end in _rule_chunks(text, pieces[-1][1] if pieces else 0):
+        piece = text[start:end] if end - start <= _CHUNK_CACHED_CHARS else None
+        chunk = _parsed_chunk(text, start, end, piece)
+        pieces.append((start, end, piece, chunk))
+        diagnostics += chunk.diagnostics
+        definitions += chunk.definitions
+        broken_names.update(chunk.broken_names)
+    _PARSED.insert(0, (len(text), pieces))
+    del _PARSED[_PARSED_KEPT:]
     return diagnostics, definitions, broken_names
+
+
+_PARSED: list[tuple[int, list[tuple[int, int, str | None, _Chunk]]]] = []
+_PARSED_KEPT = 4
+"""The last texts parsed, newest first: each one's length and its chunks as ``(start, end, chunk text,
+parse)`` (no text for a chunk past _CHUNK_CACHED_CHARS). A text that starts with the same chunks as one
+of them takes those parses at once (:func:`_kept_prefix`): the same objects the chunk cache would give,
+without a cache look-up and a line count per chunk (XGrammar prints 13 identical ``basic_*`` rules at
+the top of every JSON Schema's EBNF)."""
+
+
+def _kept_prefix(text: str) -> list[tuple[int, int, str | None, _Chunk]]:
+    """The run of first chunks of the newest parsed text that ``text`` starts with (chunk for chunk,
+    and cut at the same places: ``text`` has a rule head right after the run), where one has any. A chunk that was
+    the last of its text, or would be the last of ``text``, is never taken (the end-of-input message
+    says which); neither is one too long for the chunk cache, nor anything after it."""
+    n = len(text)
+    for length, pieces in _PARSED:
+        k = 0
+        for start, end, piece, _ in pieces:
+            if piece is None or end >= n or end == length or not text.startswith(piece, start):
+                break
+            k += 1
+        # Past the run the cut must be a rule head in ``text`` too; a chunk after the first starts
+        # with its own head, so the run less its last chunk always ends at one.
+        if k and _RULE_HEAD.match(text, pieces[k - 1][1]) is None:
+            k -= 1
+        if k:
+            return pieces[:k]
+    return []
 
 
 class _Chunk(NamedTuple):
@@ -303,10 +357,13 @@ between the two places (measured: a JSON-Schema-Test-Suite schema's parse 1.6 ms
 _CHUNK_PLACES = 4  # (offset, line) places a chunk text is kept at, each with its own parse
 
 
-def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
-    """:func:`parse_chunk` of ``text[start:end]``, or the kept parse of the same chunk text."""
+def _parsed_chunk(text: str, start: int, end: int, piece: str | None = None) -> _Chunk:
+    """:func:`parse_chunk` of ``text[start:end]`` (``piece``, where the caller has cut it), or the kept
+    parse of the same chunk text."""
     last = end == len(text)  # the end-of-input message names the grammar's end or the next rule
-    key = (text[start:end], last) if end - start <= _CHUNK_CACHED_CHARS else None
+    if piece is None and end - start <= _CHUNK_CACHED_CHARS:
+        piece = text[start:end]
+    key = (piece, last) if piece is not None else None
     kept = _CHUNKS.get(key) if key is not None else None
     if kept is not None:
         here = position_of(text, start)[0]
@@ -387,19 +444,29 @@ def _whole_grammar(
     broken_names: set[str],
     diagnostics: list[Diagnostic],
     reachable_only: bool = False,
-) -> dict[str, Rule]:
+    warn_unreachable: bool = True,
+) -> tuple[dict[str, Rule], int]:
     """The checks over all rules (names, reachability, the lazy and max_chars rules, left
     recursion); their diagnostics join ``diagnostics``, which end sorted by position.
-    ``reachable_only``: past the name checks, the rules the root reaches alone (see parse_ebnf)."""
-    rules, reached = _check_rules(text, root, definitions, broken_names, diagnostics)
+    ``reachable_only``: past the name checks, the rules the root reaches alone (see parse_ebnf).
+    ``warn_unreachable=False``: the unreachable-rule warnings are made only where an error comes,
+    in the place they would have had; else they are counted, and the count is returned too."""
+    rules, reached, unwarned = _check_rules(text, root, definitions, broken_names, diagnostics, warn_unreachable)
     if reachable_only and reached is not None and not any(d.severity == "error" for d in diagnostics):
         rules = {name: rule for name, rule in rules.items() if name in reached}
     if not any(d.severity == "error" for d in diagnostics):
         _shape_rules(text, rules, definitions, diagnostics)
     if not any(d.severity == "error" for d in diagnostics):
         _note_left_recursion(text, rules, diagnostics)
+    hidden = 0
+    if unwarned is not None:
+        at, names, warn = unwarned
+        if any(d.severity == "error" for d in diagnostics):
+            diagnostics[at:at] = warn()  # where _check_rules would have put them
+        else:
+            hidden = len(names)
     diagnostics.sort(key=lambda d: (d.line, d.column))
-    return rules
+    return rules, hidden
 
 
 def _shape_rules(
@@ -458,9 +525,10 @@ def decode_ebnf_string(body: str) -> str:
     return "".join(out)
 
 
-def _rule_chunks(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` offsets: the text before the first rule head, then one per head."""
-    cuts = [0] + [m.start() for m in _RULE_HEAD.finditer(text) if m.start() > 0] + [len(text)]
+def _rule_chunks(text: str, at: int = 0) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets: the text before the first rule head, then one per head; from ``at``
+    (0, or where a rule head starts) on."""
+    cuts = [at] + [m.start() for m in _RULE_HEAD.finditer(text, at) if m.start() > at] + [len(text)]
     return list(zip(cuts, cuts[1:]))
 
 
@@ -983,10 +1051,13 @@ def _check_rules(
     definitions: list[_Definition],
     broken_names: set[str],
     diagnostics: list[Diagnostic],
-) -> tuple[dict[str, Rule], set[str] | None]:
+    warn_unreachable: bool = True,
+) -> tuple[dict[str, Rule], set[str] | None, tuple | None]:
     """Duplicates, undefined references, the root rule and reachability, over the whole grammar;
     with the rules, the names the root reaches through bodies (None where that cannot be known:
-    no root rule, or rules that did not parse)."""
+    no root rule, or rules that did not parse). ``warn_unreachable=False``: the unreachable-rule
+    warnings are not made; instead ``(where they go in diagnostics, the rules, a function that
+    makes them)``, else None."""
     rules: dict[str, Rule] = {}
     first_span: dict[str, Span] = {}
     body_refs: dict[str, tuple[RuleRef, ...]] = {}  # of each name's first definition
@@ -1009,12 +1080,21 @@ def _check_rules(
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
                 diagnostics.append(_diagnostic(text, ref.span, message))
-    reached = None
+    reached = unwarned = None
     if root not in known:
         diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
     elif not broken_names:  # with unparsed rules we cannot know who references whom
-        reached = _warn_unreachable(text, root, definitions, body_refs, first_span, diagnostics)
-    return rules, reached
+        reached = _reachable(root, body_refs, {})
+        unreachable = body_refs.keys() - reached
+        if warn_unreachable:
+            _warn_unreachable(text, root, definitions, body_refs, first_span, unreachable, diagnostics)
+        elif unreachable:
+            unwarned = (
+                len(diagnostics),
+                unreachable,
+                partial(_warn_unreachable, text, root, definitions, body_refs, first_span, unreachable, []),
+            )
+    return rules, reached, unwarned
 
 
 def _did_you_mean(name: str, known) -> str:
@@ -1185,18 +1265,18 @@ def _warn_unreachable(
     definitions: list[_Definition],
     body_refs: dict[str, tuple[RuleRef, ...]],
     name_spans: dict[str, Span],
+    unreachable: set[str],
     diagnostics: list[Diagnostic],
-) -> set[str]:
-    """Warn at each rule the root cannot reach; say so when a dropped or refused construct did.
-    Returns the names the root reaches through bodies alone (the language's rules)."""
+) -> list[Diagnostic]:
+    """Warn at each rule the root cannot reach (``unreachable``: those its bodies do not); say so
+    when a dropped or refused construct did. Returns ``diagnostics``, the warnings appended."""
     hidden = {d.rule.name: d.macro_refs + _body_references(d.lookahead) for d in definitions}
-    in_language = _reachable(root, body_refs, {})
     with_hidden = _reachable(root, body_refs, hidden)
-    for name in body_refs.keys() - in_language:
+    for name in unreachable:
         note = " (only dropped or refused constructs use it)" if name in with_hidden else ""
         message = f"rule {name!r} is unreachable from {root!r}{note}"
         diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
-    return in_language
+    return diagnostics
 
 
 def _reachable(
