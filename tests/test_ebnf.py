@@ -876,3 +876,33 @@ def test_a_text_starting_with_the_chunks_of_one_parsed_before_parses_as_it_does_
     text = "x ::= [z-a]\n" + head + "root ::= x a c\n"
     found = [(d.line, d.column, d.message.split(" ")[0]) for d in check_ebnf(text)]
     assert (1, 8, "inverted") in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'root ::= a\na ::= "y" nowhere (= also_nowhere)\nu ::= "1"\n',  # undefined names in a moved rule
+        'root ::= a\na ::= "y"\na ::= "z" | a\n',  # defined twice
+        'root ::= a\na[lazy] ::= a "b" | "c"\nb[max_chars=3] ::= [a-z]+\n',  # a lazy rule refused, one kept
+        'root ::= a (= c)\na ::= TagDispatch(("<t>", b))\nb ::= "b"\nc ::= "c"\nd ::= d "x" | "y"\n',
+        'root ::= "r" x\nx ::= "\\x41BC" [z-a]\n',
+    ],
+)
+def test_a_moved_rule_reads_where_it_is_now_when_the_checks_need_its_places(text):
+    """A chunk kept from another place moves its rules only when something reads their places
+    (ebnf._MovedDefinition): errors, warnings and notes about them, the rules kept, are what parsing the
+    text at the new place gives, with and without reachable_only and warn_unreachable."""
+    from cfgzip_lab.grammar import ebnf
+
+    moved_text = "# moved down\n\n" + text
+    for reachable_only, warn in ((False, True), (True, True), (True, False)):
+        ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()
+        check_ebnf(text)  # the chunks kept at their first places
+        got = ebnf._analyse(moved_text, "root", reachable_only, warn)
+        ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()
+        want = ebnf._analyse(moved_text, "root", reachable_only, warn)
+        assert got[0].rules == want[0].rules
+        assert got[0].hidden_warnings == want[0].hidden_warnings
+        assert _as_rows(got[1]) == _as_rows(want[1])
