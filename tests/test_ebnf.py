@@ -906,3 +906,20 @@ def test_a_moved_rule_reads_where_it_is_now_when_the_checks_need_its_places(text
         assert got[0].rules == want[0].rules
         assert got[0].hidden_warnings == want[0].hidden_warnings
         assert _as_rows(got[1]) == _as_rows(want[1])
+
+
+def test_a_kept_rule_naming_a_rule_another_grammar_lacks_is_an_error_where_it_is_written():
+    """The names a rule references are kept with its parse (ebnf._DEFINITION_REFS): a rule that named
+    only defined rules in one grammar and names a missing one in the next, at the same place or moved
+    down, gets the undefined-name error at its own line and column there."""
+    shared = 'x ::= "q" y (= z)\n'
+    defined = "root ::= x\n" + shared + 'y ::= "y"\nz ::= "z"\n'
+    for text in ("root ::= x\n" + shared + 'z ::= "z"\n', "# down\n\nroot ::= x\n" + shared + 'y ::= "y"\n'):
+        parse_ebnf(defined)
+        with pytest.raises(GrammarError) as got:
+            parse_ebnf(text)
+        line = text.splitlines().index(shared.strip()) + 1
+        missing = "y" if "y ::=" not in text else "z"
+        column = shared.index(f" {missing}") + 2
+        errors = [(d.line, d.column, d.message) for d in got.value.diagnostics if d.severity == "error"]
+        assert errors == [(line, column, f"undefined rule {missing!r}")]

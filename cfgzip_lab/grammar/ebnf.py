@@ -1150,11 +1150,12 @@ def _check_rules(
         rules[name] = definition
         first_span[name] = definition.name_span
     known = rules.keys() | broken_names
+    allowed = known | set(_RESERVED_WORDS)
     for definition in definitions:
-        refs = definition.body_refs
+        refs, names = _definition_references(definition)
         if rules[definition.name] is definition:
             body_refs[definition.name] = refs
-        if all(ref.name in known or ref.name in _RESERVED_WORDS for ref in refs + definition.hidden_refs):
+        if names <= allowed:
             continue
         # (read again where they are: a moved definition's references have its parse's spans)
         for ref in (
@@ -1179,6 +1180,27 @@ def _check_rules(
                 partial(_warn_unreachable, text, root, definitions, body_refs, first_span, unreachable, []),
             )
     return rules, reached, unwarned
+
+
+_DEFINITION_REFS: dict[int, tuple[object, tuple[RuleRef, ...], frozenset[str]]] = {}
+_DEFINITION_REFS_KEPT = 4096
+
+
+def _definition_references(definition) -> tuple[tuple[RuleRef, ...], frozenset[str]]:
+    """A definition's body references and the names it references anywhere (body, lookahead, refused
+    macros), kept by its identity (with it, so the identity stays its own): the parse's caches give
+    every grammar with the same rule chunk the same definition objects (XGrammar's basic_* rules)."""
+    if definition.__class__ is _MovedDefinition:
+        definition = definition._of  # the same names (the references' spans are the parse's)
+    kept = _DEFINITION_REFS.get(id(definition))
+    if kept is not None and kept[0] is definition:
+        return kept[1], kept[2]
+    refs = definition.body_refs
+    names = frozenset(ref.name for ref in refs + definition.hidden_refs)
+    if len(_DEFINITION_REFS) >= _DEFINITION_REFS_KEPT:
+        _DEFINITION_REFS.clear()  # derived data only: dropped whole
+    _DEFINITION_REFS[id(definition)] = (definition, refs, names)
+    return refs, names
 
 
 def _did_you_mean(name: str, known) -> str:
@@ -1218,6 +1240,8 @@ def _left_recursive_groups(rules: dict[str, Rule]) -> tuple[tuple[str, tuple[str
     rules' identities (a group depends on the rules alone, its place is read from their spans): the
     parse's chunk cache gives a grammar parsed again the same rule objects, and this analysis over
     XGrammar's basic_* rules was half of a small JSON Schema's parse."""
+    if not any(_body_references(rule.body) for rule in rules.values()):
+        return ()  # no rule names another (a {const: ...} schema's root alone): no left corner at all
     key = tuple(map(id, rules.values()))
     kept = _LEFT_GROUPS.get(key)
     if kept is not None and all(a is b for a, b in zip(kept[0], rules.values())):
