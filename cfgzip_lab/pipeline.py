@@ -108,15 +108,17 @@ def _compile_grammar(
     if kind != "ebnf":
         origin = to_ebnf(text, kind, name=source)
         text = origin.ebnf
+    xgrammars = origin is not None and origin.written_by_xgrammar
     try:
-        # XGrammar's EBNF of a schema: its unused basic_* helpers skipped (their notes are never shown)
-        ast = parse_ebnf(text, source=source, reachable_only=origin is not None and origin.written_by_xgrammar)
+        # XGrammar's EBNF of a schema: its unused basic_* helpers skipped, and the warnings about them,
+        # never shown (remap places no diagnostic outside a Regex call), counted but not made
+        ast = parse_ebnf(text, source=source, reachable_only=xgrammars, warn_unreachable=not xgrammars)
     except GrammarError as error:
         if origin is None:
             raise
         raise origin.remap_error(error) from None
     if origin is not None:
-        ast.warnings = origin.user_diagnostics(ast.warnings)
+        ast.warnings = origin.user_diagnostics(ast.warnings, ast.hidden_warnings)
     t1 = time.perf_counter()
     cfg = lower(ast, counted_threshold=counted_threshold)
     t2 = time.perf_counter()

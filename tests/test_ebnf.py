@@ -766,9 +766,11 @@ def test_a_chunk_parsed_elsewhere_moves_to_what_parsing_it_here_gives():
     for text in texts:
         moved_text = "# a comment\n\n" + text
         ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()
         check_ebnf(text)  # the chunks kept at their first places
         got = ebnf._analyse(moved_text, "root")
         ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()  # nor the texts parsed: moved_text parsed afresh
         want = ebnf._analyse(moved_text, "root")
         assert got[0].rules == want[0].rules
         assert [(d.line, d.column, d.message, d.span) for d in got[1]] == [(d.line, d.column, d.message, d.span) for d in want[1]]
@@ -788,3 +790,136 @@ def test_reachable_only_keeps_what_the_root_reaches_after_the_checks_over_every_
     # an unreachable rule is still checked: an undefined name there is an error either way
     with pytest.raises(GrammarError, match="undefined rule 'nowhere'"):
         parse_ebnf(text + "other ::= nowhere\n", reachable_only=True)
+
+
+def _as_rows(diagnostics):
+    return [(d.line, d.column, d.severity, d.message, d.span) for d in diagnostics]
+
+
+# Texts for the unreachable-warning switch and the kept prefixes: unreachable rules with and without an
+# error (an error in an unreachable rule, one in the root, one from a lazy rule that is not regular, a
+# duplicate name at an unreachable rule's place), a rule only a dropped lookahead reaches.
+_UNREACHABLE_TEXTS = [
+    'root ::= a "x"\na ::= "y" | b\nb ::= "z" (= c)\nc ::= "c"\nunused ::= unused "q" | "w"\n',
+    'root ::= a\na ::= "y"\nu1 ::= "1"\nu2 ::= u1 nowhere\n',
+    'root ::= a [z-a]\na ::= "y"\nu1 ::= "1"\n',
+    'root ::= a\na[lazy] ::= a "b" | "c"\nu1 ::= "1"\n',
+    'root ::= a\nu1 ::= "1"\na ::= "y"\nu1 ::= "2"\n',
+    'root ::= "r"\nleft ::= left "a" | "b"\n',
+]
+
+
+@pytest.mark.parametrize("text", _UNREACHABLE_TEXTS)
+def test_unreachable_warnings_left_out_are_counted_and_made_where_an_error_comes(text):
+    """``warn_unreachable=False`` leaves out exactly the unreachable-rule warnings (and counts them) when
+    the grammar parses, and gives the very same error otherwise, warnings in their places."""
+    for reachable_only in (False, True):
+        try:
+            full = parse_ebnf(text, reachable_only=reachable_only)
+        except GrammarError as error:
+            with pytest.raises(GrammarError) as got:
+                parse_ebnf(text, reachable_only=reachable_only, warn_unreachable=False)
+            assert _as_rows(got.value.diagnostics) == _as_rows(error.diagnostics)
+            assert str(got.value) == str(error)
+            continue
+        kept = parse_ebnf(text, reachable_only=reachable_only, warn_unreachable=False)
+        assert kept.rules == full.rules
+        unreachable = [d for d in full.warnings if "is unreachable from" in d.message]
+        assert _as_rows(kept.warnings) == _as_rows([d for d in full.warnings if d not in unreachable])
+        assert kept.hidden_warnings == len(unreachable) and full.hidden_warnings == 0
+
+
+def test_a_text_starting_with_the_chunks_of_one_parsed_before_parses_as_it_does_alone():
+    """The chunks a text shares at its start with a text parsed before are taken from that parse
+    (ebnf._PARSED): rules, spans, errors with their lines and columns, and warnings are what parsing the
+    text alone gives, whatever came before: the same first rules then other ones, a last rule that
+    goes on, a chunk that was the last one, an error inside the shared chunks."""
+    from cfgzip_lab.grammar import ebnf
+
+    head = 'a ::= "a" b\nb ::= [0-9]+ "\\x41BC"\nc ::= c "x" | "y"\n'
+    texts = [
+        head + "root ::= a c\n",
+        head + 'root ::= a c "z"\nd ::= "d"\n',
+        head + "root ::= a\n",
+        head + "root ::= a c",  # the same rules, no newline at the end
+        head[:-1] + ' "more"\nroot ::= a\n',  # c goes on: no rule head after the shared chunks
+        head.replace('"y"', '"y" ('),  # a syntax error in the last chunk
+        head + "root ::= a c\nroot ::= a\n",
+        "bad ::= [z-a]\n" + head + "root ::= bad a c\n",
+        "bad ::= [z-a]\n" + head + "root ::= bad a c nowhere\n",
+        "# comment\n" + head + "root ::= a c\n",
+        head,
+        "",
+    ]
+
+    def alone(text):
+        ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()
+        return ebnf._analyse(text, "root")
+
+    wants = {text: alone(text) for text in texts}
+    ebnf._CHUNKS.clear()
+    ebnf._PARSED.clear()
+    rng = random.Random(7)
+    for text in [rng.choice(texts) for _ in range(60)] + texts:
+        got = ebnf._analyse(text, "root")
+        want = wants[text]
+        assert got[0].rules == want[0].rules, text
+        assert _as_rows(got[1]) == _as_rows(want[1]), text
+        try:
+            parse_ebnf(text)
+        except GrammarError as error:
+            assert _as_rows(error.diagnostics) == _as_rows(want[1])
+    # an error in a shared chunk is placed in the text that has it, at its own line and column
+    ebnf._PARSED.clear()
+    check_ebnf("x ::= [z-a]\n" + head + "root ::= x\n")
+    text = "x ::= [z-a]\n" + head + "root ::= x a c\n"
+    found = [(d.line, d.column, d.message.split(" ")[0]) for d in check_ebnf(text)]
+    assert (1, 8, "inverted") in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'root ::= a\na ::= "y" nowhere (= also_nowhere)\nu ::= "1"\n',  # undefined names in a moved rule
+        'root ::= a\na ::= "y"\na ::= "z" | a\n',  # defined twice
+        'root ::= a\na[lazy] ::= a "b" | "c"\nb[max_chars=3] ::= [a-z]+\n',  # a lazy rule refused, one kept
+        'root ::= a (= c)\na ::= TagDispatch(("<t>", b))\nb ::= "b"\nc ::= "c"\nd ::= d "x" | "y"\n',
+        'root ::= "r" x\nx ::= "\\x41BC" [z-a]\n',
+    ],
+)
+def test_a_moved_rule_reads_where_it_is_now_when_the_checks_need_its_places(text):
+    """A chunk kept from another place moves its rules only when something reads their places
+    (ebnf._MovedDefinition): errors, warnings and notes about them, the rules kept, are what parsing the
+    text at the new place gives, with and without reachable_only and warn_unreachable."""
+    from cfgzip_lab.grammar import ebnf
+
+    moved_text = "# moved down\n\n" + text
+    for reachable_only, warn in ((False, True), (True, True), (True, False)):
+        ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()
+        check_ebnf(text)  # the chunks kept at their first places
+        got = ebnf._analyse(moved_text, "root", reachable_only, warn)
+        ebnf._CHUNKS.clear()
+        ebnf._PARSED.clear()
+        want = ebnf._analyse(moved_text, "root", reachable_only, warn)
+        assert got[0].rules == want[0].rules
+        assert got[0].hidden_warnings == want[0].hidden_warnings
+        assert _as_rows(got[1]) == _as_rows(want[1])
+
+
+def test_a_kept_rule_naming_a_rule_another_grammar_lacks_is_an_error_where_it_is_written():
+    """The names a rule references are kept with its parse (ebnf._DEFINITION_REFS): a rule that named
+    only defined rules in one grammar and names a missing one in the next, at the same place or moved
+    down, gets the undefined-name error at its own line and column there."""
+    shared = 'x ::= "q" y (= z)\n'
+    defined = "root ::= x\n" + shared + 'y ::= "y"\nz ::= "z"\n'
+    for text in ("root ::= x\n" + shared + 'z ::= "z"\n', "# down\n\nroot ::= x\n" + shared + 'y ::= "y"\n'):
+        parse_ebnf(defined)
+        with pytest.raises(GrammarError) as got:
+            parse_ebnf(text)
+        line = text.splitlines().index(shared.strip()) + 1
+        missing = "y" if "y ::=" not in text else "z"
+        column = shared.index(f" {missing}") + 2
+        errors = [(d.line, d.column, d.message) for d in got.value.diagnostics if d.severity == "error"]
+        assert errors == [(line, column, f"undefined rule {missing!r}")]

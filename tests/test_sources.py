@@ -391,3 +391,15 @@ def test_gbnf_conversion_keeps_the_language_where_the_dialects_agree(fragments):
     converted = xgrammar_matcher(source.ebnf)
     for s in PROBE_STRINGS:
         assert xgrammar_matches(converted, utf8(s)) == xgrammar_matches(original, utf8(s)), (source.ebnf, s)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_a_schema_note_counts_the_unreachable_warnings_the_parse_did_not_make(name):
+    # compile_grammar parses XGrammar's EBNF with warn_unreachable=False: the note still counts every
+    # warning about XGrammar's rules that the full parse makes and the schema has no place for.
+    compiled = compile_grammar(json.dumps(SCHEMAS[name]), kind="json_schema")
+    made = parse_ebnf(compiled.text, reachable_only=True).warnings
+    dropped = sum(compiled.grammar_source.remap(d) is None for d in made)
+    notes = [n for n in compiled.grammar_source.notes if "XGrammar's generated rules" in n]
+    assert [n.split(" warnings about")[0] for n in notes] == ([str(dropped)] if dropped else [])
+    assert compiled.ast.hidden_warnings == sum("is unreachable from" in d.message for d in made)

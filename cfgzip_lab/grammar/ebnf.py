@@ -52,6 +52,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 from .diagnostics import Diagnostic, GrammarError, Severity, position_of
@@ -195,6 +196,20 @@ class _Definition:
     macro_refs: tuple[RuleRef, ...]  # rule names passed to refused macros such as TagDispatch
     shaping: _Shaping | None = None  # lazy / max_chars
 
+    @property
+    def name(self) -> str:
+        return self.rule.name
+
+    @property
+    def body_refs(self) -> tuple[RuleRef, ...]:
+        """The rule references in the body (for their names: see :class:`_MovedDefinition`)."""
+        return _body_references(self.rule.body)
+
+    @property
+    def hidden_refs(self) -> tuple[RuleRef, ...]:
+        """The references the language does not use: in the lookahead and refused macros."""
+        return self.macro_refs + _body_references(self.lookahead)
+
 
 @dataclass(frozen=True, slots=True)
 class _Shaping:
@@ -205,7 +220,14 @@ class _Shaping:
     span: Span
 
 
-def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reachable_only: bool = False) -> GrammarAST:
+def parse_ebnf(
+    text: str,
+    *,
+    root: str = "root",
+    source: str = "<grammar>",
+    reachable_only: bool = False,
+    warn_unreachable: bool = True,
+) -> GrammarAST:
     """Parse an XGrammar EBNF grammar into a :class:`GrammarAST`.
 
     Parameters
@@ -224,6 +246,11 @@ def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reac
         whose ~20 ``basic_*`` helpers are mostly unused by a small schema: their notes are
         not shown there anyway (:meth:`~.sources.GrammarSource.user_diagnostics`), and the
         lowering and normal form need not pay for them.
+    warn_unreachable : bool, keyword-only
+        ``False``: the warnings at rules the root cannot reach are not made, only counted in the
+        result's ``hidden_warnings``, unless the grammar has an error (a ``GrammarError`` holds them
+        as always). For XGrammar's EBNF, where no such warning is shown (a JSON Schema's 19 unused
+        ``basic_*`` helpers: :meth:`~.sources.GrammarSource.user_diagnostics` counts them in a note).
 
     Returns
     -------
@@ -242,7 +269,7 @@ def parse_ebnf(text: str, *, root: str = "root", source: str = "<grammar>", reac
     >>> parse_ebnf('root ::= "a" [0-9]*').rules["root"].body.items[1].min
     0
     """
-    ast, diagnostics = _analyse(text, root, reachable_only)
+    ast, diagnostics = _analyse(text, root, reachable_only, warn_unreachable)
     if any(d.severity == "error" for d in diagnostics):
         raise GrammarError(diagnostics, text, source)
     ast.warnings = diagnostics
@@ -262,11 +289,13 @@ def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> l
         return [Diagnostic(1, 1, f"internal error in the EBNF front end: {error!r}")]
 
 
-def _analyse(text: str, root: str, reachable_only: bool = False) -> tuple[GrammarAST, list[Diagnostic]]:
+def _analyse(
+    text: str, root: str, reachable_only: bool = False, warn_unreachable: bool = True
+) -> tuple[GrammarAST, list[Diagnostic]]:
     """Parse chunk by chunk, then run the whole-grammar checks."""
     diagnostics, definitions, broken_names = _parse_chunks(text)
-    rules = _whole_grammar(text, root, definitions, broken_names, diagnostics, reachable_only)
-    return GrammarAST(rules=rules, root=root, text=text), diagnostics
+    rules, hidden = _whole_grammar(text, root, definitions, broken_names, diagnostics, reachable_only, warn_unreachable)
+    return GrammarAST(rules=rules, root=root, text=text, hidden_warnings=hidden), diagnostics
 
 
 def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[str]]:
@@ -275,12 +304,51 @@ def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[s
     diagnostics: list[Diagnostic] = []
     definitions: list[_Definition] = []
     broken_names: set[str] = set()
-    for start, end in _rule_chunks(text):
-        chunk = _parsed_chunk(text, start, end)
+    pieces = _kept_prefix(text)
+    for _, _, _, chunk in pieces:
         diagnostics += chunk.diagnostics
         definitions += chunk.definitions
         broken_names.update(chunk.broken_names)
+    for start, end in _rule_chunks(text, pieces[-1][1] if pieces else 0):
+        piece = text[start:end] if end - start <= _CHUNK_CACHED_CHARS else None
+        chunk = _parsed_chunk(text, start, end, piece)
+        pieces.append((start, end, piece, chunk))
+        diagnostics += chunk.diagnostics
+        definitions += chunk.definitions
+        broken_names.update(chunk.broken_names)
+    _PARSED.insert(0, (len(text), pieces))
+    del _PARSED[_PARSED_KEPT:]
     return diagnostics, definitions, broken_names
+
+
+_PARSED: list[tuple[int, list[tuple[int, int, str | None, _Chunk]]]] = []
+_PARSED_KEPT = 4
+"""The last texts parsed, newest first: each one's length and its chunks as ``(start, end, chunk text,
+parse)`` (no text for a chunk past _CHUNK_CACHED_CHARS). A text that starts with the same chunks as one
+of them takes those parses at once (:func:`_kept_prefix`): the same objects the chunk cache would give,
+without a cache look-up and a line count per chunk (XGrammar prints 13 identical ``basic_*`` rules at
+the top of every JSON Schema's EBNF)."""
+
+
+def _kept_prefix(text: str) -> list[tuple[int, int, str | None, _Chunk]]:
+    """The run of first chunks of the newest parsed text that ``text`` starts with (chunk for chunk,
+    and cut at the same places: ``text`` has a rule head right after the run), where one has any. A chunk that was
+    the last of its text, or would be the last of ``text``, is never taken (the end-of-input message
+    says which); neither is one too long for the chunk cache, nor anything after it."""
+    n = len(text)
+    for length, pieces in _PARSED:
+        k = 0
+        for start, end, piece, _ in pieces:
+            if piece is None or end >= n or end == length or not text.startswith(piece, start):
+                break
+            k += 1
+        # Past the run the cut must be a rule head in ``text`` too; a chunk after the first starts
+        # with its own head, so the run less its last chunk always ends at one.
+        if k and _RULE_HEAD.match(text, pieces[k - 1][1]) is None:
+            k -= 1
+        if k:
+            return pieces[:k]
+    return []
 
 
 class _Chunk(NamedTuple):
@@ -303,10 +371,13 @@ between the two places (measured: a JSON-Schema-Test-Suite schema's parse 1.6 ms
 _CHUNK_PLACES = 4  # (offset, line) places a chunk text is kept at, each with its own parse
 
 
-def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
-    """:func:`parse_chunk` of ``text[start:end]``, or the kept parse of the same chunk text."""
+def _parsed_chunk(text: str, start: int, end: int, piece: str | None = None) -> _Chunk:
+    """:func:`parse_chunk` of ``text[start:end]`` (``piece``, where the caller has cut it), or the kept
+    parse of the same chunk text."""
     last = end == len(text)  # the end-of-input message names the grammar's end or the next rule
-    key = (text[start:end], last) if end - start <= _CHUNK_CACHED_CHARS else None
+    if piece is None and end - start <= _CHUNK_CACHED_CHARS:
+        piece = text[start:end]
+    key = (piece, last) if piece is not None else None
     kept = _CHUNKS.get(key) if key is not None else None
     if kept is not None:
         here = position_of(text, start)[0]
@@ -337,14 +408,30 @@ def _parsed_chunk(text: str, start: int, end: int) -> _Chunk:
 
 def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
     """``chunk`` parsed ``offset`` characters and ``lines`` lines further down (columns stay: a chunk
-    starts a line). Nodes shared inside the chunk stay shared (the lowering lowers an automaton
-    met twice once, by identity)."""
-    memo: dict[int, object] = {}
+    starts a line). Its diagnostics move at once; its rules when something reads their nodes
+    (:class:`_MovedDefinition`): a JSON Schema's EBNF past its root rule holds basic_* rules at new
+    places, mostly unreachable, that were moved to be dropped (0.14 ms of a 1.6 ms compile)."""
+    mover = _Mover(offset)
+    definitions = [_MovedDefinition(d, mover) for d in chunk.definitions]
+    diagnostics = [replace(d, line=d.line + lines, span=mover.span(d.span)) for d in chunk.diagnostics]
+    return _Chunk(diagnostics, definitions, chunk.broken_names)  # type: ignore[arg-type]
 
-    def span(s: Span | None) -> Span | None:
-        return None if s is None else (s[0] + offset, s[1] + offset)
 
-    def expr(e):
+class _Mover:
+    """Nodes of one chunk moved ``offset`` characters down, each once: nodes shared inside the chunk
+    stay shared (the lowering lowers an automaton met twice once, by identity)."""
+
+    __slots__ = ("offset", "memo")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.memo: dict[int, object] = {}
+
+    def span(self, s: Span | None) -> Span | None:
+        return None if s is None else (s[0] + self.offset, s[1] + self.offset)
+
+    def expr(self, e):
+        memo, span = self.memo, self.span
         got = memo.get(id(e))
         if got is not None:
             return got
@@ -356,28 +443,75 @@ def _moved(chunk: _Chunk, offset: int, lines: int) -> _Chunk:
         elif cls is RuleRef:
             got = RuleRef(e.name, span(e.span))
         elif isinstance(e, Sequence):
-            got = Sequence(tuple(expr(i) for i in e.items), span(e.span))
+            got = Sequence(tuple(self.expr(i) for i in e.items), span(e.span))
         elif isinstance(e, Choice):
-            got = Choice(tuple(expr(o) for o in e.options), span(e.span))
+            got = Choice(tuple(self.expr(o) for o in e.options), span(e.span))
         elif isinstance(e, Repeat):
-            got = Repeat(expr(e.item), e.min, e.max, span(e.span))
+            got = Repeat(self.expr(e.item), e.min, e.max, span(e.span))
         elif isinstance(e, Automaton):
-            edges = tuple((q, label if isinstance(label, tuple) else expr(label), r) for q, label, r in e.edges)
+            edges = tuple((q, label if isinstance(label, tuple) else self.expr(label), r) for q, label, r in e.edges)
             got = replace(e, edges=edges, span=span(e.span))
         else:  # TokenSet
             got = replace(e, span=span(e.span))
         memo[id(e)] = got
         return got
 
-    definitions = []
-    for d in chunk.definitions:
-        rule = Rule(d.rule.name, expr(d.rule.body), span(d.rule.span))
-        lookahead = None if d.lookahead is None else expr(d.lookahead)
-        shaping = None if d.shaping is None else replace(d.shaping, span=span(d.shaping.span))
-        refs = tuple(expr(r) for r in d.macro_refs)
-        definitions.append(_Definition(rule, span(d.name_span), lookahead, refs, shaping))  # type: ignore[arg-type]
-    diagnostics = [replace(d, line=d.line + lines, span=span(d.span)) for d in chunk.diagnostics]
-    return _Chunk(diagnostics, definitions, chunk.broken_names)
+
+class _MovedDefinition:
+    """A :class:`_Definition` parsed elsewhere, moved (by its chunk's :class:`_Mover`) when read: the
+    name and the references' names are the parse's own, what holds a place is moved on first use and
+    kept (the same objects every time, as the lowering's prefix reuse needs)."""
+
+    __slots__ = ("_of", "_mover", "_rule", "_lookahead", "_macro_refs", "_shaping")
+
+    def __init__(self, of: _Definition, mover: _Mover) -> None:
+        self._of = of
+        self._mover = mover
+        self._rule = self._lookahead = self._macro_refs = self._shaping = None
+
+    @property
+    def name(self) -> str:
+        return self._of.rule.name
+
+    @property
+    def name_span(self) -> Span:
+        return self._mover.span(self._of.name_span)  # type: ignore[return-value]
+
+    @property
+    def rule(self) -> Rule:
+        if self._rule is None:
+            of, mover = self._of.rule, self._mover
+            self._rule = Rule(of.name, mover.expr(of.body), mover.span(of.span))
+        return self._rule
+
+    @property
+    def lookahead(self) -> Expr | None:
+        of = self._of.lookahead
+        if of is not None and self._lookahead is None:
+            self._lookahead = self._mover.expr(of)
+        return self._lookahead
+
+    @property
+    def macro_refs(self) -> tuple[RuleRef, ...]:
+        if self._macro_refs is None:
+            self._macro_refs = tuple(self._mover.expr(r) for r in self._of.macro_refs)
+        return self._macro_refs
+
+    @property
+    def shaping(self) -> _Shaping | None:
+        of = self._of.shaping
+        if of is not None and self._shaping is None:
+            self._shaping = replace(of, span=self._mover.span(of.span))
+        return self._shaping
+
+    @property
+    def body_refs(self) -> tuple[RuleRef, ...]:
+        """The parse's references (their names; their spans are the parse's place)."""
+        return _body_references(self._of.rule.body)
+
+    @property
+    def hidden_refs(self) -> tuple[RuleRef, ...]:
+        return self._of.hidden_refs
 
 
 def _whole_grammar(
@@ -387,19 +521,31 @@ def _whole_grammar(
     broken_names: set[str],
     diagnostics: list[Diagnostic],
     reachable_only: bool = False,
-) -> dict[str, Rule]:
+    warn_unreachable: bool = True,
+) -> tuple[dict[str, Rule], int]:
     """The checks over all rules (names, reachability, the lazy and max_chars rules, left
     recursion); their diagnostics join ``diagnostics``, which end sorted by position.
-    ``reachable_only``: past the name checks, the rules the root reaches alone (see parse_ebnf)."""
-    rules, reached = _check_rules(text, root, definitions, broken_names, diagnostics)
+    ``reachable_only``: past the name checks, the rules the root reaches alone (see parse_ebnf).
+    ``warn_unreachable=False``: the unreachable-rule warnings are made only where an error comes,
+    in the place they would have had; else they are counted, and the count is returned too."""
+    first, reached, unwarned = _check_rules(text, root, definitions, broken_names, diagnostics, warn_unreachable)
     if reachable_only and reached is not None and not any(d.severity == "error" for d in diagnostics):
-        rules = {name: rule for name, rule in rules.items() if name in reached}
+        rules = {name: d.rule for name, d in first.items() if name in reached}
+    else:
+        rules = {name: d.rule for name, d in first.items()}
     if not any(d.severity == "error" for d in diagnostics):
         _shape_rules(text, rules, definitions, diagnostics)
     if not any(d.severity == "error" for d in diagnostics):
         _note_left_recursion(text, rules, diagnostics)
+    hidden = 0
+    if unwarned is not None:
+        at, names, warn = unwarned
+        if any(d.severity == "error" for d in diagnostics):
+            diagnostics[at:at] = warn()  # where _check_rules would have put them
+        else:
+            hidden = len(names)
     diagnostics.sort(key=lambda d: (d.line, d.column))
-    return rules
+    return rules, hidden
 
 
 def _shape_rules(
@@ -408,7 +554,7 @@ def _shape_rules(
     """Rules with ``lazy`` or ``max_chars`` get their exact language as one automaton
     (:mod:`.regular`), or a refusal saying why not. A shaped rule inside another keeps its
     meaning: rules are shaped in the order they use each other."""
-    wanted = {d.rule.name: d.shaping for d in definitions if d.shaping and rules.get(d.rule.name) is d.rule}
+    wanted = {d.name: d.shaping for d in definitions if d.shaping and rules.get(d.name) is d.rule}
     if not wanted:
         return
     shaped: dict[str, Automaton] = {}
@@ -458,9 +604,10 @@ def decode_ebnf_string(body: str) -> str:
     return "".join(out)
 
 
-def _rule_chunks(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` offsets: the text before the first rule head, then one per head."""
-    cuts = [0] + [m.start() for m in _RULE_HEAD.finditer(text) if m.start() > 0] + [len(text)]
+def _rule_chunks(text: str, at: int = 0) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets: the text before the first rule head, then one per head; from ``at``
+    (0, or where a rule head starts) on."""
+    cuts = [at] + [m.start() for m in _RULE_HEAD.finditer(text, at) if m.start() > at] + [len(text)]
     return list(zip(cuts, cuts[1:]))
 
 
@@ -983,38 +1130,77 @@ def _check_rules(
     definitions: list[_Definition],
     broken_names: set[str],
     diagnostics: list[Diagnostic],
-) -> tuple[dict[str, Rule], set[str] | None]:
+    warn_unreachable: bool = True,
+) -> tuple[dict[str, _Definition], set[str] | None, tuple | None]:
     """Duplicates, undefined references, the root rule and reachability, over the whole grammar;
-    with the rules, the names the root reaches through bodies (None where that cannot be known:
-    no root rule, or rules that did not parse)."""
-    rules: dict[str, Rule] = {}
+    with each name's first definition, the names the root reaches through bodies (None where that cannot be known:
+    no root rule, or rules that did not parse). ``warn_unreachable=False``: the unreachable-rule
+    warnings are not made; instead ``(where they go in diagnostics, the rules, a function that
+    makes them)``, else None."""
+    rules: dict[str, _Definition] = {}  # each name's first definition
     first_span: dict[str, Span] = {}
     body_refs: dict[str, tuple[RuleRef, ...]] = {}  # of each name's first definition
     for definition in definitions:
-        name = definition.rule.name
+        name = definition.name
         if name in rules:
             line, _ = position_of(text, first_span[name][0])
             message = f"rule {name!r} is defined twice (first on line {line})"
             diagnostics.append(_diagnostic(text, definition.name_span, message))
             continue
-        rules[name] = definition.rule
+        rules[name] = definition
         first_span[name] = definition.name_span
     known = rules.keys() | broken_names
+    allowed = known | set(_RESERVED_WORDS)
     for definition in definitions:
-        refs = _body_references(definition.rule.body)
-        if rules[definition.rule.name] is definition.rule:
-            body_refs[definition.rule.name] = refs
-        for ref in refs + _body_references(definition.lookahead) + definition.macro_refs:
+        refs, names = _definition_references(definition)
+        if rules[definition.name] is definition:
+            body_refs[definition.name] = refs
+        if names <= allowed:
+            continue
+        # (read again where they are: a moved definition's references have its parse's spans)
+        for ref in (
+            _body_references(definition.rule.body) + _body_references(definition.lookahead) + definition.macro_refs
+        ):
             if ref.name not in known and ref.name not in _RESERVED_WORDS:
                 assert ref.span is not None
                 message = f"undefined rule {ref.name!r}" + _did_you_mean(ref.name, known)
                 diagnostics.append(_diagnostic(text, ref.span, message))
-    reached = None
+    reached = unwarned = None
     if root not in known:
         diagnostics.append(_diagnostic(text, (0, 0), f"the grammar has no root rule {root!r}"))
     elif not broken_names:  # with unparsed rules we cannot know who references whom
-        reached = _warn_unreachable(text, root, definitions, body_refs, first_span, diagnostics)
-    return rules, reached
+        reached = _reachable(root, body_refs, {})
+        unreachable = body_refs.keys() - reached
+        if warn_unreachable:
+            _warn_unreachable(text, root, definitions, body_refs, first_span, unreachable, diagnostics)
+        elif unreachable:
+            unwarned = (
+                len(diagnostics),
+                unreachable,
+                partial(_warn_unreachable, text, root, definitions, body_refs, first_span, unreachable, []),
+            )
+    return rules, reached, unwarned
+
+
+_DEFINITION_REFS: dict[int, tuple[object, tuple[RuleRef, ...], frozenset[str]]] = {}
+_DEFINITION_REFS_KEPT = 4096
+
+
+def _definition_references(definition) -> tuple[tuple[RuleRef, ...], frozenset[str]]:
+    """A definition's body references and the names it references anywhere (body, lookahead, refused
+    macros), kept by its identity (with it, so the identity stays its own): the parse's caches give
+    every grammar with the same rule chunk the same definition objects (XGrammar's basic_* rules)."""
+    if definition.__class__ is _MovedDefinition:
+        definition = definition._of  # the same names (the references' spans are the parse's)
+    kept = _DEFINITION_REFS.get(id(definition))
+    if kept is not None and kept[0] is definition:
+        return kept[1], kept[2]
+    refs = definition.body_refs
+    names = frozenset(ref.name for ref in refs + definition.hidden_refs)
+    if len(_DEFINITION_REFS) >= _DEFINITION_REFS_KEPT:
+        _DEFINITION_REFS.clear()  # derived data only: dropped whole
+    _DEFINITION_REFS[id(definition)] = (definition, refs, names)
+    return refs, names
 
 
 def _did_you_mean(name: str, known) -> str:
@@ -1054,6 +1240,8 @@ def _left_recursive_groups(rules: dict[str, Rule]) -> tuple[tuple[str, tuple[str
     rules' identities (a group depends on the rules alone, its place is read from their spans): the
     parse's chunk cache gives a grammar parsed again the same rule objects, and this analysis over
     XGrammar's basic_* rules was half of a small JSON Schema's parse."""
+    if not any(_body_references(rule.body) for rule in rules.values()):
+        return ()  # no rule names another (a {const: ...} schema's root alone): no left corner at all
     key = tuple(map(id, rules.values()))
     kept = _LEFT_GROUPS.get(key)
     if kept is not None and all(a is b for a, b in zip(kept[0], rules.values())):
@@ -1185,18 +1373,18 @@ def _warn_unreachable(
     definitions: list[_Definition],
     body_refs: dict[str, tuple[RuleRef, ...]],
     name_spans: dict[str, Span],
+    unreachable: set[str],
     diagnostics: list[Diagnostic],
-) -> set[str]:
-    """Warn at each rule the root cannot reach; say so when a dropped or refused construct did.
-    Returns the names the root reaches through bodies alone (the language's rules)."""
-    hidden = {d.rule.name: d.macro_refs + _body_references(d.lookahead) for d in definitions}
-    in_language = _reachable(root, body_refs, {})
+) -> list[Diagnostic]:
+    """Warn at each rule the root cannot reach (``unreachable``: those its bodies do not); say so
+    when a dropped or refused construct did. Returns ``diagnostics``, the warnings appended."""
+    hidden = {d.name: d.hidden_refs for d in definitions}
     with_hidden = _reachable(root, body_refs, hidden)
-    for name in body_refs.keys() - in_language:
+    for name in unreachable:
         note = " (only dropped or refused constructs use it)" if name in with_hidden else ""
         message = f"rule {name!r} is unreachable from {root!r}{note}"
         diagnostics.append(_diagnostic(text, name_spans[name], message, "warning"))
-    return in_language
+    return diagnostics
 
 
 def _reachable(

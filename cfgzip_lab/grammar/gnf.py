@@ -46,11 +46,12 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import FAMILY_BASE, INPUT_BASE, Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
-from .provenance import Origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
+from .provenance import Origin, _make_origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
 from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
 
 PASSES_IN_C = True
@@ -303,13 +304,30 @@ class _Rules:
         return len(self.rhs), len(nodes), total
 
 
-_ATOMS: dict[frozenset[int], tuple[tuple[ByteSet, ...], tuple[int, ...]]] = {}
+class _Partition(NamedTuple):
+    """What the terminal lifting reads of a grammar's byte sets: :func:`_atoms_of`, kept by the sets."""
+
+    atoms: tuple[ByteSet, ...]
+    atom_of: tuple[int, ...]  # byte value → atom index
+    atom_at: dict[int, int]  # an atom's smallest bit → its index
+    representatives: int  # the atoms' smallest bits
+    shapes: dict[int, tuple[tuple[tuple[int, int], ...], str]]  # a set's bits → (its atoms' edges, its name)
+
+
+_ATOMS: dict[frozenset[int], _Partition] = {}
 _ATOMS_KEPT = 1024
 
 
 def _atoms_of(byte_sets: set[ByteSet]) -> tuple[list[ByteSet], list[int]]:
     """:func:`~.cfg.byte_classes` of the sets and each byte's atom, kept by the sets' bits (the
     partition depends on them alone; a grammar compiled again has the same ones)."""
+    kept = _partition(byte_sets)
+    return list(kept.atoms), list(kept.atom_of)
+
+
+def _partition(byte_sets: set[ByteSet]) -> _Partition:
+    """The byte sets' :class:`_Partition`, made once per distinct sets (a never-seen JSON Schema's
+    {const: [true, i]} often has the digits of one seen before: 32 partitions for 200 of them)."""
     key = frozenset(s.bits for s in byte_sets)
     kept = _ATOMS.get(key)
     if kept is None:
@@ -323,10 +341,11 @@ def _atoms_of(byte_sets: set[ByteSet]) -> tuple[list[ByteSet], list[int]]:
                 low = bits & -bits
                 atom_of[low.bit_length() - 1] = k
                 bits ^= low
+        atom_at = {a.bits & -a.bits: k for k, a in enumerate(atoms) if a.bits}
         if len(_ATOMS) >= _ATOMS_KEPT:
             _ATOMS.clear()  # derived data only: dropped whole
-        kept = _ATOMS[key] = (tuple(atoms), tuple(atom_of))
-    return list(kept[0]), list(kept[1])
+        kept = _ATOMS[key] = _Partition(tuple(atoms), tuple(atom_of), atom_at, sum(atom_at), {})
+    return kept
 
 
 def _lift_terminals(
@@ -335,7 +354,8 @@ def _lift_terminals(
     """Build the initial rule sets; every byte set becomes a nonterminal over atoms (``byte_sets``:
     ``cfg.byte_sets()``, where the caller has them)."""
     byte_sets = cfg.byte_sets() if byte_sets is None else byte_sets
-    atoms, atom_of = _atoms_of(byte_sets)
+    partition = _partition(byte_sets)
+    atoms, atom_of = list(partition.atoms), list(partition.atom_of)
     if ByteSet(0) in byte_sets:
         # The dead terminal (grammar.dead_ends.DEAD): an atom of its own that no byte maps to,
         # so the paths through a dead end survive the normal form and no token ever takes one.
@@ -356,14 +376,14 @@ def _lift_terminals(
             names.append(name)
             rule_origins.append((origin,) if origin is not None else (Origin(name.split("@", 1)[0], "rule"),))
             rule_sets[nt] = EMPTY
-    start_origin = Origin(cfg.start, "start")
+    start_origin = _make_origin(cfg.start, "start", None, None, None, "")  # Origin(cfg.start, "start")
     start = rules.add("S0", store.word((ids[cfg.start],)), (start_origin,))
     lifted: dict[int, int] = {}
     shapes: dict[int, tuple[int, str]] = {}
 
     origins: dict[tuple, Origin] = {}  # (rule, span) → its Origin: a literal's bytes share one
-    atom_at = {a.bits & -a.bits: k for k, a in enumerate(atoms) if a.bits}  # smallest bit → atom
-    representatives = sum(atom_at)
+    atom_at, representatives = partition.atom_at, partition.representatives  # an atom's smallest bit → atom
+    kept_shapes = partition.shapes
     native = _passes(store)
     word = native.word if native is not None else store.word
     union_all = native.union_all if native is not None and hasattr(native, "union_all") else store.union_all
@@ -380,18 +400,23 @@ def _lift_terminals(
         if nt is None:
             shape = shapes.get(s.bits)  # (rule set, name) per byte set: occurrences repeat them
             if shape is None:
-                if s.bits:
-                    # The atoms a set holds, in atom order: an atom is in it iff its smallest bit is (no
-                    # set splits an atom), and atoms are ordered by their smallest bits.
-                    members, bits = [], s.bits & representatives
-                    while bits:
-                        low = bits & -bits
-                        members.append(atom_at[low])
-                        bits ^= low
-                else:
-                    members = [len(atoms) - 1]
-                rhs = store.make(False, tuple(sorted((atom_symbol(k), EPSILON) for k in members)))
-                shape = shapes[s.bits] = (rhs, format_byteset(s))
+                edges = kept_shapes.get(s.bits)  # (the partition's: the same for every grammar with it)
+                if edges is None:
+                    if s.bits:
+                        # The atoms a set holds, in atom order: an atom is in it iff its smallest bit is (no
+                        # set splits an atom), and atoms are ordered by their smallest bits.
+                        members, bits = [], s.bits & representatives
+                        while bits:
+                            low = bits & -bits
+                            members.append(atom_at[low])
+                            bits ^= low
+                    else:
+                        members = [len(atoms) - 1]
+                    edges = kept_shapes[s.bits] = (
+                        tuple(sorted((atom_symbol(k), EPSILON) for k in members)),
+                        format_byteset(s),
+                    )
+                shape = shapes[s.bits] = (store.make(False, edges[0]), edges[1])
             names.append(shape[1])  # rules.add, inlined: one nonterminal per occurrence
             rule_origins.append((origin,))
             nt = lifted[s.bits] = len(names) - 1
@@ -423,6 +448,7 @@ def _lift_terminals(
         # symbol(), inlined for one nonterminal per terminal occurrence (the same nonterminals, origins
         # and order): most of the lifting's time was that call per symbol.
         rule = cfg_origins[name].rule if name in cfg_origins else name
+        singles: dict = {}  # span → (its Origin,) in this rule: one tuple for all a literal's bytes
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
             out = []
@@ -430,18 +456,22 @@ def _lift_terminals(
                 if s.__class__ is str:
                     out.append(ids[s])
                     continue
-                origin = origins.get((name, span))
-                if origin is None:
-                    origin = origins[name, span] = origin_at(rule, "terminal", span, text)
+                single = singles.get(span)
+                if single is None:
+                    origin = origins.get((name, span))
+                    if origin is None:
+                        origin = origins[name, span] = origin_at(rule, "terminal", span, text)
+                    single = singles[span] = (origin,)
                 shape = shapes.get(s.bits)
                 if shape is None:
                     symbol(s, name, span)  # makes the shape (and this occurrence's nonterminal)
                     out.append(len(names) - 1)
                     continue
-                out.append(len(names))
+                nt = len(names)
+                out.append(nt)
                 names.append(shape[1])
-                rule_origins.append((origin,))
-                rule_sets[len(names) - 1] = shape[0]
+                rule_origins.append(single)
+                rule_sets[nt] = shape[0]
             words.append(word(out))
         rules.rhs[ids[name]] = union_all(words)
     return rules, start, atom_of

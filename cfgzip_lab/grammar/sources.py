@@ -110,11 +110,12 @@ class GrammarSource:
             return error
         return GrammarError([m for m in moved if m is not None], self.text, error.source)
 
-    def user_diagnostics(self, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    def user_diagnostics(self, diagnostics: list[Diagnostic], hidden: int = 0) -> list[Diagnostic]:
         """Warnings of the EBNF stage, in the user's terms: remapped; for a schema, those about
-        XGrammar's own rules (unreachable helpers, dropped lookaheads) become one note."""
+        XGrammar's own rules (unreachable helpers, dropped lookaheads) become one note. ``hidden``:
+        how many more of those the parse did not make (``GrammarAST.hidden_warnings``)."""
         moved = [self.remap(d) for d in diagnostics]
-        dropped = sum(m is None for m in moved)
+        dropped = sum(m is None for m in moved) + hidden
         if dropped:
             self.notes.append(
                 f"{dropped} warnings about XGrammar's generated rules not shown (unreachable helper rules, "

@@ -127,3 +127,5 @@ class GrammarAST:
     root: str = "root"
     text: str = ""
     warnings: list = field(default_factory=list)  # list[Diagnostic]
+    #: Unreachable-rule warnings not made (``parse_ebnf(warn_unreachable=False)``): how many.
+    hidden_warnings: int = 0
