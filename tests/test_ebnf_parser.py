@@ -151,7 +151,8 @@ def lark_analyse(text: str, root: str = "root"):
         _LarkChunk(builder, start).start(tree)
         diagnostics += builder.diagnostics
         definitions += builder.definitions
-    return ebnf._whole_grammar(text, root, definitions, broken_names, diagnostics), diagnostics
+    rules, _hidden = ebnf._whole_grammar(text, root, definitions, broken_names, diagnostics)  # 0 hidden: warned
+    return rules, diagnostics
 
 
 def new_analyse(text: str, root: str = "root"):
