@@ -397,13 +397,17 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             }                                                                          \
         }                                                                              \
     } while (0)
-    if (k && listed) {
-        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)
-            if (guess_bits[w]) FLUSH_ROWS(guess, guess_bits[w], (int32_t)w);
-        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH_ROWS(co[rest[i]], (uint32_t)1 << (rest[i] & 31), rest[i] >> 5);
-    } else if (k) {
-        FOR_WORDS(FLUSH_ROWS, FLUSH_ROWS)
+/* Each token once, word by word, as FLUSH(class, bits, word): from guess_bits and rest where the first
+ * pass listed them, else by scanning class_of again (FOR_WORDS). */
+#define FOR_TOKENS(FLUSH)                                                                                      \
+    if (k && listed) {                                                                                         \
+        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)                                                   \
+            if (guess_bits[w]) FLUSH(guess, guess_bits[w], (int32_t)w);                                        \
+        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH(co[rest[i]], (uint32_t)1 << (rest[i] & 31), rest[i] >> 5); \
+    } else if (k) {                                                                                            \
+        FOR_WORDS(FLUSH, FLUSH)                                                                                \
     }
+    FOR_TOKENS(FLUSH_ROWS)
     /* the repeated last class: its row again (a deferred one's each made from class_of when needed) */
     for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(defer && defer[cand[nlarge - 1].id]); i++)
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
@@ -438,14 +442,9 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             }                                                                          \
         }                                                                              \
     } while (0)
-    if (k && listed) {
-        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)
-            if (guess_bits[w]) FLUSH_PAIRS(guess, guess_bits[w], (int32_t)w);
-        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH_PAIRS(co[rest[i]], (uint32_t)1 << (rest[i] & 31), rest[i] >> 5);
-    } else if (k) {
-        FOR_WORDS(FLUSH_PAIRS, FLUSH_PAIRS)
-    }
+    FOR_TOKENS(FLUSH_PAIRS)
 #undef FOR_WORDS
+#undef FOR_TOKENS
 #undef FLUSH_ROWS
 #undef FLUSH_PAIRS
     result = lazy ? PyTuple_Pack(7, groups, tables, indptr, pw, pb, all, built)
