@@ -55,9 +55,9 @@ class ClassKind(IntEnum):
 # Plain-int spellings of the same values, for per-element numpy code (see
 # cfgzip_lab.vocab.NORMAL: numpy is slow to compare a scalar with an IntEnum member).
 NORMAL, STOP, BLOCKED = (int(k) for k in ClassKind)
-# ClassKind's values are consecutive, so a range check is the membership test (np.isin took 0.07 ms)
-_KIND_LOW, _KIND_HIGH = int(min(ClassKind)), int(max(ClassKind))
-assert sorted(int(k) for k in ClassKind) == list(range(_KIND_LOW, _KIND_HIGH + 1))
+# ClassKind's values are 0, 1, 2, so a range check is the membership test (np.isin took 0.07 ms)
+_NUM_KINDS = len(ClassKind)
+assert sorted(int(k) for k in ClassKind) == list(range(_NUM_KINDS))
 
 DEFAULT_TOKEN_BUDGET = 200_000  # new DAG nodes one token may create before it falls back
 
@@ -150,7 +150,7 @@ class TokenClasses:
             raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
         if v and (k == 0 or _largest_unsigned(class_of) >= k):
             raise ClassesError(f"class_of has ids outside [0, {k})")
-        if k and (kinds.min() < _KIND_LOW or kinds.max() > _KIND_HIGH):  # the kinds are one run of values
+        if k and _largest_unsigned(kinds) >= _NUM_KINDS:
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
         if (
             representatives
@@ -195,8 +195,9 @@ class TokenClasses:
 
 
 def _largest_unsigned(ids: np.ndarray) -> int:
-    """The largest of ``ids`` read as unsigned, where a negative id is past every class id: one pass
-    for both ends of the range check (Llama-3's 128k ids: 2 -> 1 reductions, ~0.03 ms a grammar)."""
+    """The largest of ``ids`` read as unsigned, where a negative id is past every id of a range
+    [0, n): one pass for both ends of the check (Llama-3's 128k class ids: 2 -> 1 reductions,
+    ~0.03 ms a grammar)."""
     if ids.dtype.kind == "i":
         ids = ids.view(np.dtype(f"u{ids.dtype.itemsize}"))
     return int(ids.max())

@@ -97,17 +97,9 @@ def _compiled_store_to_arrays(native, roots) -> tuple[dict[str, np.ndarray], dic
     return arrays, new_id
 
 
-def _store_from_arrays(
-    arrays: dict[str, np.ndarray], compiled: bool = False, *, numpy_checks: bool = True
-) -> WordStore:
-    """The store of ``arrays``, checked (a DAG, edges sorted, no node twice) before it is used.
-
-    ``numpy_checks=False`` (compiled only): the checks left to ``Words.load_arrays``, which makes
-    each of them in C as it loads (for a store this process just wrote out, where the numpy passes
-    were ~0.1 ms of a small schema's start; a file read keeps them, for their messages)."""
+def _store_from_arrays(arrays: dict[str, np.ndarray], compiled: bool = False) -> WordStore:
+    """The store of a file's ``arrays``, checked (a DAG, edges sorted, no node twice) before it is used."""
     accepts = arrays["store_accepts"]
-    if compiled and not numpy_checks:
-        return _compiled_store(accepts, arrays["store_indptr"], arrays["store_symbols"], arrays["store_children"])
     indptr = arrays["store_indptr"].astype(np.int64)
     symbols = arrays["store_symbols"].astype(np.int64)
     children = arrays["store_children"].astype(np.int64)
@@ -314,7 +306,7 @@ def gnf_from_arrays(arrays: dict[str, np.ndarray], doc: dict, *, compiled: bool 
     return GNF(**values)
 
 
-def _compiled_store(accepts, indptr, symbols, children) -> WordStore:
+def _compiled_store(store_accepts, store_indptr, store_symbols, store_children) -> WordStore:
     """A compiled store loaded from the arrays; ``load_arrays`` checks the edge lists against the node
     count, that every edge goes to an earlier node, that edges are sorted, and that no node repeats."""
     from ..native.compiled import CompiledWordStore, _kernel
@@ -323,10 +315,10 @@ def _compiled_store(accepts, indptr, symbols, children) -> WordStore:
     native = _kernel.Words([], 0, BudgetExceeded)
     try:
         native.load_arrays(
-            np.ascontiguousarray(accepts, dtype=np.uint8),
-            np.ascontiguousarray(indptr, dtype=np.int32),
-            np.ascontiguousarray(symbols, dtype=np.int64),
-            np.ascontiguousarray(children, dtype=np.int32),
+            np.ascontiguousarray(store_accepts, dtype=np.uint8),
+            np.ascontiguousarray(store_indptr, dtype=np.int32),
+            np.ascontiguousarray(store_symbols, dtype=np.int64),
+            np.ascontiguousarray(store_children, dtype=np.int32),
         )
     except ValueError as exc:
         raise GNFArraysError(f"the word store does not read back ({exc})") from None
@@ -342,7 +334,9 @@ def compact_gnf(gnf: GNF) -> GNF:
     from ..native.compiled import _kernel, supports
 
     compiled = supports(gnf) and hasattr(_kernel.Words, "load_arrays")
-    store = _store_from_arrays(store_arrays, compiled, numpy_checks=False)
+    # compiled: the checks left to Words.load_arrays, which makes each of them in C as it loads (the
+    # numpy passes a file read makes, for their messages, were ~0.1 ms of a small schema's start)
+    store = _compiled_store(**store_arrays) if compiled else _store_from_arrays(store_arrays)
     table = [{a: ids[t] for a, t in row.items()} for row in gnf.table]
     return dataclasses.replace(gnf, table=table, store=store, _family_rows={})
 
