@@ -260,18 +260,18 @@ def _run_all_cells(page, tries: int = 3) -> None:
     its cell). A user clicks again; so does this, and it says what the prompt showed if no
     click took.
     """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
-    shown = ""
     for _ in range(tries):
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        for _ in range(40):
-            shown = prompt.inner_text().strip()
-            if shown not in ("", "[ ]:"):
-                return
-            page.wait_for_timeout(500)
-        page.keyboard.press("Escape")  # close the menu if the click left it open
-    raise AssertionError(f"Run All Cells never started the workbench cell: its prompt shows {shown!r}")
+        try:  # [*]: queued or running, [1]: run
+            prompt.filter(has_text=re.compile(r"\[(\*|\d+)\]")).wait_for(timeout=20_000)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")  # close the menu if the click left it open
+    raise AssertionError(f"Run All Cells never started the workbench cell: its prompt shows {prompt.inner_text()!r}")
 
 
 def test_workbench_in_jupyterlab(lab, page):
