@@ -31,6 +31,13 @@ TOKENS = [b"[", b"]", b",", b"a", b"b", b"ab", b"abc", b"x", b"[a", b"c]", b'{"'
 TOKENS += [b'"', b" ", b"(", b")", b"-", b"yz", b'"x"', b"\n", b""]
 
 
+@pytest.fixture(autouse=True)
+def write_every_build(monkeypatch):
+    """These tests are about the folder, so every build is written, however fast (the toy
+    vocabulary's build in a millisecond too); the write policy has its own test below."""
+    monkeypatch.setattr("cfgzip_lab.grammar_cache.WRITE_AFTER_S", 0.0)
+
+
 @pytest.fixture(scope="module")
 def toy():
     return vocab_from_bytes(TOKENS, stop_ids=[len(TOKENS) - 1], name="toy")
@@ -128,6 +135,23 @@ def test_top_level_helpers_and_no_cache(toy, tmp_path, monkeypatch):
     memory_only = GrammarCache(2, cache_dir=False)
     memory_only.matcher('root ::= "a"\n', toy)
     assert memory_only.disk is None and len(memory_only) == 1
+
+
+def test_builds_quicker_than_write_after_stay_in_memory(toy, tmp_path, monkeypatch):
+    """A build that took less than ``write_after`` is not written (reading the smallest entries back
+    costs more than building them); it is held in memory as any other; 0 writes every build."""
+    folder = ClassCacheDir(tmp_path)
+    quick = GrammarCache(2, cache_dir=folder, write_after=3600.0)
+    ready = quick.get(GRAMMAR, toy)
+    assert ready.origin == "built" and "write" not in ready.seconds
+    assert folder.entries() == [] and folder.stats["writes"] == 0
+    assert quick.get(GRAMMAR, toy) is ready and ready.source == "memory"
+    _verify(ready, toy)
+    monkeypatch.setattr("cfgzip_lab.grammar_cache.WRITE_AFTER_S", 3600.0)  # the default, read when a cache is made
+    assert GrammarCache(1, cache_dir=folder).get(SCHEMA, toy).origin == "built" and folder.entries() == []
+    written = GrammarCache(1, cache_dir=folder, write_after=0).get(GRAMMAR, toy)
+    assert written.origin == "built" and written.seconds["write"] > 0 and len(folder.entries()) == 1
+    assert GrammarCache(1, cache_dir=folder, write_after=3600.0).get(GRAMMAR, toy).origin == "disk"  # read all the same
 
 
 def test_least_recently_used_grammars_leave_memory(toy):
@@ -282,7 +306,7 @@ def test_two_processes_building_one_grammar(toy, tmp_path):
         from cfgzip_lab.vocab import vocab_from_bytes
         tokens = [bytes.fromhex(t) for t in sys.argv[2].split(",")]
         vocab = vocab_from_bytes(tokens, stop_ids=[len(tokens) - 1], name="toy")
-        ready = GrammarCache(1, cache_dir=sys.argv[1]).get(sys.argv[3], vocab)
+        ready = GrammarCache(1, cache_dir=sys.argv[1], write_after=0).get(sys.argv[3], vocab)
         m = ready.matcher()
         print(ready.origin, m.accept_token(0), m.accept_token(3), m.accept_token(1))
         """
