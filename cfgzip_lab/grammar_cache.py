@@ -38,6 +38,7 @@ from .cache_dir import CacheKey, ClassCacheDir, grammar_key
 
 if TYPE_CHECKING:
     from .classes.classing import TokenClasses
+    from .classes.displacement import Displacer
     from .native.engine import NativeEngine
     from .native.index import SigmaInIndex
     from .native.matcher import NativeMatcher
@@ -77,6 +78,7 @@ class ReadyGrammar:
     origin: str = "built"
     source: str = "built"
     seconds: dict[str, float] = field(default_factory=dict)
+    displacer: Displacer | None = field(default=None, repr=False)  # classing's, where the engine walks in its store
     _engine: NativeEngine | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -99,6 +101,7 @@ class ReadyGrammar:
                 self.vocab,
                 self.classes,
                 self.index,
+                displacer=self.displacer,
                 unavailable=self.index_unavailable,
             )
         engine.index_source = "cache" if self.origin == "disk" else "built"
@@ -294,23 +297,36 @@ class GrammarCache:
             t4 = time.perf_counter()
             self.disk.store(key, compiled, classes, vocab, index)
             seconds["write"] = time.perf_counter() - t4
-        # Kept in memory as a load from the cache would give it: the GNF's own nodes only (not
-        # classing's word store), the index as arrays, no syntax tree. c_like with Llama-3: 17 MB
-        # held instead of 198 MB, for 30 ms of copying.
-        compact = _compact(compiled)
+        kept, displacer = _kept_grammar(compiled, result.displacer)
         if index is not None and not index.arrays_only:  # the Python build's lists: to arrays (the compiled one has them)
             index = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
-        ready = ReadyGrammar(key, compact, classes, vocab, index, unavailable)
+        ready = ReadyGrammar(key, kept, classes, vocab, index, unavailable, displacer=displacer)
         ready.seconds.update(seconds, compact=time.perf_counter() - t3 - seconds.get("write", 0.0))
         return ready
 
 
-def _compact(compiled: CompiledGrammar) -> CompiledGrammar:
-    """``compiled`` as a :class:`~cfgzip_lab.pipeline.LoadedGrammar` over a store of its GNF's nodes alone."""
+COMPACT_FROM_BYTES = 1 << 20
+"""A built grammar whose compiled word store holds more than this (bytes) is kept in memory over a
+store of its GNF's nodes alone; a smaller one keeps the store classing left, memos and all, and the
+engine walks on in it with classing's displacer (a small schema's store holds 120-300 KB, and the copy
+of a second store took ~0.1 ms of its ~1.5 ms start with Llama-3)."""
+
+
+def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[CompiledGrammar, Displacer | None]:
+    """What a :class:`ReadyGrammar` keeps of a build: ``compiled`` as a
+    :class:`~cfgzip_lab.pipeline.LoadedGrammar` (no syntax tree), over a store of its GNF's nodes
+    alone where classing's store is large (c_like with Llama-3: 17 MB held instead of 198 MB, for 30
+    ms of copying) or a Python one, else over classing's compiled store with the displacer that
+    stepped in it (the engine's walk starts from its memos)."""
     from .grammar.gnf_arrays import compact_gnf
+    from .native.compiled import CompiledDisplacer
     from .pipeline import LoadedGrammar
 
-    return LoadedGrammar(compiled.text, compact_gnf(compiled.gnf), compiled.grammar_source, compiled.seconds)
+    gnf = compiled.gnf
+    native = getattr(gnf.store, "native", None)
+    if isinstance(displacer, CompiledDisplacer) and native is not None and native.stats()["bytes"] <= COMPACT_FROM_BYTES:
+        return LoadedGrammar(compiled.text, gnf, compiled.grammar_source, compiled.seconds), displacer
+    return LoadedGrammar(compiled.text, compact_gnf(gnf), compiled.grammar_source, compiled.seconds), None
 
 
 def _vocab(vocab: VocabTable | str) -> VocabTable:

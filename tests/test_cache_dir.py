@@ -137,6 +137,26 @@ def test_top_level_helpers_and_no_cache(toy, tmp_path, monkeypatch):
     assert memory_only.disk is None and len(memory_only) == 1
 
 
+@pytest.mark.parametrize("compact_from", [0, 1 << 20], ids=["compacted", "classing-store"])
+def test_a_build_keeps_a_compact_store_or_classings_own(toy, tmp_path, monkeypatch, compact_from):
+    """A build past COMPACT_FROM_BYTES keeps a store of its GNF's nodes alone; a smaller one the store
+    classing left and its displacer. Either serves masks equal to XGrammar's."""
+    monkeypatch.setattr("cfgzip_lab.grammar_cache.COMPACT_FROM_BYTES", compact_from)
+    from cfgzip_lab.native.compiled import CompiledWordStore, available
+
+    if not available():
+        pytest.skip("the compiled word store is not built")
+    ready = GrammarCache(2, cache_dir=False).get(SCHEMA, toy)
+    store = ready.compiled.gnf.store
+    assert isinstance(store, CompiledWordStore) and ready.compiled._front_end is None
+    if compact_from:
+        assert ready.displacer is not None and ready.engine.walker.displacer is ready.displacer
+        assert ready.displacer.store is store and store.stats()["step_memo"] > 0  # classing's steps kept
+    else:
+        assert ready.displacer is None and store.stats()["step_memo"] == 0  # a fresh store of the GNF
+    _verify(ready, toy)
+
+
 def test_builds_quicker_than_write_after_stay_in_memory(toy, tmp_path, monkeypatch):
     """A build that took less than ``write_after`` is not written (reading the smallest entries back
     costs more than building them); it is held in memory as any other; 0 writes every build."""
