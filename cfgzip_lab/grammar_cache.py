@@ -298,7 +298,8 @@ class GrammarCache:
             self.disk.store(key, compiled, classes, vocab, index)
             seconds["write"] = time.perf_counter() - t4
         kept, displacer = _kept_grammar(compiled, result.displacer)
-        if index is not None and not index.arrays_only:  # the Python build's lists: to arrays (the compiled one has them)
+        # the Python build's lists: to arrays (the compiled one has them)
+        if index is not None and not index.arrays_only:
             index = SigmaInIndex.from_arrays(index.to_arrays(), index.metadata())
         ready = ReadyGrammar(key, kept, classes, vocab, index, unavailable, displacer=displacer)
         ready.seconds.update(seconds, compact=time.perf_counter() - t3 - seconds.get("write", 0.0))
@@ -324,7 +325,8 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
 
     gnf = compiled.gnf
     native = getattr(gnf.store, "native", None)
-    if isinstance(displacer, CompiledDisplacer) and native is not None and native.stats()["bytes"] <= COMPACT_FROM_BYTES:
+    small = native is not None and native.stats()["bytes"] <= COMPACT_FROM_BYTES
+    if small and isinstance(displacer, CompiledDisplacer):
         return LoadedGrammar(compiled.text, gnf, compiled.grammar_source, compiled.seconds), displacer
     return LoadedGrammar(compiled.text, compact_gnf(gnf), compiled.grammar_source, compiled.seconds), None
 
