@@ -216,6 +216,10 @@ class Expander:
     large_class_tokens : int
         Size from which a class goes into the numpy backend's union tables (see
         :mod:`cfgzip_lab.kernels.cpu`); any value gives the same bits, only the speed changes.
+    class_ids_checked : bool
+        The caller checks that every ``class_of`` id is a class (raising ``ClassesError`` as
+        :meth:`~cfgzip_lab.classes.classing.TokenClasses.validate` does) before any expansion:
+        :class:`~cfgzip_lab.native.rows.RowCache`'s compiled tables, in their one pass over it.
 
     Examples
     --------
@@ -231,11 +235,14 @@ class Expander:
         backend: Literal["auto", "numpy", "torch", "triton"] = "auto",
         memo_bytes: int = 32 << 20,
         large_class_tokens: int = LARGE_CLASS_TOKENS,
+        class_ids_checked: bool = False,
     ) -> None:
         if backend not in ("auto", "numpy", "torch", "triton"):
             raise ValueError(f"unknown backend {backend!r}")
         self.backend = backend
-        classes.validate(representatives=False)  # ids outside [0, K) would read past the tables' rows
+        # ids outside [0, K) would read past the tables' rows; class_ids_checked: the caller checks them
+        # in its own pass over class_of (the native engine's compiled rows, built right after)
+        classes.validate(representatives=False, class_ids=not class_ids_checked)
         class_of = np.asarray(classes.class_of)
         self.vocab_size = int(class_of.shape[0])
         self.num_classes = int(classes.num_classes)

@@ -288,7 +288,7 @@ class GrammarCache:
         result = build_classes(compiled, vocab, workers=self.workers)
         t2 = time.perf_counter()
         index, unavailable = build_index_or_reason(
-            compiled.gnf, result.classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
+            compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
         )
         t3 = time.perf_counter()
         classes = result.classes

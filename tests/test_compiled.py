@@ -393,10 +393,11 @@ def test_utf8_subtrees_numbered_from_the_memo_node_for_node(budget):
 
 
 def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
-    """The walk leaves the tokens of dead subtrees (and those it never meets) to one pass in token
-    order, which writes every entry the walk did not: whatever node_of held on entry, the result is
-    the same. A token it left out (here: dead tokens flagged as fallbacks on entry, so the pass finds
-    fewer dead tokens than the walk skipped) is an error, not a silent dead class."""
+    """One pass in token order before the walk gives every token the vocabulary's node (the empty set
+    in the trie, -1 outside it), the walk writes its live tokens over it, and the tokens of dead
+    subtrees keep the empty set: whatever node_of held on entry, the result is the same. A token it
+    left out (here: dead tokens flagged as fallbacks on entry, so fewer tokens are left dead than the
+    walk skipped) is an error, not a silent dead class."""
     gnf = compile_grammar(JSON_SMALL).gnf
     result = compute_classes(gnf, toy.token_bytes, toy.kinds, compiled=True)
     eligible = (np.asarray(toy.kinds) == 0) & (np.array([len(b) for b in toy.token_bytes]) > 0)
@@ -627,6 +628,47 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
     assert np.array_equal(result.class_of, reference.class_of)
     assert np.array_equal(result.representatives, reference.representatives)
     assert np.array_equal(result.class_kind, reference.class_kind)
+
+
+@pytest.mark.parametrize("budget", [200_000, 3])
+@pytest.mark.parametrize(
+    "grammar, kept",
+    [('root ::= "[true]"', True), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', True), ('root ::= [ -~]*', False)],
+    ids=["literal", "small", "most-live"],
+)
+def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
+    """classify(lazy=True): where the walk keeps its ranges (few live tokens) it never writes node_of,
+    and the result's token_node, made from the classes when first read, is what the full walk writes;
+    where it gives them up (most tokens live) it writes node_of from them and goes on writing it. The
+    same classes, representatives and representatives' nodes either way."""
+    tokens = [bytes([b]) for b in range(256)] + [bytes([a, b]) for a in range(97, 123) for b in range(32, 127)]
+    tokens += [b"", b"[true]", b"[t", b"rue]", b"ab12", b"{abc}"]
+    vocab = vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4, 5], name="bytes-and-pairs")
+    kinds = np.ascontiguousarray(vocab.kinds, dtype=np.uint8)
+    trie = compiled.vocab_trie(vocab.token_bytes, kinds)
+
+    def walk(node_of, *lazy):  # each on a fresh compile: a store's step memo would spare the budgets
+        displacer = compiled.CompiledDisplacer(compile_grammar(grammar).gnf)
+        args = (trie, displacer.atom_table, displacer.initial, budget, 10**8, node_of)
+        return displacer.store.native.classify(*args, np.zeros(vocab.vocab_size, dtype=np.uint8), None, None, *lazy)
+
+    full = np.empty(vocab.vocab_size, dtype=np.int64)
+    walk(full)
+    lazy = np.full(vocab.vocab_size, 7, dtype=np.int64)
+    *_, ranges = walk(lazy, True)
+    assert (ranges is not None) == kept
+    if kept:
+        assert (lazy == 7).all()  # not written
+    else:
+        assert np.array_equal(lazy, full)
+    result = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=True)
+    reference = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False)
+    assert (result._token_node is None) == kept  # made on first read, not by classing
+    assert np.array_equal(result.rep_nodes, result.token_node[result.classes.representatives])
+    assert np.array_equal(result.token_node, full)
+    for name in ("class_of", "representatives", "class_kind"):
+        assert np.array_equal(getattr(result.classes, name), getattr(reference.classes, name)), name
+    assert np.array_equal(result.rep_nodes, reference.rep_nodes)  # the same store ids (the same steps in order)
 
 
 def test_the_python_step_inside_the_compiled_walk_keeps_its_errors(toy):

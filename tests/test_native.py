@@ -589,6 +589,25 @@ def test_index_bounds_and_the_engine_without_an_index(toy):
     assert m.in_fallback and "unavailable" in m.fallback_reason
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64], ids=["int32", "int64"])
+def test_a_class_map_naming_a_class_it_lacks_is_refused(toy, dtype):
+    """An id past the classes in class_of: ClassesError when the engine is made, the int32 map from
+    the compiled rows' own pass over it (the expander leaves it to them), any other from validate."""
+    import dataclasses
+
+    from cfgzip_lab.classes.classing import ClassesError
+    from cfgzip_lab.native.engine import NativeEngine
+
+    compiled = compile_grammar(JSON_SMALL)
+    classes = build_classes(compiled, toy).classes
+    k = classes.num_classes
+    for bad in (k, -1):
+        class_of = np.asarray(classes.class_of, dtype=dtype).copy()
+        class_of[len(class_of) // 2] = bad
+        with pytest.raises(ClassesError, match=rf"class_of has ids outside \[0, {k}\)"):
+            NativeEngine(compiled, toy, dataclasses.replace(classes, class_of=class_of), None)
+
+
 def test_xgrammar_mask_bug_is_reported_apart():
     """xgrammar 0.2.8's mask refuses "bb" after left recursion through an empty alternative,
     which its own accept_token takes: the native engine follows the language, and verify counts

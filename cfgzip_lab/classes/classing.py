@@ -128,7 +128,7 @@ class TokenClasses:
             h.update(a.tobytes())
         return h.hexdigest()
 
-    def validate(self, vocab_size: int | None = None, *, representatives: bool = True) -> None:
+    def validate(self, vocab_size: int | None = None, *, representatives: bool = True, class_ids: bool = True) -> None:
         """Raise :class:`ClassesError` unless the arrays form a partition with representatives.
 
         Checked: one-dimensional integer arrays; ``class_kind`` has one entry per class, each
@@ -138,6 +138,9 @@ class TokenClasses:
         that many ids. Anything else would mask wrong tokens without any error from XGrammar.
         ``representatives=False`` skips the representatives: expansion reads only ``class_of``
         and ``class_kind``, and its tables may be built for any class map (empty classes too).
+        ``class_ids=False`` leaves ``class_of``'s range to a caller that checks it in a pass over the
+        array it makes anyway (the compiled expansion tables, :class:`~cfgzip_lab.native.rows.RowCache`:
+        the same message), where this one would read Llama-3's 512 KB once more (~0.03-0.09 ms).
         """
         class_of, reps, kinds = (np.asarray(a) for a in (self.class_of, self.representatives, self.class_kind))
         for name, a in (("class_of", class_of), ("representatives", reps), ("class_kind", kinds)):
@@ -148,8 +151,8 @@ class TokenClasses:
             raise ClassesError(f"classes cover {v} ids but the vocabulary has {vocab_size}")
         if kinds.shape != (k,):
             raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
-        if v and (k == 0 or _largest_unsigned(class_of) >= k):
-            raise ClassesError(f"class_of has ids outside [0, {k})")
+        if v and (k == 0 or (class_ids and _largest_unsigned(class_of) >= k)):
+            raise ClassesError(CLASS_IDS_OUTSIDE.format(k=k))
         if k and _largest_unsigned(kinds) >= _NUM_KINDS:
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
         if (
@@ -194,6 +197,11 @@ class TokenClasses:
         self.validate(None if vocab is None else vocab.vocab_size)
 
 
+CLASS_IDS_OUTSIDE = "class_of has ids outside [0, {k})"
+"""The message for a class map naming a class it does not have (:meth:`TokenClasses.validate`, and the
+compiled expansion tables' own check, :class:`~cfgzip_lab.native.rows.RowCache`)."""
+
+
 def _largest_unsigned(ids: np.ndarray) -> int:
     """The largest of ``ids`` read as unsigned, where a negative id is past every id of a range
     [0, n): one pass for both ends of the check (Llama-3's 128k class ids: 2 -> 1 reductions,
@@ -203,11 +211,51 @@ def _largest_unsigned(ids: np.ndarray) -> int:
     return int(ids.max())
 
 
-@dataclass
 class ClassingResult:
-    classes: TokenClasses
-    displacer: Displacer
-    token_node: np.ndarray  # int64[V]: the displacement node of each normal token (-1 otherwise)
+    """The classes, the displacer whose store holds the tokens' displacement nodes, and those nodes.
+
+    ``token_node`` (int64[V]): the displacement node of each NORMAL token with bytes (-1 for the
+    others and for fallback tokens; the empty set for dead ones). ``rep_nodes`` (int64[K]): that of
+    each class's representative, all the σ_in index reads of it. The compiled walk of a small
+    grammar keeps its tokens' nodes as ranges and never writes ``token_node``: it is made from the
+    classes on first access (``nodes_of``), where the index needs ``rep_nodes`` alone (Llama-3: a 1 MB
+    array not written, ~0.13 ms of a small schema's ~0.3 ms classing).
+    """
+
+    __slots__ = ("classes", "displacer", "_token_node", "_rep_nodes", "_nodes_of")
+
+    def __init__(
+        self,
+        classes: TokenClasses,
+        displacer: Displacer,
+        token_node: np.ndarray | None = None,
+        *,
+        rep_nodes: np.ndarray | None = None,
+        nodes_of: Callable[[], np.ndarray] | None = None,
+    ) -> None:
+        if token_node is None and (nodes_of is None or rep_nodes is None):
+            raise ValueError("a classing result needs its token nodes, or rep_nodes and nodes_of")
+        self.classes = classes
+        self.displacer = displacer
+        self._token_node = token_node
+        self._rep_nodes = rep_nodes
+        self._nodes_of = nodes_of
+
+    @property
+    def token_node(self) -> np.ndarray:
+        if self._token_node is None:
+            self._token_node = self._nodes_of()
+            self._nodes_of = None
+        return self._token_node
+
+    @property
+    def rep_nodes(self) -> np.ndarray:
+        if self._rep_nodes is None:
+            self._rep_nodes = self._token_node[np.asarray(self.classes.representatives, dtype=np.int64)]
+        return self._rep_nodes
+
+    def __repr__(self) -> str:
+        return f"ClassingResult({self.classes.num_classes} classes, {type(self.displacer).__name__})"
 
 
 def compute_classes(
@@ -338,16 +386,31 @@ def _classify_compiled(
     trie = trie if trie is not None else native_compiled.vocab_trie(token_bytes, kinds)
     displacer = native_compiled.CompiledDisplacer(gnf)
     store = displacer.store
-    node_of = np.empty(vocab_size, dtype=np.int64)  # every entry written by the walk (walk_dead_fill)
+    node_of = np.empty(vocab_size, dtype=np.int64)  # written by the walk, unless it keeps its ranges (lazy)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
     try:
-        keys, _, status, skipped, scanned, ranges = store.native.classify(
-            trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel
+        # lazy: node_of left to the ranges where the walk keeps them (few live tokens: a small grammar)
+        keys, _, status, skipped, scanned, fallen, ranges = store.native.classify(
+            trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel, True
         )
     except native_compiled.Unsupported:
         return None
     return _compiled_walk_result(
-        gnf, displacer, trie, kinds, node_of, fallback, keys, status, progress, max_nodes, skipped, scanned, ranges
+        gnf,
+        displacer,
+        trie,
+        kinds,
+        node_of,
+        fallback,
+        keys,
+        status,
+        progress,
+        max_nodes,
+        skipped,
+        scanned,
+        fallen,
+        ranges,
+        lazy=True,
     )
 
 
@@ -367,7 +430,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
     trie = trie if trie is not None else native_compiled.vocab_trie(token_bytes, kinds)
     displacer = Displacer(gnf)
     store, step = displacer.store, displacer.step
-    node_of = np.empty(vocab_size, dtype=np.int64)  # every entry written by the walk (walk_dead_fill)
+    node_of = np.empty(vocab_size, dtype=np.int64)  # every entry written by the walk (walk_prefill)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
 
     def step_of_key(node: int, atom: int, fresh: bool) -> int:
@@ -380,7 +443,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
             return -2 if store.created > max_nodes else -1
 
     try:
-        keys, _, status, skipped, scanned, ranges = native_compiled._kernel.classify_steps(
+        keys, _, status, skipped, scanned, fallen, ranges = native_compiled._kernel.classify_steps(
             trie,
             displacer.atom_table,
             displacer.num_atoms,
@@ -406,6 +469,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
         max_nodes,
         skipped,
         scanned,
+        fallen,
         ranges,
         token_bytes,
     )
@@ -424,15 +488,19 @@ def _compiled_walk_result(
     max_nodes,
     skipped,
     scanned,
+    fallen,
     ranges,
     token_bytes=None,
+    lazy=False,
 ):
     """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as
     :func:`_walk` raises it) and ``_words.c``'s ``assemble`` numbering, as a :class:`ClassingResult`.
     With ``token_bytes`` (the Python step's walk), a GNF's token atoms first join each token's
     node as on the Python path (``add_token_paths``: the same unions in the same order).
     ``ranges`` (the walk's tokens with a live node, where it kept them) let the numbering read those
-    tokens alone; token paths change nodes after the walk, so they take the pass over every token."""
+    tokens alone; token paths change nodes after the walk, so they take the pass over every token.
+    ``lazy``: the walk wrote ``node_of`` only where it gave up its ranges (classify's ``lazy``); with
+    its ranges kept, the result's ``token_node`` is made from the classes when first read."""
     from ..native import compiled as native_compiled
 
     store = displacer.store
@@ -446,7 +514,7 @@ def _compiled_walk_result(
         progress(trie.info()["eligible"], trie.info()["eligible"])
     token_paths = add_token_paths(displacer, token_bytes, kinds, node_of) if token_bytes is not None else None
     class_of = np.empty(len(node_of), dtype=np.int32)
-    reps, kinds_out, dead, blocked = native_compiled._kernel.assemble(
+    reps, kinds_out, dead, blocked, rep_nodes = native_compiled._kernel.assemble(
         trie,
         kinds,
         node_of,
@@ -462,7 +530,7 @@ def _compiled_walk_result(
     classes = TokenClasses(class_of, reps, kinds_out, _assembled_metadata(trie.info(), len(reps), dead, blocked))
     classes.metadata.update(
         {
-            "fallback_singletons": int(np.count_nonzero(fallback)),
+            "fallback_singletons": fallen,  # (the walk's count of the tokens it flagged in `fallback`)
             # the walk's own statistics (the Python path's distinct_byte_class_strings counts every
             # string; this walk skips the subtrees a configuration set loops through, see _words.c)
             "byte_class_strings_walked": keys,
@@ -475,7 +543,16 @@ def _compiled_walk_result(
     )
     if token_paths is not None:
         classes.metadata["named_token_ids"] = len(token_paths.atoms.named)
-    return ClassingResult(classes, displacer, node_of)
+    rep_nodes = np.frombuffer(rep_nodes, dtype=np.int64).copy()
+    if not lazy or ranges is None:  # node_of written whole
+        return ClassingResult(classes, displacer, node_of, rep_nodes=rep_nodes)
+
+    def nodes_of() -> np.ndarray:
+        # what a lazy walk that kept its ranges did not write: from the classes (one class per node)
+        native_compiled._kernel.token_nodes(trie, class_of, classes.class_kind, rep_nodes, node_of)
+        return node_of
+
+    return ClassingResult(classes, displacer, rep_nodes=rep_nodes, nodes_of=nodes_of)
 
 
 def _assembled_metadata(vocab_counts: dict, num_classes: int, dead: int, blocked: int) -> dict:

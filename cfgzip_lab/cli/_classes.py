@@ -120,7 +120,7 @@ def classes_for(
     with gc_paused():  # see cfgzip_lab._gc: the collector's passes over classing's nodes free nothing
         result = build_classes(compiled, vocab, budget=budget, progress=progress, workers=workers, **(options or {}))
         index, unavailable = build_index_or_reason(  # read off the classing result: c_like with Llama-3 ~0.3 s
-            compiled.gnf, result.classes, vocab.token_bytes, token_node=result.token_node, displacer=result.displacer
+            compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
         )
     seconds = time.perf_counter() - started
     path = None

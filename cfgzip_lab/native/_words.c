@@ -2286,7 +2286,7 @@ typedef struct {
     int64_t valid;
     uint8_t *atoms;
     int64_t *node_of;
-    uint64_t *assigned; /* bit t: the walk wrote node_of[t] (walk_dead_fill writes the others) */
+    uint64_t *assigned; /* bit t: the walk wrote node_of[t] over what walk_prefill wrote */
     uint8_t *fallback;
     int32_t *gs;
     uint8_t *ga;
@@ -2305,7 +2305,9 @@ typedef struct {
     int64_t nloops, loopcap, loopcap2;
     uint64_t *atom_bytes;            /* natoms x 4 words */
     int64_t skipped_tokens;
-    int64_t dead_skipped; /* tokens of dead subtrees, not written in node_of until walk_dead_fill */
+    int64_t dead_skipped; /* tokens of dead subtrees, left at the empty set walk_prefill wrote */
+    int64_t fallback_tokens; /* tokens given -1 by walk_dead_check: the walk's fallbacks */
+    int lazy_nodes; /* node_of not written (yet): the ranges hold the walk's nodes (classify's `lazy`) */
     /* walk_scan: up to SCAN_STATES configuration sets met in scans, their transitions as slots
      * (-1: not in the step memo when last looked), and a slot per node of the subtree scanned */
     int64_t scan_state[255];
@@ -2389,16 +2391,31 @@ static int64_t walk_report(Walk *W) {
     return 0;
 }
 
+static void walk_prefill(Walk *W);
+
+/* The ranges given up (past their bound): where node_of was left to them (lazy), it is written now
+ * from what they hold and this range, and by the walk itself from here on. */
+static void walk_ranges_off(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    W->ranges_off = 1;
+    if (!W->lazy_nodes) return;
+    const int32_t *ttok = W->T->ttok;
+    walk_prefill(W);
+    for (int64_t i = 0; i < W->nranges; i++)
+        for (int32_t k = W->ranges[i].lo; k < W->ranges[i].hi; k++) W->node_of[ttok[k]] = W->ranges[i].node;
+    for (int32_t k = lo; k < hi; k++) W->node_of[ttok[k]] = node;
+    W->lazy_nodes = 0;
+}
+
 static void walk_range(Walk *W, int32_t lo, int32_t hi, int64_t node) {
     if (W->ranges_off || hi <= lo) return;
     W->range_tokens += hi - lo;
     Range *last = W->nranges ? W->ranges + W->nranges - 1 : NULL;
     if (W->range_tokens > W->T->ntok / 4)
-        W->ranges_off = 1;
+        walk_ranges_off(W, lo, hi, node);
     else if (last && last->hi == lo && last->node == node) /* a scan's run of one set */
         last->hi = hi;
     else if (W->nranges >= RANGES_MAX || grow((void **)&W->ranges, &W->rangecap, W->nranges + 1, sizeof(Range)) < 0)
-        W->ranges_off = 1;
+        walk_ranges_off(W, lo, hi, node);
     else
         W->ranges[W->nranges++] = (Range){lo, hi, node};
 }
@@ -2408,15 +2425,19 @@ static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
     W->fallback_keys++;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) {
+            int32_t u = T->ttok[k];
+            W->fallback[u] = 1;
+            if (!W->lazy_nodes && !((W->assigned[u >> 6] >> (u & 63)) & 1)) W->node_of[u] = -1;
+        }
         walk_range(W, T->tptr[t], T->tptr[t + 1], -1);
         W->done_tokens += T->tptr[t + 1] - T->tptr[t];
     }
 }
 
-/* A token's node from the walk, marked as written (walk_dead_fill writes every token not marked). */
+/* A token's node from the walk, marked as written (walk_dead_check counts the marks). */
 static inline void walk_write(Walk *W, int32_t t, int64_t node) {
-    W->node_of[t] = node;
+    if (!W->lazy_nodes) W->node_of[t] = node;
     W->assigned[t >> 6] |= (uint64_t)1 << (t & 63);
 }
 
@@ -2563,7 +2584,7 @@ static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
 }
 
 /* The tokens ttok[lo:hi] (a subtree's, in preorder) take D without being walked: written, or, D dead,
- * counted for walk_dead_fill. */
+ * counted for walk_dead_check. */
 static void walk_take(Walk *W, int32_t lo, int32_t hi, int64_t D) {
     if (D == W_EMPTY) {
         W->dead_skipped += hi - lo;
@@ -2604,7 +2625,7 @@ static int scan_slot_of(Walk *W, int64_t D) {
 /* 1: every token strictly below t has its set (node_of written, counts kept); 0: gave up; < 0: error.
  * One pass: a node's tokens are written as its set is found; a scan that gives up has written only
  * what the walk will write again (the same sets), and counted nothing. Dead tokens are counted, not
- * written (walk_dead_fill). */
+ * written (they keep the empty set walk_prefill gave them). */
 static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
     VocabTrie *T = W->T;
     Words *S = W->S;
@@ -2761,52 +2782,61 @@ static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
     return 0;
 }
 
-/* Every token the walk did not write (`assigned`) gets its node here, in token order: the empty set
- * for a trie token outside the fallbacks (a dead subtree the walk skipped), -1 for the others (not in
- * the trie, or in a fallback). Their count must be the walk's, or a token was left out. One write per
- * token, no read of node_of (which the caller need not fill): where the -1 fill and a pass reading it
- * back were ~0.25 ms of a one-word schema's classing with Llama-3 (most of the vocabulary is dead). */
-static int walk_dead_fill(Walk *W) {
-    VocabTrie *T = W->T;
-    int64_t filled = 0;
+/* Every token's node as the vocabulary alone gives it: the empty set (a dead token) for a trie token,
+ * -1 for the others (not in the trie). Before the walk (or, lazy, where the ranges are given up); the
+ * walk then writes its live tokens over it (walk_write, which marks them in `assigned`), so no entry is
+ * read back or written twice in a branchy pass after it. Lazy, a walk that keeps its ranges never
+ * writes node_of at all: a small grammar's 1 MB with Llama-3, ~0.13 ms of its ~0.3 ms classing. */
+static void walk_prefill(Walk *W) {
+    const VocabTrie *T = W->T;
     int64_t *restrict node_of = W->node_of;
-    const uint8_t *restrict eligible = T->eligible_of, *restrict fallback = W->fallback;
-    const uint64_t *restrict assigned = W->assigned;
+    const uint8_t *restrict eligible = T->eligible_of;
+    for (int64_t t = 0; t < T->ntok; t++) node_of[t] = (int64_t)(eligible[t] != 0) - 1; /* W_EMPTY (0) or -1 */
+}
+
+/* After the walk: the fallback tokens it did not write get -1 (where node_of is written), and the
+ * tokens left at the empty set must be the ones it skipped as dead (eligible, not written, not
+ * fallbacks), or a token was left out.
+ * The fallback array is read 8 bytes at a time (almost all zero); the written ones are counted from
+ * `assigned`. */
+static int walk_dead_check(Walk *W) {
+    const VocabTrie *T = W->T;
     const int64_t ntok = T->ntok;
-    for (int64_t base = 0; base < ntok; base += 64) {
-        uint64_t written = assigned[base >> 6];
-        int64_t n = ntok - base < 64 ? ntok - base : 64;
-        if (!written && n == 64) { /* the usual case: 64 tokens, no branch (vectorized) */
-            int64_t dead64 = 0;
-            for (int j = 0; j < 64; j++) {
-                int64_t dead = (int64_t)(eligible[base + j] != 0) & (int64_t)(fallback[base + j] == 0);
-                node_of[base + j] = dead - 1;
-                dead64 += dead;
-            }
-            filled += dead64;
-            continue;
-        }
-        for (int64_t j = 0; j < n; j++) {
-            if ((written >> j) & 1) continue;
-            int64_t t = base + j, dead = (int64_t)(eligible[t] != 0) & (int64_t)(fallback[t] == 0);
-            node_of[t] = dead - 1; /* W_EMPTY (0) where dead, else -1 */
-            filled += dead;
+    const uint8_t *fallback = W->fallback, *eligible = T->eligible_of;
+    const uint64_t *assigned = W->assigned;
+    int64_t written = 0, fallen = 0;
+    for (int64_t w = 0; w <= ntok >> 6; w++) written += __builtin_popcountll(assigned[w]);
+    for (int64_t base = 0; base < ntok; base += 8) {
+        uint64_t eight = 0;
+        int64_t n = ntok - base < 8 ? ntok - base : 8;
+        if (n == 8)
+            memcpy(&eight, fallback + base, 8);
+        else
+            memcpy(&eight, fallback + base, (size_t)n);
+        if (!eight) continue;
+        for (int64_t t = base; t < base + n; t++) {
+            if (!fallback[t] || !eligible[t] || (assigned[t >> 6] >> (t & 63)) & 1) continue;
+            if (!W->lazy_nodes) W->node_of[t] = -1;
+            fallen++;
         }
     }
-    if (filled != W->dead_skipped) {
+    int64_t dead = T->eligible - written - fallen;
+    if (dead != W->dead_skipped) {
         PyErr_Format(PyExc_RuntimeError, "classify: %lld tokens left without a node, %lld skipped as dead",
-                     (long long)filled, (long long)W->dead_skipped);
+                     (long long)dead, (long long)W->dead_skipped);
         return -1;
     }
+    W->fallback_tokens = fallen;
     return 0;
 }
 
 /* The walk from the trie's root (classify and classify_steps): (keys, fallback_keys, status,
- * skipped_tokens, scanned_tokens: those of walk_scan, 0 with the Python step, ranges: the walk's
- * Ranges as bytes for assemble, or None where it gave them up or did not finish). */
+ * skipped_tokens, scanned_tokens: those of walk_scan, 0 with the Python step, fallback_tokens: the
+ * tokens of the fallback keys (0 where the walk did not finish), ranges: the walk's Ranges as bytes
+ * for assemble, or None where it gave them up or did not finish). */
 static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const uint8_t *atom_of, long long initial,
                               long long budget, long long max_nodes, Py_buffer *node_of, Py_buffer *fallback,
-                              PyObject *progress, PyObject *cancel) {
+                              PyObject *progress, PyObject *cancel, int lazy) {
     PyObject *result = NULL;
     Walk W;
     memset(&W, 0, sizeof(W));
@@ -2835,6 +2865,8 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
         }
         for (int b = 0; b < 256; b++) W.atom_bytes[4 * (int64_t)atom_of[b] + (b >> 6)] |= 1ULL << (b & 63);
     }
+    W.lazy_nodes = lazy;
+    if (!lazy) walk_prefill(&W);
     W.path[0] = (int32_t)initial;
     W.valid = 1;
     int64_t r = walk_push(&W, 0, 0);
@@ -2842,21 +2874,22 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
     if (S) S->limit = NO_LIMIT;
     if (r == E_LIMIT) {
         PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
-        if (key) result = Py_BuildValue("LL(sNL)LLO", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
-                                        (long long)W.limit_node, (long long)W.skipped_tokens, (long long)W.scanned_tokens, Py_None);
+        if (key) result = Py_BuildValue("LL(sNL)LLiO", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
+                                        (long long)W.limit_node, (long long)W.skipped_tokens, (long long)W.scanned_tokens, 0, Py_None);
     } else if (r == E_CANCEL) {
-        result = Py_BuildValue("LLsLLO", (long long)W.keys, (long long)W.fallback_keys, "cancelled",
-                               (long long)W.skipped_tokens, (long long)W.scanned_tokens, Py_None);
+        result = Py_BuildValue("LLsLLiO", (long long)W.keys, (long long)W.fallback_keys, "cancelled",
+                               (long long)W.skipped_tokens, (long long)W.scanned_tokens, 0, Py_None);
     } else if (r < 0) {
         if (S && r != E_PYTHON) raise_code(S, r);
         else if (r == E_NOMEM) PyErr_NoMemory();
-    } else if (walk_dead_fill(&W) == 0) {
+    } else if (walk_dead_check(&W) == 0) {
         PyObject *ranges = W.ranges_off ? Py_NewRef(Py_None)
                                         : PyBytes_FromStringAndSize((const char *)W.ranges,
                                                                     (Py_ssize_t)(W.nranges * (int64_t)sizeof(Range)));
         if (ranges)
-            result = Py_BuildValue("LLOLLN", (long long)W.keys, (long long)W.fallback_keys, Py_None,
-                                   (long long)W.skipped_tokens, (long long)W.scanned_tokens, ranges);
+            result = Py_BuildValue("LLOLLLN", (long long)W.keys, (long long)W.fallback_keys, Py_None,
+                                   (long long)W.skipped_tokens, (long long)W.scanned_tokens,
+                                   (long long)W.fallback_tokens, ranges);
     }
     if (!result && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "classify: the walk failed");
 done:
@@ -2892,10 +2925,12 @@ static int classify_buffers(VocabTrie *T, Py_buffer *atom_table, Py_buffer *node
     return 0;
 }
 
-/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel)
- *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, ranges)
+/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel, lazy=False)
+ *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, fallback_tokens, ranges)
  * node_of: writable int64[V], every entry written once the walk ends (-1 for the tokens not in the trie
- * and those in a fallback, the empty set for dead ones; see walk_dead_fill), fallback: writable uint8[V]
+ * and those in a fallback, the empty set for dead ones; see walk_prefill), except with `lazy` where the
+ * walk kept its ranges (ranges not None): node_of is not written then, the ranges and the vocabulary
+ * say every token's node (assemble reads them; token_nodes writes the array). fallback: writable uint8[V]
  * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
  * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
 static PyObject *words_classify(Words *S, PyObject *args) {
@@ -2903,13 +2938,14 @@ static PyObject *words_classify(Words *S, PyObject *args) {
     Py_buffer atom_table, node_of, fallback;
     long long initial, budget, max_nodes;
     PyObject *progress, *cancel, *result = NULL;
-    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
-                          &node_of, &fallback, &progress, &cancel))
+    int lazy = 0;
+    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO|p", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
+                          &node_of, &fallback, &progress, &cancel, &lazy))
         return NULL;
     if (need_grammar(S) == 0 && check_node(S, initial) == 0 &&
         classify_buffers(T, &atom_table, &node_of, &fallback, S->natoms) == 0)
         result = run_classify(S, NULL, T, atom_table.buf, initial, budget, max_nodes, &node_of, &fallback, progress,
-                              cancel);
+                              cancel, lazy);
     PyBuffer_Release(&atom_table);
     PyBuffer_Release(&node_of);
     PyBuffer_Release(&fallback);
@@ -2917,7 +2953,7 @@ static PyObject *words_classify(Words *S, PyObject *args) {
 }
 
 /* classify_steps(trie, atom_table, num_atoms, initial, node_of, fallback, progress, cancel, step)
- *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, ranges): classify with the steps taken by step(node, atom, fresh) (see
+ *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, fallback_tokens, ranges): classify with the steps taken by step(node, atom, fresh) (see
  * walk_key_py; budgets are the callable's), for a displacer the compiled store does not run. */
 static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
     (void)self;
@@ -2933,7 +2969,7 @@ static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
     } else if (initial < 0 || initial > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "classify_steps: the initial node is out of range");
     } else if (classify_buffers(T, &atom_table, &node_of, &fallback, natoms) == 0) {
-        result = run_classify(NULL, step, T, atom_table.buf, initial, 0, 0, &node_of, &fallback, progress, cancel);
+        result = run_classify(NULL, step, T, atom_table.buf, initial, 0, 0, &node_of, &fallback, progress, cancel, 0);
     }
     PyBuffer_Release(&atom_table);
     PyBuffer_Release(&node_of);
@@ -2942,11 +2978,12 @@ static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
 }
 
 /* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1, ranges=None) -> (reps int32 bytes,
- * kinds uint8 bytes, dead, blocked): classing._assemble over arrays (with classify's ranges and the node
- * count, from those tokens alone: assemble_ranges). BLOCKED first (special and empty tokens, dead ones: node_of 0),
- * STOP next, then one class per displacement node (a fallback token alone), numbered by representative
- * id; a representative is the shortest member, ties to the lowest id; the BLOCKED class's is its
- * shortest dead token when it has one. class_of: writable int32[V]. */
+ * kinds uint8 bytes, dead, blocked, rep_nodes int64 bytes): classing._assemble over arrays (with classify's
+ * ranges and the node count, from those tokens alone, node_of not read: assemble_ranges). BLOCKED first
+ * (special and empty tokens, dead ones: node_of 0), STOP next, then one class per displacement node (a
+ * fallback token alone), numbered by representative id; a representative is the shortest member, ties
+ * to the lowest id; the BLOCKED class's is its shortest dead token when it has one. rep_nodes: each
+ * representative's node (what node_of holds for it). class_of: writable int32[V]. */
 static int cmp_int32(const void *x, const void *y) {
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
     return (a > b) - (a < b);
@@ -2958,8 +2995,8 @@ static int cmp_int32(const void *x, const void *y) {
  * memset, not a pass reading five arrays per token (0.17 ms of a one-word schema's ~0.4 ms classing
  * with Llama-3). The same classes and representatives as the long way. NULL with no error set where
  * it does not apply (no BLOCKED class, where STOP would be class 0): the caller takes the long way. */
-static PyObject *assemble_ranges(VocabTrie *T, const int64_t *no, const uint8_t *fb, int32_t *out, const Range *rs,
-                                 int64_t nr, int64_t top) {
+static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr,
+                                 int64_t top) {
     int64_t live = 0, fallbacks = 0;
     for (int64_t i = 0; i < nr; i++) {
         if (rs[i].lo < 0 || rs[i].hi < rs[i].lo || rs[i].hi > T->eligible || rs[i].node > top ||
@@ -2978,8 +3015,10 @@ static PyObject *assemble_ranges(VocabTrie *T, const int64_t *no, const uint8_t 
         return NULL;
     }
     if (blocked == 0) return NULL;
-    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL;
+    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL;
     int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL, *by_rep = NULL;
+    int64_t *group_node = NULL, groupcap = 0;
+    uint64_t *in_range = NULL;
     if (!group_of_node) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
     memset(out, 0, (size_t)T->ntok * sizeof(int32_t));
@@ -2993,8 +3032,10 @@ static PyObject *assemble_ranges(VocabTrie *T, const int64_t *no, const uint8_t 
             int32_t t = ttok[k];
             if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
                 if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
+                if (ng >= groupcap && grow((void **)&group_node, &groupcap, ng + 1, sizeof(int64_t)) < 0) goto nomem;
                 g = (int32_t)ng++;
                 rep[g] = t;
+                group_node[g] = node;
                 if (node >= 0) group_of_node[node] = g;
             } else if (len[t] < len[rep[g]] || (len[t] == len[rep[g]] && t < rep[g])) {
                 rep[g] = t; /* the shortest member, ties to the lowest id, as the pass in id order finds it */
@@ -3002,16 +3043,24 @@ static PyObject *assemble_ranges(VocabTrie *T, const int64_t *no, const uint8_t 
             out[t] = g;
         }
     }
+    /* The dead representative: the shortest trie token in no range (neither live nor a fallback), the
+     * first of equals; read from the ranges, not node_of, which a lazy walk did not write. */
     int64_t dead_rep = -1;
+    if (dead) {
+        in_range = calloc((size_t)(T->ntok / 64 + 1), sizeof(uint64_t));
+        if (!in_range) goto nomem;
+        for (int64_t i = 0; i < nr; i++)
+            for (int32_t k = rs[i].lo; k < rs[i].hi; k++) in_range[ttok[k] >> 6] |= (uint64_t)1 << (ttok[k] & 63);
+    }
     for (int64_t i = 0; dead && i < T->eligible; i++) {
         int32_t t = T->by_length[i];
-        if (no[t] == W_EMPTY && !fb[t]) {
+        if (!((in_range[t >> 6] >> (t & 63)) & 1) && !fb[t]) {
             dead_rep = t;
             break;
         }
     }
     if (dead && dead_rep < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "assemble: the dead tokens the ranges leave are not dead in node_of");
+        PyErr_SetString(PyExc_RuntimeError, "assemble: the dead tokens the ranges leave are all fallbacks");
         goto done;
     }
     int64_t first = 1 + (T->nstops > 0), k_total = first + ng;
@@ -3019,14 +3068,18 @@ static PyObject *assemble_ranges(VocabTrie *T, const int64_t *no, const uint8_t 
     by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
     reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
     kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
-    if (!cls || !by_rep || !reps_b || !kinds_b) goto nomem;
+    nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    if (!cls || !by_rep || !reps_b || !kinds_b || !nodes_b) goto nomem;
     int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
     uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b);
     reps[0] = (int32_t)(dead_rep >= 0 ? dead_rep : T->fixed_blocked_min);
     kout[0] = 2; /* ClassKind.BLOCKED */
+    rep_nodes[0] = dead_rep >= 0 ? W_EMPTY : -1;
     if (T->nstops) {
         reps[1] = (int32_t)T->stop_rep;
         kout[1] = 1; /* ClassKind.STOP */
+        rep_nodes[1] = -1;
     }
     for (int64_t g = 0; g < ng; g++) by_rep[g] = rep[g];
     qsort(by_rep, (size_t)ng, sizeof(int32_t), cmp_int32);
@@ -3035,17 +3088,21 @@ static PyObject *assemble_ranges(VocabTrie *T, const int64_t *no, const uint8_t 
         cls[out[t]] = (int32_t)(first + i);
         reps[first + i] = t;
         kout[first + i] = 0; /* ClassKind.NORMAL */
+        rep_nodes[first + i] = group_node[out[t]];
     }
     for (int64_t i = 0; i < nr; i++)
         for (int32_t k = rs[i].lo; k < rs[i].hi; k++) out[ttok[k]] = cls[out[ttok[k]]];
-    result = Py_BuildValue("NNLL", reps_b, kinds_b, (long long)dead, (long long)blocked);
-    reps_b = kinds_b = NULL;
+    result = Py_BuildValue("NNLLN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b);
+    reps_b = kinds_b = nodes_b = NULL;
     goto done;
 nomem:
     PyErr_NoMemory();
 done:
     Py_XDECREF(reps_b);
     Py_XDECREF(kinds_b);
+    Py_XDECREF(nodes_b);
+    free(group_node);
+    free(in_range);
     free(group_of_node);
     free(rep);
     free(cls);
@@ -3079,7 +3136,7 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "assemble: ranges must be the bytes classify returned");
             goto done;
         }
-        result = assemble_ranges(T, no, fb, class_of.buf, (const Range *)PyBytes_AS_STRING(ranges),
+        result = assemble_ranges(T, fb, class_of.buf, (const Range *)PyBytes_AS_STRING(ranges),
                                  PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1);
         if (result || PyErr_Occurred()) goto done;
     }
@@ -3198,7 +3255,14 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
         int32_t g = group[t];
         out[t] = g >= 0 ? cls[g] : g == -2 ? (int32_t)(blocked > 0) : 0;
     }
-    result = Py_BuildValue("NNLL", reps_b, kinds_b, (long long)dead, (long long)blocked);
+    PyObject *nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    if (!nodes_b) {
+        Py_DECREF(reps_b);
+        Py_DECREF(kinds_b);
+        goto done;
+    }
+    for (int64_t i = 0; i < k_total; i++) ((int64_t *)PyBytes_AS_STRING(nodes_b))[i] = no[reps[i]];
+    result = Py_BuildValue("NNLLN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b);
     goto done;
 nomem:
     PyErr_NoMemory();
@@ -3210,6 +3274,41 @@ done:
     PyBuffer_Release(&node_of);
     PyBuffer_Release(&fallback);
     PyBuffer_Release(&class_of);
+    return result;
+}
+
+/* token_nodes(trie, class_of int32[V], class_kind uint8[K], rep_nodes int64[K], out int64[V]): every token's
+ * displacement node from its class, as classify writes node_of, for a lazy walk that kept its ranges (and
+ * so did not write it): a NORMAL or STOP class's tokens share their representative's node (one class per
+ * node), the BLOCKED class holds the dead trie tokens (the empty set) and the tokens outside the trie (-1). */
+static PyObject *k_token_nodes(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer co, ck, rn, out;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*w*", &VocabTrieType, &T, &co, &ck, &rn, &out)) return NULL;
+    PyObject *result = NULL;
+    int64_t v = T->ntok, k = ck.len;
+    if (co.len != v * 4 || out.len != v * 8 || rn.len != k * 8) {
+        PyErr_SetString(PyExc_ValueError, "token_nodes: arrays do not fit the vocabulary and the classes");
+        goto done;
+    }
+    const int32_t *c = co.buf;
+    const uint8_t *kind = ck.buf, *eligible = T->eligible_of;
+    const int64_t *rep_nodes = rn.buf;
+    int64_t *o = out.buf;
+    for (int64_t t = 0; t < v; t++) {
+        if ((uint32_t)c[t] >= (uint64_t)k) {
+            PyErr_SetString(PyExc_ValueError, "token_nodes: class_of has ids outside [0, num_classes)");
+            goto done;
+        }
+        o[t] = kind[c[t]] == 2 ? (int64_t)(eligible[t] != 0) - 1 : rep_nodes[c[t]]; /* ClassKind.BLOCKED */
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&co);
+    PyBuffer_Release(&ck);
+    PyBuffer_Release(&rn);
+    PyBuffer_Release(&out);
     return result;
 }
 
@@ -4100,6 +4199,7 @@ static PyTypeObject VocabTrieType = {
 
 static PyMethodDef module_functions[] = {
     {"assemble", k_assemble, METH_VARARGS, "classing._assemble over arrays (see _words.c)"},
+    {"token_nodes", k_token_nodes, METH_VARARGS, "every token's node from its class (see _words.c)"},
     {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (see _words.c)"},
     {NULL, NULL, 0, NULL},
 };

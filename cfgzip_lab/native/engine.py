@@ -19,7 +19,7 @@ from ..expand import Expander
 from .compiled import make_displacer
 from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
-from .rows import RowCache
+from .rows import RowCache, kernel_available
 from .walk import DEFAULT_LIMITS, StateWalker, WalkLimits
 
 if TYPE_CHECKING:
@@ -72,7 +72,11 @@ class NativeEngine:
             )
         elif self.unavailable is None:
             self.unavailable = "no σ_in index"
-        self.expander = self.expander or Expander(self.classes)
+        # the compiled rows check class_of's ids in their own pass over it (RowCache; an int32 map, which
+        # they read as it is), so the expander made here for them leaves that to them (one read of
+        # Llama-3's 512 KB map, not two)
+        checked = kernel_available() and np.asarray(self.classes.class_of).dtype == np.int32
+        self.expander = self.expander or Expander(self.classes, class_ids_checked=checked)
         self.rows = RowCache(self.expander, self.classes.class_of, class_kind=self.classes.class_kind)
 
     @cached_property
@@ -151,7 +155,7 @@ def build_native_engine(
                 compiled.gnf,
                 classes,
                 vocab.token_bytes,
-                token_node=classing.token_node if classing is not None else None,
+                rep_nodes=classing.rep_nodes if classing is not None else None,
                 displacer=displacer,
                 max_words=max_index_words,
             )

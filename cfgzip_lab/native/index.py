@@ -370,7 +370,7 @@ def _csr_to_ints(indptr: np.ndarray, flat: np.ndarray, k: int) -> list[int]:
     return out
 
 
-def _compiled_build_keeps_ids(gnf, classes, token_node) -> bool:
+def _compiled_build_keeps_ids(gnf, classes, rep_nodes) -> bool:
     """Whether the compiled build makes the store nodes the Python build makes, in its order. With
     counted families the σ_in rests of REL tops are new nodes (``IN(f, lo, hi) · rest``), which the
     Python build makes class by class between the representatives it runs: the compiled build runs
@@ -378,14 +378,13 @@ def _compiled_build_keeps_ids(gnf, classes, token_node) -> bool:
     displacement nodes are known for every NORMAL class), and the ids stay the Python ones."""
     if not gnf.families:
         return True
-    if token_node is None:
+    if rep_nodes is None:
         return False
-    reps = np.asarray(classes.representatives, dtype=np.int64)[np.asarray(classes.class_kind) == NORMAL]
-    return bool(np.all(np.asarray(token_node)[reps] >= 0))
+    return bool(np.all(rep_nodes[np.asarray(classes.class_kind) == NORMAL] >= 0))
 
 
 def _build_compiled(
-    gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
+    gnf, classes, token_bytes, rep_nodes, displacer, max_words_per_node, max_words, max_unindexed, started
 ) -> SigmaInIndex:
     """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes and
     the same arrays (tested against the Python build), returned in the arrays form."""
@@ -396,7 +395,7 @@ def _build_compiled(
     reps = np.asarray(classes.representatives, dtype=np.int64)
     normal = np.flatnonzero(kinds == NORMAL)
     class_nodes = np.zeros(classes.num_classes, dtype=np.int64)  # 0: not indexed
-    nodes = np.asarray(token_node, dtype=np.int64)[reps[normal]] if token_node is not None else np.full(normal.size, -1)
+    nodes = rep_nodes[normal] if rep_nodes is not None else np.full(normal.size, -1, dtype=np.int64)
     unindexed: list[int] = []
     for i in np.flatnonzero(nodes < 0).tolist():
         # Not known from classing (cache load, or a fallback singleton): run it under the same kind of
@@ -486,6 +485,7 @@ def build_index(
     *,
     token_node: np.ndarray | None = None,
     displacer: Displacer | None = None,
+    rep_nodes: np.ndarray | None = None,
     max_words_per_node: int = 1_000_000,
     max_words: int = MAX_SIGMA_IN_WORDS,
     max_unindexed: int = MAX_UNINDEXED,
@@ -503,6 +503,9 @@ def build_index(
         Displacement node of each token from classing (``ClassingResult.token_node``); without
         it each NORMAL class's representative is run through a displacer (K tokens, shared
         prefixes memoised), which is what loading a cache without an index does.
+    rep_nodes : int64[K], optional
+        All the index reads of ``token_node``: the node of each class's representative
+        (``ClassingResult.rep_nodes``, which a small grammar's classing gives without the array).
     max_words_per_node : int
         A class whose σ_in set is larger than this is left to the walk (listed in
         ``unindexed``) rather than enumerated.
@@ -519,10 +522,14 @@ def build_index(
 
     started = time.perf_counter()
     displacer = displacer or make_displacer(gnf)
-    if stepping_store(displacer) is not None and _compiled_build_keeps_ids(gnf, classes, token_node):
+    if rep_nodes is None and token_node is not None:
+        rep_nodes = np.asarray(token_node, dtype=np.int64)[np.asarray(classes.representatives, dtype=np.int64)]
+    elif rep_nodes is not None:
+        rep_nodes = np.asarray(rep_nodes, dtype=np.int64)
+    if stepping_store(displacer) is not None and _compiled_build_keeps_ids(gnf, classes, rep_nodes):
         try:
             return _build_compiled(
-                gnf, classes, token_bytes, token_node, displacer, max_words_per_node, max_words, max_unindexed, started
+                gnf, classes, token_bytes, rep_nodes, displacer, max_words_per_node, max_words, max_unindexed, started
             )
         except Unsupported:  # what the compiled store does not do: the Python build below, on the same store
             pass
@@ -538,7 +545,7 @@ def build_index(
     paths = token_paths(displacer)
     for k in np.flatnonzero(kinds == NORMAL).tolist():
         rep = int(reps[k])
-        node = int(token_node[rep]) if token_node is not None else -1
+        node = int(rep_nodes[k]) if rep_nodes is not None else -1
         if node < 0:
             # Not known from classing (cache load, or a fallback singleton): compute it, under
             # the same kind of budget classing uses; past it the class is decided by the walk.

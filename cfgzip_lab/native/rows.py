@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from ..classes.classing import BLOCKED
+from ..classes.classing import BLOCKED, CLASS_IDS_OUTSIDE, ClassesError
 from ..expand import Expander
 from ..kernels.union_tables import CompiledExpansion, compiled_tables, largest_classes, pair_lists, union_tables
 from .kernel import compiled as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
@@ -124,16 +124,21 @@ class RowCache:
             # schema it is ~128k of Llama-3's tokens, the one large class: 16 KB not written, and with
             # row 0 and the short group's copies, 20 of the engine build's 4-KB page faults gone.
             defer = None if class_kind is None else np.asarray(class_kind) == BLOCKED
-            members, tables, pairs, built = compiled_tables(
-                _kernel,
-                class_of,
-                self.num_classes,
-                most=UNION_CLASSES,
-                min_tokens=UNION_MIN_TOKENS,
-                vocab_words=self.vocab_words,
-                lazy=True,
-                defer=defer,
-            )
+            try:
+                members, tables, pairs, built = compiled_tables(
+                    _kernel,
+                    class_of,
+                    self.num_classes,
+                    most=UNION_CLASSES,
+                    min_tokens=UNION_MIN_TOKENS,
+                    vocab_words=self.vocab_words,
+                    lazy=True,
+                    defer=defer,
+                )
+            except ValueError as exc:  # the tables' check of every id, as TokenClasses.validate words it
+                if "outside [0, num_classes)" not in str(exc):
+                    raise
+                raise ClassesError(CLASS_IDS_OUTSIDE.format(k=self.num_classes)) from None
         else:  # pragma: no cover - a kernel built before expansion_tables
             class_of = np.asarray(class_of, dtype=np.int64)
             large = largest_classes(class_of, self.num_classes, most=UNION_CLASSES, min_tokens=UNION_MIN_TOKENS)
