@@ -633,7 +633,7 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
 @pytest.mark.parametrize("budget", [200_000, 3])
 @pytest.mark.parametrize(
     "grammar, kept",
-    [('root ::= "[true]"', True), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', True), ('root ::= [ -~]*', False)],
+    [('root ::= "[true]"', True), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', True), ("root ::= [ -~]*", False)],
     ids=["literal", "small", "most-live"],
 )
 def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
@@ -662,7 +662,9 @@ def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
     else:
         assert np.array_equal(lazy, full)
     result = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=True)
-    reference = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False)
+    reference = compute_classes(
+        compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False
+    )
     assert (result._token_node is None) == kept  # made on first read, not by classing
     assert np.array_equal(result.rep_nodes, result.token_node[result.classes.representatives])
     assert np.array_equal(result.token_node, full)
