@@ -618,9 +618,14 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
     assert ranges is not None  # few live tokens: the walk kept its ranges
     long_way, short_way = np.empty(vocab.vocab_size, np.int32), np.empty(vocab.vocab_size, np.int32)
     args = (trie, kinds, node_of, fallback)
-    expected = compiled._kernel.assemble(*args, long_way, 0, 1, len(displacer.store))
-    got = compiled._kernel.assemble(*args, short_way, 0, 1, len(displacer.store), ranges)
-    assert got == expected and np.array_equal(short_way, long_way)
+    *expected, none = compiled._kernel.assemble(*args, long_way, 0, 1, len(displacer.store))
+    *got, listed = compiled._kernel.assemble(*args, short_way, 0, 1, len(displacer.store), ranges)
+    assert got == expected and np.array_equal(short_way, long_way) and none is None
+    # the short way lists the ids outside class 0 (BLOCKED), ascending; zeroed: it writes no others
+    assert np.array_equal(np.frombuffer(listed, dtype=np.int32), np.flatnonzero(long_way != 0))
+    zeroed_way = np.zeros(vocab.vocab_size, np.int32)
+    compiled._kernel.assemble(*args, zeroed_way, 0, 1, len(displacer.store), ranges, True)
+    assert np.array_equal(zeroed_way, long_way)
     if budget == 3:
         assert fallback.any()
     reference = compute_classes(gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False).classes
@@ -1108,6 +1113,7 @@ def test_the_accept_step_reads_the_classes_array_it_was_given_and_checks_each_re
     opening = toy.token_bytes.index(b"(")
     assert engine.matcher().accept_token(opening)
     saved = int(held[opening])
+    held.flags.writeable = True  # classing hands it out read-only (outside_blocked): written on purpose here
     held[opening] = walker.num_classes + 5
     try:
         with pytest.raises(ValueError, match="outside class_kind"):

@@ -143,6 +143,53 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
 
 
 @needs_kernel
+def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
+    """Given the ids outside class 0 (as classing's short numbering lists them), expansion_tables reads
+    class_of there alone: the same tables as its scan, for small grammars' shapes and a lazy build with
+    a deferred row; a list the map contradicts (an id of class 0, out of order, past the map) raises."""
+    from cfgzip_lab.kernels.union_tables import compiled_tables
+    from cfgzip_lab.native import _kernel
+
+    rng = np.random.default_rng(4)
+    shapes = []
+    for size, live, k in ((128_256, 15, 14), (128_256, 480, 29), (20_000, 900, 9), (4096, 0, 2), (33, 3, 4)):
+        class_of = np.zeros(size, np.int32)
+        ids = rng.choice(size, live, replace=False)
+        class_of[ids] = rng.integers(1, k, size=live)
+        shapes.append((class_of, k))
+    for class_of, k in shapes:
+        words = -(-class_of.size // 32)
+        listed = np.flatnonzero(class_of).astype(np.int32)
+        for options in ({}, {"lazy": True, "defer": np.arange(k) == 0}):
+            want = compiled_tables(_kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, **options)
+            got = compiled_tables(
+                _kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, listed=listed, **options
+            )
+            assert np.array_equal(want[0], got[0])  # the groups of large classes
+            for name in ("indptr", "words", "bits", "all_bits"):
+                assert np.array_equal(getattr(want[2], name), getattr(got[2], name)), name
+            if options:  # lazy: the rows made (the others are left unwritten, to expand_row)
+                assert np.array_equal(want[3], got[3])
+                made = want[3].reshape(want[1].shape[:2]).astype(bool)
+                assert np.array_equal(want[1][made], got[1][made])
+            else:
+                assert np.array_equal(want[1], got[1])
+    class_of, k = shapes[1]
+    listed = np.flatnonzero(class_of).astype(np.int32)
+    words = -(-class_of.size // 32)
+    for bad in (np.r_[listed, 0], listed[::-1], np.r_[listed, class_of.size], np.r_[0, listed]):
+        bad = np.unique(bad) if bad is not listed[::-1] else bad
+        if np.array_equal(bad, listed):
+            continue
+        with pytest.raises(ValueError, match="listed ids"):
+            compiled_tables(_kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, listed=bad.astype(np.int32))
+    wrong = class_of.copy()
+    wrong[listed[3]] = k + 2
+    with pytest.raises(ValueError, match="outside"):
+        compiled_tables(_kernel, wrong, k, most=64, min_tokens=256, vocab_words=words, listed=listed)
+
+
+@needs_kernel
 def test_lazy_union_rows_are_the_eager_ones():
     """expansion_tables(..., lazy=True) leaves the unions of two or more large classes to expand_row,
     which makes each when a class set first needs it: the same rows as the eager tables (once made),

@@ -338,7 +338,9 @@ def compact_gnf(gnf: GNF) -> GNF:
     # numpy passes a file read makes, for their messages, were ~0.1 ms of a small schema's start)
     store = _compiled_store(**store_arrays) if compiled else _store_from_arrays(store_arrays)
     table = [{a: ids[t] for a, t in row.items()} for row in gnf.table]
-    return dataclasses.replace(gnf, table=table, store=store, _family_rows={})
+    # the steps' sizes counted now, in the store they were counted in (GNFStep.later), not kept alive by them
+    steps = [step.resolved() for step in gnf.steps]
+    return dataclasses.replace(gnf, table=table, store=store, steps=steps, _family_rows={})
 
 
 def _compiled_store_fits(doc: dict) -> bool:

@@ -89,6 +89,7 @@ def compiled_tables(
     vocab_words: int,
     lazy: bool = False,
     defer: np.ndarray | None = None,
+    listed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, PairLists] | tuple[np.ndarray, np.ndarray, PairLists, np.ndarray]:
     """``(members, tables, pairs)`` as :func:`largest_classes`, :func:`union_tables` and
     :func:`pair_lists` give them, built by the compiled kernel (``_kernel.c``, ``expansion_tables``)
@@ -98,11 +99,17 @@ def compiled_tables(
 
     ``defer`` (lazy only; bool per class): large classes whose own rows are left unwritten too,
     made from ``class_of`` by the first expand that needs one (:class:`CompiledExpansion` given
-    ``class_of``): the native engine's BLOCKED class, in no state's class set."""
+    ``class_of``): the native engine's BLOCKED class, in no state's class set.
+
+    ``listed`` (int32, ascending): every id whose class is not 0, where the caller knows them
+    (:func:`cfgzip_lab.classes.classing.outside_blocked`): ``class_of`` is read at those ids alone, not
+    scanned; the same tables (each id checked, ValueError for ids the map contradicts)."""
     co = np.ascontiguousarray(class_of, dtype=np.int32)
     args = (co, int(num_classes), int(most), int(min_tokens), int(vocab_words), bool(lazy))
-    if defer is not None:
-        args += (np.ascontiguousarray(defer, dtype=np.uint8),)
+    if defer is not None or listed is not None:
+        args += (None if defer is None else np.ascontiguousarray(defer, dtype=np.uint8),)
+    if listed is not None:
+        args += (np.ascontiguousarray(listed, dtype=np.int32),)
     got = kernel.expansion_tables(*args)
     groups, tables, indptr, words, bits, all_bits = got[:6]
     i32 = np.int32

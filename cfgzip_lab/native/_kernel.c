@@ -191,7 +191,7 @@ done:
     return result;
 }
 
-/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False, defer=None)
+/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False, defer=None, listed=None)
  *   class_of    int32[V]: each token's class (every id in [0, num_classes))
  *   lazy        the union rows of two or more members left to expand_row (made when a class set first
  *               needs one: up to 64 large classes make 4 MB of tables with Llama-3, and a decode meets
@@ -202,6 +202,9 @@ done:
  *               short last group) is left to expand_row too, made from class_of when a set first holds
  *               it: the native engine's BLOCKED class, most of a small grammar's vocabulary and in no
  *               state's class set, then costs no 16 KB row written per grammar (Llama-3)
+ *   listed      int32 ids, ascending: every id whose class is not 0, where the caller knows them (classing's
+ *               short numbering): class_of is read at those ids alone instead of scanned; each is checked
+ *               to be in class_of's range and outside class 0, and the ids in order (ValueError)
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
  * built in one pass over class_of (three where no class holds most of the vocabulary, see below): the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
@@ -230,12 +233,16 @@ static PyObject *new_bytes(Py_ssize_t n, char **data) {
 
 static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer co_b, defer_b = {0};
+    Py_buffer co_b, defer_b = {0}, listed_b = {0};
     Py_ssize_t k, most, min_tokens, words;
     int lazy = 0;
-    PyObject *defer_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnnn|pO", &co_b, &k, &most, &min_tokens, &words, &lazy, &defer_obj)) return NULL;
+    PyObject *defer_obj = Py_None, *listed_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnnn|pOO", &co_b, &k, &most, &min_tokens, &words, &lazy, &defer_obj, &listed_obj))
+        return NULL;
     const uint8_t *defer = NULL;
+    const int32_t *given = NULL; /* the caller's ids outside class 0 (see below) */
+    Py_ssize_t ngiven = 0;
+    int from_given = 0;
     PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
     PyObject *built = NULL;
     int64_t *sizes = NULL;
@@ -256,6 +263,15 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             goto done;
         }
         defer = (const uint8_t *)defer_b.buf;
+    }
+    if (listed_obj != Py_None) {
+        if (PyObject_GetBuffer(listed_obj, &listed_b, PyBUF_SIMPLE) < 0) goto done;
+        if (listed_b.len % 4) {
+            PyErr_SetString(PyExc_ValueError, "expansion_tables: listed is not int32");
+            goto done;
+        }
+        given = (const int32_t *)listed_b.buf;
+        ngiven = listed_b.len / 4;
     }
     sizes = PyMem_Calloc((size_t)(k ? k : 1), sizeof(int64_t));
     slot = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
@@ -280,7 +296,33 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         goto done;
     }
     memset(guess_bits, 0, (size_t)(words ? words : 1) * sizeof(uint32_t));
-    {
+    if (given && k > 0 && ngiven <= rest_cap) {
+        /* The caller lists the ids outside class 0, ascending (classing's numbering knows them): they
+         * are `rest`, class 0 the guess, and class_of is read at them alone, not scanned (a small
+         * grammar's class map is then read on the few pages it wrote: zero pages are never touched). */
+        guess = 0;
+        for (Py_ssize_t w = 0; w < words; w++) {
+            Py_ssize_t n = v - (w << 5) < 32 ? v - (w << 5) : 32;
+            guess_bits[w] = n <= 0 ? 0 : n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1);
+        }
+        for (Py_ssize_t i = 0; i < ngiven; i++) {
+            int32_t t = given[i], c;
+            if (t < 0 || t >= v || (i && t <= given[i - 1]) || (c = co[t]) == 0) {
+                PyErr_SetString(PyExc_ValueError, "expansion_tables: listed ids are not class_of's ids outside class 0");
+                goto done;
+            }
+            if ((uint32_t)c >= (uint32_t)k) {
+                PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
+                goto done;
+            }
+            sizes[c]++;
+            rest[i] = t;
+            guess_bits[t >> 5] &= ~((uint32_t)1 << (t & 31));
+        }
+        nrest = ngiven;
+        sizes[0] += v - nrest;
+        from_given = 1;
+    } else {
         int32_t seen[64];
         int nseen = 0, best = 0;
         for (int i = 0; i < 64 && v; i++) {
@@ -296,7 +338,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
             }
         }
     }
-    {
+    if (!from_given) {
         int32_t bad = k == 0 && v > 0;
         for (Py_ssize_t base = 0; base < v && !bad; base += 32) {
             Py_ssize_t n = v - base < 32 ? v - base : 32;
@@ -458,6 +500,7 @@ done:
     PyMem_Free(rest);
     PyMem_Free(guess_bits);
     if (defer_b.obj) PyBuffer_Release(&defer_b);
+    if (listed_b.obj) PyBuffer_Release(&listed_b);
     PyBuffer_Release(&co_b);
     return result;
 }

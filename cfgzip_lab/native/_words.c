@@ -2977,13 +2977,15 @@ static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1, ranges=None) -> (reps int32 bytes,
- * kinds uint8 bytes, dead, blocked, rep_nodes int64 bytes): classing._assemble over arrays (with classify's
+/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1, ranges=None, zeroed=False) -> (reps int32 bytes,
+ * kinds uint8 bytes, dead, blocked, rep_nodes int64 bytes, listed): classing._assemble over arrays (with classify's
  * ranges and the node count, from those tokens alone, node_of not read: assemble_ranges). BLOCKED first
  * (special and empty tokens, dead ones: node_of 0), STOP next, then one class per displacement node (a
  * fallback token alone), numbered by representative id; a representative is the shortest member, ties
  * to the lowest id; the BLOCKED class's is its shortest dead token when it has one. rep_nodes: each
- * representative's node (what node_of holds for it). class_of: writable int32[V]. */
+ * representative's node (what node_of holds for it). class_of: writable int32[V]; `zeroed`: it holds zeros
+ * already, and the short way writes only its other classes' entries (BLOCKED is class 0 there). listed:
+ * the short way's ids outside class 0, ascending, as int32 bytes (None the long way). */
 static int cmp_int32(const void *x, const void *y) {
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
     return (a > b) - (a < b);
@@ -2996,7 +2998,7 @@ static int cmp_int32(const void *x, const void *y) {
  * with Llama-3). The same classes and representatives as the long way. NULL with no error set where
  * it does not apply (no BLOCKED class, where STOP would be class 0): the caller takes the long way. */
 static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr,
-                                 int64_t top) {
+                                 int64_t top, int zeroed) {
     int64_t live = 0, fallbacks = 0;
     for (int64_t i = 0; i < nr; i++) {
         if (rs[i].lo < 0 || rs[i].hi < rs[i].lo || rs[i].hi > T->eligible || rs[i].node > top ||
@@ -3015,13 +3017,13 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
         return NULL;
     }
     if (blocked == 0) return NULL;
-    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL;
+    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL, *listed_b = NULL;
     int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL, *by_rep = NULL;
     int64_t *group_node = NULL, groupcap = 0;
     uint64_t *in_range = NULL;
     if (!group_of_node) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
-    memset(out, 0, (size_t)T->ntok * sizeof(int32_t));
+    if (!zeroed) memset(out, 0, (size_t)T->ntok * sizeof(int32_t)); /* (zeroed: its pages are not touched) */
     for (int64_t i = 0; i < T->nstops; i++) out[T->stop_ids[i]] = 1;
     const int32_t *ttok = T->ttok, *len = T->len;
     int64_t ng = 0, repcap = 0;
@@ -3092,8 +3094,17 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     }
     for (int64_t i = 0; i < nr; i++)
         for (int32_t k = rs[i].lo; k < rs[i].hi; k++) out[ttok[k]] = cls[out[ttok[k]]];
-    result = Py_BuildValue("NNLLN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b);
-    reps_b = kinds_b = nodes_b = NULL;
+    /* the ids outside class 0 (BLOCKED), ascending: what the expansion tables would find scanning out */
+    listed_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((live + fallbacks + T->nstops) * 4));
+    if (!listed_b) goto nomem;
+    int32_t *listed = (int32_t *)PyBytes_AS_STRING(listed_b);
+    int64_t nl = 0;
+    for (int64_t i = 0; i < nr; i++)
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) listed[nl++] = ttok[k];
+    for (int64_t i = 0; i < T->nstops; i++) listed[nl++] = T->stop_ids[i];
+    qsort(listed, (size_t)nl, sizeof(int32_t), cmp_int32);
+    result = Py_BuildValue("NNLLNN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, listed_b);
+    reps_b = kinds_b = nodes_b = listed_b = NULL;
     goto done;
 nomem:
     PyErr_NoMemory();
@@ -3101,6 +3112,7 @@ done:
     Py_XDECREF(reps_b);
     Py_XDECREF(kinds_b);
     Py_XDECREF(nodes_b);
+    Py_XDECREF(listed_b);
     free(group_node);
     free(in_range);
     free(group_of_node);
@@ -3117,8 +3129,9 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
     int normal, stop;
     long long nodes = -1;
     PyObject *ranges = Py_None;
-    if (!PyArg_ParseTuple(args, "O!y*y*y*w*ii|LO", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of, &normal,
-                          &stop, &nodes, &ranges))
+    int zeroed = 0;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*w*ii|LOp", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of, &normal,
+                          &stop, &nodes, &ranges, &zeroed))
         return NULL;
     PyObject *result = NULL;
     int64_t v = T->ntok;
@@ -3137,7 +3150,7 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
             goto done;
         }
         result = assemble_ranges(T, fb, class_of.buf, (const Range *)PyBytes_AS_STRING(ranges),
-                                 PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1);
+                                 PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1, zeroed);
         if (result || PyErr_Occurred()) goto done;
     }
     const int32_t *len = T->len;
@@ -3262,7 +3275,7 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
         goto done;
     }
     for (int64_t i = 0; i < k_total; i++) ((int64_t *)PyBytes_AS_STRING(nodes_b))[i] = no[reps[i]];
-    result = Py_BuildValue("NNLLN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b);
+    result = Py_BuildValue("NNLLNO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None);
     goto done;
 nomem:
     PyErr_NoMemory();

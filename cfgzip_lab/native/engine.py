@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..classes.classing import TokenClasses
+from ..classes.classing import TokenClasses, outside_blocked
 from ..classes.displacement import Displacer
 from ..expand import Expander
 from .compiled import make_displacer
@@ -77,7 +77,12 @@ class NativeEngine:
         # Llama-3's 512 KB map, not two)
         checked = kernel_available() and np.asarray(self.classes.class_of).dtype == np.int32
         self.expander = self.expander or Expander(self.classes, class_ids_checked=checked)
-        self.rows = RowCache(self.expander, self.classes.class_of, class_kind=self.classes.class_kind)
+        self.rows = RowCache(
+            self.expander,
+            self.classes.class_of,
+            class_kind=self.classes.class_kind,
+            listed=outside_blocked(self.classes),
+        )
 
     @cached_property
     def class_of(self) -> list[int]:

@@ -63,6 +63,7 @@ class RowCache:
         max_delta_tokens: int = 8192,
         compiled: bool | None = None,
         class_kind: np.ndarray | None = None,
+        listed: np.ndarray | None = None,
     ) -> None:
         self.expander = expander
         self.num_classes = expander.num_classes
@@ -80,8 +81,8 @@ class RowCache:
             raise RuntimeError("the compiled expansion kernel (cfgzip_lab.native._kernel) is not built")
         # one of the two: the XOR-from-the-last-row tables serve only the Python path (preparing
         # both cost 0.75 ms more of a JSON Schema's ~2.8 ms engine build with Llama-3, load 2)
-        if self.compiled:
-            self._prepare_kernel(np.asarray(class_of), class_kind)
+        if self.compiled:  # listed: the ids outside class 0 where classing gave them (outside_blocked)
+            self._prepare_kernel(np.asarray(class_of), class_kind, listed)
         else:
             self._prepare(np.asarray(class_of, dtype=np.int64))
 
@@ -111,7 +112,9 @@ class RowCache:
         self._indptr = np.zeros(k + 1, dtype=np.int64)
         np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
 
-    def _prepare_kernel(self, class_of: np.ndarray, class_kind: np.ndarray | None = None) -> None:
+    def _prepare_kernel(
+        self, class_of: np.ndarray, class_kind: np.ndarray | None = None, listed: np.ndarray | None = None
+    ) -> None:
         """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
         built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
         numpy functions are the reference, and build them where the kernel predates it)."""
@@ -134,6 +137,7 @@ class RowCache:
                     vocab_words=self.vocab_words,
                     lazy=True,
                     defer=defer,
+                    listed=listed,
                 )
             except ValueError as exc:  # the tables' check of every id, as TokenClasses.validate words it
                 if "outside [0, num_classes)" not in str(exc):
