@@ -182,7 +182,9 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
         if np.array_equal(bad, listed):
             continue
         with pytest.raises(ValueError, match="listed ids"):
-            compiled_tables(_kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, listed=bad.astype(np.int32))
+            compiled_tables(
+                _kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, listed=bad.astype(np.int32)
+            )
     wrong = class_of.copy()
     wrong[listed[3]] = k + 2
     with pytest.raises(ValueError, match="outside"):
