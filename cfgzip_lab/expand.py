@@ -243,10 +243,12 @@ class Expander:
         # ids outside [0, K) would read past the tables' rows; class_ids_checked: the caller checks them
         # in its own pass over class_of (the native engine's compiled rows, built right after)
         classes.validate(representatives=False, class_ids=not class_ids_checked)
-        class_of = np.asarray(classes.class_of)
-        self.vocab_size = int(class_of.shape[0])
+        self.vocab_size = classes.vocab_size
         self.num_classes = int(classes.num_classes)
-        self.tables = ExpansionTables.build(class_of, self.num_classes)
+        if classes.sparse_map() is not None:  # the map made when a numpy or torch backend first needs it
+            self.tables = ExpansionTables.build(lambda: classes.class_of, self.num_classes, self.vocab_size)
+        else:
+            self.tables = ExpansionTables.build(np.asarray(classes.class_of), self.num_classes)
         self.class_bitmask_size = self.tables.class_bitmask_size
         self.vocab_bitmask_size = self.tables.vocab_bitmask_size
         self._cpu_options = {"memo_bytes": memo_bytes, "large_class_tokens": large_class_tokens}

@@ -618,14 +618,15 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
     assert ranges is not None  # few live tokens: the walk kept its ranges
     long_way, short_way = np.empty(vocab.vocab_size, np.int32), np.empty(vocab.vocab_size, np.int32)
     args = (trie, kinds, node_of, fallback)
-    *expected, none = compiled._kernel.assemble(*args, long_way, 0, 1, len(displacer.store))
-    *got, listed = compiled._kernel.assemble(*args, short_way, 0, 1, len(displacer.store), ranges)
-    assert got == expected and np.array_equal(short_way, long_way) and none is None
-    # the short way lists the ids outside class 0 (BLOCKED), ascending; zeroed: it writes no others
-    assert np.array_equal(np.frombuffer(listed, dtype=np.int32), np.flatnonzero(long_way != 0))
-    zeroed_way = np.zeros(vocab.vocab_size, np.int32)
-    compiled._kernel.assemble(*args, zeroed_way, 0, 1, len(displacer.store), ranges, True)
-    assert np.array_equal(zeroed_way, long_way)
+    *expected, no_ids, no_classes = compiled._kernel.assemble(*args, long_way, 0, 1, len(displacer.store))
+    *got, ids, classes = compiled._kernel.assemble(*args, short_way, 0, 1, len(displacer.store), ranges)
+    assert got == expected and np.array_equal(short_way, long_way) and no_ids is no_classes is None
+    # the short way lists the ids outside class 0 (BLOCKED), ascending, with their classes: the whole map
+    ids, classes = np.frombuffer(ids, dtype=np.int32), np.frombuffer(classes, dtype=np.int32)
+    assert np.array_equal(ids, np.flatnonzero(long_way != 0)) and np.array_equal(classes, long_way[ids])
+    # and without a map given, those alone (TokenClasses.from_sparse)
+    *alone, alone_ids, alone_classes = compiled._kernel.assemble(*args, None, 0, 1, len(displacer.store), ranges)
+    assert alone == expected and alone_ids == ids.tobytes() and alone_classes == classes.tobytes()
     if budget == 3:
         assert fallback.any()
     reference = compute_classes(gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False).classes
@@ -1097,27 +1098,41 @@ def test_the_compiled_accept_step_walks_counted_families_as_python_does(grammar)
     assert_same_nodes(py.walker.store, cc.walker.store)
 
 
-def test_the_accept_step_reads_the_classes_array_it_was_given_and_checks_each_read(toy):
-    """The compiled Advancer holds class_of's buffer rather than a copy (a copy was 512 KB of fresh
-    pages a grammar with Llama-3): the engine's array is the one read, and a class id written there
-    afterwards that names no class is refused at the accept, never read past class_kind."""
+@pytest.mark.parametrize("form", ["dense", "sparse"])
+def test_the_accept_step_reads_the_classes_array_it_was_given_and_checks_each_read(toy, form):
+    """The compiled Advancer holds the class map's buffers rather than copies (a copy of a dense one was
+    512 KB of fresh pages a grammar with Llama-3): a dense class_of, or a sparse map's listed ids and
+    classes (TokenClasses.from_sparse, never made dense): the classes' arrays are the ones read, and a
+    class id written there afterwards that names no class is refused at the accept, never read past
+    class_kind."""
+    import dataclasses
+
+    from cfgzip_lab.classes.classing import TokenClasses
     from cfgzip_lab.native import build_native_engine
 
     grammar = compile_grammar('root ::= "(" [a-c]* ")"\n')
     result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
-    engine = build_native_engine(grammar, toy, result.classes, classing=result)
-    walker = engine.walker
-    assert walker._advancer is not None
-    held = walker._class_of
-    assert np.shares_memory(held, np.asarray(result.classes.class_of))
+    classes = result.classes
     opening = toy.token_bytes.index(b"(")
+    if form == "dense":
+        classes = dataclasses.replace(classes, class_of=np.array(classes.class_of))  # a writable map of its own
+        held, at = classes.class_of, opening
+    else:
+        v, ids, listed = classes.sparse_map()
+        listed = listed.copy()  # writable
+        classes = TokenClasses.from_sparse(v, ids, listed, classes.representatives, classes.class_kind)
+        held, at = listed, int(np.searchsorted(ids, opening))
+        assert ids[at] == opening
+    engine = build_native_engine(grammar, toy, classes, classing=result)
+    walker = engine.walker
+    assert walker._advancer is not None and (form == "dense") == ("class_of" in classes.__dict__)
     assert engine.matcher().accept_token(opening)
-    saved = int(held[opening])
-    held.flags.writeable = True  # classing hands it out read-only (outside_blocked): written on purpose here
-    held[opening] = walker.num_classes + 5
+    saved = int(held[at])
+    held[at] = walker.num_classes + 5
     try:
         with pytest.raises(ValueError, match="outside class_kind"):
             engine.matcher().accept_token(opening)
     finally:
-        held[opening] = saved
+        held[at] = saved
     assert engine.matcher().accept_token(opening)
+    assert (form == "dense") == ("class_of" in classes.__dict__)  # a sparse map is never made dense

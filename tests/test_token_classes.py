@@ -97,3 +97,53 @@ def test_kind_values_are_the_stored_ones():
     assert KIND_NAMES == ("normal", "stop", "special", "padding")
     assert (classing.NORMAL, classing.STOP, classing.BLOCKED) == (0, 1, 2)
     assert type(classing.BLOCKED) is int  # plain ints for per-element numpy code
+
+
+def sparse(ids=(1, 2, 3, 4, 5), classes=(1, 2, 3, 2, 3), reps=(0, 1, 2, 3)) -> TokenClasses:
+    """good() as a sparse map: the ids outside class 0 and their classes."""
+    return TokenClasses.from_sparse(
+        6,
+        np.array(ids, np.int32),
+        np.array(classes, np.int32),
+        np.array(reps, np.int32),
+        np.array([BLOCKED, STOP, NORMAL, NORMAL], np.uint8),
+        {"vocab_size": 6, "classes": 4},
+    )
+
+
+def test_a_sparse_map_is_the_dense_one_made_when_first_read():
+    """from_sparse: the same partition as its dense twin, checked without making the map; class_of is made
+    (read-only) on first read, and the sparse map is given up once that array is made writable."""
+    classes = sparse()
+    classes.validate(6)
+    assert classes.vocab_size == 6 and classes.num_classes == 4 and "class_of" not in classes.__dict__
+    assert classes.sparse_map() is not None
+    assert np.array_equal(classes.class_of, good().class_of) and not classes.class_of.flags.writeable
+    assert classes.digest() == good().digest() and classes.sparse_map() is not None
+    import pickle
+
+    again = pickle.loads(pickle.dumps(sparse()))
+    assert np.array_equal(again.class_of, good().class_of)
+    classes.class_of.flags.writeable = True
+    assert classes.sparse_map() is None  # a map that may be written is no longer the sparse one's
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        getattr(sparse(), "nothing")  # noqa: B009 - the attribute read is the test
+
+
+@pytest.mark.parametrize(
+    "classes__error",
+    [
+        (sparse(ids=(1, 3, 2, 4, 5)), "ascending ids"),
+        (sparse(ids=(1, 2, 3, 4, 6)), "ascending ids"),
+        (sparse(ids=(1, 2, 3, 4)), "ascending ids"),  # one class short of one id each
+        (sparse(classes=(1, 2, 4, 2, 3)), r"outside \[0, 4\)"),
+        (sparse(reps=(0, 1, 2, 4)), "representatives"),  # 4 is in class 2
+        (sparse(reps=(0, 1, 2, 6)), "representatives"),  # past the vocabulary
+        (sparse(reps=(1, 1, 2, 3)), "representatives"),
+    ],
+)
+def test_a_bad_sparse_map_is_refused_without_being_made(classes__error):
+    classes, error = classes__error
+    with pytest.raises(ClassesError, match=error):
+        classes.validate()
+    assert "class_of" not in classes.__dict__

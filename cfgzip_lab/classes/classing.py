@@ -88,8 +88,52 @@ class TokenClasses:
     class_kind: np.ndarray  # uint8[K]
     metadata: dict = field(default_factory=dict)
 
+    @classmethod
+    def from_sparse(
+        cls,
+        vocab_size: int,
+        ids: np.ndarray,
+        classes: np.ndarray,
+        representatives: np.ndarray,
+        class_kind: np.ndarray,
+        metadata: dict | None = None,
+    ) -> TokenClasses:
+        """Classes given as the ids outside class 0 (ascending) and their classes, every other id of
+        ``vocab_size`` in class 0: a small grammar's classing, whose ~128k ids are almost all BLOCKED.
+        ``class_of`` is made when first read (read-only, on pages of its own); the native engine reads
+        the sparse map itself (:meth:`sparse_map`) and never makes it: first-touch memory costs ~3 us a
+        4-KB page on this VM, and a schema with whitespace loops wrote ~100 of Llama-3's 125."""
+        made = cls.__new__(cls)
+        made.representatives, made.class_kind, made.metadata = representatives, class_kind, metadata or {}
+        made._sparse = (int(vocab_size), ids, classes)
+        return made
+
+    def __getattr__(self, name: str):
+        # Reached only for an attribute the instance lacks: the class map of from_sparse, made on first read.
+        sparse = self.__dict__.get("_sparse")
+        if name != "class_of" or sparse is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        v, ids, classes = sparse
+        dense = zeroed(v, np.int32)
+        dense[ids] = classes
+        dense.flags.writeable = False  # the sparse map stays true of it (sparse_map)
+        self.__dict__["class_of"] = dense
+        return dense
+
+    def sparse_map(self) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """``(vocab_size, ids, classes)`` of classes made :meth:`from_sparse` whose ``class_of``, if it
+        was made, is unchanged (still read-only); None otherwise."""
+        sparse = self.__dict__.get("_sparse")
+        dense = self.__dict__.get("class_of")
+        if sparse is None or (dense is not None and dense.flags.writeable):
+            return None
+        return sparse
+
     @property
     def vocab_size(self) -> int:
+        sparse = self.__dict__.get("_sparse")
+        if sparse is not None and "class_of" not in self.__dict__:
+            return sparse[0]
         return int(self.class_of.shape[0])
 
     @property
@@ -143,25 +187,40 @@ class TokenClasses:
         array it makes anyway (the compiled expansion tables, :class:`~cfgzip_lab.native.rows.RowCache`:
         the same message), where this one would read Llama-3's 512 KB once more (~0.03-0.09 ms).
         """
-        class_of, reps, kinds = (np.asarray(a) for a in (self.class_of, self.representatives, self.class_kind))
-        for name, a in (("class_of", class_of), ("representatives", reps), ("class_kind", kinds)):
+        sparse = self.sparse_map() if "class_of" not in self.__dict__ else None
+        if sparse is None:
+            class_of = np.asarray(self.class_of)
+            v, arrays = class_of.shape[0], [("class_of", class_of)]
+        else:  # the map as its listed ids and their classes (class 0 elsewhere): checked without making it
+            v, ids, class_of = sparse[0], np.asarray(sparse[1]), np.asarray(sparse[2])
+            arrays = [("class_of", class_of), ("class_of's ids", ids)]
+        reps, kinds = np.asarray(self.representatives), np.asarray(self.class_kind)
+        for name, a in arrays + [("representatives", reps), ("class_kind", kinds)]:
             if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
                 raise ClassesError(f"{name} must be a one-dimensional integer array (it is {a.dtype}{list(a.shape)})")
-        v, k = class_of.shape[0], reps.shape[0]
+        k = reps.shape[0]
+        if sparse is not None and (
+            ids.shape != class_of.shape or (ids.size and (ids[0] < 0 or ids[-1] >= v or np.any(np.diff(ids) <= 0)))
+        ):
+            raise ClassesError("class_of's listed ids must be ascending ids of the vocabulary, one class each")
         if vocab_size is not None and v != vocab_size:
             raise ClassesError(f"classes cover {v} ids but the vocabulary has {vocab_size}")
         if kinds.shape != (k,):
             raise ClassesError(f"class_kind has {kinds.shape[0]} entries for {k} classes")
-        if v and (k == 0 or (class_ids and _largest_unsigned(class_of) >= k)):
+        if v and (k == 0 or (class_ids and class_of.size and _largest_unsigned(class_of) >= k)):
             raise ClassesError(CLASS_IDS_OUTSIDE.format(k=k))
         if k and _largest_unsigned(kinds) >= _NUM_KINDS:
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
-        if (
-            representatives
-            and k
-            and (reps.min() < 0 or reps.max() >= v or not np.array_equal(class_of[reps], np.arange(k)))
-        ):
+        if representatives and k and (reps.min() < 0 or reps.max() >= v):
             raise ClassesError("representatives[k] must be a member of class k")
+        if representatives and k:
+            if sparse is None:
+                of_reps = class_of[reps]
+            else:  # each representative's class: its listed entry's, else 0
+                at = np.minimum(np.searchsorted(ids, reps), max(ids.size - 1, 0))
+                of_reps = np.where(ids[at] == reps, class_of[at], 0) if ids.size else np.zeros(k, np.int64)
+            if not np.array_equal(of_reps, np.arange(k)):
+                raise ClassesError("representatives[k] must be a member of class k")
         for key, actual in (("vocab_size", v), ("classes", k)):
             said = self.metadata.get(key)
             if said is not None and said != actual:
@@ -198,24 +257,12 @@ class TokenClasses:
         self.validate(None if vocab is None else vocab.vocab_size)
 
 
-def outside_blocked(classes: TokenClasses) -> np.ndarray | None:
-    """The token ids whose class is not 0, ascending, where the classing that made ``classes`` listed
-    them (its numbering from the walk's ranges, with BLOCKED as class 0) and ``class_of`` is still that
-    array, read-only: the expansion tables then read the map at those ids alone (a small grammar's map
-    of zero pages: ~6 of its 125 pages with Llama-3, where a scan reads every one). None otherwise."""
-    got = getattr(classes, "_outside_blocked", None)
-    if got is None or got[0] is not classes.class_of or got[0].flags.writeable:
-        return None
-    return got[1]
-
-
 def zeroed(n: int, dtype) -> np.ndarray:
     """``n`` zeros of ``dtype`` on pages of their own that nothing has written (an anonymous private
     mapping): a page is given memory only when written, and reading one never written maps the
-    kernel's one zero page. A small grammar's class map writes ~6 of its 125 pages with Llama-3 (its
-    live and stop tokens), where a map the process had not held before took ~126 fresh 4-KB pages,
-    ~0.3 ms of a ~1.5 ms start, and a reused one a 512 KB memset. np.zeros where there is no such
-    mapping (or for a small array)."""
+    kernel's one zero page (a sparse class map made dense writes only its listed ids' pages, ~6 of 125
+    for a one-literal schema with Llama-3, where a 512 KB array the process had not held took ~126 fresh
+    4-KB pages). np.zeros where there is no such mapping (or for a small array)."""
     size = n * np.dtype(dtype).itemsize
     if size < 1 << 16 or not hasattr(mmap, "MAP_PRIVATE"):
         return np.zeros(n, dtype=dtype)
@@ -538,24 +585,24 @@ def _compiled_walk_result(
     if progress is not None:
         progress(trie.info()["eligible"], trie.info()["eligible"])
     token_paths = add_token_paths(displacer, token_bytes, kinds, node_of) if token_bytes is not None else None
-    short = ranges is not None and token_paths is None  # the numbering from the ranges (assemble_ranges)
-    # the short way writes only the tokens outside BLOCKED (class 0) into a map of zero pages
-    class_of = zeroed(len(node_of), np.int32) if short else np.empty(len(node_of), dtype=np.int32)
-    reps, kinds_out, dead, blocked, rep_nodes, listed = native_compiled._kernel.assemble(
-        trie,
-        kinds,
-        node_of,
-        fallback,
-        class_of,
-        int(TokenKind.NORMAL),
-        int(TokenKind.STOP),
-        len(store),
-        ranges if short else None,
-        short,
-    )
+    args = (trie, kinds, node_of, fallback)
+    numbering = (int(TokenKind.NORMAL), int(TokenKind.STOP), len(store))
+    got = None
+    if ranges is not None and token_paths is None:  # the numbering from the ranges, no map made (from_sparse)
+        got = native_compiled._kernel.assemble(*args, None, *numbering, ranges)
+    class_of = None
+    if got is None:  # the pass over every token, into a map
+        class_of = np.empty(len(node_of), dtype=np.int32)
+        got = native_compiled._kernel.assemble(*args, class_of, *numbering)
+    reps, kinds_out, dead, blocked, rep_nodes, ids, listed_classes = got
     reps = np.frombuffer(reps, dtype=np.int32).copy()
     kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()
-    classes = TokenClasses(class_of, reps, kinds_out, _assembled_metadata(trie.info(), len(reps), dead, blocked))
+    metadata = _assembled_metadata(trie.info(), len(reps), dead, blocked)
+    if class_of is None:
+        ids, listed_classes = np.frombuffer(ids, dtype=np.int32), np.frombuffer(listed_classes, dtype=np.int32)
+        classes = TokenClasses.from_sparse(len(node_of), ids, listed_classes, reps, kinds_out, metadata)
+    else:
+        classes = TokenClasses(class_of, reps, kinds_out, metadata)
     classes.metadata.update(
         {
             "fallback_singletons": fallen,  # (the walk's count of the tokens it flagged in `fallback`)
@@ -571,17 +618,13 @@ def _compiled_walk_result(
     )
     if token_paths is not None:
         classes.metadata["named_token_ids"] = len(token_paths.atoms.named)
-    if listed is not None:
-        # read-only: the list stays true of the array (outside_blocked), whose zero pages nothing reads
-        class_of.flags.writeable = False
-        classes._outside_blocked = (class_of, np.frombuffer(listed, dtype=np.int32))
     rep_nodes = np.frombuffer(rep_nodes, dtype=np.int64).copy()
     if not lazy or ranges is None:  # node_of written whole
         return ClassingResult(classes, displacer, node_of, rep_nodes=rep_nodes)
 
     def nodes_of() -> np.ndarray:
         # what a lazy walk that kept its ranges did not write: from the classes (one class per node)
-        native_compiled._kernel.token_nodes(trie, class_of, classes.class_kind, rep_nodes, node_of)
+        native_compiled._kernel.token_nodes(trie, classes.class_of, classes.class_kind, rep_nodes, node_of)
         return node_of
 
     return ClassingResult(classes, displacer, rep_nodes=rep_nodes, nodes_of=nodes_of)

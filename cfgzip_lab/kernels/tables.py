@@ -12,6 +12,7 @@ cost 0.35 ms of a JSON Schema's ~2 ms warm start.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -29,25 +30,34 @@ class ExpansionTables:
     class_bitmask_size: int
     vocab_bitmask_size: int
     tail_word_mask: int  # as a signed int32 value
-    source: np.ndarray = field(repr=False, compare=False)  # class_of as given (checked by the Expander)
+    # class_of as given (checked by the Expander), or a function giving it on first need (a sparse
+    # map's, TokenClasses.from_sparse: the native engine's compiled rows never need it)
+    source: np.ndarray | Callable[[], np.ndarray] = field(repr=False, compare=False)
+
+    def _source(self) -> np.ndarray:
+        return self.source() if callable(self.source) else self.source
 
     @cached_property
     def class_of(self) -> np.ndarray:
         """intp (V,)"""
-        return np.ascontiguousarray(self.source, dtype=np.intp)
+        return np.ascontiguousarray(self._source(), dtype=np.intp)
 
     @cached_property
     def index_packed(self) -> np.ndarray:
         """intp (32 * vocab_bitmask_size,), padding → class 0"""
         padded = np.zeros(self.vocab_bitmask_size * 32, dtype=np.intp)
-        padded[: self.vocab_size] = self.source
+        padded[: self.vocab_size] = self._source()
         return padded
 
     @staticmethod
-    def build(class_of: np.ndarray, num_classes: int) -> ExpansionTables:
-        """From a checked ``class_of`` (:class:`~cfgzip_lab.expand.Expander` checks it)."""
-        class_of = np.asarray(class_of)
-        vocab_size = int(class_of.shape[0])
+    def build(
+        class_of: np.ndarray | Callable[[], np.ndarray], num_classes: int, vocab_size: int | None = None
+    ) -> ExpansionTables:
+        """From a checked ``class_of`` (:class:`~cfgzip_lab.expand.Expander` checks it), or a function
+        giving it when first needed with ``vocab_size`` given."""
+        if not callable(class_of):
+            class_of = np.asarray(class_of)
+            vocab_size = int(class_of.shape[0])
         vocab_words = math.ceil(vocab_size / 32)
         tail = vocab_size % 32
         return ExpansionTables(

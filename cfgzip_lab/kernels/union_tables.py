@@ -81,7 +81,7 @@ def pair_lists(class_of: np.ndarray, in_tables: np.ndarray, vocab_words: int) ->
 
 def compiled_tables(
     kernel,
-    class_of: np.ndarray,
+    class_of: np.ndarray | None,
     num_classes: int,
     *,
     most: int,
@@ -90,6 +90,8 @@ def compiled_tables(
     lazy: bool = False,
     defer: np.ndarray | None = None,
     listed: np.ndarray | None = None,
+    listed_classes: np.ndarray | None = None,
+    vocab_size: int = -1,
 ) -> tuple[np.ndarray, np.ndarray, PairLists] | tuple[np.ndarray, np.ndarray, PairLists, np.ndarray]:
     """``(members, tables, pairs)`` as :func:`largest_classes`, :func:`union_tables` and
     :func:`pair_lists` give them, built by the compiled kernel (``_kernel.c``, ``expansion_tables``)
@@ -101,15 +103,18 @@ def compiled_tables(
     made from ``class_of`` by the first expand that needs one (:class:`CompiledExpansion` given
     ``class_of``): the native engine's BLOCKED class, in no state's class set.
 
-    ``listed`` (int32, ascending): every id whose class is not 0, where the caller knows them
-    (:func:`cfgzip_lab.classes.classing.outside_blocked`): ``class_of`` is read at those ids alone, not
-    scanned; the same tables (each id checked, ValueError for ids the map contradicts)."""
-    co = np.ascontiguousarray(class_of, dtype=np.int32)
+    ``listed`` (int32, ascending): every id whose class is not 0, where the caller knows them: ``class_of``
+    is read at those ids alone, not scanned; the same tables (each id checked, ValueError for ids the
+    map contradicts). With ``listed_classes`` (their classes) and ``vocab_size`` instead of ``class_of``
+    (None): a sparse map (:meth:`cfgzip_lab.classes.classing.TokenClasses.sparse_map`), never made."""
+    co = None if class_of is None else np.ascontiguousarray(class_of, dtype=np.int32)
     args = (co, int(num_classes), int(most), int(min_tokens), int(vocab_words), bool(lazy))
     if defer is not None or listed is not None:
         args += (None if defer is None else np.ascontiguousarray(defer, dtype=np.uint8),)
     if listed is not None:
         args += (np.ascontiguousarray(listed, dtype=np.int32),)
+    if listed_classes is not None:
+        args += (np.ascontiguousarray(listed_classes, dtype=np.int32), int(vocab_size))
     got = kernel.expansion_tables(*args)
     groups, tables, indptr, words, bits, all_bits = got[:6]
     i32 = np.int32

@@ -191,7 +191,8 @@ done:
     return result;
 }
 
-/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False, defer=None, listed=None)
+/* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False, defer=None, listed=None,
+ *                  listed_classes=None, vocab_size=-1)
  *   class_of    int32[V]: each token's class (every id in [0, num_classes))
  *   lazy        the union rows of two or more members left to expand_row (made when a class set first
  *               needs one: up to 64 large classes make 4 MB of tables with Llama-3, and a decode meets
@@ -205,6 +206,9 @@ done:
  *   listed      int32 ids, ascending: every id whose class is not 0, where the caller knows them (classing's
  *               short numbering): class_of is read at those ids alone instead of scanned; each is checked
  *               to be in class_of's range and outside class 0, and the ids in order (ValueError)
+ *   listed_classes  int32, one per listed id: their classes, where class_of is None (a sparse map: every
+ *               other id class 0; vocab_size then says how many ids there are); class_of is never read
+ *   vocab_size  the number of ids, where class_of is None
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
  * built in one pass over class_of (three where no class holds most of the vocabulary, see below): the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
@@ -233,14 +237,17 @@ static PyObject *new_bytes(Py_ssize_t n, char **data) {
 
 static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer co_b, defer_b = {0}, listed_b = {0};
-    Py_ssize_t k, most, min_tokens, words;
+    Py_buffer co_b = {0}, defer_b = {0}, listed_b = {0}, lc_b = {0};
+    Py_ssize_t k, most, min_tokens, words, vocab_size = -1;
     int lazy = 0;
-    PyObject *defer_obj = Py_None, *listed_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnnn|pOO", &co_b, &k, &most, &min_tokens, &words, &lazy, &defer_obj, &listed_obj))
+    PyObject *co_obj, *defer_obj = Py_None, *listed_obj = Py_None, *lc_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "Onnnn|pOOOn", &co_obj, &k, &most, &min_tokens, &words, &lazy, &defer_obj, &listed_obj,
+                          &lc_obj, &vocab_size))
         return NULL;
+    if (co_obj != Py_None && PyObject_GetBuffer(co_obj, &co_b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *defer = NULL;
     const int32_t *given = NULL; /* the caller's ids outside class 0 (see below) */
+    const int32_t *given_classes = NULL; /* and their classes, where it gives no class_of */
     Py_ssize_t ngiven = 0;
     int from_given = 0;
     PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
@@ -251,8 +258,8 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     Py_ssize_t rest_cap = 0, nrest = 0;
     SizedClass *cand = NULL;
     const int32_t *co = (const int32_t *)co_b.buf;
-    Py_ssize_t v = co_b.len / 4;
-    if (co_b.len % 4 || k < 0 || most < 0 || words < 0 || v > words * 32) {
+    Py_ssize_t v = co_b.obj ? co_b.len / 4 : vocab_size;
+    if ((co_b.obj && co_b.len % 4) || v < 0 || k < 0 || most < 0 || words < 0 || v > words * 32) {
         PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of is not int32, or does not fit the row's words");
         goto done;
     }
@@ -272,6 +279,18 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         }
         given = (const int32_t *)listed_b.buf;
         ngiven = listed_b.len / 4;
+    }
+    if (lc_obj != Py_None) {
+        if (PyObject_GetBuffer(lc_obj, &lc_b, PyBUF_SIMPLE) < 0) goto done;
+        if (!given || lc_b.len != listed_b.len) {
+            PyErr_SetString(PyExc_ValueError, "expansion_tables: listed_classes needs listed, one class per id");
+            goto done;
+        }
+        given_classes = (const int32_t *)lc_b.buf;
+    }
+    if (!co_b.obj && !given_classes) {
+        PyErr_SetString(PyExc_ValueError, "expansion_tables: without class_of, listed and listed_classes are needed");
+        goto done;
     }
     sizes = PyMem_Calloc((size_t)(k ? k : 1), sizeof(int64_t));
     slot = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
@@ -296,7 +315,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         goto done;
     }
     memset(guess_bits, 0, (size_t)(words ? words : 1) * sizeof(uint32_t));
-    if (given && k > 0 && ngiven <= rest_cap) {
+    if (given && k > 0 && (ngiven <= rest_cap || given_classes)) {
         /* The caller lists the ids outside class 0, ascending (classing's numbering knows them): they
          * are `rest`, class 0 the guess, and class_of is read at them alone, not scanned (a small
          * grammar's class map is then read on the few pages it wrote: zero pages are never touched). */
@@ -307,7 +326,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         }
         for (Py_ssize_t i = 0; i < ngiven; i++) {
             int32_t t = given[i], c;
-            if (t < 0 || t >= v || (i && t <= given[i - 1]) || (c = co[t]) == 0) {
+            if (t < 0 || t >= v || (i && t <= given[i - 1]) || (c = given_classes ? given_classes[i] : co[t]) == 0) {
                 PyErr_SetString(PyExc_ValueError, "expansion_tables: listed ids are not class_of's ids outside class 0");
                 goto done;
             }
@@ -316,7 +335,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
                 goto done;
             }
             sizes[c]++;
-            rest[i] = t;
+            if (i < rest_cap) rest[i] = t;
             guess_bits[t >> 5] &= ~((uint32_t)1 << (t & 31));
         }
         nrest = ngiven;
@@ -364,7 +383,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
         }
         if (k) sizes[guess] += v - nrest; /* every other id was counted in its class */
     }
-    int listed = nrest <= rest_cap; /* the passes below read guess_bits and rest, not class_of */
+    int listed = nrest <= rest_cap || (from_given && given_classes); /* the passes below read guess_bits and rest */
+    /* rest's ids and classes: the caller's where it gave them, else rest and class_of */
+#define REST_ID(i) (given_classes && from_given ? given[i] : rest[i])
+#define REST_CLASS(i) (given_classes && from_given ? given_classes[i] : co[rest[i]])
     /* the large classes: among those with min_tokens or more, the `most` largest */
     Py_ssize_t ncand = 0;
     for (Py_ssize_t c = 0; c < k; c++) {
@@ -438,7 +460,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     if (k && listed) {                                                                                         \
         for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)                                                   \
             if (guess_bits[w]) FLUSH(guess, guess_bits[w], (int32_t)w);                                        \
-        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH(co[rest[i]], (uint32_t)1 << (rest[i] & 31), rest[i] >> 5); \
+        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH(REST_CLASS(i), (uint32_t)1 << (REST_ID(i) & 31), REST_ID(i) >> 5); \
     } else if (k) {                                                                                            \
         FOR_WORDS(FLUSH, FLUSH)                                                                                \
     }
@@ -480,6 +502,8 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     FOR_TOKENS(FLUSH_PAIRS)
 #undef FOR_WORDS
 #undef FOR_TOKENS
+#undef REST_ID
+#undef REST_CLASS
 #undef FLUSH_ROWS
 #undef FLUSH_PAIRS
     result = lazy ? PyTuple_Pack(7, groups, tables, indptr, pw, pb, all, built)
@@ -501,7 +525,8 @@ done:
     PyMem_Free(guess_bits);
     if (defer_b.obj) PyBuffer_Release(&defer_b);
     if (listed_b.obj) PyBuffer_Release(&listed_b);
-    PyBuffer_Release(&co_b);
+    if (lc_b.obj) PyBuffer_Release(&lc_b);
+    if (co_b.obj) PyBuffer_Release(&co_b);
     return result;
 }
 

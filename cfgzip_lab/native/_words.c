@@ -1806,6 +1806,9 @@ typedef struct {
     Py_buffer class_buf;  /* class_of's buffer, held for the Advancer's life (no copy: 512 KB of fresh
                            * pages a grammar with Llama-3, ~0.17 ms of page faults on a new schema) */
     int32_t *class_of;    /* V, in class_buf; each id checked when an accept reads it */
+    Py_buffer ids_buf, classes_buf; /* or a sparse map: ids ascending (class 0 elsewhere) and their classes */
+    const int32_t *ids, *classes;
+    int64_t nids;
     uint8_t *class_kind;  /* K: 0 NORMAL, 1 STOP, 2 BLOCKED (ClassKind) */
     int64_t V, K;
     uint8_t atom_of[256];
@@ -1822,25 +1825,47 @@ static void advancer_dealloc(Advancer *A) {
     Py_XDECREF(A->tokens);
     Py_XDECREF(A->budget_exc);
     if (A->class_of) PyBuffer_Release(&A->class_buf);
+    if (A->ids) {
+        PyBuffer_Release(&A->ids_buf);
+        PyBuffer_Release(&A->classes_buf);
+    }
     free(A->class_kind);
     memo_free(&A->memo);
     Py_TYPE(A)->tp_free((PyObject *)A);
 }
 
 /* Advancer(words, token_bytes, class_of int32[V], class_kind uint8[K], atom_table bytes[256],
- *          token_budget, request_budget, memo_entries, budget_exc) */
+ *          token_budget, request_budget, memo_entries, budget_exc, ids=None, classes=None)
+ * class_of None: the sparse map ids (int32, ascending) and classes (int32), every other id class 0
+ * (TokenClasses.sparse_map: a small grammar's, whose dense map is never made) */
 static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
     (void)kwds;
     Words *S;
-    PyObject *tokens, *exc;
-    Py_buffer cls, kinds, atoms;
+    PyObject *tokens, *exc, *cls_obj, *ids_obj = Py_None, *classes_obj = Py_None;
+    Py_buffer cls = {0}, kinds, atoms, ids = {0}, classes = {0};
     long long token_budget, request_budget, memo_entries;
-    if (!PyArg_ParseTuple(args, "O!O!y*y*y*LLLO", &WordsType, &S, &PyList_Type, &tokens, &cls, &kinds, &atoms,
-                          &token_budget, &request_budget, &memo_entries, &exc))
+    if (!PyArg_ParseTuple(args, "O!O!Oy*y*LLLO|OO", &WordsType, &S, &PyList_Type, &tokens, &cls_obj, &kinds, &atoms,
+                          &token_budget, &request_budget, &memo_entries, &exc, &ids_obj, &classes_obj))
         return -1;
     int ret = -1;
-    int64_t V = cls.len / 4, K = kinds.len;
-    if (A->S || cls.len % 4 || PyList_GET_SIZE(tokens) != V || atoms.len != 256 || !S->has_grammar) {
+    int64_t V = PyList_GET_SIZE(tokens), K = kinds.len;
+    if (cls_obj == Py_None) {
+        if (PyObject_GetBuffer(ids_obj, &ids, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(classes_obj, &classes, PyBUF_SIMPLE) < 0)
+            goto done;
+        if (ids.len % 4 || ids.len != classes.len) {
+            PyErr_SetString(PyExc_ValueError, "Advancer: a sparse map's ids and classes do not pair up");
+            goto done;
+        }
+        const int32_t *id = ids.buf;
+        for (Py_ssize_t i = 0; i < ids.len / 4; i++)
+            if (id[i] < 0 || id[i] >= V || (i && id[i] <= id[i - 1])) {
+                PyErr_SetString(PyExc_ValueError, "Advancer: a sparse map's ids are not ascending ids of the vocabulary");
+                goto done;
+            }
+    } else if (PyObject_GetBuffer(cls_obj, &cls, PyBUF_SIMPLE) < 0) {
+        goto done;
+    }
+    if (A->S || (cls.obj && cls.len != V * 4) || atoms.len != 256 || !S->has_grammar) {
         PyErr_SetString(PyExc_ValueError, "Advancer: class_of, token_bytes and the atom table do not fit");
         goto done;
     }
@@ -1861,9 +1886,18 @@ static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
     A->S = (Words *)Py_NewRef((PyObject *)S);
     A->tokens = Py_NewRef(tokens);
     A->budget_exc = Py_NewRef(exc);
-    A->class_buf = cls;  /* kept: released in advancer_dealloc */
-    A->class_of = (int32_t *)cls.buf;
-    cls.obj = NULL;      /* so that `done` does not release it */
+    if (cls.obj) {
+        A->class_buf = cls;  /* kept: released in advancer_dealloc */
+        A->class_of = (int32_t *)cls.buf;
+        cls.obj = NULL;      /* so that `done` does not release it */
+    } else {
+        A->ids_buf = ids;
+        A->classes_buf = classes;
+        A->ids = ids.buf;
+        A->classes = classes.buf;
+        A->nids = ids.len / 4;
+        ids.obj = classes.obj = NULL;
+    }
     A->V = V;
     A->K = K;
     A->token_budget = token_budget;
@@ -1872,9 +1906,24 @@ static int advancer_init(Advancer *A, PyObject *args, PyObject *kwds) {
     ret = 0;
 done:
     if (cls.obj) PyBuffer_Release(&cls);
+    if (ids.obj) PyBuffer_Release(&ids);
+    if (classes.obj) PyBuffer_Release(&classes);
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&atoms);
     return ret;
+}
+
+/* A token's class in a sparse map: its entry's (binary search over the ascending ids), else 0. */
+static inline int32_t sparse_class(const Advancer *A, int64_t token) {
+    int64_t lo = 0, hi = A->nids;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (A->ids[mid] < token)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < A->nids && A->ids[lo] == token ? A->classes[lo] : 0;
 }
 
 /* accept(state, token, spent) -> (state after the token, nodes created)
@@ -1893,7 +1942,7 @@ static PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t 
     Words *S = A->S;
     if (check_node(S, state) < 0) return NULL;
     if (token < 0 || token >= A->V) return Py_BuildValue("ii", W_EMPTY, 0);
-    int32_t k = A->class_of[token];
+    int32_t k = A->class_of ? A->class_of[token] : sparse_class(A, token);
     if (k < 0 || k >= A->K) {  /* the array was written after the Advancer checked it */
         PyErr_SetString(PyExc_ValueError, "Advancer: class_of names a class outside class_kind");
         return NULL;
@@ -2977,15 +3026,16 @@ static PyObject *k_classify_steps(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1, ranges=None, zeroed=False) -> (reps int32 bytes,
- * kinds uint8 bytes, dead, blocked, rep_nodes int64 bytes, listed): classing._assemble over arrays (with classify's
+/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1, ranges=None) -> (reps int32 bytes,
+ * kinds uint8 bytes, dead, blocked, rep_nodes int64 bytes, ids, classes): classing._assemble over arrays (with classify's
  * ranges and the node count, from those tokens alone, node_of not read: assemble_ranges). BLOCKED first
  * (special and empty tokens, dead ones: node_of 0), STOP next, then one class per displacement node (a
  * fallback token alone), numbered by representative id; a representative is the shortest member, ties
  * to the lowest id; the BLOCKED class's is its shortest dead token when it has one. rep_nodes: each
- * representative's node (what node_of holds for it). class_of: writable int32[V]; `zeroed`: it holds zeros
- * already, and the short way writes only its other classes' entries (BLOCKED is class 0 there). listed:
- * the short way's ids outside class 0, ascending, as int32 bytes (None the long way). */
+ * representative's node (what node_of holds for it). class_of: writable int32[V], or None: the short way
+ * alone, which then writes no map (None returned where it does not apply: give a map). ids, classes: the
+ * short way's ids outside class 0 (BLOCKED there), ascending, and their classes, int32 bytes (the whole
+ * map: every other id is class 0, TokenClasses.from_sparse); None the long way. */
 static int cmp_int32(const void *x, const void *y) {
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
     return (a > b) - (a < b);
@@ -2997,8 +3047,13 @@ static int cmp_int32(const void *x, const void *y) {
  * memset, not a pass reading five arrays per token (0.17 ms of a one-word schema's ~0.4 ms classing
  * with Llama-3). The same classes and representatives as the long way. NULL with no error set where
  * it does not apply (no BLOCKED class, where STOP would be class 0): the caller takes the long way. */
+static int cmp_u64_keys(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
 static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr,
-                                 int64_t top, int zeroed) {
+                                 int64_t top) {
     int64_t live = 0, fallbacks = 0;
     for (int64_t i = 0; i < nr; i++) {
         if (rs[i].lo < 0 || rs[i].hi < rs[i].lo || rs[i].hi > T->eligible || rs[i].node > top ||
@@ -3017,16 +3072,17 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
         return NULL;
     }
     if (blocked == 0) return NULL;
-    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL, *listed_b = NULL;
+    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL, *ids_b = NULL, *classes_b = NULL;
+    int64_t n_in = live + fallbacks, nl = n_in + T->nstops;
     int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL, *by_rep = NULL;
+    int32_t *tg = malloc((size_t)(n_in ? n_in : 1) * sizeof(int32_t)); /* each range token's group, in range order */
+    uint64_t *pairs = malloc((size_t)(nl ? nl : 1) * sizeof(uint64_t));
     int64_t *group_node = NULL, groupcap = 0;
     uint64_t *in_range = NULL;
-    if (!group_of_node) goto nomem;
+    if (!group_of_node || !tg || !pairs) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
-    if (!zeroed) memset(out, 0, (size_t)T->ntok * sizeof(int32_t)); /* (zeroed: its pages are not touched) */
-    for (int64_t i = 0; i < T->nstops; i++) out[T->stop_ids[i]] = 1;
     const int32_t *ttok = T->ttok, *len = T->len;
-    int64_t ng = 0, repcap = 0;
+    int64_t ng = 0, repcap = 0, at = 0;
     for (int64_t i = 0; i < nr; i++) {
         int64_t node = rs[i].node;
         int32_t g = node >= 0 ? group_of_node[node] : -1;
@@ -3042,7 +3098,7 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
             } else if (len[t] < len[rep[g]] || (len[t] == len[rep[g]] && t < rep[g])) {
                 rep[g] = t; /* the shortest member, ties to the lowest id, as the pass in id order finds it */
             }
-            out[t] = g;
+            tg[at++] = g;
         }
     }
     /* The dead representative: the shortest trie token in no range (neither live nor a fallback), the
@@ -3067,11 +3123,13 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     }
     int64_t first = 1 + (T->nstops > 0), k_total = first + ng;
     cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
-    by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int64_t));
     reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
     kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
     nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
-    if (!cls || !by_rep || !reps_b || !kinds_b || !nodes_b) goto nomem;
+    ids_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nl * 4));
+    classes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nl * 4));
+    if (!cls || !by_rep || !reps_b || !kinds_b || !nodes_b || !ids_b || !classes_b) goto nomem;
     int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
     uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
     int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b);
@@ -3083,28 +3141,36 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
         kout[1] = 1; /* ClassKind.STOP */
         rep_nodes[1] = -1;
     }
-    for (int64_t g = 0; g < ng; g++) by_rep[g] = rep[g];
-    qsort(by_rep, (size_t)ng, sizeof(int32_t), cmp_int32);
+    /* NORMAL classes in the order of their representatives (group g's class: cls[g]) */
+    uint64_t *order = (uint64_t *)by_rep;
+    for (int64_t g = 0; g < ng; g++) order[g] = ((uint64_t)(uint32_t)rep[g] << 32) | (uint32_t)g;
+    qsort(order, (size_t)ng, sizeof(uint64_t), cmp_u64_keys);
     for (int64_t i = 0; i < ng; i++) {
-        int32_t t = by_rep[i];
-        cls[out[t]] = (int32_t)(first + i);
-        reps[first + i] = t;
+        int32_t g = (int32_t)(order[i] & 0xFFFFFFFFu);
+        cls[g] = (int32_t)(first + i);
+        reps[first + i] = rep[g];
         kout[first + i] = 0; /* ClassKind.NORMAL */
-        rep_nodes[first + i] = group_node[out[t]];
+        rep_nodes[first + i] = group_node[g];
     }
+    /* the ids outside class 0 (BLOCKED) with their classes, ascending by id: the whole map with class 0
+     * for every other id (written into `out` too where the caller gave one) */
+    at = 0;
+    int64_t np_ = 0;
     for (int64_t i = 0; i < nr; i++)
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) out[ttok[k]] = cls[out[ttok[k]]];
-    /* the ids outside class 0 (BLOCKED), ascending: what the expansion tables would find scanning out */
-    listed_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((live + fallbacks + T->nstops) * 4));
-    if (!listed_b) goto nomem;
-    int32_t *listed = (int32_t *)PyBytes_AS_STRING(listed_b);
-    int64_t nl = 0;
-    for (int64_t i = 0; i < nr; i++)
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) listed[nl++] = ttok[k];
-    for (int64_t i = 0; i < T->nstops; i++) listed[nl++] = T->stop_ids[i];
-    qsort(listed, (size_t)nl, sizeof(int32_t), cmp_int32);
-    result = Py_BuildValue("NNLLNN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, listed_b);
-    reps_b = kinds_b = nodes_b = listed_b = NULL;
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) pairs[np_++] = ((uint64_t)(uint32_t)ttok[k] << 32) | (uint32_t)cls[tg[at++]];
+    for (int64_t i = 0; i < T->nstops; i++) pairs[np_++] = ((uint64_t)(uint32_t)T->stop_ids[i] << 32) | 1u;
+    qsort(pairs, (size_t)nl, sizeof(uint64_t), cmp_u64_keys);
+    int32_t *ids = (int32_t *)PyBytes_AS_STRING(ids_b), *classes = (int32_t *)PyBytes_AS_STRING(classes_b);
+    for (int64_t i = 0; i < nl; i++) {
+        ids[i] = (int32_t)(pairs[i] >> 32);
+        classes[i] = (int32_t)(pairs[i] & 0xFFFFFFFFu);
+    }
+    if (out) {
+        memset(out, 0, (size_t)T->ntok * sizeof(int32_t));
+        for (int64_t i = 0; i < nl; i++) out[ids[i]] = classes[i];
+    }
+    result = Py_BuildValue("NNLLNNN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, ids_b, classes_b);
+    reps_b = kinds_b = nodes_b = ids_b = classes_b = NULL;
     goto done;
 nomem:
     PyErr_NoMemory();
@@ -3112,10 +3178,13 @@ done:
     Py_XDECREF(reps_b);
     Py_XDECREF(kinds_b);
     Py_XDECREF(nodes_b);
-    Py_XDECREF(listed_b);
+    Py_XDECREF(ids_b);
+    Py_XDECREF(classes_b);
     free(group_node);
     free(in_range);
     free(group_of_node);
+    free(tg);
+    free(pairs);
     free(rep);
     free(cls);
     free(by_rep);
@@ -3125,18 +3194,19 @@ done:
 static PyObject *k_assemble(PyObject *self, PyObject *args) {
     (void)self;
     VocabTrie *T;
-    Py_buffer kinds, node_of, fallback, class_of;
+    Py_buffer kinds, node_of, fallback, class_of = {0};
     int normal, stop;
     long long nodes = -1;
-    PyObject *ranges = Py_None;
-    int zeroed = 0;
-    if (!PyArg_ParseTuple(args, "O!y*y*y*w*ii|LOp", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of, &normal,
-                          &stop, &nodes, &ranges, &zeroed))
+    PyObject *ranges = Py_None, *class_of_obj;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*Oii|LO", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of_obj,
+                          &normal, &stop, &nodes, &ranges))
         return NULL;
     PyObject *result = NULL;
     int64_t v = T->ntok;
     int32_t *group = NULL, *rep = NULL, *cls = NULL, *group_of_node = NULL;
-    if (kinds.len != v || node_of.len != v * 8 || fallback.len != v || class_of.len != v * 4) {
+    int sparse = class_of_obj == Py_None; /* no map: the short way's ids and classes alone, or None */
+    if (!sparse && PyObject_GetBuffer(class_of_obj, &class_of, PyBUF_WRITABLE) < 0) goto done;
+    if (kinds.len != v || node_of.len != v * 8 || fallback.len != v || (!sparse && class_of.len != v * 4)) {
         PyErr_SetString(PyExc_ValueError, "assemble: arrays do not fit the vocabulary");
         goto done;
     }
@@ -3149,9 +3219,13 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "assemble: ranges must be the bytes classify returned");
             goto done;
         }
-        result = assemble_ranges(T, fb, class_of.buf, (const Range *)PyBytes_AS_STRING(ranges),
-                                 PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1, zeroed);
+        result = assemble_ranges(T, fb, sparse ? NULL : class_of.buf, (const Range *)PyBytes_AS_STRING(ranges),
+                                 PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1);
         if (result || PyErr_Occurred()) goto done;
+    }
+    if (sparse) { /* the short way does not apply: the caller gives a map and takes the long way */
+        result = Py_NewRef(Py_None);
+        goto done;
     }
     const int32_t *len = T->len;
     int32_t *out = class_of.buf;
@@ -3275,7 +3349,7 @@ static PyObject *k_assemble(PyObject *self, PyObject *args) {
         goto done;
     }
     for (int64_t i = 0; i < k_total; i++) ((int64_t *)PyBytes_AS_STRING(nodes_b))[i] = no[reps[i]];
-    result = Py_BuildValue("NNLLNO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None);
+    result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None, Py_None);
     goto done;
 nomem:
     PyErr_NoMemory();
@@ -3286,7 +3360,7 @@ done:
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&node_of);
     PyBuffer_Release(&fallback);
-    PyBuffer_Release(&class_of);
+    if (class_of.obj) PyBuffer_Release(&class_of);
     return result;
 }
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..classes.classing import TokenClasses, outside_blocked
+from ..classes.classing import TokenClasses
 from ..classes.displacement import Displacer
 from ..expand import Expander
 from .compiled import make_displacer
@@ -72,16 +72,18 @@ class NativeEngine:
             )
         elif self.unavailable is None:
             self.unavailable = "no σ_in index"
-        # the compiled rows check class_of's ids in their own pass over it (RowCache; an int32 map, which
-        # they read as it is), so the expander made here for them leaves that to them (one read of
-        # Llama-3's 512 KB map, not two)
-        checked = kernel_available() and np.asarray(self.classes.class_of).dtype == np.int32
+        # The compiled rows check the map's class ids in their own pass over it (RowCache; an int32 map,
+        # which they read as it is, or a sparse one, whose listed ids alone they read: a small grammar's
+        # map is then never made), so the expander made here for them leaves that to them.
+        compiled_rows = kernel_available()
+        sparse = self.classes.sparse_map() if compiled_rows else None
+        checked = compiled_rows and (sparse is not None or np.asarray(self.classes.class_of).dtype == np.int32)
         self.expander = self.expander or Expander(self.classes, class_ids_checked=checked)
         self.rows = RowCache(
             self.expander,
-            self.classes.class_of,
+            None if sparse is not None else self.classes.class_of,
             class_kind=self.classes.class_kind,
-            listed=outside_blocked(self.classes),
+            sparse=sparse,
         )
 
     @cached_property

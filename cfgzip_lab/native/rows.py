@@ -63,7 +63,7 @@ class RowCache:
         max_delta_tokens: int = 8192,
         compiled: bool | None = None,
         class_kind: np.ndarray | None = None,
-        listed: np.ndarray | None = None,
+        sparse: tuple[int, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.expander = expander
         self.num_classes = expander.num_classes
@@ -81,8 +81,10 @@ class RowCache:
             raise RuntimeError("the compiled expansion kernel (cfgzip_lab.native._kernel) is not built")
         # one of the two: the XOR-from-the-last-row tables serve only the Python path (preparing
         # both cost 0.75 ms more of a JSON Schema's ~2.8 ms engine build with Llama-3, load 2)
-        if self.compiled:  # listed: the ids outside class 0 where classing gave them (outside_blocked)
-            self._prepare_kernel(np.asarray(class_of), class_kind, listed)
+        if sparse is not None and not self.compiled:
+            raise ValueError("a sparse class map (TokenClasses.sparse_map) is read by the compiled rows alone")
+        if self.compiled:  # sparse: (vocab_size, ids outside class 0, their classes), class_of then None
+            self._prepare_kernel(None if sparse is not None else np.asarray(class_of), class_kind, sparse)
         else:
             self._prepare(np.asarray(class_of, dtype=np.int64))
 
@@ -113,7 +115,10 @@ class RowCache:
         np.cumsum(np.bincount(pair_cls, minlength=k), out=self._indptr[1:])
 
     def _prepare_kernel(
-        self, class_of: np.ndarray, class_kind: np.ndarray | None = None, listed: np.ndarray | None = None
+        self,
+        class_of: np.ndarray | None,
+        class_kind: np.ndarray | None = None,
+        sparse: tuple[int, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
         built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
@@ -126,7 +131,12 @@ class RowCache:
             # does: the walk's sets are NORMAL classes (index, unindexed) and the STOP bit). With a small
             # schema it is ~128k of Llama-3's tokens, the one large class: 16 KB not written, and with
             # row 0 and the short group's copies, 20 of the engine build's 4-KB page faults gone.
-            defer = None if class_kind is None else np.asarray(class_kind) == BLOCKED
+            # (a sparse map: no deferred row, which expand_row would make from a map that is never made; its
+            # BLOCKED row is written with the tables, from the ids the map lists)
+            defer = None if class_kind is None or sparse is not None else np.asarray(class_kind) == BLOCKED
+            listed = (
+                {} if sparse is None else {"listed": sparse[1], "listed_classes": sparse[2], "vocab_size": sparse[0]}
+            )
             try:
                 members, tables, pairs, built = compiled_tables(
                     _kernel,
@@ -137,7 +147,7 @@ class RowCache:
                     vocab_words=self.vocab_words,
                     lazy=True,
                     defer=defer,
-                    listed=listed,
+                    **listed,
                 )
             except ValueError as exc:  # the tables' check of every id, as TokenClasses.validate words it
                 if "outside [0, num_classes)" not in str(exc):

@@ -96,7 +96,7 @@ class StateWalker:
         self.index = index
         self.limits = limits
         self.num_classes = classes.num_classes
-        self._class_of = np.asarray(classes.class_of)
+        self._classes = classes  # (class_of made from a sparse map only where the Python step reads it)
         kinds = np.asarray(classes.class_kind)
         stop = np.flatnonzero(kinds == STOP)
         self.stop_class = int(stop[0]) if stop.size else -1
@@ -124,19 +124,31 @@ class StateWalker:
         self._stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
         # On a compiled store the whole accept step is one call (_words.c, Advancer): the token's class,
         # the (state, class) memo, the byte steps and the budgets, as advance() below does in Python.
+        # A sparse class map (TokenClasses.from_sparse) is read as its listed ids and classes: never made.
         self._advancer = None
         if self._native is not None:
+            sparse = classes.sparse_map()
+            if sparse is None:
+                class_map = (np.ascontiguousarray(self._class_of, dtype=np.int32),)
+            else:
+                class_map = (None,)
             self._advancer = _kernel.Advancer(
                 self._native,
                 token_bytes if isinstance(token_bytes, list) else list(token_bytes),
-                np.ascontiguousarray(self._class_of, dtype=np.int32),
+                *class_map,
                 np.ascontiguousarray(kinds, dtype=np.uint8),
                 bytes(self.displacer.atom_table),
                 limits.token_budget,
                 limits.request_budget,
                 limits.memo_entries,
                 StateBudgetExceeded,
+                *(() if sparse is None else (sparse[1], sparse[2])),
             )
+
+    @property
+    def _class_of(self) -> np.ndarray:
+        """The classes' map (made from a sparse one when first read: only the Python step needs it)."""
+        return np.asarray(self._classes.class_of)
 
     @property
     def stats(self) -> dict:
