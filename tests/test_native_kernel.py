@@ -165,15 +165,35 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
             got = compiled_tables(
                 _kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, listed=listed, **options
             )
-            assert np.array_equal(want[0], got[0])  # the groups of large classes
-            for name in ("indptr", "words", "bits", "all_bits"):
-                assert np.array_equal(getattr(want[2], name), getattr(got[2], name)), name
-            if options:  # lazy: the rows made (the others are left unwritten, to expand_row)
-                assert np.array_equal(want[3], got[3])
-                made = want[3].reshape(want[1].shape[:2]).astype(bool)
-                assert np.array_equal(want[1][made], got[1][made])
-            else:
-                assert np.array_equal(want[1], got[1])
+            # a sparse map: no class_of at all, the listed ids' classes given (TokenClasses.from_sparse)
+            sparse_options = {**options, "defer": None} if options else {}
+            sparse = compiled_tables(
+                _kernel,
+                None,
+                k,
+                most=64,
+                min_tokens=256,
+                vocab_words=words,
+                listed=listed,
+                listed_classes=class_of[listed],
+                vocab_size=class_of.size,
+                **sparse_options,
+            )
+            undeferred = (
+                compiled_tables(_kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, **sparse_options)
+                if options
+                else want
+            )
+            for reference, tables in ((want, got), (undeferred, sparse)):
+                assert np.array_equal(reference[0], tables[0])  # the groups of large classes
+                for name in ("indptr", "words", "bits", "all_bits"):
+                    assert np.array_equal(getattr(reference[2], name), getattr(tables[2], name)), name
+                if options:  # lazy: the rows made (the others are left unwritten, to expand_row)
+                    assert np.array_equal(reference[3], tables[3])
+                    made = reference[3].reshape(reference[1].shape[:2]).astype(bool)
+                    assert np.array_equal(reference[1][made], tables[1][made])
+                else:
+                    assert np.array_equal(reference[1], tables[1])
     class_of, k = shapes[1]
     listed = np.flatnonzero(class_of).astype(np.int32)
     words = -(-class_of.size // 32)
@@ -189,6 +209,20 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
     wrong[listed[3]] = k + 2
     with pytest.raises(ValueError, match="outside"):
         compiled_tables(_kernel, wrong, k, most=64, min_tokens=256, vocab_words=words, listed=listed)
+    with pytest.raises(ValueError, match="outside"):
+        compiled_tables(
+            _kernel,
+            None,
+            k,
+            most=64,
+            min_tokens=256,
+            vocab_words=words,
+            listed=listed,
+            listed_classes=wrong[listed],
+            vocab_size=wrong.size,
+        )
+    with pytest.raises(ValueError, match="listed and listed_classes"):
+        _kernel.expansion_tables(None, k, 64, 256, words, False, None, listed, None, class_of.size)
 
 
 @needs_kernel
