@@ -319,7 +319,6 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
     alone where classing's store is large (c_like with Llama-3: 17 MB held instead of 198 MB, for 30
     ms of copying) or a Python one, else over classing's compiled store with the displacer that
     stepped in it (the engine's walk starts from its memos)."""
-    from .grammar.gnf_arrays import compact_gnf
     from .native.compiled import CompiledDisplacer
     from .pipeline import LoadedGrammar
 
@@ -328,6 +327,8 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
     small = native is not None and native.stats()["bytes"] <= COMPACT_FROM_BYTES
     if small and isinstance(displacer, CompiledDisplacer):
         return LoadedGrammar(compiled.text, gnf, compiled.grammar_source, compiled.seconds), displacer
+    from .grammar.gnf_arrays import compact_gnf
+
     return LoadedGrammar(compiled.text, compact_gnf(gnf), compiled.grammar_source, compiled.seconds), None
 
 

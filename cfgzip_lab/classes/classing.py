@@ -196,11 +196,11 @@ class TokenClasses:
             arrays = [("class_of", class_of), ("class_of's ids", ids)]
         reps, kinds = np.asarray(self.representatives), np.asarray(self.class_kind)
         for name, a in arrays + [("representatives", reps), ("class_kind", kinds)]:
-            if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+            if a.ndim != 1 or a.dtype.kind not in _INTEGER_KINDS:
                 raise ClassesError(f"{name} must be a one-dimensional integer array (it is {a.dtype}{list(a.shape)})")
         k = reps.shape[0]
         if sparse is not None and (
-            ids.shape != class_of.shape or (ids.size and (ids[0] < 0 or ids[-1] >= v or np.any(np.diff(ids) <= 0)))
+            ids.shape != class_of.shape or (ids.size and (ids[0] < 0 or ids[-1] >= v or (ids[1:] <= ids[:-1]).any()))
         ):
             raise ClassesError("class_of's listed ids must be ascending ids of the vocabulary, one class each")
         if vocab_size is not None and v != vocab_size:
@@ -211,7 +211,7 @@ class TokenClasses:
             raise ClassesError(CLASS_IDS_OUTSIDE.format(k=k))
         if k and _largest_unsigned(kinds) >= _NUM_KINDS:
             raise ClassesError("class_kind has values other than NORMAL, STOP, BLOCKED")
-        if representatives and k and (reps.min() < 0 or reps.max() >= v):
+        if representatives and k and _largest_unsigned(reps) >= v:
             raise ClassesError("representatives[k] must be a member of class k")
         if representatives and k:
             if sparse is None:
@@ -268,6 +268,8 @@ def zeroed(n: int, dtype) -> np.ndarray:
         return np.zeros(n, dtype=dtype)
     return np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE), dtype=dtype)
 
+
+_INTEGER_KINDS = "iu"  # numpy's signed and unsigned integers (np.integer; a bool array is not one)
 
 CLASS_IDS_OUTSIDE = "class_of has ids outside [0, {k})"
 """The message for a class map naming a class it does not have (:meth:`TokenClasses.validate`, and the

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CfgzipError
 from .cfg import TOKEN_BASE, ByteSet
-from .tree import Choice, Expr, GrammarAST, Repeat, RuleRef, Sequence, Span, TokenSet
+from .tree import Automaton, Choice, Expr, GrammarAST, Repeat, RuleRef, Sequence, Span, TokenSet
 
 if TYPE_CHECKING:
     import numpy as np
@@ -181,8 +181,6 @@ def token_tag_dispatch(arguments: MacroArguments, span: Span) -> Expr:
 
 
 def _token_sets(ast: GrammarAST) -> Iterable[TokenSet]:
-    from .tree import Automaton
-
     if ast.text and "Token" not in ast.text:
         # Every macro is spelled Token(...), ExcludeToken(...) or TokenTagDispatch(...): a text
         # without the word has none, and the walk over the whole tree (~0.2 ms of an object
@@ -365,11 +363,11 @@ def add_token_paths(displacer: Displacer, token_bytes, kinds: np.ndarray, node_o
 def guide_token_ids(gnf: GNF, vocab) -> list[int]:
     """The normal tokens of ``vocab`` the grammar names by id: what verification walks should
     take now and then (a random walk over 49,152 tokens rarely picks token 10 by chance)."""
-    from ..vocab import TokenKind
-
     atoms = token_atoms(gnf)
     if atoms is None:
         return []
+    from ..vocab import TokenKind
+
     kinds = vocab.kinds
     return [i for i in sorted(atoms.named) if i < vocab.vocab_size and int(kinds[i]) == TokenKind.NORMAL]
 
@@ -377,11 +375,11 @@ def guide_token_ids(gnf: GNF, vocab) -> list[int]:
 def describe_named_tokens(gnf: GNF, vocab, *, limit: int = 12) -> list[str]:
     """What the grammar's token ids are in ``vocab``: ``"10 → '<tool_call>'"``, and a note for
     an id that is a stop or special token there (never matched by a token edge)."""
-    from ..vocab import TokenKind
-
     atoms = token_atoms(gnf)
     if atoms is None:
         return []
+    from ..vocab import TokenKind
+
     out = []
     for i in sorted(atoms.named)[:limit]:
         if i >= vocab.vocab_size:

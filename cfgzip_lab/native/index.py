@@ -48,7 +48,7 @@ from ..grammar.counted import (
 )
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
-from ..grammar.words import EMPTY
+from ..grammar.words import EMPTY, BudgetExceeded
 from .compiled import Unsupported, make_displacer, stepping_store
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
@@ -388,7 +388,6 @@ def _build_compiled(
 ) -> SigmaInIndex:
     """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes and
     the same arrays (tested against the Python build), returned in the arrays form."""
-    from ..grammar.words import BudgetExceeded
 
     native = displacer.store.native
     kinds = np.asarray(classes.class_kind)
@@ -518,7 +517,6 @@ def build_index(
     IndexTooLarge
         When the σ_in sets cannot be listed within the bounds.
     """
-    from ..grammar.words import BudgetExceeded
 
     started = time.perf_counter()
     displacer = displacer or make_displacer(gnf)

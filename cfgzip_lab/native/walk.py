@@ -101,7 +101,6 @@ class StateWalker:
         stop = np.flatnonzero(kinds == STOP)
         self.stop_class = int(stop[0]) if stop.size else -1
         self.stop_bit = (1 << self.stop_class) if stop.size else 0
-        self._is_stop_class = kinds == STOP
         self._token_bytes = token_bytes
         self._atoms: dict[int, bytes] = {}
         self._unindexed = [
