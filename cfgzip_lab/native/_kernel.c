@@ -30,6 +30,11 @@
 #include <emmintrin.h>
 #endif
 
+/* How many of v ids the 32-id word from id `base` holds (32, fewer in the last word), and the mask of a
+ * word's first n lanes (0 for none): the word loops over class_of below share them. */
+static inline Py_ssize_t word_ids(Py_ssize_t v, Py_ssize_t base) { return v - base < 32 ? v - base : 32; }
+static inline uint32_t word_lanes(Py_ssize_t n) { return n <= 0 ? 0 : n >= 32 ? 0xFFFFFFFFu : ((uint32_t)1 << n) - 1; }
+
 /* The bits of the n <= 32 ids at p equal to x (bit j: p[j] == x). A whole word four ids a compare
  * with SSE2 (every x86-64 has it), which compilers do not make of the scalar loop (a Llama-3 scan
  * 0.15 -> ~0.05 ms); the short last word one by one. */
@@ -77,8 +82,7 @@ static int in_set(const uint8_t *set, Py_ssize_t set_len, int32_t c) {
 static void single_row(int32_t *restrict dst, Py_ssize_t words, const int32_t *co, Py_ssize_t v, int32_t c) {
     memset(dst, 0, (size_t)words * 4);
     for (Py_ssize_t base = 0; base < v; base += 32) {
-        Py_ssize_t n = v - base < 32 ? v - base : 32;
-        dst[base >> 5] = (int32_t)equal_bits(co + base, n, c);
+        dst[base >> 5] = (int32_t)equal_bits(co + base, word_ids(v, base), c);
     }
 }
 
@@ -321,8 +325,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
          * grammar's class map is then read on the few pages it wrote: zero pages are never touched). */
         guess = 0;
         for (Py_ssize_t w = 0; w < words; w++) {
-            Py_ssize_t n = v - (w << 5) < 32 ? v - (w << 5) : 32;
-            guess_bits[w] = n <= 0 ? 0 : n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1);
+            guess_bits[w] = word_lanes(word_ids(v, w << 5));
         }
         for (Py_ssize_t i = 0; i < ngiven; i++) {
             int32_t t = given[i], c;
@@ -360,10 +363,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     if (!from_given) {
         int32_t bad = k == 0 && v > 0;
         for (Py_ssize_t base = 0; base < v && !bad; base += 32) {
-            Py_ssize_t n = v - base < 32 ? v - base : 32;
+            Py_ssize_t n = word_ids(v, base);
             uint32_t m = equal_bits(co + base, n, guess);
             guess_bits[base >> 5] = m;
-            uint32_t others = ~m & (n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1));
+            uint32_t others = ~m & word_lanes(n);
             while (others) {
                 int j = __builtin_ctz(others);
                 others &= others - 1;
@@ -398,7 +401,7 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
     }
     qsort(cand, (size_t)ncand, sizeof(SizedClass), cmp_sized);
     Py_ssize_t nlarge = ncand < most ? ncand : most, ngroups = (nlarge + 3) / 4;
-    char *gd, *td = NULL, *ipd, *pwd, *pbd, *ad;
+    char *gd = NULL, *td = NULL, *ipd = NULL, *pwd = NULL, *pbd = NULL, *ad = NULL;
     groups = new_bytes(ngroups * 16, &gd);
     /* rows 0 and 1 << b zeroed below, the other codes all written (lazy: by expand_row when first needed,
      * `built` saying which are; a writable bytearray then; row 0, never read, left as it is) */
@@ -430,10 +433,10 @@ static PyObject *expansion_tables(PyObject *self, PyObject *args) {
 #define FOR_WORDS(TOKEN, TOP)                                                          \
     for (Py_ssize_t base = 0; base < v; base += 32) {                                  \
         int32_t w = (int32_t)(base >> 5);                                              \
-        Py_ssize_t n = v - base < 32 ? v - base : 32;                                  \
+        Py_ssize_t n = word_ids(v, base);                                              \
         uint32_t m = equal_bits(co + base, n, top);                                    \
         if (m) TOP(top, m, w);                                                         \
-        uint32_t rest = ~m & (n == 32 ? 0xFFFFFFFFu : (((uint32_t)1 << n) - 1));       \
+        uint32_t rest = ~m & word_lanes(n);                                            \
         while (rest) {                                                                 \
             int j = __builtin_ctz(rest);                                               \
             rest &= rest - 1;                                                          \
