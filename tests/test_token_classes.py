@@ -99,11 +99,11 @@ def test_kind_values_are_the_stored_ones():
     assert type(classing.BLOCKED) is int  # plain ints for per-element numpy code
 
 
-def sparse(ids=(1, 2, 3, 4, 5), classes=(1, 2, 3, 2, 3), reps=(0, 1, 2, 3)) -> TokenClasses:
+def sparse(ids=(1, 2, 3, 4, 5), classes=(1, 2, 3, 2, 3), reps=(0, 1, 2, 3), ids_dtype=np.int32) -> TokenClasses:
     """good() as a sparse map: the ids outside class 0 and their classes."""
     return TokenClasses.from_sparse(
         6,
-        np.array(ids, np.int32),
+        np.array(ids, ids_dtype),
         np.array(classes, np.int32),
         np.array(reps, np.int32),
         np.array([BLOCKED, STOP, NORMAL, NORMAL], np.uint8),
@@ -134,11 +134,13 @@ def test_a_sparse_map_is_the_dense_one_made_when_first_read():
     "classes__error",
     [
         (sparse(ids=(1, 3, 2, 4, 5)), "ascending ids"),
+        (sparse(ids=(1, 3, 2, 4, 5), ids_dtype=np.uint32), "ascending ids"),  # (3 - 2 wraps round unsigned)
         (sparse(ids=(1, 2, 3, 4, 6)), "ascending ids"),
         (sparse(ids=(1, 2, 3, 4)), "ascending ids"),  # one class short of one id each
         (sparse(classes=(1, 2, 4, 2, 3)), r"outside \[0, 4\)"),
         (sparse(reps=(0, 1, 2, 4)), "representatives"),  # 4 is in class 2
         (sparse(reps=(0, 1, 2, 6)), "representatives"),  # past the vocabulary
+        (sparse(reps=(-1, 1, 2, 3)), "representatives"),  # before it
         (sparse(reps=(1, 1, 2, 3)), "representatives"),
     ],
 )
