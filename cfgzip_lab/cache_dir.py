@@ -210,14 +210,14 @@ class ClassCacheDir:
     def load(self, key: CacheKey, vocab: VocabTable, *, input_text: str | None = None) -> CacheContents | None:
         """The cache file of ``key`` read and checked (classes, grammar, index arrays), or None when
         there is none or it is unusable (then reported once, removed, and the caller rebuilds)."""
-        from .classes.cache import CacheError, load_cache
-
         root = self.root
         # the usual miss: one stat of a string path (pathlib's joining and parsing cost more than the
-        # stat: ~40 us of a small schema's ~1.5 ms start), no exception made and caught
+        # stat: ~40 us of a small schema's ~1.5 ms start), no exception made and caught, nothing imported
         if not os.path.exists(os.path.join(root, key.filename)):
             self.stats["misses"] += 1
             return None
+        from .classes.cache import CacheError, load_cache
+
         path = root / key.filename
         try:
             contents = load_cache(path, vocab=vocab, input_text=input_text)

@@ -118,15 +118,16 @@ def resolve_input(grammar: Any, kind: str = "auto") -> tuple[str, str]:
     as a dict, or a :class:`~cfgzip_lab.pipeline.CompiledGrammar` (its EBNF text); ``kind``
     ``"auto"`` is resolved as :func:`cfgzip_lab.grammar.sources.detect_kind` does."""
     from .grammar.sources import KINDS, detect_kind
-    from .pipeline import CompiledGrammar
 
-    if isinstance(grammar, CompiledGrammar):
-        return grammar.text, "ebnf"
-    if isinstance(grammar, (dict, bool)):
-        if kind not in ("auto", "json_schema"):
-            raise ValueError(f"a JSON Schema given as a {type(grammar).__name__} cannot be read as {kind!r}")
-        return json.dumps(grammar), "json_schema"
-    if not isinstance(grammar, str):
+    if not isinstance(grammar, str):  # (a text, the usual request, needs no pipeline import)
+        from .pipeline import CompiledGrammar
+
+        if isinstance(grammar, CompiledGrammar):
+            return grammar.text, "ebnf"
+        if isinstance(grammar, (dict, bool)):
+            if kind not in ("auto", "json_schema"):
+                raise ValueError(f"a JSON Schema given as a {type(grammar).__name__} cannot be read as {kind!r}")
+            return json.dumps(grammar), "json_schema"
         raise TypeError(f"a grammar is a text, a JSON Schema dict or a CompiledGrammar, not {type(grammar).__name__}")
     if kind == "auto":
         kind = detect_kind(grammar)
@@ -263,12 +264,12 @@ class GrammarCache:
     def _from_disk(self, key: CacheKey, text: str, vocab: VocabTable) -> ReadyGrammar | None:
         if self.disk is None:
             return None
-        from .native.cache import index_or_build
-
         t0 = time.perf_counter()
         contents = self.disk.load(key, vocab, input_text=text)
         if contents is None:
             return None
+        from .native.cache import index_or_build
+
         index, unavailable, built = index_or_build(contents, contents.grammar.gnf, vocab)
         if built:  # an entry written without its index (the workbench's): complete it once
             self.disk.store(key, contents.grammar, contents.classes, vocab, index)

@@ -92,7 +92,9 @@ def test_input_kinds_resolve():
     assert resolve_input(cz.compile_grammar(GBNF, kind="gbnf"))[1] == "ebnf"
     with pytest.raises(ValueError, match="unknown grammar kind"):
         resolve_input(GRAMMAR, "yaml")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="cannot be read as 'gbnf'"):
+        resolve_input({"type": "integer"}, "gbnf")
+    with pytest.raises(TypeError, match="not int"):
         resolve_input(42)
 
 
