@@ -157,6 +157,23 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
         ids = rng.choice(size, live, replace=False)
         class_of[ids] = rng.integers(1, k, size=live)
         shapes.append((class_of, k))
+
+    def from_sparse(class_of, k, listed, **options):
+        # a sparse map: no class_of at all, the listed ids' classes given (TokenClasses.from_sparse)
+        words = -(-class_of.size // 32)
+        return compiled_tables(
+            _kernel,
+            None,
+            k,
+            most=64,
+            min_tokens=256,
+            vocab_words=words,
+            listed=listed,
+            listed_classes=class_of[listed],
+            vocab_size=class_of.size,
+            **options,
+        )
+
     for class_of, k in shapes:
         words = -(-class_of.size // 32)
         listed = np.flatnonzero(class_of).astype(np.int32)
@@ -165,20 +182,8 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
             got = compiled_tables(
                 _kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, listed=listed, **options
             )
-            # a sparse map: no class_of at all, the listed ids' classes given (TokenClasses.from_sparse)
             sparse_options = {**options, "defer": None} if options else {}
-            sparse = compiled_tables(
-                _kernel,
-                None,
-                k,
-                most=64,
-                min_tokens=256,
-                vocab_words=words,
-                listed=listed,
-                listed_classes=class_of[listed],
-                vocab_size=class_of.size,
-                **sparse_options,
-            )
+            sparse = from_sparse(class_of, k, listed, **sparse_options)
             undeferred = (
                 compiled_tables(_kernel, class_of, k, most=64, min_tokens=256, vocab_words=words, **sparse_options)
                 if options
@@ -210,17 +215,7 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
     with pytest.raises(ValueError, match="outside"):
         compiled_tables(_kernel, wrong, k, most=64, min_tokens=256, vocab_words=words, listed=listed)
     with pytest.raises(ValueError, match="outside"):
-        compiled_tables(
-            _kernel,
-            None,
-            k,
-            most=64,
-            min_tokens=256,
-            vocab_words=words,
-            listed=listed,
-            listed_classes=wrong[listed],
-            vocab_size=wrong.size,
-        )
+        from_sparse(wrong, k, listed)
     with pytest.raises(ValueError, match="listed and listed_classes"):
         _kernel.expansion_tables(None, k, 64, 256, words, False, None, listed, None, class_of.size)
 

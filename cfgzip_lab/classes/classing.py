@@ -464,28 +464,12 @@ def _classify_compiled(
     fallback = np.zeros(vocab_size, dtype=np.uint8)
     try:
         # lazy: node_of left to the ranges where the walk keeps them (few live tokens: a small grammar)
-        keys, _, status, skipped, scanned, fallen, ranges = store.native.classify(
+        walk = store.native.classify(
             trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel, True
         )
     except native_compiled.Unsupported:
         return None
-    return _compiled_walk_result(
-        gnf,
-        displacer,
-        trie,
-        kinds,
-        node_of,
-        fallback,
-        keys,
-        status,
-        progress,
-        max_nodes,
-        skipped,
-        scanned,
-        fallen,
-        ranges,
-        lazy=True,
-    )
+    return _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, walk, progress, max_nodes, lazy=True)
 
 
 def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes, trie=None) -> ClassingResult:
@@ -517,7 +501,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
             return -2 if store.created > max_nodes else -1
 
     try:
-        keys, _, status, skipped, scanned, fallen, ranges = native_compiled._kernel.classify_steps(
+        walk = native_compiled._kernel.classify_steps(
             trie,
             displacer.atom_table,
             displacer.num_atoms,
@@ -530,45 +514,16 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
         )
     finally:
         store.limit = float("inf")
-    return _compiled_walk_result(
-        gnf,
-        displacer,
-        trie,
-        kinds,
-        node_of,
-        fallback,
-        keys,
-        status,
-        progress,
-        max_nodes,
-        skipped,
-        scanned,
-        fallen,
-        ranges,
-        token_bytes,
-    )
+    return _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, walk, progress, max_nodes, token_bytes)
 
 
 def _compiled_walk_result(
-    gnf,
-    displacer,
-    trie,
-    kinds,
-    node_of,
-    fallback,
-    keys,
-    status,
-    progress,
-    max_nodes,
-    skipped,
-    scanned,
-    fallen,
-    ranges,
-    token_bytes=None,
-    lazy=False,
+    gnf, displacer, trie, kinds, node_of, fallback, walk, progress, max_nodes, token_bytes=None, lazy=False
 ):
     """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as
     :func:`_walk` raises it) and ``_words.c``'s ``assemble`` numbering, as a :class:`ClassingResult`.
+    ``walk``: what ``classify`` and ``classify_steps`` return, ``(keys, strings, status, skipped,
+    scanned, fallen, ranges)``.
     With ``token_bytes`` (the Python step's walk), a GNF's token atoms first join each token's
     node as on the Python path (``add_token_paths``: the same unions in the same order).
     ``ranges`` (the walk's tokens with a live node, where it kept them) let the numbering read those
@@ -577,6 +532,7 @@ def _compiled_walk_result(
     its ranges kept, the result's ``token_node`` is made from the classes when first read."""
     from ..native import compiled as native_compiled
 
+    keys, _, status, skipped, scanned, fallen, ranges = walk
     store = displacer.store
     if status == "cancelled":
         raise InterruptedError("classing cancelled")
