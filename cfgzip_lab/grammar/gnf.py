@@ -345,12 +345,9 @@ class _Rules:
             got = memo[node] = frozenset(acc)
         return got
 
-    def size(self) -> tuple[int, int, int]:
-        return _rules_size(self.store, list(self.rhs.values()))
-
 
 def _rules_size(store: WordStore, roots: list[int]) -> tuple[int, int, int]:
-    """:meth:`_Rules.size` of the rule sets ``roots``: nonterminals, DAG nodes, listed productions."""
+    """The size of the rule sets ``roots`` (a step's :class:`_Rules`): nonterminals, DAG nodes, listed productions."""
     native = _passes(store)
     if native is not None and hasattr(native, "count_sum"):  # the same sizes, counted in C
         total = native.count_sum(roots)

@@ -2474,11 +2474,8 @@ static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
     W->fallback_keys++;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) {
-            int32_t u = T->ttok[k];
-            W->fallback[u] = 1;
-            if (!W->lazy_nodes && !((W->assigned[u >> 6] >> (u & 63)) & 1)) W->node_of[u] = -1;
-        }
+        /* (their node_of entries: -1 from walk_dead_check, after the walk, for those it did not write) */
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
         walk_range(W, T->tptr[t], T->tptr[t + 1], -1);
         W->done_tokens += T->tptr[t + 1] - T->tptr[t];
     }

@@ -127,14 +127,10 @@ class StateWalker:
         self._advancer = None
         if self._native is not None:
             sparse = classes.sparse_map()
-            if sparse is None:
-                class_map = (np.ascontiguousarray(self._class_of, dtype=np.int32),)
-            else:
-                class_map = (None,)
             self._advancer = _kernel.Advancer(
                 self._native,
                 token_bytes if isinstance(token_bytes, list) else list(token_bytes),
-                *class_map,
+                np.ascontiguousarray(self._class_of, dtype=np.int32) if sparse is None else None,
                 np.ascontiguousarray(kinds, dtype=np.uint8),
                 bytes(self.displacer.atom_table),
                 limits.token_budget,
