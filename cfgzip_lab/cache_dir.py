@@ -28,6 +28,8 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import xgrammar_version
+
 if TYPE_CHECKING:
     from .classes.cache import CacheContents
     from .classes.classing import TokenClasses
@@ -88,8 +90,9 @@ def _default_max_bytes() -> int:
 
 @cache
 def code_version() -> str:
-    """The package version and a digest of the modules that compute a cache's contents (about
-    1 ms once per process): caches written by other code are never read."""
+    """The package version, a digest of the modules that compute a cache's contents (about
+    1 ms once per process) and the installed XGrammar's version: caches written by other code, or
+    under another XGrammar release (which may enforce a grammar differently), are never read."""
     from . import __version__
 
     root = Path(__file__).resolve().parent
@@ -100,7 +103,7 @@ def code_version() -> str:
         for f in files:
             h.update(str(f.relative_to(root)).encode() + b"\0")
             h.update(f.read_bytes())
-    return f"{__version__}+{h.hexdigest()[:12]}"
+    return f"{__version__}+{h.hexdigest()[:12]}+xgrammar{xgrammar_version.installed()}"
 
 
 @dataclass(frozen=True)

