@@ -22,6 +22,35 @@ def _fresh_class_cache_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CFGZIP_CACHE_DIR", str(tmp_path_factory.mktemp("class-cache")))
 
 
+# The exactness tests: every module that compares our masks, automata or verdicts with XGrammar's.
+# scripts/test.sh runs the whole suite under the newest supported XGrammar in .venv, then these
+# again (``-m exactness``) under each older supported release, in its overlay venv.
+EXACTNESS_MODULES = frozenset(
+    {
+        "test_regex_fsm",
+        "test_regex",
+        "test_corpora",
+        "test_token_macros",
+        "test_structural_tag",
+        "test_tag_dispatch",
+        "test_substring",
+        "test_rule_attributes",
+        "test_schema_info",
+        "test_sources",
+        "test_serving_sglang",
+        "test_serving_vllm",
+        "test_xgrammar_compat",
+        "test_xgrammar_version",
+    }
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module is not None and item.module.__name__.rpartition(".")[2] in EXACTNESS_MODULES:
+            item.add_marker(pytest.mark.exactness)
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
