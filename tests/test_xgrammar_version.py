@@ -109,3 +109,18 @@ def test_a_cache_from_before_the_release_was_recorded_is_taken_as_0_2_8(tmp_path
     monkeypatch.setattr(xgrammar_version, "installed", lambda: "0.2.9")
     with pytest.raises(CacheError, match=r"built under XGrammar 0\.2\.8 and the installed XGrammar is 0\.2\.9"):
         load_classes(old, grammar_text=GRAMMAR, vocab=vocab)
+
+
+def test_the_package_requirement_admits_every_supported_release_and_pins_none() -> None:
+    """``pip install cfgzip-lab`` beside a server's XGrammar must neither downgrade nor fail to resolve it."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    found = [Requirement(r) for r in pyproject["project"]["dependencies"] if Requirement(r).name == "xgrammar"]
+    assert len(found) == 1, found
+    spec = found[0].specifier
+    assert all(spec.contains(v) for v in xgrammar_version.SUPPORTED), (spec, xgrammar_version.SUPPORTED)
+    assert not any(s.operator in ("==", "===") for s in spec), spec
