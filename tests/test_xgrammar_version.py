@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import warnings
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
+from packaging.requirements import Requirement
 
 from cfgzip_lab import xgrammar_version
 from cfgzip_lab.cache_dir import code_version
@@ -113,11 +116,6 @@ def test_a_cache_from_before_the_release_was_recorded_is_taken_as_0_2_8(tmp_path
 
 def test_the_package_requirement_admits_every_supported_release_and_pins_none() -> None:
     """``pip install cfgzip-lab`` beside a server's XGrammar must neither downgrade nor fail to resolve it."""
-    import tomllib
-    from pathlib import Path
-
-    from packaging.requirements import Requirement
-
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     found = [Requirement(r) for r in pyproject["project"]["dependencies"] if Requirement(r).name == "xgrammar"]
     assert len(found) == 1, found
