@@ -61,6 +61,7 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
+from ._gc import gc_paused
 from .batch_rows import MatcherRows
 from .classes.classing import ClassKind, TokenClasses, grammar_sha256
 from .errors import CfgzipError
@@ -499,6 +500,7 @@ class CompiledEngines:
         return BatchMatcher([self.compressed() for _ in range(batch_size)], max_threads=max_threads)
 
 
+@gc_paused()  # a build never pays a full collection (cfgzip_lab._gc)
 def compile_engines(
     grammar_text: str, vocab: VocabTable, classes: TokenClasses | None = None, *, max_threads: int = 8
 ) -> CompiledEngines:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import xgrammar_version
+from ._gc import gc_paused
 from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
@@ -66,6 +67,7 @@ class CompiledGrammar:
         }
 
 
+@gc_paused()  # a build never pays a full collection (cfgzip_lab._gc)
 def compile_grammar(
     text: str,
     *,
@@ -187,6 +189,7 @@ def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):
         return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets)
 
 
+@gc_paused()  # a build never pays a full collection (cfgzip_lab._gc)
 def build_classes(
     compiled: CompiledGrammar,
     vocab,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._gc import gc_paused
 from ..classes.classing import TokenClasses
 from ..classes.displacement import Displacer
 from ..expand import Expander
@@ -133,6 +134,7 @@ class NativeEngine:
         }
 
 
+@gc_paused()  # a build never pays a full collection (cfgzip_lab._gc)
 def build_native_engine(
     compiled: CompiledGrammar,
     vocab: VocabTable,
