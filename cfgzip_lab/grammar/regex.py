@@ -1,12 +1,14 @@
 """XGrammar's ``Regex("...", json_string=..., flags=...)`` → grammar AST, with XGrammar's exact meaning.
 
-XGrammar 0.2.8 compiles a ``Regex`` macro into a byte automaton (``RegexIR`` in
+XGrammar compiles a ``Regex`` macro into a byte automaton (``RegexIR`` in
 ``cpp/fsm_builder.cc``; JSON Schema ``pattern`` s, ``patternProperties`` and
 ``propertyNames`` print as such macros). This module parses the same dialect, with the same
 stack discipline, into XGrammar's IR (:mod:`.regex_fsm`), which builds the automaton state
 for state as XGrammar does, quirks included (``X?`` reaching past the lowest end of X,
-overlong UTF-8 for classes spanning several lengths, large repeats as sub-rules without
-``json_string``; see :mod:`.regex_fsm`), and returns it as a :class:`~.tree.Automaton`.
+overlong UTF-8 for classes spanning several lengths, large repeats as sub-rules; see
+:mod:`.regex_fsm`), and returns it as a :class:`~.tree.Automaton`. Where XGrammar 0.2.8 and
+0.2.9 differ (``\\s``, ``json_string`` in a large repeat; ``docs/xgrammar_versions.md``), the
+installed release decides (:func:`cfgzip_lab.xgrammar_version.at_least`).
 Every fact below was checked by feeding bytes to a real ``GrammarMatcher``
 (``tests/test_regex.py`` and ``tests/test_regex_fsm.py`` pin them):
 
@@ -15,8 +17,10 @@ Every fact below was checked by feeding bytes to a real ``GrammarMatcher``
 - Escapes: ``\\n \\t \\r \\f \\v \\a \\e \\0`` (``\\012`` is ``\\0`` then ``12``), ``\\xHH``
   (exactly two digits), ``\\uHHHH``, ``\\u{H..H}`` (1-6 digits, at most U+10FFFF), ``\\cX``
   (a letter, code ``X & 31``), any other character escaped is itself (``\\U`` is ``U``).
-  ``\\d`` = ``[0-9]``, ``\\w`` = ``[0-9A-Za-z_]``, ``\\s`` = ``[\\t-\\r ]`` (no U+00A0, no
-  Unicode spaces) and the negated ``\\D \\W \\S`` are their complements over all code points.
+  ``\\d`` = ``[0-9]``, ``\\w`` = ``[0-9A-Za-z_]``, ``\\s`` follows the installed release
+  (:data:`ASCII_SPACE` ``[\\t-\\r ]`` up to 0.2.8, :data:`UNICODE_SPACE` with U+00A0, U+3000
+  and the other Unicode spaces from 0.2.9) and the negated ``\\D \\W \\S`` are their
+  complements over all code points.
 - Classes: ``[...]``/``[^...]``, ranges ``a-z``, escapes as above plus ``\\b`` (backspace);
   ``-`` is literal first, last or after a ``\\d``-like escape; ``[`` is literal inside;
   the first ``]`` always closes, so ``[]a]`` is the (rejected) empty class then ``a]``.
@@ -31,11 +35,11 @@ Every fact below was checked by feeding bytes to a real ``GrammarMatcher``
   alternative; every lookahead).
 - ``json_string=true`` removes the bytes 00-1F, ``"`` and ``\\`` from every byte edge of the
   automaton: the pattern describes raw characters of the JSON string body and those would
-  need escapes. It is *not* escape-aware: no pattern ever matches ``\\"`` under it. It does
-  not reach into a large repetition (bound above 128), which XGrammar compiles as a sub-rule
-  without the flag. Where removing them leaves a prefix that can never finish (``a"b``),
-  XGrammar's matcher still accepts that prefix (a dead end): such a pattern is refused, as
-  token classes cannot reproduce a dead end.
+  need escapes. It is *not* escape-aware: no pattern ever matches ``\\"`` under it. A large
+  repetition (bound above 128) is a sub-rule, which the flag reaches from XGrammar 0.2.9 only
+  (0.2.8 compiles it without; see :mod:`.regex_fsm`). Where removing them leaves a prefix that
+  can never finish (``a"b``), XGrammar's matcher still accepts that prefix (a dead end): kept
+  exactly, with a warning (:mod:`.dead_ends`).
 - ``flags`` (the EBNF ``Regex(..., flags="...")`` argument): ``i`` is a leading ``(?i)``,
   ``u`` changes nothing, ``s`` lets ``.`` match ``\\n``; any other letter is an error. With
   the argument present and no ``s``, ``.`` outside classes matches every code point but
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import xgrammar_version
 from . import regex_fsm as fsm
 from .lower import MAX_CODE_POINT
 from .lower import complement as _complement
@@ -64,6 +69,8 @@ __all__ = [
     "check_flags",
     "JSON_STRING_FORBIDDEN",
     "MAX_CODE_POINT",
+    "ASCII_SPACE",
+    "UNICODE_SPACE",
     "SUPPORTED_FLAGS",
 ]
 
@@ -75,7 +82,23 @@ _MAX_REPEAT_DIGITS = 9  # XGrammar: "10^9 fits in an int"
 
 _DIGIT = ((0x30, 0x39),)
 _WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-_SPACE = ((0x09, 0x0D), (0x20, 0x20))
+#: ``\\s`` up to XGrammar 0.2.8 (``RegexEscapeItem`` in ``cpp/fsm_builder.cc``): ASCII only.
+ASCII_SPACE = ((0x09, 0x0D), (0x20, 0x20))
+#: ``\\s`` from XGrammar 0.2.9 (``kWhitespaceClassRanges``): ECMAScript's WhiteSpace and
+#: LineTerminator, every Unicode ``Space_Separator`` included (U+00A0, U+3000, ...) and U+FEFF.
+UNICODE_SPACE = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+)
+_SPACE = UNICODE_SPACE if xgrammar_version.at_least("0.2.9") else ASCII_SPACE
 _SHORTHANDS = {"d": (_DIGIT, False), "D": (_DIGIT, True), "w": (_WORD, False), "W": (_WORD, True)}
 _SHORTHANDS |= {"s": (_SPACE, False), "S": (_SPACE, True)}
 _SINGLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07, "e": 0x1B, "0": 0x00}
@@ -135,7 +158,7 @@ def regex_to_expr(
     warnings: list[RegexWarning] | None = None,
     span: Span | None = None,
 ) -> Expr:
-    """The AST for ``Regex(pattern, json_string=..., flags=...)`` as XGrammar 0.2.8 matches it.
+    """The AST for ``Regex(pattern, json_string=..., flags=...)`` as the installed XGrammar matches it.
 
     Parameters
     ----------
@@ -176,14 +199,14 @@ def regex_to_expr(
     parser = _Parser(pattern, json_string, case_insensitive, dot_all=flags is None or "s" in flags)
     root = parser.parse()
     try:
-        automaton, raw = fsm.build(root, json_string=json_string, span=span, pattern=pattern)
+        automaton, raws = fsm.build(root, json_string=json_string, span=span, pattern=pattern)
     except fsm.RegexBuildError as error:
         raise RegexError(error.message, *error.span) from None
-    if json_string and parser.emptied and fsm.dead_end(raw) is not None:
+    if json_string and parser.emptied and any(fsm.dead_end(raw) is not None for raw in raws):
         # A dead end: XGrammar's matcher accepts the text before the emptied atom and then
         # nothing. Kept exactly (the dead states stay, .dead_ends keeps their paths), with a warning.
         start, end = parser.emptied[0]
-        automaton, raw = fsm.build(root, json_string=json_string, span=span, pattern=pattern, keep_dead=True)
+        automaton, _ = fsm.build(root, json_string=json_string, span=span, pattern=pattern, keep_dead=True)
         parser.warnings.append(
             RegexWarning(
                 f"dead end: under json_string=true {pattern[start:end]!r} can match no character (no control "

@@ -1,7 +1,7 @@
-"""XGrammar 0.2.8's automaton for a ``Regex(...)``, built state for state as its C++ builds it.
+"""XGrammar's automaton for a ``Regex(...)``, built state for state as its C++ builds it.
 
 XGrammar does not match a regex by the textbook meaning of its operators: ``RegexIR::Build``
-(``cpp/fsm_builder.cc`` of the 0.2.8 sdist) composes a byte NFA with the operations of
+(``cpp/fsm_builder.cc`` of the 0.2.8 and 0.2.9 sdists) composes a byte NFA with the operations of
 ``FSMWithStartEnd`` (``cpp/fsm.cc``), and those have quirks that change the language:
 
 - ``X?`` adds one ε-edge from X's start to its *lowest-numbered* end state. When that end
@@ -12,8 +12,10 @@ XGrammar does not match a regex by the textbook meaning of its operators: ``Rege
   ``X{n,}`` loops from the ends of copy n back to the lowest end of copy n-1.
 - Bounds above 128 (``{n,m}`` with m > 128, ``{n,}`` with n > 128) become a *sub-rule*
   (the sub-pattern's text, ``(?i)`` kept, compiled as its own ``Regex``) behind a counted
-  repeat edge, and that sub-rule is compiled **without** ``json_string``: under
-  ``json_string=true``, ``.{0,200}`` matches ``"`` while ``.{0,100}`` does not.
+  repeat edge. Up to 0.2.8 that sub-rule is compiled **without** ``json_string``: under
+  ``json_string=true``, ``.{0,200}`` matches ``"`` while ``.{0,100}`` does not. From 0.2.9
+  the sub-rule inherits the flag (``ParseRegexToIR``'s ``json_string`` argument), so neither
+  does; :data:`SUBRULE_KEEPS_JSON_STRING` follows the installed release.
 - Classes and ``.`` become UTF-8 byte edges through ``AddPackedUTF8RangeEdges``, whose
   length boundaries are ``E0 80 80`` and ``F0 80 80 80``: a class that spans several UTF-8
   lengths (``.``, ``[^a]``, ``\\D``) also matches the overlong three- and four-byte forms
@@ -45,6 +47,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from .. import xgrammar_version
 from .tree import Automaton, Expr, Repeat, Span
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "LARGE_REPEAT_THRESHOLD",
     "MAX_UNROLLED_REPEAT_STATES",
     "JSON_STRING_FORBIDDEN_BYTES",
+    "SUBRULE_KEEPS_JSON_STRING",
     "is_nullable",
     "build",
 ]
@@ -70,6 +74,9 @@ LARGE_REPEAT_THRESHOLD = 128
 MAX_UNROLLED_REPEAT_STATES = 100_000
 #: ``GrammarFSMBuilder::JSONStringForbiddenChars``: bytes json_string removes from every edge.
 JSON_STRING_FORBIDDEN_BYTES = frozenset([*range(0x20), 0x22, 0x5C])
+#: Whether a large repetition's sub-rule is compiled with the pattern's ``json_string``: from
+#: XGrammar 0.2.9 (``builder->AddRegex(inner_regex, json_string)``); 0.2.8 compiles it without.
+SUBRULE_KEEPS_JSON_STRING = xgrammar_version.at_least("0.2.9")
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -118,7 +125,8 @@ class Repetition:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class RepeatSubrule:
-    """A large ``X{lo,hi}``: X compiled as a sub-rule (no json_string), repeated by a counter."""
+    """A large ``X{lo,hi}``: X compiled as a sub-rule, repeated by a counter (json_string: see
+    :data:`SUBRULE_KEEPS_JSON_STRING`)."""
 
     child: Node
     lo: int
@@ -386,8 +394,11 @@ class _Builder:
 
     span: Span | None
     pattern: str
+    json_string: bool = False  # the pattern's flag; sub-rules take it from 0.2.9
+    keep_dead: bool = False  # keep a sub-rule's dead-end states (see :func:`to_automaton`)
     keys: dict[int, int] = field(default_factory=dict)  # id(RepeatSubrule) → sub-rule key
     rules: dict[int, Automaton] = field(default_factory=dict)  # sub-rule key → its automaton
+    rule_fsms: list[_FSM] = field(default_factory=list)  # every sub-rule's raw rule automaton
 
     def build(self, node: Node) -> _FSM:
         if isinstance(node, Leaf):
@@ -424,11 +435,15 @@ class _Builder:
 
     def subrule(self, node: RepeatSubrule) -> int:
         """The key of the sub-rule XGrammar adds for a large repetition (the child as a regex of
-        its own: no json_string, a rule FSM of its own, simplified as every rule's)."""
+        its own: json_string from 0.2.9 only, a rule FSM of its own, simplified as every rule's)."""
         if id(node) not in self.keys:
             key = self.keys[id(node)] = len(self.keys)
             inner = self.build(node.child)
-            self.rules[key] = to_automaton(rule_fsm(inner), self.span, self.pattern, self.rules)
+            if self.json_string and SUBRULE_KEEPS_JSON_STRING:
+                inner = _forbid(inner, JSON_STRING_FORBIDDEN_BYTES)
+            raw = rule_fsm(inner)
+            self.rule_fsms.append(raw)
+            self.rules[key] = to_automaton(raw, self.span, self.pattern, self.rules, keep_dead=self.keep_dead)
         return self.keys[id(node)]
 
     def repetition(self, node: Repetition) -> _FSM:
@@ -807,22 +822,23 @@ def _reachable(roots, successors) -> set[int]:
 
 def build(
     root: Node, *, json_string: bool, span: Span | None = None, pattern: str = "", keep_dead: bool = False
-) -> tuple[Automaton, _FSM]:
-    """XGrammar's automaton for the parsed pattern ``root``: the AST node, and the rule automaton
-    XGrammar matches with (:func:`rule_fsm`, forbidden bytes removed under ``json_string``),
-    which the dead-end check in :mod:`.regex` reads.
+) -> tuple[Automaton, list[_FSM]]:
+    """XGrammar's automaton for the parsed pattern ``root``: the AST node, and the rule automata
+    XGrammar matches with (:func:`rule_fsm`, forbidden bytes removed under ``json_string``), the
+    pattern's first and then its large repetitions' sub-rules, which the dead-end check in
+    :mod:`.regex` reads.
 
     Raises
     ------
     RegexBuildError
         Where XGrammar's own build fails (an unrolled repetition past its state cap).
     """
-    builder = _Builder(span, pattern)
+    builder = _Builder(span, pattern, json_string, keep_dead)
     fsm = builder.build(root)
     if json_string:
         fsm = _forbid(fsm, JSON_STRING_FORBIDDEN_BYTES)
     final = rule_fsm(fsm)
-    return to_automaton(final, span, pattern, builder.rules, keep_dead=keep_dead), final
+    return to_automaton(final, span, pattern, builder.rules, keep_dead=keep_dead), [final, *builder.rule_fsms]
 
 
 def dead_end(fsm: _FSM, *, budget: int = 20_000) -> tuple[bytes, set[int]] | None:
