@@ -19,6 +19,8 @@ from paths import CORPORA
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.token_macros import (
+    STOP_TOKENS_AS_TERMINALS,
+    TOKEN_REGION_REFUSAL,
     TokenIdError,
     guide_token_ids,
     rewrite_for_representatives,
@@ -32,6 +34,20 @@ from cfgzip_lab.vocab import vocab_from_bytes
 # ids: 0 "a", 1 "b", 2 "ab", 3 stop, 4 special, 5 "zz", 6 "q", 7 "a" again, 8 "dd", 9 "hello"
 SMALL = [b"a", b"b", b"ab", b"</s>", b"", b"zz", b"q", b"a", b"dd", b"hello"]
 STOP, SPECIAL = 3, 4
+
+
+# XGrammar 0.2.9 changed what ExcludeToken, TokenTagDispatch and a Token naming a stop id take
+# (token_macros.STOP_TOKENS_AS_TERMINALS); cfgzip refuses them there, so the tests of their 0.2.8
+# meaning run under 0.2.8 only; tests/test_xgrammar_differences.py pins 0.2.9's and the refusal.
+only_028 = pytest.mark.skipif(
+    STOP_TOKENS_AS_TERMINALS, reason="XGrammar >= 0.2.9: refused by cfgzip (test_xgrammar_differences pins it)"
+)
+
+
+def _served_here(text: str) -> bool:
+    """Whether cfgzip serves this grammar under the installed XGrammar (see ``only_028``)."""
+    named_stop = any(str(STOP) in ids.split(", ") for ids in re.findall(r"\bToken\(([^)]*)\)", text))
+    return not STOP_TOKENS_AS_TERMINALS or not ("ExcludeToken" in text or "TokenTagDispatch" in text or named_stop)
 
 
 def small_vocab():
@@ -85,6 +101,8 @@ SEMANTICS = [
 def test_grammar__ids__accepted__first_mask(grammar__ids__accepted__first_mask) -> None:
     """XGrammar 0.2.8 answers as the module says, and the native engine answers the same."""
     text, ids, accepted, first_mask = grammar__ids__accepted__first_mask
+    if not _served_here(text):
+        pytest.skip("XGrammar >= 0.2.9: refused by cfgzip (test_xgrammar_differences pins it)")
     vocab = small_vocab()
     matcher = xgr.GrammarMatcher(xgrammar_compiled(text, vocab))
     if first_mask is not None:
@@ -122,6 +140,7 @@ def test_accept_string_never_takes_a_token_edge() -> None:
         generate(compile_grammar("root ::= Token(0)").cfg, 1)
 
 
+@only_028
 def test_parse_trees_and_authoring_facts_see_a_token_as_a_terminal_no_text_matches() -> None:
     """The workbench's Earley parses and FIRST/shortest facts (issue 21) over a token macro:
     like the GNF, no text takes ``Token(...)``, a parse stopped before one says it expected it,
@@ -195,6 +214,7 @@ def test_ids_past_the_vocabulary_are_refused_at_their_place() -> None:
         build_classes(compile_grammar(text), vocab)
 
 
+@only_028
 def test_a_class_may_mix_named_and_unnamed_tokens_the_grammar_cannot_tell_apart() -> None:
     """``Token(6) | ExcludeToken(5)``: token 6 does what every unnamed token does, so they share
     a class; token 5 is taken by neither path and is blocked; the ids become classes for XGrammar."""
@@ -233,6 +253,7 @@ def test_rewrite_for_representatives_names_classes() -> None:
     )
 
 
+@only_028
 def test_token_atoms_are_read_off_the_gnf_and_survive_a_cache(tmp_path) -> None:
     """A named id no terminal takes (``ExcludeToken(5)`` alone) still gets an atom, and the GNF's
     token atoms read back from a class cache; a native engine loaded from disk stays exact."""
@@ -302,14 +323,18 @@ def test_every_corpus_grammar_with_token_macros_is_exact_with_a_toy_vocabulary()
         try:
             compile_grammar(text)
         except GrammarError as error:
-            assert "max_tokens" in str(error), path
+            refused_here = STOP_TOKENS_AS_TERMINALS and TOKEN_REGION_REFUSAL in str(error)
+            assert "max_tokens" in str(error) or refused_here, path
             refused += 1
             continue
         checked, taken, bad = check_exact(text, vocab, walks=4, steps=16)
         assert bad == 0, path
         served, total_taken = served + 1, total_taken + taken
-    assert served >= 51 and refused <= 2
-    assert total_taken > 200  # the walks did take the named tokens
+    if STOP_TOKENS_AS_TERMINALS:  # 0.2.9: ExcludeToken/TokenTagDispatch refused, 22 Token(...) grammars left
+        assert served >= 20 and total_taken > 50, (served, refused, total_taken)
+    else:
+        assert served >= 51 and refused <= 2
+        assert total_taken > 200  # the walks did take the named tokens
 
 
 @pytest.mark.slow

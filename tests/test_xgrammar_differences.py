@@ -10,6 +10,7 @@ release) is wrong, a row where only ours differs is a lost mask.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -137,3 +138,66 @@ def test_a_dead_end_inside_a_large_repetition_is_kept_from_0_2_9():
     assert matcher.accept_string("a")
     assert compiled.gnf.accepts(b"a\n") is not NEW
     assert xgrammar_matches(xgrammar_matcher(text), b"a\n") is not NEW
+
+
+# ---- token-level macros: what a token edge takes (grammar_matcher.cc) -----------------------------
+
+# grammar, XGrammar 0.2.8's first mask, 0.2.9's (small vocabulary: 0 "a", 1 "b", 2 "ab", 3 stop,
+# 4 special, 5 "zz", 6 "q", 7 "a", 8 "dd", 9 "hello")
+TOKEN_EDGES = [
+    # CanAcceptStopTokenAsTerminal: a stop token taken by a token edge that completes the grammar
+    ("root ::= Token(3)", [], [3]),
+    ("root ::= ExcludeToken(5)", [0, 1, 2, 6, 7, 8, 9], [0, 1, 2, 3, 6, 7, 8, 9]),
+    # FindMidTokenExcludeEdgeRow: "ab" ends the literal "a" and enters the ExcludeToken edge
+    ('root ::= "a" ExcludeToken(5)', [0, 7], [0, 2, 7]),
+    ('root ::= "a" TokenTagDispatch((6, r))\nr ::= "a"', [0, 7], [0, 2, 7]),
+    # a Token edge after a literal takes no token mid-way in either release
+    ('root ::= "a" Token(1)', [0, 7], [0, 7]),
+]
+
+
+def _small_vocab():
+    from cfgzip_lab.vocab import vocab_from_bytes
+
+    tokens = [b"a", b"b", b"ab", b"</s>", b"", b"zz", b"q", b"a", b"dd", b"hello"]
+    return vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4], name="small")
+
+
+def _first_mask(matcher, size: int) -> list[int]:
+    import xgrammar as xgr
+
+    bitmask = xgr.allocate_token_bitmask(1, size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return [i for i in range(size) if (int(bitmask[0, i // 32]) >> (i % 32)) & 1]
+
+
+@pytest.mark.parametrize("text, mask_028, mask_029", TOKEN_EDGES, ids=[row[0][:36] for row in TOKEN_EDGES])
+def test_token_edges_each_release_and_ours(text, mask_028, mask_029):
+    """The binary's first mask is its release's; cfgzip serves 0.2.8's meaning exactly and, under
+    0.2.9, refuses what it does not reproduce (ExcludeToken, TokenTagDispatch, a stop id named)."""
+    import xgrammar as xgr
+
+    from cfgzip_lab.engine import plain_tokenizer_info
+    from cfgzip_lab.grammar.diagnostics import GrammarError
+    from cfgzip_lab.grammar.token_macros import TOKEN_REGION_REFUSAL, TokenIdError
+    from cfgzip_lab.native.engine import build_native_engine
+    from cfgzip_lab.pipeline import build_classes
+
+    vocab = _small_vocab()
+    compiled_xgr = xgr.GrammarCompiler(plain_tokenizer_info(vocab), cache_enabled=False).compile_grammar(text)
+    theirs = _first_mask(xgr.GrammarMatcher(compiled_xgr), vocab.vocab_size)
+    assert theirs == (mask_029 if NEW else mask_028), f"XGrammar {xgrammar_version.installed()}"
+    differs = mask_028 != mask_029
+    if NEW and differs and ("ExcludeToken" in text or "TokenTagDispatch" in text):
+        with pytest.raises(GrammarError, match=re.escape(TOKEN_REGION_REFUSAL)):
+            compile_grammar(text)
+        return
+    compiled = compile_grammar(text)
+    if NEW and differs:
+        with pytest.raises(TokenIdError, match="stop token id 3"):
+            build_classes(compiled, vocab)
+        return
+    result = build_classes(compiled, vocab)
+    native = build_native_engine(compiled, vocab, result.classes, classing=result).matcher()
+    ours = native.next_vocab_bitmask()
+    assert [i for i in range(vocab.vocab_size) if (int(ours[i // 32]) >> (i % 32)) & 1] == theirs

@@ -73,7 +73,7 @@ from .regular import NotRegular, follows_itself, shape_rule
 from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
 from .substring import substring_automaton
 from .tag_dispatch import tag_dispatch_automaton
-from .token_macros import token_set, token_tag_dispatch
+from .token_macros import STOP_TOKENS_AS_TERMINALS, TOKEN_REGION_REFUSAL, token_set, token_tag_dispatch
 from .tree import (
     Automaton,
     CharClass,
@@ -138,6 +138,8 @@ _REFUSED_BECAUSE = {
     "<token>": "it matches a token id, not bytes (and XGrammar's EBNF has no token references)",
     "max_tokens": "it bounds the number of tokens, which depends on the tokenizer, not on bytes",
     "capture_hidden_body_rule_id": "it names helper rules by XGrammar's internal rule ids (structural-tag internals)",
+    "ExcludeToken": TOKEN_REGION_REFUSAL,
+    "TokenTagDispatch": TOKEN_REGION_REFUSAL,
 }
 LOOKAHEAD_DROPPED = (
     "lookahead assertion dropped: it only restricts the language; the lossless verifier checks the classes"
@@ -839,6 +841,8 @@ class _Builder:
         else:
             self._hidden_references(args, rpar)
             return self._refuse(f"{name.value}(...)", span)
+        if STOP_TOKENS_AS_TERMINALS and name.value in ("ExcludeToken", "TokenTagDispatch"):
+            return self._refuse(f"{name.value}(...)", span)  # checked first: XGrammar's messages stay
         self._macro_results[id(expr)] = (expr, name.value)
         return expr
 

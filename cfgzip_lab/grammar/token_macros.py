@@ -50,6 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .. import xgrammar_version
 from ..errors import CfgzipError
 from .cfg import TOKEN_BASE, ByteSet
 from .tree import Automaton, Choice, Expr, GrammarAST, Repeat, RuleRef, Sequence, Span, TokenSet
@@ -65,6 +66,8 @@ __all__ = [
     "OTHER",
     "MAX_TOKEN_ID",
     "TokenIdError",
+    "STOP_TOKENS_AS_TERMINALS",
+    "TOKEN_REGION_REFUSAL",
     "TokenAtoms",
     "TokenPaths",
     "token_bit",
@@ -98,7 +101,24 @@ def token_bit(token_id: int) -> int:
 
 
 class TokenIdError(CfgzipError, ValueError):
-    """The grammar names token ids that the vocabulary does not have."""
+    """The grammar names token ids that the vocabulary does not have (or, from XGrammar 0.2.9, a
+    stop token, see :data:`STOP_TOKENS_AS_TERMINALS`)."""
+
+
+#: XGrammar 0.2.9 changed what a token edge takes (``cpp/grammar_matcher.cc``): a stop token is
+#: taken by a ``Token``/``ExcludeToken`` edge when that completes the grammar
+#: (``CanAcceptStopTokenAsTerminal``: ``Token(<eos>)`` allows the stop token, ``ExcludeToken(5)``
+#: does too), and a token whose first bytes end a literal right before an ``ExcludeToken`` edge is
+#: taken whole by that edge (``FindMidTokenExcludeEdgeRow``: after ``"a" ExcludeToken(5)`` the
+#: token ``ab`` is allowed at the start). Neither is mirrored yet, so under 0.2.9 cfgzip refuses
+#: ``ExcludeToken``/``TokenTagDispatch`` (at the construct) and a ``Token`` naming a stop id (with
+#: the vocabulary), rather than serve a mask that differs. 0.2.8 keeps the meaning above.
+STOP_TOKENS_AS_TERMINALS = xgrammar_version.at_least("0.2.9")
+#: Why, appended to the front end's refusal (:data:`.ebnf.REFUSAL`).
+TOKEN_REGION_REFUSAL = (
+    "from XGrammar 0.2.9 a token-level region also takes stop tokens that complete the grammar and tokens "
+    "that start inside the literal before it, which cfgzip does not reproduce yet (XGrammar 0.2.8 is served)"
+)
 
 
 # -- the front end ---------------------------------------------------------------------------
@@ -313,6 +333,19 @@ def check_vocabulary(compiled, vocab) -> None:
     """Raise :class:`TokenIdError` when ``compiled`` (a pipeline ``CompiledGrammar``) names a token
     id past ``vocab``, at the first ``Token``/``ExcludeToken``/``TokenTagDispatch`` naming one."""
     atoms = token_atoms(compiled.gnf)
+    if atoms is not None and STOP_TOKENS_AS_TERMINALS:
+        stops = set(vocab.stop_ids)
+        named_stops = [node for node in _token_sets(compiled.ast) if stops.intersection(node.ids)]
+        if named_stops:
+            from .diagnostics import position_of
+
+            node = min(named_stops, key=lambda n: n.span or (0, 0))
+            line, column = position_of(compiled.text, node.span[0] if node.span else 0)
+            raise TokenIdError(
+                f"line {line}, column {column}: the grammar names the stop token id "
+                f"{min(stops.intersection(node.ids))} of {vocab.name!r}; from XGrammar 0.2.9 a stop token is taken "
+                "by a Token(...) edge that completes the grammar, which cfgzip does not reproduce yet"
+            )
     if atoms is None or atoms.max_id < vocab.vocab_size:
         return
     where = ""
