@@ -1,11 +1,12 @@
-"""Rule attributes ``name[lazy, max_chars=8, temperature=0.7, capture="x"] ::= ...``, read as XGrammar 0.2.8.
+"""Rule attributes ``name[lazy, max_chars=8, temperature=0.7, capture="x"] ::= ...``, read as XGrammar.
 
 XGrammar's lexer reads the block character by character (``cpp/grammar_parser.cc``): attributes
 separated by commas, spaces and tabs around them, each at most once, keywords tried in a fixed
 order and matched as prefixes (so ``capture_hidden_suffix_bytes`` is tried before ``capture``).
 A block it cannot read is not an attribute block for it, and the grammar is then an error;
-:func:`read_attributes` says so with the reason. What each attribute means in 0.2.8 (checked with
-its ``GrammarMatcher``; ``tests/test_rule_attributes.py``) and what cfgzip does with it:
+:func:`read_attributes` says so with the reason. What each attribute means in 0.2.8 and 0.2.9 (the
+same in both; checked with its ``GrammarMatcher``, ``tests/test_rule_attributes.py`` runs under
+each) and what cfgzip does with it:
 
 ========================================  =====================================================
 ``max_tokens=N``                          at most N *tokens* in the rule: depends on the

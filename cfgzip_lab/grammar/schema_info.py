@@ -4,7 +4,7 @@
 come from (``root_prop_5``, ``root_prop_1_additional_case_0``, ``defs_Person``); an author reads
 JSON pointers (``/properties/attendees``). It also leaves some keywords unenforced, weakens
 others and adds rules JSON Schema does not have. This module says all of that for one schema,
-each claim measured against the installed XGrammar (0.2.8; ``tests/test_schema_info.py`` feeds
+each claim measured against the installed XGrammar (0.2.8 and 0.2.9 alike; ``tests/test_schema_info.py`` feeds
 XGrammar an instance that breaks each listed keyword and checks that it is accepted):
 
 - :func:`rule_pointers`: every rule of the EBNF → the JSON pointer of the subschema it enforces

@@ -1,4 +1,6 @@
-"""``Substring("c1", "c2", ...)``: any run of consecutive chunks, as XGrammar 0.2.8 matches it.
+"""``Substring("c1", "c2", ...)``: any run of consecutive chunks, as XGrammar matches it.
+
+0.2.8 and 0.2.9 are the same here (``tests/test_substring.py`` runs under each).
 
 The language is ``{c_i c_(i+1) ... c_(j-1) : 0 <= i <= j <= n}``: chunks are atomic (no part
 of one), in order, contiguous; ε included (checked against the installed binary on XGrammar's

@@ -1,4 +1,4 @@
-"""``TagDispatch(...)``: free text until a tag, then the tag's rule, as XGrammar 0.2.8 matches it.
+"""``TagDispatch(...)``: free text until a tag, then the tag's rule, as XGrammar matches it.
 
 ``TagDispatch(("<tool>", call), ("<think>", thought), loop_after_dispatch=true, excludes=("</s>",))``
 reads *free text*: any bytes (not only UTF-8: ``b"\\xff"`` is free text too) until one of the
@@ -9,7 +9,7 @@ default) or nothing more. It may end anywhere in free text, also inside a half-r
 
 XGrammar builds one automaton for this (``BuildTagDispatchFSM`` over ``TrieFSMBuilder``, in
 ``cpp/grammar_functor.cc`` and ``cpp/fsm_builder.cc``), and the details of that automaton are
-the language. Checked against the installed 0.2.8 binary (``tests/test_tag_dispatch.py``,
+the language. Checked against the installed binary, 0.2.8 and 0.2.9 alike (``tests/test_tag_dispatch.py``,
 random tag and exclude sets over small alphabets, every string up to a length, prefix and
 full acceptance):
 
@@ -23,7 +23,7 @@ full acceptance):
 - a state is dead (free text can never reach it) when its string *ends with* an excluded string
   (its failure chain reaches an exclude's end): exclude ``"b"`` also kills the tag ``"ab"``.
   (XGrammar's current source removes only the edges into the excluded strings' own states;
-  0.2.8 does what is described here.)
+  0.2.8 and 0.2.9 do what is described here.)
 - every other state may end the free text; after a tag's rule the automaton is back at its
   start (``loop_after_dispatch``) or at a final state with no edges.
 
@@ -66,7 +66,7 @@ class TagDispatchAutomaton:
 
 
 def build_states(tags: list[bytes], excludes: list[bytes]) -> TagDispatchAutomaton:
-    """The Aho-Corasick automaton of XGrammar 0.2.8's TagDispatch (see the module docstring)."""
+    """The Aho-Corasick automaton of XGrammar's TagDispatch (0.2.8 and 0.2.9) (see the module docstring)."""
     children: list[dict[int, int]] = [{}]
 
     def insert(pattern: bytes) -> int:

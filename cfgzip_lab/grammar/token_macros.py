@@ -1,7 +1,8 @@
 """Token-level macros: ``Token(i, …)``, ``ExcludeToken(i, …)`` and ``TokenTagDispatch(…)``, exactly.
 
 These macros of XGrammar's EBNF name *vocabulary ids*, not bytes. Their meaning in xgrammar
-0.2.8 (``cpp/grammar_matcher.cc`` ``AcceptToken``, ``cpp/earley_parser.cc`` ``ScanAtomicToken``,
+0.2.8 (0.2.9 changed it: see :data:`STOP_TOKENS_AS_TERMINALS`, what cfgzip refuses there)
+(``cpp/grammar_matcher.cc`` ``AcceptToken``, ``cpp/earley_parser.cc`` ``ScanAtomicToken``,
 ``cpp/grammar_compiler.cc`` ``GetTokenEdgeAcceptedIndices``; each point checked against the
 installed binary, ``tests/test_token_macros.py``):
 

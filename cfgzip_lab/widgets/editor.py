@@ -35,6 +35,7 @@ import threading
 
 import ipywidgets as w
 
+from .. import xgrammar_version
 from ..grammar.schema_info import show_pointer
 from ..pipeline import bundled_grammars
 from ._base import Panel
@@ -160,7 +161,7 @@ class EditorPanel(Panel):
                 self.live.widget,
                 self.jump_list,
                 self.diagnostics,
-                w.HTML("<b>XGrammar 0.2.8</b>"),
+                w.HTML(f"<b>XGrammar {xgrammar_version.installed()}</b>"),
                 self.xgrammar,
             ],
             layout=w.Layout(width="40%", padding="0 0 0 10px", overflow="auto", max_height="500px"),
