@@ -568,8 +568,8 @@ def test_token_atoms_walk_in_c_with_the_python_step(toy, grammar, budget, monkey
     from cfgzip_lab.grammar import ebnf
 
     # The passes compared here do not depend on XGrammar: under 0.2.9, where the front end refuses
-    # ExcludeToken/TokenTagDispatch (token_macros.STOP_TOKENS_AS_TERMINALS), they are still compared.
-    monkeypatch.setattr(ebnf, "STOP_TOKENS_AS_TERMINALS", False)
+    # ExcludeToken/TokenTagDispatch (token_macros.stop_tokens_as_terminals), they are still compared.
+    monkeypatch.setattr(ebnf, "stop_tokens_as_terminals", lambda: False)
     one, two = compile_grammar(grammar).gnf, compile_grammar(grammar).gnf
     assert compiled.has_token_atoms(two) and not compiled.supports(two) and compiled.supports_walk(two)
     called = []

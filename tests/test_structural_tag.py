@@ -14,7 +14,7 @@ from paths import REPO
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.sources import check_source, detect_kind, to_ebnf
 from cfgzip_lab.grammar.structural_tag import json_spans
-from cfgzip_lab.grammar.token_macros import STOP_TOKENS_AS_TERMINALS
+from cfgzip_lab.grammar.token_macros import stop_tokens_as_terminals
 
 TOOLS = REPO / "docs" / "examples" / "tools_structural_tag.json"
 
@@ -137,7 +137,7 @@ def test_a_spec_with_token_formats_is_exact() -> None:
     call = {"type": "tag", "begin": {"type": "token", "token": 2},
             "content": {"type": "json_schema", "json_schema": {"type": "integer"}}, "end": {"type": "token", "token": 5}}  # fmt: skip
     spec = tag({"type": "token_triggered_tags", "trigger_tokens": [2], "tags": [call], "exclude_tokens": [4]})
-    if STOP_TOKENS_AS_TERMINALS:  # XGrammar >= 0.2.9: TokenTagDispatch refused (test_xgrammar_differences)
+    if stop_tokens_as_terminals():  # XGrammar >= 0.2.9: TokenTagDispatch refused (test_xgrammar_differences)
         with pytest.raises(GrammarError, match="TokenTagDispatch"):
             compile_grammar(spec, kind="structural_tag")
         return

@@ -19,11 +19,11 @@ from paths import CORPORA
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.token_macros import (
-    STOP_TOKENS_AS_TERMINALS,
     TOKEN_REGION_REFUSAL,
     TokenIdError,
     guide_token_ids,
     rewrite_for_representatives,
+    stop_tokens_as_terminals,
     token_atoms,
 )
 from cfgzip_lab.native.engine import build_native_engine
@@ -37,17 +37,17 @@ STOP, SPECIAL = 3, 4
 
 
 # XGrammar 0.2.9 changed what ExcludeToken, TokenTagDispatch and a Token naming a stop id take
-# (token_macros.STOP_TOKENS_AS_TERMINALS); cfgzip refuses them there, so the tests of their 0.2.8
+# (token_macros.stop_tokens_as_terminals); cfgzip refuses them there, so the tests of their 0.2.8
 # meaning run under 0.2.8 only; tests/test_xgrammar_differences.py pins 0.2.9's and the refusal.
 only_028 = pytest.mark.skipif(
-    STOP_TOKENS_AS_TERMINALS, reason="XGrammar >= 0.2.9: refused by cfgzip (test_xgrammar_differences pins it)"
+    stop_tokens_as_terminals(), reason="XGrammar >= 0.2.9: refused by cfgzip (test_xgrammar_differences pins it)"
 )
 
 
 def _served_here(text: str) -> bool:
     """Whether cfgzip serves this grammar under the installed XGrammar (see ``only_028``)."""
     named_stop = any(str(STOP) in ids.split(", ") for ids in re.findall(r"\bToken\(([^)]*)\)", text))
-    return not STOP_TOKENS_AS_TERMINALS or not ("ExcludeToken" in text or "TokenTagDispatch" in text or named_stop)
+    return not stop_tokens_as_terminals() or not ("ExcludeToken" in text or "TokenTagDispatch" in text or named_stop)
 
 
 def small_vocab():
@@ -323,14 +323,14 @@ def test_every_corpus_grammar_with_token_macros_is_exact_with_a_toy_vocabulary()
         try:
             compile_grammar(text)
         except GrammarError as error:
-            refused_here = STOP_TOKENS_AS_TERMINALS and TOKEN_REGION_REFUSAL in str(error)
+            refused_here = stop_tokens_as_terminals() and TOKEN_REGION_REFUSAL in str(error)
             assert "max_tokens" in str(error) or refused_here, path
             refused += 1
             continue
         checked, taken, bad = check_exact(text, vocab, walks=4, steps=16)
         assert bad == 0, path
         served, total_taken = served + 1, total_taken + taken
-    if STOP_TOKENS_AS_TERMINALS:  # 0.2.9: ExcludeToken/TokenTagDispatch refused, 22 Token(...) grammars left
+    if stop_tokens_as_terminals():  # 0.2.9: ExcludeToken/TokenTagDispatch refused, 22 Token(...) grammars left
         assert served >= 20 and total_taken > 50, (served, refused, total_taken)
     else:
         assert served >= 51 and refused <= 2

@@ -73,7 +73,7 @@ from .regular import NotRegular, follows_itself, shape_rule
 from .rule_attributes import AttributeError_, RuleAttributes, read_attributes
 from .substring import substring_automaton
 from .tag_dispatch import tag_dispatch_automaton
-from .token_macros import STOP_TOKENS_AS_TERMINALS, TOKEN_REGION_REFUSAL, token_set, token_tag_dispatch
+from .token_macros import TOKEN_REGION_REFUSAL, stop_tokens_as_terminals, token_set, token_tag_dispatch
 from .tree import (
     Automaton,
     CharClass,
@@ -841,7 +841,7 @@ class _Builder:
         else:
             self._hidden_references(args, rpar)
             return self._refuse(f"{name.value}(...)", span)
-        if STOP_TOKENS_AS_TERMINALS and name.value in ("ExcludeToken", "TokenTagDispatch"):
+        if name.value in ("ExcludeToken", "TokenTagDispatch") and stop_tokens_as_terminals():
             return self._refuse(f"{name.value}(...)", span)  # checked first: XGrammar's messages stay
         self._macro_results[id(expr)] = (expr, name.value)
         return expr

@@ -54,8 +54,8 @@ position in the pattern.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
-from .. import xgrammar_version
 from . import regex_fsm as fsm
 from .lower import MAX_CODE_POINT
 from .lower import complement as _complement
@@ -98,15 +98,30 @@ UNICODE_SPACE = (
     (0x3000, 0x3000),
     (0xFEFF, 0xFEFF),
 )
-_SPACE = UNICODE_SPACE if xgrammar_version.at_least("0.2.9") else ASCII_SPACE
-_SHORTHANDS = {"d": (_DIGIT, False), "D": (_DIGIT, True), "w": (_WORD, False), "W": (_WORD, True)}
-_SHORTHANDS |= {"s": (_SPACE, False), "S": (_SPACE, True)}
+_SHORTHAND_LETTERS = "dDwWsS"
 _SINGLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07, "e": 0x1B, "0": 0x00}
 _HEX = "0123456789abcdefABCDEF"
 _ALL = ((0, MAX_CODE_POINT),)
 _NOT_NEWLINE = ((0, 0x09), (0x0B, MAX_CODE_POINT))
 
 Ranges = tuple[tuple[int, int], ...]
+
+
+@cache
+def _shorthands() -> dict[str, tuple[Ranges, bool]]:
+    """``\\d \\D \\w \\W \\s \\S`` as (code points, negated); ``\\s`` as the installed XGrammar has
+    it, read the first time a pattern uses a shorthand (the version costs nothing elsewhere)."""
+    from .. import xgrammar_version  # importlib.metadata: ~60 ms, paid only here
+
+    space = UNICODE_SPACE if xgrammar_version.at_least("0.2.9") else ASCII_SPACE
+    return {
+        "d": (_DIGIT, False),
+        "D": (_DIGIT, True),
+        "w": (_WORD, False),
+        "W": (_WORD, True),
+        "s": (space, False),
+        "S": (space, True),
+    }
 
 
 @dataclass
@@ -496,8 +511,8 @@ class _Parser:
         self.pos += 2
         if letter in _SINGLE_ESCAPES:
             return _Escape(_SINGLE_ESCAPES[letter])
-        if letter in _SHORTHANDS:
-            ranges, negated = _SHORTHANDS[letter]
+        if letter in _SHORTHAND_LETTERS:
+            ranges, negated = _shorthands()[letter]
             return _Escape(ranges=ranges, negated=negated)
         if letter == "b":
             if in_class:

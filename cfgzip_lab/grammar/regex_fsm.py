@@ -15,7 +15,7 @@ XGrammar does not match a regex by the textbook meaning of its operators: ``Rege
   repeat edge. Up to 0.2.8 that sub-rule is compiled **without** ``json_string``: under
   ``json_string=true``, ``.{0,200}`` matches ``"`` while ``.{0,100}`` does not. From 0.2.9
   the sub-rule inherits the flag (``ParseRegexToIR``'s ``json_string`` argument), so neither
-  does; :data:`SUBRULE_KEEPS_JSON_STRING` follows the installed release.
+  does; :func:`subrule_keeps_json_string` follows the installed release.
 - Classes and ``.`` become UTF-8 byte edges through ``AddPackedUTF8RangeEdges``, whose
   length boundaries are ``E0 80 80`` and ``F0 80 80 80``: a class that spans several UTF-8
   lengths (``.``, ``[^a]``, ``\\D``) also matches the overlong three- and four-byte forms
@@ -47,7 +47,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .. import xgrammar_version
 from .tree import Automaton, Expr, Repeat, Span
 
 __all__ = [
@@ -63,7 +62,7 @@ __all__ = [
     "LARGE_REPEAT_THRESHOLD",
     "MAX_UNROLLED_REPEAT_STATES",
     "JSON_STRING_FORBIDDEN_BYTES",
-    "SUBRULE_KEEPS_JSON_STRING",
+    "subrule_keeps_json_string",
     "is_nullable",
     "build",
 ]
@@ -74,9 +73,16 @@ LARGE_REPEAT_THRESHOLD = 128
 MAX_UNROLLED_REPEAT_STATES = 100_000
 #: ``GrammarFSMBuilder::JSONStringForbiddenChars``: bytes json_string removes from every edge.
 JSON_STRING_FORBIDDEN_BYTES = frozenset([*range(0x20), 0x22, 0x5C])
-#: Whether a large repetition's sub-rule is compiled with the pattern's ``json_string``: from
-#: XGrammar 0.2.9 (``builder->AddRegex(inner_regex, json_string)``); 0.2.8 compiles it without.
-SUBRULE_KEEPS_JSON_STRING = xgrammar_version.at_least("0.2.9")
+
+
+def subrule_keeps_json_string() -> bool:
+    """Whether a large repetition's sub-rule is compiled with the pattern's ``json_string``: from
+    XGrammar 0.2.9 (``builder->AddRegex(inner_regex, json_string)``); 0.2.8 compiles it without.
+    Asked only when a pattern has one, so reading the version costs nothing elsewhere."""
+    from .. import xgrammar_version  # importlib.metadata: ~60 ms, paid only here
+
+    return xgrammar_version.at_least("0.2.9")
+
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -126,7 +132,7 @@ class Repetition:
 @dataclass(frozen=True, slots=True, eq=False)
 class RepeatSubrule:
     """A large ``X{lo,hi}``: X compiled as a sub-rule, repeated by a counter (json_string: see
-    :data:`SUBRULE_KEEPS_JSON_STRING`)."""
+    :func:`subrule_keeps_json_string`)."""
 
     child: Node
     lo: int
@@ -439,7 +445,7 @@ class _Builder:
         if id(node) not in self.keys:
             key = self.keys[id(node)] = len(self.keys)
             inner = self.build(node.child)
-            if self.json_string and SUBRULE_KEEPS_JSON_STRING:
+            if self.json_string and subrule_keeps_json_string():
                 inner = _forbid(inner, JSON_STRING_FORBIDDEN_BYTES)
             raw = rule_fsm(inner)
             self.rule_fsms.append(raw)

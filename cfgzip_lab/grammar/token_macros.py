@@ -1,7 +1,7 @@
 """Token-level macros: ``Token(i, …)``, ``ExcludeToken(i, …)`` and ``TokenTagDispatch(…)``, exactly.
 
 These macros of XGrammar's EBNF name *vocabulary ids*, not bytes. Their meaning in xgrammar
-0.2.8 (0.2.9 changed it: see :data:`STOP_TOKENS_AS_TERMINALS`, what cfgzip refuses there)
+0.2.8 (0.2.9 changed it: see :func:`stop_tokens_as_terminals`, what cfgzip refuses there)
 (``cpp/grammar_matcher.cc`` ``AcceptToken``, ``cpp/earley_parser.cc`` ``ScanAtomicToken``,
 ``cpp/grammar_compiler.cc`` ``GetTokenEdgeAcceptedIndices``; each point checked against the
 installed binary, ``tests/test_token_macros.py``):
@@ -51,7 +51,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .. import xgrammar_version
 from ..errors import CfgzipError
 from .cfg import TOKEN_BASE, ByteSet
 from .tree import Automaton, Choice, Expr, GrammarAST, Repeat, RuleRef, Sequence, Span, TokenSet
@@ -67,7 +66,7 @@ __all__ = [
     "OTHER",
     "MAX_TOKEN_ID",
     "TokenIdError",
-    "STOP_TOKENS_AS_TERMINALS",
+    "stop_tokens_as_terminals",
     "TOKEN_REGION_REFUSAL",
     "TokenAtoms",
     "TokenPaths",
@@ -103,18 +102,26 @@ def token_bit(token_id: int) -> int:
 
 class TokenIdError(CfgzipError, ValueError):
     """The grammar names token ids that the vocabulary does not have (or, from XGrammar 0.2.9, a
-    stop token, see :data:`STOP_TOKENS_AS_TERMINALS`)."""
+    stop token, see :func:`stop_tokens_as_terminals`)."""
 
 
-#: XGrammar 0.2.9 changed what a token edge takes (``cpp/grammar_matcher.cc``): a stop token is
-#: taken by a ``Token``/``ExcludeToken`` edge when that completes the grammar
-#: (``CanAcceptStopTokenAsTerminal``: ``Token(<eos>)`` allows the stop token, ``ExcludeToken(5)``
-#: does too), and a token whose first bytes end a literal right before an ``ExcludeToken`` edge is
-#: taken whole by that edge (``FindMidTokenExcludeEdgeRow``: after ``"a" ExcludeToken(5)`` the
-#: token ``ab`` is allowed at the start). Neither is mirrored yet, so under 0.2.9 cfgzip refuses
-#: ``ExcludeToken``/``TokenTagDispatch`` (at the construct) and a ``Token`` naming a stop id (with
-#: the vocabulary), rather than serve a mask that differs. 0.2.8 keeps the meaning above.
-STOP_TOKENS_AS_TERMINALS = xgrammar_version.at_least("0.2.9")
+def stop_tokens_as_terminals() -> bool:
+    """Whether the installed XGrammar lets token edges take stop tokens (0.2.9 and newer).
+
+    XGrammar 0.2.9 changed what a token edge takes (``cpp/grammar_matcher.cc``): a stop token is
+    taken by a ``Token``/``ExcludeToken`` edge when that completes the grammar
+    (``CanAcceptStopTokenAsTerminal``: ``Token(<eos>)`` allows the stop token, ``ExcludeToken(5)``
+    does too), and a token whose first bytes end a literal right before an ``ExcludeToken`` edge is
+    taken whole by that edge (``FindMidTokenExcludeEdgeRow``: after ``"a" ExcludeToken(5)`` the
+    token ``ab`` is allowed at the start). Neither is mirrored yet, so under 0.2.9 cfgzip refuses
+    ``ExcludeToken``/``TokenTagDispatch`` (at the construct) and a ``Token`` naming a stop id (with
+    the vocabulary), rather than serve a mask that differs. 0.2.8 keeps the meaning above.
+    Asked only where a grammar has token macros: reading the version costs nothing elsewhere."""
+    from .. import xgrammar_version  # importlib.metadata: ~60 ms, paid only here
+
+    return xgrammar_version.at_least("0.2.9")
+
+
 #: Why, appended to the front end's refusal (:data:`.ebnf.REFUSAL`).
 TOKEN_REGION_REFUSAL = (
     "from XGrammar 0.2.9 a token-level region also takes stop tokens that complete the grammar and tokens "
@@ -334,7 +341,7 @@ def check_vocabulary(compiled, vocab) -> None:
     """Raise :class:`TokenIdError` when ``compiled`` (a pipeline ``CompiledGrammar``) names a token
     id past ``vocab``, at the first ``Token``/``ExcludeToken``/``TokenTagDispatch`` naming one."""
     atoms = token_atoms(compiled.gnf)
-    if atoms is not None and STOP_TOKENS_AS_TERMINALS:
+    if atoms is not None and stop_tokens_as_terminals():
         stops = set(vocab.stop_ids)
         named_stops = [node for node in _token_sets(compiled.ast) if stops.intersection(node.ids)]
         if named_stops:
