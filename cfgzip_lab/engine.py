@@ -25,18 +25,22 @@ BLOCKED and STOP classes, the representative's bytes for NORMAL classes, and the
 classes as stop ids. Special, padding and dead tokens are thereby never allowed in
 either engine, and both are built from the same table.
 
-XGrammar 0.2.8 is not vocabulary-independent: whether it allows a token can depend on
-which other tokens the vocabulary holds. With ``root ::= "a" [^\n]+ "\n"`` and the
+XGrammar (0.2.8 and 0.2.9) is not vocabulary-independent: whether it allows a token
+can depend on which other tokens the vocabulary holds. With ``root ::= "a" [^\n]+ "\n"`` and the
 vocabulary ``["a\n", "aa\n"]`` it refuses ``"aa\n"`` at the start, which the grammar
-allows and which it does allow once ``"aa"`` is in the vocabulary too (``"a"`` does
-not help: what seems to matter is the token sorted right before; ``tests/test_engine.py``
-pins these cases). Over the representatives alone such a token can then be
-refused where the full vocabulary allows it: the verifier found it on llama.cpp's
-``list.gbnf`` with SmolLM2 (``"  \n"`` after ``"-"``, once ``" \n"`` was a representative and
-``"  "`` was not). The compressed vocabulary therefore also lists :func:`shadow_prefixes`
-(every vocabulary token that is a proper prefix of a representative), so it is
-prefix-closed like the full one; every disagreement we have seen went away. The verifier
-stays the check that this holds on a given grammar and tokenizer.
+allows and which it does allow once ``"aa"`` is in the vocabulary too (``tests/test_engine.py``
+pins these cases). The cause (:mod:`cfgzip_lab.xgrammar_runs`): a refused token refuses, unchecked,
+the tokens sorted right after it that *hold* it anywhere (XGrammar's "trie subtree" is built with a
+substring test, not a prefix test), until a token that does not hold it ends the run. Over the
+representatives alone a run can reach further than over the full vocabulary: the verifier found it
+on llama.cpp's ``list.gbnf`` with SmolLM2 (``"  \n"`` after ``"-"``) and on JSONSchemaBench's
+htmlhint schema with Llama-3 (``"ine"`` refusing ``"inline"`` after ``{"``, issue 31). The
+compressed vocabulary therefore also lists :func:`shadow_prefixes` (every vocabulary token that is
+a proper prefix of a representative, the first workaround) and
+:func:`~cfgzip_lab.xgrammar_runs.run_fences` (the tokens that end each run where the full vocabulary
+ends it, and those whose run takes a representative in the full vocabulary), so that every run
+over the compressed vocabulary is the full vocabulary's run cut to it. The verifier stays the
+check that this holds on a given grammar and tokenizer.
 
 Other XGrammar behaviour the interface smooths over:
 
@@ -68,6 +72,7 @@ from .errors import CfgzipError
 from .expand import Expander, apply_vocab_bitmask_inplace
 from .grammar.token_macros import named_id_bound, rewrite_for_representatives
 from .vocab import TokenKind
+from .xgrammar_runs import run_fences, sorted_runs
 
 if TYPE_CHECKING:
     from .vocab import VocabTable
@@ -409,17 +414,21 @@ def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
 
 
 def compressed_tokenizer_info(vocab: VocabTable, classes: TokenClasses) -> xgr.TokenizerInfo:
-    """The K representatives as a vocabulary, then the shadow prefixes.
+    """The K representatives as a vocabulary, then the shadow prefixes, then the run fences.
 
     Class ``k`` is id ``k``: NORMAL → its representative's bytes, STOP → a stop id,
-    BLOCKED → special. Ids ``K, K+1, …`` are :func:`shadow_prefixes`: their bits are
-    never read and their ids never fed to the matcher.
+    BLOCKED → special. Ids ``K, K+1, …`` are :func:`shadow_prefixes`, then
+    :func:`~cfgzip_lab.xgrammar_runs.run_fences` (the tokens that end or own XGrammar's runs
+    of rejection as in the full vocabulary): their bits are never read and their ids never
+    fed to the matcher.
     """
     kinds = np.asarray(classes.class_kind)
     reps = np.asarray(classes.representatives)
     normal = (kinds == ClassKind.NORMAL).tolist()
     encoded = [bytes(vocab.token_bytes[int(reps[k])]) if normal[k] else b"" for k in range(classes.num_classes)]
     encoded += shadow_prefixes(vocab, classes)
+    # XGrammar's runs of rejection as over the full vocabulary (see .xgrammar_runs).
+    encoded += run_fences(sorted_runs(vocab), encoded)
     stops = [int(k) for k in np.flatnonzero(kinds == ClassKind.STOP)]
     return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(encoded), stop_token_ids=stops)
 
