@@ -53,6 +53,7 @@ Other XGrammar behaviour the interface smooths over:
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -201,6 +202,21 @@ class Engine(ABC):
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens (a stop token included)."""
         self._matcher.rollback(num_tokens)
+
+    def accept_string(self, input_str: str | bytes) -> bool:
+        """Accept the bytes of ``input_str`` as one step (XGrammar's ``accept_string``: bytes, no ids)."""
+        return bool(self._matcher.accept_string(input_str))
+
+    def find_jump_forward_string(self) -> str:
+        """The string the grammar forces next (XGrammar's; grammar state only, so the same on every engine)."""
+        return str(self._matcher.find_jump_forward_string())
+
+    def fork(self) -> Engine:
+        """An independent matcher in this one's state (XGrammar's ``fork``; a fresh buffer of its own)."""
+        twin = copy.copy(self)
+        twin._matcher = self._matcher.fork()
+        twin._native_buffer = xgr.allocate_token_bitmask(1, self.native_size)
+        return twin
 
     def reset(self) -> None:
         self._matcher.reset()

@@ -25,6 +25,7 @@ call sequence on both and compares every result).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -136,6 +137,53 @@ class GrammarMatcher:
             return own()
         return self._xgrammar("find_jump_forward_string").find_jump_forward_string()
 
+    def find_jump_forward_tokens(self) -> list[int]:
+        """Vocabulary ids for the forced continuation (XGrammar 0.2.9's contract): the native matcher's own,
+        or the plain engine's XGrammar matcher (its ids are vocabulary ids); the compressed engine's
+        XGrammar matcher sees class ids, so it has none."""
+        own = getattr(self.engine, "find_jump_forward_tokens", None)
+        if own is not None:
+            return list(own())
+        if getattr(self.engine, "kind", None) == "plain":
+            return list(self._xgrammar("find_jump_forward_tokens").find_jump_forward_tokens())
+        raise NotImplementedError(f"{type(self.engine).__name__} has no find_jump_forward_tokens")
+
+    def fork(self) -> GrammarMatcher:
+        """An independent matcher in this one's state (the engine's ``fork``: O(1) for the native one)."""
+        twin = copy.copy(self)
+        twin.engine = self.engine.fork()
+        twin._native = twin.engine.allocate_bitmask(1)
+        return twin
+
+    @property
+    def temperature(self) -> float | None:
+        """None: no grammar served here sets a sampling temperature."""
+        return getattr(self.engine, "temperature", None)
+
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: torch.Tensor,
+        retrieve_next_sibling: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        token_bitmask: torch.Tensor,
+        time_threshold: float = -1.0,
+        temperatures: torch.Tensor | None = None,
+    ) -> bool:
+        """XGrammar's ``traverse_draft_tree``: row i of ``token_bitmask`` gets the mask at draft-tree node i
+        (see :mod:`cfgzip_lab.native.draft` for the semantics, which are XGrammar's); the state is unchanged."""
+        from .native.draft import traverse_draft_tree
+
+        return traverse_draft_tree(
+            self,
+            retrieve_next_token,
+            retrieve_next_sibling,
+            draft_tokens,
+            token_bitmask,
+            self.fill_next_token_bitmask,
+            time_threshold,
+            temperatures,
+        )
+
     def _xgrammar(self, what: str) -> _xgr.GrammarMatcher:
         matcher = getattr(self.engine, "xgrammar_matcher", None)
         if matcher is None:
@@ -179,7 +227,15 @@ class BatchGrammarMatcher:
         indices: list[int] | None = None,
         debug_print: bool = False,
     ) -> None:
+        if indices is not None and len(indices) != len(matchers):
+            raise RuntimeError(
+                f"The size of indices ({len(indices)}) should be the same as the size of matchers ({len(matchers)})."
+            )
         rows = list(range(len(matchers))) if indices is None else list(indices)
+        height = bitmask.shape[0] if bitmask.dim() == 2 else 1
+        for batch_id, row in enumerate(rows):
+            if not 0 <= row < height:
+                raise RuntimeError(f"The index {row} is out of range [0, {height}) for batch_id {batch_id}.")
         inner = [getattr(m.engine, "xgrammar_matcher", None) for m in matchers]
         if len(matchers) > 1 and all(x is not None for x in inner) and len({type(m.engine) for m in matchers}) == 1:
             native = matchers[0].engine.allocate_bitmask(len(matchers))
@@ -193,16 +249,25 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def batch_accept_token(matchers: list[GrammarMatcher], tokens: list[int], debug_print: bool = False) -> list[bool]:
+        _same_size(matchers, tokens, "token_ids")
         return [m.accept_token(t) for m, t in zip(matchers, tokens)]
 
     @staticmethod
     def batch_accept_string(
         matchers: list[GrammarMatcher], strings: list[str | bytes], debug_print: bool = False
     ) -> list[bool]:
+        _same_size(matchers, strings, "input_strs")
         return [m.accept_string(s) for m, s in zip(matchers, strings)]
 
     @staticmethod
     def batch_rollback(matchers: list[GrammarMatcher], num_tokens: Sequence[int] | int = 1) -> None:
         counts = [num_tokens] * len(matchers) if isinstance(num_tokens, int) else list(num_tokens)
+        _same_size(matchers, counts, "num_tokens")
         for m, n in zip(matchers, counts):
             m.rollback(n)
+
+
+def _same_size(matchers: Sequence[Any], values: Sequence[Any], name: str) -> None:
+    """XGrammar's check (RuntimeError, its message) that a batch call has one value per matcher."""
+    if len(matchers) != len(values):
+        raise RuntimeError(f"The size of matchers ({len(matchers)}) and {name} ({len(values)}) should be the same.")

@@ -19,6 +19,7 @@ from ..classes.displacement import Displacer
 from ..expand import Expander
 from .compiled import make_displacer
 from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
+from .jump_forward import ForcedTokenIndex
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
 from .rows import RowCache, kernel_available
 from .walk import DEFAULT_LIMITS, StateWalker, WalkLimits
@@ -97,6 +98,11 @@ class NativeEngine:
     @cached_property
     def class_kind(self) -> list[int]:
         return np.asarray(self.classes.class_kind).tolist()
+
+    @cached_property
+    def forced_token_index(self) -> ForcedTokenIndex:
+        """The ordinary tokens sorted by bytes, for ``find_jump_forward_tokens`` (made on first use)."""
+        return ForcedTokenIndex.from_vocab(self.vocab)
 
     def matcher(self) -> DisplacementMatcher:
         """A fresh matcher in the initial state."""

@@ -6,8 +6,11 @@ mask *is* the full-vocabulary packed bitmask (XGrammar's int32 layout, stop bits
 bits past V zero), so ``fill_next_token_bitmask`` writes what vLLM/SGLang take and
 ``to_vocab_bitmask`` is a copy.
 
-State: a history of state nodes (:mod:`.walk`), one per accepted token, so ``rollback(n)``
-pops n entries; a stop token pushes :data:`_STOPPED`. When a token would grow the state past
+State: a history of state nodes (:mod:`.walk`), one per accepted token or string, so
+``rollback(n)`` pops n entries; a stop token pushes :data:`_STOPPED`. The nodes are immutable
+(hash-consed in the grammar's store, shared by every request), so :meth:`fork` shares the two
+history lists and each side copies them on its first write: a fork costs O(1), its first
+accept or rollback one O(history) list copy, and no state node is ever copied. When a token would grow the state past
 the walk's budgets, the request moves to the compressed XGrammar engine: it is built, fed the
 accepted tokens again, and answers every call until :meth:`reset` (counted in
 ``fallbacks`` here and on the engine; never a wrong mask).
@@ -15,6 +18,7 @@ accepted tokens again, and answers every call until :meth:`reset` (counted in
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -25,6 +29,8 @@ from ..batch_rows import MatcherRows
 from ..classes.classing import BLOCKED, NORMAL, STOP
 from ..expand import apply_vocab_bitmask_inplace
 from ..grammar.words import EMPTY
+from .draft import traverse_draft_tree
+from .jump_forward import forced_bytes, valid_utf8_prefix
 from .walk import StateBudgetExceeded
 
 if TYPE_CHECKING:
@@ -42,6 +48,7 @@ __all__ = [
 ]
 
 _STOPPED = -1  # history entry after a stop token
+_TERMINATED = "GrammarMatcher has terminated after accepting the stop token, but is trying to {}"
 
 
 class DisplacementMatcher:
@@ -148,17 +155,14 @@ class DisplacementMatcher:
                 return self._accept_fallback(token_id)
             if new == EMPTY:
                 return False
-            self._spent += created
-            self._history.append(new)
-            self._tokens.append(int(token_id))
-            return True
+            return self._push(new, int(token_id), created)
         if not 0 <= token_id < self.vocab_size:
             return False
         kind = self._class_kind[self._class_of[token_id]]
         if kind == STOP:
             if not self.walker.accepts_stop(state):
                 return False
-            new = _STOPPED
+            new, created = _STOPPED, 0
         elif kind == NORMAL:
             try:
                 new, created = self.walker.advance(state, int(token_id), self._spent)
@@ -167,28 +171,50 @@ class DisplacementMatcher:
                 return self._accept_fallback(token_id)
             if new == EMPTY:
                 return False
-            self._spent += created
         else:
             return False
-        self._history.append(new)
-        self._tokens.append(int(token_id))
+        return self._push(new, int(token_id), created)
+
+    def _push(self, state: int, step: int | bytes, created: int) -> bool:
+        self._own()
+        self._spent += created
+        self._history.append(state)
+        self._tokens.append(step)
         return True
 
+    def _own(self) -> None:
+        """Copy the history lists if a fork shares them (copy on write)."""
+        if self._shared:
+            self._history = list(self._history)
+            self._tokens = list(self._tokens)
+            self._shared = False
+
     def rollback(self, num_tokens: int = 1) -> None:
-        """Undo the last ``num_tokens`` accepted tokens (a stop token included)."""
+        """Undo the last ``num_tokens`` accepted tokens or strings (a stop token included).
+
+        Raises
+        ------
+        RuntimeError
+            More steps than were accepted (XGrammar's check), or a negative count.
+        """
+        steps = len(self._tokens)
+        if num_tokens < 0 or num_tokens > steps:
+            raise RuntimeError(
+                f"Intended to rollback {num_tokens} tokens, but only the last {steps} steps of history are saved"
+            )
+        if not num_tokens:
+            return
+        self._own()
         if self._fallback is not None:
             self._fallback.rollback(num_tokens)
-            del self._tokens[len(self._tokens) - num_tokens :]
-            return
-        if num_tokens < 0 or num_tokens > len(self._tokens):
-            raise RuntimeError(f"cannot roll back {num_tokens} tokens: {len(self._tokens)} accepted")
-        if num_tokens:
+        else:
             del self._history[-num_tokens:]
-            del self._tokens[-num_tokens:]
+        del self._tokens[-num_tokens:]
 
     def reset(self) -> None:
         self._history: list[int] = [self.walker.initial if self.walker is not None else EMPTY]
-        self._tokens: list[int] = []
+        self._tokens: list[int | bytes] = []  # every accepted step: a token id, or a string's bytes
+        self._shared = False  # the two lists above are shared with a fork: copy before writing
         self._spent = 0  # store nodes this request created (the request budget)
         self._fallback: CompressedMatcher | None = None
         self.fallback_reason: str | None = None
@@ -197,14 +223,154 @@ class DisplacementMatcher:
 
     @property
     def accepted_tokens(self) -> list[int]:
-        return list(self._tokens)
+        """The accepted token ids (strings accepted by :meth:`accept_string` are not tokens)."""
+        return [t for t in self._tokens if isinstance(t, int)]
+
+    # -- XGrammar's GrammarMatcher surface ----------------------------------------------
+    def fork(self) -> DisplacementMatcher:
+        """An independent matcher in this one's state, in O(1): the history is shared until either writes."""
+        twin = copy.copy(self)
+        self._shared = twin._shared = True
+        if self._fallback is not None:
+            twin._fallback = self._fallback.fork()
+        return twin
+
+    def accept_string(self, input_str: str | bytes, *, debug_print: bool = False) -> bool:
+        """Accept the bytes of ``input_str`` (UTF-8 for a str) as one step of rollback.
+
+        False, the state unchanged, when the grammar does not allow them or the matcher has
+        terminated, as XGrammar's ``accept_string``.
+        """
+        data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
+        if self._fallback is not None:
+            return self._accept_string_fallback(data)
+        state = self._history[-1]
+        if state == _STOPPED:
+            return False
+        try:
+            new, created = self.walker.run_bytes(state, data, self._spent)
+        except StateBudgetExceeded as exc:
+            self._fall_back(str(exc))
+            return self._accept_string_fallback(data)
+        if new == EMPTY:
+            return False
+        return self._push(new, data, created)
+
+    def _forced_bytes(self) -> bytes:
+        if self._fallback is not None or self.walker._token_paths is not None:
+            # Token(...) macros: a token edge is never a forced byte in XGrammar, and the state DAG
+            # does not tell them apart; XGrammar's own matcher (the compressed one) answers.
+            return self._xgrammar_twin().find_jump_forward_string().encode("utf-8")
+        try:
+            return forced_bytes(self.walker, self._history[-1], self._spent)
+        except StateBudgetExceeded:
+            return self._xgrammar_twin().find_jump_forward_string().encode("utf-8")
+
+    def find_jump_forward_string(self) -> str:
+        """The longest string of whole UTF-8 characters the grammar forces next (the state unchanged).
+
+        Raises
+        ------
+        RuntimeError
+            After a stop token, as XGrammar.
+        """
+        if self.is_terminated():
+            raise RuntimeError(_TERMINATED.format("get the jump forward string"))
+        return valid_utf8_prefix(self._forced_bytes())
+
+    def find_jump_forward_tokens(self) -> list[int]:
+        """Token ids that spell the forced continuation, greedily longest first (XGrammar 0.2.9's contract).
+
+        Empty when terminated or completed. The last token is withheld when a longer ordinary
+        token starts with it. Each returned token is accepted in turn by a fork; this matcher
+        is left as it was.
+        """
+        if self.is_terminated() or self.is_completed():
+            return []
+        data = self._forced_bytes()
+        index = self.engine.forced_token_index
+        trial = self.fork()
+        tokens: list[int] = []
+        extended = False
+        offset = 0
+        while offset < len(data):
+            token, length, longer = index.longest_match(data, offset)
+            if token < 0 or not trial.accept_token(token):
+                break
+            tokens.append(token)
+            extended = longer
+            offset += length
+        if tokens and extended:
+            tokens.pop()
+        return tokens
+
+    @property
+    def max_rollback_tokens(self) -> int:
+        """-1: rollback is unlimited (XGrammar's value since 0.2.x)."""
+        return -1
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        """The vocabulary's stop token ids, sorted as XGrammar lists them."""
+        return sorted(int(s) for s in self.engine.vocab.stop_ids)
+
+    @property
+    def temperature(self) -> float | None:
+        """None: no grammar served here sets a sampling temperature."""
+        return None
+
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: torch.Tensor,
+        retrieve_next_sibling: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        token_bitmask: torch.Tensor,
+        time_threshold: float = -1.0,
+        temperatures: torch.Tensor | None = None,
+    ) -> bool:
+        """XGrammar's ``traverse_draft_tree``: a mask for every node of a draft tree (see :mod:`.draft`)."""
+        return traverse_draft_tree(
+            self,
+            retrieve_next_token,
+            retrieve_next_sibling,
+            draft_tokens,
+            token_bitmask,
+            self.fill_next_token_bitmask,
+            time_threshold,
+            temperatures,
+        )
+
+    def fill_draft_bitmasks(self, draft_tokens: Sequence[int], bitmask: torch.Tensor, index: int = 0) -> int:
+        """Masks for a linear draft in one call: row ``index + i`` gets the mask after the first i draft tokens.
+
+        Rows are filled for i = 0 … k (the last one for the bonus token) while the draft tokens
+        are accepted: it stops after the row of the first refused token (the rows after it left
+        as they were) or before the row after a stop token. The state is the same after the call.
+
+        Returns
+        -------
+        int
+            The number of rows filled.
+        """
+        accepted = 0
+        filled = 0
+        try:
+            for i in range(len(draft_tokens) + 1):
+                if self.is_terminated():
+                    break
+                self.fill_next_token_bitmask(bitmask, index + i)
+                filled += 1
+                if i == len(draft_tokens) or not self.accept_token(int(draft_tokens[i])):
+                    break
+                accepted += 1
+        finally:
+            self.rollback(accepted)
+        return filled
 
     # -- fallback ----------------------------------------------------------------------
     def _fall_back(self, reason: str) -> None:
         matcher = self.engine.fallback_matcher()
-        for t in self._tokens:
-            if not matcher.accept_token(t):  # pragma: no cover - both engines are exact
-                raise RuntimeError(f"the fallback engine refused token {t} the native engine had accepted")
+        _replay(matcher, self._tokens)
         self._fallback = matcher
         self.fallbacks += 1
         self.fallback_reason = reason
@@ -213,8 +379,32 @@ class DisplacementMatcher:
     def _accept_fallback(self, token_id: int) -> bool:
         ok = self._fallback.accept_token(token_id)
         if ok:
+            self._own()
             self._tokens.append(int(token_id))
         return ok
+
+    def _accept_string_fallback(self, data: bytes) -> bool:
+        ok = self._fallback.accept_string(data)
+        if ok:
+            self._own()
+            self._tokens.append(data)
+        return ok
+
+    def _xgrammar_twin(self) -> CompressedMatcher:
+        """The compressed XGrammar matcher in this state (this request's fallback, or a fresh one fed
+        the steps again): the answer for what the state DAG cannot say."""
+        if self._fallback is not None:
+            return self._fallback
+        matcher = self.engine.fallback_matcher()
+        _replay(matcher, self._tokens)
+        return matcher
+
+
+def _replay(matcher: CompressedMatcher, steps: Sequence[int | bytes]) -> None:
+    for step in steps:
+        ok = matcher.accept_string(step) if isinstance(step, bytes) else matcher.accept_token(step)
+        if not ok:  # pragma: no cover - both engines are exact
+            raise RuntimeError(f"the fallback engine refused {step!r}, which the native engine had accepted")
 
 
 def fill_vocab_rows(bitmask: torch.Tensor, rows: Sequence[tuple[int, DisplacementMatcher]]) -> None:

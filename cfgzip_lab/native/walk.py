@@ -158,6 +158,17 @@ class StateWalker:
             "memo_drops": self._stats["memo_drops"] + c["memo_drops"],
         }
 
+    @property
+    def atom_members(self) -> list[bytes]:
+        """The bytes of each atom (byte class of the grammar), in atom order; made on first use."""
+        got = getattr(self, "_atom_members", None)
+        if got is None:
+            members = [bytearray() for _ in range(self.displacer.num_atoms)]
+            for byte, atom in enumerate(self.displacer.atom_table):
+                members[atom].append(byte)
+            got = self._atom_members = [bytes(m) for m in members]
+        return got
+
     # -- masks --------------------------------------------------------------------
     def accepts_stop(self, state: int) -> bool:
         return self.store.accepts(state)
@@ -353,6 +364,15 @@ class StateWalker:
         finally:
             store.limit = float("inf")
         return state, store.created - before
+
+    def run_bytes(self, state: int, data: bytes, spent: int) -> tuple[int, int]:
+        """State after the bytes ``data`` (EMPTY: not allowed) and the nodes it created, under the
+        same budgets as :meth:`advance` (``accept_string``, the jump-forward search). Not memoised:
+        a string is not a class."""
+        budget = min(self.limits.token_budget, self.limits.request_budget - spent)
+        if budget <= 0:
+            raise StateBudgetExceeded(f"the request created more than {self.limits.request_budget} state nodes")
+        return self._run(state, bytes(data), budget)
 
     def advance(self, state: int, token_id: int, spent: int) -> tuple[int, int]:
         """State after a NORMAL token (EMPTY: not allowed) and the nodes it created.
