@@ -184,6 +184,13 @@ class GrammarMatcher:
             temperatures,
         )
 
+    def _debug_print_internal_state(self) -> str:
+        """A text of the state for comparisons (XGrammar's is its parser states; ours the state history)."""
+        history = getattr(self.engine, "_history", None)
+        if history is None:
+            return self._xgrammar("_debug_print_internal_state")._debug_print_internal_state()
+        return f"states={list(history)} steps={list(self.engine._tokens)}"
+
     def _xgrammar(self, what: str) -> _xgr.GrammarMatcher:
         matcher = getattr(self.engine, "xgrammar_matcher", None)
         if matcher is None:

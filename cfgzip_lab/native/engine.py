@@ -26,7 +26,7 @@ from .walk import DEFAULT_LIMITS, StateWalker, WalkLimits
 
 if TYPE_CHECKING:
     from ..classes.classing import ClassingResult
-    from ..engine import CompiledEngines, CompressedMatcher
+    from ..engine import CompiledEngines, CompressedMatcher, PlainMatcher
     from ..pipeline import CompiledGrammar
     from ..vocab import VocabTable
 
@@ -118,6 +118,16 @@ class NativeEngine:
 
             self.xgrammar_engines = compile_engines(self.compiled.text, self.vocab, self.classes)
         return self.xgrammar_engines.compressed()
+
+    def plain_matcher(self) -> PlainMatcher:
+        """XGrammar over the whole vocabulary (compiled on first use): the referee for what the state
+        DAG cannot say (the forced string of a grammar with Token(...) macros, whose ids the
+        compressed engine does not keep)."""
+        if self.xgrammar_engines is None:
+            from ..engine import compile_engines
+
+            self.xgrammar_engines = compile_engines(self.compiled.text, self.vocab, self.classes)
+        return self.xgrammar_engines.plain()
 
     def stats(self) -> dict:
         if self.walker is None:

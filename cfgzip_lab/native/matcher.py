@@ -257,10 +257,14 @@ class DisplacementMatcher:
         return self._push(new, data, created)
 
     def _forced_bytes(self) -> bytes:
-        if self._fallback is not None or self.walker._token_paths is not None:
+        if self.walker is not None and self.walker._token_paths is not None:
             # Token(...) macros: a token edge is never a forced byte in XGrammar, and the state DAG
-            # does not tell them apart; XGrammar's own matcher (the compressed one) answers.
-            return self._xgrammar_twin().find_jump_forward_string().encode("utf-8")
+            # does not tell them apart; XGrammar over the whole vocabulary (token ids kept) answers.
+            plain = self.engine.plain_matcher()
+            _replay(plain, self._tokens)
+            return plain.find_jump_forward_string().encode("utf-8")
+        if self._fallback is not None:
+            return self._fallback.find_jump_forward_string().encode("utf-8")
         try:
             return forced_bytes(self.walker, self._history[-1], self._spent)
         except StateBudgetExceeded:

@@ -1,0 +1,96 @@
+"""The native engine for an XGrammar ``CompiledGrammar``: XGrammar's constructor, our engine.
+
+A server (or XGrammar's own test suite) makes ``xgrammar.GrammarMatcher(compiled_grammar, ...)``;
+:func:`native_matcher` takes the same arguments and returns a matcher with XGrammar's interface
+(:class:`cfgzip_lab.xgrammar_compat.GrammarMatcher` over a native matcher): the grammar is read
+back from ``str(compiled_grammar.grammar)`` (XGrammar's own EBNF print), the vocabulary from its
+``TokenizerInfo`` (decoded bytes, stop and special ids, vocabulary size), then classed and
+indexed once per (grammar, vocabulary) and kept for later matchers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..xgrammar_compat import GrammarMatcher
+    from .engine import NativeEngine
+
+__all__ = ["native_engine_for", "native_matcher"]
+
+_ENGINES: dict[tuple, NativeEngine] = {}
+_MAX_ENGINES = 64
+
+
+def native_engine_for(compiled_grammar: Any, stop_token_ids: list[int] | None = None) -> NativeEngine:
+    """The native engine (cached) for an ``xgrammar.CompiledGrammar``, stop ids overridden if given."""
+    from ..pipeline import build_classes, compile_grammar
+    from ..vocab import vocab_from_bytes
+    from .engine import build_native_engine
+
+    info = compiled_grammar.tokenizer_info
+    text = str(compiled_grammar.grammar)
+    stops = list(info.stop_token_ids) if stop_token_ids is None else list(stop_token_ids)
+    decoded = [bytes(b) for b in info.decoded_vocab]
+    key = (text, tuple(decoded), tuple(stops), tuple(info.special_token_ids), int(info.vocab_size))
+    engine = _ENGINES.get(key)
+    if engine is None:
+        vocab = vocab_from_bytes(
+            decoded,
+            stop_ids=stops,
+            special_ids=[i for i in info.special_token_ids if i not in stops],
+            vocab_size=int(info.vocab_size),
+            name="xgrammar-tokenizer-info",
+        )
+        compiled = compile_grammar(text)
+        classing = build_classes(compiled, vocab)
+        engine = build_native_engine(compiled, vocab, classing.classes, classing=classing)
+        if len(_ENGINES) >= _MAX_ENGINES:
+            _ENGINES.clear()
+        _ENGINES[key] = engine
+    return engine
+
+
+def native_matcher(
+    compiled_grammar: Any,
+    *,
+    override_stop_tokens: int | list[int] | None = None,
+    terminate_without_stop_token: bool = False,
+    max_rollback_tokens: int = -1,
+    default_temperature: float | None = None,
+) -> GrammarMatcher:
+    """``xgrammar.GrammarMatcher(compiled_grammar, ...)`` served by the native engine.
+
+    Parameters
+    ----------
+    compiled_grammar
+        An ``xgrammar.CompiledGrammar``.
+    override_stop_tokens
+        As XGrammar: stop ids instead of the tokenizer's.
+    terminate_without_stop_token, default_temperature
+        Not supported (NotImplementedError): the native matcher always waits for a stop token and
+        sets no temperature.
+    max_rollback_tokens
+        Ignored, as XGrammar ignores it (rollback is unlimited).
+
+    Raises
+    ------
+    ValueError
+        ``compiled_grammar`` is not compiled (XGrammar's check and message).
+    NotImplementedError
+        For the options above.
+    """
+    import xgrammar
+
+    from ..xgrammar_compat import GrammarMatcher
+
+    if not isinstance(compiled_grammar, xgrammar.CompiledGrammar):
+        raise ValueError("The grammar should be compiled before passing it to GrammarMatcher.")
+    if terminate_without_stop_token:
+        raise NotImplementedError("terminate_without_stop_token is not supported by the native matcher")
+    if default_temperature is not None:
+        raise NotImplementedError("default_temperature is not supported by the native matcher")
+    if isinstance(override_stop_tokens, int):
+        override_stop_tokens = [override_stop_tokens]
+    engine = native_engine_for(compiled_grammar, override_stop_tokens)
+    return GrammarMatcher(engine.matcher())
