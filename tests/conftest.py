@@ -41,6 +41,9 @@ EXACTNESS_MODULES = frozenset(
         "test_serving_vllm",
         "test_xgrammar_compat",
         "test_xgrammar_version",
+        "test_xgrammar_differences",
+        "test_xgrammar_runs",
+        "test_matcher_api",
     }
 )
 

@@ -85,7 +85,14 @@ def test_bench_engines_script_prints_a_row_per_grammar_and_batch():
 def test_front_end_script_prints_a_row_per_grammar():
     """benchmarks/front_end.py: the stages' times beside XGrammar's from_ebnf, and a fresh process's first parse."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "front_end.py"), "--repeat", "2", "json", "arithmetic_left_recursive"],
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "front_end.py"),
+            "--repeat",
+            "2",
+            "json",
+            "arithmetic_left_recursive",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -242,3 +249,48 @@ def test_startup_script_runs_both_sides_on_one_tiny_input(tmp_path):
     assert set(record["warm"]) == {"load", "engine", "first_mask"}
     assert all(record[k] > 0 for k in ("xgrammar_compile_s", "cold_ready_s", "warm_ready_s", "plain_step_us"))
     assert record["cold_pays_after_tokens"] == NEVER or record["cold_pays_after_tokens"] >= 0
+
+
+def test_maskbench_sample_keeps_every_split_in_proportion():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import maskbench
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    rows = [
+        {"name": f"{split}---o{i}.json"}
+        for split, count in (("A", 50), ("B", 30), ("C", 2), ("D", 1))
+        for i in range(count)
+    ]
+    for n, expected in (
+        (4, {"A": 1, "B": 1, "C": 1, "D": 1}),
+        (12, {"A": 6, "B": 4, "C": 1, "D": 1}),
+        (2, {"A": 1, "B": 1}),
+    ):
+        chosen = maskbench.stratified_sample(rows, n, seed=3)
+        assert len(chosen) == n and chosen == sorted(chosen, key=rows.index)  # the data's order kept
+        assert {s: sum(maskbench.split_of(r["name"]) == s for r in chosen) for s in expected} == expected
+    assert maskbench.stratified_sample(rows, 0, seed=3) == rows
+    assert maskbench.stratified_sample(rows, 3, seed=3) == maskbench.stratified_sample(rows, 3, seed=3)
+
+
+@pytest.mark.slow
+def test_maskbench_script_times_cfgzip_beside_xgrammar_and_compares_masks(tmp_path):
+    """Two MaskBench files through benchmarks/maskbench.py: a row per engine, every cfgzip mask
+    compared with XGrammar's, the figure written."""
+    out = tmp_path / "mb"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "maskbench.py"), "--engines", "cfgzip,xgrammar"]
+        + ["--tokenizer", "smollm2", "--sample", "2", "--seed", "1", "--file-seconds", "120", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| cfgzip | 2 |" in proc.stdout and "| xgrammar | 2 |" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {row["engine"]: row for row in summary["rows"]}
+    assert rows["cfgzip"]["compared_steps"] > 0 and rows["cfgzip"]["mask_disagreements"] == 0
+    assert rows["cfgzip"]["tbm_p50_us"] > 0 and rows["xgrammar"]["ttfm_p50_ms"] > 0
+    assert (out / "maskbench.html").stat().st_size > 0

@@ -398,8 +398,16 @@ def test_format_1_cache_still_loads(toy, tmp_path):
         class_kind=native.classes.class_kind,
         metadata=np.frombuffer(_json.dumps(meta).encode(), dtype=np.uint8),
     )
-    assert load_classes(path, grammar_text=JSON_SMALL, vocab=toy).num_classes == native.classes.num_classes
-    assert native_engine_from_cache(path, native.compiled, toy).index_source == "built"
+    # a format-1 file predates the recorded XGrammar release: it was made under 0.2.8, the only one then
+    from cfgzip_lab import xgrammar_version
+    from cfgzip_lab.classes.cache import CacheError
+
+    if xgrammar_version.installed_tuple() == xgrammar_version.parse("0.2.8"):
+        assert load_classes(path, grammar_text=JSON_SMALL, vocab=toy).num_classes == native.classes.num_classes
+        assert native_engine_from_cache(path, native.compiled, toy).index_source == "built"
+    else:
+        with pytest.raises(CacheError, match=r"built under XGrammar 0\.2\.8 and the installed XGrammar is"):
+            load_classes(path, grammar_text=JSON_SMALL, vocab=toy)
 
 
 # -- the command line -------------------------------------------------------------------------------

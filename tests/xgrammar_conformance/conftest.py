@@ -36,6 +36,12 @@ NATIVE_XFAILS: dict[str, str] = {
     "tokenizer, not on bytes; cfgzip refuses it (GrammarError) rather than class it unsoundly",
 }
 
+# a grammar construct in the test's parameters -> why the native matcher refuses it under TESTS_FROM
+NATIVE_XFAIL_CONSTRUCTS: dict[str, str] = {
+    "ExcludeToken(": "0.2.9's ExcludeToken also takes stop tokens that complete the grammar and tokens starting "
+    "inside the literal before it; cfgzip refuses the construct (GrammarError) until it reproduces that",
+}
+
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -48,10 +54,10 @@ def pytest_collection_modifyitems(config, items):
         if callspec is None or callspec.params.get("matcher_impl") != "native":
             continue
         inner = item.name.replace("native-", "").replace("-native", "").replace("[native]", "")
-        for key in (inner, item.originalname):
-            if key in NATIVE_XFAILS:
-                item.add_marker(pytest.mark.xfail(strict=True, reason=NATIVE_XFAILS[key]))
-                break
+        reasons = [NATIVE_XFAILS[key] for key in (inner, item.originalname) if key in NATIVE_XFAILS]
+        reasons += [why for construct, why in NATIVE_XFAIL_CONSTRUCTS.items() if construct in item.name]
+        if reasons:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reasons[0]))
 
 
 class _Published:
