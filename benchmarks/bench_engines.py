@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cfgzip_lab.bench import bench_engines, machine_info, sample_docs
     from cfgzip_lab.pipeline import build_classes, compile_grammar, resolve_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     vocab = load_vocab(args.tokenizer)
     batches = [int(b) for b in args.batch.split(",")]

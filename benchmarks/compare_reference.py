@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cfgzip_lab.bench import machine_info
     from cfgzip_lab.pipeline import resolve_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     exe = ensure_reference()
     vocab = load_vocab("llama3")

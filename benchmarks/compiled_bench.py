@@ -178,7 +178,7 @@ def _peak_in_fresh_process(name: str, tokenizer: str, compiled: bool) -> float:
         "from cfgzip_lab.native import build_native_engine\n"
         "from cfgzip_lab.native.compiled import vocab_trie\n"
         "from cfgzip_lab.pipeline import compile_grammar, resolve_grammar\n"
-        "from cfgzip_lab.vocab import load_vocab\n"
+        "from cfgzip_lab.vocab_sources import load_vocab\n"
         f"v = load_vocab({tokenizer!r}); g = compile_grammar(resolve_grammar({name!r}).read_text(encoding='utf-8'))\n"
         "vocab_trie(v.token_bytes, v.kinds)\n"
         "_reset_peak(); base = _rss_mb()\n"
@@ -194,7 +194,7 @@ def _peak_in_fresh_process(name: str, tokenizer: str, compiled: bool) -> float:
 
 def _vocab_trie_s(tokenizer: str) -> float:
     from cfgzip_lab.native.compiled import vocab_trie
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     vocab = load_vocab(tokenizer)
     t = CLOCK()
@@ -207,7 +207,7 @@ def measure(name: str, tokenizer: str, export: bool, memory: bool = False) -> di
 
     from cfgzip_lab.bundled import bundled_samples
     from cfgzip_lab.pipeline import compile_grammar, resolve_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     vocab = load_vocab(tokenizer)
     path = resolve_grammar(name)

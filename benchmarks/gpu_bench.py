@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from cfgzip_lab.bench import bench_e2e, machine_info, sample_docs, time_expansion
     from cfgzip_lab.expand import Expander
     from cfgzip_lab.pipeline import build_classes, compile_grammar, resolve_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     path = resolve_grammar(args.grammar)
     compiled = compile_grammar(path.read_text(encoding="utf-8"), source=str(path))

@@ -47,7 +47,7 @@ def _peak_mb() -> float:
 
 def _setup(name: str, tokenizer: str):
     from cfgzip_lab.pipeline import build_classes, compile_grammar, resolve_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     vocab = load_vocab(tokenizer)
     path = resolve_grammar(name)

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from cfgzip_lab.engine import compile_engines, compressed_tokenizer_info, shadow_prefixes
     from cfgzip_lab.expand import unpack_bitmask
     from cfgzip_lab.pipeline import build_classes, compile_grammar, resolve_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     vocab = load_vocab(args.tokenizer)
     paths = [resolve_grammar(g) for g in args.grammars] or default_grammars()

@@ -179,7 +179,7 @@ def run_job(job: Job) -> list[Row]:
     from cfgzip_lab.bundled import bundled_dir
     from cfgzip_lab.engine import compile_engines
     from cfgzip_lab.pipeline import build_classes, compile_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     path = Path(job.grammar)
     name = grammar_name(path)
@@ -321,7 +321,7 @@ def arbitrate_file(path: Path) -> int:
     """Add :func:`arbitrate`'s verdict to every mismatching row of a sweep's JSON that lacks one."""
     from cfgzip_lab.engine import compile_engines
     from cfgzip_lab.pipeline import build_classes, compile_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     table = json.loads(path.read_text())
     paths = {grammar_name(p): p for p in all_grammars()}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # name → module that defines it (relative to this package)
 _API: dict[str, str] = {
@@ -37,8 +37,8 @@ _API: dict[str, str] = {
     "bundled_grammars": ".bundled",
     "bundled_samples": ".bundled",
     # vocabularies
-    "load_vocab": ".vocab",
-    "available_vocabs": ".vocab",
+    "load_vocab": ".vocab_sources",
+    "available_vocabs": ".vocab_sources",
     "VocabTable": ".vocab",
     "TokenKind": ".vocab",
     "vocab_from_tokenizer": ".vocab",
@@ -78,13 +78,13 @@ _API: dict[str, str] = {
     "Stepper": ".decode",
     # errors
     "CfgzipError": ".errors",
-    "GrammarError": ".errors",
-    "GrammarCompileError": ".errors",
-    "UnknownVocabError": ".errors",
-    "VocabLoadError": ".errors",
-    "ClassesError": ".errors",
-    "CacheError": ".errors",
-    "ModelLoadError": ".errors",
+    "GrammarError": ".grammar.diagnostics",
+    "GrammarCompileError": ".engine",
+    "UnknownVocabError": ".vocab_sources",
+    "VocabLoadError": ".vocab_sources",
+    "ClassesError": ".classes.classing",
+    "CacheError": ".classes.cache",
+    "ModelLoadError": ".hf.models",
 }
 
 # Spelled out (not derived from _API) so linters and readers see the list; tests/test_api.py
@@ -186,4 +186,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ do
     )
     from .pipeline import CompiledGrammar, build_classes, compile_grammar, resolve_grammar
     from .verify import VerifyReport, verify_lossless
-    from .vocab import TokenKind, VocabTable, available_vocabs, load_vocab, vocab_from_bytes, vocab_from_tokenizer
+    from .vocab import TokenKind, VocabTable, vocab_from_bytes, vocab_from_tokenizer
+    from .vocab_sources import available_vocabs, load_vocab

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import xgrammar_version
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .classes.cache import CacheContents
@@ -93,8 +94,6 @@ def code_version() -> str:
     """The package version, a digest of the modules that compute a cache's contents (about
     1 ms once per process) and the installed XGrammar's version: caches written by other code, or
     under another XGrammar release (which may enforce a grammar differently), are never read."""
-    from . import __version__
-
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for name in _CODE:

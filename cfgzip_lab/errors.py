@@ -24,42 +24,17 @@ Each error keeps its name, its module and its older standard base, so code that 
 (a token over its budget becomes a singleton class) and never reaches a caller; if it
 ever did, that would be a bug, which must not pass for bad input.
 
-The subclasses live beside the code that raises them and are importable from here too
-(lazily, so ``import cfgzip_lab.errors`` stays cheap and cycle-free).
+This module defines the base only, at the bottom of the package: it imports nothing of
+cfgzip_lab, so every layer can raise a :class:`CfgzipError`. The subclasses live beside the code
+that raises them and are re-exported from the package (``from cfgzip_lab import GrammarError``).
+Their names also resolve here, by name on first use (``_HOMES``; no import statement, so the
+import graph keeps no edge from the bottom of the package up to its callers).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # for linters and type checkers; at run time __getattr__ imports lazily
-    from .classes.cache import CacheError
-    from .classes.classing import ClassesError
-    from .cli._common import UsageError
-    from .decode import DecodingFinished
-    from .engine import GrammarCompileError
-    from .grammar.diagnostics import GrammarError
-    from .grammar.token_macros import TokenIdError
-    from .hf.models import ModelLoadError
-    from .vocab_sources import MissingVocabPackageError, UnknownVocabError, VocabLoadError
-    from .widgets.session import WorkbenchError
-
-__all__ = [
-    "CfgzipError",
-    "GrammarError",
-    "GrammarCompileError",
-    "UnknownVocabError",
-    "VocabLoadError",
-    "MissingVocabPackageError",
-    "ClassesError",
-    "CacheError",
-    "ModelLoadError",
-    "DecodingFinished",
-    "UsageError",
-    "WorkbenchError",
-    "TokenIdError",
-]
+from typing import Any
 
 
 class CfgzipError(Exception):
@@ -80,6 +55,8 @@ _HOMES = {
     "WorkbenchError": "cfgzip_lab.widgets.session",
     "TokenIdError": "cfgzip_lab.grammar.token_macros",
 }
+
+__all__ = ["CfgzipError", *_HOMES]
 
 
 def __getattr__(name: str) -> Any:

@@ -335,7 +335,7 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
 
 def _vocab(vocab: VocabTable | str) -> VocabTable:
     if isinstance(vocab, str):
-        from .vocab import load_vocab
+        from .vocab_sources import load_vocab
 
         return load_vocab(vocab)
     return vocab

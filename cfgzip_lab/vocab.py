@@ -24,7 +24,7 @@ time (so the first token keeps its leading space, which a SentencePiece decoder 
 - tiktoken-style rank files (quicktok): raw bytes already.
 
 The registry of offline sources (``load_vocab``, ``available_vocabs``) lives in
-``cfgzip_lab.vocab_sources`` and is re-exported here.
+``cfgzip_lab.vocab_sources``, one floor up: it builds these tables.
 
 >>> v = vocab_from_bytes([b"a", b"b", b"ab", b""], stop_ids=[3], name="toy", vocab_size=6)
 >>> v.vocab_size, v.kinds.tolist(), v.decode(v.encode("abba"))
@@ -44,16 +44,6 @@ from typing import Any
 
 import numpy as np
 
-# Re-exported from vocab_sources, imported on first use (see __getattr__).
-_FROM_VOCAB_SOURCES = (
-    "load_vocab",
-    "available_vocabs",
-    "VocabInfo",
-    "UnknownVocabError",
-    "VocabLoadError",
-    "MissingVocabPackageError",
-)
-
 __all__ = [
     "TokenKind",
     "show_bytes",
@@ -67,7 +57,6 @@ __all__ = [
     "vocab_from_tokenizer",
     "byte_level_decoder",
     "token_string_to_bytes",
-    *_FROM_VOCAB_SOURCES,
 ]
 
 
@@ -533,12 +522,3 @@ def _backend_encoder(backend: Any) -> Callable[[str], list[int]]:
         return copy[0].encode(text, add_special_tokens=False).ids
 
     return encode
-
-
-def __getattr__(name: str) -> Any:
-    # The registry imports this module; importing it back lazily avoids the cycle.
-    if name in _FROM_VOCAB_SOURCES:
-        from . import vocab_sources
-
-        return getattr(vocab_sources, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from cfgzip_lab.vocab import available_vocabs
+from cfgzip_lab.vocab_sources import available_vocabs
 
 SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 PADDING = 37  # logits wider than the tokenizer, and not a multiple of 32: the last word's tail bits

@@ -16,7 +16,8 @@ from paths import BUILTIN_JSON, BUNDLED, BUNDLED_DIR
 
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, compute_classes
 from cfgzip_lab.pipeline import build_classes, compile_grammar
-from cfgzip_lab.vocab import load_vocab, vocab_from_bytes
+from cfgzip_lab.vocab import vocab_from_bytes
+from cfgzip_lab.vocab_sources import load_vocab
 
 
 @pytest.fixture(scope="module")

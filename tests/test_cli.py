@@ -86,7 +86,7 @@ def test_gnf_symbols_say_what_each_nonterminal_stands_for():
 
 def test_compress_json_keys_and_the_cache_loads(json_cache):
     from cfgzip_lab.classes.cache import load_classes
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     proc = cli("compress", "json", "--tokenizer", "llama3", "-o", str(json_cache), "--json")
     record = last_json(proc)
@@ -145,7 +145,7 @@ def test_verify_exits_1_on_a_mismatch(tmp_path):
     from cfgzip_lab.classes.cache import save_classes
     from cfgzip_lab.classes.classing import TokenClasses
     from cfgzip_lab.pipeline import build_classes, compile_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     vocab = load_vocab("llama3")
     text = (BUNDLED_DIR / "json.ebnf").read_text()
@@ -270,7 +270,7 @@ def test_xgrammar_refusing_the_grammar(monkeypatch, capsys):
 # -- lossless on every grammar -----------------------------------------------------------
 @cache
 def _vocab(name: str):
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     return load_vocab(name)
 

@@ -52,7 +52,7 @@ def toy():
 
 
 def _load(name: str):
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     try:
         return load_vocab(name)

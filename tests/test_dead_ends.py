@@ -14,7 +14,7 @@ from cfgzip_lab.grammar.ebnf import parse_ebnf
 from cfgzip_lab.grammar.lower import lower
 from cfgzip_lab.pipeline import build_classes, bundled_grammars, compile_grammar
 from cfgzip_lab.verify import verify_lossless
-from cfgzip_lab.vocab import load_vocab
+from cfgzip_lab.vocab_sources import load_vocab
 
 # grammar text, (line, column) of the warning, words of the message
 DEAD_ENDS = [

@@ -357,7 +357,7 @@ def test_shadow_prefixes_make_the_representatives_prefix_closed():
 def test_list_grammar_with_smollm2_allows_two_spaces_and_a_newline_after_a_dash():
     """The case the verifier found: llama.cpp's list.gbnf, SmolLM2, ``"  \\n"`` after ``"-"``."""
     from cfgzip_lab.pipeline import build_classes, compile_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     path = THIRD_PARTY / "llama.cpp" / "list.gbnf"
     if not path.exists():

@@ -69,7 +69,7 @@ def test_token_text_escapes():
 @pytest.fixture(scope="module")
 def json_llama3():
     from cfgzip_lab.bundled import bundled_grammars
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     compiled = compile_grammar(bundled_grammars()["json"].read_text(encoding="utf-8"))
     vocab = load_vocab("llama3")

@@ -104,7 +104,7 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from test_limits import blowup_grammar
     from cfgzip_lab.pipeline import build_classes, compile_grammar
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
     def peak_mb():
         # VmHWM is this program's own high-water mark. ru_maxrss is not: Linux carries it over
         # exec from the forked parent, so a child of a big pytest worker reports the worker's size.

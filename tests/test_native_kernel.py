@@ -29,7 +29,7 @@ needs_kernel = pytest.mark.skipif(not kernel_available(), reason="the compiled k
 
 
 def _llama3():
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     try:
         return load_vocab("llama3")

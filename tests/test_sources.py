@@ -336,7 +336,7 @@ def test_check_source__diagnostics_in_the_users_text(text, kind, expected):
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     return load_vocab("smollm2")
 

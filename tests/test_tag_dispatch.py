@@ -187,7 +187,7 @@ def test_verify_with_walks_that_dispatch(engine: str) -> None:
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     return load_vocab("smollm2")
 

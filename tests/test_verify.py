@@ -166,7 +166,7 @@ def test_report_serialises(toy):
 
 # -- real vocabularies ---------------------------------------------------------------------
 def _load(name: str):
-    from cfgzip_lab.vocab import load_vocab
+    from cfgzip_lab.vocab_sources import load_vocab
 
     try:
         return load_vocab(name)

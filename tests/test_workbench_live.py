@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from cfgzip_lab.pipeline import build_classes, compile_grammar  # noqa: E402
-from cfgzip_lab.vocab import load_vocab  # noqa: E402
+from cfgzip_lab.vocab_sources import load_vocab  # noqa: E402
 from cfgzip_lab.widgets.session import WorkbenchSession  # noqa: E402
 
 ROBOT = """root ::= command (";" ws command)*

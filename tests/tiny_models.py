@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cfgzip_lab.vocab import available_vocabs
+from cfgzip_lab.vocab_sources import available_vocabs
 
 SMOLLM2 = any(v.name == "smollm2" and v.installed for v in available_vocabs())
 

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import xgrammar_version
+from .._version import __version__
 from ..errors import CfgzipError
 from .classing import ClassesError, TokenClasses, grammar_sha256
 
@@ -80,8 +81,6 @@ class CacheError(CfgzipError, ValueError):
 
 
 def _package_version() -> str:
-    from .. import __version__
-
     return __version__
 
 

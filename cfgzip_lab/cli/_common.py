@@ -179,10 +179,10 @@ def read_grammar(name: str, kind: str = "auto", *, max_gnf_nodes: int | None = N
 
 def load_vocab(name: str) -> VocabTable:
     """A registered tokenizer name or a tokenizer folder, as a vocabulary table."""
-    from .. import vocab as vocab_mod
+    from .. import vocab_sources
 
     try:
-        return vocab_mod.load_vocab(name)
+        return vocab_sources.load_vocab(name)
     except CfgzipError as exc:  # unknown name, missing package, unreadable folder
         raise UsageError(f"cannot load tokenizer {name!r}: {exc}") from None
 

@@ -10,9 +10,9 @@ __all__ = ["register", "cmd_tokenizers"]
 
 
 def cmd_tokenizers(args: argparse.Namespace) -> int:
-    from .. import vocab as vocab_mod
+    from .. import vocab_sources
 
-    infos = vocab_mod.available_vocabs()
+    infos = vocab_sources.available_vocabs()
     human = [f"{i.name:<10} {'installed' if i.installed else 'missing  '} {i.description}" for i in infos]
     emit(args, human, {"tokenizers": [{"name": i.name, "installed": i.installed} for i in infos]})
     return 0

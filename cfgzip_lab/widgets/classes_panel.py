@@ -26,7 +26,8 @@ import plotly.graph_objects as go
 
 from ..classes.classing import ClassKind
 from ..classes.explain import Comparison, compare_tokens, explain_token, symbol_phrase
-from ..vocab import TokenKind, available_vocabs
+from ..vocab import TokenKind
+from ..vocab_sources import available_vocabs
 from ._base import Panel
 from ._format import esc, figure_layout, fmt_seconds, table, token_html, token_label
 from .session import WorkbenchError
@@ -335,7 +336,11 @@ class ClassesPanel(Panel):
             + (f" · classing took {fmt_seconds(took)}" if took is not None else "")
             + (f" · from {esc(s.classes_source)}" if s.classes_source and s.classes_source != "classing" else "")
             # Token(...) macros: what their ids are in this tokenizer (ids belong to one tokenizer)
-            + (f"<br>token ids the grammar names: {esc(', '.join(meta['named_tokens']))}" if meta.get("named_tokens") else "")
+            + (
+                f"<br>token ids the grammar names: {esc(', '.join(meta['named_tokens']))}"
+                if meta.get("named_tokens")
+                else ""
+            )
         )
 
     def _show_progress(self) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from .. import __version__
+from .._version import __version__
 from ..classes.cache import CacheError, load_classes, read_metadata, save_classes
 from ._base import Panel
 from ._format import esc

@@ -268,7 +268,7 @@ class WorkbenchSession:
     text : str, optional
         Initial grammar text; default: the bundled ``json`` grammar.
     tokenizer : str
-        Vocabulary name for classing (see ``cfgzip_lab.vocab.available_vocabs``).
+        Vocabulary name for classing (see ``cfgzip_lab.vocab_sources.available_vocabs``).
     checker : XGrammarChecker, optional
         Where XGrammar compiles grammars (a child process); default: one per kernel.
     draft_path : path, optional
@@ -899,7 +899,7 @@ class WorkbenchSession:
     # -- vocabulary and classes -------------------------------------------------------
 
     def load_vocab(self, name: str | None = None):
-        from ..vocab import load_vocab
+        from ..vocab_sources import load_vocab
 
         name = name or self.tokenizer
         vocab = load_vocab(name)
