@@ -849,5 +849,7 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     init_lanes_uint32_t();
     PyObject *m = PyModule_Create(&module);
     if (m && words_add_to_module(m) < 0) Py_CLEAR(m);
+    /* what cfgzip_lab/_binding.py checks: raise both together when the module's API changes */
+    if (m && PyModule_AddIntConstant(m, "ABI_VERSION", 1) < 0) Py_CLEAR(m);
     return m;
 }
