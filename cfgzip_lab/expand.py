@@ -148,7 +148,7 @@ def _neg_inf_bits() -> dict:
 
 def _compiled_masking(logits: torch.Tensor):
     """The compiled kernel if it can mask these logits (built; CPU; fp32/bf16/fp16; 1 or 2 dims), else None."""
-    from .native.kernel import compiled
+    from ._binding import kernel as compiled
 
     if (
         compiled is None

@@ -121,7 +121,7 @@ def test_union_tables_give_the_gather_bit_for_bit(large_class_tokens, compiled_r
     """Large classes through the 16-row union tables, small ones scattered (numpy) or set from
     (word, bits) pairs (the compiled kernel's expand_row): every output form equals the direct
     definition, for masks with none, all and random classes allowed."""
-    from cfgzip_lab.native.kernel import compiled
+    from cfgzip_lab._binding import kernel as compiled
 
     if compiled_rows and compiled is None:
         pytest.skip("the compiled kernel is not built here")

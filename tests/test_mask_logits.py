@@ -13,8 +13,8 @@ import pytest
 import torch
 import xgrammar as xgr
 
+from cfgzip_lab._binding import kernel as compiled
 from cfgzip_lab.expand import _mask_logits_compiled, apply_vocab_bitmask_inplace
-from cfgzip_lab.native.kernel import compiled
 
 needs_kernel = pytest.mark.skipif(compiled is None, reason="the compiled kernel is not built here")
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]  # what XGrammar's CPU kernel takes

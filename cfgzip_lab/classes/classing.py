@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import xgrammar_version
+from .._binding import kernel
 from ..errors import CfgzipError
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import add_token_paths
@@ -513,7 +514,7 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
             return -2 if store.created > max_nodes else -1
 
     try:
-        walk = native_compiled._kernel.classify_steps(
+        walk = kernel.classify_steps(
             trie,
             displacer.atom_table,
             displacer.num_atoms,
@@ -542,7 +543,6 @@ def _compiled_walk_result(
     tokens alone; token paths change nodes after the walk, so they take the pass over every token.
     ``lazy``: the walk wrote ``node_of`` only where it gave up its ranges (classify's ``lazy``); with
     its ranges kept, the result's ``token_node`` is made from the classes when first read."""
-    from ..native import compiled as native_compiled
 
     keys, _, status, skipped, scanned, fallen, ranges = walk
     store = displacer.store
@@ -559,11 +559,11 @@ def _compiled_walk_result(
     numbering = (int(TokenKind.NORMAL), int(TokenKind.STOP), len(store))
     got = None
     if ranges is not None and token_paths is None:  # the numbering from the ranges, no map made (from_sparse)
-        got = native_compiled._kernel.assemble(*args, None, *numbering, ranges)
+        got = kernel.assemble(*args, None, *numbering, ranges)
     class_of = None
     if got is None:  # the pass over every token, into a map
         class_of = np.empty(len(node_of), dtype=np.int32)
-        got = native_compiled._kernel.assemble(*args, class_of, *numbering)
+        got = kernel.assemble(*args, class_of, *numbering)
     reps, kinds_out, dead, blocked, rep_nodes, ids, listed_classes = got
     reps = np.frombuffer(reps, dtype=np.int32).copy()
     kinds_out = np.frombuffer(kinds_out, dtype=np.uint8).copy()
@@ -594,7 +594,7 @@ def _compiled_walk_result(
 
     def nodes_of() -> np.ndarray:
         # what a lazy walk that kept its ranges did not write: from the classes (one class per node)
-        native_compiled._kernel.token_nodes(trie, classes.class_of, classes.class_kind, rep_nodes, node_of)
+        kernel.token_nodes(trie, classes.class_of, classes.class_kind, rep_nodes, node_of)
         return node_of
 
     return ClassingResult(classes, displacer, rep_nodes=rep_nodes, nodes_of=nodes_of)

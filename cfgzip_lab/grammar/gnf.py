@@ -65,7 +65,7 @@ _DROP = -(1 << 63)  # an edge the C symbol map drops
 def _passes(store):
     """The compiled store's passes (``_kernel.Words``), or None: run the Python walks."""
     native = getattr(store, "native", None)
-    return native if PASSES_IN_C and native is not None and hasattr(native, "map_symbols") else None
+    return native if PASSES_IN_C and native is not None else None
 
 
 def _memo(store) -> array:
@@ -288,7 +288,7 @@ class GNF:
 def _dag_nodes(store: WordStore, table: list[dict[int, int]]) -> int:
     """:attr:`GNF.dag_nodes` of a table in a store."""
     native = _passes(store)
-    if native is not None and hasattr(native, "reachable_count"):
+    if native is not None:
         return native.reachable_count([t for row in table for t in row.values()])
     return len(store.reachable(t for row in table for t in row.values()))
 
@@ -297,7 +297,7 @@ def _num_productions(store: WordStore, table: list[dict[int, int]], families, ac
     """:attr:`GNF.num_productions` of a table in a store."""
     native = _passes(store)
     got = None
-    if native is not None and hasattr(native, "count_sum"):  # (None past 64 bits: the loop)
+    if native is not None:  # (None past 64 bits: the loop)
         got = native.count_sum([tail for row in table for tail in set(row.values())])
     total = 0
     if got is not None:
@@ -349,7 +349,7 @@ class _Rules:
 def _rules_size(store: WordStore, roots: list[int]) -> tuple[int, int, int]:
     """The size of the rule sets ``roots`` (a step's :class:`_Rules`): nonterminals, DAG nodes, listed productions."""
     native = _passes(store)
-    if native is not None and hasattr(native, "count_sum"):  # the same sizes, counted in C
+    if native is not None:  # the same sizes, counted in C
         total = native.count_sum(roots)
         if total is not None:  # (None: some count past 64 bits, the loop below)
             return len(roots), native.reachable_count(roots), total
@@ -444,7 +444,7 @@ def _lift_terminals(
     kept_shapes = partition.shapes
     native = _passes(store)
     word = native.word if native is not None else store.word
-    union_all = native.union_all if native is not None and hasattr(native, "union_all") else store.union_all
+    union_all = native.union_all if native is not None else store.union_all
 
     def symbol(s, owner: str, span) -> int:
         if s.__class__ is str:
@@ -602,7 +602,7 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
 def _remove_useless(rules: _Rules, start: int) -> None:
     store = rules.store
     native = _passes(store) if not rules.families else None
-    if native is not None and hasattr(native, "useless"):
+    if native is not None:
         # One C call where nothing needs restricting (most passes): GENERATING, then REACHABLE, the
         # nonterminals kept in order; None where the walk below has more to do.
         kept = native.useless(list(rules.rhs), list(rules.rhs.values()), len(rules.names), start)
@@ -720,18 +720,18 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
         for a in nullable:
             marks[a] = 1
         memo = _memo(store)
-        if hasattr(native, "epsilon_free"):  # the loop below in one C call (the same nodes, in order)
-            nts, at = list(rules.rhs), array("q", [-1])
-            try:
-                got = native.epsilon_free(nts, list(rules.rhs.values()), marks, memo, at)
-            finally:
-                if at[0] >= 0:
-                    rules.current = at[0]
-            rules.rhs = dict(zip(nts, got))
-            return start in nullable, nullable
+        # the loop below in one C call (the same nodes, in order)
+        nts, at = list(rules.rhs), array("q", [-1])
+        try:
+            got = native.epsilon_free(nts, list(rules.rhs.values()), marks, memo, at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs = dict(zip(nts, got))
+        return start in nullable, nullable
     for a, r in rules.rhs.items():
         rules.current = a
-        removed[a] = store.without_empty_word(opt(r) if native is None else native.optional((r,), marks, memo)[0])
+        removed[a] = store.without_empty_word(opt(r))
     rules.rhs = removed
     return start in nullable, nullable
 
@@ -766,7 +766,7 @@ def _install_families(rules: _Rules, nullable: set[int]) -> None:
 def _remove_units(rules: _Rules) -> None:
     store = rules.store
     native = _passes(store) if not rules.families else None
-    if native is not None and hasattr(native, "remove_units"):  # the same walk in C, the same nodes
+    if native is not None:  # the same walk in C, the same nodes
         nts, at = list(rules.rhs), array("q", [-1])
         try:
             got = native.remove_units(nts, list(rules.rhs.values()), len(rules.names), at)
@@ -809,7 +809,7 @@ def _left_corner_order(rules: _Rules) -> list[int]:
     """Nonterminals so that a rule's leading nonterminals come later, except inside SCCs (Tarjan)."""
     store = rules.store
     native = _passes(store) if not rules.families else None
-    if native is not None and hasattr(native, "left_corner_order"):
+    if native is not None:
         nts = sorted(rules.rhs)
         return native.left_corner_order(nts, [rules.rhs[a] for a in nts], len(rules.names))
     graph = {a: [s for s, _ in store.edges(r) if s >= 0] for a, r in rules.rhs.items()}
@@ -875,7 +875,7 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
     zs: list[int] = []
     native = _passes(store) if not rules.families else None
     work = None
-    if native is not None and hasattr(native, "left_work"):
+    if native is not None:
         # The nonterminals with a leading edge on themselves or on an earlier one, found in C: the loop
         # below leaves the others as they are (no node made, their rule sets unchanged until their turn).
         work = native.left_work(order, [rules.rhs[a] for a in order], len(rules.names))
@@ -915,7 +915,7 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
     zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
     native = _passes(store) if not rules.families else None
-    if native is not None and hasattr(native, "substitute_leading"):  # the same walk in C, the same nodes
+    if native is not None:  # the same walk in C, the same nodes
         seq, at = originals[::-1] + zs, array("q", [-1])
         roots = [-1] * len(rules.names)
         for a, r in rules.rhs.items():
@@ -955,7 +955,7 @@ def stack_below(
     """
     n = len(table)
     native = _passes(store) if not family_items else None
-    if native is not None and hasattr(native, "below_sets_of"):
+    if native is not None:
         got = native.below_sets_of([list(row.values()) for row in table], start, BOTTOM)
         if got is not None:  # (None: past the C walk's memory bound)
             return got
@@ -1018,7 +1018,7 @@ def _merge_within_budget(
     """:func:`_merge_equivalent`, or None when it would create more nodes than its budget."""
     outer = store.limit
     native = _passes(store)
-    if native is not None and hasattr(native, "reachable_count"):
+    if native is not None:
         nodes = native.reachable_count([t for row in table for t in row.values()])
     else:
         nodes = len(store.reachable(t for row in table for t in row.values()))
@@ -1048,19 +1048,13 @@ def _merge_equivalent(
     Returns (block_of, merged table).
     """
     native = _passes(store) if not family_items else None
-    if native is not None and hasattr(native, "merge_table"):
-        # The same, reading the table's dicts and making the merged rows' dicts in C (as below).
+    if native is not None:
+        # The whole refinement in C, reading the table's dicts and making the merged rows' dicts (as
+        # below): the same rounds, the same nodes in the same order; None past the stack adjacency's
+        # memory bound (then the walk below).
         got = native.merge_table(table, start)
         if got is not None:
             return got
-    elif native is not None and hasattr(native, "merge_equivalent"):
-        # The whole refinement in C (native/_gnf_passes.h): the same rounds, the same nodes in the same
-        # order; None past the stack adjacency's memory bound (then the walk below).
-        got = native.merge_equivalent([list(row) for row in table], [list(row.values()) for row in table], start)
-        if got is not None:
-            block, tails = got
-            last = {b: a for a, b in enumerate(block)}  # the Python walk's rows: its last member's
-            return block, [dict(zip(table[last[b]], tails[b])) for b in range(len(tails))]
     below = stack_below(table, store, start, family_items)
     n = len(table)
     block = [0] * n
@@ -1297,12 +1291,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         to = array("q", range(len(rules.names)))
         for a, i in dense.items():
             to[a] = i
-        if hasattr(native, "atom_rows"):  # the rows made in C too
-            table = native.atom_rows([rules.rhs[a] for a in live], to, _memo(store))
-        else:
-            rows = [store.edges(rules.rhs[a]) for a in live]
-            tails = iter(native.map_symbols([c for row in rows for _, c in row], to, _memo(store)))
-            table = [{-1 - s: next(tails) for s, _ in row} for row in rows]  # (atom_index, inlined)
+        table = native.atom_rows([rules.rhs[a] for a in live], to, _memo(store))  # the rows made in C too
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
     merged_name = "merging"
     if merge:

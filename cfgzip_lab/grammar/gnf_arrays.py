@@ -47,7 +47,7 @@ def _store_to_arrays(store: WordStore, roots) -> tuple[dict[str, np.ndarray], di
     """The nodes reachable from ``roots``, children first, as CSR arrays; and old id → new id (of
     the roots at least). A compiled store lists them in C (``Words.subgraph``, the same order)."""
     native = getattr(store, "native", None)
-    if native is not None and hasattr(native, "subgraph"):
+    if native is not None:
         return _compiled_store_to_arrays(native, roots)
     nodes = store.nodes
     new_id = {EMPTY: EMPTY, EPSILON: EPSILON}
@@ -309,10 +309,11 @@ def gnf_from_arrays(arrays: dict[str, np.ndarray], doc: dict, *, compiled: bool 
 def _compiled_store(store_accepts, store_indptr, store_symbols, store_children) -> WordStore:
     """A compiled store loaded from the arrays; ``load_arrays`` checks the edge lists against the node
     count, that every edge goes to an earlier node, that edges are sorted, and that no node repeats."""
-    from ..native.compiled import CompiledWordStore, _kernel
+    from .._binding import kernel
+    from ..native.compiled import CompiledWordStore
     from .words import BudgetExceeded
 
-    native = _kernel.Words([], 0, BudgetExceeded)
+    native = kernel.Words([], 0, BudgetExceeded)
     try:
         native.load_arrays(
             np.ascontiguousarray(store_accepts, dtype=np.uint8),
@@ -331,9 +332,9 @@ def compact_gnf(gnf: GNF) -> GNF:
     (what a cold start keeps in memory instead of classing's whole word store; a JSON Schema's
     normal form: 0.6 ms through the arrays, ~0.1 ms here)."""
     store_arrays, ids = _store_to_arrays(gnf.store, [t for row in gnf.table for t in row.values()])
-    from ..native.compiled import _kernel, supports
+    from ..native.compiled import supports
 
-    compiled = supports(gnf) and hasattr(_kernel.Words, "load_arrays")
+    compiled = supports(gnf)
     # compiled: the checks left to Words.load_arrays, which makes each of them in C as it loads (the
     # numpy passes a file read makes, for their messages, were ~0.1 ms of a small schema's start)
     store = _compiled_store(**store_arrays) if compiled else _store_from_arrays(store_arrays)
@@ -344,16 +345,10 @@ def compact_gnf(gnf: GNF) -> GNF:
 
 
 def _compiled_store_fits(doc: dict) -> bool:
-    """Whether a stored GNF belongs in a compiled store: the kernel built with ``Words.load_arrays``,
-    no counted-repetition families and no token atoms (what ``compile_grammar`` builds in a WordStore)."""
-    from ..native.compiled import _kernel, available
+    """Whether a stored GNF belongs in a compiled store: the kernel built, no counted-repetition families and no token atoms (what ``compile_grammar`` builds in a WordStore)."""
+    from ..native.compiled import available
 
-    return (
-        available()
-        and hasattr(_kernel.Words, "load_arrays")
-        and not doc.get("families")
-        and not doc.get("token_atoms")
-    )
+    return available() and not doc.get("families") and not doc.get("token_atoms")
 
 
 def field_names() -> set[str]:

@@ -78,7 +78,7 @@ class CpuExpansion:
         if not self.use_compiled:
             return None
         if self._compiled is None:
-            from ..native.kernel import compiled
+            from .._binding import kernel as compiled
 
             if compiled is None:
                 self.use_compiled = False

@@ -8,10 +8,33 @@ reference and the fallback, ``CFGZIP_NATIVE_KERNEL=0`` keeps them). README.md, "
 says how it works and what was measured.
 """
 
-from .engine import NativeEngine, build_native_engine
-from .index import IndexTooLarge, NativeIndexError, SigmaInIndex, build_index
-from .matcher import DisplacementBatchMatcher, DisplacementMatcher, NativeBatchMatcher, NativeMatcher
-from .walk import StateBudgetExceeded, WalkLimits
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on first use
+    from .engine import NativeEngine, build_native_engine
+    from .index import IndexTooLarge, NativeIndexError, SigmaInIndex, build_index
+    from .matcher import DisplacementBatchMatcher, DisplacementMatcher, NativeBatchMatcher, NativeMatcher
+    from .walk import StateBudgetExceeded, WalkLimits
+
+# name → submodule that defines it: importing the package loads none of the engine (a grammar's
+# build, which only needs the compiled core, never pays for it)
+_API = {
+    "NativeEngine": ".engine",
+    "build_native_engine": ".engine",
+    "SigmaInIndex": ".index",
+    "IndexTooLarge": ".index",
+    "NativeIndexError": ".index",
+    "build_index": ".index",
+    "DisplacementMatcher": ".matcher",
+    "DisplacementBatchMatcher": ".matcher",
+    "NativeMatcher": ".matcher",
+    "NativeBatchMatcher": ".matcher",
+    "StateBudgetExceeded": ".walk",
+    "WalkLimits": ".walk",
+}
 
 __all__ = [
     "NativeEngine",
@@ -27,3 +50,16 @@ __all__ = [
     "StateBudgetExceeded",
     "WalkLimits",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

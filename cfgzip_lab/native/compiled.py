@@ -20,7 +20,7 @@ does (see ``_words.c``), so a compiled store and a Python store given the same c
 nodes under the same ids; ``tests/test_compiled.py`` checks this node for node.
 
 The compiled paths are used where the kernel is built (``CFGZIP_NATIVE_KERNEL=0``: never, see
-:mod:`.kernel`) and the GNF has no token atoms (:func:`supports`). Counted-repetition families
+:mod:`cfgzip_lab._binding`) and the GNF has no token atoms (:func:`supports`). Counted-repetition families
 (:mod:`cfgzip_lab.grammar.counted`) step in C too: the store packs the symbolic σ_in and σ_out
 symbols ``IN(f, lo, hi)`` / ``REL(f, j, lo, hi)`` (Python ints past 2^100) into 64 bits with their
 fields in Python's order (:func:`symbol_widths`; a grammar whose counts do not fit takes the Python
@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._binding import kernel as _kernel
 from ..classes.adjacency import BOTTOM
 from ..classes.displacement import Displacer
 from ..grammar.gnf import GNF
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded, WordStore
 from ..vocab import TokenKind
-from .kernel import compiled as _kernel
 
 __all__ = [
     "available",
@@ -53,14 +53,14 @@ __all__ = [
     "Unsupported",
 ]
 
-Unsupported = getattr(_kernel, "Unsupported", RuntimeError)
+Unsupported = _kernel.Unsupported if _kernel is not None else RuntimeError
 """Raised by the compiled store where a set operation would recurse deeper than it allows
 (``_kernel.MAX_DEPTH``); callers fall back to the Python path."""
 
 
 def available() -> bool:
     """Whether the compiled word store is built and switched on."""
-    return _kernel is not None and hasattr(_kernel, "Words")
+    return _kernel is not None
 
 
 TOKEN_BASE = 256
@@ -79,12 +79,11 @@ def supports_walk(gnf: GNF) -> bool:
     displacer stepping (``_kernel.classify_steps``): where it is built. Counted families are fine
     (their steps stay the Python ones), and so are token atoms: the walk gives each token its bytes'
     node and ``token_macros.add_token_paths`` then unions its token atom's in, as the Python path does."""
-    return available() and hasattr(_kernel, "classify_steps")
+    return available()
 
 
-COUNTED_SYMBOL_BITS = getattr(_kernel, "COUNTED_SYMBOL_BITS", 0)
-"""Bits a packed counted-repetition symbol has for its fields in the compiled store (0: a kernel built
-before it learnt families)."""
+COUNTED_SYMBOL_BITS = _kernel.COUNTED_SYMBOL_BITS if _kernel is not None else 0
+"""Bits a packed counted-repetition symbol has for its fields in the compiled store (0: no kernel)."""
 
 
 def symbol_widths(gnf: GNF) -> tuple[int, int] | None:

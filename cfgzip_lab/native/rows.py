@@ -30,10 +30,10 @@ import math
 
 import numpy as np
 
+from .._binding import kernel as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
 from ..classes.classing import BLOCKED, CLASS_IDS_OUTSIDE, ClassesError
 from ..expand import Expander
-from ..kernels.union_tables import CompiledExpansion, compiled_tables, largest_classes, pair_lists, union_tables
-from .kernel import compiled as _kernel  # None: not built, or CFGZIP_NATIVE_KERNEL=0 (the numpy path)
+from ..kernels.union_tables import CompiledExpansion, compiled_tables
 
 __all__ = ["RowCache", "kernel_available"]
 
@@ -122,44 +122,33 @@ class RowCache:
     ) -> None:
         """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
         built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
-        numpy functions are the reference, and build them where the kernel predates it)."""
-        built = None
-        if hasattr(_kernel, "expansion_tables"):
-            # lazy: the unions of 2+ large classes made when a row first needs one (c_like with
-            # Llama-3: the tables 1.02 -> 0.93 ms to build, most of their 1.8 MB never written).
-            # defer: the BLOCKED class's own row too, made from class_of if a set ever holds it (none
-            # does: the walk's sets are NORMAL classes (index, unindexed) and the STOP bit). With a small
-            # schema it is ~128k of Llama-3's tokens, the one large class: 16 KB not written, and with
-            # row 0 and the short group's copies, 20 of the engine build's 4-KB page faults gone.
-            # (a sparse map: no deferred row, which expand_row would make from a map that is never made; its
-            # BLOCKED row is written with the tables, from the ids the map lists)
-            defer = None if class_kind is None or sparse is not None else np.asarray(class_kind) == BLOCKED
-            listed = (
-                {} if sparse is None else {"listed": sparse[1], "listed_classes": sparse[2], "vocab_size": sparse[0]}
+        numpy functions are the reference)."""
+        # lazy: the unions of 2+ large classes made when a row first needs one (c_like with
+        # Llama-3: the tables 1.02 -> 0.93 ms to build, most of their 1.8 MB never written).
+        # defer: the BLOCKED class's own row too, made from class_of if a set ever holds it (none
+        # does: the walk's sets are NORMAL classes (index, unindexed) and the STOP bit). With a small
+        # schema it is ~128k of Llama-3's tokens, the one large class: 16 KB not written, and with
+        # row 0 and the short group's copies, 20 of the engine build's 4-KB page faults gone.
+        # (a sparse map: no deferred row, which expand_row would make from a map that is never made; its
+        # BLOCKED row is written with the tables, from the ids the map lists)
+        defer = None if class_kind is None or sparse is not None else np.asarray(class_kind) == BLOCKED
+        listed = {} if sparse is None else {"listed": sparse[1], "listed_classes": sparse[2], "vocab_size": sparse[0]}
+        try:
+            members, tables, pairs, built = compiled_tables(
+                _kernel,
+                class_of,
+                self.num_classes,
+                most=UNION_CLASSES,
+                min_tokens=UNION_MIN_TOKENS,
+                vocab_words=self.vocab_words,
+                lazy=True,
+                defer=defer,
+                **listed,
             )
-            try:
-                members, tables, pairs, built = compiled_tables(
-                    _kernel,
-                    class_of,
-                    self.num_classes,
-                    most=UNION_CLASSES,
-                    min_tokens=UNION_MIN_TOKENS,
-                    vocab_words=self.vocab_words,
-                    lazy=True,
-                    defer=defer,
-                    **listed,
-                )
-            except ValueError as exc:  # the tables' check of every id, as TokenClasses.validate words it
-                if "outside [0, num_classes)" not in str(exc):
-                    raise
-                raise ClassesError(CLASS_IDS_OUTSIDE.format(k=self.num_classes)) from None
-        else:  # pragma: no cover - a kernel built before expansion_tables
-            class_of = np.asarray(class_of, dtype=np.int64)
-            large = largest_classes(class_of, self.num_classes, most=UNION_CLASSES, min_tokens=UNION_MIN_TOKENS)
-            members, tables = union_tables(class_of, large, self.vocab_words)
-            in_tables = np.zeros(self.num_classes, dtype=bool)
-            in_tables[large] = True
-            pairs = pair_lists(class_of, in_tables, self.vocab_words)
+        except ValueError as exc:  # the tables' check of every id, as TokenClasses.validate words it
+            if "outside [0, num_classes)" not in str(exc):
+                raise
+            raise ClassesError(CLASS_IDS_OUTSIDE.format(k=self.num_classes)) from None
         self._compiled = CompiledExpansion(
             _kernel, members, tables, pairs, built, class_of if built is not None else None
         )

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._binding import kernel as _kernel
 from ..classes.classing import STOP, TokenClasses
 from ..classes.displacement import Displacer
 from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
@@ -37,7 +38,6 @@ from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
 from .compiled import Unsupported, make_displacer, stepping_store
 from .index import SigmaInIndex
-from .rows import _kernel
 
 DENSE_CLASSES = 32
 """Trie nodes with at least this many classes keep them as a dense bit row for the compiled walk."""
@@ -413,7 +413,7 @@ def _compiled_kernel_arrays(index: SigmaInIndex, dense_classes: int, words: int)
     for array, tests/test_native_kernel.py): sql_select with Llama-3, 4 ms of numpy and a bool matrix
     of the dense rows, of its ~6 ms engine build. None without the kernel, or when the index's
     edges are not sorted by parent and symbol (the numpy path sorts them)."""
-    if _kernel is None or not hasattr(_kernel, "trie_arrays"):
+    if _kernel is None:
         return None
     arrays = index.to_arrays()
     got = _kernel.trie_arrays(
