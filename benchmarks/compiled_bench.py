@@ -176,7 +176,7 @@ def _peak_in_fresh_process(name: str, tokenizer: str, compiled: bool) -> float:
         "from benchmarks.compiled_bench import _rss_mb, _reset_peak\n"
         "from cfgzip_lab.classes.classing import compute_classes\n"
         "from cfgzip_lab.native import build_native_engine\n"
-        "from cfgzip_lab.native.compiled import vocab_trie\n"
+        "from cfgzip_lab.vocab_trie import vocab_trie\n"
         "from cfgzip_lab.pipeline import compile_grammar, resolve_grammar\n"
         "from cfgzip_lab.vocab_sources import load_vocab\n"
         f"v = load_vocab({tokenizer!r}); g = compile_grammar(resolve_grammar({name!r}).read_text(encoding='utf-8'))\n"
@@ -193,8 +193,8 @@ def _peak_in_fresh_process(name: str, tokenizer: str, compiled: bool) -> float:
 
 
 def _vocab_trie_s(tokenizer: str) -> float:
-    from cfgzip_lab.native.compiled import vocab_trie
     from cfgzip_lab.vocab_sources import load_vocab
+    from cfgzip_lab.vocab_trie import vocab_trie
 
     vocab = load_vocab(tokenizer)
     t = CLOCK()

@@ -320,7 +320,7 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
     alone where classing's store is large (c_like with Llama-3: 17 MB held instead of 198 MB, for 30
     ms of copying) or a Python one, else over classing's compiled store with the displacer that
     stepped in it (the engine's walk starts from its memos)."""
-    from .native.compiled import CompiledDisplacer
+    from .classes.compiled_displacement import CompiledDisplacer
     from .pipeline import LoadedGrammar
 
     gnf = compiled.gnf

@@ -11,7 +11,7 @@ Why a budget: re-classing is only "live" while it is short. Measured as the work
 (an edit, a fresh compile, no cache; SmolLM2's 49,152 tokens, 2 cores): with the Python classing
 (the reference, and the fallback without a C compiler), at load ~10: json 0.40-0.50 s, xml
 0.75-0.86 s, sql_select 1.05 s, c_like and bython past 1 s (cut at 1.16-1.26 s); with the compiled
-classing (cfgzip_lab.native.compiled, where the C kernel is built), at load ~8: json 0.01 s, xml 0.02 s,
+classing (cfgzip_lab.grammar.compiled_words, where the C kernel is built), at load ~8: json 0.01 s, xml 0.02 s,
 sql_select 0.03-0.08 s, c_like 0.07-0.08 s, bython 0.07 s. So a re-class runs under a time budget (:attr:`LivePolicy.budget_s`, 1 s): past it the job
 stops itself (classing polls its cancel flag every 2,048 byte-class strings, ~40 ms here) and
 live classing pauses for this grammar, saying why, until a classing of it is quick again (a

@@ -81,7 +81,7 @@ def compile_grammar(
 
     ``compiled_store`` (default: where the kernel is built and the grammar has no counted
     repetitions) builds the normal form in the compiled word store, which classing, the index and
-    the native walk then continue (:func:`cfgzip_lab.native.compiled.new_word_store`; the same nodes
+    the native walk then continue (:func:`cfgzip_lab.grammar.compiled_words.new_word_store`; the same nodes
     as a WordStore). ``False`` keeps the Python WordStore, the reference.
 
     ``kind`` is ``"ebnf"`` (XGrammar's EBNF), ``"gbnf"``, ``"json_schema"`` or ``"auto"``:
@@ -177,7 +177,7 @@ def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):
     sets = cfg.byte_sets()
     if compiled is False:
         return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets)
-    from .native.compiled import Unsupported, new_word_store
+    from .grammar.compiled_words import Unsupported, new_word_store
 
     tokens = any(s.bits >> 256 for s in sets)  # token-level macros' pseudo-bytes (issue 19)
     store = new_word_store(counted=bool(getattr(cfg, "counted", None)), tokens=tokens)

@@ -173,15 +173,16 @@ class VocabTable:
     @cached_property
     def byte_trie(self):
         """The NORMAL tokens as the compiled classing's byte trie
-        (:func:`cfgzip_lab.native.compiled.vocab_trie`), kept with the table, which does not change
+        (:func:`cfgzip_lab.vocab_trie.vocab_trie`), kept with the table, which does not change
         (its fingerprint is kept the same way): classing then skips the comparison with the token
         objects that ``vocab_trie`` makes to reuse one (~1 MB read, 0.08 ms a grammar with Llama-3).
         None where the compiled kernel is not built."""
-        from .native import compiled
+        from ._binding import kernel
+        from .vocab_trie import vocab_trie
 
-        if not compiled.available():
+        if kernel is None:
             return None
-        return compiled.vocab_trie(self.token_bytes, self.kinds)
+        return vocab_trie(self.token_bytes, self.kinds)
 
     def count(self, kind: int) -> int:
         """How many ids have this kind."""

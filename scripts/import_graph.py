@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "_version", "_gc", "bundled")),
     ("binding", ("_binding", "_native", "native._kernel")),
     ("grammar", ("grammar",)),
-    ("vocab", ("vocab_sources", "vocab")),
+    ("vocab", ("vocab_sources", "vocab", "vocab_trie")),
     ("classes", ("classes",)),
     ("pipeline", ("pipeline",)),
     ("cache", ("cache", "cache_dir", "grammar_cache", "classes.cache", "native.cache")),

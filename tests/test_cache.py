@@ -150,8 +150,8 @@ def test_gnf_round_trips_through_arrays(name) -> None:
 def test_the_compiled_store_reads_and_writes_the_python_arrays(name) -> None:
     """Words.subgraph / Words.load_arrays (a GNF built in the compiled store, or read back into one) give
     the WordStore path's arrays and nodes, node for node; compact_gnf is the arrays round trip."""
+    from cfgzip_lab.grammar.compiled_words import CompiledWordStore, available
     from cfgzip_lab.grammar.gnf_arrays import compact_gnf, gnf_from_arrays, gnf_to_arrays
-    from cfgzip_lab.native.compiled import CompiledWordStore, available
     from cfgzip_lab.pipeline import resolve_grammar
 
     if not available():
@@ -190,8 +190,8 @@ def _second_single_edge_node_as_the_first(arrays) -> None:
     ids=["later-child", "unsorted", "duplicate"],
 )
 def test_both_stores_refuse_the_same_damaged_arrays(damage, message) -> None:
+    from cfgzip_lab.grammar.compiled_words import available
     from cfgzip_lab.grammar.gnf_arrays import GNFArraysError, gnf_from_arrays, gnf_to_arrays
-    from cfgzip_lab.native.compiled import available
 
     arrays, doc = gnf_to_arrays(compile_grammar(JSON_SMALL).gnf)
     arrays = {k: v.copy() for k, v in arrays.items()}

@@ -144,7 +144,7 @@ def test_a_build_keeps_a_compact_store_or_classings_own(toy, tmp_path, monkeypat
     """A build past COMPACT_FROM_BYTES keeps a store of its GNF's nodes alone; a smaller one the store
     classing left and its displacer. Either serves masks equal to XGrammar's."""
     monkeypatch.setattr("cfgzip_lab.grammar_cache.COMPACT_FROM_BYTES", compact_from)
-    from cfgzip_lab.native.compiled import CompiledWordStore, available
+    from cfgzip_lab.grammar.compiled_words import CompiledWordStore, available
 
     if not available():
         pytest.skip("the compiled word store is not built")

@@ -21,13 +21,15 @@ import pytest
 from paths import BUNDLED, CORPORA, REPO, grammar_id, third_party_grammars
 from toy_vocab import NESTING_TOKENS
 
+from cfgzip_lab.classes import compiled_displacement
 from cfgzip_lab.classes.classing import ClassingResult, _classify_steps, compute_classes
 from cfgzip_lab.classes.displacement import Displacer
 from cfgzip_lab.classes.limits import ClassingLimitError
+from cfgzip_lab.grammar import compiled_words as compiled
 from cfgzip_lab.grammar.words import EMPTY, EPSILON, BudgetExceeded, WordStore
-from cfgzip_lab.native import compiled
 from cfgzip_lab.pipeline import compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
+from cfgzip_lab.vocab_trie import vocab_trie
 
 needs_compiled = pytest.mark.skipif(not compiled.available(), reason="the compiled kernel is not built here")
 pytestmark = needs_compiled
@@ -89,7 +91,7 @@ def assert_same_metadata(python: dict, walked: dict, skip: set[str], *, skipping
 
 def assert_same_classing(a: ClassingResult, b: ClassingResult) -> None:
     """``a`` from the Python path, ``b`` from the compiled one (each on its own compile of a grammar)."""
-    assert type(a.displacer) is Displacer and isinstance(b.displacer, compiled.CompiledDisplacer)
+    assert type(a.displacer) is Displacer and isinstance(b.displacer, compiled_displacement.CompiledDisplacer)
     for name in ("class_of", "representatives", "class_kind"):
         x, y = getattr(a.classes, name), getattr(b.classes, name)
         assert x.dtype == y.dtype and np.array_equal(x, y), name
@@ -270,7 +272,7 @@ def test_the_normal_form_built_in_the_compiled_store_is_the_python_one(path):
     assert type(python.store) is WordStore and isinstance(other.store, compiled.CompiledWordStore)
     assert python.names == other.names and python.table == other.table and python.start == other.start
     assert_same_nodes(python.store, other.store)
-    assert compiled.CompiledDisplacer(other).store is other.store
+    assert compiled_displacement.CompiledDisplacer(other).store is other.store
 
 
 def test_the_store_refuses_what_is_no_canonical_store():
@@ -349,11 +351,11 @@ def test_progress_reaches_the_end_and_cancel_stops(toy):
 
 
 def test_the_vocabulary_trie_is_kept_per_vocabulary(toy):
-    one = compiled.vocab_trie(toy.token_bytes, toy.kinds)
-    assert compiled.vocab_trie(list(toy.token_bytes), toy.kinds) is one  # equal tokens, another list
+    one = vocab_trie(toy.token_bytes, toy.kinds)
+    assert vocab_trie(list(toy.token_bytes), toy.kinds) is one  # equal tokens, another list
     other_kinds = np.array(toy.kinds)
     other_kinds[0] = 2
-    assert compiled.vocab_trie(toy.token_bytes, other_kinds) is not one
+    assert vocab_trie(toy.token_bytes, other_kinds) is not one
     copied = [bytes(bytearray(b)) for b in toy.token_bytes]  # equal bytes, other objects: compared by value
     assert one.same(copied, toy.kinds) and one.same(list(toy.token_bytes), toy.kinds)
     changed = list(toy.token_bytes)
@@ -406,8 +408,8 @@ def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
     assert (node_of[eligible] == 0).any()  # some tokens are dead (JSON_SMALL has no "@")
 
     def classify(node_of, fallback):
-        displacer = compiled.CompiledDisplacer(compile_grammar(JSON_SMALL).gnf)
-        trie = compiled.vocab_trie(toy.token_bytes, toy.kinds)
+        displacer = compiled_displacement.CompiledDisplacer(compile_grammar(JSON_SMALL).gnf)
+        trie = vocab_trie(toy.token_bytes, toy.kinds)
         args = (displacer.atom_table, displacer.initial, 200_000, 10**8, node_of, fallback, None, None)
         return displacer.store.native.classify(trie, *args)
 
@@ -424,7 +426,7 @@ def test_the_stack_adjacency_is_the_python_one():
 
     for text in (ARITH, JSON_SMALL, NESTED, *(p.read_text(encoding="utf-8") for p in BUNDLED)):
         gnf = compile_grammar(text).gnf
-        assert compiled.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
+        assert compiled_displacement.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
 
 
 # -- counted families (issue 17's F_c, IN, REL symbols) in the compiled store -----------------------
@@ -440,7 +442,10 @@ COUNTED_EDGES = [
     'root ::= "<" [0-9]{17,30} ">" | "[" [ab]{16,17} "]"\n',  # the toy's "1" * 30 and "ab" * 8 fill the bounds
     'root ::= "{" ([ab]{0,20} ","){0,20} "}"\n',  # nested counted repetitions
 ]
-WIDE = [g.replace("{2,40}", "{2,4000000}").replace("{0,30}", "{0,3000000}").replace("{0,25}", "{0,2500000}") for g in COUNTED]
+WIDE = [
+    g.replace("{2,40}", "{2,4000000}").replace("{0,30}", "{0,3000000}").replace("{0,25}", "{0,2500000}")
+    for g in COUNTED
+]
 """COUNTED with bounds past what a packed compiled symbol holds (compiled.symbol_widths): the Python step."""
 
 
@@ -452,15 +457,15 @@ def test_counted_families_run_compiled_everywhere(toy):
     grammar = compile_grammar(COUNTED[0])
     assert grammar.gnf.families and compiled.supports(grammar.gnf) and compiled.symbol_widths(grammar.gnf) == (1, 6)
     result = compute_classes(grammar.gnf, toy.token_bytes, toy.kinds)
-    assert isinstance(result.displacer, compiled.CompiledDisplacer)
-    assert isinstance(compiled.make_displacer(grammar.gnf), compiled.CompiledDisplacer)
+    assert isinstance(result.displacer, compiled_displacement.CompiledDisplacer)
+    assert isinstance(compiled_displacement.make_displacer(grammar.gnf), compiled_displacement.CompiledDisplacer)
     engine = build_native_engine(grammar, toy, result.classes, classing=result)
     assert engine.walker._native is result.displacer.store.native and engine.walker._advancer is not None
     m = engine.matcher()
     assert m.accept_token(toy.token_bytes.index(b"(")) and not m.is_completed()
     wide = compile_grammar(WIDE[0])
     assert wide.gnf.families and compiled.symbol_widths(wide.gnf) is None and not compiled.supports(wide.gnf)
-    assert type(compiled.make_displacer(wide.gnf)) is Displacer
+    assert type(compiled_displacement.make_displacer(wide.gnf)) is Displacer
     assert type(compute_classes(wide.gnf, toy.token_bytes, toy.kinds).displacer) is Displacer
     with pytest.raises(RuntimeError):
         compute_classes(wide.gnf, toy.token_bytes, toy.kinds, compiled=True)
@@ -468,7 +473,9 @@ def test_counted_families_run_compiled_everywhere(toy):
 
 @pytest.mark.parametrize("budget", [200_000, 40, 6, 1])
 @pytest.mark.parametrize(
-    "grammar", COUNTED + COUNTED_EDGES, ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0", "filled", "nested2"]
+    "grammar",
+    COUNTED + COUNTED_EDGES,
+    ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0", "filled", "nested2"],
 )
 def test_counted_families_class_in_c_node_for_node(toy, grammar, budget, monkeypatch):
     """The compiled step of family members, REL tops and backtracks into families: the Python path's
@@ -612,8 +619,8 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
     vocab = vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4, 5], name="bytes-and-pairs")
     gnf = compile_grammar(grammar).gnf
     kinds = np.ascontiguousarray(vocab.kinds, dtype=np.uint8)
-    trie = compiled.vocab_trie(vocab.token_bytes, kinds)
-    displacer = compiled.CompiledDisplacer(gnf)
+    trie = vocab_trie(vocab.token_bytes, kinds)
+    displacer = compiled_displacement.CompiledDisplacer(gnf)
     node_of = np.full(vocab.vocab_size, -1, dtype=np.int64)
     fallback = np.zeros(vocab.vocab_size, dtype=np.uint8)
     *_, ranges = displacer.store.native.classify(
@@ -655,10 +662,10 @@ def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
     tokens += [b"", b"[true]", b"[t", b"rue]", b"ab12", b"{abc}"]
     vocab = vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4, 5], name="bytes-and-pairs")
     kinds = np.ascontiguousarray(vocab.kinds, dtype=np.uint8)
-    trie = compiled.vocab_trie(vocab.token_bytes, kinds)
+    trie = vocab_trie(vocab.token_bytes, kinds)
 
     def walk(node_of, *lazy):  # each on a fresh compile: a store's step memo would spare the budgets
-        displacer = compiled.CompiledDisplacer(compile_grammar(grammar).gnf)
+        displacer = compiled_displacement.CompiledDisplacer(compile_grammar(grammar).gnf)
         args = (trie, displacer.atom_table, displacer.initial, budget, 10**8, node_of)
         return displacer.store.native.classify(*args, np.zeros(vocab.vocab_size, dtype=np.uint8), None, None, *lazy)
 
@@ -687,7 +694,7 @@ def test_the_python_step_inside_the_compiled_walk_keeps_its_errors(toy):
     gnf = compile_grammar(WIDE[1]).gnf
     with pytest.raises(ZeroDivisionError):  # an error inside the step comes out as it is
         compiled._kernel.classify_steps(
-            compiled.vocab_trie(toy.token_bytes, toy.kinds),
+            vocab_trie(toy.token_bytes, toy.kinds),
             bytes(gnf.atom_of),
             len(gnf.atoms),
             1,
@@ -798,9 +805,9 @@ def test_grammars_with_token_atoms_take_the_python_path(toy):
     assert compiled.supports(gnf) and not compiled.has_token_atoms(gnf)
     with_token = replace(gnf, atoms=[*gnf.atoms, ByteSet(1 << 257)])  # what a Token(0) atom looks like
     assert compiled.has_token_atoms(with_token) and not compiled.supports(with_token)
-    assert type(compiled.make_displacer(with_token)) is Displacer
+    assert type(compiled_displacement.make_displacer(with_token)) is Displacer
     with pytest.raises(RuntimeError):
-        compiled.CompiledDisplacer(with_token)
+        compiled_displacement.CompiledDisplacer(with_token)
     with pytest.raises(RuntimeError):
         compute_classes(with_token, toy.token_bytes, toy.kinds, compiled=True)
     try:
@@ -821,7 +828,7 @@ def test_grammars_with_token_atoms_take_the_python_path(toy):
 
 def test_without_the_kernel_classing_runs_in_python():
     code = (
-        "from cfgzip_lab.native import compiled\n"
+        "from cfgzip_lab.grammar import compiled_words as compiled\n"
         "from cfgzip_lab.classes.classing import compute_classes\n"
         "from cfgzip_lab.classes.displacement import Displacer\n"
         "from cfgzip_lab.pipeline import compile_grammar\n"
@@ -1071,7 +1078,9 @@ def test_the_compiled_accept_step_keeps_the_budgets():
     assert a.in_fallback and py.fallbacks == cc.fallbacks == 1
 
 
-@pytest.mark.parametrize("grammar", COUNTED + COUNTED_EDGES[:3], ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0"])
+@pytest.mark.parametrize(
+    "grammar", COUNTED + COUNTED_EDGES[:3], ids=["bounded", "nested", "list", "unbounded", "m=n", "m=0"]
+)
 def test_the_compiled_accept_step_walks_counted_families_as_python_does(grammar):
     """Seeded random walks (allowed tokens mostly, rejected ones too) on counted grammars: the compiled
     accept step steps the members F_c in C and reaches the Python walker's states, class sets and answers;

@@ -16,9 +16,9 @@ import random
 import pytest
 from paths import BUNDLED, CORPORA, REPO, grammar_id, third_party_grammars
 
+from cfgzip_lab.grammar import compiled_words as compiled
 from cfgzip_lab.grammar import gnf as gnf_module
 from cfgzip_lab.grammar.diagnostics import GrammarError
-from cfgzip_lab.native import compiled
 from cfgzip_lab.pipeline import compile_grammar
 
 _spec = importlib.util.spec_from_file_location("_startup_bench", REPO / "benchmarks" / "startup.py")
@@ -59,7 +59,13 @@ def _built(text: str, kind: str, in_c: bool, monkeypatch) -> tuple:
         return ("error", str(error))
     store = gnf.store
     sizes = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in gnf.steps]  # (counted in C too)
-    return gnf.names, gnf.table, gnf.start, (gnf.origins, gnf.merged_from, sizes), [store.nodes[i] for i in range(len(store))]
+    return (
+        gnf.names,
+        gnf.table,
+        gnf.start,
+        (gnf.origins, gnf.merged_from, sizes),
+        [store.nodes[i] for i in range(len(store))],
+    )
 
 
 @pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])

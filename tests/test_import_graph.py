@@ -36,9 +36,7 @@ EXTENSION = "cfgzip_lab.native._kernel"  # the compiled core, which a grammar's 
 TODAY = pytest.mark.xfail(strict=True, reason="issue 32: the layering this test pins is being built")
 
 
-@pytest.mark.parametrize(
-    "eager_only", [pytest.param(False, id="every_import", marks=TODAY), pytest.param(True, id="eager_only")]
-)
+@pytest.mark.parametrize("eager_only", [False, True], ids=["every_import", "eager_only"])
 def test_no_import_circle_longer_than_three_files(eager_only):
     report = import_graph.report(PACKAGE, eager_only=eager_only)
     too_long = [circle for circle in report["circles"] if len(circle) > MAX_CIRCLE]
@@ -80,7 +78,6 @@ print(json.dumps(sorted(name for name in sys.modules if name.startswith("cfgzip_
 
 
 @pytest.mark.parametrize("kernel", ["1", "0"], ids=["compiled", "python"])
-@TODAY
 def test_compile_grammar_loads_no_mask_engine_module(kernel):
     env = {"CFGZIP_NATIVE_KERNEL": kernel, "PATH": "", "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(

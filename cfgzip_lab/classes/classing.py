@@ -22,10 +22,13 @@ import numpy as np
 from .. import xgrammar_version
 from .._binding import kernel
 from ..errors import CfgzipError
+from ..grammar.compiled_words import Unsupported, supports, supports_walk
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import add_token_paths
 from ..grammar.words import EMPTY, BudgetExceeded
 from ..vocab import TokenKind
+from ..vocab_trie import vocab_trie
+from .compiled_displacement import CompiledDisplacer
 from .displacement import Displacer
 from .limits import (
     DEFAULT_MAX_DAG_NODES,
@@ -380,10 +383,10 @@ def compute_classes(
     ids across workers and the partition is exactly the one-process partition.
 
     ``compiled`` (default: where the kernel is built and the GNF has no token atoms and no
-    counted families past the compiled symbols, :func:`cfgzip_lab.native.compiled.supports`) runs the walk, the store and the
+    counted families past the compiled symbols, :func:`cfgzip_lab.grammar.compiled_words.supports`) runs the walk, the store and the
     numbering in C (``native/_words.c``), in this process whatever ``workers`` says: the same
     nodes under the same ids, the same classes (tested against this Python path), and the
-    result's displacer is a :class:`~cfgzip_lab.native.compiled.CompiledDisplacer` whose store
+    result's displacer is a :class:`~cfgzip_lab.classes.compiled_displacement.CompiledDisplacer` whose store
     holds ``token_node``'s ids. ``compiled=False`` runs the Python reference. By default a GNF
     with counted families whose counts pass the compiled symbols, or with token atoms, takes the
     compiled walk and numbering with the Python displacer's step (:func:`_classify_steps`): the
@@ -391,20 +394,18 @@ def compute_classes(
 
     ``trie``: the compiled walks' byte trie of exactly these tokens and kinds
     (:attr:`cfgzip_lab.vocab.VocabTable.byte_trie`), else found or built by
-    :func:`cfgzip_lab.native.compiled.vocab_trie`.
+    :func:`cfgzip_lab.vocab_trie.vocab_trie`.
     """
     started = time.perf_counter()
     steps_only = False
     if compiled is None or compiled:
-        from ..native import compiled as native_compiled
-
         if compiled is None:
-            compiled = native_compiled.supports(gnf)
-            steps_only = not compiled and native_compiled.supports_walk(gnf)
-        elif not native_compiled.supports(gnf):
+            compiled = supports(gnf)
+            steps_only = not compiled and supports_walk(gnf)
+        elif not supports(gnf):
             raise RuntimeError(
                 "compiled classing needs the compiled kernel and a GNF without token atoms or counted "
-                "repetitions past the compiled symbols (native.compiled.supports)"
+                "repetitions past the compiled symbols (grammar.compiled_words.supports)"
             )
     if compiled:
         result = _classify_compiled(gnf, token_bytes, kinds, budget, progress, cancel, max_dag_nodes, trie)
@@ -466,12 +467,10 @@ def _classify_compiled(
     order of the sorted byte-class strings (``_walk``'s order, its budgets and fallbacks), then
     ``_assemble``'s numbering over arrays. None where the store would recurse deeper than it
     allows (the caller runs the Python path)."""
-    from ..native import compiled as native_compiled
-
     kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
     vocab_size = len(token_bytes)
-    trie = trie if trie is not None else native_compiled.vocab_trie(token_bytes, kinds)
-    displacer = native_compiled.CompiledDisplacer(gnf)
+    trie = trie if trie is not None else vocab_trie(token_bytes, kinds)
+    displacer = CompiledDisplacer(gnf)
     store = displacer.store
     node_of = np.empty(vocab_size, dtype=np.int64)  # written by the walk, unless it keeps its ranges (lazy)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
@@ -480,7 +479,7 @@ def _classify_compiled(
         walk = store.native.classify(
             trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel, True
         )
-    except native_compiled.Unsupported:
+    except Unsupported:
         return None
     return _compiled_walk_result(gnf, displacer, trie, kinds, node_of, fallback, walk, progress, max_nodes, lazy=True)
 
@@ -494,11 +493,9 @@ def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes
     :func:`_walk` (so the same nodes under the same ids), without the per-token Python bookkeeping
     that is most of the Python path there (a schema with ``maxItems: 40``, Llama-3: 16 steps per
     thousand tokens; the by-atoms dictionary, the sorted keys and the numbering took 0.4 s)."""
-    from ..native import compiled as native_compiled
-
     kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
     vocab_size = len(token_bytes)
-    trie = trie if trie is not None else native_compiled.vocab_trie(token_bytes, kinds)
+    trie = trie if trie is not None else vocab_trie(token_bytes, kinds)
     displacer = Displacer(gnf)
     store, step = displacer.store, displacer.step
     node_of = np.empty(vocab_size, dtype=np.int64)  # every entry written by the walk (walk_prefill)

@@ -1197,7 +1197,7 @@ def to_gnf(
         message names the step and the source rule it was working on, at that rule's line.
 
     ``store``: an empty store to build in (default a new :class:`WordStore`; the pipeline passes the
-    compiled one where it is built, :func:`cfgzip_lab.native.compiled.new_word_store`). ``byte_sets``:
+    compiled one where it is built, :func:`cfgzip_lab.grammar.compiled_words.new_word_store`). ``byte_sets``:
     ``cfg.byte_sets()``, where the caller has them (the pipeline reads them to choose the store).
     """
     store = WordStore() if store is None else store

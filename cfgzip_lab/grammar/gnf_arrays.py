@@ -267,8 +267,8 @@ def gnf_from_arrays(arrays: dict[str, np.ndarray], doc: dict, *, compiled: bool 
     not describe a GNF of this layout (another format, missing or inconsistent parts).
 
     ``compiled`` (default: where the kernel is built and runs this GNF, no counted families or token
-    atoms, as :func:`cfgzip_lab.native.compiled.supports` says) reads the store into a compiled one
-    (:class:`~cfgzip_lab.native.compiled.CompiledWordStore`), the store ``compile_grammar`` gives such a
+    atoms, as :func:`cfgzip_lab.grammar.compiled_words.supports` says) reads the store into a compiled one
+    (:class:`~cfgzip_lab.grammar.compiled_words.CompiledWordStore`), the store ``compile_grammar`` gives such a
     GNF: the native engine's walk then runs on it without copying it (0.2 ms of a JSON Schema's warm
     start, 6 ms of sql_select's cold compaction); ``False``: a :class:`~.words.WordStore`, the reference."""
     if not isinstance(doc, dict) or doc.get("format") != GNF_FORMAT:
@@ -310,7 +310,7 @@ def _compiled_store(store_accepts, store_indptr, store_symbols, store_children) 
     """A compiled store loaded from the arrays; ``load_arrays`` checks the edge lists against the node
     count, that every edge goes to an earlier node, that edges are sorted, and that no node repeats."""
     from .._binding import kernel
-    from ..native.compiled import CompiledWordStore
+    from .compiled_words import CompiledWordStore
     from .words import BudgetExceeded
 
     native = kernel.Words([], 0, BudgetExceeded)
@@ -332,7 +332,7 @@ def compact_gnf(gnf: GNF) -> GNF:
     (what a cold start keeps in memory instead of classing's whole word store; a JSON Schema's
     normal form: 0.6 ms through the arrays, ~0.1 ms here)."""
     store_arrays, ids = _store_to_arrays(gnf.store, [t for row in gnf.table for t in row.values()])
-    from ..native.compiled import supports
+    from .compiled_words import supports
 
     compiled = supports(gnf)
     # compiled: the checks left to Words.load_arrays, which makes each of them in C as it loads (the
@@ -346,7 +346,7 @@ def compact_gnf(gnf: GNF) -> GNF:
 
 def _compiled_store_fits(doc: dict) -> bool:
     """Whether a stored GNF belongs in a compiled store: the kernel built, no counted-repetition families and no token atoms (what ``compile_grammar`` builds in a WordStore)."""
-    from ..native.compiled import available
+    from .compiled_words import available
 
     return available() and not doc.get("families") and not doc.get("token_atoms")
 

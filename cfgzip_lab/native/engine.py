@@ -15,9 +15,9 @@ import numpy as np
 
 from .._gc import gc_paused
 from ..classes.classing import TokenClasses
+from ..classes.compiled_displacement import make_displacer
 from ..classes.displacement import Displacer
 from ..expand import Expander
-from .compiled import make_displacer
 from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
 from .jump_forward import ForcedTokenIndex
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher

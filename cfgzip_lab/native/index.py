@@ -36,8 +36,10 @@ from itertools import chain, repeat
 import numpy as np
 
 from ..classes.classing import NORMAL, TokenClasses
+from ..classes.compiled_displacement import make_displacer, stepping_store
 from ..classes.displacement import Displacer
 from ..errors import CfgzipError
+from ..grammar.compiled_words import Unsupported
 from ..grammar.counted import (
     INPUT_BASE,
     RELATIVE_BASE,
@@ -49,7 +51,6 @@ from ..grammar.counted import (
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, BudgetExceeded
-from .compiled import Unsupported, make_displacer, stepping_store
 
 __all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 

@@ -31,12 +31,13 @@ import numpy as np
 
 from .._binding import kernel as _kernel
 from ..classes.classing import STOP, TokenClasses
+from ..classes.compiled_displacement import make_displacer, stepping_store
 from ..classes.displacement import Displacer
+from ..grammar.compiled_words import Unsupported
 from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
-from .compiled import Unsupported, make_displacer, stepping_store
 from .index import SigmaInIndex
 
 DENSE_CLASSES = 32

@@ -1,4 +1,4 @@
-"""The compiled word store (``_words.c``) behind the Python APIs of the store and the displacer.
+"""The compiled word store (``_words.c``) behind the Python API of :mod:`.words`, its reference.
 
 Classing, the σ_in index build and the native walk all run on one word store per grammar. Where
 the compiled kernel is built, that store is a :class:`CompiledWordStore`: a ``_kernel.Words`` seeded
@@ -6,8 +6,8 @@ with the GNF's :class:`~cfgzip_lab.grammar.words.WordStore` nodes (same ids), to
 the index and the walk add theirs in C. The Python API stays: ``nodes`` (a sequence of ``(accepts,
 edges)`` tuples, made on access), ``make``, ``union``, ``union_many``, ``union_concats``, ``concat``,
 ``count``, ``words``, ``reachable``, ``accepts``, ``edges``, ``child``, ``created``, ``limit``;
-:class:`CompiledDisplacer` is a :class:`~cfgzip_lab.classes.displacement.Displacer` over it. So explanations, the limits'
-messages and the tests read the compiled store as they read the Python one.
+:class:`~cfgzip_lab.classes.compiled_displacement.CompiledDisplacer` is a
+:class:`~cfgzip_lab.classes.displacement.Displacer` over it. So explanations, the limits' messages and the tests read the compiled store as they read the Python one.
 
 Why the compiled store is THE store rather than exporting its nodes into the Python one (as
 ``classing._walk_parallel`` does for forked workers): exporting costs what the compiled walk saves.
@@ -26,30 +26,25 @@ symbols ``IN(f, lo, hi)`` / ``REL(f, j, lo, hi)`` (Python ints past 2^100) into 
 fields in Python's order (:func:`symbol_widths`; a grammar whose counts do not fit takes the Python
 step), and converts them back at the Python API. The σ_in index of such a grammar is listed in
 Python (its ``IN`` edges), on the same compiled store.
+
+Beside it: the displacer over this store (``classes/compiled_displacement.py``, beside
+``classes/displacement.py``) and the vocabulary's byte trie (``vocab_trie.py``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from .._binding import kernel as _kernel
-from ..classes.adjacency import BOTTOM
-from ..classes.displacement import Displacer
-from ..grammar.gnf import GNF
-from ..grammar.words import EMPTY, EPSILON, BudgetExceeded, WordStore
-from ..vocab import TokenKind
+from .gnf import GNF
+from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
 
 __all__ = [
     "available",
     "supports",
     "supports_walk",
     "symbol_widths",
-    "make_displacer",
+    "set_grammar",
     "new_word_store",
-    "stepping_store",
     "CompiledWordStore",
-    "CompiledDisplacer",
-    "vocab_trie",
     "Unsupported",
 ]
 
@@ -114,7 +109,7 @@ def _families(gnf: GNF) -> list[tuple[int, int, int]]:
     return [(f.item, f.min, -1 if f.max is None else f.max) for f in getattr(gnf, "families", None) or ()]
 
 
-def _set_grammar(native, gnf: GNF) -> int:
+def set_grammar(native, gnf: GNF) -> int:
     """The grammar's tables (and families) set in a compiled store; the displacer's initial node."""
     families = _families(gnf)
     if families:
@@ -204,69 +199,6 @@ class CompiledWordStore:
     without_edge = WordStore.without_edge
 
 
-class CompiledDisplacer(Displacer):
-    """:class:`~cfgzip_lab.classes.displacement.Displacer` on a compiled store seeded with the GNF's.
-
-    The GNF's own store is left as it is (a Python Displacer made later gets the ids it always got).
-    """
-
-    def __init__(self, gnf: GNF):  # noqa: D107 - Displacer's Python tables are not built
-        if not supports(gnf):
-            raise RuntimeError(
-                "the compiled word store is not built, or the grammar has token atoms or counted repetitions "
-                "whose counts pass the compiled store's symbols"
-            )
-        self.gnf = gnf
-        # The GNF's own store when it is compiled (the normal form was built in it, pipeline.py):
-        # classing adds its nodes there, as the Python Displacer does in a WordStore. Otherwise a
-        # compiled copy (same ids); the GNF's WordStore is left as it is.
-        store = gnf.store
-        if not isinstance(store, CompiledWordStore):
-            store = CompiledWordStore.seeded(store, symbol_widths(gnf))
-        self.store = store
-        self.n = gnf.num_nonterminals
-        self.sep = self.n
-        self.num_atoms = len(gnf.atoms)
-        self.families = gnf.families if hasattr(gnf, "families") else []
-        self.initial = _set_grammar(self.store.native, gnf)
-        self.atom_table = bytes(gnf.atom_of)
-        self._below: list[set[int]] | None = None
-
-    @property
-    def below(self) -> list[set[int]]:
-        """The stack adjacency the compiled step uses (``stack_adjacency(gnf)``, computed in C)."""
-        if self._below is None:
-            self._below = self.store.native.below_sets(BOTTOM)
-        return self._below
-
-    def step(self, node: int, atom: int) -> int:
-        return self.store.native.step(node, atom)
-
-    def of_atoms(self, atoms: bytes) -> int:
-        return self.store.native.run(self.initial, atoms)[0]
-
-
-def stepping_store(displacer: Displacer):
-    """The compiled store the σ_in index and the walk step in for ``displacer`` (``_kernel.Words``), or
-    None where they step in Python (a WordStore). A Python Displacer on a compiled store (classing's
-    fall-back, or ``compute_classes(compiled=False)`` on a normal form built in a compiled store)
-    steps in C too, on the same nodes: its grammar's tables are set in the store first (the same
-    initial node). A GNF the kernel does not support (:func:`supports`) is never in a compiled
-    store (``compile_grammar`` builds those in a WordStore) and is refused here rather than half-run."""
-    store = displacer.store
-    if not isinstance(store, CompiledWordStore):
-        return None
-    if not isinstance(displacer, CompiledDisplacer):
-        gnf = displacer.gnf
-        if not supports(gnf):
-            raise RuntimeError(
-                "a normal form with token atoms (or counted repetitions past the compiled symbols) in a "
-                "compiled word store: build it with compile_grammar(..., compiled_store=False)"
-            )
-        _set_grammar(store.native, gnf)
-    return store.native
-
-
 def new_word_store(counted: bool = False, tokens: bool = False) -> WordStore | CompiledWordStore:
     """A fresh, empty word store for a normal form: compiled where the kernel is built (the same nodes
     under the same ids as a WordStore; the GNF's set algebra runs in C, and classing, the index and the
@@ -277,32 +209,3 @@ def new_word_store(counted: bool = False, tokens: bool = False) -> WordStore | C
     if counted or tokens or not available():
         return WordStore()
     return CompiledWordStore.seeded(WordStore())
-
-
-def make_displacer(gnf: GNF) -> Displacer:
-    """A :class:`CompiledDisplacer` where :func:`supports` ``gnf``, else the Python :class:`Displacer`."""
-    return CompiledDisplacer(gnf) if supports(gnf) else Displacer(gnf)
-
-
-_TRIES: list = []
-_TRIES_KEPT = 4
-
-
-def vocab_trie(token_bytes: list[bytes], kinds: np.ndarray):
-    """The vocabulary's NORMAL tokens as a byte trie (``_kernel.VocabTrie``), kept per vocabulary.
-
-    Grammar-independent: classing quotients it by each grammar's byte classes as it walks. The last
-    few are kept; one is reused when it was built from the same token objects (or equal bytes) and
-    kinds (``VocabTrie.same``: 0.2 ms for Llama-3's 128k tokens, where building sorts them).
-    """
-    kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
-    if not isinstance(token_bytes, list):
-        token_bytes = list(token_bytes)
-    for i, trie in enumerate(_TRIES):
-        if trie.same(token_bytes, kinds):
-            _TRIES.append(_TRIES.pop(i))
-            return trie
-    trie = _kernel.VocabTrie(token_bytes, kinds, int(TokenKind.NORMAL), int(TokenKind.STOP))
-    _TRIES.append(trie)
-    del _TRIES[:-_TRIES_KEPT]
-    return trie
