@@ -95,7 +95,7 @@ def main() -> None:
             assert type(grammar).__name__ != "InvalidGrammarObject", grammar
 
     # the same schemas in a "new process": empty memory, the class cache on disk the first build wrote
-    from cfgzip_lab.grammar_cache import GrammarCache
+    from cfgzip_lab.cache.grammars import GrammarCache
 
     fresh = CfgzipGrammarBackend(tokenizer, vocab_size=vocab_size, model_eos_token_ids=[2], grammars=GrammarCache())
     disk_s = []

@@ -48,14 +48,14 @@ _API: dict[str, str] = {
     "TokenClasses": ".classes.classing",
     "ClassKind": ".classes.classing",
     "grammar_sha256": ".classes.classing",
-    "save_classes": ".classes.cache",
-    "load_classes": ".classes.cache",
-    "read_metadata": ".classes.cache",
+    "save_classes": ".cache.format",
+    "load_classes": ".cache.format",
+    "read_metadata": ".cache.format",
     # a ready native matcher per request, cached in memory and on disk
-    "matcher_for": ".grammar_cache",
-    "engine_for": ".grammar_cache",
-    "GrammarCache": ".grammar_cache",
-    "ReadyGrammar": ".grammar_cache",
+    "matcher_for": ".cache.grammars",
+    "engine_for": ".cache.grammars",
+    "GrammarCache": ".cache.grammars",
+    "ReadyGrammar": ".cache.grammars",
     # engines, expansion, the lossless check
     "compile_engines": ".engine",
     "CompiledEngines": ".engine",
@@ -83,7 +83,7 @@ _API: dict[str, str] = {
     "UnknownVocabError": ".vocab_sources",
     "VocabLoadError": ".vocab_sources",
     "ClassesError": ".classes.classing",
-    "CacheError": ".classes.cache",
+    "CacheError": ".cache.format",
     "ModelLoadError": ".hf.models",
 }
 
@@ -157,7 +157,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ does it lazily
     from .bundled import bundled_grammars, bundled_samples
-    from .classes.cache import load_classes, read_metadata, save_classes
+    from .cache.format import load_classes, read_metadata, save_classes
+    from .cache.grammars import GrammarCache, ReadyGrammar, engine_for, matcher_for
     from .classes.classing import ClassKind, TokenClasses, grammar_sha256
     from .decode import Stepper
     from .engine import BatchMatcher, CompiledEngines, CompressedMatcher, PlainMatcher, compile_engines
@@ -172,7 +173,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ do
         VocabLoadError,
     )
     from .expand import Expander
-    from .grammar_cache import GrammarCache, ReadyGrammar, engine_for, matcher_for
     from .hf import (
         CompressedLogitsProcessor,
         GenerationResult,

@@ -14,7 +14,7 @@ Each error keeps its name, its module and its older standard base, so code that 
     │                                                     tokenizer's vocabulary (ValueError)
     ├── ClassesError              classes/classing.py     classes that are no partition, or built for
     │                                                     another grammar or vocabulary (ValueError)
-    ├── CacheError                classes/cache.py        a class cache that cannot be used (ValueError)
+    ├── CacheError                cache/format.py         a class cache that cannot be used (ValueError)
     ├── ModelLoadError            hf/models.py            a model that cannot be loaded offline (RuntimeError)
     ├── DecodingFinished          decode.py               ``step()`` after the grammar ended (RuntimeError)
     ├── UsageError                cli/_common.py          bad command-line input (exit status 2)
@@ -48,7 +48,7 @@ _HOMES = {
     "VocabLoadError": "cfgzip_lab.vocab_sources",
     "MissingVocabPackageError": "cfgzip_lab.vocab_sources",
     "ClassesError": "cfgzip_lab.classes.classing",
-    "CacheError": "cfgzip_lab.classes.cache",
+    "CacheError": "cfgzip_lab.cache.format",
     "ModelLoadError": "cfgzip_lab.hf.models",
     "DecodingFinished": "cfgzip_lab.decode",
     "UsageError": "cfgzip_lab.cli._common",

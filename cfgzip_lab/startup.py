@@ -7,7 +7,7 @@ process, after both sides have compiled a tiny grammar once (imports, tokenizer 
 - **XGrammar**: ``GrammarCompiler.compile_grammar`` (``compile_json_schema`` for a schema; its
   own cache off), and ready = compile + a matcher + its first mask;
 - **ours, cold** (nothing cached): front end (GBNF/schema → EBNF → GNF), classing, σ_in index,
-  native engine, first mask (through :class:`cfgzip_lab.grammar_cache.GrammarCache` over an
+  native engine, first mask (through :class:`cfgzip_lab.cache.grammars.GrammarCache` over an
   empty cache directory, as a server's request meets it; writing the entry there, which only a
   build slower than ``GrammarCache.write_after`` does, is timed apart and not counted; the
   ``GrammarCache`` is made before the clock starts, as XGrammar's ``GrammarCompiler`` is: a
@@ -142,7 +142,7 @@ def _xgrammar_ready(compiler, ebnf: str, schema: str | None, vocab_size: int) ->
 def _ours(
     text: str, kind: str, vocab: VocabTable, folder: Path, write_after: float | None = None
 ) -> tuple[float, dict, object]:
-    from .grammar_cache import GrammarCache
+    from .cache.grammars import GrammarCache
 
     cache = GrammarCache(1, cache_dir=folder, write_after=write_after)  # (not timed: see the module doc)
     t0 = time.perf_counter()
@@ -168,8 +168,8 @@ def measure_startup(
     repeats: int = 3,
 ) -> StartupResult:
     """Time one grammar or schema both ways in this process (see the module doc)."""
+    from .cache.grammars import resolve_input
     from .grammar.sources import to_ebnf
-    from .grammar_cache import resolve_input
 
     text, kind = resolve_input(text, kind)
     schema = text if kind == "json_schema" else None

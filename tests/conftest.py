@@ -9,7 +9,7 @@ import tempfile
 import pytest
 import torch
 
-# The class cache directory (cfgzip_lab.cache_dir): never the user's ~/.cache, and a fresh folder
+# The class cache directory (cfgzip_lab.cache.directory): never the user's ~/.cache, and a fresh folder
 # for every test (below), so no test finds classes another test (or run) wrote and every test
 # classes what it asks for, as it did before the directory existed; child processes a test starts
 # inherit it. Module-scoped fixtures class into the session's folder. Removed when the session ends.

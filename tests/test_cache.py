@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cfgzip_lab.classes.cache import FORMAT_VERSION, CacheError, load_classes, save_classes
+from cfgzip_lab.cache.format import FORMAT_VERSION, CacheError, load_classes, save_classes
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
 
@@ -244,7 +244,7 @@ def full(tmp_path):
 
 
 def test_format_4_holds_what_a_fresh_process_needs(full) -> None:
-    from cfgzip_lab.classes.cache import load_cache
+    from cfgzip_lab.cache.format import load_cache
     from cfgzip_lab.pipeline import LoadedGrammar
 
     vocab, compiled, classes, index, path = full
@@ -269,8 +269,8 @@ def test_format_4_holds_what_a_fresh_process_needs(full) -> None:
 
 def test_a_native_engine_from_the_cache_alone_is_exact(full) -> None:
     """No grammar text compiled, no classing: the stored GNF and index, checked against XGrammar."""
+    from cfgzip_lab.cache.index import native_engine_from_cache
     from cfgzip_lab.engine import compile_engines
-    from cfgzip_lab.native.cache import native_engine_from_cache
     from cfgzip_lab.verify import verify_engines
 
     vocab, compiled, classes, index, path = full
@@ -290,8 +290,8 @@ def test_a_native_engine_from_the_cache_alone_is_exact(full) -> None:
 
 def test_a_gnf_in_another_layout_is_rebuilt_not_misread(full, tmp_path, monkeypatch) -> None:
     import cfgzip_lab.grammar.gnf_arrays as gnf_arrays
-    from cfgzip_lab.classes.cache import load_cache
-    from cfgzip_lab.native.cache import native_engine_from_cache
+    from cfgzip_lab.cache.format import load_cache
+    from cfgzip_lab.cache.index import native_engine_from_cache
 
     vocab, compiled, classes, index, _ = full
     monkeypatch.setattr(gnf_arrays, "GNF_FORMAT", 999)
@@ -306,7 +306,7 @@ def test_a_gnf_in_another_layout_is_rebuilt_not_misread(full, tmp_path, monkeypa
 
 
 def test_resaving_without_the_grammar_drops_its_metadata(full, tmp_path) -> None:
-    from cfgzip_lab.classes.cache import load_cache
+    from cfgzip_lab.cache.format import load_cache
 
     vocab, _, _, _, path = full
     again = save_classes(load_classes(path), tmp_path / "again.npz")

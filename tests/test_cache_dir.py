@@ -19,8 +19,15 @@ from pathlib import Path
 import pytest
 
 import cfgzip_lab as cz
-from cfgzip_lab.cache_dir import CacheKey, CacheWarning, ClassCacheDir, code_version, default_cache_dir, grammar_key
-from cfgzip_lab.grammar_cache import GrammarCache, resolve_input
+from cfgzip_lab.cache.directory import (
+    CacheKey,
+    CacheWarning,
+    ClassCacheDir,
+    code_version,
+    default_cache_dir,
+    grammar_key,
+)
+from cfgzip_lab.cache.grammars import GrammarCache, resolve_input
 from cfgzip_lab.vocab import vocab_from_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +42,7 @@ TOKENS += [b'"', b" ", b"(", b")", b"-", b"yz", b'"x"', b"\n", b""]
 def write_every_build(monkeypatch):
     """These tests are about the folder, so every build is written, however fast (the toy
     vocabulary's build in a millisecond too); the write policy has its own test below."""
-    monkeypatch.setattr("cfgzip_lab.grammar_cache.WRITE_AFTER_S", 0.0)
+    monkeypatch.setattr("cfgzip_lab.cache.grammars.WRITE_AFTER_S", 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_built_then_memory_then_disk_all_exact(toy, tmp_path, grammar, kind):
 
 def test_top_level_helpers_and_no_cache(toy, tmp_path, monkeypatch):
     monkeypatch.setenv("CFGZIP_CACHE_DIR", str(tmp_path / "default"))
-    monkeypatch.setattr("cfgzip_lab.grammar_cache._default", None)
+    monkeypatch.setattr("cfgzip_lab.cache.grammars._default", None)
     matcher = cz.matcher_for(GRAMMAR, toy)
     assert matcher.accept_token(0) and not matcher.accept_token(1)  # "[" then not "]"
     assert cz.engine_for(GRAMMAR, toy) is cz.engine_for(GRAMMAR, toy)  # one shared engine
@@ -143,7 +150,7 @@ def test_top_level_helpers_and_no_cache(toy, tmp_path, monkeypatch):
 def test_a_build_keeps_a_compact_store_or_classings_own(toy, tmp_path, monkeypatch, compact_from):
     """A build past COMPACT_FROM_BYTES keeps a store of its GNF's nodes alone; a smaller one the store
     classing left and its displacer. Either serves masks equal to XGrammar's."""
-    monkeypatch.setattr("cfgzip_lab.grammar_cache.COMPACT_FROM_BYTES", compact_from)
+    monkeypatch.setattr("cfgzip_lab.cache.grammars.COMPACT_FROM_BYTES", compact_from)
     from cfgzip_lab.grammar.compiled_words import CompiledWordStore, available
 
     if not available():
@@ -169,7 +176,7 @@ def test_builds_quicker_than_write_after_stay_in_memory(toy, tmp_path, monkeypat
     assert folder.entries() == [] and folder.stats["writes"] == 0
     assert quick.get(GRAMMAR, toy) is ready and ready.source == "memory"
     _verify(ready, toy)
-    monkeypatch.setattr("cfgzip_lab.grammar_cache.WRITE_AFTER_S", 3600.0)  # the default, read when a cache is made
+    monkeypatch.setattr("cfgzip_lab.cache.grammars.WRITE_AFTER_S", 3600.0)  # the default, read when a cache is made
     assert GrammarCache(1, cache_dir=folder).get(SCHEMA, toy).origin == "built" and folder.entries() == []
     written = GrammarCache(1, cache_dir=folder, write_after=0).get(GRAMMAR, toy)
     assert written.origin == "built" and written.seconds["write"] > 0 and len(folder.entries()) == 1
@@ -265,8 +272,8 @@ def test_an_unwritable_folder_is_reported_not_raised(toy, tmp_path):
 _WORKER = textwrap.dedent(
     """
     import sys, warnings
-    from cfgzip_lab.cache_dir import CacheWarning, ClassCacheDir, grammar_key
-    from cfgzip_lab.grammar_cache import GrammarCache
+    from cfgzip_lab.cache.directory import CacheWarning, ClassCacheDir, grammar_key
+    from cfgzip_lab.cache.grammars import GrammarCache
     from cfgzip_lab.vocab import vocab_from_bytes
     warnings.simplefilter("error", CacheWarning)  # a half-written file read would fail this process
     folder_path, role, rounds, grammar, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -324,7 +331,7 @@ def test_two_processes_building_one_grammar(toy, tmp_path):
     code = textwrap.dedent(
         """
         import sys
-        from cfgzip_lab.grammar_cache import GrammarCache
+        from cfgzip_lab.cache.grammars import GrammarCache
         from cfgzip_lab.vocab import vocab_from_bytes
         tokens = [bytes.fromhex(t) for t in sys.argv[2].split(",")]
         vocab = vocab_from_bytes(tokens, stop_ids=[len(tokens) - 1], name="toy")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cfgzip_lab.classes.cache import FORMAT_VERSION, CacheError, load_classes, read_metadata, save_classes
+from cfgzip_lab.cache.format import FORMAT_VERSION, CacheError, load_classes, read_metadata, save_classes
 from cfgzip_lab.classes.classing import ClassKind, TokenClasses
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -291,9 +291,9 @@ def test_cli_inspect_exits_2_naming_the_file(large, tmp_path, capsys):
 def test_a_full_cache_flipped_at_random_is_refused_or_intact(tmp_path):
     """Format 4 with everything (grammar text, GNF, σ_in index): a damaged file gives a CacheError
     from load_cache, or every part back unchanged; never a traceback from the GNF or index readers."""
-    from cfgzip_lab.classes.cache import load_cache
+    from cfgzip_lab.cache.format import load_cache
+    from cfgzip_lab.cache.index import index_from_contents
     from cfgzip_lab.native import build_index
-    from cfgzip_lab.native.cache import index_from_contents
 
     vocab = vocab_from_bytes([b"a", b"b", b"ab", b"(", b")", b"((", b"x", b""], stop_ids=[7], name="toy")
     compiled = compile_grammar(GRAMMAR)

@@ -85,7 +85,7 @@ def test_gnf_symbols_say_what_each_nonterminal_stands_for():
 
 
 def test_compress_json_keys_and_the_cache_loads(json_cache):
-    from cfgzip_lab.classes.cache import load_classes
+    from cfgzip_lab.cache.format import load_classes
     from cfgzip_lab.vocab_sources import load_vocab
 
     proc = cli("compress", "json", "--tokenizer", "llama3", "-o", str(json_cache), "--json")
@@ -142,7 +142,7 @@ def test_verify_with_given_docs(tmp_path):
 
 def test_verify_exits_1_on_a_mismatch(tmp_path):
     """A cache whose partition merges ``{`` with ``[`` (told apart by JSON) must fail."""
-    from cfgzip_lab.classes.cache import save_classes
+    from cfgzip_lab.cache.format import save_classes
     from cfgzip_lab.classes.classing import TokenClasses
     from cfgzip_lab.pipeline import build_classes, compile_grammar
     from cfgzip_lab.vocab_sources import load_vocab

@@ -341,7 +341,7 @@ def test_the_native_engine_runs_without_importing_torch(kernel):
         """
         import sys
         from cfgzip_lab.native import build_native_engine
-        from cfgzip_lab.native.cache import native_engine_from_cache
+        from cfgzip_lab.cache.index import native_engine_from_cache
         from cfgzip_lab.pipeline import build_classes, compile_grammar
         from cfgzip_lab.vocab import vocab_from_bytes
         vocab = vocab_from_bytes([b"[", b"]", b"a", b"aa", b""], stop_ids=[4], name="t")
@@ -359,8 +359,8 @@ def test_the_native_engine_runs_without_importing_torch(kernel):
 
 # -- the index in the class cache -----------------------------------------------------------------
 def test_index_saved_in_the_cache_and_built_when_absent(toy, tmp_path):
-    from cfgzip_lab.classes.cache import FORMAT_VERSION, load_classes, save_classes
-    from cfgzip_lab.native.cache import load_index, native_engine_from_cache
+    from cfgzip_lab.cache.format import FORMAT_VERSION, load_classes, save_classes
+    from cfgzip_lab.cache.index import load_index, native_engine_from_cache
 
     engines, native = _build(JSON_SMALL, toy)
     compiled = native.compiled
@@ -385,8 +385,8 @@ def test_index_saved_in_the_cache_and_built_when_absent(toy, tmp_path):
 def test_format_1_cache_still_loads(toy, tmp_path):
     import json as _json
 
-    from cfgzip_lab.classes.cache import load_classes
-    from cfgzip_lab.native.cache import native_engine_from_cache
+    from cfgzip_lab.cache.format import load_classes
+    from cfgzip_lab.cache.index import native_engine_from_cache
 
     engines, native = _build(JSON_SMALL, toy)
     meta = {"format_version": 1, "grammar_sha256": native.compiled.sha256, "vocab_fingerprint": toy.fingerprint}

@@ -257,7 +257,7 @@ def test_rewrite_for_representatives_names_classes() -> None:
 def test_token_atoms_are_read_off_the_gnf_and_survive_a_cache(tmp_path) -> None:
     """A named id no terminal takes (``ExcludeToken(5)`` alone) still gets an atom, and the GNF's
     token atoms read back from a class cache; a native engine loaded from disk stays exact."""
-    from cfgzip_lab.grammar_cache import GrammarCache
+    from cfgzip_lab.cache.grammars import GrammarCache
 
     text = 'root ::= ExcludeToken(5) "b" | Token(2, 6)'
     gnf = compile_grammar(text).gnf

@@ -64,7 +64,7 @@ def classed(checker):
 def test_core_imports_no_widgets_or_plotly():
     code = (
         "import sys, cfgzip_lab, cfgzip_lab.pipeline, cfgzip_lab.engine, cfgzip_lab.expand, cfgzip_lab.vocab, "
-        "cfgzip_lab.classes.cache, cfgzip_lab.widgets.session\n"
+        "cfgzip_lab.cache.format, cfgzip_lab.widgets.session\n"
         "bad = [m for m in ('ipywidgets', 'plotly') if m in sys.modules]\n"
         "assert not bad, bad"
     )

@@ -1,6 +1,6 @@
 """Where a command's classes come from: ``--classes FILE``, the cache directory, or classing now.
 
-``compress``, ``verify`` and ``bench`` read the cache directory (:mod:`cfgzip_lab.cache_dir`)
+``compress``, ``verify`` and ``bench`` read the cache directory (:mod:`cfgzip_lab.cache.directory`)
 unless ``--no-cache`` is given, and write what they build there (classes, σ_in index, GNF), so
 a grammar or schema is classed once per machine, whichever command or the API met it first.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ._common import UsageError
 
 if TYPE_CHECKING:
-    from ..cache_dir import CacheKey, ClassCacheDir
+    from ..cache.directory import CacheKey, ClassCacheDir
     from ..classes.classing import ClassingResult, TokenClasses
     from ..native.engine import NativeEngine
     from ..native.index import SigmaInIndex
@@ -57,14 +57,14 @@ def cache_dir_of(args: argparse.Namespace) -> ClassCacheDir | None:
     """The cache directory, or None with ``--no-cache``."""
     if getattr(args, "no_cache", False):
         return None
-    from ..cache_dir import ClassCacheDir
+    from ..cache.directory import ClassCacheDir
 
     return ClassCacheDir()
 
 
 def cache_key_of(compiled: CompiledGrammar, vocab: VocabTable) -> tuple[CacheKey, str]:
     """The cache key of the grammar as the user gave it (a schema or GBNF file's own text), and that text."""
-    from ..cache_dir import compiled_key
+    from ..cache.directory import compiled_key
 
     return compiled_key(compiled, vocab)
 
@@ -87,7 +87,7 @@ def classes_for(
 
     started = time.perf_counter()
     if getattr(args, "classes", None):
-        from ..classes.cache import CacheError, load_classes
+        from ..cache.format import CacheError, load_classes
 
         try:
             classes = load_classes(args.classes, grammar_text=compiled.text, vocab=vocab)
@@ -98,7 +98,7 @@ def classes_for(
     disk = cache_dir_of(args) if budget == DEFAULT_TOKEN_BUDGET else None
     key, text = cache_key_of(compiled, vocab)
     if disk is not None:
-        from ..native.cache import index_or_build
+        from ..cache.index import index_or_build
 
         contents = disk.load(key, vocab, input_text=text)
         if contents is not None and contents.metadata.get("grammar_sha256") == compiled.sha256:
@@ -138,7 +138,7 @@ def native_engine_for(
     from ..native import build_native_engine
 
     if got.source == "file":
-        from ..native.cache import native_engine_from_cache
+        from ..cache.index import native_engine_from_cache
 
         return native_engine_from_cache(args.classes, compiled, vocab, got.classes, xgrammar_engines=engines)
     engine = build_native_engine(

@@ -29,7 +29,7 @@ __all__ = ["register", "cmd_compress", "cmd_inspect"]
 
 
 def cmd_compress(args: argparse.Namespace) -> int:
-    from ..classes.cache import save_classes
+    from ..cache.format import save_classes
 
     t0 = time.perf_counter()
     if not args.output and args.no_cache:
@@ -94,7 +94,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from ..classes.cache import CacheError, load_classes
+    from ..cache.format import CacheError, load_classes
 
     try:
         classes = load_classes(args.cache)

@@ -250,7 +250,7 @@ def cmd_bench(args) -> int:
         compile_s["native"] = time.perf_counter() - started
         cache_load_s = None
         if args.classes:
-            from ..classes.cache import load_classes
+            from ..cache.format import load_classes
 
             started = time.perf_counter()
             load_classes(args.classes, grammar_text=compiled.text, vocab=vocab)

@@ -5,7 +5,7 @@
 (the oracle) and over the K class representatives (CFGzip). Both mask ``scores`` in
 place for any batch size; same masks, hence byte-identical generations under one seed.
 
-Classes and native engines come from :func:`cfgzip_lab.grammar_cache.default_grammar_cache`
+Classes and native engines come from :func:`cfgzip_lab.cache.grammars.default_grammar_cache`
 (memory, then the cache directory, then built), so a grammar is classed once per machine.
 A grammar may be XGrammar EBNF, GBNF or a JSON Schema text (:func:`grammar_text_of` gives the
 EBNF the engines compile).
@@ -62,8 +62,8 @@ def grammar_text_of(grammar: str | CompiledGrammar) -> str:
 
 def cached_classes(grammar: str | CompiledGrammar, vocab: VocabTable) -> TokenClasses:
     """Displacement classes of ``vocab`` under ``grammar``, built once per machine: through
-    :func:`cfgzip_lab.grammar_cache.default_grammar_cache` (in memory, then the cache directory)."""
-    from ..grammar_cache import default_grammar_cache
+    :func:`cfgzip_lab.cache.grammars.default_grammar_cache` (in memory, then the cache directory)."""
+    from ..cache.grammars import default_grammar_cache
 
     return default_grammar_cache().classes(grammar, vocab)
 
@@ -71,7 +71,7 @@ def cached_classes(grammar: str | CompiledGrammar, vocab: VocabTable) -> TokenCl
 def clear_classes_cache() -> None:
     """Forget every grammar held in memory (the default grammar cache's, and the native engines
     built on given classes); the cache directory keeps its files."""
-    from ..grammar_cache import default_grammar_cache
+    from ..cache.grammars import default_grammar_cache
 
     default_grammar_cache().clear()
     with _classes_lock:
@@ -92,7 +92,7 @@ def cached_native_engine(grammar: str | CompiledGrammar, vocab: VocabTable, clas
     from ..pipeline import compile_grammar
 
     if classes is None:
-        from ..grammar_cache import default_grammar_cache
+        from ..cache.grammars import default_grammar_cache
 
         return default_grammar_cache().engine(grammar, vocab)
     text = grammar_text_of(grammar)
@@ -115,7 +115,7 @@ def _engines_for(
     grammar: str | CompiledGrammar, vocab: VocabTable, classes: TokenClasses | None, need_classes: bool
 ) -> CompiledEngines:
     if classes is None and need_classes:
-        from ..grammar_cache import default_grammar_cache
+        from ..cache.grammars import default_grammar_cache
 
         ready = default_grammar_cache().get(grammar, vocab)
         text, classes = ready.compiled.text, ready.classes

@@ -12,7 +12,7 @@ decoded bytes, special ids, stop ids and padded size), so both see the same toke
 asked for by several requests at once is built once (the others wait for that build), and a
 refused grammar's reason is remembered so that repeating it costs a dictionary look-up.
 
-The engines themselves come from the per-request API, :class:`cfgzip_lab.grammar_cache.GrammarCache`
+The engines themselves come from the per-request API, :class:`cfgzip_lab.cache.grammars.GrammarCache`
 (by default the process's shared one): an in-process LRU over the on-disk class cache, so a
 schema is classed once per machine and loaded from disk by the next server process.
 """
@@ -134,7 +134,7 @@ def _build_engine(ebnf: str, vocab: VocabTable, grammars: Any) -> NativeEngine:
     """The native engine of one EBNF: the per-request API's (memory, then disk, then front end,
     classing and σ_in index)."""
     if grammars is None:
-        from ..grammar_cache import default_grammar_cache
+        from ..cache.grammars import default_grammar_cache
 
         grammars = default_grammar_cache()
     return grammars.engine(ebnf, vocab, kind="ebnf")
@@ -158,7 +158,7 @@ class EngineCache:
     grammar is kept too (its reason, not an engine), so a client repeating it is answered at once.
     ``stats`` counts hits, builds (engines asked of ``grammars``, which may find them in memory
     or on disk) and refusals. ``grammars`` is the per-request API's cache
-    (:class:`cfgzip_lab.grammar_cache.GrammarCache`; None: the process's default one).
+    (:class:`cfgzip_lab.cache.grammars.GrammarCache`; None: the process's default one).
     """
 
     def __init__(self, vocab: VocabTable, *, capacity: int = 64, grammars: Any = None) -> None:

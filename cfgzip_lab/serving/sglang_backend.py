@@ -12,7 +12,7 @@ by XGrammar with the server's JSON options (:mod:`.grammars`) and served by the 
 mask). Grammars are compiled once and shared: SGLang's own cache keeps one
 :class:`CfgzipGrammar` per key and hands out :meth:`CfgzipGrammar.copy`,
 :class:`~.grammars.EngineCache` keeps one engine per EBNF (two keys that convert to the same
-EBNF share it), and the per-request API's cache (``cfgzip_lab.grammar_cache``) keeps the
+EBNF share it), and the per-request API's cache (``cfgzip_lab.cache.grammars``) keeps the
 classes on disk, so a schema is classed once per machine. A request we cannot serve (a construct the front end refuses, a budget) gets
 SGLang's ``InvalidGrammarObject`` with the reason: SGLang aborts that request with the message
 and the server keeps running.

@@ -19,7 +19,7 @@ from pathlib import Path
 import ipywidgets as w
 
 from .._version import __version__
-from ..classes.cache import CacheError, load_classes, read_metadata, save_classes
+from ..cache.format import CacheError, load_classes, read_metadata, save_classes
 from ._base import Panel
 from ._format import esc
 from .session import WorkbenchError

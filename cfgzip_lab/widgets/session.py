@@ -319,7 +319,7 @@ class WorkbenchSession:
         self.classes_stamp: Stamp | None = None
         self.classes_source = ""  # "classing" or the cache path
         # Run classing reads the class cache directory first and writes what it classes there
-        # (cfgzip_lab.cache_dir: $CFGZIP_CACHE_DIR); False classes afresh and writes nothing.
+        # (cfgzip_lab.cache.directory: $CFGZIP_CACHE_DIR); False classes afresh and writes nothing.
         self.use_class_cache = True
         self._displacer: tuple[str, Displacer] | None = None
         # live classes (issue 18.6): re-class after each successful check, within a time budget
@@ -931,7 +931,7 @@ class WorkbenchSession:
         stamp = Stamp(compiled.sha256, name)
         self.record_timing("vocab_load", time.perf_counter() - started, stamp)
         if self.use_class_cache:
-            from ..cache_dir import cached_classes_for
+            from ..cache.directory import cached_classes_for
 
             started = time.perf_counter()
             cached = cached_classes_for(compiled, vocab)
@@ -986,7 +986,7 @@ class WorkbenchSession:
             self.timings.pop("cache_load", None)
         self.emit("classes")
         if self.use_class_cache:
-            from ..cache_dir import store_classes_for
+            from ..cache.directory import store_classes_for
 
             store_classes_for(compiled, vocab, result.classes)  # the index is added on first native use
         return result

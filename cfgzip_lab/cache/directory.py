@@ -1,10 +1,10 @@
 """The default cache directory: each grammar (or JSON Schema, or GBNF file) classed once per machine.
 
-One class cache file (:mod:`cfgzip_lab.classes.cache`, format 4: classes, σ_in index, grammar
+One class cache file (:mod:`cfgzip_lab.cache.format`, format 4: classes, σ_in index, grammar
 text and GNF) per *key*: the input's kind and sha256 × the vocabulary fingerprint × the code
 version (package version and a digest of the modules that compute what a cache holds, so a
 checkout with changed classing never reads caches of the old code). The API
-(:class:`cfgzip_lab.grammar_cache.GrammarCache`), the CLI and the workbench read and write it.
+(:class:`cfgzip_lab.cache.grammars.GrammarCache`), the CLI and the workbench read and write it.
 
 Where: ``$CFGZIP_CACHE_DIR`` when set, else ``classes/`` under the folder the tokenizer caches
 use (``$CFGZIP_CACHE``, default ``~/.cache/cfgzip_lab``). Bounded: after each write the least
@@ -28,15 +28,15 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import xgrammar_version
-from ._version import __version__
+from .. import xgrammar_version
+from .._version import __version__
 
 if TYPE_CHECKING:
-    from .classes.cache import CacheContents
-    from .classes.classing import TokenClasses
-    from .native.index import SigmaInIndex
-    from .pipeline import CompiledGrammar
-    from .vocab import VocabTable
+    from ..classes.classing import TokenClasses
+    from ..native.index import SigmaInIndex
+    from ..pipeline import CompiledGrammar
+    from ..vocab import VocabTable
+    from .format import CacheContents
 
 __all__ = [
     "CacheKey",
@@ -57,7 +57,7 @@ DEFAULT_MAX_BYTES = 1 << 30
 """1 GiB: about 500 C-like grammars with Llama-3 (a file is 0.05-2 MB)."""
 
 # The modules whose code decides what a cache file holds (the GNF, the classes, the index).
-_CODE = ("grammar", "classes", "native", "pipeline.py", "vocab.py")
+_CODE = ("grammar", "classes", "native", "cache/format.py", "cache/index.py", "pipeline.py", "vocab.py")
 
 
 class CacheWarning(UserWarning):
@@ -70,7 +70,7 @@ def default_cache_dir() -> Path:
     env = os.environ.get(ENV_DIR)
     if env:
         return Path(env).expanduser()
-    from .vocab_sources import vocab_cache_dir
+    from ..vocab_sources import vocab_cache_dir
 
     return vocab_cache_dir() / "classes"
 
@@ -94,7 +94,7 @@ def code_version() -> str:
     """The package version, a digest of the modules that compute a cache's contents (about
     1 ms once per process) and the installed XGrammar's version: caches written by other code, or
     under another XGrammar release (which may enforce a grammar differently), are never read."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the package
     h = hashlib.sha256()
     for name in _CODE:
         part = root / name
@@ -127,7 +127,7 @@ class CacheKey:
 
 def grammar_key(text: str, kind: str, vocab: VocabTable) -> CacheKey:
     """The key of grammar input ``text`` of ``kind`` (``ebnf``, ``gbnf``, ``json_schema``) with ``vocab``."""
-    from .classes.classing import grammar_sha256
+    from ..classes.classing import grammar_sha256
 
     return CacheKey(kind, grammar_sha256(text), vocab.fingerprint, code_version())
 
@@ -218,7 +218,7 @@ class ClassCacheDir:
         if not os.path.exists(os.path.join(root, key.filename)):
             self.stats["misses"] += 1
             return None
-        from .classes.cache import CacheError, load_cache
+        from .format import CacheError, load_cache
 
         path = root / key.filename
         try:
@@ -249,7 +249,7 @@ class ClassCacheDir:
     ) -> Path | None:
         """Write the entry of ``key`` (atomically), then bound the folder's size. Returns the file,
         or None when it could not be written (a read-only or full disk: reported once, not raised)."""
-        from .classes.cache import CacheError, save_classes
+        from .format import CacheError, save_classes
 
         path = self.path_for(key)
         try:

@@ -1,6 +1,6 @@
 """The σ_in index in the class cache: read it back, or build it when the cache has none.
 
-Cache format 2 (:mod:`cfgzip_lab.classes.cache`) stores the index beside the classes as
+Cache format 2 (:mod:`cfgzip_lab.cache.format`) stores the index beside the classes as
 ``native_*`` arrays and metadata. The index's trie symbols are GNF nonterminal ids, so it is
 used only when its GNF digest matches the normal form it is used with; a format-1 cache, a
 cache written without an index, or one whose digest no longer matches gets a freshly built
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .engine import NativeEngine, build_native_engine
-from .index import NativeIndexError, SigmaInIndex, gnf_digest
+from ..native.engine import NativeEngine, build_native_engine
+from ..native.index import NativeIndexError, SigmaInIndex, gnf_digest
 
 if TYPE_CHECKING:
-    from ..classes.cache import CacheContents
     from ..classes.classing import TokenClasses
     from ..pipeline import CompiledGrammar
     from ..vocab import VocabTable
+    from .format import CacheContents
 
 __all__ = ["load_index", "index_from_contents", "index_or_build", "native_engine_from_cache"]
 
@@ -37,11 +37,11 @@ schema's warm start: 15.9 ms, ~3 ms of them the rebuild and ~2 ms the write)."""
 def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
     """The index stored in the cache at ``path``, or None when it has none that fits ``gnf`` and ``classes``.
 
-    Read through :func:`cfgzip_lab.classes.cache.read_optional_arrays` (the format's one
+    Read through :func:`cfgzip_lab.cache.format.read_optional_arrays` (the format's one
     reader; no pickle); the classes themselves are loaded and checked by
-    :func:`cfgzip_lab.classes.cache.load_classes`.
+    :func:`cfgzip_lab.cache.format.load_classes`.
     """
-    from ..classes.cache import CacheError, read_optional_arrays
+    from .format import CacheError, read_optional_arrays
 
     try:
         arrays, meta = read_optional_arrays(path, _ARRAYS + (_FAMILY_EDGES,))
@@ -53,7 +53,7 @@ def load_index(path, gnf, classes: TokenClasses) -> SigmaInIndex | None:
 
 
 def index_from_contents(contents: CacheContents, gnf, classes: TokenClasses | None = None) -> SigmaInIndex | None:
-    """The index of a cache read by :func:`cfgzip_lab.classes.cache.load_cache`, or None when it has
+    """The index of a cache read by :func:`cfgzip_lab.cache.format.load_cache`, or None when it has
     none that fits ``gnf`` and ``classes`` (default: the cache's)."""
     arrays = {name: contents.arrays[name] for name in _ARRAYS if name in contents.arrays}
     if len(arrays) != len(_ARRAYS):
@@ -68,7 +68,7 @@ def index_or_build(contents: CacheContents, gnf, vocab: VocabTable) -> tuple[Sig
     fits ``gnf``, else one built now from the representatives (K tokens; ``built`` True, so the
     caller may write the entry again whole); ``unavailable`` says why there is none (too large
     to list, as stored or found now)."""
-    from .index import build_index_or_reason
+    from ..native.index import build_index_or_reason
 
     index = index_from_contents(contents, gnf)
     unavailable = contents.metadata.get("index_unavailable")
@@ -98,12 +98,12 @@ def native_engine_from_cache(
     """A native engine from a class cache: its stored index when it fits, else one built now.
 
     ``compiled`` defaults to the grammar the cache stores (format 4: its GNF, no front end; a
-    cache without one is a :class:`~cfgzip_lab.classes.cache.CacheError`); given, the cache
+    cache without one is a :class:`~cfgzip_lab.cache.format.CacheError`); given, the cache
     must have been built for its text. ``classes`` defaults to the cache's (checked against the
     grammar and ``vocab``, which is required). ``engine.index_source`` says where the index came
     from: ``"cache"`` or ``"built"``.
     """
-    from ..classes.cache import CacheError, load_cache
+    from .format import CacheError, load_cache
 
     if vocab is None:
         raise TypeError("native_engine_from_cache needs the vocabulary the cache was built for")

@@ -30,7 +30,7 @@ Files are written to a temporary name beside the target and renamed over it (ato
 so a reader never sees half a file, whichever of two writers finishes last.
 
 This module is the only reader and writer of the format: the CLI, the workbench, the cache
-directory (:mod:`cfgzip_lab.cache_dir`) and the native engine's index loader go through
+directory (:mod:`cfgzip_lab.cache.directory`) and the native engine's index loader go through
 :func:`save_classes`, :func:`load_classes`, :func:`load_cache`, :func:`read_metadata` and
 :func:`read_optional_arrays`. What makes classes valid, or fit a grammar and a vocabulary, is
 TokenClasses' own business (``validate``, ``check_fits``).
@@ -57,8 +57,8 @@ import numpy as np
 
 from .. import xgrammar_version
 from .._version import __version__
+from ..classes.classing import ClassesError, TokenClasses, grammar_sha256
 from ..errors import CfgzipError
-from .classing import ClassesError, TokenClasses, grammar_sha256
 
 if TYPE_CHECKING:
     from ..pipeline import CompiledGrammar, LoadedGrammar
@@ -98,7 +98,7 @@ def save_classes(
 
     ``grammar_text`` and ``vocab`` (a VocabTable) fill in the fingerprints when the
     metadata does not hold them yet. ``native_index`` (a :class:`cfgzip_lab.native.SigmaInIndex`)
-    is stored beside the classes, read back by :func:`cfgzip_lab.native.cache.load_index`.
+    is stored beside the classes, read back by :func:`cfgzip_lab.cache.index.load_index`.
     ``compiled`` (the :class:`cfgzip_lab.pipeline.CompiledGrammar` the classes were built for;
     its text is the grammar text) stores the EBNF text and the GNF, so :func:`load_cache`
     needs no front end. Classes that are no partition of ``vocab``'s ids, or whose metadata
@@ -192,7 +192,7 @@ class CacheContents:
     ``grammar`` is the stored grammar text with its GNF (a :class:`~cfgzip_lab.pipeline.LoadedGrammar`),
     None when the cache holds none in a layout this version reads (the GNF must then be compiled
     from the text); ``arrays`` holds every array beyond the classes (the native index's
-    ``native_*`` among them, read by :func:`cfgzip_lab.native.cache.index_from_contents`).
+    ``native_*`` among them, read by :func:`cfgzip_lab.cache.index.index_from_contents`).
     """
 
     path: Path

@@ -12,7 +12,7 @@ native matcher in one call, for servers that see a new schema with each request.
 :class:`GrammarCache` holds the compiled grammars: an in-process LRU of :class:`ReadyGrammar`
 (the grammar's GNF, its classes, the σ_in index and the native engine on them) keyed like the
 cache directory (input kind and sha256 × vocabulary fingerprint × code version), in front of
-the cache directory (:mod:`cfgzip_lab.cache_dir`), in front of building. So a grammar is
+the cache directory (:mod:`cfgzip_lab.cache.directory`), in front of building. So a grammar is
 classed once per machine, read from disk once per process, and served from memory after that.
 :func:`matcher_for` and :func:`engine_for` use one shared default cache; the transformers
 processors and :func:`cfgzip_lab.constrained_generate` go through it too.
@@ -33,17 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._gc import gc_paused
-from .cache_dir import CacheKey, ClassCacheDir, grammar_key
+from .._gc import gc_paused
+from .directory import CacheKey, ClassCacheDir, grammar_key
 
 if TYPE_CHECKING:
-    from .classes.classing import TokenClasses
-    from .classes.displacement import Displacer
-    from .native.engine import NativeEngine
-    from .native.index import SigmaInIndex
-    from .native.matcher import NativeMatcher
-    from .pipeline import CompiledGrammar
-    from .vocab import VocabTable
+    from ..classes.classing import TokenClasses
+    from ..classes.displacement import Displacer
+    from ..native.engine import NativeEngine
+    from ..native.index import SigmaInIndex
+    from ..native.matcher import NativeMatcher
+    from ..pipeline import CompiledGrammar
+    from ..vocab import VocabTable
 
 __all__ = ["GrammarCache", "ReadyGrammar", "default_grammar_cache", "engine_for", "matcher_for", "resolve_input"]
 
@@ -92,7 +92,7 @@ class ReadyGrammar:
         return self._engine
 
     def _build_engine(self) -> NativeEngine:
-        from .native.engine import NativeEngine
+        from ..native.engine import NativeEngine
 
         t0 = time.perf_counter()
         with gc_paused():
@@ -117,10 +117,10 @@ def resolve_input(grammar: Any, kind: str = "auto") -> tuple[str, str]:
     """``(text, kind)`` of a grammar input: an EBNF/GBNF text or JSON Schema text, a JSON Schema
     as a dict, or a :class:`~cfgzip_lab.pipeline.CompiledGrammar` (its EBNF text); ``kind``
     ``"auto"`` is resolved as :func:`cfgzip_lab.grammar.sources.detect_kind` does."""
-    from .grammar.sources import KINDS, detect_kind
+    from ..grammar.sources import KINDS, detect_kind
 
     if not isinstance(grammar, str):  # (a text, the usual request, needs no pipeline import)
-        from .pipeline import CompiledGrammar
+        from ..pipeline import CompiledGrammar
 
         if isinstance(grammar, CompiledGrammar):
             return grammar.text, "ebnf"
@@ -144,7 +144,7 @@ class GrammarCache:
     capacity : int
         Grammars kept in memory (their engines included).
     cache_dir : ClassCacheDir, path, True, False or None
-        The on-disk cache: None or True the default directory (:func:`cfgzip_lab.cache_dir.default_cache_dir`,
+        The on-disk cache: None or True the default directory (:func:`cfgzip_lab.cache.directory.default_cache_dir`,
         ``$CFGZIP_CACHE_DIR``), a path another folder, False none (build in memory only).
     workers : int
         Processes for classing a new grammar (1: this thread only, safe in any server).
@@ -268,7 +268,7 @@ class GrammarCache:
         contents = self.disk.load(key, vocab, input_text=text)
         if contents is None:
             return None
-        from .native.cache import index_or_build
+        from .index import index_or_build
 
         index, unavailable, built = index_or_build(contents, contents.grammar.gnf, vocab)
         if built:  # an entry written without its index (the workbench's): complete it once
@@ -280,8 +280,8 @@ class GrammarCache:
         return ready
 
     def _build(self, key: CacheKey, text: str, kind: str, vocab: VocabTable) -> ReadyGrammar:
-        from .native.index import SigmaInIndex, build_index_or_reason
-        from .pipeline import build_classes, compile_grammar
+        from ..native.index import SigmaInIndex, build_index_or_reason
+        from ..pipeline import build_classes, compile_grammar
 
         t0 = time.perf_counter()
         compiled = compile_grammar(text, kind=kind)
@@ -320,22 +320,22 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
     alone where classing's store is large (c_like with Llama-3: 17 MB held instead of 198 MB, for 30
     ms of copying) or a Python one, else over classing's compiled store with the displacer that
     stepped in it (the engine's walk starts from its memos)."""
-    from .classes.compiled_displacement import CompiledDisplacer
-    from .pipeline import LoadedGrammar
+    from ..classes.compiled_displacement import CompiledDisplacer
+    from ..pipeline import LoadedGrammar
 
     gnf = compiled.gnf
     native = getattr(gnf.store, "native", None)
     small = native is not None and native.stats()["bytes"] <= COMPACT_FROM_BYTES
     if small and isinstance(displacer, CompiledDisplacer):
         return LoadedGrammar(compiled.text, gnf, compiled.grammar_source, compiled.seconds), displacer
-    from .grammar.gnf_arrays import compact_gnf
+    from ..grammar.gnf_arrays import compact_gnf
 
     return LoadedGrammar(compiled.text, compact_gnf(gnf), compiled.grammar_source, compiled.seconds), None
 
 
 def _vocab(vocab: VocabTable | str) -> VocabTable:
     if isinstance(vocab, str):
-        from .vocab_sources import load_vocab
+        from ..vocab_sources import load_vocab
 
         return load_vocab(vocab)
     return vocab
