@@ -6,7 +6,7 @@ not; ``docs/xgrammar_versions.md`` lists every difference found), the code asks
 :func:`at_least` here and follows the installed release. A release outside :data:`SUPPORTED`
 may differ in ways no test has seen, so first use warns once (:func:`warn_if_unsupported`);
 ``cfgzip-lab verify`` still runs there and is the referee. The version is also part of every
-cache key (:mod:`cfgzip_lab.cache_dir`) and of a class cache's metadata, so classes made under
+cache key (:mod:`cfgzip_lab.cache.directory`) and of a class cache's metadata, so classes made under
 one release are never served under another.
 
 Only :mod:`importlib.metadata` is imported: reading the version costs no XGrammar import.

@@ -400,7 +400,7 @@ def test_format_1_cache_still_loads(toy, tmp_path):
     )
     # a format-1 file predates the recorded XGrammar release: it was made under 0.2.8, the only one then
     from cfgzip_lab import xgrammar_version
-    from cfgzip_lab.classes.cache import CacheError
+    from cfgzip_lab.cache.format import CacheError
 
     if xgrammar_version.installed_tuple() == xgrammar_version.parse("0.2.8"):
         assert load_classes(path, grammar_text=JSON_SMALL, vocab=toy).num_classes == native.classes.num_classes

@@ -14,8 +14,8 @@ import tomllib
 from packaging.requirements import Requirement
 
 from cfgzip_lab import xgrammar_version
-from cfgzip_lab.cache_dir import code_version
-from cfgzip_lab.classes.cache import CacheError, _metadata_sha256, load_classes, save_classes
+from cfgzip_lab.cache.directory import code_version
+from cfgzip_lab.cache.format import CacheError, _metadata_sha256, load_classes, save_classes
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
 
