@@ -39,7 +39,7 @@ ROOT_PACKAGE = "cfgzip_lab"
 # facade that re-exports the public API, "" below) sits above the library and below its two
 # front ends, the command line and the workbench.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("errors", "_version", "_gc", "bundled")),
+    ("foundation", ("errors", "_version", "_gc", "bundled", "xgrammar_version")),
     ("binding", ("_binding", "_native", "native._kernel")),
     ("grammar", ("grammar",)),
     ("vocab", ("vocab_sources", "vocab", "vocab_trie")),
@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("pipeline",)),
     (
         "engines",
-        ("native", "engine", "expand", "kernels", "batch_rows", "overlap", "xgrammar_compat"),
+        ("native", "engine", "expand", "kernels", "batch_rows", "overlap", "xgrammar_runs", "xgrammar_compat"),
     ),
     # The cached grammar stores the σ_in index (native/index.py, the engine's) and its LRU hands
     # out ready native engines, so it sits on the engines; none of them imports it.
