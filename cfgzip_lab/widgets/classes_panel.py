@@ -29,6 +29,7 @@ from ..classes.explain import Comparison, compare_tokens, explain_token, symbol_
 from ..vocab import TokenKind
 from ..vocab_sources import available_vocabs
 from ._base import Panel
+from ._figures import batch
 from ._format import esc, figure_layout, fmt_seconds, table, token_html, token_label
 from .session import WorkbenchError
 
@@ -281,12 +282,12 @@ class ClassesPanel(Panel):
         vocab = self.session.vocab
         if classes is None or vocab is None:
             self.largest_table.value = ""
-            with self.histogram.batch_update():
+            with batch(self.histogram):
                 self.histogram.data[0].x, self.histogram.data[0].y = [], []
             return
         sizes = classes.class_sizes()
         labels, counts = size_histogram(sizes)
-        with self.histogram.batch_update():
+        with batch(self.histogram):
             self.histogram.data[0].x, self.histogram.data[0].y = labels, counts
         order = np.argsort(-sizes, kind="stable")[: self.largest]
         rows = []

@@ -34,6 +34,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ._base import Panel, Throttle
+from ._figures import batch
 from ._format import esc, fmt_seconds, show_bytes, table, token_label
 from .session import Stamp, WorkbenchError
 
@@ -383,7 +384,7 @@ class DecoderPanel(Panel):
 
     def _show(self, result, *, chart: bool = True) -> None:
         if result is None:
-            with self.chart.batch_update():
+            with batch(self.chart):
                 for trace in self.chart.data:
                     trace.x, trace.y = [], []
             self.step_info.value = ""
@@ -406,7 +407,7 @@ class DecoderPanel(Panel):
     def _show_chart(self, result) -> None:
         before_y, before_x = self._bars(result.top_before)
         after_y, after_x = self._bars(result.top_after)
-        with self.chart.batch_update():
+        with batch(self.chart):
             before, after = self.chart.data
             before.y, before.x = before_y, before_x
             before.marker.color = ["#1a7f37" if t.allowed else "#cf222e" for t in result.top_before]

@@ -190,7 +190,9 @@ class ExportPanel(Panel):
         grammar = grammar_path_for(target)
         grammar.write_text(ebnf, encoding="utf-8")
         if s.kind != "ebnf":  # keep what the user wrote beside what it became
-            grammar.with_suffix(".json" if s.kind in ("json_schema", "structural_tag") else ".gbnf").write_text(s.text, encoding="utf-8")
+            grammar.with_suffix(".json" if s.kind in ("json_schema", "structural_tag") else ".gbnf").write_text(
+                s.text, encoding="utf-8"
+            )
         self.cache_path.value = str(target)
         self.status.value = (
             f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to '

@@ -23,6 +23,7 @@ from ..grammar.authoring import first_terminals, follow_terminals, run_together_
 from ..grammar.provenance import rule_sizes
 from ..grammar.railroad import DIAGRAM_CSS, rule_svg
 from ._base import Panel
+from ._figures import batch
 from ._format import esc, figure_layout, fmt_seconds, table
 from .html_view import HtmlView
 
@@ -168,7 +169,7 @@ class StructurePanel(Panel):
             self.steps.value = self.rules_table.value = self.diagram.value = self.symbols.value = ""
             self.checks.value = self.sets_table.value = ""
             self.rule_rows = []
-            with self.figure.batch_update():
+            with batch(self.figure):
                 for trace in self.figure.data:
                     trace.x, trace.y = [], []
             self.preview.value = ""
@@ -188,7 +189,7 @@ class StructurePanel(Panel):
             numeric=(1, 2, 3, 4),
         )
         names = [s.name for s in steps]
-        with self.figure.batch_update():
+        with batch(self.figure):
             self.figure.data[0].x, self.figure.data[0].y = names, [s.nonterminals for s in steps]
             self.figure.data[1].x, self.figure.data[1].y = names, [s.productions for s in steps]
             self.figure.data[2].x, self.figure.data[2].y = names, [s.dag_nodes for s in steps]

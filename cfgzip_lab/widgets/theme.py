@@ -21,6 +21,8 @@ from pathlib import Path
 import anywidget
 import traitlets as t
 
+from ._figures import batch
+
 __all__ = ["ThemeProbe", "THEME_VARS", "plotly_template", "apply_theme", "LIGHT"]
 
 BUNDLE = Path(__file__).resolve().parent / "static" / "theme_probe.js"
@@ -102,7 +104,7 @@ def apply_theme(figure, theme: dict | None) -> dict:
     template = plotly_template(theme)
     layout = template["layout"]
     axis = {k: v for k, v in layout["xaxis"].items() if k != "title"}
-    with figure.batch_update():
+    with batch(figure):  # a panel may be redrawing it from a worker thread right now
         figure.update_layout(
             paper_bgcolor=layout["paper_bgcolor"],
             plot_bgcolor=layout["plot_bgcolor"],

@@ -36,6 +36,7 @@ import plotly.graph_objects as go
 
 from ..bench import NEVER, break_even, one_off_seconds, pays_text
 from ._base import Panel
+from ._figures import batch
 from ._format import esc, figure_layout, fmt_seconds, table
 from .session import WorkbenchError
 
@@ -353,11 +354,11 @@ class TimingsPanel(Panel):
         compressed = [r["compressed_s"] * 1e6 for r in log]
         native_log = [r for r in log if r.get("native_s") is not None]
         native = [r["native_s"] * 1e6 for r in native_log]
-        with self.line.batch_update():
+        with batch(self.line):
             self.line.data[0].x, self.line.data[0].y = steps, plain
             self.line.data[1].x, self.line.data[1].y = steps, compressed
             self.line.data[2].x, self.line.data[2].y = [r["step"] for r in native_log], native
-        with self.hist.batch_update():
+        with batch(self.hist):
             self.hist.data[0].x = plain
             self.hist.data[1].x = compressed
             self.hist.data[2].x = native
