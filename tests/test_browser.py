@@ -399,11 +399,30 @@ def test_workbench_in_jupyterlab(lab, page):
     _shot(page, "editor_error")
     page.mouse.move(0, 0)
 
-    # Click its diagnostic → the cursor is on that line and column, in the focused editor: Tab
-    # indents the line there (and stays in the editor), a typed character lands at the column,
+    # Beside an error, at 1,400 and at 1,000 px, the live class count and the jump buttons keep
+    # their height (issue 35.7 and 35.1: squeezed to a sliver, "in the page but not visible").
+    jump = page.locator("button.cfgzip-jump", has_text=f"{line}:{column} undefined rule").first
+    readable = (
+        "() => [...document.querySelectorAll('.cfgzip-live-classes .cfgzip-live-count, button.cfgzip-jump')]"
+        ".every(e => e.getBoundingClientRect().height >= 12)"
+    )
+    for width in (1400, 1000):
+        page.set_viewport_size({"width": width, "height": 2000})
+        page.wait_for_function(f"innerWidth === {width}", timeout=10_000)
+        _until(page, readable, timeout=10_000)
+        heights = [
+            page.locator(css).first.bounding_box()["height"] for css in (".cfgzip-live-count", "button.cfgzip-jump")
+        ]
+        assert jump.is_visible() and min(heights) >= 12, (width, heights)
+    _shot(page, "editor_error_1000px")
+    page.set_viewport_size({"width": 1400, "height": 2000})
+    page.wait_for_function("innerWidth === 1400", timeout=10_000)
+
+    # Click the diagnostic itself → the cursor is on that line and column, in the focused editor:
+    # Tab indents the line there (and stays in the editor), a typed character lands at the column,
     # and undo takes both back.
     page.keyboard.press("Control+Home")
-    page.locator("button.cfgzip-jump", has_text=f"{line}:{column} undefined rule").first.click()
+    page.locator(".cfgzip-diagnostics .cfgzip-diag.error", has_text="missing_rule").first.click()
     active = page.locator(".cfgzip-editor-text .cm-activeLine")
     page.locator(".cfgzip-editor-text .cm-activeLineGutter", has_text=str(line)).wait_for(timeout=10_000)
     assert page.evaluate("document.activeElement.classList.contains('cm-content')")

@@ -190,6 +190,11 @@ def test_panel_pushes_marks_jumps_and_clears_them(session):
     buttons[0].click()
     assert panel.code_editor.cursor == {"line": 2, "column": 16}
     assert panel.code_editor.comm.sent[-1] == {"type": "jump", "line": 2, "column": 16}
+    # the diagnostic itself is a link too (issue 35.1: a click on it did nothing, typing went elsewhere)
+    assert 'data-action="jump" data-arg="2:16"' in panel.diagnostics.value
+    panel.code_editor.comm.sent.clear()
+    panel.diagnostics.click_action("jump", "2:16")
+    assert panel.code_editor.comm.sent == [{"type": "jump", "line": 2, "column": 16}]
 
     _from_front_end(panel.code_editor, value=GOOD)  # fixed: the marks and buttons go
     assert session.grammar_ok and panel.code_editor.diagnostics == [] and panel.jump_list.children == ()

@@ -32,6 +32,9 @@ CSS = """
 .cfgzip-diag { border-left: 3px solid var(--jp-error-color1, #cf222e); padding: 2px 6px; margin: 4px 0; }
 .cfgzip-diag.warning { border-left-color: var(--jp-warn-color1, #d4a72c); }
 .cfgzip-diag pre { margin: 2px 0; font-size: 12px; }
+.cfgzip-app .cfgzip-diag[data-action] { color: inherit; }
+.cfgzip-diag[data-action]:hover { background: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 8%, transparent); }
+.cfgzip-editor-side > * { flex-shrink: 0; }
 .cfgzip-error-box { border: 1px solid var(--jp-error-color1, #cf222e); background: color-mix(in srgb, var(--jp-error-color1, #cf222e) 8%, transparent); padding: 4px 8px; }
 .cfgzip-error-box pre { max-height: 12em; overflow: auto; font-size: 11px; }
 .cfgzip-generated { background: color-mix(in srgb, var(--jp-success-color1, #1a7f37) 16%, transparent); }
@@ -134,7 +137,9 @@ def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1) -> s
     code = esc("\n".join(excerpt))
     severity = diagnostic.severity
     return (
-        f'<div class="cfgzip-diag {severity}" data-line="{diagnostic.line}" data-column="{diagnostic.column}">'
+        f'<div class="cfgzip-diag {severity}" data-line="{diagnostic.line}" data-column="{diagnostic.column}" '
+        f'data-action="jump" data-arg="{diagnostic.line}:{diagnostic.column}" '
+        f'title="click: the cursor to line {diagnostic.line}, column {diagnostic.column}">'
         f"<b>line {diagnostic.line}, column {diagnostic.column}</b>: "
         f'<span class="{"cfgzip-bad" if severity == "error" else "cfgzip-warn"}">{severity}</span>: '
         f"{esc(diagnostic.message)}<pre>{code}</pre></div>"

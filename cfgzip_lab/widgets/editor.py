@@ -55,6 +55,14 @@ _KIND_LABELS = {
     "json_schema": "JSON Schema",
     "structural_tag": "structural tag",
 }
+
+
+def _position(arg: str) -> tuple[int, int]:
+    """``"line:column"`` (a diagnostic's ``data-arg``) as two numbers."""
+    line, _, column = arg.partition(":")
+    return int(line), int(column or 1)
+
+
 _JUMP_LABEL = 70  # characters of a diagnostic's message on its jump button (the tooltip has all)
 
 
@@ -131,8 +139,10 @@ class EditorPanel(Panel):
 
         self.status = w.HTML()
         self.status.add_class("cfgzip-grammar-status")
-        self.diagnostics = w.HTML()
+        # each diagnostic is a link: a click puts the cursor on it, in the focused editor (issue 35.1)
+        self.diagnostics = HtmlView()
         self.diagnostics.add_class("cfgzip-diagnostics")
+        self.diagnostics.on_action("jump", lambda arg: self._handler("jump", lambda: self.jump_to(*_position(arg)))())
         self.xgrammar = w.HTML()
         self.xgrammar.add_class("cfgzip-xgrammar")
 
@@ -166,6 +176,9 @@ class EditorPanel(Panel):
             ],
             layout=w.Layout(width="40%", padding="0 0 0 10px", overflow="auto", max_height="500px"),
         )
+        # a scrolling column whose parts keep their height (in a flex column they shrank to a
+        # sliver, the live class count and the jump buttons among them, issue 35.1 and 35.7)
+        side.add_class("cfgzip-editor-side")
         self.widget = w.VBox(
             [
                 w.HBox(

@@ -178,13 +178,20 @@ def step_bases(session) -> dict[str, tuple[str, dict[str, float]]]:
             steps["native"] = summary["median_native_us"]
         out["decoder"] = (f"decoder, {summary['steps']} steps", steps)
     bench = s.current("benchmark")
-    rows = [r for r in (bench or {}).get("rows", []) if r["batch_size"] == 1]
-    if rows:
-        steps = {"plain": rows[0]["plain_us"], "compressed": rows[0]["compressed_us"]}
-        if rows[0].get("native_us") is not None:
-            steps["native"] = rows[0]["native_us"]
-        out["benchmark"] = ("benchmark, batch 1", steps)
+    # every batch size measured (issue 35.5: judging batch 1 alone said "never pays" above a table
+    # where CFGzip led at batch 16); batch 1 keeps the key "benchmark"
+    for row in sorted((bench or {}).get("rows", []), key=lambda r: r["batch_size"]):
+        steps = {"plain": row["plain_us"], "compressed": row["compressed_us"]}
+        if row.get("native_us") is not None:
+            steps["native"] = row["native_us"]
+        size = row["batch_size"]
+        out["benchmark" if size == 1 else f"benchmark batch {size}"] = (f"benchmark, batch {size}", steps)
     return out
+
+
+def _batch_of(key: str) -> int:
+    """The batch size of a :func:`step_bases` key (1 for the decoder and the batch-1 benchmark)."""
+    return int(key.rsplit(" ", 1)[1]) if key.startswith("benchmark batch ") else 1
 
 
 def basis_ratio(session) -> float | None:
@@ -199,10 +206,13 @@ def basis_ratio(session) -> float | None:
 
 def pays(session) -> list[dict]:
     """Does each engine pay for its one-off cost? One dict per (basis, engine) with a known
-    per-step time, the decoder basis first, then the benchmark basis (see :func:`step_bases`).
+    per-step time, the decoder basis first, then the benchmark's, one per batch size measured
+    (see :func:`step_bases`).
 
     Each dict names its basis (``basis_kind``: ``"decoder"`` or ``"benchmark"``; ``basis``: in
-    words) and the ``ratio`` engine/plain per step on that basis. One-off:
+    words; ``batch``: the sequences one step fills) and the ``ratio`` engine/plain per step on that
+    basis. At batch B a step fills B masks and yields B tokens, so the break-even in tokens is B
+    times the break-even in steps. One-off:
     :func:`cfgzip_lab.bench.one_off_seconds` over the session's current timings (classing +
     grammar compile + the engine's compile, or cache load + the engine's compile). ``tokens``
     is a number or ``"never"``; [] when nothing is measured yet.
@@ -218,8 +228,9 @@ def pays(session) -> list[dict]:
         return []
     grammar_compile = sum(v for k, v in timings.items() if k.startswith("compile_"))
     out = []
-    for kind, engine in ((k, e) for k in BASES if k in bases for e in ("compressed", "native")):
-        basis, steps = bases[kind]
+    for key, engine in ((k, e) for k in bases for e in ("compressed", "native")):
+        basis, steps = bases[key]
+        kind, batch = ("decoder" if key == "decoder" else "benchmark"), _batch_of(key)
         compile_key = f"{engine}_compile"
         if engine not in steps or compile_key not in timings:
             continue
@@ -229,11 +240,14 @@ def pays(session) -> list[dict]:
         )
         plain_s, engine_s = steps["plain"] * 1e-6, steps[engine] * 1e-6
         tokens = break_even(one_off, plain_s, engine_s)
+        if tokens != NEVER:
+            tokens *= batch
         out.append(
             {
                 "engine": engine,
                 "basis": basis,
                 "basis_kind": kind,
+                "batch": batch,
                 "ratio": engine_s / plain_s if plain_s > 0 else None,
                 "one_off_s": one_off,
                 "parts": (
@@ -248,6 +262,26 @@ def pays(session) -> list[dict]:
             }
         )
     return out
+
+
+def _pays_by_batch(verdicts: list[dict]) -> str:
+    """One line per engine whose benchmark verdict changes with the batch size, e.g. "CFGzip: never
+    pays at batch 1; pays at batch 16 (after 2,048 tokens)" (HTML; "" when no verdict changes)."""
+    lines = []
+    for engine, name in (("compressed", "CFGzip"), ("native", "native")):
+        mine = [v for v in verdicts if v["basis_kind"] == "benchmark" and v["engine"] == engine]
+        if len({v["tokens"] == NEVER for v in mine}) < 2:
+            continue
+        said = [
+            f"never pays at batch {v['batch']}"
+            if v["tokens"] == NEVER
+            else f"pays at batch {v['batch']} (after {v['tokens']:,} tokens)"
+            for v in mine
+        ]
+        lines.append(f"<b>{name}</b>: " + "; ".join(said))
+    if not lines:
+        return ""
+    return "By batch size: " + " · ".join(lines) + " (the mask fill is what a server does per batch of requests)"
 
 
 class TimingsPanel(Panel):
@@ -438,6 +472,9 @@ class TimingsPanel(Panel):
             if missing:
                 how = {"decoder": "step the decoder", "benchmark": "run the benchmark"}[missing[0]]
                 table_html += f'<p class="cfgzip-muted">{missing[0]} basis: not measured yet ({how})</p>'
+            summary = _pays_by_batch(verdicts)
+            if summary:
+                table_html += f'<p class="cfgzip-pays-summary">{summary}</p>'
             ratio = basis_ratio(s)
             if ratio is not None:
                 bases = step_bases(s)
