@@ -345,6 +345,13 @@ def test_export_cache_report_and_load(classed, tmp_path):
     assert path == tmp_path / "classes.npz" and path.exists()
     assert (tmp_path / "classes.ebnf").read_text(encoding="utf-8") == classed.text  # the grammar beside it
     assert "Use it in your code" in panel.snippet.value and str(path.resolve()) in panel.snippet.value
+    assert "A cat as JSON" not in panel.snippet.value  # no decoder: a prompt that names no grammar
+    classed.decoder_prompt = "Robot commands:"  # what the Decoder tab's prompt sets (issue 35.7)
+    panel.export_cache("classes.npz")
+    assert (
+    assert "tokenizer(&quot;Robot commands:&quot;" in panel.snippet.value  # the snippet is HTML-escaped
+        or 'tokenizer("Robot commands:"' in panel.snippet.value
+    )
     before = classed.classes
     loaded = panel.load_cache(path)
     assert np.array_equal(loaded.class_of, before.class_of) and classed.classes_current
@@ -711,6 +718,8 @@ def test_decoder_status_always_ends_and_uses_the_sessions_classes(checker):
     panel.reset()
     assert not job.running and panel.results == [] and "reset: back to the prompt" in panel.status.value
     assert "decoding" not in panel.status.value
+    panel.reset()  # nothing runs now: no word of cancelled steps (issue 35.7)
+    assert "reset: back to the prompt" in panel.status.value and "cancelled" not in panel.status.value
 
     s.record_error("decoder", WorkbenchError("an old failure"))
     assert panel.error_box.value

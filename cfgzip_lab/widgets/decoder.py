@@ -89,6 +89,9 @@ class DecoderPanel(Panel):
         self.device.add_class("cfgzip-device")
         self.prompt = w.Textarea(value=prompt, description="Prompt", layout=w.Layout(width="100%", height="60px"))
         self.prompt.add_class("cfgzip-prompt")
+        # the prompt the export's snippet uses (issue 35.7: it always said "A cat as JSON:")
+        session.decoder_prompt = self.prompt.value
+        self.prompt.observe(lambda change: setattr(session, "decoder_prompt", change["new"]), names="value")
         self.top_k = w.BoundedIntText(value=top_k, min=1, max=50, description="Top-k", layout=w.Layout(width="160px"))
         self.n = w.BoundedIntText(value=8, min=1, max=2000, description="N", layout=w.Layout(width="140px"))
         self.n.add_class("cfgzip-steps-n")
@@ -289,7 +292,8 @@ class DecoderPanel(Panel):
         """Back to the prompt; a changed prompt, top-k, model or grammar is picked up here.
         A running Run N is cancelled first (it ends as "cancelled"), then the steps go."""
         job = self.session.jobs.get("decode")
-        if job is not None and job.running:
+        was_running = job is not None and job.running  # an older run's "cancelled" is not this Reset's
+        if was_running:
             job.cancel()
             job.wait(60)  # a step takes at most one forward pass
             job._cfgzip_reported = True  # Reset says how it ended, below
@@ -308,7 +312,7 @@ class DecoderPanel(Panel):
         self._show(None)
         self._end(
             "reset: back to the prompt"
-            + (" (the running steps were cancelled)" if job and job.status == "cancelled" else "")
+            + (" (the running steps were cancelled)" if was_running and job.status == "cancelled" else "")
         )
 
     def cancel(self) -> None:

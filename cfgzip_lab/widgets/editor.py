@@ -301,6 +301,7 @@ class EditorPanel(Panel):
         self.session.set_text(change["new"])
         if self._syncing:
             return
+        self.draft_note.value = ""  # "draft restored …" or "a draft is on disk": said, and now typed over
         self.status.value = '<span class="cfgzip-muted">editing…</span>'
         if self.delay <= 0:
             self._guarded_compile()

@@ -198,7 +198,8 @@ class ExportPanel(Panel):
             f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to '
             f"<code>{esc(target.resolve())}</code> and the grammar to <code>{esc(grammar.resolve())}</code>"
         )
-        code = usage_snippet(grammar.resolve(), target.resolve(), tokenizer=s.vocab.name)
+        prompt = getattr(s, "decoder_prompt", "") or "Answer:"  # the decoder's, else one that names no grammar
+        code = usage_snippet(grammar.resolve(), target.resolve(), tokenizer=s.vocab.name, prompt=prompt)
         self.snippet.value = (
             "<b>Use it in your code</b> (transformers; the cache and grammar above):"
             f'<pre class="cfgzip-code cfgzip-snippet-code" style="overflow:auto">{esc(code)}</pre>'

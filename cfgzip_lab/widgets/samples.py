@@ -174,7 +174,11 @@ class SamplesPanel(Panel):
         super().__init__(session)
         self.results: list[SampleResult] = []
         self.text = w.Textarea(
-            placeholder=f"one sample per block; separate samples with a line '{SEPARATOR}'",
+            placeholder=(
+                f"one sample per block; separate samples with a line '{SEPARATOR}'. The line break before "
+                f"'{SEPARATOR}' is not part of the sample: to end a sample with a newline, leave an empty line "
+                f"before '{SEPARATOR}'"
+            ),
             layout=w.Layout(width="100%", height="220px"),
         )
         self.text.add_class("cfgzip-samples-text")

@@ -895,6 +895,8 @@ class WorkbenchSession:
 
     #: which notebook the draft is for (written into it; set by the app)
     draft_notebook = ""
+    #: the decoder's prompt (set by the Decoder tab; the export's usage snippet uses it)
+    decoder_prompt = ""
 
     # -- vocabulary and classes -------------------------------------------------------
 
