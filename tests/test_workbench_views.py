@@ -126,6 +126,7 @@ def test_the_test_list_runs_on_every_check_and_saves_beside_the_grammar(session,
     # saved beside the grammar, loaded back by opening the grammar again
     saved = panel.save_tests()
     assert saved == tmp_path / "robot.tests.json" and load_tests(saved) == session.tests
+    assert json.loads(saved.read_text())["grammar"] == "robot.ebnf"  # relative: the pair moves together
     count = len(session.tests)
     session.set_tests([])
     session.tests_path = None

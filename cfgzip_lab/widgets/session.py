@@ -47,6 +47,7 @@ over the source rules (:meth:`earley`); a JSON Schema's rules map to JSON pointe
 from __future__ import annotations
 
 import difflib
+import os
 import threading
 import time
 import traceback
@@ -770,7 +771,15 @@ class WorkbenchSession:
         return outcomes
 
     def save_tests(self, path: str | Path) -> Path:
+        """Write the test list to ``path``; it names its grammar (a bundled name, or a file's path
+        relative to the tests file, so the pair moves together: issue 35.7 found an absolute one)."""
         grammar = self.source if self.source not in (UNTITLED,) else None
+        if grammar is not None and grammar not in bundled_grammars():
+            target = Path(path).expanduser().absolute()
+            try:
+                grammar = Path(os.path.relpath(Path(grammar).expanduser().absolute(), target.parent)).as_posix()
+            except ValueError:  # another drive (Windows): only an absolute path names it
+                pass
         self.tests_path = save_tests(path, self.tests, grammar=grammar)
         self.emit("tests")
         return self.tests_path
