@@ -299,14 +299,15 @@ def _visible_whole(page, locator) -> bool:
     )
 
 
-def _run_all_cells(page, tries: int = 3) -> None:
+def _run_all_cells(page, tries: int = 3, *, after: int = 0) -> None:
     """Run ▸ Run All Cells, as a user would, until the code cell's prompt shows it queued or run.
 
     On a loaded machine the first click can land before JupyterLab makes the notebook its
     current widget; the menu item is then disabled and the click does nothing (a CI run
     waited three minutes for the workbench while the notebook it autosaved held no run of
     its cell). A user clicks again; so does this, and it says what the prompt showed if no
-    click took.
+    click took. ``after``: the execution count the prompt showed before (a reloaded notebook
+    shows its saved one): only a later count, or ``[*]``, counts as this run.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -315,7 +316,12 @@ def _run_all_cells(page, tries: int = 3) -> None:
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         try:  # [*]: queued or running, [1]: run
-            prompt.filter(has_text=re.compile(r"\[(\*|\d+)\]")).wait_for(timeout=20_000)
+            page.wait_for_function(
+                "([css, after]) => { const m = /\\[(\\*|\\d+)\\]/.exec(document.querySelector(css)?.textContent || '');"
+                " return m && (m[1] === '*' || Number(m[1]) > after); }",
+                arg=[".jp-CodeCell .jp-InputPrompt", after],
+                timeout=20_000,
+            )
             return
         except PlaywrightTimeout:
             page.keyboard.press("Escape")  # close the menu if the click left it open
@@ -750,4 +756,21 @@ def test_workbench_in_jupyterlab(lab, page):
     )
     assert ticks and all("#" in t for t in ticks), ticks  # both subplots keep their token labels
     _shot(page, "dark")
+
+    # F5 with the kernel running, then Run All (issue 35.2): the same workbench comes back, with
+    # the schema typed into it and its two tests, not an empty one.
+    part = time.monotonic()
+    count = int(re.search(r"\[(\d+)\]", page.locator(".jp-CodeCell .jp-InputPrompt").first.inner_text()).group(1))
+    page.reload()
+    page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+    _kernel_idle(url)
+    _run_all_cells(page, after=count)
+    page.locator(".jp-CodeCell .jp-InputPrompt", has_text=f"[{count + 1}]").first.wait_for(timeout=180_000)
+    page.locator(".cfgzip-app").wait_for(timeout=180_000)
+    page.locator(".cfgzip-editor-text .cm-content", has_text='"title": "Order"').wait_for(timeout=60_000)
+    _tab(page, "Tests")
+    rows = page.locator(".cfgzip-tests-table tbody tr")
+    rows.first.wait_for(timeout=30_000)
+    assert rows.count() == 2, rows.count()
+    print(f"reload and re-run: {time.monotonic() - part:.1f} s")
     print(f"browser scenario: {time.monotonic() - started:.1f} s")

@@ -109,6 +109,37 @@ def test_one_draft_per_notebook_never_overwritten_by_the_start_up_check(checker,
         other.close()
 
 
+def test_rerunning_the_cell_after_a_browser_reload_shows_the_same_workbench(checker, tmp_path, monkeypatch):
+    """Issue 35.2: F5 with the kernel running, then Run All, built an empty workbench (its file,
+    tests and samples lost); the notebook's open workbench comes back, everything in it."""
+    from cfgzip_lab.grammar.testlist import GrammarTest
+    from cfgzip_lab.widgets import Workbench
+
+    monkeypatch.setenv("CFGZIP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "recipes.ipynb"))
+    grammar = tmp_path / "robot.ebnf"
+    grammar.write_text(ROBOT, encoding="utf-8")
+    app = Workbench(delay=0, editor="textarea")
+    try:
+        app.editor.load_file(str(grammar))
+        app.session.set_tests([GrammarTest("go 1"), GrammarTest("go x", "reject")])
+        app.samples.set_samples(["turn left", "go 2"])
+        again = Workbench(delay=0, editor="textarea")  # the cell run again after F5
+        assert again is app and again.session.provenance == str(grammar)
+        assert [t.text for t in again.session.tests] == ["go 1", "go x"]
+        assert again.samples.text.value == app.samples.text.value and "turn left" in again.samples.text.value
+        other = Workbench(ROBOT, delay=0, editor="textarea", draft=False)  # asked for a text: a new one
+        assert other is not app
+        other.close()
+    finally:
+        app.close()
+    fresh = Workbench(delay=0, editor="textarea")  # closed: the next one is new
+    try:
+        assert fresh is not app and fresh.session.tests == []
+    finally:
+        fresh.close()
+
+
 def test_a_draft_keeps_the_input_kind(checker, tmp_path):
     draft = tmp_path / "d.json"
     s = WorkbenchSession(ROBOT, checker=checker, draft_path=draft)

@@ -40,6 +40,10 @@ from .timings import TimingsPanel
 
 __all__ = ["Workbench"]
 
+# The open workbench of each notebook in this kernel (by notebook_key): re-running the cell after a
+# browser reload (F5) shows it again, with everything in it, instead of building an empty one.
+_OPEN: dict[str, Workbench] = {}
+
 TABS = ("Grammar", "Samples", "Tests", "Structure", "Classes", "Decoder", "Timings", "Export")
 
 
@@ -69,7 +73,22 @@ class Workbench:
         on, while a classing stays under ~1 s; the class count, the compression and their change
         show beside the editor. For a ``session`` passed in, its own ``live_enabled`` is kept
         unless ``live`` is given.
+
+    Notes
+    -----
+    ``Workbench()`` with no ``text`` and no ``session``, in a kernel where this notebook's
+    workbench is open, returns that workbench (issue 35.2): after a browser reload (F5) the
+    kernel still holds the grammar, its file, the samples, the tests and the decoder's steps,
+    and re-running the cell shows them again. :meth:`close` ends it; the next ``Workbench()``
+    is a new one.
     """
+
+    def __new__(cls, text: str | None = None, *, session: WorkbenchSession | None = None, draft: bool = True, **_):
+        if text is None and session is None and draft:
+            open_one = _OPEN.get(notebook_key())
+            if open_one is not None and not open_one.closed:
+                return open_one  # __init__ sees it is built and keeps it as it is
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -85,6 +104,9 @@ class Workbench:
         editor: str = "codemirror",
         live: bool | None = None,
     ) -> None:
+        if getattr(self, "closed", None) is False:  # the notebook's open workbench (see __new__)
+            return
+        self.closed = False
         notebook = notebook_key()
         draft_path = draft_path_for(notebook) if draft else None
         self.session = session or WorkbenchSession(
@@ -138,6 +160,8 @@ class Workbench:
         s.on("jump", lambda: self.select("Grammar"))
         s.compile(draft=False)  # the start-up check: the draft on disk stays for "Restore draft"
         self.editor.show_draft_hint()
+        if text is None and session is None and draft:
+            _OPEN[notebook] = self
 
     # -- the main actions, one call each ------------------------------------------------
 
@@ -218,6 +242,10 @@ class Workbench:
 
     def close(self) -> None:
         """Cancel running jobs and close this app's widgets (not other widgets of the kernel)."""
+        self.closed = True
+        for key, app in list(_OPEN.items()):
+            if app is self:
+                del _OPEN[key]
         self.session.close()
 
         def close_tree(widget) -> None:
