@@ -767,6 +767,7 @@ def test_workbench_in_jupyterlab(lab, page):
     _run_all_cells(page, after=count)
     page.locator(".jp-CodeCell .jp-InputPrompt", has_text=f"[{count + 1}]").first.wait_for(timeout=180_000)
     page.locator(".cfgzip-app").wait_for(timeout=180_000)
+    _tab(page, "Grammar")  # the same workbench: it shows the tab it showed before (Decoder)
     page.locator(".cfgzip-editor-text .cm-content", has_text='"title": "Order"').wait_for(timeout=60_000)
     _tab(page, "Tests")
     rows = page.locator(".cfgzip-tests-table tbody tr")
