@@ -240,7 +240,7 @@ def test_search_is_marked_out_of_date_then_recomputed(checker):
         panel.compare("true", "null")
         assert "out of date" not in panel.search_output.value
         s.compile(text.replace('"null"', '"nil"'), xgrammar=False)
-        assert "out of date (made for grammar" in panel.search_output.value
+        assert "out of date (made for another version of the grammar" in panel.search_output.value
         assert "out of date" in panel.compare_output.value
         s.compile(text, xgrammar=False)  # the edit undone: current again, the mark goes
         assert "out of date" not in panel.search_output.value and "out of date" not in panel.compare_output.value

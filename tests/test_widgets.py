@@ -512,7 +512,9 @@ def test_batch_benchmark(checker):
     assert ("pays after" in panel.pays.value) or ("never pays" in panel.pays.value)
     s.set_text(JSON_TEXT.replace("ws ::= [ \\n\\r\\t]*", "ws ::= [ \\n]*"))
     s.compile(xgrammar=False)
-    assert "out of date (made for grammar" in panel.batch_output.value  # the old K is marked, not shown as current
+    assert (
+        "out of date (made for another version of the grammar" in panel.batch_output.value
+    )  # the old K is marked, not shown as current
     assert pays(s) == []
 
 
@@ -553,7 +555,10 @@ def test_workbench_status_names_the_source_and_errors_go_when_fixed(checker):
     assert f"classing {fmt_seconds(session.timings['classing'])}" in app.status.value  # one classing time
     app.editor.text.value = session.text + "\n# a note\n"
     app.editor.flush()
-    assert "json (edited)" in app.status.value and "out of date (made for grammar" in app.status.value
+    assert (
+        "json (edited)" in app.status.value
+        and "out of date (made for another version of the grammar" in app.status.value
+    )
     app.timings._handler("benchmark", app.timings.benchmark)()  # stale classes: refused, counted
     assert "1 error(s)" in app.status.value and app.timings.error_box.value
     app.editor.text.value = bundled_grammars()["json"].read_text(encoding="utf-8")  # the edit undone
@@ -617,10 +622,13 @@ def test_stamp_follows_text_and_tokenizer(session):
     assert not s.is_current(None)
     s.set_text(s.text + "\n# a comment\n")
     assert not s.is_current(first) and not s.is_current(Stamp(first.grammar_sha, None))
-    assert s.stale_note(first) == f"out of date (made for grammar {first.grammar_sha[:8]}, llama3)"
+    assert s.stale_note(first) == "out of date (made for another version of the grammar)"  # no hash (35.7)
+    assert first.grammar_sha[:8] not in s.stale_note(first)
     edited = s.stamp
     s.tokenizer = "smollm2"
     assert not s.is_current(edited)  # another tokenizer
+    assert s.stale_note(edited) == "out of date (made for tokenizer llama3)"
+    assert s.stale_note(first) == "out of date (made for another version of the grammar, tokenizer llama3)"
     assert s.is_current(Stamp(edited.grammar_sha, None))  # a tokenizer-free result still holds
     s.tokenizer = "llama3"
     assert s.is_current(edited)
@@ -725,7 +733,10 @@ def test_decoder_status_always_ends_and_uses_the_sessions_classes(checker):
     assert "step 1 done" in panel.status.value
     s.set_text(JSON_TEXT + "\n# edited\n")
     s.compile(xgrammar=False)
-    assert "out of date (made for grammar" in panel.status.value and "cfgzip-stale" in panel.status.value
+    assert (
+        "out of date (made for another version of the grammar" in panel.status.value
+        and "cfgzip-stale" in panel.status.value
+    )
     s.close()
     s.wait(30)
 

@@ -169,7 +169,7 @@ def test_staleness_follows_the_ebnf_the_engines_see_not_the_text(checker):
         changed = dict(SCHEMA, properties={**SCHEMA["properties"], "size": {"type": "string"}})
         s.set_text(json.dumps(changed, indent=2))
         assert not s.is_current(kept.stamp) and s.current("benchmark") is None
-        assert s.stale_note(kept.stamp).startswith("out of date (made for grammar")
+        assert s.stale_note(kept.stamp).startswith("out of date (made for another version of the grammar")
         s.set_text(text[:-3])  # a broken schema is out of date too, never "current"
         assert not s.is_current(kept.stamp)
         # an EBNF text is its own EBNF: a comment is a change the engines see

@@ -418,12 +418,19 @@ class WorkbenchSession:
         }
 
     def stale_note(self, stamp: Stamp | None) -> str:
-        """``""`` for a current result, else ``"out of date (made for grammar 1a2b3c4d, llama3)"``."""
+        """``""`` for a current result, else what it was made for, in words the author can check:
+        ``"out of date (made for another version of the grammar, tokenizer llama3)"``. The grammar's
+        hash is left out: it appeared nowhere else in the workbench (issue 35.7)."""
         if self.is_current(stamp):
             return ""
-        return (
-            "out of date (made for an earlier state)" if stamp is None else f"out of date (made for {stamp.describe()})"
-        )
+        if stamp is None:
+            return "out of date (made for an earlier state)"
+        made_for = []
+        if stamp.grammar_sha != self.grammar_sha:
+            made_for.append("another version of the grammar")
+        if stamp.tokenizer is not None and stamp.tokenizer != self.tokenizer:
+            made_for.append(f"tokenizer {stamp.tokenizer}")
+        return f"out of date (made for {', '.join(made_for) or 'an earlier state'})"
 
     # -- provenance -------------------------------------------------------------------
 
