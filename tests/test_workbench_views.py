@@ -68,9 +68,34 @@ def test_samples_show_expected_literals_and_parse_trees(session):
     assert 'data-span="0,5"' in tree and 'data-rule="turn"' in tree and "stopped here" in tree
     accepted = panel.show_tree(0)
     assert accepted.accepted and "<details open>" in panel.tree.value and 'data-span="5,9"' in panel.tree.value
+    # issue 35.7: no "expected …" line above an accepted tree; what may follow comes after it, muted
+    tree = panel.tree.value
+    assert "cfgzip-expected-terms" not in tree and tree.index("<details") < tree.index("it could also go on: ")
+    assert "«turn left»" in tree and "&#x27;turn left&#x27;" not in tree  # the text as typed, not repr()
     # the shown tree follows the grammar: with "up" allowed it is accepted
     session.compile(ROBOT.replace('"left" | "right"', '"left" | "right" | "up"'), xgrammar=False)
     assert panel.results[1].ours.kind == "accepted"
+
+
+def test_parse_tree_labels_show_the_text_as_typed(checker):
+    """Issue 35.7: labels went through repr(), so a JSON string read '"Mum\\'s \\\\"best\\\\""'."""
+    from html import escape
+
+    from cfgzip_lab.widgets.samples import SamplesPanel
+
+    s = WorkbenchSession('root ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\])* "\\""\n', checker=checker)
+    try:
+        assert s.compile(xgrammar=False), s.diagnostics
+        panel = SamplesPanel(s)
+        sample = '"Mum\'s \\"best\\" cake"'
+        panel.set_samples([sample, '"tab\there"'])
+        panel.check_samples()
+        assert panel.show_tree(0).accepted
+        assert escape(f"«{sample}»") in panel.tree.value
+        assert panel.show_tree(1).accepted
+        assert escape('«"tab\\there"»') in panel.tree.value  # a control character is escaped
+    finally:
+        s.close()
 
 
 def test_an_ambiguous_sample_is_flagged(checker):

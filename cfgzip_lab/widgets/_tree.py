@@ -20,9 +20,18 @@ MAX_NODES = 1500
 OPEN_DEPTH = 4
 
 
+# control characters as their escapes; everything else (quotes and backslashes included) as typed
+_VISIBLE = {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"} | {
+    c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c not in (0x09, 0x0A, 0x0D)
+}
+
+
 def _preview(text: str, width: int = 40) -> str:
+    """A node's text between « », as it is in the sample: a JSON string ``"Mum's \\"best\\""`` reads
+    as written, not through Python's repr (issue 35.7: ``'"Mum\\'s \\\\"best\\\\""'``); only control
+    characters are escaped, so a newline shows as ``\\n``."""
     shown = text if len(text) <= width else text[: width - 1] + "…"
-    return repr(shown)
+    return f"«{shown.translate(_VISIBLE)}»"
 
 
 def _merged(children: tuple[ParseNode, ...]) -> list[tuple[ParseNode, int, int]]:
@@ -95,12 +104,16 @@ def tree_html(result: ParseResult, *, title: str = "sample", pointer: Callable[[
     parts.append(f'<pre class="cfgzip-code cfgzip-tree-sample" data-sample>{esc(sample)}</pre>')
     if result.ambiguity is not None:
         parts.append(f'<p class="cfgzip-warn cfgzip-ambiguous">⚠ {esc(result.ambiguity.describe(sample))}</p>')
-    if result.kind != "accepted" or result.expected:
-        words = describe_expected(result.expected, result.expected_rules, can_end=result.can_end)
-        verb = "next" if result.kind == "accepted" else "there"
-        parts.append(f'<p class="cfgzip-expected-terms">{rule_links(esc(words))} ({verb})</p>')
+    words = describe_expected(result.expected, result.expected_rules, can_end=result.can_end)
+    if result.kind != "accepted":
+        parts.append(f'<p class="cfgzip-expected-terms">{rule_links(esc(words))} (there)</p>')
     if result.tree is not None:
         parts.append(node_html(result.tree, 0))
+    if result.kind == "accepted" and result.expected:
+        # below the tree and muted: for a complete sample it is what may follow, not an error (35.7)
+        parts.append(
+            f'<p class="cfgzip-muted cfgzip-could-go-on">complete; it could also go on: {rule_links(esc(words))}</p>'
+        )
     if budget[0] <= 0:
         parts.append(f'<p class="cfgzip-muted">the first {MAX_NODES:,} nodes are shown</p>')
     return f'<div class="cfgzip-tree" data-sample-root>{"".join(parts)}</div>'
