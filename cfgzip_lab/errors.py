@@ -18,6 +18,8 @@ Each error keeps its name, its module and its older standard base, so code that 
     ├── ModelLoadError            hf/models.py            a model that cannot be loaded offline (RuntimeError)
     ├── DecodingFinished          decode.py               ``step()`` after the grammar ended (RuntimeError)
     ├── UsageError                cli/_common.py          bad command-line input (exit status 2)
+    ├── MissingExtraError         extras.py               a feature whose extra is not installed,
+    │                                                     e.g. cfgzip-lab[workbench] (ImportError)
     └── WorkbenchError            widgets/session.py      a workbench action that cannot run now (ValueError)
 
 ``grammar.words.BudgetExceeded`` is not one of them: it is control flow inside classing
@@ -54,6 +56,7 @@ _HOMES = {
     "UsageError": "cfgzip_lab.cli._common",
     "WorkbenchError": "cfgzip_lab.widgets.session",
     "TokenIdError": "cfgzip_lab.grammar.token_macros",
+    "MissingExtraError": "cfgzip_lab.extras",
 }
 
 __all__ = ["CfgzipError", *_HOMES]

@@ -447,14 +447,9 @@ def _load_gguf(
 
 
 def _convert_gguf(gguf: Path, folder: Path, *, split_digits: bool) -> None:
-    missing = [m for m in ("transformers", "gguf") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise MissingVocabPackageError(
-            f"reading the tokenizer of {gguf.name} needs {' and '.join(missing)} (once; the result "
-            f"is cached): pip install {' '.join(missing)}",
-            package=missing[0],
-            install=f"pip install {' '.join(missing)}",
-        )
+    from .extras import require_extra
+
+    require_extra("gguf", f"reading the tokenizer of {gguf.name} (once; the result is cached)")
     from transformers import AutoTokenizer
 
     try:

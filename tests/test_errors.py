@@ -24,6 +24,7 @@ from cfgzip_lab.errors import CfgzipError
         ("UsageError", ()),
         ("WorkbenchError", (ValueError,)),
         ("TokenIdError", (ValueError,)),
+        ("MissingExtraError", (ImportError,)),
     ],
     ids=lambda row: row[0],
 )

@@ -12,59 +12,24 @@ with the setuptools and wheel of the test venv).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
-ENV.pop("PYTHONPATH", None)
-
-
-def run(*args, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{args}\n{proc.stdout}\n{proc.stderr}"
-    return proc
+from wheel_tools import REPO, build_wheel, make_venv, run
 
 
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory) -> Path:
     """A fresh venv with cfgzip_lab installed from a wheel of the working tree; returns its bin/."""
     tmp = tmp_path_factory.mktemp("wheel")
-    # Build from a copy, so the build/ and egg-info folders never land in the working tree.
-    src = tmp / "src"
-    src.mkdir()
-    shutil.copy2(REPO / "pyproject.toml", src)
-    shutil.copy2(REPO / "README.md", src)
-    shutil.copytree(REPO / "cfgzip_lab", src / "cfgzip_lab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-index",
-        "-w",
-        tmp / "dist",
-        src,
-        cwd=tmp,
-    )
-    (wheel,) = (tmp / "dist").glob("cfgzip_lab-*.whl")
-
-    venv = tmp / "venv"
-    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp)
-    python = venv / "bin" / "python"
-    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp).stdout.strip())
+    wheel = build_wheel(tmp)
+    python, site = make_venv(tmp / "venv")
     # The test venv's packages as a plain path entry: its .pth files (the editable hook) do not run.
     (site / "zz_test_venv.pth").write_text(sysconfig.get_path("purelib") + "\n")
     run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel, cwd=tmp)
-    return venv / "bin"
+    return python.parent
 
 
 @pytest.mark.slow

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import io
 
-import railroad as rr
-
+from ..extras import require_extra
 from . import tree
+
+require_extra("workbench", "railroad diagrams (cfgzip_lab.grammar.railroad)", modules=("railroad",))
+import railroad as rr  # noqa: E402
 
 __all__ = ["rule_diagram", "rule_svg", "grammar_svgs", "expr_diagram", "DIAGRAM_CSS"]
 

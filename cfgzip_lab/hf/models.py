@@ -255,6 +255,10 @@ def _smollm2_folder() -> Path:
 
 def _build_smollm2_folder(gguf: Path, out: Path, key: str) -> None:
     """De-quantise the GGUF with transformers and write a plain HF folder to ``out``."""
+    from ..extras import require_extra
+
+    require_extra("gguf", f"reading the model {gguf.name}")
+    require_extra("hf", f"reading the model {gguf.name}", modules=("accelerate",))
     from transformers import AutoModelForCausalLM
 
     from ..vocab_sources import load_vocab

@@ -8,6 +8,11 @@ The core (``cfgzip_lab`` outside this package) never imports widgets or plotly.
 
 from __future__ import annotations
 
+from ..extras import require_extra
+
+# Before any panel imports ipywidgets or plotly: one message naming the extra, not a traceback.
+require_extra("workbench", "the workbench (cfgzip_lab.widgets)", modules=("ipywidgets", "anywidget", "plotly"))
+
 __all__ = [
     "Workbench",
     "WorkbenchSession",
