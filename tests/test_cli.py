@@ -380,3 +380,23 @@ def test_one_grammar_exactly(tmp_path):
     path.write_text(GBNF)
     assert_usage_error(cli("gnf", "json", "--gbnf", str(path)), "give one grammar")
     assert_usage_error(cli("verify", "--tokenizer", "smollm2"), "give one grammar")
+
+
+# ---- Lark and regex inputs (cfgzip_lab.grammar.lark_regex) -----------------------------------
+
+
+def test_gnf_reads_lark_and_regex_and_places_their_errors(tmp_path, capsys):
+    from cfgzip_lab.cli import main
+
+    lark = tmp_path / "tool.lark"
+    lark.write_text('start: "a" NUMBER\nNUMBER: /[0-9]+/\n')
+    assert main(["gnf", "--lark", str(lark)]) == 0
+    assert main(["gnf", "--regex", "[a-z]+@x\\.com"]) == 0
+    capsys.readouterr()
+    lark.write_text('start: "a"\nb: "é" c\n')
+    assert main(["gnf", "--lark", str(lark)]) == 2
+    assert f"{lark}:2:8: error: XGrammar cannot read this Lark grammar: unknown name 'c'" in capsys.readouterr().err
+    assert main(["gnf", "--regex", "é(?<=x)a"]) == 2
+    assert "<regex>:1:4: error: XGrammar cannot read this regex: Lookbehind" in capsys.readouterr().err
+    assert main(["gnf", "--regex", "a", "--lark", str(lark)]) == 2
+    assert "--lark FILE or --regex PATTERN" in capsys.readouterr().err

@@ -53,8 +53,8 @@ def test_text__name__kind(text, name, kind):
 def test_ebnf_passes_through_and_unknown_kinds_are_refused():
     source = to_ebnf('root ::= "a"', "ebnf")
     assert (source.ebnf, source.kind, source.text) == ('root ::= "a"', "ebnf", 'root ::= "a"')
-    with pytest.raises(ValueError, match="unknown grammar kind 'lark'"):
-        to_ebnf("x", "lark")
+    with pytest.raises(ValueError, match="unknown grammar kind 'peg'"):
+        to_ebnf("x", "peg")
 
 
 # ---- GBNF: llama.cpp's meaning kept --------------------------------------------------------------

@@ -83,13 +83,14 @@ def named_token_lines(compiled: CompiledGrammar, vocab: VocabTable) -> list[str]
 
 def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The grammar a command reads: a positional file or bundled name, or ``--json-schema FILE``,
-    ``--gbnf FILE`` or ``--structural-tag FILE`` (exactly one; :func:`grammar_argument` checks).
-    Returns the parser."""
+    ``--gbnf FILE``, ``--structural-tag FILE``, ``--lark FILE`` or ``--regex PATTERN`` (exactly one;
+    :func:`grammar_argument` checks). Returns the parser."""
     parser.add_argument(
         "grammar",
         nargs="?",
         help="grammar file (XGrammar EBNF; a .gbnf file is read as GBNF, a .json file or a JSON object "
-        "as a JSON Schema), or a bundled grammar name (json, c_like, ...)",
+        "as a JSON Schema, a .lark file or a text with a 'start:' rule as Lark), or a bundled grammar name "
+        "(json, c_like, ...)",
     )
     parser.add_argument("--json-schema", metavar="FILE", help="a JSON Schema: XGrammar builds the grammar")
     parser.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar (converted with its exact meaning)")
@@ -97,6 +98,10 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
         "--structural-tag",
         metavar="FILE",
         help="a structural tag as vLLM and SGLang send it for tool calling (JSON): XGrammar builds the grammar",
+    )
+    parser.add_argument("--lark", metavar="FILE", help="a Lark grammar (rule 'start'): XGrammar builds the grammar")
+    parser.add_argument(
+        "--regex", metavar="PATTERN", help="a regular expression the whole output matches: XGrammar builds the grammar"
     )
     from ..classes.limits import DEFAULT_MAX_DAG_NODES
     from ..grammar.gnf import DEFAULT_MAX_GNF_NODES
@@ -120,7 +125,8 @@ def add_grammar_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
 def grammar_argument(args: argparse.Namespace) -> tuple[str, str]:
     """``(name, kind)`` of the one grammar given on the command line (kind: ``auto``,
-    ``json_schema``, ``gbnf`` or ``structural_tag``); none or several is a usage error."""
+    ``json_schema``, ``gbnf``, ``structural_tag``, ``lark`` or ``regex``, whose name is the pattern);
+    none or several is a usage error."""
     given = [
         (name, kind)
         for name, kind in (
@@ -128,12 +134,15 @@ def grammar_argument(args: argparse.Namespace) -> tuple[str, str]:
             (getattr(args, "json_schema", None), "json_schema"),
             (getattr(args, "gbnf", None), "gbnf"),
             (getattr(args, "structural_tag", None), "structural_tag"),
+            (getattr(args, "lark", None), "lark"),
+            (getattr(args, "regex", None), "regex"),
         )
         if name
     ]
     if len(given) != 1:
         raise UsageError(
-            "give one grammar: a grammar file or bundled name, --json-schema FILE, --gbnf FILE or --structural-tag FILE"
+            "give one grammar: a grammar file or bundled name, --json-schema FILE, --gbnf FILE, --structural-tag FILE, "
+            "--lark FILE or --regex PATTERN"
         )
     return given[0]
 
@@ -160,13 +169,9 @@ def read_grammar(name: str, kind: str = "auto", *, max_gnf_nodes: int | None = N
     warnings point into the file as the user wrote it.
     """
     from ..grammar.diagnostics import GrammarError
-    from ..pipeline import compile_grammar, resolve_grammar
+    from ..pipeline import compile_grammar
 
-    try:
-        path = resolve_grammar(name)
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise UsageError(f"cannot read grammar: {exc}") from None
+    path, text = grammar_text(name, kind)
     try:
         options = {} if max_gnf_nodes is None else {"max_gnf_nodes": max_gnf_nodes}
         compiled = compile_grammar(text, source=str(path), kind=kind, **options)
@@ -175,6 +180,24 @@ def read_grammar(name: str, kind: str = "auto", *, max_gnf_nodes: int | None = N
     for w in compiled.warnings:
         print(w.render(text, str(path)), file=sys.stderr)
     return path, compiled
+
+
+REGEX_PATH = Path("<regex>")
+"""What stands for the file of a ``--regex PATTERN`` in messages and records."""
+
+
+def grammar_text(name: str, kind: str = "auto") -> tuple[Path, str]:
+    """``(path, text)`` of a grammar argument: the file or bundled grammar ``name``, or for
+    ``kind="regex"`` the pattern ``name`` itself (path :data:`REGEX_PATH`)."""
+    from ..pipeline import resolve_grammar
+
+    if kind == "regex":
+        return REGEX_PATH, name
+    try:
+        path = resolve_grammar(name)
+        return path, path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise UsageError(f"cannot read grammar: {exc}") from None
 
 
 def load_vocab(name: str) -> VocabTable:

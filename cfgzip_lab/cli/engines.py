@@ -21,6 +21,7 @@ from ._common import (
     classing_options,
     emit,
     grammar_argument,
+    grammar_text,
     load_vocab,
     named_token_lines,
     parse_list,
@@ -163,15 +164,10 @@ def cmd_startup(args) -> int:
     """``bench --startup``: XGrammar's compile and our ready time, cold and warm, side by side."""
     from ..bench import machine_info, sample_docs
     from ..grammar.diagnostics import GrammarError
-    from ..pipeline import resolve_grammar
     from ..startup import format_rows, measure_startup
 
     name, kind = grammar_argument(args)
-    try:
-        path = resolve_grammar(name)
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise UsageError(f"cannot read grammar: {exc}") from None
+    path, text = grammar_text(name, kind)
     if kind == "auto":
         from ..grammar.sources import detect_kind
 

@@ -1,5 +1,5 @@
-"""Other grammar inputs → XGrammar's EBNF: JSON Schema and structural tags (XGrammar builds them)
-and llama.cpp's GBNF.
+"""Other grammar inputs → XGrammar's EBNF: JSON Schema, structural tags, Lark and regexes (XGrammar
+builds them) and llama.cpp's GBNF.
 
 cfgzip classes tokens for the language XGrammar enforces, so every input kind ends as EBNF
 text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
@@ -13,6 +13,9 @@ text that ``xgrammar.Grammar.from_ebnf`` reads with the same meaning:
 - **Structural tag** (tool calling, as vLLM and SGLang send it): XGrammar builds the grammar
   (``Grammar.from_structural_tag``) and its printed EBNF is classed; see :mod:`.structural_tag`
   (errors placed at the bad part of the spec).
+- **Lark** and a bare **regex**: ``xgrammar.Grammar.from_lark`` / ``from_regex`` build the
+  grammar and its printed EBNF is classed, errors placed at XGrammar's line and column in the
+  author's text (:mod:`.lark_regex`).
 - **GBNF** (llama.cpp's dialect, ``llama-grammar.cpp``): converted token by token with the
   exact meaning kept. Differences from XGrammar's EBNF that the conversion takes care of:
   ``\\x`` takes exactly two hex digits (``"\\x41BC"`` is ``"ABC"``, where XGrammar would read
@@ -39,12 +42,14 @@ from pathlib import PurePath
 
 from .diagnostics import Diagnostic, GrammarError, position_of
 from .ebnf import check_ebnf, decode_ebnf_string
+from .lark_regex import lark_to_ebnf, looks_like_lark, regex_to_ebnf
 from .structural_tag import looks_like_structural_tag, read_structural_tag
 
 __all__ = ["GrammarSource", "to_ebnf", "check_source", "detect_kind", "KINDS"]
 
-KINDS = ("ebnf", "gbnf", "json_schema", "structural_tag")
+KINDS = ("ebnf", "gbnf", "json_schema", "structural_tag", "lark", "regex")
 _FROM_JSON = ("json_schema", "structural_tag")  # XGrammar builds the EBNF; Regex(...) calls come from schemas
+_FROM_XGRAMMAR = (*_FROM_JSON, "lark", "regex")  # XGrammar builds the EBNF from the user's text
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +80,9 @@ class GrammarSource:
 
     @property
     def written_by_xgrammar(self) -> bool:
-        """XGrammar wrote the EBNF (a JSON Schema, a structural tag): its helper rules are not the
-        user's, and no diagnostic about them is shown (:meth:`remap`)."""
-        return self.kind in _FROM_JSON
+        """XGrammar wrote the EBNF (a JSON Schema, a structural tag, a Lark grammar, a regex): its
+        helper rules are not the user's, and no diagnostic about them is shown (:meth:`remap`)."""
+        return self.kind in _FROM_XGRAMMAR
 
     def remap(self, diagnostic: Diagnostic) -> Diagnostic | None:
         """A diagnostic about ``ebnf`` moved to where its cause is in ``text``.
@@ -85,8 +90,12 @@ class GrammarSource:
         GBNF: through the conversion's position map. JSON Schema: a diagnostic inside a
         ``Regex("...")`` call moves to that pattern's string in the schema (to the very
         character when the schema spells the pattern as ``json.dumps`` would); any other is
-        about XGrammar's own rules and has no place in the schema: None. EBNF: unchanged.
+        about XGrammar's own rules and has no place in the schema: None. Lark and regex: None
+        (XGrammar's rules, which XGrammar checked against the author's text already). EBNF:
+        unchanged.
         """
+        if self.kind in ("lark", "regex"):
+            return None
         if diagnostic.span is None or self.kind == "ebnf":
             return diagnostic if self.kind not in _FROM_JSON else None
         if self.kind in _FROM_JSON:
@@ -159,8 +168,11 @@ class GrammarSource:
 def detect_kind(text: str, name: str | None = None) -> str:
     """``"structural_tag"`` for a JSON object that is one (``"type": "structural_tag"``, or
     legacy ``structures`` with ``triggers``), ``"json_schema"`` for any other JSON object (or a
-    ``.json`` file), ``"gbnf"`` for a ``.gbnf`` file, else ``"ebnf"``. EBNF can never start with
-    ``{``, so a leading brace means JSON."""
+    ``.json`` file), ``"gbnf"`` for a ``.gbnf`` file, ``"lark"`` for a ``.lark`` file or a text
+    that reads as Lark (:func:`.lark_regex.looks_like_lark`: no ``::=``, a ``start:`` rule or a
+    ``%import``/``%ignore``), ``"regex"`` for a ``.regex`` file, else ``"ebnf"``. EBNF can never
+    start with ``{``, so a leading brace means JSON. A bare regex is never guessed from its text
+    (``a|b`` could be anything): name the kind."""
     suffix = PurePath(name).suffix.lower() if name else ""
     if suffix == ".json" or text.lstrip().startswith("{"):
         try:
@@ -168,8 +180,10 @@ def detect_kind(text: str, name: str | None = None) -> str:
         except json.JSONDecodeError:
             return "json_schema"
         return "structural_tag" if looks_like_structural_tag(value) else "json_schema"
-    if suffix == ".gbnf":
-        return "gbnf"
+    if suffix in (".gbnf", ".lark", ".regex"):
+        return suffix[1:]
+    if looks_like_lark(text):
+        return "lark"
     return "ebnf"
 
 
@@ -180,12 +194,13 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
     ----------
     text : str
         A JSON Schema (a JSON object), a structural tag (a JSON object, :mod:`.structural_tag`),
-        a GBNF grammar, or XGrammar EBNF.
+        a GBNF grammar, a Lark grammar, a regex (the whole text), or XGrammar EBNF.
     kind : str
-        ``"auto"`` (see :func:`detect_kind`), ``"ebnf"``, ``"gbnf"``, ``"json_schema"`` or
-        ``"structural_tag"``.
+        ``"auto"`` (see :func:`detect_kind`), ``"ebnf"``, ``"gbnf"``, ``"json_schema"``,
+        ``"structural_tag"``, ``"lark"`` or ``"regex"``.
     name : str, keyword-only
-        A file name: used by ``"auto"`` (``.gbnf``, ``.json``) and in rendered diagnostics.
+        A file name: used by ``"auto"`` (``.gbnf``, ``.json``, ``.lark``, ``.regex``) and in
+        rendered diagnostics.
 
     Returns
     -------
@@ -195,7 +210,8 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
     ------
     GrammarError
         For a bad schema (JSON syntax error at its line and column, or XGrammar's message)
-        or a GBNF syntax error, with positions in ``text``.
+        a GBNF syntax error, or XGrammar's message about a Lark grammar or a regex, with positions in
+        ``text``.
     ValueError
         For an unknown ``kind``.
     """
@@ -211,6 +227,10 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
         return GrammarSource(tag.ebnf, "structural_tag", tag.notes, text, name)
     if kind == "gbnf":
         return _GbnfConverter(text, source, name).convert()
+    if kind == "lark":
+        return lark_to_ebnf(text, source, name)
+    if kind == "regex":
+        return regex_to_ebnf(text, source, name)
     raise ValueError(f"unknown grammar kind {kind!r}: expected 'auto' or one of {', '.join(KINDS)}")
 
 
