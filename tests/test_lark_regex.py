@@ -182,3 +182,18 @@ def test_llguidance_sample_grammar_is_lossless(grammar__doc, vocab):
     assert report.mismatches == 0 and report.steps_checked > 0 and not report.docs_rejected, report
     differ, checked = _masks_equal_along(text, vocab, doc.encode()[:300])
     assert differ == 0 and checked == 301, (differ, checked)
+
+
+# ---- the serving plugins' requests (vLLM's extra_args, SGLang's ebnf field) -------------------
+
+
+def test_a_serving_request_takes_lark_through_xgrammar():
+    from cfgzip_lab.serving.grammars import ServingError, request_from_json
+
+    text = 'start: "a" NUMBER\nNUMBER: /[0-9]+/\n'
+    request = request_from_json({"lark": text})
+    assert request.kind == "lark" and request.to_ebnf() == str(xgr.Grammar.from_lark(text))
+    with pytest.raises(ServingError, match="invalid lark: .*unknown name 'c'"):
+        request_from_json({"lark": "start: c\n"}).to_ebnf()
+    with pytest.raises(ServingError, match="give exactly one of json_schema, ebnf, regex, lark, structural_tag"):
+        request_from_json({"lark": text, "regex": "a"})

@@ -42,7 +42,7 @@ __all__ = [
     "vocab_from_tokenizer_info",
 ]
 
-GRAMMAR_KINDS = ("json_schema", "any_json", "ebnf", "regex", "structural_tag")
+GRAMMAR_KINDS = ("json_schema", "any_json", "ebnf", "regex", "lark", "structural_tag")
 
 
 class ServingError(CfgzipError, ValueError):
@@ -88,6 +88,8 @@ class GrammarRequest:
                 )
             elif self.kind == "regex":
                 grammar = xgr.Grammar.from_regex(self.text)
+            elif self.kind == "lark":
+                grammar = xgr.Grammar.from_lark(self.text)
             else:
                 grammar = xgr.Grammar.from_structural_tag(self.text)
         except (RuntimeError, ValueError, TypeError) as exc:  # XGrammar's parse errors, json's
@@ -214,20 +216,22 @@ class EngineCache:
             self._slots.clear()
 
 
+_REQUEST_KINDS = ("json_schema", "ebnf", "regex", "lark", "structural_tag")
+
+
 def request_from_json(spec: Any, **options: Any) -> GrammarRequest:
-    """A :class:`GrammarRequest` from ``{"json_schema": ...}``, ``{"ebnf": ...}``, ``{"regex": ...}``
-    or ``{"structural_tag": ...}`` (a schema or tag may be given as an object or as JSON text);
+    """A :class:`GrammarRequest` from ``{"json_schema": ...}``, ``{"ebnf": ...}``, ``{"regex": ...}``,
+    ``{"lark": ...}`` or ``{"structural_tag": ...}`` (a schema or tag may be given as an object or as JSON text);
     :class:`ServingError` names what is wrong with anything else."""
     if not isinstance(spec, dict):
         raise ServingError(f"the cfgzip argument must be an object with one grammar, not {type(spec).__name__}")
-    kinds = [k for k in ("json_schema", "ebnf", "regex", "structural_tag") if k in spec]
-    unknown = sorted(set(spec) - {"json_schema", "ebnf", "regex", "structural_tag"})
+    kinds = [k for k in _REQUEST_KINDS if k in spec]
+    unknown = sorted(set(spec) - set(_REQUEST_KINDS))
     if unknown:
         raise ServingError(f"unknown cfgzip argument(s) {', '.join(map(repr, unknown))}")
     if len(kinds) != 1:
         raise ServingError(
-            "give exactly one of json_schema, ebnf, regex, structural_tag"
-            + (f" (got {', '.join(kinds)})" if kinds else "")
+            f"give exactly one of {', '.join(_REQUEST_KINDS)}" + (f" (got {', '.join(kinds)})" if kinds else "")
         )
     kind = kinds[0]
     value = spec[kind]

@@ -6,7 +6,7 @@ adds ``cfgzip`` to ``--grammar-backend``'s choices and registers :func:`create_b
 that name, which SGLang's ``create_grammar_backend`` then calls for the scheduler. Nothing
 changes for a server started without ``--grammar-backend cfgzip``.
 
-Requests: JSON Schema (``$$ANY$$`` too), EBNF, regex and structural tags, each converted to EBNF
+Requests: JSON Schema (``$$ANY$$`` too), EBNF (or a Lark grammar in the ebnf field), regex and structural tags, each converted to EBNF
 by XGrammar with the server's JSON options (:mod:`.grammars`) and served by the native engine
 (which moves a request past its state budget to the compressed XGrammar engine, never a wrong
 mask). Grammars are compiled once and shared: SGLang's own cache keeps one
@@ -252,7 +252,10 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         return self._dispatch("json", key_string, request)
 
     def dispatch_ebnf(self, key_string: str) -> BaseGrammarObject:
-        return self._dispatch("ebnf", key_string)
+        # SGLang has no Lark field: a Lark grammar comes as "ebnf" (never valid EBNF: it has no ::=).
+        from ..grammar.lark_regex import looks_like_lark
+
+        return self._dispatch("lark" if looks_like_lark(key_string) else "ebnf", key_string)
 
     def dispatch_regex(self, key_string: str) -> BaseGrammarObject:
         return self._dispatch("regex", key_string)

@@ -6,7 +6,7 @@ cfgzip_lab is enough), or by name (``--logits-processors
 cfgzip_lab.serving.vllm_processor:CfgzipLogitsProcessor``, ``LLM(logits_processors=[...])``). A
 request opts in with ``SamplingParams.extra_args``::
 
-    {"cfgzip": {"json_schema": {...}}}      # or {"ebnf": "..."}, {"regex": "..."}, {"structural_tag": ...}
+    {"cfgzip": {"json_schema": {...}}}      # or {"ebnf": "..."}, {"regex": "..."}, {"lark": "..."}, {"structural_tag": ...}
 
 or, in the OpenAI server's ``vllm_xargs`` (whose values cannot be objects), the same as JSON text:
 ``{"cfgzip": "{\"json_schema\": {...}}"}``.
