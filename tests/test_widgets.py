@@ -828,6 +828,35 @@ def test_editor_input_kind_reads_a_schema_typed_into_it(checker):
         app.session.wait(30)
 
 
+def test_editor_reads_lark_by_itself_and_a_regex_when_chosen(checker, tmp_path):
+    """A Lark grammar typed in is detected, XGrammar's EBNF of it is shown read-only, its errors sit
+    at their line and column of the Lark text; a regex is read as one when the Input menu says so,
+    and the export keeps what the user wrote beside the EBNF."""
+    from cfgzip_lab.widgets.app import Workbench
+    from cfgzip_lab.widgets.export import ExportPanel
+
+    lark = 'start: "id-" NUMBER\nNUMBER: /[0-9]+/\n'
+    app = Workbench(JSON_TEXT, draft=False, editor="textarea", tokenizer="smollm2")
+    try:
+        editor, s = app.editor, app.session
+        editor.text.value = lark
+        assert editor.compile() and s.kind == "lark" and "Lark → EBNF" in editor.status.value
+        assert editor.converted.layout.display == "" and editor.converted_text.value == s.grammar_text
+        assert "Lark grammar (XGrammar's EBNF, read-only)" in editor.converted.get_title(0)
+        editor.text.value = 'start: "a"\nb: "é" c\n'
+        assert not editor.compile()
+        error = next(d for d in s.diagnostics if d.severity == "error")
+        assert (error.line, error.column) == (2, 8) and "unknown name 'c'" in error.message
+        editor.text.value = "[a-z]+@x\\.com"
+        assert editor.set_input_kind("regex") and s.kind == "regex" and "regex → EBNF" in editor.status.value
+        s.run_classing(wait=True)
+        ExportPanel(s, folder=tmp_path).export_cache("mail.npz")
+        assert (tmp_path / "mail.regex").read_text(encoding="utf-8") == "[a-z]+@x\\.com"
+    finally:
+        app.close()
+        app.session.wait(30)
+
+
 def test_a_failed_view_refresh_is_shown_and_clears_when_it_works(session, monkeypatch):
     """A panel refresh runs from session events (maybe a worker thread): its failure lands in
     the panel's error box instead of a log, and the next refresh that works takes it away."""

@@ -54,6 +54,8 @@ _KIND_LABELS = {
     "gbnf": "GBNF",
     "json_schema": "JSON Schema",
     "structural_tag": "structural tag",
+    "lark": "Lark",
+    "regex": "regex",
 }
 
 
@@ -114,7 +116,8 @@ class EditorPanel(Panel):
             options=[(label, value) for value, label in _KIND_LABELS.items()],
             value=session.input_kind,
             description="Input",
-            tooltip="how the text is read: auto = a JSON object is a JSON Schema, a .gbnf file is GBNF, else EBNF",
+            tooltip="how the text is read: auto = a JSON object is a JSON Schema, a .gbnf file is GBNF, a .lark file "
+            "or a text with a 'start:' rule is Lark, else EBNF (a regex is never guessed: choose regex)",
             layout=w.Layout(width="230px"),
         )
         self.kind.add_class("cfgzip-input-kind")
@@ -209,7 +212,7 @@ class EditorPanel(Panel):
         return self.session.compile()
 
     def set_input_kind(self, kind: str) -> bool:
-        """Read the text as ``kind`` (``"auto"``, ``"ebnf"``, ``"gbnf"``, ``"json_schema"``) and check it."""
+        """Read the text as ``kind`` (``"auto"`` or one of the input kinds: ``"ebnf"``, ``"lark"``, ``"regex"``...) and check it."""
         self.session.set_input_kind(kind)  # refuses an unknown kind before the dropdown shows it
         self._set_kind_dropdown(kind)
         return self.compile()
@@ -494,6 +497,8 @@ _CONVERTED_TITLES = {
     "json_schema": "Grammar built from the schema (XGrammar's EBNF, read-only): rules, JSON pointers, what it does not enforce",
     "structural_tag": "Grammar built from the structural tag (XGrammar's EBNF, read-only)",
     "gbnf": "Grammar converted from GBNF (the EBNF the engines compile, read-only)",
+    "lark": "Grammar built from the Lark grammar (XGrammar's EBNF, read-only)",
+    "regex": "Grammar built from the regex (XGrammar's EBNF, read-only)",
 }
 
 

@@ -24,6 +24,15 @@ from ._base import Panel
 from ._format import esc
 from .session import WorkbenchError
 
+# The file beside the saved EBNF that keeps what the user wrote, by input kind.
+_SOURCE_SUFFIX = {
+    "json_schema": ".json",
+    "structural_tag": ".json",
+    "gbnf": ".gbnf",
+    "lark": ".lark",
+    "regex": ".regex",
+}
+
 __all__ = ["ExportPanel", "build_report", "default_export_dir", "usage_snippet", "grammar_path_for"]
 
 EXPORT_DIR_ENV = "CFGZIP_EXPORT_DIR"
@@ -190,9 +199,7 @@ class ExportPanel(Panel):
         grammar = grammar_path_for(target)
         grammar.write_text(ebnf, encoding="utf-8")
         if s.kind != "ebnf":  # keep what the user wrote beside what it became
-            grammar.with_suffix(".json" if s.kind in ("json_schema", "structural_tag") else ".gbnf").write_text(
-                s.text, encoding="utf-8"
-            )
+            grammar.with_suffix(_SOURCE_SUFFIX[s.kind]).write_text(s.text, encoding="utf-8")
         self.cache_path.value = str(target)
         self.status.value = (
             f'<span class="cfgzip-ok">saved</span> {s.classes.num_classes:,} classes to '

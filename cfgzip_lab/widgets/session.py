@@ -801,7 +801,7 @@ class WorkbenchSession:
 
     @property
     def kind(self) -> str:
-        """What the text is: ``"ebnf"``, ``"gbnf"`` or ``"json_schema"`` (``input_kind``, or
+        """What the text is: one of :data:`KINDS` (``"ebnf"``, ``"lark"``, ``"json_schema"``...) (``input_kind``, or
         detected from the text and the file name when it is ``"auto"``)."""
         if self.input_kind != "auto":
             return self.input_kind
