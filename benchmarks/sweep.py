@@ -7,7 +7,7 @@
     .venv/bin/python benchmarks/sweep.py --arbitrate sweep.json    # who is wrong at each first mismatch
     nice -n 10 .venv/bin/python benchmarks/sweep.py --corpora all --json docs/sweep.json   # the shared corpora
         [--sample N] [--items CORPUS/NAME ...] [--item-seconds 60] [--item-memory-gb 1.5] [--verify-seconds 10]
-    .venv/bin/python benchmarks/sweep.py --corpus-table docs/sweep.json [--readme README.md]   # the coverage table
+    .venv/bin/python benchmarks/sweep.py --corpus-table docs/sweep.json [--readme docs/reference/measurements.md]   # the coverage table
 
 For each grammar (default: the 7 bundled ones and the 40 of ``../shared/grammars/third_party``)
 and tokenizer, one job builds the displacement classes and runs :func:`cfgzip_lab.verify.verify_engines`
