@@ -106,6 +106,8 @@ class VocabTable:
     tokenizer_factory : callable, optional
         Builds the transformers tokenizer on first use of ``hf_tokenizer``.
 
+    Notes
+    -----
     Equality and hashing use ``name``, ``stop_ids`` and ``fingerprint``; the tokenizer
     objects are not compared.
     """
