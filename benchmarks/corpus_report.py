@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from corpora import NAMES
+from corpora import ALL_NAMES
 from item_check import ENGINES, SCHEMA_CHECK
 
 START, END = "<!-- corpus-coverage:start -->", "<!-- corpus-coverage:end -->"
@@ -68,12 +68,12 @@ def summarize(items: list[dict[str, Any]]) -> dict[str, Any]:
             Counter(f"{i['stage']} ({i['reason']})" for i in accepted if i["verdict"] == "over budget").most_common()
         ),
         "failures": dict(Counter(i["reason"] for i in accepted if i["verdict"] in ("failed", "crashed")).most_common()),
-        "instances_replayed": sum(
-            bool(_checks(i, "compressed")) and _checks(i, "compressed")[0]["docs"] > 0 for i in served
-        ),
+        # the corpora's single instances (MaskBench's are counted under "tests")
+        "instances_replayed": sum(c["docs"] > 0 for c in _first_checks(served) if not _has_tests(c)),
         "instances_refused_by_xgrammar": sum(
-            bool(_checks(i, "compressed")) and _checks(i, "compressed")[0]["docs_rejected"] > 0 for i in served
+            c["docs_rejected"] > 0 for c in _first_checks(served) if not _has_tests(c)
         ),
+        "tests": _tests(served),
     }
     for engine in (*ENGINES, SCHEMA_CHECK):
         checks = [c for i in served for c in _checks(i, engine)]
@@ -112,11 +112,30 @@ def summarize(items: list[dict[str, Any]]) -> dict[str, Any]:
     return s
 
 
+def _first_checks(served: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The compressed engine's check of each served item that has one."""
+    return [_checks(i, "compressed")[0] for i in served if _checks(i, "compressed")]
+
+
+def _has_tests(check: dict[str, Any]) -> bool:
+    return bool(check.get("valid_docs", 0) or check.get("invalid_docs", 0))
+
+
+def _tests(served: list[dict[str, Any]]) -> dict[str, int]:
+    """MaskBench's instances over the served items (the compressed engine's replays; the native
+    engine agreed with XGrammar token by token wherever no mismatch is counted): valid ones and how
+    many XGrammar refused part-way, invalid ones and how many it refused (the rest it accepts)."""
+    return {
+        key: sum(c.get(key, 0) for c in _first_checks(served))
+        for key in ("valid_docs", "valid_rejected", "invalid_docs", "invalid_rejected")
+    }
+
+
 def summarize_all(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     by_corpus: dict[str, list[dict[str, Any]]] = {}
     for item in items:
         by_corpus.setdefault(item["corpus"], []).append(item)
-    order = [c for c in NAMES if c in by_corpus] + sorted(c for c in by_corpus if c not in NAMES)
+    order = [c for c in ALL_NAMES if c in by_corpus] + sorted(c for c in by_corpus if c not in ALL_NAMES)
     return {c: summarize(by_corpus[c]) for c in order}
 
 
@@ -185,7 +204,6 @@ def coverage_table(corpora: dict[str, Any]) -> str:
             cell = _short(reason).replace("|", "\\|")
             used = ", ".join(f"{f} {k}" for f, k in features[reason].most_common(4)) or "–"
             lines.append(f"| {cell} | {n} | {where} | {used} |")
-    settings = corpora.get("settings", {})
     notes = []
     disagreeing = [
         f"{c}/{name}"
@@ -227,6 +245,15 @@ def coverage_table(corpora: dict[str, Any]) -> str:
             "(the issue's bound: "
             f"{BOUND_SECONDS:g} s, {BOUND_MB / 1024:g} GB): " + "; ".join(worst) + "."
         )
+    tests = {k: sum(s.get("tests", {}).get(k, 0) for s in summary.values()) for k in ("valid_docs", "invalid_docs")}
+    if tests["valid_docs"] or tests["invalid_docs"]:
+        valid_refused = sum(s["tests"]["valid_rejected"] for s in summary.values())
+        invalid_refused = sum(s["tests"]["invalid_rejected"] for s in summary.values())
+        notes.append(
+            f"MaskBench's instances replayed to their end through both engines: {tests['valid_docs']:,} valid "
+            f"({valid_refused:,} refused by XGrammar itself), {tests['invalid_docs']:,} invalid ({invalid_refused:,} "
+            "refused, at the same token by XGrammar and both engines; XGrammar accepts the rest)."
+        )
     replayed = sum(s["instances_replayed"] for s in summary.values())
     refused = sum(s["instances_refused_by_xgrammar"] for s in summary.values())
     schema = sum(s[SCHEMA_CHECK]["steps"] for s in summary.values())
@@ -236,15 +263,29 @@ def coverage_table(corpora: dict[str, Any]) -> str:
         f"as by both engines); XGrammar from the schema vs over its printed EBNF: {schema:,} steps, "
         f"{schema_bad} differing."
     )
-    lines += [
-        "",
-        " ".join(notes),
-        f"Run: `{corpora.get('command', 'benchmarks/sweep.py --corpora all')}` ({settings.get('tokenizer', '?')}, "
-        f"{corpora.get('wall_seconds', 0) / 60:.0f} min wall on {settings.get('workers', '?')} workers of the shared "
-        f"2-core machine{_load(corpora)}, {corpora.get('date', '')}; "
-        f"cfgzip_lab at {corpora.get('package_commit', corpora.get('commit', '?'))}).",
-    ]
+    lines += ["", " ".join(notes), _runs_line(corpora)]
     return "\n".join(lines)
+
+
+def _run_text(run: dict[str, Any]) -> str:
+    settings = run.get("settings", {})
+    return (
+        f"`{run.get('command', 'benchmarks/sweep.py --corpora all')}` ({settings.get('tokenizer', '?')}, "
+        f"{run.get('wall_seconds', 0) / 60:.0f} min wall on {settings.get('workers', '?')} workers of the shared "
+        f"2-core machine{_load(run)}, {run.get('date', '')}; "
+        f"cfgzip_lab at {run.get('package_commit', run.get('commit', '?'))})"
+    )
+
+
+def _runs_line(corpora: dict[str, Any]) -> str:
+    """``Run: `command` (...)``; a sweep merged from several runs (``runs``: corpus → its run)
+    names each run and its corpora."""
+    runs: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for corpus, run in corpora.get("runs", {}).items():
+        runs.setdefault(run.get("command", ""), (run, []))[1].append(corpus)
+    if len(runs) <= 1:
+        return f"Run: {_run_text(corpora)}."
+    return "Runs: " + "; ".join(f"{', '.join(names)}: {_run_text(run)}" for run, names in runs.values()) + "."
 
 
 def _load(corpora: dict[str, Any]) -> str:

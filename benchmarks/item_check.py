@@ -106,6 +106,10 @@ class EngineCheck:
     stops: int = 0
     guides_typed: int = 0  # TagDispatch tags / excluded strings a walk typed to the end
     guide_tokens_taken: int = 0  # steps that took a token the grammar names by id (Token(...) & co.)
+    valid_docs: int = 0  # MaskBench's valid instances replayed (to their end)...
+    valid_rejected: int = 0  # ...of which XGrammar (and so both engines) refused part-way
+    invalid_docs: int = 0  # MaskBench's invalid instances replayed...
+    invalid_rejected: int = 0  # ...of which XGrammar (and both engines, at the same token) refused
     seconds: float = 0.0
     first_mismatch: dict[str, Any] | None = None
     note: str | None = None  # native: served through the compressed engine (no index / past the state budget)
@@ -317,8 +321,9 @@ def _verify(
     guides: Sequence[bytes] = (),
     token_guides: Sequence[int] = (),
 ) -> EngineCheck:
-    """The instance, then rounds of walks until the step target or the CPU budget (the check so
-    far goes to the parent after each round, as part of the result). ``guides``: strings the walks
+    """The instance (MaskBench: every valid and invalid instance, to its end), then rounds of walks
+    until the step target or the CPU budget, at least one (the check so far goes to the parent
+    after each round, as part of the result). ``guides``: strings the walks
     type now and then (a TagDispatch grammar's tags, so that walks dispatch); ``token_guides``: the
     token ids the grammar names (Token(...) & co.), which walks take now and then."""
     from cfgzip_lab.verify import verify_engines
@@ -328,16 +333,26 @@ def _verify(
     t0 = time.perf_counter()
     instance = item.instance_text()
     calls: list[dict[str, Any]] = [dict(walks=0, docs=[instance])] if instance is not None else []
+    valid = [doc for ok, doc in item.tests if ok]
+    invalid = [doc for ok, doc in item.tests if not ok]
+    # MaskBench's instances to their end (no token limit): valid ones accepted, invalid ones refused
+    calls += [dict(walks=0, docs=valid, max_doc_tokens=None, tests="valid")] if valid else []
+    calls += [dict(walks=0, docs=invalid, max_doc_tokens=None, tests="invalid")] if invalid else []
     base = _seed_of(item, limits.seed)
     calls += [
         dict(walks=limits.walks, seed=base * 1000 + r, guides=guides, token_guides=token_guides) for r in range(1000)
     ]
     c1 = time.process_time()
     for call in calls:
+        tests = call.pop("tests", None)
         report = verify_engines(
-            ctx_engines, steps=limits.steps, max_doc_tokens=limits.max_doc_tokens, candidate=factory,
-            candidate_name=name, **call,
+            ctx_engines, steps=limits.steps, candidate=factory, candidate_name=name,
+            **{"max_doc_tokens": limits.max_doc_tokens, **call},
         )  # fmt: skip
+        if tests == "valid":
+            check.valid_docs, check.valid_rejected = report.docs, len(report.docs_rejected)
+        elif tests == "invalid":
+            check.invalid_docs, check.invalid_rejected = report.docs, len(report.docs_rejected)
         check.steps += report.steps_checked
         check.mismatches += report.mismatches
         check.xgrammar_disagreements += report.xgrammar_disagreements
@@ -352,7 +367,8 @@ def _verify(
         check.first_mismatch = check.first_mismatch or _trim_mismatch(report.first_mismatch)
         check.seconds = round(time.perf_counter() - t0, 2)
         stages.snapshot()
-        if check.steps >= limits.target_steps or time.process_time() - c1 >= walks_budget:
+        walked = call.get("walks", 0) > 0  # the instances, then at least one round of walks
+        if walked and (check.steps >= limits.target_steps or time.process_time() - c1 >= walks_budget):
             break
     return check
 

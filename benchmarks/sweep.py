@@ -65,6 +65,11 @@ from corpus import REPO, all_grammars, grammar_name  # noqa: E402
 from item_check import ENGINES as ITEM_ENGINES  # noqa: E402
 
 DEFAULT_TOKENIZERS = ("llama3", "qwen3", "smollm2")
+#: The sweep JSON's key holding one corpus sweep per XGrammar release (``"0.2.9"`` → its block);
+#: ``corpora``, the key of sweeps made before releases were told apart, is still read (as its
+#: machine's release).
+BY_XGRAMMAR = "corpora_by_xgrammar"
+_REEXEC_ENV = "CFGZIP_SWEEP_XGRAMMAR"  # set in a sweep re-executed under another release
 SLOW_PARTS = ("SMILES",)  # path parts of grammars whose plain fills take ~0.4 s each
 
 
@@ -358,14 +363,26 @@ def _compact(value: Any) -> Any:
 
 def dump_sweep_json(table: dict[str, Any]) -> str:
     """The sweep's JSON, indented, with each corpus item on one line (944 lines, not 78,000: diffs
-    between two sweeps stay readable)."""
-    corpora = table.get("corpora")
-    if not corpora or "items" not in corpora:
-        return json.dumps(table, indent=1, default=str)
-    marker = "@@corpus items@@"
-    text = json.dumps({**table, "corpora": {**corpora, "items": marker}}, indent=1, default=str)
-    lines = ",\n".join("  " + json.dumps(_compact(item), ensure_ascii=False, default=str) for item in corpora["items"])
-    return text.replace(json.dumps(marker), "[\n" + lines + "\n ]")
+    between two sweeps stay readable), under ``corpora`` and each release of ``corpora_by_xgrammar``."""
+    markers: dict[str, list[dict[str, Any]]] = {}
+
+    def marked(block: dict[str, Any]) -> dict[str, Any]:
+        if "items" not in block:
+            return block
+        marker = f"@@corpus items {len(markers)}@@"
+        markers[marker] = block["items"]
+        return {**block, "items": marker}
+
+    shown = dict(table)
+    if isinstance(table.get("corpora"), dict):
+        shown["corpora"] = marked(table["corpora"])
+    if isinstance(table.get(BY_XGRAMMAR), dict):
+        shown[BY_XGRAMMAR] = {release: marked(block) for release, block in table[BY_XGRAMMAR].items()}
+    text = json.dumps(shown, indent=1, default=str)
+    for marker, items in markers.items():
+        lines = ",\n".join("  " + json.dumps(_compact(item), ensure_ascii=False, default=str) for item in items)
+        text = text.replace(json.dumps(marker), "[\n" + lines + "\n ]")
+    return text
 
 
 def _git_commit(*paths: str) -> str:
@@ -410,12 +427,14 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
     from corpus_report import summarize_all
 
     from cfgzip_lab.bench import machine_info
+    from cfgzip_lab.xgrammar_version import installed
 
     names = list(corpora.NAMES) if args.corpora in (None, "all") else args.corpora.split(",")
-    unknown = [n for n in names if n not in corpora.NAMES]
+    unknown = [n for n in names if n not in corpora.ALL_NAMES]
     if unknown:
-        print(f"unknown corpora {unknown}; known: {', '.join(corpora.NAMES)}", file=sys.stderr)
+        print(f"unknown corpora {unknown}; known: {', '.join(corpora.ALL_NAMES)}", file=sys.stderr)
         return 2
+    release = installed()
     if args.items:
         try:
             items = [corpora.find_item(spec) for spec in args.items]
@@ -426,7 +445,9 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         items = []
         for name in names:
             found = corpora.corpus_items(name)
-            found = corpora.seeded_sample(found, args.sample, args.seed) if args.sample else found
+            if args.sample:  # MaskBench by split, in proportion; the others uniformly
+                sample = corpora.stratified_sample if name == corpora.MASKBENCH else corpora.seeded_sample
+                found = sample(found, args.sample, args.seed)
             items += corpora.seeded_order(found, args.seed) if args.shuffle else found
     sizes = {name: len(corpora.corpus_items(name)) for name in {item.corpus for item in items}}
     if not items:
@@ -445,24 +466,28 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         engines=tuple(e for e in engines if e in item_check.ENGINES),
     )
     tokenizer = args.tokenizers.split(",")[0] if args.tokenizers else "llama3"
-    done: dict[str, dict[str, Any]] = {}  # results kept from --checkpoint (same cfgzip_lab commit)
+    done: dict[str, dict[str, Any]] = {}  # results kept from --checkpoint (same cfgzip_lab commit and XGrammar)
     earlier_wall = 0.0  # the wall time of the runs that made them
     package_commit = _git_commit("cfgzip_lab")
     if args.checkpoint and args.checkpoint.exists():
         for line in args.checkpoint.read_text().splitlines():
             if line.strip():
                 d = json.loads(line)
+                same = (d.get("run", d).get("package_commit"), d.get("run", d).get("xgrammar", "0.2.8"))
                 if "run" in d:  # a run's end: its wall time counts in the sweep's
-                    earlier_wall += d["run"]["wall_seconds"] if d["run"]["package_commit"] == package_commit else 0.0
-                elif d.pop("package_commit", None) == package_commit:
+                    earlier_wall += d["run"]["wall_seconds"] if same == (package_commit, release) else 0.0
+                elif same == (package_commit, release):
+                    for key in ("package_commit", "xgrammar"):
+                        d.pop(key, None)
                     done[f"{d['corpus']}/{d['name']}"] = d
-        print(f"{len(done)} items already done in {args.checkpoint} (cfgzip_lab {package_commit})")
+        print(f"{len(done)} items already done in {args.checkpoint} (cfgzip_lab {package_commit}, XGrammar {release})")
     todo = [item for item in items if item.id not in done]
     stop_at = _deadline_of(args.stop_at) if args.stop_at else None
     t0 = time.perf_counter()
     item_check.prepare(tokenizer)
     print(
-        f"{len(items)} corpus items x {tokenizer} x {', '.join(limits.engines)} on {args.workers} workers; per item "
+        f"XGrammar {release}: {len(items)} corpus items x {tokenizer} x {', '.join(limits.engines)} on "
+        f"{args.workers} workers; per item "
         f"{limits.build_seconds:g} s wall and {limits.memory_gb:g} GB for our stages, then up to "
         f"{limits.target_steps} steps or {limits.verify_seconds:g} s CPU per engine (instance up to "
         f"{limits.max_doc_tokens} tokens, rounds of {limits.walks} walks x {limits.steps} steps)"
@@ -473,7 +498,7 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         _print_item(result)
         if args.checkpoint:
             with args.checkpoint.open("a") as f:
-                f.write(json.dumps({**result.to_dict(), "package_commit": package_commit}) + "\n")
+                f.write(json.dumps({**result.to_dict(), "package_commit": package_commit, "xgrammar": release}) + "\n")
 
     def stop() -> bool:
         return stop_at is not None and time.time() >= stop_at
@@ -482,7 +507,8 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
     wall = time.perf_counter() - t0
     if args.checkpoint:
         with args.checkpoint.open("a") as f:
-            f.write(json.dumps({"run": {"wall_seconds": round(wall, 1), "package_commit": package_commit}}) + "\n")
+            run = {"wall_seconds": round(wall, 1), "package_commit": package_commit, "xgrammar": release}
+            f.write(json.dumps({"run": run}) + "\n")
     wall += earlier_wall
     order = {item.id: i for i, item in enumerate(items)}
     dicts = [r.to_dict() for r in results] + [d for i, d in done.items() if i in order]
@@ -519,8 +545,7 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
             print(f"    over budget {n:>4}: {stage}")
     print(f"{len(results)} items in {wall:.0f} s wall")
     if args.json:
-        table = _read_json(args.json)
-        table["corpora"] = {
+        run = {
             "command": "benchmarks/sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": datetime.date.today().isoformat(),
             "commit": _git_commit(),
@@ -529,16 +554,110 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
             "machine": machine_info(),
             "wall_seconds": round(wall, 1),
             "load": _load_of(dicts),
-            "coverage": coverage,
-            "not_run": not_run,
-            "summary": summary,
-            "items": dicts,
         }
+        table = _read_json(args.json)
+        by_release = table.setdefault(BY_XGRAMMAR, {})
+        by_release[release] = merge_corpus_run(by_release.get(release), run, coverage, not_run, dicts)
         args.json.write_text(dump_sweep_json(table))
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json} ({BY_XGRAMMAR}[{release!r}])")
     bad = sum(s["compressed"]["mismatches"] + s["native"]["mismatches"] for s in summary.values())
     bad += sum(s["failed"] + s["crashed"] + s["over_budget"] for s in summary.values())
     return 0 if bad == 0 else 1
+
+
+def merge_corpus_run(
+    block: dict[str, Any] | None,
+    run: dict[str, Any],
+    coverage: dict[str, dict[str, Any]],
+    not_run: list[str],
+    items: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One release's corpus sweep with a new run's corpora in it: the run's corpora replace those
+    of earlier runs (items, coverage, the run that made them), the others stay.
+
+    ``--corpora all`` then ``--corpora maskbench --sample 1000`` thus leave one block holding all
+    four corpora. The run's fields (command, settings, wall time...) are also the block's own,
+    as a block made by one run has them; ``runs`` names the run behind each corpus.
+    """
+    block = dict(block or {})
+    swept = set(coverage)
+    kept = [d for d in block.get("items", []) if d["corpus"] not in swept]
+    runs = {c: r for c, r in block.get("runs", {}).items() if c not in swept}
+    runs.update({c: run for c in coverage})
+    merged_coverage = {c: v for c, v in block.get("coverage", {}).items() if c not in swept} | coverage
+    summary = resummarize({"items": kept + items, "summary": block.get("summary", {})})["summary"]
+    for corpus in summary:
+        if corpus in coverage:
+            summary[corpus]["corpus_items"] = coverage[corpus]["of"]
+    earlier_not_run = [i for i in block.get("not_run", []) if i.split("/", 1)[0] not in swept]
+    return {
+        **run,
+        "runs": runs,
+        "coverage": merged_coverage,
+        "not_run": earlier_not_run + not_run,
+        "summary": summary,
+        "items": kept + items,
+    }
+
+
+def corpus_blocks(table: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Release → its corpus sweep, oldest release first: ``corpora_by_xgrammar``, and a sweep JSON's
+    older ``corpora`` key as the release its machine ran (where no newer block has that release)."""
+    from cfgzip_lab.xgrammar_version import parse
+
+    blocks: dict[str, dict[str, Any]] = {}
+    if isinstance(table.get("corpora"), dict) and "items" in table["corpora"]:
+        blocks[table["corpora"].get("machine", {}).get("xgrammar") or "0.2.8"] = table["corpora"]
+    blocks.update(table.get(BY_XGRAMMAR) or {})
+    return dict(sorted(blocks.items(), key=lambda kv: parse(kv[0])))
+
+
+def corpus_table_text(table: dict[str, Any]) -> str:
+    """The README's coverage text of a sweep's JSON: one table per XGrammar release, each under a
+    line naming it (a JSON with only an older ``corpora`` key: its one table, as before)."""
+    from corpus_report import coverage_table
+
+    blocks = corpus_blocks(table)
+    if BY_XGRAMMAR not in table:
+        return "\n\n".join(coverage_table(resummarize(b)) for b in blocks.values())
+    return "\n\n".join(
+        f"**XGrammar {release}**\n\n{coverage_table(resummarize(block))}" for release, block in blocks.items()
+    )
+
+
+def interpreter_for(release: str) -> Path | None:
+    """The Python that runs this checkout under XGrammar ``release``: the overlay venv
+    ``.venv/overlays/xgrammar-R`` (``scripts/setup.sh --test`` makes one per older supported
+    release), or ``.venv`` itself where it holds that release (the newest); None when neither has it."""
+    venv = REPO / ".venv"
+    overlay = venv / "overlays" / f"xgrammar-{release}" / "bin" / "python"
+    if overlay.exists():
+        return overlay
+    if any(venv.glob(f"lib/python*/site-packages/xgrammar-{release}.dist-info")):
+        return venv / "bin" / "python"
+    return None
+
+
+def run_under_release(release: str, argv: list[str]) -> int | None:
+    """``--xgrammar-version R``: None when this interpreter's XGrammar is R already (the sweep goes
+    on here); otherwise the sweep re-executed by R's interpreter (:func:`interpreter_for`), its
+    exit status, or 2 with one message when no interpreter here has R."""
+    from cfgzip_lab.xgrammar_version import SUPPORTED, installed, parse
+
+    if parse(installed()) == parse(release):
+        return None
+    python = interpreter_for(release)
+    if python is None or os.environ.get(_REEXEC_ENV) == release:
+        print(
+            f"--xgrammar-version {release}: no interpreter here runs XGrammar {release} (this one has "
+            f"{installed()}; looked for .venv/overlays/xgrammar-{release}/bin/python and .venv's own). "
+            f"`bash scripts/setup.sh --test` makes an overlay for each supported release ({', '.join(SUPPORTED)}).",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"XGrammar {release}: re-running the sweep with {python.relative_to(REPO)}", flush=True)
+    env = {**os.environ, _REEXEC_ENV: release}
+    return subprocess.call([str(python), str(Path(__file__).resolve()), *argv], env=env)
 
 
 def _deadline_of(text: str) -> float:
@@ -579,13 +698,13 @@ def resummarize(corpora: dict[str, Any]) -> dict[str, Any]:
 
 def print_corpus_table(path: Path, readme: Path | None) -> int:
     """``--corpus-table``: the coverage table from a sweep's JSON, printed (and written into README)."""
-    from corpus_report import coverage_table, update_readme
+    from corpus_report import update_readme
 
     table = _read_json(path)
-    if "corpora" not in table:
+    if not corpus_blocks(table):
         print(f"{path} has no corpus sweep (run --corpora ... --json {path})", file=sys.stderr)
         return 2
-    text = coverage_table(resummarize(table["corpora"]))
+    text = corpus_table_text(table)
     print(text)
     if readme is not None and not update_readme(readme, text):
         print(f"{readme} has no coverage markers", file=sys.stderr)
@@ -651,13 +770,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="instead: add arbitrate()'s verdict to the mismatching rows of a sweep's JSON",
     )
+    ap.add_argument(
+        "--xgrammar-version", default=None, metavar="R", help="run under XGrammar release R: re-executed by "
+        ".venv/overlays/xgrammar-R/bin/python (or .venv's, which holds the newest); the JSON keeps each "
+        f"release's corpus sweep apart ({BY_XGRAMMAR}[R])"
+    )  # fmt: skip
     c = ap.add_argument_group("the shared corpora (../shared/corpora)")
     c.add_argument(
         "--corpora", default=None, metavar="NAMES", help="check these corpora instead: 'all' or some of "
-        "json-schema-test-suite,xgrammar-tests,regressions"
+        "json-schema-test-suite,xgrammar-tests,regressions,maskbench (not in 'all': 10,282 schemas, sample it)"
     )  # fmt: skip
     c.add_argument("--items", nargs="+", default=None, metavar="CORPUS/NAME", help="only these items")
-    c.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded sample of N items per corpus")
+    c.add_argument(
+        "--sample", type=int, default=0, metavar="N", help="a seeded sample of N items per corpus (MaskBench: "
+        "stratified by split)"
+    )  # fmt: skip
     c.add_argument("--item-seconds", type=float, default=60.0, help="wall seconds for our stages of one item")
     c.add_argument("--item-memory-gb", type=float, default=1.5, help="resident memory one item may grow by (0: no cap)")
     c.add_argument("--verify-seconds", type=float, default=10.0, help="CPU seconds of walks per engine and item")
@@ -680,6 +807,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--readme", type=Path, default=None, help="with --corpus-table: write it into this README too")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.xgrammar_version:
+        code = run_under_release(args.xgrammar_version, list(argv if argv is not None else sys.argv[1:]))
+        if code is not None:
+            return code
     if args.arbitrate:
         return arbitrate_file(args.arbitrate)
     if args.random_grammars:
@@ -780,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(
             json.dumps(
                 {
-                    **({"corpora": kept["corpora"]} if "corpora" in kept else {}),
+                    **{key: kept[key] for key in ("corpora", BY_XGRAMMAR) if key in kept},
                     "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                     "engines": list(engines),
                     "machine": machine_info(),
