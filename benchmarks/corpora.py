@@ -226,6 +226,13 @@ def seeded_order(items: list[Item], seed: int) -> list[Item]:
     return order
 
 
+def interleaved(parts: list[list[Item]]) -> list[Item]:
+    """The lists merged so that every prefix holds each in proportion to its length (each keeps
+    its own order): a seeded order of several corpora, cut anywhere, samples every corpus."""
+    keyed = [((i + 0.5) / len(part), p, item) for p, part in enumerate(parts) for i, item in enumerate(part)]
+    return [item for _, _, item in sorted(keyed, key=lambda k: (k[0], k[1]))]
+
+
 if __name__ == "__main__":  # a quick look: how many items each corpus has here
     for corpus in ALL_NAMES:
         found = corpus_items(corpus)

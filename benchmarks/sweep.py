@@ -442,13 +442,15 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
             print(f"no corpus item {exc}", file=sys.stderr)
             return 2
     else:
-        items = []
+        per_corpus = []
         for name in names:
             found = corpora.corpus_items(name)
             if args.sample:  # MaskBench by split, in proportion; the others uniformly
                 sample = corpora.stratified_sample if name == corpora.MASKBENCH else corpora.seeded_sample
                 found = sample(found, args.sample, args.seed)
-            items += corpora.seeded_order(found, args.seed) if args.shuffle else found
+            per_corpus.append(corpora.seeded_order(found, args.seed) if args.shuffle else found)
+        # shuffled: the corpora interleaved in proportion, so a run cut short has sampled each
+        items = corpora.interleaved(per_corpus) if args.shuffle else [item for part in per_corpus for item in part]
     sizes = {name: len(corpora.corpus_items(name)) for name in {item.corpus for item in items}}
     if not items:
         print(f"no corpus items found under {corpora.CORPORA}", file=sys.stderr)
@@ -789,8 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--item-memory-gb", type=float, default=1.5, help="resident memory one item may grow by (0: no cap)")
     c.add_argument("--verify-seconds", type=float, default=10.0, help="CPU seconds of walks per engine and item")
     c.add_argument(
-        "--shuffle", action="store_true", help="each corpus's items in a seeded order (a run cut short at --stop-at "
-        "has then swept a seeded sample)"
+        "--shuffle", action="store_true", help="each corpus's items in a seeded order, the corpora interleaved in "
+        "proportion (a run cut short at --stop-at has then swept a seeded sample of each)"
     )  # fmt: skip
     c.add_argument("--stop-at", default=None, metavar="HH:MM", help="start no item after this time (UTC)")
     c.add_argument(
