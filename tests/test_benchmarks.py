@@ -180,6 +180,47 @@ def test_sweep_checks_every_engine_and_writes_its_table(tmp_path):
     assert bad.returncode == 2 and "nonesuch" in bad.stderr
 
 
+@pytest.mark.slow
+def test_sweep_runs_an_item_under_each_supported_xgrammar(tmp_path):
+    """``--xgrammar-version R``: the sweep re-run by R's interpreter, one block per release in the JSON,
+    one coverage table per release; a release no interpreter here has is one clear error."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import sweep
+
+    from cfgzip_lab.xgrammar_version import SUPPORTED
+
+    missing = [r for r in SUPPORTED if sweep.interpreter_for(r) is None]
+    if missing:
+        pytest.skip(f"no interpreter for XGrammar {missing}: bash scripts/setup.sh --test makes the overlays")
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    script, out = str(REPO / "benchmarks" / "sweep.py"), tmp_path / "sweep.json"
+    for release in SUPPORTED:
+        proc = subprocess.run(
+            [sys.executable, script, "--xgrammar-version", release, "--items", "json-schema-test-suite/0000",
+             "--tokenizers", "smollm2", "--verify-seconds", "1", "--target-steps", "20", "--workers", "1",
+             "--json", str(out)],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert f"XGrammar {release}: 1 corpus items" in proc.stdout
+    blocks = json.loads(out.read_text())[sweep.BY_XGRAMMAR]
+    assert list(blocks) == list(SUPPORTED)
+    for release, block in blocks.items():
+        assert block["machine"]["xgrammar"] == release
+        (item,) = block["items"]
+        assert item["verdict"] == "served"
+        assert {c["engine"]: c["mismatches"] for c in item["checks"]} == {
+            "compressed": 0, "native": 0, "xgrammar-schema": 0
+        }  # fmt: skip
+    table = subprocess.run([sys.executable, script, "--corpus-table", str(out)], capture_output=True, text=True)
+    assert table.returncode == 0 and all(f"**XGrammar {r}**" in table.stdout for r in SUPPORTED), table.stdout
+    bad = subprocess.run(
+        [sys.executable, script, "--xgrammar-version", "0.1.0", "--items", "regressions/jsb_0038"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "no interpreter here runs XGrammar 0.1.0" in bad.stderr
+
+
 def test_cli_bench_says_whether_each_engine_pays():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.run(

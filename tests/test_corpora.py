@@ -226,6 +226,42 @@ def test_an_item_is_served_and_verified_over_a_small_vocabulary(toy_prepared):
     assert set(item_check.BUILD_STAGES) <= set(result.seconds), result.seconds
 
 
+def test_a_maskbench_item_replays_its_valid_and_invalid_instances(toy_prepared):
+    """MaskBench: the valid instance accepted to its end, both invalid ones (a number in an array of
+    strings) refused at the same token by XGrammar and each engine, then walks; no mismatch."""
+    item = corpora.find_item("maskbench/Github_easy---o10059")
+    assert [ok for ok, _ in item.tests] == [True, False, False]
+    (result,) = item_check.run_items([item], item_check.Limits(target_steps=40))
+    assert result.verdict == "served", result
+    for check in result.checks:
+        assert (check.valid_docs, check.valid_rejected, check.invalid_docs, check.invalid_rejected) == (1, 0, 2, 2)
+        assert check.mismatches == 0 and check.walks > 0, check
+
+
+def test_maskbench_samples_every_split_in_proportion():
+    """``--sample N`` of MaskBench: each split's share of N (largest remainder), the same for a seed."""
+    from collections import Counter
+
+    items = corpora.corpus_items(corpora.MASKBENCH)
+    if not items:
+        pytest.skip(f"no MaskBench under {corpora.CORPORA}")
+    sample = corpora.stratified_sample(items, 1000, seed=3)
+    assert len(sample) == 1000 and len({i.name for i in sample}) == 1000
+    assert sample == corpora.stratified_sample(items, 1000, seed=3) != corpora.stratified_sample(items, 1000, seed=4)
+    sizes, drawn = Counter(i.stratum for i in items), Counter(i.stratum for i in sample)
+    assert all(abs(drawn[split] - 1000 * n / len(items)) < 1 for split, n in sizes.items()), drawn
+
+
+def test_a_shuffled_sweep_cut_short_has_sampled_every_corpus():
+    """``--shuffle``: the corpora interleaved in proportion, each in its own order."""
+    parts = [list("abcdefgh"), list("XY"), list("0123")]
+    merged = corpora.interleaved(parts)
+    assert sorted(merged) == sorted(sum(parts, []))
+    for part in parts:
+        assert [x for x in merged if x in part] == part
+    assert set(merged[:7]) >= {"X", "0", "a"}
+
+
 def test_the_readme_coverage_table_is_the_one_docs_sweep_json_gives():
     """The measured tables' coverage table (docs/reference/measurements.md, moved from the README) is
     generated (sweep.py --corpus-table docs/sweep.json --readme docs/reference/measurements.md), never edited."""
@@ -235,7 +271,7 @@ def test_the_readme_coverage_table_is_the_one_docs_sweep_json_gives():
     import sweep
 
     table = json.loads((REPO / "docs" / "sweep.json").read_text())
-    expected = corpus_report.coverage_table(sweep.resummarize(table["corpora"]))
+    expected = sweep.corpus_table_text(table)
     readme = (REPO / "docs" / "reference" / "measurements.md").read_text()
     shown = readme.split(corpus_report.START, 1)[1].split(corpus_report.END, 1)[0].strip()
     assert shown == expected, "regenerate: benchmarks/sweep.py --corpus-table docs/sweep.json --readme docs/reference/measurements.md"
