@@ -475,11 +475,12 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         for line in args.checkpoint.read_text().splitlines():
             if line.strip():
                 d = json.loads(line)
-                same = (d.get("run", d).get("package_commit"), d.get("run", d).get("xgrammar", "0.2.8"))
+                made = d.get("run", d)  # an item's line, or a run's end
+                same = (made.get("package_commit"), made.get("xgrammar_release", "0.2.8")) == (package_commit, release)
                 if "run" in d:  # a run's end: its wall time counts in the sweep's
-                    earlier_wall += d["run"]["wall_seconds"] if same == (package_commit, release) else 0.0
-                elif same == (package_commit, release):
-                    for key in ("package_commit", "xgrammar"):
+                    earlier_wall += d["run"]["wall_seconds"] if same else 0.0
+                elif same:
+                    for key in ("package_commit", "xgrammar_release"):
                         d.pop(key, None)
                     done[f"{d['corpus']}/{d['name']}"] = d
         print(f"{len(done)} items already done in {args.checkpoint} (cfgzip_lab {package_commit}, XGrammar {release})")
@@ -500,7 +501,10 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
         _print_item(result)
         if args.checkpoint:
             with args.checkpoint.open("a") as f:
-                f.write(json.dumps({**result.to_dict(), "package_commit": package_commit, "xgrammar": release}) + "\n")
+                f.write(
+                    json.dumps({**result.to_dict(), "package_commit": package_commit, "xgrammar_release": release})
+                    + "\n"
+                )
 
     def stop() -> bool:
         return stop_at is not None and time.time() >= stop_at
@@ -509,7 +513,7 @@ def run_corpora(args: argparse.Namespace, argv: list[str] | None) -> int:
     wall = time.perf_counter() - t0
     if args.checkpoint:
         with args.checkpoint.open("a") as f:
-            run = {"wall_seconds": round(wall, 1), "package_commit": package_commit, "xgrammar": release}
+            run = {"wall_seconds": round(wall, 1), "package_commit": package_commit, "xgrammar_release": release}
             f.write(json.dumps({"run": run}) + "\n")
     wall += earlier_wall
     order = {item.id: i for i, item in enumerate(items)}
