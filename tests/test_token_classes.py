@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cfgzip_lab import xgrammar_version
 from cfgzip_lab.classes.classing import BLOCKED, NORMAL, STOP, ClassesError, TokenClasses, grammar_sha256
 from cfgzip_lab.vocab import vocab_from_bytes
 
@@ -77,9 +78,17 @@ def test_check_fits_names_what_differs():
     classes.check_fits(GRAMMAR, vocab)  # no fingerprints: nothing to compare
     with pytest.raises(ClassesError, match="which grammar"):
         classes.check_fits(GRAMMAR, vocab, strict=True)
-    classes.metadata.update(
-        grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy"
-    )
+    classes.metadata.update(grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy")
+    # a cache file that names no release is from 0.2.8, the only release before it was recorded
+    if xgrammar_version.installed_tuple() == (0, 2, 8):
+        classes.check_fits(GRAMMAR, vocab, strict=True)
+    else:
+        with pytest.raises(ClassesError, match="built under XGrammar 0.2.8"):
+            classes.check_fits(GRAMMAR, vocab, strict=True)
+    classes.metadata["xgrammar_version"] = "0.1.0"
+    with pytest.raises(ClassesError, match="built under XGrammar 0.1.0"):
+        classes.check_fits(GRAMMAR, vocab)
+    classes.metadata["xgrammar_version"] = xgrammar_version.installed()
     classes.check_fits(GRAMMAR, vocab, strict=True)
     with pytest.raises(ClassesError, match="another grammar"):
         classes.check_fits('root ::= "c"', vocab)
