@@ -274,7 +274,9 @@ def test_the_readme_coverage_table_is_the_one_docs_sweep_json_gives():
     expected = sweep.corpus_table_text(table)
     readme = (REPO / "docs" / "reference" / "measurements.md").read_text()
     shown = readme.split(corpus_report.START, 1)[1].split(corpus_report.END, 1)[0].strip()
-    assert shown == expected, "regenerate: benchmarks/sweep.py --corpus-table docs/sweep.json --readme docs/reference/measurements.md"
+    assert shown == expected, (
+        "regenerate: benchmarks/sweep.py --corpus-table docs/sweep.json --readme docs/reference/measurements.md"
+    )
 
 
 def test_a_kill_inside_xgrammars_matcher_is_xgrammars_not_ours():

@@ -125,7 +125,11 @@ def _swept_productive(cfg) -> set[str]:
         changed = False
         for name, alts in cfg.rules.items():
             counted = cfg.counted.get(name)
-            got = (counted.min == 0 or counted.item in found) if counted else any(all(ok(s, found) for s in r) for r in alts)
+            got = (
+                (counted.min == 0 or counted.item in found)
+                if counted
+                else any(all(ok(s, found) for s in r) for r in alts)
+            )
             if got and name not in found:
                 found.add(name)
                 changed = True
@@ -163,7 +167,9 @@ def _fixpoint_inputs():
     texts += [(p.name, p.read_text(encoding="utf-8"), "ebnf") for p in rng.sample(ebnf, min(60, len(ebnf)))]
     texts += [(p.name, p.read_text(encoding="utf-8"), "auto") for p in third_party_grammars()]
     schemas = sorted(p for p in (CORPORA / "json-schema-test-suite").glob("*.json") if ".instance" not in p.name)
-    texts += [(p.name, p.read_text(encoding="utf-8"), "json_schema") for p in rng.sample(schemas, min(40, len(schemas)))]
+    texts += [
+        (p.name, p.read_text(encoding="utf-8"), "json_schema") for p in rng.sample(schemas, min(40, len(schemas)))
+    ]
     return texts
 
 

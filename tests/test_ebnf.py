@@ -699,7 +699,9 @@ def test_nullable_and_left_recursion_groups_are_their_definitions():
     from cfgzip_lab.grammar.ebnf import LEFT_RECURSION_NOTE, _nullable_rules
 
     texts = _chains(300) + [p.read_text(encoding="utf-8") for p in sorted(BUNDLED_DIR.glob("*.ebnf"))]
-    texts += [p.read_text(encoding="utf-8") for p in sorted(THIRD_PARTY.rglob("*.ebnf"))] if THIRD_PARTY.is_dir() else []
+    texts += (
+        [p.read_text(encoding="utf-8") for p in sorted(THIRD_PARTY.rglob("*.ebnf"))] if THIRD_PARTY.is_dir() else []
+    )
     checked = 0
     for text in texts:
         try:
@@ -748,7 +750,7 @@ def test_one_letter_escapes_read_fast_as_the_full_decoding_reads_them():
 def test_a_class_read_before_is_read_alike_and_its_diagnostics_come_every_time():
     """Classes are kept by their text once read without a diagnostic; one with a diagnostic (an inverted
     range, a bad escape, a long \\x) is read, and reported, every time, where it is written."""
-    text = 'root ::= [a-c\\n] x [a-c\\n]\nx ::= [z-a] | [\\d] | [a-c\\n]\n'
+    text = "root ::= [a-c\\n] x [a-c\\n]\nx ::= [z-a] | [\\d] | [a-c\\n]\n"
     for _ in range(2):
         rules = parse_ebnf(text.replace("[z-a] | [\\d] | ", "")).rules
         assert rules["root"].body.items[0].ranges == ((97, 99), (10, 10)) == rules["x"].body.ranges
@@ -762,7 +764,10 @@ def test_a_chunk_parsed_elsewhere_moves_to_what_parsing_it_here_gives():
     from cfgzip_lab.grammar import ebnf
 
     texts = [p.read_text(encoding="utf-8") for p in sorted(BUNDLED_DIR.glob("*.ebnf"))]
-    texts += ['root ::= "a\\\\x41BC" x (= "b")\nx ::= [a-c\\\\n] | TagDispatch(("<t>", root))\n', 'root ::= [z-a] "q"\n']
+    texts += [
+        'root ::= "a\\\\x41BC" x (= "b")\nx ::= [a-c\\\\n] | TagDispatch(("<t>", root))\n',
+        'root ::= [z-a] "q"\n',
+    ]
     for text in texts:
         moved_text = "# a comment\n\n" + text
         ebnf._CHUNKS.clear()
@@ -773,7 +778,9 @@ def test_a_chunk_parsed_elsewhere_moves_to_what_parsing_it_here_gives():
         ebnf._PARSED.clear()  # nor the texts parsed: moved_text parsed afresh
         want = ebnf._analyse(moved_text, "root")
         assert got[0].rules == want[0].rules
-        assert [(d.line, d.column, d.message, d.span) for d in got[1]] == [(d.line, d.column, d.message, d.span) for d in want[1]]
+        assert [(d.line, d.column, d.message, d.span) for d in got[1]] == [
+            (d.line, d.column, d.message, d.span) for d in want[1]
+        ]
 
 
 def test_reachable_only_keeps_what_the_root_reaches_after_the_checks_over_every_rule():

@@ -246,7 +246,8 @@ def test_the_lexers_order_reads_the_priority_orders_tokens():
     patterns["RULE_NAME"] = NAME_PATTERN + patterns["RULE_NAME"].split("*+", 1)[1]
     assert patterns["RULE_NAME"].startswith(NAME_PATTERN + "(?=")
     reference = re.compile(
-        r"(?:[ \t\r\n]|#[^\r\n]*)*(?:" + "|".join(f"(?P<{n}>{patterns[n]})" for n, _ in syntax._TERMINALS) + ")", re.DOTALL
+        r"(?:[ \t\r\n]|#[^\r\n]*)*(?:" + "|".join(f"(?P<{n}>{patterns[n]})" for n, _ in syntax._TERMINALS) + ")",
+        re.DOTALL,
     )
     assert sorted(syntax._TRIED) == sorted(patterns) and syntax._TRIED[-2:] == ("ERROR", "EOF")
 
@@ -258,7 +259,9 @@ def test_the_lexers_order_reads_the_priority_orders_tokens():
                 break
         return out
 
-    texts = [p.read_text(encoding="utf-8") for p in BUNDLED] + [p.read_text(encoding="utf-8") for p in third_party_grammars()]
+    texts = [p.read_text(encoding="utf-8") for p in BUNDLED] + [
+        p.read_text(encoding="utf-8") for p in third_party_grammars()
+    ]
     rng = random.Random(11)
     corpus = sorted(CORPUS.glob("*.ebnf"))
     texts += [p.read_text(encoding="utf-8") for p in rng.sample(corpus, min(80, len(corpus)))]

@@ -78,7 +78,9 @@ def test_check_fits_names_what_differs():
     classes.check_fits(GRAMMAR, vocab)  # no fingerprints: nothing to compare
     with pytest.raises(ClassesError, match="which grammar"):
         classes.check_fits(GRAMMAR, vocab, strict=True)
-    classes.metadata.update(grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy")
+    classes.metadata.update(
+        grammar_sha256=grammar_sha256(GRAMMAR), vocab_fingerprint=vocab.fingerprint, tokenizer="toy"
+    )
     # a cache file that names no release is from 0.2.8, the only release before it was recorded
     if xgrammar_version.installed_tuple() == (0, 2, 8):
         classes.check_fits(GRAMMAR, vocab, strict=True)

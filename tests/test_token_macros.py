@@ -90,7 +90,12 @@ SEMANTICS = [
     ('root ::= TokenTagDispatch((6, r), excludes=(9,))\nr ::= "b"', [0, 6, 1, 2, 6, 1], [True] * 6, None),
     ('root ::= TokenTagDispatch((6, r), excludes=(9,))\nr ::= "b"', [9], [False], None),
     # without the loop nothing follows the rule
-    ('root ::= TokenTagDispatch((6, r), loop_after_dispatch=false)\nr ::= "b"', [0, 6, 1, 0], [True, True, True, False], None),
+    (
+        'root ::= TokenTagDispatch((6, r), loop_after_dispatch=false)\nr ::= "b"',
+        [0, 6, 1, 0],
+        [True, True, True, False],
+        None,
+    ),
     # the dispatched rule is bytes: "b" by its bytes, not token 1 whole (both work: "b" is id 1)
     ('root ::= TokenTagDispatch((6, r))\nr ::= "ab"', [6, 0, 1], [True, True, True], None),
     ('root ::= TokenTagDispatch((6, r))\nr ::= "ab"', [6, 2, 6, 7], [True, True, True, True], None),
@@ -172,13 +177,22 @@ PARSE_ERRORS = [
     ("root ::= ExcludeToken(1, x=1)", "ExcludeToken() does not accept named arguments"),
     ('root ::= TokenTagDispatch((3, b), foo=1)\nb ::= "b"', "Unknown named argument for TokenTagDispatch: foo"),
     ("root ::= TokenTagDispatch(3)", "Each TokenTagDispatch element must be a pair (token_id, rule)"),
-    ('root ::= TokenTagDispatch((3, b, b))\nb ::= "b"', "Each TokenTagDispatch element must be a pair (token_id, rule)"),
+    (
+        'root ::= TokenTagDispatch((3, b, b))\nb ::= "b"',
+        "Each TokenTagDispatch element must be a pair (token_id, rule)",
+    ),
     ('root ::= TokenTagDispatch(("3", b))\nb ::= "b"', "Token trigger ID must be a non-negative integer"),
     ('root ::= TokenTagDispatch((3, "b"))\nb ::= "b"', "Rule reference must be an identifier"),
     ('root ::= TokenTagDispatch((3, b), loop_after_dispatch=1)\nb ::= "b"', "loop_after_dispatch must be a boolean"),
     ('root ::= TokenTagDispatch((3, b), excludes=4)\nb ::= "b"', "excludes must be a tuple"),
-    ('root ::= TokenTagDispatch((3, b), excludes=("x",))\nb ::= "b"', "Exclude token ID must be a non-negative integer"),
-    ('root ::= TokenTagDispatch((3, b), excludes=(3,))\nb ::= "b"', "Token trigger ID 3 must not overlap with exclude token ID"),
+    (
+        'root ::= TokenTagDispatch((3, b), excludes=("x",))\nb ::= "b"',
+        "Exclude token ID must be a non-negative integer",
+    ),
+    (
+        'root ::= TokenTagDispatch((3, b), excludes=(3,))\nb ::= "b"',
+        "Token trigger ID 3 must not overlap with exclude token ID",
+    ),
 ]
 
 
@@ -271,7 +285,9 @@ def test_token_atoms_are_read_off_the_gnf_and_survive_a_cache(tmp_path) -> None:
     assert (built.origin, loaded.origin) == ("built", "disk")
     assert token_atoms(loaded.compiled.gnf) == atoms
     engines = compile_engines(text, vocab, loaded.classes)
-    report = verify_engines(engines, walks=20, steps=6, seed=2, candidate=loaded.engine.matcher, candidate_name="native")
+    report = verify_engines(
+        engines, walks=20, steps=6, seed=2, candidate=loaded.engine.matcher, candidate_name="native"
+    )
     assert report.mismatches == 0 and report.steps_checked > 40
 
 
@@ -280,9 +296,15 @@ def toy_vocab_128():
     import string
 
     pieces = [c.encode() for c in string.ascii_lowercase + string.digits] + [
-        *(w.encode() for w in "fn( , ) { } [ ] ; : aa dd bb hello A B C D E </end> X Y ab done w ! <call> <end> <bad> <".split()),
+        *(
+            w.encode()
+            for w in "fn( , ) { } [ ] ; : aa dd bb hello A B C D E </end> X Y ab done w ! <call> <end> <bad> <".split()
+        ),
     ]
-    tokens = [pieces[i % len(pieces)] if i < len(pieces) else pieces[i % len(pieces)] + pieces[i * 7 % len(pieces)] for i in range(126)]
+    tokens = [
+        pieces[i % len(pieces)] if i < len(pieces) else pieces[i % len(pieces)] + pieces[i * 7 % len(pieces)]
+        for i in range(126)
+    ]
     return vocab_from_bytes(tokens + [b"", b"</s>"], stop_ids=[127], special_ids=[126], name="toy128")
 
 

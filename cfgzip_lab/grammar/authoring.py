@@ -98,7 +98,11 @@ def _terminal(e, rule: str, text: str) -> Terminal:
     kind = (
         "literal"
         if isinstance(e, tree.Literal)
-        else "pattern" if _is_automaton(e) else "token" if isinstance(e, tree.TokenSet) else "class"
+        else "pattern"
+        if _is_automaton(e)
+        else "token"
+        if isinstance(e, tree.TokenSet)
+        else "class"
     )
     return Terminal(_written(e, text), kind, rule, e.span)
 

@@ -82,7 +82,9 @@ def format_byteset(s: ByteSet) -> str:
 
 def _format_byteset(s: ByteSet) -> str:
     if s.bits >> TOKEN_BASE:
-        tokens = [str(b - TOKEN_BASE - 1) if b > TOKEN_BASE else "other" for b in ByteSet(s.bits >> TOKEN_BASE << TOKEN_BASE)]
+        tokens = [
+            str(b - TOKEN_BASE - 1) if b > TOKEN_BASE else "other" for b in ByteSet(s.bits >> TOKEN_BASE << TOKEN_BASE)
+        ]
         shown = "|".join(tokens[:8]) + (f"|…{len(tokens) - 8} more" if len(tokens) > 8 else "")
         rest = s.bits & BYTE_BITS
         return f"<token {shown}>" + (f"∪{format_byteset(ByteSet(rest))}" if rest else "")

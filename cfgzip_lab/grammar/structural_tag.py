@@ -68,7 +68,9 @@ def read_structural_tag(text: str, source: str = "<structural tag>") -> Structur
     legacy = "structures" in value
     if legacy:
         spec_value = _from_legacy(value, text, source, spans)
-        notes.append("legacy structures/triggers read as XGrammar's triggered_tags (StructuralTag.from_legacy_structural_tag)")
+        notes.append(
+            "legacy structures/triggers read as XGrammar's triggered_tags (StructuralTag.from_legacy_structural_tag)"
+        )
     else:
         spec_value = value
     spec = json.dumps(spec_value)
@@ -90,7 +92,9 @@ def read_structural_tag(text: str, source: str = "<structural tag>") -> Structur
                 "(ids belong to one tokenizer)"
             )
         raise _error(text, source, where, message) from None
-    notes.insert(0, f"grammar built by XGrammar from the structural tag; {ebnf.count('::=')} rules of its EBNF are classed")
+    notes.insert(
+        0, f"grammar built by XGrammar from the structural tag; {ebnf.count('::=')} rules of its EBNF are classed"
+    )
     return StructuralTagSpec(ebnf, spec, notes)
 
 
@@ -117,14 +121,18 @@ def _from_legacy(value: dict, text: str, source: str, spans: dict[Path, tuple[in
 
     structures, triggers = value.get("structures"), value.get("triggers")
     if not isinstance(structures, list):
-        raise _error(text, source, spans.get(("structures",), (0, 0)), "structures must be a list of {begin, schema, end}")
+        raise _error(
+            text, source, spans.get(("structures",), (0, 0)), "structures must be a list of {begin, schema, end}"
+        )
     if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
         raise _error(text, source, spans.get(("triggers",), (0, 0)), "triggers must be a list of strings")
     items = []
     for i, s in enumerate(structures):
         for key in ("begin", "end"):
             if not isinstance(s, dict) or not isinstance(s.get(key), str):
-                raise _error(text, source, spans.get(("structures", i), (0, 0)), f"structure {i} needs a string {key!r}")
+                raise _error(
+                    text, source, spans.get(("structures", i), (0, 0)), f"structure {i} needs a string {key!r}"
+                )
         schema = s.get("schema") or {}  # a missing schema means {} (SGLang's XGrammar backend)
         items.append(xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(schema), end=s["end"]))
     tag = xgr.StructuralTag.from_legacy_structural_tag(items, triggers)
