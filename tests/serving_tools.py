@@ -97,6 +97,9 @@ SGLANG_REQUESTS = [
     ("structural_tag", json.dumps(TRIGGERED_TAG)),
 ]
 REFUSED_REQUEST = ("ebnf", TOKEN_BOUNDED)
+# A tool-call grammar in Lark (OpenAI's custom-tool format, llguidance's native one); XGrammar's
+# backends in SGLang and vLLM are given the EBNF XGrammar's Grammar.from_lark makes of it.
+LARK_CALL = 'start: "call(" NAME ("," _WS? NUMBER)* ")"\nNAME: /[a-z_]{1,12}/\nNUMBER: /-?[0-9]{1,4}/\n_WS: " "\n'
 
 
 def vocab_bits(mask, vocab_size: int) -> np.ndarray:

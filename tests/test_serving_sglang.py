@@ -25,7 +25,16 @@ import random
 import numpy as np
 import pytest
 import torch
-from serving_tools import PADDING, REFUSED_REQUEST, SGLANG_REQUESTS, pick, require, smollm2_tokenizer, vocab_bits
+from serving_tools import (
+    LARK_CALL,
+    PADDING,
+    REFUSED_REQUEST,
+    SGLANG_REQUESTS,
+    pick,
+    require,
+    smollm2_tokenizer,
+    vocab_bits,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -212,3 +221,31 @@ def test_refused_request_fails_with_reason_and_backend_keeps_serving(backends):
     grammar.fill_vocab_mask(mask, 0)
     allowed = np.flatnonzero(np.unpackbits(mask.numpy().view(np.uint8), bitorder="little")[:vocab_size])
     assert allowed.size > 0
+
+
+def test_a_lark_grammar_in_the_ebnf_field_masks_as_xgrammar_reads_it(backends):
+    """SGLang has no Lark field, so a Lark grammar arrives in the ebnf field; ours reads it with
+    XGrammar's ``Grammar.from_lark``, so every mask along a walk equals SGLang's XGrammar backend
+    given the EBNF XGrammar makes of it (that backend cannot read Lark itself)."""
+    import xgrammar as xgr
+
+    ours, theirs, vocab_size = backends
+    mine = _request(ours, ("ebnf", LARK_CALL))
+    ref = _request(theirs, ("ebnf", str(xgr.Grammar.from_lark(LARK_CALL))))
+    rng, steps = random.Random(7), 0
+    for step in range(30):
+        masks = []
+        for grammar in (mine, ref):
+            mask = grammar.allocate_vocab_mask(vocab_size=vocab_size, batch_size=1, device="cpu")
+            grammar.fill_vocab_mask(mask, 0)
+            masks.append(mask)
+        assert np.array_equal(vocab_bits(masks[0], vocab_size), vocab_bits(masks[1], vocab_size)), f"step {step}"
+        token = pick(masks[1][0].numpy(), vocab_size, rng, {EOS}, stop_after=12, step=step)
+        assert token is not None
+        mine.accept_token(token)
+        ref.accept_token(token)
+        steps += 1
+        assert mine.is_terminated() == ref.is_terminated()
+        if ref.is_terminated():
+            break
+    assert steps >= 4 and ref.is_terminated()  # the walk wrote a whole call and stopped

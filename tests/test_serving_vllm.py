@@ -18,7 +18,18 @@ import random
 import numpy as np
 import pytest
 import torch
-from serving_tools import ARITHMETIC, EMAIL, PADDING, PERSON, TOKEN_BOUNDED, TRIGGERED_TAG, require, smollm2_tokenizer
+import xgrammar as xgr
+from serving_tools import (
+    ARITHMETIC,
+    EMAIL,
+    LARK_CALL,
+    PADDING,
+    PERSON,
+    TOKEN_BOUNDED,
+    TRIGGERED_TAG,
+    require,
+    smollm2_tokenizer,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +38,11 @@ REQUESTS = [  # (extra_args["cfgzip"], vLLM's own request type and spec for the 
     ({"ebnf": ARITHMETIC}, "GRAMMAR", ARITHMETIC),
     ({"regex": EMAIL}, "REGEX", EMAIL),
     ({"structural_tag": TRIGGERED_TAG}, "STRUCTURAL_TAG", json.dumps(TRIGGERED_TAG)),
+    (
+        {"lark": LARK_CALL},
+        "GRAMMAR",
+        str(xgr.Grammar.from_lark(LARK_CALL)),
+    ),  # vLLM's own Lark reading is not XGrammar's
 ]
 
 
