@@ -249,3 +249,38 @@ def test_a_lark_grammar_in_the_ebnf_field_masks_as_xgrammar_reads_it(backends):
         if ref.is_terminated():
             break
     assert steps >= 4 and ref.is_terminated()  # the walk wrote a whole call and stopped
+
+
+def test_jump_forward_writes_what_xgrammars_backend_writes(backends):
+    """SGLang's jump-forward protocol (try_jump_forward → jump_forward_str_state →
+    jump_and_retokenize), both backends along the same walk: the forced text at every step, and
+    after the retokenised jump both accept the same tokens."""
+    ours, theirs, vocab_size = backends
+    key = SGLANG_REQUESTS[0]  # a schema: '{"name": ' and the like are forced
+    mine, ref = _request(ours, key), _request(theirs, key)
+    tokenizer = smollm2_tokenizer()
+    jumped = []
+    rng = random.Random(3)
+    for step in range(12):
+        helpers = (mine.try_jump_forward(tokenizer), ref.try_jump_forward(tokenizer))
+        assert (helpers[0] is None) == (helpers[1] is None), f"step {step}"
+        if helpers[1] is not None:
+            text, state = mine.jump_forward_str_state(helpers[0])
+            assert (text, state) == ref.jump_forward_str_state(helpers[1])
+            jumped.append(text)
+            old = list(mine.accepted_tokens)  # as SGLang: the output so far, then retokenised with the text
+            new = old + [int(i) for i in _ids(text)]
+            for grammar in (mine, ref):
+                grammar.jump_and_retokenize(old, new, state)
+            assert mine.accepted_tokens == new
+        if ref.is_terminated():
+            break
+        mask = ref.allocate_vocab_mask(vocab_size, 1, "cpu")
+        ref.fill_vocab_mask(mask, 0)
+        mine_mask = mine.allocate_vocab_mask(vocab_size, 1, "cpu")
+        mine.fill_vocab_mask(mine_mask, 0)
+        assert np.array_equal(vocab_bits(mask, vocab_size), vocab_bits(mine_mask, vocab_size)), f"step {step}"
+        token = pick(mask[0].numpy(), vocab_size, rng, {EOS}, stop_after=10, step=step)
+        mine.accept_token(token)
+        ref.accept_token(token)
+    assert jumped[:1] == ["{"], jumped  # the schema's opening brace is forced (whitespace may follow it)

@@ -28,8 +28,9 @@ Token table: the ``xgrammar.TokenizerInfo`` SGLang's XGrammar backend builds for
 tokenizer, vocabulary size and stop ids (``TokenizerInfo.from_huggingface``, or the tokenizer's
 ``init_xgrammar``), so our masks are over the tokens theirs are.
 
-Not done by this backend, as SGLang 0.5.23 calls it: jump-forward (``try_jump_forward`` returns
-None: nothing to jump; SGLang's scheduler no longer calls it), SGLang's token filters for strict
+Jump-forward as SGLang's XGrammar backend does it (``try_jump_forward`` gives the forced text,
+``jump_and_retokenize`` re-aligns the tokens; SGLang 0.5.23's scheduler no longer calls them, a
+server that does gets the same text). Not done by this backend: SGLang's token filters for strict
 thinking (``is_support_token_filter`` False), and the reasoning-parser wrapper, which SGLang's
 ``create_grammar_backend`` does not put around a registered backend.
 """
@@ -164,12 +165,18 @@ class CfgzipGrammar(BaseGrammarObject):
         return CfgzipGrammar(self.engine, self.key_string, stats)
 
     # -- jump-forward ----------------------------------------------------------------------
-    def try_jump_forward(self, tokenizer: Any) -> None:
-        """None: this backend does not jump forward (SGLang 0.5.23's scheduler does not ask)."""
-        return None
+    def try_jump_forward(self, tokenizer: Any) -> tuple[list[int], str] | None:
+        """The text every continuation of the grammar writes next, as SGLang's XGrammar backend gives
+        it (``([], text)``), or None where the next byte is not forced.
 
-    def jump_forward_str_state(self, helper: Any) -> tuple[str, int]:
-        raise NotImplementedError("cfgzip does not jump forward (try_jump_forward returns None)")
+        The native matcher's ``find_jump_forward_string`` equals XGrammar's (tests compare them), so a
+        server that jumps forward writes the same text under either backend."""
+        text = self.matcher.find_jump_forward_string()
+        return ([], text) if text else None
+
+    def jump_forward_str_state(self, helper: tuple[list[int], str]) -> tuple[str, int]:
+        """The text to append and the next state (-1: none, as XGrammar's backend)."""
+        return helper[1], -1
 
     def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: int) -> None:
         """Roll back to the common prefix of the old and new ids, then accept the rest of the new ones."""
