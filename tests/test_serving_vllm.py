@@ -322,3 +322,124 @@ def _bits(bitmask, vocab):
     from serving_tools import vocab_bits
 
     return torch.from_numpy(vocab_bits(bitmask, vocab)[0].astype(bool))
+
+
+# ---- cfgzip as vLLM's structured-output backend (CFGZIP_VLLM_BACKEND=1) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def backend(vllm_config, reference):
+    from cfgzip_lab.serving.vllm_backend import CfgzipBackend
+
+    return CfgzipBackend(vllm_config, tokenizer=reference.tokenizer, vocab_size=reference.vocab_size)
+
+
+def _bits_of(grammar, backend, row=1):
+    """The grammar's mask as bits over the vocabulary, filled into row ``row`` of a 2-row bitmask."""
+    from serving_tools import vocab_bits
+
+    bitmask = backend.allocate_token_bitmask(2)
+    grammar.fill_bitmask(bitmask, row)
+    return vocab_bits(bitmask, backend.vocab_size)[row]
+
+
+@pytest.mark.parametrize("disable_any_whitespace", [False, True])
+def test_structured_output_backend_equals_xgrammar_backend_with_drafts(backend, reference, disable_any_whitespace):
+    """Every request kind vLLM's XGrammar backend takes (JSON, JSON object, EBNF, Lark, regex, choice,
+    structural tag), both backends along one walk: the bitmask row at every step, vLLM's draft
+    checks (validate_tokens on a draft whose later tokens the grammar refuses), accept_tokens of
+    the verified part and rollback of a rejected one, as the scheduler calls them."""
+    requests = [(kind, spec) for _, kind, spec in REQUESTS] + [
+        ("JSON_OBJECT", ""),
+        ("CHOICE", json.dumps(["definitely yes", "probably not", "maybe later"])),
+        ("GRAMMAR", LARK_CALL),  # vLLM reads Lark in the grammar field itself (grammar_is_likely_lark)
+    ]
+    for b in (backend, reference):
+        b.disable_any_whitespace = disable_any_whitespace
+    try:
+        for kind, spec in requests:
+            mine, theirs = _compile(backend, kind, spec), _compile(reference, kind, spec)
+            rng = random.Random(f"{kind} {spec[:40]} {disable_any_whitespace}")  # str seeds are stable
+            steps = 0
+            for step in range(30):
+                assert mine.is_terminated() == theirs.is_terminated(), (kind, step)
+                if theirs.is_terminated():
+                    break
+                want = _bits_of(theirs, reference)
+                assert np.array_equal(_bits_of(mine, backend), want), (kind, step)
+                allowed = np.flatnonzero(want)
+                normal = [int(t) for t in allowed if t != 2] or [int(t) for t in allowed]
+                token = rng.choice(normal) if step < 20 or len(normal) == len(allowed) else 2
+                refused = int(np.flatnonzero(want == 0)[0])
+                draft = [token, refused, token]
+                assert mine.validate_tokens(draft) == theirs.validate_tokens(draft), (kind, step)
+                assert np.array_equal(_bits_of(mine, backend), want), "validate_tokens moved the state"
+                if step % 4 == 3:  # a rejected draft: accepted, then rolled back
+                    assert mine.accept_tokens("r", [token]) and theirs.accept_tokens("r", [token])
+                    mine.rollback(1)
+                    theirs.rollback(1)
+                assert mine.accept_tokens("r", [token]) == theirs.accept_tokens("r", [token]) is True
+                assert mine.num_processed_tokens == theirs.num_processed_tokens
+                steps += 1
+            assert steps >= 2, kind  # "{}" then the stop token is a whole JSON object
+            mine.reset()
+            theirs.reset()
+            assert np.array_equal(_bits_of(mine, backend), _bits_of(theirs, reference)), (kind, "reset")
+    finally:
+        for b in (backend, reference):
+            b.disable_any_whitespace = False  # vLLM's default
+
+
+def test_structured_output_backend_fails_only_the_refused_request(backend, reference):
+    with pytest.raises(ValueError, match="max_tokens"):
+        _compile(backend, "GRAMMAR", TOKEN_BOUNDED)
+    _compile(reference, "GRAMMAR", TOKEN_BOUNDED)  # XGrammar serves it; cfgzip says why it cannot
+    with pytest.raises(ValueError, match="invalid regex"):
+        _compile(backend, "REGEX", "(unclosed")
+    assert not _compile(backend, "REGEX", "[0-9]{2}").is_terminated()  # and goes on serving
+
+
+def test_general_plugin_patches_only_when_asked_and_only_its_vllm(vllm_config, monkeypatch):
+    """vLLM's own plugin loader runs our entry point; without CFGZIP_VLLM_BACKEND nothing changes,
+    with it the structured-output manager builds cfgzip's backend for 'xgrammar' requests, and a
+    vLLM it was not written against is refused at start-up."""
+    import vllm
+    import vllm.v1.structured_output as manager
+    from vllm.plugins import load_general_plugins
+
+    import cfgzip_lab.serving.vllm_backend as ours
+
+    original = manager.XgrammarBackend
+    monkeypatch.setattr(manager, "XgrammarBackend", original)  # restored after the test
+    monkeypatch.delenv(ours.ENV, raising=False)
+    ours.register()
+    assert manager.XgrammarBackend is original
+    monkeypatch.setenv(ours.ENV, "1")
+    monkeypatch.setattr(vllm, "__version__", "0.40.0")
+    with pytest.raises(RuntimeError, match="vLLM 0.40.0"):
+        ours.register()
+    assert manager.XgrammarBackend is original
+    monkeypatch.undo()
+    monkeypatch.setattr(manager, "XgrammarBackend", original)
+    monkeypatch.setenv(ours.ENV, "1")
+    import vllm.plugins
+
+    monkeypatch.setattr(vllm.plugins, "plugins_loaded", False, raising=False)
+    load_general_plugins()  # reads the vllm.general_plugins entry points, as every vLLM process does
+    assert manager.XgrammarBackend is ours.CfgzipBackend
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    structured = StructuredOutputManager(vllm_config)
+    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.v1.request import Request
+
+    params = _params(structured_outputs=StructuredOutputsParams(regex=EMAIL))
+    params.structured_outputs._backend = "xgrammar"
+    request = Request("r", prompt_token_ids=[1], sampling_params=params, pooling_params=None)
+    structured.grammar_init(request)
+    future = request.structured_output_request._grammar  # a Future where vLLM compiles on its thread pool
+    if hasattr(future, "result"):
+        future.result(timeout=60)
+    grammar = request.structured_output_request.grammar
+    assert isinstance(structured.backend, ours.CfgzipBackend)
+    assert isinstance(grammar, ours.CfgzipStructuredGrammar)

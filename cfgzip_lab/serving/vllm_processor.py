@@ -36,10 +36,9 @@ What this route cannot do, and what a patch of vLLM's structured-output manager 
   admission and refuses with the reason, but classing failed) cannot fail its request from
   here: its rows allow only the stop tokens, so it ends at once, and the reason is logged.
 
-A ``cfgzip`` backend in ``vllm/v1/structured_output`` (its ``StructuredOutputBackend`` /
-``StructuredOutputGrammar``: ``accept_tokens``, ``validate_tokens``, ``rollback``,
-``fill_bitmask``) would have all three: bitmasks filled in the scheduler beside the forward pass,
-speculative tokens validated and rolled back, a refused grammar failing its request.
+The structured-output backend (:mod:`.vllm_backend`, ``CFGZIP_VLLM_BACKEND=1`` with vLLM's
+``xgrammar`` backend selected) has all three: bitmasks filled in the scheduler beside the forward
+pass, speculative tokens validated and rolled back, a refused grammar failing its request.
 
 Token tables: the two vLLM's XGrammar backend builds (``TokenizerInfo.from_huggingface`` over the
 model's vocabulary size): for JSON, EBNF and regex requests with the tokenizer's special added tokens

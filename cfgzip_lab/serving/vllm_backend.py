@@ -1,0 +1,227 @@
+"""``cfgzip`` as vLLM's structured-output backend: masks filled in the scheduler, drafts validated.
+
+vLLM 0.33 has no registry for structured-output backends: its ``StructuredOutputManager``
+(``vllm/v1/structured_output/__init__.py``) builds ``XgrammarBackend`` by that name when a request's
+backend resolves to ``xgrammar``. Our ``vllm.general_plugins`` entry point (:func:`register`, run
+by every vLLM process before it builds an engine) replaces that one name with
+:class:`CfgzipBackend`, a subclass, when the environment asks for it::
+
+    CFGZIP_VLLM_BACKEND=1 vllm serve MODEL --structured-outputs-config.backend xgrammar
+
+Nothing else is patched, and only on the vLLM releases this module was written against
+(:data:`VLLM_RELEASES`); on another one :func:`register` raises at start-up rather than guess. Without
+the variable the plugin does nothing and the logits processor (:mod:`.vllm_processor`) stays the
+way in.
+
+What this route gives that the logits processor cannot: bitmasks filled by vLLM's scheduler while
+the model runs (its ``grammar_bitmask``, as for XGrammar), speculative drafts validated
+(``validate_tokens``) and rolled back on both runners, and a grammar cfgzip cannot serve failing its
+own request with the reason (vLLM's compile future carries the error to the scheduler).
+
+Each request is built as vLLM's XGrammar backend builds it (the same XGrammar conversion of the
+JSON Schema with vLLM's whitespace options, Lark, regex, choice or structural tag, the same token
+table: special tokens removed for JSON, EBNF, regex and choice, kept for Lark and structural tags),
+and served by the native engine over the EBNF XGrammar made of it, so
+every mask equals the one ``XgrammarBackend`` would fill. The request's stop tokens are the token
+table's stop ids; XGrammar's ``override_stop_tokens`` also leaves a stop token's text matchable inside
+the grammar, which differs only for a stop token that is not a special token (the tests use the
+model's own end token, as vLLM does by default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .grammars import EngineCache, GrammarRequest, ServingError, vocab_from_tokenizer_info
+
+__all__ = ["ENV", "VLLM_RELEASES", "CfgzipBackend", "CfgzipStructuredGrammar", "register"]
+
+ENV = "CFGZIP_VLLM_BACKEND"
+"""Set to 1 to serve vLLM's ``xgrammar`` structured-output requests with cfgzip."""
+
+VLLM_RELEASES = ("0.33.",)
+"""vLLM releases whose ``StructuredOutputManager`` this module patches (prefixes of the version)."""
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: with ``CFGZIP_VLLM_BACKEND=1``, make vLLM's
+    structured-output manager build :class:`CfgzipBackend` where it builds ``XgrammarBackend``.
+
+    Raises
+    ------
+    RuntimeError
+        The variable is set and the installed vLLM is not one of :data:`VLLM_RELEASES`, or its
+        structured-output manager no longer builds ``XgrammarBackend`` by that name.
+    """
+    if os.environ.get(ENV, "0") != "1":
+        return
+    import vllm
+    import vllm.v1.structured_output as manager
+
+    version = str(getattr(vllm, "__version__", "?"))
+    if not version.startswith(VLLM_RELEASES):
+        raise RuntimeError(
+            f"{ENV}=1: cfgzip's structured-output backend is written against vLLM "
+            f"{', '.join(r + 'x' for r in VLLM_RELEASES)} and this is vLLM {version}; unset {ENV} "
+            "(the cfgzip logits processor still works) or install a supported vLLM"
+        )
+    current = getattr(manager, "XgrammarBackend", None)
+    if current is CfgzipBackend:
+        return
+    if current is None or not isinstance(current, type) or current.__name__ != "XgrammarBackend":
+        raise RuntimeError(f"{ENV}=1: vLLM {version}'s structured-output manager has no XgrammarBackend to replace")
+    manager.XgrammarBackend = CfgzipBackend
+
+
+def _xgrammar_backend() -> type:
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+
+    return XgrammarBackend
+
+
+class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
+    """vLLM's ``XgrammarBackend`` with every grammar served by the native engine.
+
+    The parent's ``__post_init__`` still runs (its token tables and compilers: vLLM reads
+    attributes of the backend it made, and the compilers cost nothing until used); grammars are
+    converted with XGrammar as the parent converts them and compiled by cfgzip, one engine cache
+    per token table and stop-token set.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._caches: dict[tuple[bool, tuple[int, ...] | None], EngineCache] = {}
+
+    def compile_grammar(
+        self, request_type: Any, grammar_spec: str, stop_token_ids: set[int] | None = None
+    ) -> CfgzipStructuredGrammar:
+        """The request's native matcher; ``ValueError`` with the reason where cfgzip cannot serve it."""
+        ebnf, keep_special = self._to_ebnf(request_type, grammar_spec)
+        stops = tuple(sorted(int(t) for t in stop_token_ids)) if stop_token_ids else None
+        try:
+            engine = self._cache(keep_special, stops).engine(GrammarRequest("ebnf", ebnf))
+        except ServingError as exc:  # "cfgzip cannot serve this ebnf: <reason, line and column>"
+            raise ValueError(f"{exc} (vLLM {request_type.name} request)") from None
+        return CfgzipStructuredGrammar(vocab_size=self.vocab_size, matcher=engine.matcher())
+
+    def _to_ebnf(self, request_type: Any, spec: str) -> tuple[str, bool]:
+        """XGrammar's EBNF of the request, as ``XgrammarBackend.compile_grammar`` converts it, and
+        whether its token table keeps the special tokens (vLLM's ``full_vocab_compiler``)."""
+        import xgrammar as xgr
+        from vllm.v1.structured_output.utils import choice_as_grammar, grammar_is_likely_lark
+
+        kind = request_type.name
+        separators = (",", ":") if self.disable_any_whitespace else None
+        whitespace = {"any_whitespace": not self.disable_any_whitespace, "separators": separators}
+        try:
+            if kind == "JSON":
+                return str(xgr.Grammar.from_json_schema(spec, **whitespace)), False
+            if kind == "JSON_OBJECT":
+                return str(xgr.Grammar.from_json_schema('{"type": "object"}', **whitespace)), False
+            if kind == "GRAMMAR":
+                if grammar_is_likely_lark(spec):
+                    return str(xgr.Grammar.from_lark(spec)), True
+                return spec, False
+            if kind == "REGEX":
+                return str(xgr.Grammar.from_regex(spec)), False
+            if kind == "CHOICE":
+                return choice_as_grammar(json.loads(spec)), False
+            if kind == "STRUCTURAL_TAG":
+                tag = json.loads(spec)
+                if "structures" in tag:  # the legacy form, as vLLM reads it
+                    items = [
+                        xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
+                        for s in tag["structures"]
+                    ]
+                    return str(xgr.Grammar.from_structural_tag(items, tag["triggers"])), True
+                return str(xgr.Grammar.from_structural_tag(spec)), True
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise ValueError(f"invalid {kind.lower()} request: {exc}") from None
+        raise ValueError(f"grammar is not of valid supported types. ({request_type!s})")
+
+    def _cache(self, keep_special: bool, stops: tuple[int, ...] | None) -> EngineCache:
+        key = (keep_special, stops)
+        if key not in self._caches:
+            import xgrammar as xgr
+
+            info = xgr.TokenizerInfo.from_huggingface(
+                self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=list(stops) if stops else None
+            )
+            special: list[int] = []
+            if not keep_special:
+                added = getattr(self.tokenizer, "added_tokens_decoder", None) or {}
+                special = [int(i) for i, tok in added.items() if tok.special and int(i) not in (stops or ())]
+            name = str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
+            self._caches[key] = EngineCache(vocab_from_tokenizer_info(info, name=name, extra_special=special))
+        return self._caches[key]
+
+    def destroy(self) -> None:
+        self._caches.clear()
+        super().destroy()
+
+
+def _grammar_base() -> type:
+    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar
+
+    return StructuredOutputGrammar
+
+
+@dataclass
+class CfgzipStructuredGrammar(_grammar_base()):  # type: ignore[misc]
+    """One request's native matcher behind vLLM's ``StructuredOutputGrammar`` (XgrammarGrammar's
+    semantics: tokens after termination are ignored, a refused token is reported, drafts are
+    checked without moving the state)."""
+
+    vocab_size: int
+    matcher: Any = field(hash=False)
+    num_processed_tokens: int = field(default=0, repr=False, hash=False, init=False)
+    _is_terminated: bool = field(default=False, repr=False, hash=False)
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        if self._is_terminated:
+            return True
+        for token in tokens:
+            if not self.matcher.accept_token(int(token)):
+                return False
+            self.num_processed_tokens += 1
+            self._is_terminated = self.matcher.is_terminated()
+            if self._is_terminated:
+                break
+        return True
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        if self._is_terminated:
+            return []
+        accepted: list[int] = []
+        for token in tokens:
+            if not self.matcher.accept_token(int(token)):
+                break
+            accepted.append(token)
+            if self.matcher.is_terminated():
+                break
+        if accepted:
+            self.matcher.rollback(len(accepted))
+        return accepted
+
+    def rollback(self, num_tokens: int) -> None:
+        self.matcher.rollback(num_tokens)
+        self.num_processed_tokens -= num_tokens
+        self._is_terminated = self.matcher.is_terminated()
+
+    def fill_bitmask(self, bitmask: torch.Tensor, idx: int) -> None:
+        from ..native.matcher import fill_vocab_rows
+
+        fill_vocab_rows(bitmask, [(idx, self.matcher)])
+
+    def is_terminated(self) -> bool:
+        return self._is_terminated
+
+    def reset(self) -> None:
+        self.matcher.reset()
+        self.num_processed_tokens = 0
+        self._is_terminated = False
