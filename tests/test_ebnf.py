@@ -77,7 +77,7 @@ ebnf_text__line__column__message_regex__xgrammar_accepts = [
     ('root ::= "a" |', 1, 15, r"unexpected end of the grammar; expected an element", False),
     ('root ::= | "a"', 1, 10, r"unexpected '\|'; expected an element", False),
     ('root ::= x |\nx ::= "a"', 1, 13, r"unexpected end of the rule", False),
-    ('root ::= ( "a"', 1, 15, r"unexpected end of the grammar; expected .*'\)'", False),
+    ('root ::= ( "a"', 1, 10, r"this '\(' is never closed: unexpected end of the grammar; expected .*'\)'", False),
     ('root ::= "a" )', 1, 14, r"unexpected '\)'", False),
     ('root := "a"', 1, 1, r"unexpected 'root'; expected a rule definition", False),
     ('::= "a"\nroot ::= "b"', 1, 1, r"'::=' needs a rule name", False),
@@ -206,17 +206,48 @@ def test_refusal_message_says_why() -> None:
 def test_every_error_is_reported_at_once() -> None:
     text = (
         'root ::= "a"{2,1} x\n'  # bad bounds
-        "x ::= (\n"  # syntax error: the rule ends inside a group
+        "x ::= (\n"  # syntax error: the rule ends inside a group (reported at its '(')
         'y ::= "ok" | "\\k"\n'  # bad escape
         "z ::= w [b-a]\n"  # undefined rule, inverted range
     )
     with pytest.raises(GrammarError) as raised:
         parse_ebnf(text)
     positions = [(d.line, d.column) for d in raised.value.errors]
-    assert positions == [(1, 16), (2, 8), (3, 15), (4, 7), (4, 10)]
+    assert positions == [(1, 16), (2, 7), (3, 15), (4, 7), (4, 10)]
     rendered = str(raised.value)
     assert '<grammar>:3:15: error: bad escape \\k in a string\n    y ::= "ok" | "\\k"\n' in rendered
     assert rendered.count("^") == 5
+
+
+@pytest.mark.parametrize(
+    "ebnf_text, positions, message_regex",
+    [
+        # the rule ends inside a group: at the '(' still open, the innermost one
+        ('root ::= x\nx ::= ("mix" | "bake" ws qty\nws ::= " "\nqty ::= "1"', [(2, 7)], r"this '\(' is never closed"),
+        ('root ::= ("a" ("b" "c")', [(1, 10)], r"this '\(' is never closed: unexpected end of the grammar"),
+        ('root ::= ("a" ("b" "c"', [(1, 15)], r"this '\(' is never closed"),
+        ('root ::= "a" (= ("b"', [(1, 17)], r"this '\(' is never closed"),
+        ('root ::= ("[(" "#("\n', [(1, 10)], r"this '\(' is never closed"),  # '(' in strings do not count
+        # the editor's auto-closed ')' pushed down by Enter, the next rule typed after it (issue 35.3)
+        (
+            'root ::= x\nx ::= ("mix" | "bake" ws qty\n)ws ::= " "\nqty ::= "1"',
+            [(2, 7), (3, 2)],
+            r"this '\(' is never closed on its line: the '\)' that closes it is the one before rule 'ws'",
+        ),
+        # balanced, or the ')' closes a group of its own line: only the rule-head error
+        ('root ::= ("a") x ::= "b"', [(1, 16)], r"rule 'x' must start on a new line"),
+        ('root ::= ("a"\n| "b") x ::= "c"', [(2, 8)], r"rule 'x' must start on a new line"),
+    ],
+)
+def test_unclosed_group_is_reported_at_its_parenthesis(ebnf_text, positions, message_regex) -> None:
+    """Issue 35.3: a '(' left open is the error, wherever the rule then ends; XGrammar refuses
+    the same texts ("Expect )" where the rule ends, or "The rule name should be at the beginning
+    of the line")."""
+    errors = [d for d in check_ebnf(ebnf_text) if d.severity == "error"]
+    assert [(d.line, d.column) for d in errors] == positions, errors
+    assert re.search(message_regex, errors[0].message), errors[0].message
+    assert errors[0].span is not None and ebnf_text[errors[0].span[0]] in "(x"
+    assert not xgrammar_accepts_ebnf(ebnf_text)
 
 
 def test_error_renders_source_and_caret() -> None:

@@ -145,7 +145,7 @@ def lark_analyse(text: str, root: str = "root"):
         try:
             tree = _lark().parse(text[start:end])
         except UnexpectedInput as error:
-            diagnostics.append(ebnf._syntax_diagnostic(text, end, _failure(error, start)))
+            diagnostics.append(ebnf._syntax_diagnostic(text, end, _failure(error, start), start))
             broken_names.update(m.group(1) for m in ebnf._RULE_HEAD.finditer(text, start, end))
             continue
         _LarkChunk(builder, start).start(tree)
@@ -223,7 +223,8 @@ def test_fuzzed_texts_read_and_fail_as_the_lalr_parser() -> None:
         ('root ::= "a"{1, "b"', """unexpected '"b"'; expected an integer, a name or '}'"""),
         (
             "root ::= (",
-            "unexpected end of the grammar; expected an element (string, character class, rule name or '(') or ')'",
+            "this '(' is never closed: unexpected end of the grammar; expected an element (string, character class, "
+            "rule name or '(') or ')'",
         ),
     ],
 )

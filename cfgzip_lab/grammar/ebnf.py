@@ -398,7 +398,7 @@ def _parsed_chunk(text: str, start: int, end: int, piece: str | None = None) -> 
         parse_chunk(tokens(text, start, end), builder)
     except ParseFailure as error:  # the chunk's own diagnostics and rules go, as lark's did
         names = tuple(m.group(1) for m in _RULE_HEAD.finditer(text, start, end))
-        chunk = _Chunk([_syntax_diagnostic(text, end, error)], [], names)
+        chunk = _Chunk([_syntax_diagnostic(text, end, error, start)], [], names)
     else:
         chunk = _Chunk(builder.diagnostics, builder.definitions, ())
     if key is not None:
@@ -640,9 +640,13 @@ def _diagnostic(text: str, span: Span, message: str, severity: Severity = "error
     return Diagnostic(line, column, message, severity, span)
 
 
-def _syntax_diagnostic(text: str, end: int, error: ParseFailure) -> Diagnostic:
+def _syntax_diagnostic(text: str, end: int, error: ParseFailure, start: int | None = None) -> Diagnostic:
     """Say what the parser found and what it expected, at the offending position in ``text``
-    (``end``: where the chunk ends)."""
+    (``end``: where the chunk ends, ``start``: where it begins).
+
+    A rule that ends while a ``(`` is open is reported at that ``(`` ("this '(' is never
+    closed"), not where the rule ran out: the author's mistake is the parenthesis, and the end
+    of a rule can be lines away from it (issue 35.3). XGrammar says "Expect )" at the end."""
     token = error.token
     if token.type == "ERROR":
         at = token.start_pos
@@ -663,7 +667,25 @@ def _syntax_diagnostic(text: str, end: int, error: ParseFailure) -> Diagnostic:
             return _diagnostic(text, span, "'::=' needs a rule name right before it")
         found = f"{token.value!r}"
     expected = _describe_expected(set(error.expected))
-    return _diagnostic(text, span, f"unexpected {found}; expected {expected}")
+    message = f"unexpected {found}; expected {expected}"
+    if token.type == "$END" and "RPAR" in error.expected and start is not None:
+        opened = open_parentheses(text, start, token.start_pos)
+        if opened:
+            return _diagnostic(text, (opened[-1], opened[-1] + 1), f"this '(' is never closed: {message}")
+    return _diagnostic(text, span, message)
+
+
+def open_parentheses(text: str, start: int, end: int) -> list[int]:
+    """Offsets of the ``(`` (of a group, a lookahead ``(=`` or a macro call) still open at ``end``,
+    reading ``text[start:end]`` as the parser's lexer does (strings, classes and comments skipped),
+    outermost first."""
+    opened: list[int] = []
+    for token in tokens(text, start, end):
+        if token.type in ("LPAR", "LOOKAHEAD"):
+            opened.append(token.start_pos)
+        elif token.type == "RPAR" and opened:
+            opened.pop()
+    return opened
 
 
 def _describe_expected(expected: set[str]) -> str:
@@ -1060,6 +1082,7 @@ class _Builder:
         name_span = (name.start_pos, name.end_pos)
         line_start = self.text.rfind("\n", 0, name_span[0]) + 1
         if self.text[line_start : name_span[0]].strip():
+            self._unclosed_before(line_start, name_span[0], name.value)
             self._report(name_span, f"rule {name.value!r} must start on a new line")
         # A rule may be named like a macro (XGrammar allows it) but never referenced: a
         # reference would read as a macro call.
@@ -1074,6 +1097,22 @@ class _Builder:
         if read is not None and ("lazy" in read or "max_chars" in read):
             shaping = _Shaping(bool(read.values.get("lazy")), read.values.get("max_chars"), self._span(attributes))  # type: ignore[arg-type]
         self.definitions.append(_Definition(rule, name_span, hidden, macro_refs, shaping))
+
+    def _unclosed_before(self, line_start: int, name_start: int, name: str) -> None:
+        """A rule head after a ``)`` that closes a ``(`` of an earlier line: what the editor's
+        auto-closed ``)`` gives when Enter pushes it down and the author types the next rule
+        after it (issue 35.3). The mistake is the ``(`` left open on its line: say so there."""
+        before = self.text[line_start:name_start].rstrip()
+        if not before or before.strip(") \t") or not self.definitions:  # only the pushed-down ')' before it
+            return
+        closer = line_start + len(before) - 1
+        opened = open_parentheses(self.text, self.definitions[-1].rule.span[0], closer)
+        if opened and opened[-1] < line_start:
+            message = (
+                f"this '(' is never closed on its line: the ')' that closes it is the one before rule {name!r}, "
+                f"on a later line; close the group where it ends and start {name!r} on a new line"
+            )
+            self._report((opened[-1], opened[-1] + 1), message)
 
     def _attributes(self, token: Tok, rule_name: str) -> RuleAttributes | None:
         """Read the block as XGrammar does (:mod:`.rule_attributes`). Refuse ``max_tokens`` and rule
