@@ -194,6 +194,9 @@ def test_why_in_source_terms_with_sigma_details(classed):
     assert not re.search(r"@\d|\bS0\b", hit["sentence"])
     out = panel.search_output.value
     assert "In the grammar's terms:" in out
+    # bullet lines, not one long sentence; plain words for why it is a class (issue 35.4)
+    assert hit["lines"] and out.count("<li>") >= len(hit["lines"]) and "Comes where" in out
+    assert "pair(s)" not in out and "fit the grammar in exactly the same" in hit["why"]
     # the exact pairs are behind the details toggle, with a legend from GNF name to source
     details = out[out.index("<details") : out.index("</details>")]
     assert "σ<sub>in</sub>" in details and "stands for" in details and "@" in details

@@ -45,6 +45,46 @@ def test_closing_token_completes_and_a_dead_one_says_so(expr):
     assert across.spans_boundary and "reach into the next" in across.sentence
 
 
+STRING = r"""root ::= "{" ws "\"name\"" ws ":" ws name ws "}"
+name ::= "\"" ([^"\\] | "\\" ["\\])* "\""
+ws ::= [ \t\n]*
+"""
+
+
+def test_explanation_lines_read_as_short_bullets():
+    """Issue 35.4: one line per place, a repetition named once ("more of the same"), plain words."""
+    strings = Displacer(compile_grammar(STRING).gnf)
+    inside = explain(strings, b"ab", label="'ab'", peers=["'x'"], more_peers=3)
+    assert inside.lines == [
+        "Interchangeable with 'x' and 3 more: the grammar never tells them apart",
+        r'Comes where the repetition ([^"\\] | "\\" ["\\])* in rule name (line 2) is expected',
+        "Then: more of the same repetition in rule name (line 2)",
+        "Or it completes what it started: nothing of it is left open",
+    ]
+    quote = explain(strings, b'" ', label="'\" '")
+    assert quote.lines[0].startswith("Comes where '\"' of the terminal") and quote.lines[1].startswith("Or comes")
+    assert any(line.startswith("… and ") and line.endswith("more places") for line in quote.lines)
+    assert quote.lines[-1] == "It can also finish one part and reach into the next"
+    for e in (inside, quote, explain(expr_displacer(), b")", label="')'")):
+        assert all(len(line) < 110 and "pair" not in line and "σ" not in line for line in e.lines), e.lines
+        assert len(set(e.lines)) == len(e.lines) and not INTERNAL.search(" ".join(e.lines))
+    assert explain(expr_displacer(), b")").lines[-1] == "Then nothing: it completes what it started"
+
+
+def expr_displacer() -> Displacer:
+    return Displacer(compile_grammar(EXPR).gnf)
+
+
+def test_class_reason_in_plain_words():
+    from cfgzip_lab.classes.explain import class_reason
+
+    assert class_reason(3, 12) == (
+        "all 12 tokens of the class fit the grammar in exactly the same 3 ways (the details list them), "
+        "and no other token does"
+    )
+    assert "exactly these 1 way " in class_reason(1, 1) and "alone in its class" in class_reason(1, 1)
+
+
 def test_compare_names_a_pair_one_has_and_the_other_lacks(expr):
     same = compare_tokens(expr, b"+", b"-")
     assert same.same and "interchangeable" in same.sentence and not same.only_a

@@ -35,6 +35,7 @@ __all__ = [
     "compare_tokens",
     "symbol_phrase",
     "token_text",
+    "class_reason",
 ]
 
 
@@ -56,7 +57,9 @@ class SourcePair:
 class Explanation:
     """What a token (or a class, through its members) means under the grammar.
 
-    ``sentence`` is the one plain sentence; ``where`` and ``after`` list the places it can
+    ``sentence`` is the one plain sentence; ``lines`` says the same as short lines for a
+    bulleted list (who shares the class, where it can come, what comes after, each place
+    named once); ``where`` and ``after`` list the places it can
     come and what the grammar needs after it, most frequent first, in source terms;
     ``rules`` the source rules involved; ``pairs`` the exact pairs (at most the limit),
     ``num_pairs`` how many there are in all. ``dead``: in no sentence of the grammar.
@@ -73,6 +76,7 @@ class Explanation:
     pairs: list[SourcePair] = field(default_factory=list)
     num_pairs: int = 0
     node: int = EMPTY
+    lines: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -186,9 +190,18 @@ def explain(
         sentence += f" and complete{'' if peers else 's'} it: nothing of it is left open"
     if spans:
         sentence += f"; {'they' if peers else 'it'} can also finish one part and reach into the next"
+    lines = _lines(label, list(peers), more_peers, (places, len(where) - len(places)), (needs, len(after) - len(needs)))
+    if completes:
+        lines.append("Or it completes what it started: nothing of it is left open" if needs else "")
+    if not needs:
+        lines.append("Then nothing: it completes what it started")
+    lines = [line for line in lines if line]
+    if spans:
+        lines.append("It can also finish one part and reach into the next")
     return Explanation(
         label,
         sentence,
+        lines=lines,
         where=list(where),
         after=list(after),
         completes=completes,
@@ -197,6 +210,53 @@ def explain(
         pairs=pairs,
         num_pairs=displacer.num_pairs(node),
         node=node,
+    )
+
+
+def _lines(
+    label: str, peers: list[str], more_peers: int, where: tuple[list[str], int], after: tuple[list[str], int]
+) -> list[str]:
+    """The bulleted reading of :func:`explain`: one line per place, a place named once (what
+    comes after a token is often the very repetition it came in: "more of the same")."""
+    lines = []
+    if peers:
+        others = ", ".join(peers) + (f" and {more_peers:,} more" if more_peers else "")
+        lines.append(f"Interchangeable with {others}: the grammar never tells them apart")
+    places, more = where
+    for i, place in enumerate(places):
+        lines.append(f"{'Comes' if i == 0 else 'Or comes'} where {place} is expected")
+    if more:
+        lines.append(f"… and {more:,} more place{'s' if more > 1 else ''}")
+    needs, more = after
+    for i, need in enumerate(needs):
+        same = need in places and need.startswith("the repetition ")
+        if i == 0:
+            lines.append(f"Then: more of {_short(need)}" if same else f"Then needs {need}")
+        else:
+            lines.append(f"Or then: more of {_short(need)}" if same else f"Or then needs {need}")
+    if more:
+        lines.append(f"… or {more:,} more thing{'s' if more > 1 else ''} after it")
+    return lines
+
+
+def _short(phrase: str) -> str:
+    """A repetition named a second time: ``the repetition (…)* in rule name (line 2)`` →
+    ``the same repetition in rule name (line 2)``."""
+    _head, sep, rule = phrase.partition(" in rule ")
+    return f"the same repetition in rule {rule}" if sep else phrase
+
+
+def class_reason(num_pairs: int, class_size: int) -> str:
+    """Why a token with ``num_pairs`` displacement pairs is in a class of ``class_size``, in plain
+    words: a pair is one way the token fits the grammar's stack (what it consumes, what it leaves)."""
+    ways = f"{num_pairs:,} way{'s' if num_pairs != 1 else ''}"
+    if class_size > 1:
+        return (
+            f"all {class_size:,} tokens of the class fit the grammar in exactly the same {ways} "
+            "(the details list them), and no other token does"
+        )
+    return (
+        f"no other token fits the grammar in exactly these {ways} (the details list them), so it is alone in its class"
     )
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..classes.classing import ClassKind
-from ..classes.explain import Comparison, compare_tokens, explain_token, symbol_phrase
+from ..classes.explain import Comparison, class_reason, compare_tokens, explain_token, symbol_phrase
 from ..vocab import TokenKind
 from ..vocab_sources import available_vocabs
 from ._base import Panel
@@ -449,6 +449,7 @@ class ClassesPanel(Panel):
             "num_pairs": 0,
             "why": "",
             "sentence": "",
+            "lines": [],
             "where": [],
             "after": [],
             "rules": (),
@@ -463,7 +464,7 @@ class ClassesPanel(Panel):
         elif s.grammar_ok:
             displacer = s.displacer()
             explanation = explain_token(displacer, vocab, classes if s.classes_current else None, tid, limit=200)
-            info["sentence"] = explanation.sentence
+            info["sentence"], info["lines"] = explanation.sentence, explanation.lines
             info["where"], info["after"], info["rules"] = explanation.where, explanation.after, explanation.rules
             if explanation.dead:
                 info["why"] = (
@@ -475,12 +476,7 @@ class ClassesPanel(Panel):
                 info["pairs"] = [(p.consumed_names, p.pushed_names) for p in shown]
                 symbols = dict.fromkeys(x for p in shown for x in p.consumed + p.pushed)
                 info["legend"] = {displacer.symbol_text(x): symbol_phrase(displacer, x) for x in symbols}
-                same = (
-                    "every member of the class has exactly these pairs"
-                    if members.size > 1
-                    else "no other token has exactly these pairs"
-                )
-                info["why"] = f"its displacement has {info['num_pairs']:,} pair(s) (σ_in, σ_out); {same}"
+                info["why"] = class_reason(info["num_pairs"], int(members.size))
                 if kind == ClassKind.NORMAL and members.size == 1 and classes.metadata.get("fallback_singletons"):
                     info["why"] += " (or it went over the per-token budget and was given its own class)"
         else:
@@ -561,12 +557,13 @@ class ClassesPanel(Panel):
             f"{info['class_size']:,} tokens); representative {token_html(vocab, info['representative'])}</p>"
         )
         plain = ""
-        if info["sentence"]:
-            plain = f'<p class="cfgzip-why-sentence"><b>In the grammar\'s terms:</b> {esc(info["sentence"])}</p>'
+        if info["lines"] or info["sentence"]:
+            said = "".join(f"<li>{esc(line)}</li>" for line in info["lines"]) or f"<li>{esc(info['sentence'])}</li>"
+            plain = f'<div class="cfgzip-why-sentence"><b>In the grammar\'s terms:</b><ul>{said}</ul></div>'
             if info["rules"]:
                 rules = ", ".join(f'<span class="cfgzip-code">{esc(r)}</span>' for r in info["rules"])
                 plain += f"<p>Source rules involved: {rules}</p>"
-        why = f"<p><b>Why:</b> {esc(info['why'])}</p>"
+        why = f"<p><b>Why this class:</b> {esc(info['why'])}</p>"
         pairs = ""
         if info["pairs"]:
 
