@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import BUNDLED_DIR, THIRD_PARTY
 
-from cfgzip_lab.grammar.diagnostics import LINE_WINDOW, GrammarError
+from cfgzip_lab.grammar.diagnostics import LINE_WINDOW, GrammarError, quick_fix
 from cfgzip_lab.grammar.ebnf import (
     CAPTURE_DROPPED,
     LOOKAHEAD_DROPPED,
@@ -248,6 +248,42 @@ def test_unclosed_group_is_reported_at_its_parenthesis(ebnf_text, positions, mes
     assert re.search(message_regex, errors[0].message), errors[0].message
     assert errors[0].span is not None and ebnf_text[errors[0].span[0]] in "(x"
     assert not xgrammar_accepts_ebnf(ebnf_text)
+
+
+@pytest.mark.parametrize(
+    "ebnf_text, label, fixed",
+    [
+        (
+            'root ::= act\nact ::= "mix" ws qyt\nws ::= " "\nqty ::= [0-9]+',
+            "replace 'qyt' with 'qty'",
+            'root ::= act\nact ::= "mix" ws qty\nws ::= " "\nqty ::= [0-9]+',
+        ),
+        ('root ::= Term\nterm ::= "a"', "replace 'Term' with 'term'", 'root ::= term\nterm ::= "a"'),
+        ('root ::= "a" // a C comment', "write the comment with '#'", 'root ::= "a" # a C comment'),
+        ('root ::= "a" x ::= "b"\n', "start rule 'x' on a new line", 'root ::= "a"\nx ::= "b"\n'),
+        (  # the editor's pushed-down ')' before the next rule (issue 35.3): the group closes on its own line
+            'root ::= x\nx ::= ("mix" | "bake" ws qty\n)ws ::= " "\nqty ::= "1"',
+            "start rule 'ws' on a new line",
+            'root ::= x\nx ::= ("mix" | "bake" ws qty\n)\nws ::= " "\nqty ::= "1"',
+        ),
+    ],
+)
+def test_quick_fix_of_a_diagnostic_with_one_fix(ebnf_text: str, label: str, fixed: str) -> None:
+    """Issue 35, quick fixes: did-you-mean (difflib) and the other hints with exactly one edit;
+    the fixed text has no error left."""
+    fixes = [(d, quick_fix(d, ebnf_text)) for d in check_ebnf(ebnf_text)]
+    (fix,) = [f for _, f in fixes if f is not None]
+    assert fix.label == label and fix.apply(ebnf_text) == fixed
+    assert not [d for d in check_ebnf(fixed) if d.severity == "error"]
+
+
+def test_quick_fix_is_none_without_one_fix_or_for_another_text() -> None:
+    text = 'root ::= exprr\nexpr ::= "a"'
+    (d,) = [d for d in check_ebnf(text) if d.severity == "error"]
+    assert quick_fix(d, text) is not None
+    assert quick_fix(d, 'root ::= other\nexpr ::= "a"') is None  # the text moved on: no stale edit
+    assert all(quick_fix(d, "root ::= y") is None for d in check_ebnf("root ::= y"))  # nothing close to 'y'
+    assert all(quick_fix(d, 'root ::= ("a"') is None for d in check_ebnf('root ::= ("a"'))
 
 
 def test_error_renders_source_and_caret() -> None:

@@ -130,6 +130,30 @@ def test_editor_shows_diagnostic_with_line_and_caret(session):
     assert "compiles" in editor.status.value
 
 
+def test_editor_quick_fix_button_applies_did_you_mean(session):
+    """Issue 35, quick fixes: "did you mean 'array'?" has a Fix button; its action rewrites the
+    name, checks at once and leaves no error."""
+    from cfgzip_lab.widgets.editor import EditorPanel
+
+    editor = EditorPanel(session, delay=0.3)
+    editor.set_text(BROKEN_JSON)
+    editor.flush()
+    fixes = editor.quick_fixes()
+    ((index, fix),) = fixes.items()
+    assert fix.label == "replace 'arrey' with 'array'"
+    assert f'data-action="fix" data-arg="{index}"' in editor.diagnostics.value
+    assert "Fix: replace &#x27;arrey&#x27; with &#x27;array&#x27;" in editor.diagnostics.value
+    editor.set_text(BROKEN_JSON + "\n# typed after the check\n")
+    with pytest.raises(WorkbenchError, match="changed since it was checked"):
+        editor.apply_fix(index)
+    editor.flush()
+    editor.diagnostics.click_action("fix", str(index))  # what the button sends
+    assert "root ::= object | array" in editor.text.value and session.checked_text == editor.text.value
+    assert session.grammar_ok and not editor.pending and editor.quick_fixes() == {}
+    with pytest.raises(WorkbenchError, match="no quick fix"):
+        editor.apply_fix(0)
+
+
 def test_editor_debounces_and_flush(session):
     from cfgzip_lab.widgets.editor import EditorPanel
 

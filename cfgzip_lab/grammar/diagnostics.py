@@ -59,6 +59,50 @@ class Diagnostic:
         return f"{head}\n    {shown}\n    {pad}^\n{cut}"
 
 
+@dataclass(frozen=True, slots=True)
+class QuickFix:
+    """The one edit that fixes a diagnostic: ``text[start:end]`` becomes ``replacement``."""
+
+    start: int
+    end: int
+    replacement: str
+    label: str
+
+    def apply(self, text: str) -> str:
+        return text[: self.start] + self.replacement + text[self.end :]
+
+
+_DID_YOU_MEAN = re.compile(r"undefined rule '([^']+)'; did you mean '([^']+)'\?$")
+_C_COMMENT = re.compile(r"unexpected '//': comments start with '#'")
+_NEW_LINE = re.compile(r"rule '([^']+)' must start on a new line$")
+
+
+def quick_fix(diagnostic: Diagnostic, text: str) -> QuickFix | None:
+    """The fix of a diagnostic that has exactly one, for ``text`` (the text it was found in):
+    a misspelt rule name ("undefined rule 'qyt'; did you mean 'qty'?": the name replaced), a
+    ``//`` comment (``#`` instead), a rule head in the middle of a line (a line break before it).
+    None for the others, or when ``text`` no longer has what the diagnostic points at.
+
+    >>> d = Diagnostic(1, 10, "undefined rule 'qyt'; did you mean 'qty'?", span=(9, 12))
+    >>> quick_fix(d, "root ::= qyt").apply("root ::= qyt")
+    'root ::= qty'
+    """
+    span = diagnostic.span
+    if span is None or not 0 <= span[0] <= span[1] <= len(text):
+        return None
+    start, end = span
+    found = text[start:end]
+    if match := _DID_YOU_MEAN.match(diagnostic.message):
+        wrong, right = match.groups()
+        return QuickFix(start, end, right, f"replace '{wrong}' with '{right}'") if found == wrong else None
+    if _C_COMMENT.match(diagnostic.message) and found == "//":
+        return QuickFix(start, end, "#", "write the comment with '#'")
+    if (match := _NEW_LINE.match(diagnostic.message)) and found == match.group(1):
+        cut = len(text[:start].rstrip(" \t"))
+        return QuickFix(cut, start, "\n", f"start rule '{found}' on a new line")
+    return None
+
+
 def _padding(shown: str) -> str:
     """Spaces under ``shown``, tabs kept, so that a caret after it lines up in a terminal."""
     return "".join("\t" if c == "\t" else " " for c in shown)

@@ -32,6 +32,8 @@ CSS = """
 .cfgzip-diag { border-left: 3px solid var(--jp-error-color1, #cf222e); padding: 2px 6px; margin: 4px 0; }
 .cfgzip-diag.warning { border-left-color: var(--jp-warn-color1, #d4a72c); }
 .cfgzip-diag pre { margin: 2px 0; font-size: 12px; }
+.cfgzip-fix { margin-left: 6px; font-size: 12px; cursor: pointer; color: var(--jp-ui-font-color1, #000);
+  background: var(--jp-layout-color2, #eee); border: 1px solid var(--jp-border-color1, #ccc); border-radius: 3px; }
 .cfgzip-app .cfgzip-diag[data-action] { color: inherit; }
 .cfgzip-diag[data-action]:hover { background: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 8%, transparent); }
 .cfgzip-editor-side > * { flex-shrink: 0; }
@@ -124,8 +126,9 @@ def table(
     return f'<table class="cfgzip-table {css}">{thead}<tbody>{"".join(body)}</tbody></table>'
 
 
-def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1) -> str:
-    """One diagnostic: ``line L, column C: message`` and the lines around it with a caret."""
+def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1, fix: tuple[int, str] | None = None) -> str:
+    """One diagnostic: ``line L, column C: message`` and the lines around it with a caret.
+    ``fix``: (its index, the label of its quick fix): a "Fix:" button (``data-action="fix"``)."""
     lines = text.splitlines()
     excerpt = []
     if 1 <= diagnostic.line <= len(lines):
@@ -142,7 +145,17 @@ def diagnostic_html(diagnostic: Diagnostic, text: str, *, context: int = 1) -> s
         f'title="click: the cursor to line {diagnostic.line}, column {diagnostic.column}">'
         f"<b>line {diagnostic.line}, column {diagnostic.column}</b>: "
         f'<span class="{"cfgzip-bad" if severity == "error" else "cfgzip-warn"}">{severity}</span>: '
-        f"{esc(diagnostic.message)}<pre>{code}</pre></div>"
+        f"{esc(diagnostic.message)}{_fix_button(fix)}<pre>{code}</pre></div>"
+    )
+
+
+def _fix_button(fix: tuple[int, str] | None) -> str:
+    if fix is None:
+        return ""
+    index, label = fix
+    return (
+        f' <button class="cfgzip-fix" data-action="fix" data-arg="{index}" title="quick fix: {esc(label)}">'
+        f"Fix: {esc(label)}</button>"
     )
 
 

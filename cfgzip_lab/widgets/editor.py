@@ -36,6 +36,7 @@ import threading
 import ipywidgets as w
 
 from .. import xgrammar_version
+from ..grammar.diagnostics import QuickFix, position_of, quick_fix
 from ..grammar.schema_info import show_pointer
 from ..pipeline import bundled_grammars
 from ._base import Panel
@@ -43,6 +44,7 @@ from ._format import diagnostic_html, esc, fmt_seconds, table
 from .code_editor import CodeEditor, bundle_available, editor_marks, point_mark
 from .html_view import HtmlView
 from .live_view import LiveClassesView
+from .session import WorkbenchError
 
 __all__ = ["EditorPanel", "EDITORS"]
 
@@ -78,7 +80,7 @@ class EditorPanel(Panel):
     (its ``value`` is the text); ``code_editor`` is the CodeEditor or None.
     """
 
-    error_sources = ("compile", "load grammar", "save grammar", "xgrammar", "jump", "schema")
+    error_sources = ("compile", "load grammar", "save grammar", "xgrammar", "jump", "fix", "schema")
 
     def __init__(self, session, *, delay: float = 0.4, editor: str = "codemirror") -> None:
         if editor not in EDITORS:
@@ -146,6 +148,7 @@ class EditorPanel(Panel):
         self.diagnostics = HtmlView()
         self.diagnostics.add_class("cfgzip-diagnostics")
         self.diagnostics.on_action("jump", lambda arg: self._handler("jump", lambda: self.jump_to(*_position(arg)))())
+        self.diagnostics.on_action("fix", lambda arg: self._handler("fix", lambda: self.apply_fix(int(arg)))())
         self.xgrammar = w.HTML()
         self.xgrammar.add_class("cfgzip-xgrammar")
 
@@ -285,6 +288,34 @@ class EditorPanel(Panel):
             return None
         return self.code_editor.jump_to(line, column)
 
+    def quick_fixes(self) -> dict[int, QuickFix]:
+        """The quick fixes of the last check, by the index of their diagnostic in
+        ``session.diagnostics`` ("did you mean 'qty'?" and the other hints with one fix)."""
+        s = self.session
+        text = s.checked_text
+        if text is None:
+            return {}
+        fixes = {i: quick_fix(d, text) for i, d in enumerate(s.diagnostics)}
+        return {i: fix for i, fix in fixes.items() if fix is not None}
+
+    def apply_fix(self, index: int) -> str:
+        """Apply the quick fix of diagnostic ``index`` (its "Fix:" button) to the text, check it at
+        once and put the cursor at the change; returns the new text."""
+        s = self.session
+        fix = self.quick_fixes().get(index)
+        if fix is None:
+            raise WorkbenchError(f"diagnostic {index} has no quick fix")
+        if self.text.value != s.checked_text:
+            raise WorkbenchError("the text changed since it was checked: check it again, then fix")
+        text = fix.apply(s.checked_text)
+        self._cancel_timer()
+        self.text.value = text
+        self.flush()
+        if self.session.checked_text != text:  # the debounce was pending: check now
+            self.compile()
+        self.jump_to(*position_of(text, fix.start + len(fix.replacement)))
+        return text
+
     def set_text(self, text: str) -> None:
         """What typing does: set the text and schedule a check after ``delay`` seconds."""
         self.text.value = text
@@ -417,7 +448,11 @@ class EditorPanel(Panel):
             )
         if self.fallback_reason:
             self.status.value += f'<br><span class="cfgzip-muted">{esc(self.fallback_reason)}</span>'
-        self.diagnostics.value = "".join(diagnostic_html(d, text) for d in s.diagnostics)
+        fixes = self.quick_fixes()
+        self.diagnostics.value = "".join(
+            diagnostic_html(d, text, fix=(i, fixes[i].label) if i in fixes else None)
+            for i, d in enumerate(s.diagnostics)
+        )
         self._show_marks()
 
     def marks(self) -> list[dict]:
