@@ -50,7 +50,16 @@ if TYPE_CHECKING:
     from .classes.classing import TokenClasses
     from .pipeline import CompiledGrammar
 
-__all__ = ["TopToken", "ClassExample", "StepResult", "Stepper", "DecodingFinished", "token_text"]
+__all__ = [
+    "TopToken",
+    "ClassExample",
+    "StepResult",
+    "Stepper",
+    "DecodingFinished",
+    "ForcedTextRefused",
+    "first_refused",
+    "token_text",
+]
 
 
 def _cache_argument(model: Any) -> str:
@@ -65,6 +74,33 @@ def _cache_argument(model: Any) -> str:
 
 class DecodingFinished(CfgzipError, RuntimeError):
     """``step()`` after the grammar has terminated (a stop token was chosen)."""
+
+
+class ForcedTextRefused(CfgzipError, ValueError):
+    """Forced text the grammar does not take here (:meth:`Stepper.force`); nothing was applied.
+
+    ``index``: the first refused token among ``token_ids`` (the forced text's tokens),
+    ``offset``: where that token starts in the forced text, in characters."""
+
+    def __init__(self, message: str, *, token_ids: list[int], index: int, offset: int) -> None:
+        super().__init__(message)
+        self.token_ids, self.index, self.offset = token_ids, index, offset
+
+
+def first_refused(matcher: Any, token_ids: list[int]) -> int | None:
+    """The index of the first of ``token_ids`` that ``matcher`` refuses when fed them in turn
+    from where it stands, or None when it takes them all; the matcher is left where it stood
+    (what it took is rolled back)."""
+    taken = 0
+    try:
+        for i, token in enumerate(token_ids):
+            if matcher.is_terminated() or not matcher.accept_token(int(token)):
+                return i
+            taken += 1
+        return None
+    finally:
+        if taken:
+            matcher.rollback(taken)
 
 
 def token_text(vocab: VocabTable, token_id: int) -> str:
@@ -130,6 +166,7 @@ class StepResult:
     forward_seconds: float
     native_mask_seconds: float | None = None  # the native engine's packed vocabulary mask
     native_identical: bool | None = None  # the native mask equals the plain mask, bit for bit
+    forced: bool = False  # the token came from forced text (Stepper.force), not from the model
 
     @property
     def speedup(self) -> float:
@@ -314,8 +351,10 @@ class Stepper:
             for v, t in zip(values.tolist(), ids.tolist())
         ]
 
-    def _choose(self, masked: torch.Tensor) -> int:
+    def _choose(self, masked: torch.Tensor, forced: int | None = None) -> int:
         self._rng_states.append(self._generator.get_state())
+        if forced is not None:  # no draw: a rollback past it restores the same generator state
+            return forced
         if not self.sample:
             return int(torch.argmax(masked))
         probs = torch.softmax(masked / self.temperature, dim=-1)
@@ -357,8 +396,10 @@ class Stepper:
             return oks, None
         return oks, self._fill_masks()
 
-    def step(self) -> StepResult:
-        """Take one decode step; raises :class:`DecodingFinished` once terminated."""
+    def step(self, *, forced: int | None = None) -> StepResult:
+        """Take one decode step; raises :class:`DecodingFinished` once terminated. ``forced``: take
+        this token instead of the model's choice (:meth:`force` checks it first); the masks and
+        logits are those of the step all the same."""
         if self.terminated:
             raise DecodingFinished("the grammar has terminated; rollback() or reset() to go on")
         logits, forward_seconds = self._next_logits()
@@ -379,7 +420,9 @@ class Stepper:
         masked = logits.clone()
         self.compressed.apply_bitmask_inplace(masked, masks.class_row)
 
-        token = self._choose(masked)
+        if forced is not None and not allowed[forced]:
+            raise ValueError(f"token {forced} ({token_text(self.vocab, forced)!r}) is not allowed at this step")
+        token = self._choose(masked, forced)
         if self.overlap:
             from .overlap import shared_worker
 
@@ -430,9 +473,47 @@ class Stepper:
             forward_seconds=forward_seconds,
             native_mask_seconds=masks.native_seconds,
             native_identical=masks.native_identical,
+            forced=forced is not None,
         )
         self._history.append(result)
         return result
+
+    def encode(self, text: str) -> list[int]:
+        """``text``'s token ids, as plain text (a special token's spelling is its characters)."""
+        if not text:
+            return []
+        if self.vocab.encoder is not None or self.vocab.tokenizer_factory is not None or self.tokenizer is None:
+            return self.vocab.encode(text)
+        return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)]
+
+    def force(self, text: str) -> list[StepResult]:
+        """Take ``text`` as if the model had written it: one step per token of it, each with its
+        masks and logits shown (``StepResult.forced``), so that a tool call can be started by hand
+        (a trigger, a tag's begin) and its masks watched. The whole text is checked against the
+        grammar first: when it refuses a token, :class:`ForcedTextRefused` names the first one
+        and nothing is applied. Rollback undoes forced steps like any other."""
+        if self.terminated:
+            raise DecodingFinished("the grammar has terminated; rollback() or reset() to go on")
+        ids = self.encode(text)
+        if not ids:
+            raise ForcedTextRefused("no text to force", token_ids=[], index=0, offset=0)
+        refused = first_refused(self.plain, ids)
+        if refused is not None:
+            before = self.vocab.decode(ids[:refused]).decode("utf-8", errors="replace")
+            offset = len(before)
+            what = token_text(self.vocab, ids[refused])
+            which = (
+                f"token {refused + 1} of {len(ids)} of the forced text, after {before!r}"
+                if refused
+                else f"the forced text's first token (of {len(ids)})"
+            )
+            raise ForcedTextRefused(
+                f"the grammar refuses {what!r} here, {which}: nothing was forced",
+                token_ids=ids,
+                index=refused,
+                offset=offset,
+            )
+        return [self.step(forced=token) for token in ids]
 
     def _class_examples(self, class_allowed: np.ndarray) -> list[ClassExample]:
         ids = np.flatnonzero(class_allowed)

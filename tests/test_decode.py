@@ -11,7 +11,7 @@ from paths import BUNDLED_DIR
 from reference_tools import is_prefix
 from tiny_models import SMOLLM2, tiny_llama
 
-from cfgzip_lab.decode import DecodingFinished, Stepper, StepResult, token_text
+from cfgzip_lab.decode import DecodingFinished, ForcedTextRefused, Stepper, StepResult, first_refused, token_text
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.expand import unpack_bitmask
 from cfgzip_lab.hf import cached_classes, load_model, vocab_for
@@ -90,6 +90,67 @@ def test_tiny_termination_rollback_and_reset(tiny):
     assert stepper.prompt == "another prompt" and stepper.prompt_ids != prompt_ids
     assert stepper.history == [] and stepper.tokens == [] and not stepper.terminated
     assert stepper.step().index == 0
+
+
+TOOLS = (
+    'root ::= TagDispatch(("<tool_call>", call))\n'
+    'call ::= "{\\"name\\": \\"" ("get_weather" | "get_time") "\\"}</tool_call>"\n'
+)
+
+
+def test_tiny_forced_text_is_taken_as_the_models_with_its_masks(tiny):
+    """Issue 35, forced text: a trigger typed by the author is taken token by token, each step
+    with its masks (free text allows nearly everything, inside the tag only the tool names);
+    the model goes on from there; rollback undoes forced steps like any other."""
+    model, tokenizer = tiny
+    stepper = Stepper(model, tokenizer, TOOLS, None, prompt="x", chat=False)
+    oracle = compile_engines(TOOLS, stepper.vocab).plain()
+    free = stepper.step()
+    assert not free.forced and free.allowed_tokens > stepper.vocab.vocab_size // 2
+    forced = stepper.force('<tool_call>{"name": "get_')
+    assert [r.forced for r in forced] == [True] * len(forced)
+    assert stepper.vocab.decode([r.token_id for r in forced]) == b'<tool_call>{"name": "get_'
+    assert [r.index for r in forced] == list(range(1, len(forced) + 1))
+    check_step(free, stepper, oracle)
+    for r in forced:
+        check_step(r, stepper, oracle)
+    assert forced[-1].allowed_tokens < 10  # inside the tag: the tool names only
+    after = stepper.step()  # the model writes on from the forced text, within the tag's mask
+    check_step(after, stepper, oracle)
+    assert not after.forced and stepper.text.startswith(free.token_text + '<tool_call>{"name": "get_')
+    assert "weather".startswith(after.token_text) or "time".startswith(after.token_text)
+    stepper.rollback(len(forced) + 1)
+    assert stepper.tokens == [free.token_id] and len(stepper.history) == 1
+
+
+def test_tiny_refused_forced_text_names_its_first_token_and_applies_nothing(tiny):
+    model, tokenizer = tiny
+    stepper = Stepper(model, tokenizer, TOOLS, None, prompt="x", chat=False)
+    stepper.force('<tool_call>{"name": "')
+    tokens, history = stepper.tokens, stepper.history
+    with pytest.raises(
+        ForcedTextRefused,
+        match=r"the grammar refuses 'date' here, token 3 of 3 of the forced text, after 'get_': nothing was forced",
+    ) as refused:
+        stepper.force("get_date")
+    assert refused.value.index == 2 and refused.value.offset == 4
+    with pytest.raises(ForcedTextRefused, match="the forced text's first token"):
+        stepper.force("set_time")
+    assert stepper.tokens == tokens and stepper.history == history  # nothing applied
+    # the matchers stand where they stood: the grammar's own continuation is still taken
+    assert [r.forced for r in stepper.force('get_time"}</tool_call>')] and stepper.text.endswith("</tool_call>")
+    with pytest.raises(ForcedTextRefused, match="no text"):
+        stepper.force("")
+
+
+def test_first_refused_leaves_the_matcher_where_it_stood(tiny):
+    model, tokenizer = tiny
+    vocab = vocab_for(model, tokenizer)
+    matcher = compile_engines(YES_NO, vocab).plain()
+    assert first_refused(matcher, vocab.encode("yes")) is None
+    assert first_refused(matcher, vocab.encode("yes") + vocab.encode("no")) == len(vocab.encode("yes"))
+    assert first_refused(matcher, vocab.encode("maybe")) == 0
+    assert matcher.accept_token(vocab.encode("no")[0])  # still at the start
 
 
 def test_token_text_names_stop_special_and_padding_tokens(tiny):

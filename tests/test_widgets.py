@@ -637,6 +637,44 @@ def test_decoder_steps_rollback_reset(checker):
     assert panel.results == [] and s.decode_log == [] and panel.tokens.value == ""
 
 
+def test_decoder_forces_text_and_refuses_what_the_grammar_refuses(checker):
+    """Issue 35, forced text: the Force box's text is taken as the model's, one step per token
+    with its masks ("forced" on the step line, dashed chips); refused text names its first
+    refused token and changes nothing. The tiny random model on SmolLM2's tokenizer stands in
+    for SmolLM2 (no load)."""
+    pytest.importorskip("cfgzip_lab.decode")
+    from tiny_models import tiny_llama
+
+    from cfgzip_lab.hf import vocab_for
+    from cfgzip_lab.widgets.decoder import DecoderPanel
+
+    model, tokenizer = tiny_llama()
+    tools = (
+        'root ::= TagDispatch(("<tool_call>", call))\ncall ::= "{\\"name\\": \\"" ("get_weather" | "get_time") "\\"}"\n'
+    )
+    s = WorkbenchSession(tools, checker=checker, tokenizer="smollm2")
+    s.compile(xgrammar=False)
+    s.decoder_model, s.decoder_model_key = (model, tokenizer, vocab_for(model, tokenizer)), ("smollm2", "auto")
+    panel = DecoderPanel(s, prompt="x", top_k=3)
+    panel.step()
+    forced = panel.force_text('<tool_call>{"name": "')
+    assert all(r.forced for r in forced) and len(panel.results) == 1 + len(forced) == len(s.decode_log)
+    assert f"forced {len(forced)} tokens" in panel.status.value
+    assert (
+        "forced <span class='cfgzip-tok'>" in panel.step_info.value
+        and "allowed tokens <b>2</b>" in panel.step_info.value
+    )
+    assert panel.tokens.value.count("cfgzip-forced") == len(forced)
+    kept = list(panel.results)
+    with pytest.raises(WorkbenchError, match="the grammar refuses 'set' here, the forced text's first token"):
+        panel.force_text("set_time")
+    assert panel.results == kept and "not forced: the grammar refuses" in panel.status.value
+    panel.forced.value = "get_time"
+    panel._handler("decoder", panel.force_text)()  # the Force button
+    assert panel.stepper.text.endswith('{"name": "get_time') and not s.errors
+    panel.reset()
+
+
 # ------------------------------------------------------------------- stamps and provenance
 
 

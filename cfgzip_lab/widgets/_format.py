@@ -25,6 +25,7 @@ CSS = """
 .cfgzip-table tr.cfgzip-fail-row td { background: color-mix(in srgb, var(--jp-error-color1, #cf222e) 10%, transparent); }
 .cfgzip-code { font-family: var(--jp-code-font-family, monospace); white-space: pre; }
 .cfgzip-tok { font-family: var(--jp-code-font-family, monospace); background: var(--jp-layout-color2, #f1f4f8); color: var(--jp-content-font-color1, #000); border: 1px solid var(--jp-border-color2, #e0e0e0); border-radius: 3px; padding: 0 3px; white-space: pre; }
+.cfgzip-tok.cfgzip-forced { border-style: dashed; border-color: var(--jp-brand-color1, #1976d2); }
 .cfgzip-ok { color: var(--jp-success-color1, #1a7f37); font-weight: bold; }
 .cfgzip-bad { color: var(--jp-error-color1, #cf222e); font-weight: bold; }
 .cfgzip-warn { color: var(--jp-warn-color1, #9a6700); font-weight: bold; }

@@ -59,7 +59,7 @@ def _speed_up(results) -> str:
 
 class DecoderPanel(Panel):
     """The step decoder. Public methods: :meth:`load_model`, :meth:`step`, :meth:`run_steps`,
-    :meth:`rollback`, :meth:`reset`, :meth:`cancel`."""
+    :meth:`force_text`, :meth:`rollback`, :meth:`reset`, :meth:`cancel`."""
 
     error_sources = ("decoder", "load model", "run steps", "decode")
     #: the actions whose errors a working decode step proves fixed
@@ -101,6 +101,16 @@ class DecoderPanel(Panel):
         back = self._button("Rollback", "cfgzip-rollback", self.rollback, where="decoder", icon="step-backward")
         reset = self._button("Reset", "cfgzip-reset", self.reset, where="decoder", icon="refresh")
         cancel = self._button("Cancel", "cfgzip-cancel-steps", self.cancel, where="decoder", icon="stop")
+        # text the author writes for the model: a trigger or a tag's begin, to watch a tool call's masks (issue 35.3)
+        self.forced = w.Text(
+            placeholder="text to force, e.g. <tool_call>",
+            description="Force",
+            tooltip="taken as if the model had written it, token by token, each with its masks; "
+            "refused whole when the grammar does not allow it here",
+            layout=w.Layout(width="360px"),
+        )
+        self.forced.add_class("cfgzip-forced-text")
+        force = self._button("Force", "cfgzip-force", self.force_text, where="decoder", icon="i-cursor")
         self.status = w.HTML()
         self.status.add_class("cfgzip-decoder-status")
         self.step_info = w.HTML()
@@ -134,6 +144,7 @@ class DecoderPanel(Panel):
                 w.HBox([self.model, self.device, load]),
                 self.prompt,
                 w.HBox([self.top_k, step, self.n, run, back, reset, cancel]),
+                w.HBox([self.forced, force]),
                 self.status,
                 self.error_box,
                 self.step_info,
@@ -237,6 +248,34 @@ class DecoderPanel(Panel):
         self._end("stop token: done" if result.terminated else f"step {len(self.results)} done")
         self._show(result)
         return result
+
+    def force_text(self, text: str | None = None) -> list:
+        """Take ``text`` (default: the Force box) as if the model had written it: one step per
+        token, each drawn with its masks. Text the grammar refuses here is not applied at all:
+        a WorkbenchError names the first refused token."""
+        from ..decode import ForcedTextRefused
+
+        if text is not None:
+            self.forced.value = text
+        text = self.forced.value
+        if not text:
+            raise WorkbenchError("type the text to force first (a trigger, a tag's begin)")
+        try:
+            with self._lock:
+                stepper = self._ensure_stepper()
+                results = stepper.force(text)
+                for result in results:
+                    self._record(result)
+        except ForcedTextRefused as exc:
+            self._end(f"not forced: {exc}")
+            raise WorkbenchError(str(exc)) from exc
+        except Exception as exc:
+            self._end(f"failed: {exc}")
+            raise
+        n = len(results)
+        self._end(f"forced {n} token{'s' * (n != 1)}" + (": stop token, done" if results[-1].terminated else ""))
+        self._show(results[-1])
+        return results
 
     def run_steps(self, n: int | None = None, *, wait: bool = False):
         """Run ``n`` steps (default: the N box) in the background; drawn as they come."""
@@ -443,7 +482,8 @@ class DecoderPanel(Panel):
             else (" · complete sentence so far" if result.completed else "")
         )
         self.step_info.value = (
-            f"<b>step {len(self.results)}</b>: chose <span class='cfgzip-tok'>{esc(self._label(result.token_id))}</span> "
+            f"<b>step {len(self.results)}</b>: {'forced' if result.forced else 'chose'} "
+            f"<span class='cfgzip-tok'>{esc(self._label(result.token_id))}</span> "
             f"#{result.token_id} · allowed classes <b>{result.allowed_classes:,}</b> / {result.num_classes:,} · "
             f"allowed tokens <b>{result.allowed_tokens:,}</b> / {result.vocab_size:,}<br>"
             f"mask time: plain XGrammar {fmt_seconds(plain)} · CFGzip {fmt_seconds(compressed)}{speed} · "
@@ -480,5 +520,9 @@ class DecoderPanel(Panel):
             data = vocab.token_bytes[r.token_id]
             label = show_bytes(data) if data else token_label(vocab, r.token_id)
             bad = "" if r.masks_identical else " style='outline:1px solid red'"
-            chips.append(f"<span class='cfgzip-tok' title='#{r.token_id}'{bad}>{esc(label)}</span>")
+            forced = (" cfgzip-forced", ", forced") if r.forced else ("", "")
+            chips.append(
+                f"<span class='cfgzip-tok{forced[0]}' title='#{r.token_id}{forced[1]}: "
+                f"{r.allowed_tokens:,} tokens allowed'{bad}>{esc(label)}</span>"
+            )
         self.tokens.value = " ".join(chips)
