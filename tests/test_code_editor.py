@@ -344,6 +344,46 @@ def test_auto_close_table(tmp_path):
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [c[3] for c in cases]
 
 
+def test_a_mark_carries_its_quick_fix():
+    """Issue 35, quick fixes: "did you mean 'qty'?" travels to the editor with the edit, so the
+    hover text offers it as a button (fixChange below applies it)."""
+    from cfgzip_lab.grammar.ebnf import check_ebnf
+
+    text = 'root ::= "é" qyt\nqty ::= [0-9]+\n'
+    (mark,) = [m for m in editor_marks(check_ebnf(text), text) if m["severity"] == "error"]
+    assert mark["fix"] == {
+        "line": 1,
+        "column": 14,
+        "end_line": 1,
+        "end_column": 17,
+        "found": "qyt",
+        "replacement": "qty",
+        "label": "replace 'qyt' with 'qty'",
+    }
+    assert all("fix" not in m for m in editor_marks(check_ebnf("root ::= y"), "root ::= y"))
+
+
+@pytest.mark.skipif(not (JS / "node_modules").is_dir(), reason="js/node_modules absent (cd js && npm ci)")
+def test_fix_change_applies_the_fix_only_to_the_text_it_was_made_for(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    fix = {"line": 1, "column": 14, "end_line": 1, "end_column": 17, "found": "qyt", "replacement": "qty"}
+    texts = ['root ::= "é" qyt\nqty ::= [0-9]+', 'root ::= "é" qty\nqty ::= [0-9]+', "root"]
+    state = (JS / "node_modules" / "@codemirror" / "state" / "dist" / "index.js").as_uri()
+    script = tmp_path / "fix.mjs"
+    script.write_text(
+        f"import {{ fixChange }} from {json.dumps((JS / 'src' / 'code_editor.js').as_uri())};\n"
+        f"import {{ Text }} from {json.dumps(state)};\n"
+        f"const fix = {json.dumps(fix)};\n"
+        f"const texts = {json.dumps(texts)};\n"
+        "console.log(JSON.stringify(texts.map((t) => fixChange(Text.of(t.split('\\n')), fix))));\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run([node, str(script)], check=True, capture_output=True, text=True, timeout=60, cwd=JS)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [{"from": 13, "to": 16, "insert": "qty"}, None, None]
+
+
 def test_read_only_trait_syncs():
     editor = CodeEditor(value=GOOD, read_only=True)
     assert editor.get_state()["read_only"] is True

@@ -24,7 +24,7 @@ import anywidget
 import traitlets as t
 
 from ..errors import CfgzipError
-from ..grammar.diagnostics import Diagnostic, position_of
+from ..grammar.diagnostics import Diagnostic, position_of, quick_fix
 
 __all__ = ["CodeEditor", "CodeEditorUnavailable", "BUNDLE", "bundle_available", "editor_marks", "point_mark"]
 
@@ -79,6 +79,9 @@ def editor_marks(diagnostics: Iterable[Diagnostic], text: str, *, source: str = 
     without a span, or with an empty one, marks the character at its line and column (a
     point marker at a line's end). A span that ends with its line's newline stops before it.
     Offsets outside the text are clamped, never refused: the text may have changed since.
+    A diagnostic with a quick fix (:func:`~cfgzip_lab.grammar.diagnostics.quick_fix`) carries it
+    as ``fix``: the range replaced, ``found`` (its text), ``replacement`` and ``label``; the
+    front end offers it as a button in the hover text.
     """
     marks = []
     for d in diagnostics:
@@ -86,7 +89,20 @@ def editor_marks(diagnostics: Iterable[Diagnostic], text: str, *, source: str = 
             start, end = d.span
         else:
             start = end = _offset_of(text, d.line, d.column)
-        marks.append(_mark(text, start, end, d.message, d.severity, source))
+        mark = _mark(text, start, end, d.message, d.severity, source)
+        fix = quick_fix(d, text)
+        if fix is not None:
+            (line, column), (end_line, end_column) = position_of(text, fix.start), position_of(text, fix.end)
+            mark["fix"] = {
+                "line": line,
+                "column": column,
+                "end_line": end_line,
+                "end_column": end_column,
+                "found": text[fix.start : fix.end],
+                "replacement": fix.replacement,
+                "label": fix.label,
+            }
+        marks.append(mark)
     return marks
 
 

@@ -132,11 +132,37 @@ const ebnfAutoClose = [
   ),
 ];
 
+/**
+ * The change a mark's quick fix makes in `doc` ({from, to, insert}), or null when the text it
+ * replaces is no longer there (typed over since the check). `fix` is the mark's `fix`: line,
+ * column, end_line, end_column, replacement, found (the text replaced), label.
+ */
+export function fixChange(doc, fix) {
+  const from = offsetOf(doc, fix.line, fix.column);
+  const to = Math.max(from, offsetOf(doc, fix.end_line, fix.end_column));
+  if (doc.sliceString(from, to) !== fix.found) return null;
+  return { from, to, insert: fix.replacement };
+}
+
 function toLint(doc, d) {
   const from = offsetOf(doc, d.line, d.column);
   const to = Math.max(from, offsetOf(doc, d.end_line ?? d.line, d.end_column ?? d.column));
   const severity = d.severity === "warning" ? "warning" : d.severity === "info" ? "info" : "error";
-  return { from, to, severity, message: d.message, source: d.source || undefined };
+  const lint = { from, to, severity, message: d.message, source: d.source || undefined };
+  if (d.fix) {
+    // the quick fix's button in the hover text and the lint panel: the same edit as Python's apply_fix
+    lint.actions = [
+      {
+        name: `Fix: ${d.fix.label}`,
+        apply: (view) => {
+          const change = fixChange(view.state.doc, d.fix);
+          if (change === null) return;
+          view.dispatch({ changes: change, selection: { anchor: change.from + change.insert.length } });
+        },
+      },
+    ];
+  }
+  return lint;
 }
 
 // Colours for the tags ebnf.js emits, from JupyterLab's theme variables (the ones its own code
