@@ -190,12 +190,11 @@ def explain(
         sentence += f" and complete{'' if peers else 's'} it: nothing of it is left open"
     if spans:
         sentence += f"; {'they' if peers else 'it'} can also finish one part and reach into the next"
-    lines = _lines(label, list(peers), more_peers, (places, len(where) - len(places)), (needs, len(after) - len(needs)))
-    if completes:
-        lines.append("Or it completes what it started: nothing of it is left open" if needs else "")
+    lines = _lines(list(peers), more_peers, (places, len(where) - len(places)), (needs, len(after) - len(needs)))
     if not needs:
         lines.append("Then nothing: it completes what it started")
-    lines = [line for line in lines if line]
+    elif completes:
+        lines.append("Or it completes what it started: nothing of it is left open")
     if spans:
         lines.append("It can also finish one part and reach into the next")
     return Explanation(
@@ -213,9 +212,7 @@ def explain(
     )
 
 
-def _lines(
-    label: str, peers: list[str], more_peers: int, where: tuple[list[str], int], after: tuple[list[str], int]
-) -> list[str]:
+def _lines(peers: list[str], more_peers: int, where: tuple[list[str], int], after: tuple[list[str], int]) -> list[str]:
     """The bulleted reading of :func:`explain`: one line per place, a place named once (what
     comes after a token is often the very repetition it came in: "more of the same")."""
     lines = []
