@@ -384,6 +384,37 @@ def test_fix_change_applies_the_fix_only_to_the_text_it_was_made_for(tmp_path):
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [{"from": 13, "to": 16, "insert": "qty"}, None, None]
 
 
+@pytest.mark.skipif(not (JS / "node_modules").is_dir(), reason="js/node_modules absent (cd js && npm ci)")
+def test_enter_keeps_the_closers_of_its_line(tmp_path):
+    """Issue 35.3: Enter before only the ')' auto-closed for this line's groups leaves them on the
+    line (the next rule then starts a line of its own); elsewhere Enter splits as usual."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    line = 'action ::= ("mix" | "bake" ws qty)'
+    cases = [
+        (line, len(line) - 1, 1),  # the issue's line: the ')' stays
+        ('a ::= (("x" | "y"))', 17, 2),  # two closers, two groups of this line
+        ('a ::= ("x") ', 10, 2),  # trailing blanks go with it
+        ("a ::= ()", 7, 0),  # right after '(': CodeMirror's own Enter opens the pair
+        ('a ::= "x")', 9, 0),  # a ')' this line did not open (a group from a line above)
+        ('a ::= ("x" y)', 11, 0),  # other text after the cursor
+        ('a ::= "(x)', 9, 0),  # in a string
+        ("a ::= [(])", 9, 0),  # a '(' in a class opens nothing
+        ('a ::= "x" # (c)', 14, 0),  # in a comment
+        ('a ::= ("x"', 10, 0),  # nothing after the cursor
+    ]
+    script = tmp_path / "enter.mjs"
+    script.write_text(
+        f"import {{ closersKept }} from {json.dumps((JS / 'src' / 'code_editor.js').as_uri())};\n"
+        f"const cases = {json.dumps([c[:2] for c in cases])};\n"
+        "console.log(JSON.stringify(cases.map(([l, c]) => closersKept(l, c))));\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run([node, str(script)], check=True, capture_output=True, text=True, timeout=60, cwd=JS)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [c[2] for c in cases]
+
+
 def test_read_only_trait_syncs():
     editor = CodeEditor(value=GOOD, read_only=True)
     assert editor.get_state()["read_only"] is True

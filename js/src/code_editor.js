@@ -90,6 +90,36 @@ export function autoClose(line, column, typed) {
   return null;
 }
 
+/**
+ * Enter at `column` of `line`: how many characters after the cursor stay on this line, because
+ * they are only the `)` auto-closed for groups opened earlier on it (issue 35.3: Enter after
+ * `action ::= ("mix" | "bake" ws qty` pushed the auto-inserted `)` down, the next rule was typed
+ * after it, and the only error was "rule 'ws' must start on a new line"). 0 where Enter splits
+ * the line as usual: other text after the cursor, right after a `(` (CodeMirror opens the pair
+ * onto its own lines), in a string, class or comment, or a `)` this line did not open.
+ */
+export function closersKept(line, column) {
+  const rest = line.slice(column);
+  const closers = rest.trimEnd();
+  if (!/^\)+$/.test(closers) || "([{".includes(line.charAt(column - 1) || " ")) return 0;
+  let mode = "code";
+  let escaped = false;
+  let open = 0;
+  for (const ch of line.slice(0, column)) {
+    if (mode === "comment") break;
+    if (mode === "string" || mode === "class") {
+      if (escaped) escaped = false;
+      else if (ch === "\\") escaped = true;
+      else if ((mode === "string" && ch === '"') || (mode === "class" && ch === "]")) mode = "code";
+    } else if (ch === "#") mode = "comment";
+    else if (ch === '"') mode = "string";
+    else if (ch === "[") mode = "class";
+    else if (ch === "(") open += 1;
+    else if (ch === ")") open = Math.max(0, open - 1);
+  }
+  return mode === "code" && open >= closers.length ? rest.length : 0;
+}
+
 const ebnfAutoClose = [
   Prec.high(
     EditorView.inputHandler.of((view, from, to, text) => {
@@ -112,8 +142,27 @@ const ebnfAutoClose = [
     }),
   ),
   // Backspace between a pair it would have inserted ("", [], (), {} in code) deletes both.
+  // Enter before only the ')' closing this line's groups leaves them on this line (closersKept).
   Prec.high(
     keymap.of([
+      {
+        key: "Enter",
+        run: (view) => {
+          const range = view.state.selection.main;
+          if (!range.empty || view.state.selection.ranges.length !== 1 || view.state.readOnly) return false;
+          const line = view.state.doc.lineAt(range.head);
+          const kept = closersKept(line.text, range.head - line.from);
+          if (kept === 0) return false;
+          const end = range.head + kept;
+          view.dispatch({
+            changes: { from: end, insert: "\n" },
+            selection: { anchor: end + 1 },
+            userEvent: "input",
+            scrollIntoView: true,
+          });
+          return true;
+        },
+      },
       {
         key: "Backspace",
         run: (view) => {
