@@ -61,6 +61,13 @@ PASSES_IN_C = True
 Python walks, which stay the reference (and run in a WordStore); tests switch this off to compare."""
 _DROP = -(1 << 63)  # an edge the C symbol map drops
 
+# CYCLES: a recursive closure (a nested function that calls itself: ``renumber``, ``opt``, ``rename``...)
+# holds the cell that holds it, so the function, its cells and all they close over (the word store,
+# the memo dicts, a Python store's node tuples) form a reference cycle that only a collection frees:
+# 60 MaskBench builds through the Python store left ~1.7 million objects for the collector to sweep.
+# Each such closure is set to None after its last use (in a ``finally``), which breaks the cycle, so a
+# build leaves no cyclic garbage (tests/test_gnf_cycles.py).
+
 
 def _passes(store):
     """The compiled store's passes (``_kernel.Words``), or None: run the Python walks."""
@@ -592,10 +599,13 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
             (holds if got else fails).add(node)
             return got
 
-        for a, r in rules.rhs.items():
-            if a not in found and has_word(r):
-                found.add(a)
-                changed = True
+        try:
+            for a, r in rules.rhs.items():
+                if a not in found and has_word(r):
+                    found.add(a)
+                    changed = True
+        finally:
+            has_word = None  # see CYCLES
     return found
 
 
@@ -614,18 +624,7 @@ def _remove_useless(rules: _Rules, start: int) -> None:
     # GENERATING: a nonterminal with a word of atoms and generating nonterminals. A family
     # member is generating: a family exists only for a generating item (_install_families).
     generating = _closure(rules, True)
-
     restricted: dict[int, int] = {}
-
-    def restrict(node: int) -> int:
-        got = restricted.get(node)
-        if got is None:
-            accepts, edges = store.nodes[node]
-            got = store.make_edges(
-                accepts, {s: restrict(c) for s, c in edges if s < 0 or s in generating or is_family_symbol(s)}
-            )
-            restricted[node] = got
-        return got
 
     # Restricting rebuilds every rule set; after the first pass it rarely changes anything, so
     # it runs only when some rule set names a nonterminal that is not generating.
@@ -635,13 +634,27 @@ def _remove_useless(rules: _Rules, start: int) -> None:
         for s in (native.symbols if native is not None else partial(_symbols_named, store))(list(rules.rhs.values()))
     ):
         restricted_rhs = {}
+
+        def restrict(node: int) -> int:
+            got = restricted.get(node)
+            if got is None:
+                accepts, edges = store.nodes[node]
+                got = store.make_edges(
+                    accepts, {s: restrict(c) for s, c in edges if s < 0 or s in generating or is_family_symbol(s)}
+                )
+                restricted[node] = got
+            return got
+
         if native is not None:
             keep = array("q", (a if a in generating else _DROP for a in range(len(rules.names))))
             memo = _memo(store)
-        for a, r in rules.rhs.items():
-            if a in generating:
-                rules.current = a
-                restricted_rhs[a] = restrict(r) if native is None else native.map_symbols((r,), keep, memo)[0]
+        try:
+            for a, r in rules.rhs.items():
+                if a in generating:
+                    rules.current = a
+                    restricted_rhs[a] = restrict(r) if native is None else native.map_symbols((r,), keep, memo)[0]
+        finally:
+            restrict = None  # see CYCLES
         rules.rhs = restricted_rhs
     else:
         rules.rhs = {a: r for a, r in rules.rhs.items() if a in generating}
@@ -696,6 +709,22 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
     # NULLABLE: a nonterminal with a word of nullable nonterminals only.
     nullable = _closure(rules, False)
 
+    removed = {}
+    native = _passes(store) if not rules.families and not rules.counted else None
+    if native is not None:
+        marks = bytearray(len(rules.names))
+        for a in nullable:
+            marks[a] = 1
+        memo = _memo(store)
+        # the loop below in one C call (the same nodes, in order)
+        nts, at = list(rules.rhs), array("q", [-1])
+        try:
+            got = native.epsilon_free(nts, list(rules.rhs.values()), marks, memo, at)
+        finally:
+            if at[0] >= 0:
+                rules.current = at[0]
+        rules.rhs = dict(zip(nts, got))
+        return start in nullable, nullable
     opt_memo: dict[int, int] = {}
 
     def opt(node: int) -> int:
@@ -713,25 +742,12 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
             opt_memo[node] = got
         return got
 
-    removed = {}
-    native = _passes(store) if not rules.families and not rules.counted else None
-    if native is not None:
-        marks = bytearray(len(rules.names))
-        for a in nullable:
-            marks[a] = 1
-        memo = _memo(store)
-        # the loop below in one C call (the same nodes, in order)
-        nts, at = list(rules.rhs), array("q", [-1])
-        try:
-            got = native.epsilon_free(nts, list(rules.rhs.values()), marks, memo, at)
-        finally:
-            if at[0] >= 0:
-                rules.current = at[0]
-        rules.rhs = dict(zip(nts, got))
-        return start in nullable, nullable
-    for a, r in rules.rhs.items():
-        rules.current = a
-        removed[a] = store.without_empty_word(opt(r))
+    try:
+        for a, r in rules.rhs.items():
+            rules.current = a
+            removed[a] = store.without_empty_word(opt(r))
+    finally:
+        opt = None  # see CYCLES
     rules.rhs = removed
     return start in nullable, nullable
 
@@ -983,17 +999,20 @@ def stack_below(
             for s2, _ in store.edges(c):
                 below[key(s)].add(key(s2))
     ends: list[set[int]] = [set() for _ in range(n + len(family_items))]
-    for a, row in enumerate(table):
-        for t in set(row.values()):
-            ends[a] |= lasts(t)
-    for f, item in enumerate(family_items):
-        me = n + f
-        ends[me].add(me)  # F → a T_X(a) F, with ε ∈ T_X(a): the member is the whole tail
-        for t in set(table[item].values()):
-            item_lasts = lasts(t)
-            ends[me] |= item_lasts  # F → a T_X(a): the item's last symbols end the tail
-            for b in item_lasts:
-                below[b].add(me)  # F → a T_X(a) F: the next member sits under them
+    try:
+        for a, row in enumerate(table):
+            for t in set(row.values()):
+                ends[a] |= lasts(t)
+        for f, item in enumerate(family_items):
+            me = n + f
+            ends[me].add(me)  # F → a T_X(a) F, with ε ∈ T_X(a): the member is the whole tail
+            for t in set(table[item].values()):
+                item_lasts = lasts(t)
+                ends[me] |= item_lasts  # F → a T_X(a): the item's last symbols end the tail
+                for b in item_lasts:
+                    below[b].add(me)  # F → a T_X(a) F: the next member sits under them
+    finally:
+        lasts = None  # see CYCLES
     changed = True
     while changed:
         changed = False
@@ -1097,83 +1116,88 @@ def _merge_equivalent(
             memo[node] = got
         return got
 
-    owners: dict[int, list[int]] = {}  # tail node → the nonterminals whose rows hold it
-    for a, row in enumerate(table):
-        for t in set(row.values()):
-            owners.setdefault(t, []).append(a)
-    context_users: dict[int, list[int]] = {}  # nonterminal → those with it in their below-set
-    for a in range(n):
-        for b in below[a]:
-            if 0 <= b < n:
-                context_users.setdefault(b, []).append(a)
-
-    def signature(a: int) -> tuple:
-        context = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
-        row = table[a]
-        if native is not None:
-            return (context, tuple(sorted(zip(row, native.map_symbols(list(row.values()), block, cmemo)))))
-        return (context, tuple(sorted((atom, rename(t)) for atom, t in row.items())))
-
-    # Only the nonterminals whose signature can have changed (a moved nonterminal in their tails
-    # or their context) are signed again, and only their blocks regrouped: a chain of 5,000
-    # rules took 5,000 rounds over every nonterminal before.
-    sig = [signature(a) for a in range(n)]
-    members_of: dict[int, list[int]] = {}
-    for a in range(n):
-        members_of.setdefault(block[a], []).append(a)
-    touched = set(members_of)
-    next_id = len(keys)
-    while True:
-        moved: list[int] = []
-        for b in sorted(touched):
-            parts: dict = {}
-            for a in members_of[b]:
-                parts.setdefault(sig[a], []).append(a)
-            if len(parts) == 1:
-                continue
-            groups = list(parts.values())
-            members_of[b] = groups[0]  # the first part (in nonterminal order) keeps the id
-            for members in groups[1:]:
-                for a in members:
-                    block[a] = next_id
-                members_of[next_id] = members
-                moved.extend(members)
-                next_id += 1
-        if not moved:
-            break
-        stale = [node for a in moved for node in by_symbol.get(a, ())]
-        seen: set[int] = set()
-        affected: set[int] = set()
-        while stale:
-            node = stale.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            memo.pop(node, None)
-            if native is not None:
-                cmemo[node] = -1
-            affected.update(owners.get(node, ()))
-            stale.extend(parents.get(node, ()))
-        for a in moved:
-            affected.update(context_users.get(a, ()))
-        for a in sorted(affected):  # in nonterminal order (the renamed tails' nodes are made in it; the C pass's)
-            sig[a] = signature(a)
-        touched = {block[a] for a in affected}
-    # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
-    order: dict[int, int] = {}
-    block = [order.setdefault(b, len(order)) for b in block]
-    to_block = array("q", block)
-    memo.clear()
-    memo[EPSILON] = EPSILON
-    merged_table: list[dict[int, int]] = [dict() for _ in range(len(set(block)))]
-    if native is not None:
-        cmemo = _memo(store)
+    try:
+        owners: dict[int, list[int]] = {}  # tail node → the nonterminals whose rows hold it
+        for a, row in enumerate(table):
+            for t in set(row.values()):
+                owners.setdefault(t, []).append(a)
+        context_users: dict[int, list[int]] = {}  # nonterminal → those with it in their below-set
         for a in range(n):
-            merged_table[block[a]] = dict(zip(table[a], native.map_symbols(list(table[a].values()), to_block, cmemo)))
+            for b in below[a]:
+                if 0 <= b < n:
+                    context_users.setdefault(b, []).append(a)
+
+        def signature(a: int) -> tuple:
+            context = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
+            row = table[a]
+            if native is not None:
+                return (context, tuple(sorted(zip(row, native.map_symbols(list(row.values()), block, cmemo)))))
+            return (context, tuple(sorted((atom, rename(t)) for atom, t in row.items())))
+
+        # Only the nonterminals whose signature can have changed (a moved nonterminal in their tails
+        # or their context) are signed again, and only their blocks regrouped: a chain of 5,000
+        # rules took 5,000 rounds over every nonterminal before.
+        sig = [signature(a) for a in range(n)]
+        members_of: dict[int, list[int]] = {}
+        for a in range(n):
+            members_of.setdefault(block[a], []).append(a)
+        touched = set(members_of)
+        next_id = len(keys)
+        while True:
+            moved: list[int] = []
+            for b in sorted(touched):
+                parts: dict = {}
+                for a in members_of[b]:
+                    parts.setdefault(sig[a], []).append(a)
+                if len(parts) == 1:
+                    continue
+                groups = list(parts.values())
+                members_of[b] = groups[0]  # the first part (in nonterminal order) keeps the id
+                for members in groups[1:]:
+                    for a in members:
+                        block[a] = next_id
+                    members_of[next_id] = members
+                    moved.extend(members)
+                    next_id += 1
+            if not moved:
+                break
+            stale = [node for a in moved for node in by_symbol.get(a, ())]
+            seen: set[int] = set()
+            affected: set[int] = set()
+            while stale:
+                node = stale.pop()
+                if node in seen:
+                    continue
+                seen.add(node)
+                memo.pop(node, None)
+                if native is not None:
+                    cmemo[node] = -1
+                affected.update(owners.get(node, ()))
+                stale.extend(parents.get(node, ()))
+            for a in moved:
+                affected.update(context_users.get(a, ()))
+            for a in sorted(affected):  # in nonterminal order (the renamed tails' nodes are made in it; the C pass's)
+                sig[a] = signature(a)
+            touched = {block[a] for a in affected}
+        # Blocks numbered by first appearance in nonterminal order (the numbering GNF ids keep).
+        order: dict[int, int] = {}
+        block = [order.setdefault(b, len(order)) for b in block]
+        to_block = array("q", block)
+        memo.clear()
+        memo[EPSILON] = EPSILON
+        merged_table: list[dict[int, int]] = [dict() for _ in range(len(set(block)))]
+        if native is not None:
+            cmemo = _memo(store)
+            for a in range(n):
+                merged_table[block[a]] = dict(
+                    zip(table[a], native.map_symbols(list(table[a].values()), to_block, cmemo))
+                )
+            return block, merged_table
+        for a in range(n):
+            merged_table[block[a]] = {atom: rename(t) for atom, t in table[a].items()}
         return block, merged_table
-    for a in range(n):
-        merged_table[block[a]] = {atom: rename(t) for atom, t in table[a].items()}
-    return block, merged_table
+    finally:
+        rename = None  # see CYCLES
 
 
 def to_gnf(
@@ -1270,23 +1294,26 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     # Dense renumbering, then the per-atom table.
     live = sorted(rules.rhs, key=lambda a: (a != start, a))
     dense = {a: i for i, a in enumerate(live)}
-    memo: dict[int, int] = {}
-
-    def renumber(node: int) -> int:
-        got = memo.get(node)
-        if got is None:
-            accepts, edges = store.nodes[node]
-            out = []
-            for s, c in edges:  # a loop: recursion must not pass through C (see words.py)
-                # family members keep their symbols (they name a family, not a rule id)
-                out.append((dense.get(s, s), renumber(c)))
-            out.sort()
-            got = memo[node] = store.make(accepts, tuple(out))
-        return got
-
     native = _passes(store) if not rules.families else None
     if native is None:
-        table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
+        memo: dict[int, int] = {}
+
+        def renumber(node: int) -> int:
+            got = memo.get(node)
+            if got is None:
+                accepts, edges = store.nodes[node]
+                out = []
+                for s, c in edges:  # a loop: recursion must not pass through C (see words.py)
+                    # family members keep their symbols (they name a family, not a rule id)
+                    out.append((dense.get(s, s), renumber(c)))
+                out.sort()
+                got = memo[node] = store.make(accepts, tuple(out))
+            return got
+
+        try:
+            table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
+        finally:
+            renumber = None  # see CYCLES
     else:  # the same walk in C: the rows' tails in row order, one call
         to = array("q", range(len(rules.names)))
         for a, i in dense.items():
