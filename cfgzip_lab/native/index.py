@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import time
 from itertools import chain, repeat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,7 +53,7 @@ from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, BudgetExceeded
 
-__all__ = ["SigmaInIndex", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
+__all__ = ["SigmaInIndex", "TrieRows", "NativeIndexError", "IndexTooLarge", "gnf_digest", "build_index"]
 
 INDEX_FORMAT = 2
 
@@ -192,6 +193,11 @@ class SigmaInIndex:
     def has_children(self) -> list[bool]:
         return [bool(c) for c in self.children]
 
+    def rows(self) -> TrieRows:
+        """The trie's nodes one at a time, as the Python walk reads them (:class:`TrieRows`): a node's
+        children, counted-repetition edges and class set made when the walk first reaches it."""
+        return TrieRows(self)
+
     # -- arrays for the cache ------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (no pickle): edges, CSR class lists, unindexed classes."""
@@ -307,6 +313,73 @@ class SigmaInIndex:
                 "native_bits_classes": flat.astype(np.int32),
             },
         )
+
+
+class TrieRow(NamedTuple):
+    """One trie node as the Python walk reads it."""
+
+    children: dict[int, int]  # GNF nonterminal → child node
+    families: dict[int, list[tuple[int, int, int]]]  # family → its ``IN(f, lo, hi)`` edges ``(lo, hi, child)``
+    bits: int  # the class set (bit k = class k)
+    deep: bool  # whether the node has any edge to follow
+
+
+class TrieRows:
+    """The rows of a :class:`SigmaInIndex`, each made on first use (``rows[t]``).
+
+    The Python walk (counted-repetition tries, or no compiled kernel) used to turn the whole index
+    into per-node lists before its first mask (:attr:`SigmaInIndex.children` and
+    :attr:`SigmaInIndex.bits`: one dict and one int per trie node), where a state meets a few dozen
+    nodes. Here the arrays are only indexed (a CSR offset per node, with numpy, once) and a node's
+    row is read from them when the walk first reaches it; an index that already holds its lists
+    serves them. Equal rows either way (tests/test_native_index_rows.py).
+    """
+
+    def __init__(self, index: SigmaInIndex) -> None:
+        self._rows: dict[int, TrieRow] = {}
+        self._k = index.num_classes
+        self._lists = index if index._children is not None and index._bits is not None else None
+        if self._lists is not None:
+            return
+        arrays = index.to_arrays()
+        nodes = index.num_nodes
+        edges = _by_parent_and_symbol(np.asarray(arrays["native_edges"]).reshape(-1, 3))
+        ptr = np.zeros(nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edges[:, 0].astype(np.int64), minlength=nodes), out=ptr[1:])
+        self._ptr, self._syms, self._kids = ptr, edges[:, 1], edges[:, 2]
+        family = index._family_edges()
+        family = family[np.argsort(family[:, 0], kind="stable")] if family.size else family
+        fptr = np.zeros(nodes + 1, dtype=np.int64)
+        if family.size:
+            np.cumsum(np.bincount(family[:, 0], minlength=nodes), out=fptr[1:])
+        self._fptr, self._family = fptr, family
+        self._indptr = np.asarray(arrays["native_bits_indptr"], dtype=np.int64)
+        self._classes = np.asarray(arrays["native_bits_classes"])
+
+    def __getitem__(self, t: int) -> TrieRow:
+        got = self._rows.get(t)
+        if got is None:
+            got = self._rows[t] = self._make(t)
+        return got
+
+    def _make(self, t: int) -> TrieRow:
+        lists = self._lists
+        if lists is not None:
+            kids = lists.children[t]
+            families = lists.family_children[t]
+            return TrieRow(kids, families, lists.bits[t], bool(kids))
+        a, b = int(self._ptr[t]), int(self._ptr[t + 1])
+        kids = dict(zip(self._syms[a:b].tolist(), self._kids[a:b].tolist())) if b > a else {}
+        families: dict[int, list[tuple[int, int, int]]] = {}
+        fa, fb = int(self._fptr[t]), int(self._fptr[t + 1])
+        for _, f, lo, hi, c in self._family[fa:fb].tolist():
+            families.setdefault(f, []).append((lo, hi, c))
+        if families:  # IN(f, lo, hi) keys, as SigmaInIndex.children lists them too
+            for f, edges in families.items():
+                for lo, hi, c in edges:
+                    kids[input_symbol(f, lo, hi)] = c
+        ca, cb = int(self._indptr[t]), int(self._indptr[t + 1])
+        return TrieRow(kids, families, _bits_of(self._classes[ca:cb].tolist(), self._k), bool(kids))
 
 
 def _by_parent_and_symbol(edges: np.ndarray) -> np.ndarray:
