@@ -29,6 +29,9 @@ worker started. Engines:
   mask is digested (outside the timed region) and ``cfgzip``'s compared with it (*mask
   disagreements*);
 - ``xgrammar-compact``: the same with ``any_whitespace=False``, MaskBench's own XGrammar setting;
+- ``cfgzip@base`` (``--baseline DIR``): ``cfgzip`` again, its worker importing ``cfgzip_lab`` from the
+  checkout at DIR first (``git worktree add DIR <commit>``, the kernel built or copied there): before
+  and after a change, side by side in one run, both compared with ``xgrammar``'s masks;
 - ``llguidance``: ``LLMatcher`` over ``grammar_from_json_schema`` (optional: skipped with a note
   where llguidance is not installed). Its grammar differs (llguidance's JSON semantics), so its
   masks are not compared, only its verdicts.
@@ -65,7 +68,9 @@ DATA = ROOT.parent / "shared" / "corpora" / "maskbench" / "maskbench.jsonl.gz"
 ENGINES = ("cfgzip", "xgrammar", "xgrammar-compact", "llguidance")
 REFEREE = "xgrammar"
 """The engine whose masks the others with the same grammar are compared with."""
-SAME_GRAMMAR_AS_REFEREE = ("cfgzip",)
+SAME_GRAMMAR_AS_REFEREE = ("cfgzip", "cfgzip@base")
+BASELINE = "cfgzip@base"
+"""``--baseline DIR``: the cfgzip engine again, imported from another checkout (before/after in one run)."""
 
 
 # -- the data -------------------------------------------------------------------------------------
@@ -120,18 +125,23 @@ def instance_text(data: Any) -> str:
 class Worker:
     """One engine in a warm process; :meth:`run` sends it one file, with a time and memory budget."""
 
-    def __init__(self, engine: str, tokenizer: str) -> None:
+    def __init__(self, engine: str, tokenizer: str, pythonpath: Path | None = None) -> None:
         self.engine, self.tokenizer = engine, tokenizer
+        self.pythonpath = pythonpath  # a checkout whose cfgzip_lab the worker imports first (--baseline)
         self.proc: subprocess.Popen | None = None
         self.ready: dict = {}
 
     def start(self) -> dict:
+        env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+        if self.pythonpath is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.pythonpath), env.get("PYTHONPATH")]))
+        worker = "cfgzip" if self.engine == BASELINE else self.engine
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", self.engine, "--tokenizer", self.tokenizer],
+            [sys.executable, __file__, "--worker", worker, "--tokenizer", self.tokenizer],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")},
+            env=env,
         )
         line = self.proc.stdout.readline()
         if not line:
@@ -336,7 +346,7 @@ def worker_main(engine_name: str, tokenizer: str) -> int:
     # Warm-up: one tiny schema through every path, so no first-use import lands in a measurement.
     run_file(engine, {"name": "warm-up", "schema": '{"type": "integer"}', "tests": []}, False, tail)
     gc.collect()
-    print(json.dumps({"ready": True, "engine": engine_name, "pid": os.getpid()}), flush=True)
+    print(json.dumps({"ready": True, "engine": engine_name, "pid": os.getpid(), "cfgzip_lab": cz.__file__}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
         print(json.dumps(run_file(engine, job, job.get("digests", False), tail)), flush=True)
@@ -500,6 +510,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--stop-at", default=None, metavar="HH:MM", help="start no file after this time (UTC)")
     ap.add_argument("--summarize", type=Path, default=None, metavar="OUT", help="print the table of an earlier run")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"also run cfgzip from the checkout at DIR (e.g. a git worktree of an earlier commit, its kernel "
+        f"built), as engine {BASELINE}: before and after side by side in one run",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -539,14 +557,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{len(jobs)} files, {sum(len(j['tests']) for j in jobs)} instances, engines {', '.join(engines)}", flush=True
     )
+    if args.baseline is not None:
+        engines.insert(engines.index("cfgzip") if "cfgzip" in engines else 0, BASELINE)
     workers = {}
     for e in engines:
-        w = Worker(e, args.tokenizer)
+        w = Worker(e, args.tokenizer, args.baseline.resolve() if e == BASELINE else None)
         ready = w.start()
         if not ready.get("ready"):
             print(f"(skipped {e}: {ready.get('error')})")
             w.stop()
             continue
+        if e in SAME_GRAMMAR_AS_REFEREE:
+            print(f"({e}: cfgzip_lab from {Path(ready['cfgzip_lab']).parent})")
         workers[e] = w
     results: dict[str, dict[str, dict]] = {e: {} for e in workers}
     for e in workers:

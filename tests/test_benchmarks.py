@@ -318,11 +318,13 @@ def test_maskbench_sample_keeps_every_split_in_proportion():
 @pytest.mark.slow
 def test_maskbench_script_times_cfgzip_beside_xgrammar_and_compares_masks(tmp_path):
     """Two MaskBench files through benchmarks/maskbench.py: a row per engine, every cfgzip mask
-    compared with XGrammar's, the figure written."""
+    compared with XGrammar's, the figure written; ``--baseline`` (here this checkout again) adds the
+    ``cfgzip@base`` row, its worker importing cfgzip_lab from there."""
     out = tmp_path / "mb"
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "maskbench.py"), "--engines", "cfgzip,xgrammar"]
-        + ["--tokenizer", "smollm2", "--sample", "2", "--seed", "1", "--file-seconds", "120", "--out", str(out)],
+        + ["--tokenizer", "smollm2", "--sample", "2", "--seed", "1", "--file-seconds", "120", "--out", str(out)]
+        + ["--baseline", str(REPO)],
         capture_output=True,
         text=True,
         env=dict(os.environ, HF_HUB_OFFLINE="1"),
@@ -333,5 +335,8 @@ def test_maskbench_script_times_cfgzip_beside_xgrammar_and_compares_masks(tmp_pa
     summary = json.loads((out / "summary.json").read_text())
     rows = {row["engine"]: row for row in summary["rows"]}
     assert rows["cfgzip"]["compared_steps"] > 0 and rows["cfgzip"]["mask_disagreements"] == 0
+    assert "| cfgzip@base | 2 |" in proc.stdout and f"cfgzip@base: cfgzip_lab from {REPO / 'cfgzip_lab'}" in proc.stdout
+    assert rows["cfgzip@base"]["compared_steps"] == rows["cfgzip"]["compared_steps"]
+    assert rows["cfgzip@base"]["mask_disagreements"] == 0
     assert rows["cfgzip"]["tbm_p50_us"] > 0 and rows["xgrammar"]["ttfm_p50_ms"] > 0
     assert (out / "maskbench.html").stat().st_size > 0
