@@ -82,6 +82,7 @@ class VerifyReport:
     xgrammar_disagreement_examples: list[dict[str, Any]] = field(default_factory=list)
     allow_xgrammar_disagreements: bool = False
     guides_typed: int = 0  # guide strings (TagDispatch tags) a walk typed to the end
+    cancelled: bool = False  # ``cancel`` stopped it: what it says covers the steps before
     guide_tokens_taken: int = 0  # steps that took one of the token guides (Token(...) ids)
 
     @property
@@ -90,6 +91,40 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def in_words(self, walks: int | None = None) -> list[str]:
+        """What it found, in sentences (the workbench's Verify): the verdict with the steps
+        checked, then the first mismatch. ``walks``: how many were asked for (said when cancelled)."""
+        what = f"{self.steps_checked:,} step{'s' * (self.steps_checked != 1)} checked over {self.walks} walk"
+        what += "s" * (self.walks != 1)
+        if self.docs:
+            what += f" and {self.docs} document{'s' * (self.docs != 1)}"
+        what += f", {self.rollbacks} rollbacks, {self.rejections_checked} refused tokens tried ({self.seconds:.1f} s)"
+        if self.cancelled:
+            asked = f" of {walks}" if walks is not None else ""
+            lead = f"Cancelled after {self.walks}{asked} walks: "
+            lead += "no mismatch so far" if not self.mismatches else f"{self.mismatches} mismatches so far"
+        elif self.ok:
+            lead = "Lossless: every checked step masks exactly as plain XGrammar"
+        else:
+            lead = f"Not lossless: {self.mismatches} mismatch{'es' * (self.mismatches != 1)}"
+        lines = [f"{lead} — {what}."]
+        if self.xgrammar_disagreements:
+            lines.append(
+                f"{self.xgrammar_disagreements} step(s) where XGrammar's own matcher disagrees with its mask "
+                "(counted apart from mismatches)."
+            )
+        m = self.first_mismatch
+        if m is not None:
+            where = f"First mismatch: {m.get('walk')}, step {m.get('step')}, {m.get('check')} check, after {m.get('prefix')!r}"
+            if m.get("check") == "mask":
+                plain, ours = m.get("plain_only") or [], m.get("compressed_only") or []
+                where += (
+                    f": {m.get('differing_bits', len(plain) + len(ours))} token(s) differ "
+                    f"({len(plain)} allowed only by plain XGrammar, {len(ours)} only by the {self.engine} engine)"
+                )
+            lines.append(where + ".")
+        return lines
 
 
 def partition_classes(vocab: VocabTable, key_of: Sequence[Any]) -> TokenClasses:
@@ -356,10 +391,13 @@ def _walk(
     rollback_prob: float,
     guides: Sequence[bytes] = (),
     token_guides: np.ndarray | None = None,
+    cancel: Callable[[], bool] | None = None,
 ) -> None:
     vocab_size = checker.vocab.vocab_size
     pending = b""  # the rest of a guide string being typed
     for step in range(steps):
+        if cancel is not None and cancel():
+            return
         agreed, allowed = checker.check_state()
         if not agreed:
             return
@@ -444,11 +482,16 @@ def verify_engines(
     allow_xgrammar_disagreements: bool = False,
     guides: Sequence[bytes] = (),
     token_guides: Iterable[int] = (),
+    progress: Callable[[int, int], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
 ) -> VerifyReport:
     """:func:`verify_lossless` on already compiled engines (see there).
 
     ``candidate`` makes the matcher under test (default ``engines.compressed``), e.g. a
-    native engine's ``matcher``; ``candidate_name`` labels the report.
+    native engine's ``matcher``; ``candidate_name`` labels the report. ``progress(done, total)``
+    is called after each walk and document (total: walks plus documents); ``cancel()`` is polled
+    before each step of a walk and before each document: once it says True the check stops and
+    returns what it checked so far, ``cancelled`` set (the workbench's Verify button).
     """
     if engines.classes is None:
         raise ValueError("verification needs TokenClasses")
@@ -458,15 +501,27 @@ def verify_engines(
     stats = _TokenStats.of(engines.vocab)
     rng = np.random.default_rng(seed)
     named = np.unique(np.asarray(list(token_guides), dtype=np.int64))
+    docs = list(docs)
+    total = walks + len(docs)
     for w in range(walks):
         checker.reset(f"walk {w}")
-        _walk(checker, rng, stats, steps, rollback_prob, guides, named if named.size else None)
+        _walk(checker, rng, stats, steps, rollback_prob, guides, named if named.size else None, cancel)
+        if cancel is not None and cancel():
+            report.cancelled = True
+            break
         report.walks += 1
-    for d, doc in enumerate(docs):
+        if progress is not None:
+            progress(report.walks, total)
+    for d, doc in enumerate(docs if not report.cancelled else ()):
+        if cancel is not None and cancel():
+            report.cancelled = True
+            break
         text = doc.decode("utf-8") if isinstance(doc, bytes) else doc
         checker.reset(f"doc {d}")
         _replay(checker, engines.vocab.encode(text), engines.vocab.stop_ids, report, d, max_doc_tokens)
         report.docs += 1
+        if progress is not None:
+            progress(walks + report.docs, total)
     report.seconds = time.perf_counter() - start
     return report
 

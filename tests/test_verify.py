@@ -15,6 +15,7 @@ from cfgzip_lab.verify import (
     VerifyReport,
     duplicate_classes,
     identity_classes,
+    verify_engines,
     verify_lossless,
 )
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -224,3 +225,18 @@ def test_displacement_classes_pass_with_llama3(grammar_name):
     docs = [p.read_text() for p in samples[:2]]
     report = verify_lossless(grammar, vocab, classes, walks=3, steps=16, seed=0, docs=docs, max_doc_tokens=24)
     assert report.ok, report.first_mismatch
+
+
+def test_progress_and_cancel_stop_between_steps(toy):
+    """The workbench's Verify: progress after each walk, cancel polled before each step; a
+    cancelled check returns what it checked, saying so."""
+    from cfgzip_lab.engine import compile_engines
+
+    engines = compile_engines(JSON_GRAMMAR, toy, identity_classes(toy))
+    seen: list[tuple[int, int]] = []
+    report = verify_engines(engines, walks=6, steps=16, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(w, 6) for w in range(1, 7)] and not report.cancelled and report.ok
+    report = verify_engines(
+        engines, walks=6, steps=16, cancel=lambda: len(seen) >= 8, progress=lambda d, t: seen.append((d, t))
+    )
+    assert report.cancelled and report.walks == 2 and report.in_words(6)[0].startswith("Cancelled after 2 of 6 walks")
