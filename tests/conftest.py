@@ -20,6 +20,9 @@ os.environ["CFGZIP_CACHE_DIR"] = _CACHE_DIR
 @pytest.fixture(autouse=True)
 def _fresh_class_cache_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CFGZIP_CACHE_DIR", str(tmp_path_factory.mktemp("class-cache")))
+    # the workbench's saved author sessions (cfgzip_lab.widgets.persisted_session): never the user's,
+    # and none from another test (a Workbench() would start where that test left it)
+    monkeypatch.setenv("CFGZIP_SESSIONS_DIR", str(tmp_path_factory.mktemp("sessions")))
 
 
 # The exactness tests: every module that compares our masks, automata or verdicts with XGrammar's.

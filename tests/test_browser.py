@@ -108,6 +108,7 @@ def lab(tmp_path_factory):
         JUPYTER_CONFIG_DIR=str(base / "config"),  # nobody's own settings or workspaces
         JUPYTER_RUNTIME_DIR=str(base / "runtime"),
         CFGZIP_EXPORT_DIR=str(root),  # exports land here, not in the checkout's exports/
+        CFGZIP_SESSIONS_DIR=str(base / "sessions"),  # no author session saved by another run comes back
     )
     log = (base / "jupyterlab.log").open("wb")
     cmd = [

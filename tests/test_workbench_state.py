@@ -133,9 +133,10 @@ def test_rerunning_the_cell_after_a_browser_reload_shows_the_same_workbench(chec
         other.close()
     finally:
         app.close()
-    fresh = Workbench(delay=0, editor="textarea")  # closed: the next one is new
+    fresh = Workbench(delay=0, editor="textarea")  # closed: the next one is new, from the saved session
     try:
-        assert fresh is not app and fresh.session.tests == []
+        assert fresh is not app and fresh.session.provenance == str(grammar)
+        assert [t.text for t in fresh.session.tests] == ["go 1", "go x"] and "turn left" in fresh.samples.text.value
     finally:
         fresh.close()
 

@@ -31,6 +31,7 @@ from .decoder import DecoderPanel
 from .drafts import draft_path_for, notebook_key
 from .editor import EditorPanel
 from .export import ExportPanel
+from .persisted_session import SessionState, SessionStore, apply_state, saved_session
 from .samples import SamplesPanel
 from .session import WorkbenchSession
 from .structure import StructurePanel
@@ -68,6 +69,16 @@ class Workbench:
     editor : str
         ``"codemirror"`` (default) or ``"textarea"``: a plain text field, for front ends that
         cannot load the editor's ES module (it also falls back on its own when the bundle is missing).
+    persist : bool, optional
+        Keep the author's session on disk (issue 35.2, :mod:`.persisted_session`): the grammar
+        text, its file, its input kind, the samples, the tests, the tokenizer and the decoder's
+        prompt, saved a moment after each change; a new ``Workbench()`` for this notebook (after a
+        kernel restart) starts where the last one was, its classes read from the class cache
+        directory, and opening a grammar file brings back that file's own session. Default: on
+        with ``draft`` when no ``session`` is passed; a ``text`` given starts from that text (and
+        is saved as the session from then on).
+    state_dir : path, optional
+        Where sessions are kept (default ``$CFGZIP_SESSIONS_DIR`` or ``~/.cache/cfgzip_lab/sessions``).
     live : bool
         Live classes (issue 18.6): re-class after each successful check, from the start-up check
         on, while a classing stays under ~1 s; the class count, the compression and their change
@@ -103,16 +114,29 @@ class Workbench:
         report_path: str = "cfgzip_report.json",
         editor: str = "codemirror",
         live: bool | None = None,
+        persist: bool | None = None,
+        state_dir=None,
     ) -> None:
         if getattr(self, "closed", None) is False:  # the notebook's open workbench (see __new__)
             return
         self.closed = False
         notebook = notebook_key()
         draft_path = draft_path_for(notebook) if draft else None
+        persist = (draft and session is None) if persist is None else persist
+        # the author's session saved by the last workbench of this notebook (a kernel restart)
+        restored, note = (
+            saved_session(notebook, state_dir) if persist and text is None and session is None else (None, "")
+        )
         self.session = session or WorkbenchSession(
-            text, tokenizer=tokenizer, draft_path=draft_path, live_classes=True if live is None else live
+            restored.text if restored is not None else text,
+            source=restored.source if restored is not None else None,
+            tokenizer=restored.tokenizer if restored is not None else tokenizer,
+            draft_path=draft_path,
+            live_classes=True if live is None else live,
         )
         s = self.session
+        if restored is not None:
+            apply_state(s, restored)
         if session is not None and live is not None:
             s.live_enabled = live
         if s.draft_path is not None and not s.draft_notebook:
@@ -160,6 +184,21 @@ class Workbench:
         s.on("jump", lambda: self.select("Grammar"))
         s.compile(draft=False)  # the start-up check: the draft on disk stays for "Restore draft"
         self.editor.show_draft_hint()
+        self.store: SessionStore | None = None
+        if persist:
+            self.store = SessionStore(s, notebook, state_dir)
+            if restored is not None:
+                self.store.adopt(restored)
+                self._show_restored(restored)
+                if restored.classed and s.grammar_ok:
+                    s.run_classing()  # from the class cache directory: classed before, not classed again
+            elif note:
+                self.store.message = note
+            self._say(self.store.message)
+            s.on("restored", self._on_restored)
+            self.store.attach()
+            if restored is None:
+                self.store.changed()  # a first session (or one whose file was corrupt) is on disk from now on
         if text is None and session is None and draft:
             _OPEN[notebook] = self
 
@@ -241,7 +280,9 @@ class Workbench:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def close(self) -> None:
-        """Cancel running jobs and close this app's widgets (not other widgets of the kernel)."""
+        """Save the session, cancel running jobs and close this app's widgets (not other widgets of the kernel)."""
+        if self.store is not None:
+            self.store.close()
         self.closed = True
         for key, app in list(_OPEN.items()):
             if app is self:
@@ -254,6 +295,43 @@ class Workbench:
             widget.close()
 
         close_tree(self.widget)
+
+    # -- the author's session -------------------------------------------------------------
+
+    def save_session(self) -> bool:
+        """Write the author's session now (it is also saved a moment after each change)."""
+        return self.store.save() if self.store is not None else False
+
+    def _show_restored(self, state: SessionState) -> None:
+        """Show a session brought back in the panels that hold their own text."""
+        self.samples.text.value = state.samples
+        if state.prompt:
+            self.decoder.prompt.value = state.prompt
+        if state.tokenizer in {value for _, value in self.classes.tokenizer.options}:
+            self.classes.tokenizer.value = state.tokenizer
+
+    def _on_restored(self) -> None:
+        """Opening a grammar file brought back its session (or said why it could not)."""
+        s = self.session
+        if self.editor.kind.value != s.input_kind:  # read as the session read it: check it again so
+            self.editor._set_kind_dropdown(s.input_kind)
+            self.editor.compile()
+        elif s.tests and s.grammar_ok:
+            s._guarded_tests()  # the tests brought back, judged under this grammar
+        self.samples.text.value = s.samples_text
+        if s.decoder_prompt:
+            self.decoder.prompt.value = s.decoder_prompt
+        if s.tokenizer in {value for _, value in self.classes.tokenizer.options}:
+            self.classes.tokenizer.value = s.tokenizer
+        self._say(self.store.message if self.store is not None else "")
+
+    def _say(self, message: str) -> None:
+        """Put ``message`` (session restored, kept aside…) above the editor, before a draft hint."""
+        if not message:
+            return
+        css = "cfgzip-warn" if "could not be read" in message or "changed on disk" in message else "cfgzip-muted"
+        hint = self.editor.draft_note.value
+        self.editor.draft_note.value = f'<span class="{css}">{esc(message)}</span>' + (f"<br>{hint}" if hint else "")
 
     # -- status line ---------------------------------------------------------------------
 

@@ -91,7 +91,7 @@ class DecoderPanel(Panel):
         self.prompt.add_class("cfgzip-prompt")
         # the prompt the export's snippet uses (issue 35.7: it always said "A cat as JSON:")
         session.decoder_prompt = self.prompt.value
-        self.prompt.observe(lambda change: setattr(session, "decoder_prompt", change["new"]), names="value")
+        self.prompt.observe(self._on_prompt, names="value")
         self.top_k = w.BoundedIntText(value=top_k, min=1, max=50, description="Top-k", layout=w.Layout(width="160px"))
         self.n = w.BoundedIntText(value=8, min=1, max=2000, description="N", layout=w.Layout(width="140px"))
         self.n.add_class("cfgzip-steps-n")
@@ -162,6 +162,10 @@ class DecoderPanel(Panel):
         self._show_status()
 
     # -- set-up ---------------------------------------------------------------------------
+
+    def _on_prompt(self, change) -> None:
+        self.session.decoder_prompt = change["new"]
+        self.session.emit("prompt")  # kept with the author's session
 
     def _device(self):
         if self.device.value == "auto":

@@ -182,6 +182,7 @@ class SamplesPanel(Panel):
             layout=w.Layout(width="100%", height="220px"),
         )
         self.text.add_class("cfgzip-samples-text")
+        self.text.observe(self._on_samples_text, names="value")  # kept with the author's session
         sets = [name for name in bundled_grammars() if bundled_samples(name)]
         self.sample_set = w.Dropdown(
             options=sets, value="json" if "json" in sets else (sets[0] if sets else None), description="Samples of"
@@ -256,6 +257,10 @@ class SamplesPanel(Panel):
         session.on("text", self._mark_stale)
 
     # -- public methods ----------------------------------------------------------------
+
+    def _on_samples_text(self, change) -> None:
+        self.session.samples_text = change["new"]
+        self.session.emit("samples")
 
     def set_samples(self, samples: list[str]) -> None:
         self.text.value = join_samples(samples)

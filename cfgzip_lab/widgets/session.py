@@ -913,6 +913,8 @@ class WorkbenchSession:
     draft_notebook = ""
     #: the decoder's prompt (set by the Decoder tab; the export's usage snippet uses it)
     decoder_prompt = ""
+    #: the Samples tab's text (set by it; kept with the author's session, see .persisted_session)
+    samples_text = ""
 
     # -- vocabulary and classes -------------------------------------------------------
 

@@ -1,0 +1,194 @@
+"""The author's session that lasts (issue 35.2).
+
+A kernel restart is a new ``Workbench()`` for the same notebook and state folder: the grammar text,
+its file, its input kind, the samples, the tests, the tokenizer and the decoder's prompt come back,
+and classes come from the class cache directory. Headless; real XGrammar in its child process."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from cfgzip_lab.grammar.testlist import GrammarTest  # noqa: E402
+from cfgzip_lab.widgets.persisted_session import (  # noqa: E402
+    SessionState,
+    read_state,
+    saved_session,
+    session_key,
+    session_path,
+    write_state,
+)
+
+ROBOT = """root ::= command (";" ws command)*
+command ::= "turn" ws turn | "go" ws number
+turn ::= "left" | "right"
+number ::= [0-9]+
+ws ::= [ \\t]*
+"""
+RECIPE = 'root ::= "mix " qty\nqty ::= [0-9]+\n'
+
+
+@pytest.fixture
+def notebook(tmp_path, monkeypatch):
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "recipes.ipynb"))
+    return tmp_path / "state"
+
+
+def workbench(state_dir, **kw):
+    from cfgzip_lab.widgets import Workbench
+
+    kw.setdefault("tokenizer", "llama3")
+    return Workbench(delay=0, editor="textarea", draft=False, persist=True, state_dir=state_dir, live=False, **kw)
+
+
+def test_a_restart_brings_back_text_file_kind_samples_tests_tokenizer_and_prompt(checker, tmp_path, notebook):
+    grammar = tmp_path / "robot.gbnf"
+    grammar.write_text(ROBOT, encoding="utf-8")
+    app = workbench(notebook)
+    try:
+        app.editor.load_file(str(grammar))
+        app.editor.kind.value = "ebnf"  # a .gbnf file read as EBNF
+        app.editor.text.value = ROBOT + "# edited, not saved\n"
+        app.samples.set_samples(["turn left", "go 2\n"])
+        app.session.set_tests([GrammarTest("go 1"), GrammarTest("go x", "reject", note="no number")])
+        app.classes.tokenizer.value = "llama3"
+        app.decoder.prompt.value = "A robot's moves:"
+        assert app.save_session()
+    finally:
+        app.close()
+    again = workbench(notebook, tokenizer="smollm2")  # a new kernel: nothing but the state folder
+    try:
+        s = again.session
+        assert again is not app
+        assert s.text == ROBOT + "# edited, not saved\n" and s.provenance == f"{grammar} (edited)"
+        assert s.input_kind == "ebnf" and s.grammar_ok
+        assert again.samples.text.value == app.samples.text.value and "turn left" in again.samples.text.value
+        assert [(t.text, t.expect, t.note) for t in s.tests] == [
+            ("go 1", "accept", ""),
+            ("go x", "reject", "no number"),
+        ]
+        assert s.tokenizer == "llama3" and again.classes.tokenizer.value == "llama3"
+        assert again.decoder.prompt.value == "A robot's moves:" and s.decoder_prompt == "A robot's moves:"
+        assert "session restored (robot.gbnf, 2 tests, 2 samples" in again.editor.draft_note.value
+        assert [o.passed for o in s.test_outcomes] == [True, True]  # the start-up check ran them
+    finally:
+        again.close()
+
+
+def test_changes_are_saved_by_themselves_debounced(checker, notebook):
+    app = workbench(notebook, text=ROBOT)
+    try:
+        app.store.delay = 0.3
+        app.samples.set_samples(["go 3"])
+        app.decoder.prompt.value = "Moves:"
+        assert app.store.saves == 0  # debounced: the changes wait for a quiet moment
+        deadline = time.monotonic() + 10
+        while app.store.saves == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        state, _ = saved_session(app.store.notebook, notebook)
+        assert app.store.saves == 1 and state.prompt == "Moves:" and state.samples == "go 3"
+        assert not list(notebook.glob("*.tmp"))  # written atomically: no temporary file left
+    finally:
+        app.close()
+
+
+def test_two_files_keep_two_sessions(checker, tmp_path, notebook):
+    robot, recipe = tmp_path / "robot.ebnf", tmp_path / "recipe.ebnf"
+    robot.write_text(ROBOT, encoding="utf-8")
+    recipe.write_text(RECIPE, encoding="utf-8")
+    app = workbench(notebook)
+    try:
+        app.editor.load_file(str(robot))
+        app.session.set_tests([GrammarTest("go 1")])
+        app.samples.set_samples(["turn right"])
+        app.editor.load_file(str(recipe))  # no session yet: the panels keep what they show
+        app.session.set_tests([GrammarTest("mix 2"), GrammarTest("mix", "prefix")])
+        app.samples.set_samples(["mix 10"])
+        app.editor.text.value = RECIPE + "# unsaved\n"
+        app.editor.load_file(str(robot))  # robot's own session comes back
+        assert [t.text for t in app.session.tests] == ["go 1"] and app.samples.text.value.strip() == "turn right"
+        assert "session is back (robot.ebnf, 1 test, 1 sample" in app.editor.draft_note.value
+        app.editor.load_file(str(recipe))  # recipe's, with its unsaved edit
+        assert [t.text for t in app.session.tests] == ["mix 2", "mix"]
+        assert app.session.text == RECIPE + "# unsaved\n" and app.session.provenance == f"{recipe} (edited)"
+        assert "unsaved edits" in app.editor.draft_note.value
+        assert app.editor.text.value == RECIPE + "# unsaved\n"
+    finally:
+        app.close()
+    # a new kernel: the last one (recipe) is where it starts; robot's session is still its own
+    for path, tests in ((recipe, ["mix 2", "mix"]), (robot, ["go 1"])):
+        state, message = read_state(session_path(notebook, session_key(str(path), "")))
+        assert message == "" and [t["text"] for t in state.tests] == tests
+    recipe.write_text(RECIPE.replace("mix", "stir"), encoding="utf-8")  # changed on disk since
+    again = workbench(notebook)
+    try:
+        assert again.session.text == RECIPE + "# unsaved\n"  # the session is the author's, as they left it
+        again.editor.load_file(str(robot))
+        again.editor.load_file(str(recipe))
+        assert again.session.text == RECIPE.replace("mix", "stir")  # the file on disk wins…
+        assert "changed on disk" in again.editor.draft_note.value
+        assert again.editor.undo_load() and again.session.text == RECIPE + "# unsaved\n"  # …the edits one Undo away
+    finally:
+        again.close()
+
+
+def test_a_corrupt_session_is_kept_aside_with_a_clear_message(checker, notebook):
+    app = workbench(notebook, text=ROBOT)
+    try:
+        app.session.set_tests([GrammarTest("go 1")])
+    finally:
+        app.close()
+    path = app.store.notebook_path
+    path.write_text('{"text": "root ::= ', encoding="utf-8")  # cut short (a full disk, an editor)
+    again = workbench(notebook)
+    try:
+        note = again.editor.draft_note.value
+        assert "could not be read" in note and "kept as" in note and "nothing in it was used" in note
+        aside = list(notebook.glob(path.name + ".corrupt-*"))
+        assert len(aside) == 1 and aside[0].read_text(encoding="utf-8") == '{"text": "root ::= '
+        assert again.session.source == "json"  # started as without one
+        again.save_session()
+        assert read_state(path)[0].source == "json" and aside[0].exists()  # a new file; the old one stays
+    finally:
+        again.close()
+    for bad, why in (
+        ("[1, 2]", "not a workbench session"),
+        ('{"text": "x", "tests": [{"text": "a", "expect": "?"}]}', ""),
+    ):
+        path.write_text(bad, encoding="utf-8")
+        state, message = read_state(path)
+        assert state is None and "could not be read" in message and why in message and not path.exists()
+
+
+def test_session_state_round_trips_and_writes_atomically(tmp_path):
+    state = SessionState("root ::= [a]\n", source="untitled", samples="a\n-----\naa", tests=[{"text": "a"}], prompt="p")
+    path = tmp_path / "s" / "x.json"
+    assert write_state(path, state)
+    back, message = read_state(path)
+    assert message == "" and back == state and json.loads(path.read_text())["version"] == 1
+    assert [t.text for t in back.grammar_tests()] == ["a"]
+    assert session_key("untitled", "nb") != session_key("untitled", "other") != session_key("json", "nb")
+    assert session_key(str(tmp_path / "a.ebnf"), "nb") == session_key(str(tmp_path / "a.ebnf"), "other")
+
+
+def test_a_restart_reads_classes_from_the_cache_directory(checker, notebook):
+    app = workbench(notebook, text=ROBOT)
+    try:
+        app.run_classing(wait=True)
+        assert app.session.classes_source == "classing" and app.session.classes_current
+    finally:
+        app.close()
+    again = workbench(notebook)
+    try:
+        job = again.session.jobs.get("classing")
+        assert job is not None and job.wait(60) and job.status == "done"
+        s = again.session
+        assert s.classes_current and s.classes_source == "the class cache directory" and "classing" not in s.timings
+        assert s.classes.num_classes == app.session.classes.num_classes
+    finally:
+        again.close()
