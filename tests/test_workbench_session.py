@@ -1,4 +1,4 @@
-"""The author's session that lasts (issue 35.2).
+"""The author's session that lasts (issue 35.2) and the Verify button (issue 35, 'What to build' 3).
 
 A kernel restart is a new ``Workbench()`` for the same notebook and state folder: the grammar text,
 its file, its input kind, the samples, the tests, the tokenizer and the decoder's prompt come back,
@@ -14,7 +14,10 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
+from toy_vocab import ARITH_TOKENS, SPECIAL_ID, STOP_ID  # noqa: E402
+
 from cfgzip_lab.grammar.testlist import GrammarTest  # noqa: E402
+from cfgzip_lab.verify import VerifyReport, verify_engines  # noqa: E402
 from cfgzip_lab.widgets.persisted_session import (  # noqa: E402
     SessionState,
     read_state,
@@ -192,3 +195,93 @@ def test_a_restart_reads_classes_from_the_cache_directory(checker, notebook):
         assert s.classes.num_classes == app.session.classes.num_classes
     finally:
         again.close()
+
+
+# -- Verify ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toy_classes(checker):
+    """The robot grammar classed over a small hand-made vocabulary (no tokenizer load)."""
+    from cfgzip_lab.pipeline import build_classes
+    from cfgzip_lab.vocab import vocab_from_bytes
+    from cfgzip_lab.widgets.session import WorkbenchSession
+
+    tokens = ARITH_TOKENS[:-2] + [b"", b"", b"go", b"turn", b" left", b"right", b";", b" ", b"go 1", b"9"]
+    vocab = vocab_from_bytes(tokens, stop_ids=[STOP_ID], special_ids=[SPECIAL_ID], vocab_size=len(tokens), name="toy")
+    s = WorkbenchSession(ROBOT, checker=checker)
+    assert s.compile(xgrammar=False)
+    s.set_classes(build_classes(s.compiled, vocab).classes, vocab, "classing")
+    yield s
+    s.close()
+
+
+def test_verify_says_in_words_what_it_checked(toy_classes):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    panel = ClassesPanel(toy_classes)
+    job = panel.verify(walks=5, wait=True)
+    assert job.status == "done"
+    report = toy_classes.current("verify")
+    assert isinstance(report, VerifyReport) and report.ok and report.walks == 5 and report.steps_checked > 0
+    words = panel.verify_words()
+    assert words[0].startswith("Lossless: every checked step masks exactly as plain XGrammar")
+    assert f"{report.steps_checked:,} steps checked over 5 walks" in words[0]
+    assert "Lossless" in panel.verify_output.value and panel.verify_progress.value == 1000
+    assert not panel.verify_button.disabled and panel.verify_cancel_button.disabled
+    toy_classes.set_text(ROBOT + 'extra ::= "x"\n')  # another grammar: the result says it is old
+    toy_classes.compile(xgrammar=False)
+    assert panel.verify_words()[0].startswith("Out of date (made for another version of the grammar")
+
+
+def test_verify_cancel_stops_between_steps_and_says_so(toy_classes):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+
+    panel = ClassesPanel(toy_classes)
+
+    def cancel_after_two() -> None:
+        job = toy_classes.jobs.get("verify")
+        if job is not None and job.running and job.done >= 2:
+            job.cancel()
+
+    toy_classes.on("job", cancel_after_two)
+    job = panel.verify(walks=500, wait=True)
+    assert job.status == "cancelled" and job.steps_after_cancel == 0
+    report = toy_classes.kept["verify"].value
+    assert report.cancelled and report.walks == 2 and report.mismatches == 0
+    assert panel.verify_words()[0].startswith("Cancelled after 2 of 500 walks: no mismatch so far")
+    assert "cfgzip-warn" in panel.verify_output.value
+
+
+def test_verify_needs_current_classes(checker):
+    from cfgzip_lab.widgets.classes_panel import ClassesPanel
+    from cfgzip_lab.widgets.session import WorkbenchSession
+
+    s = WorkbenchSession(ROBOT, checker=checker)
+    try:
+        s.compile(xgrammar=False)
+        panel = ClassesPanel(s)
+        panel.verify_button.click()
+        assert s.last_error.where == "verify" and "run classing first" in s.last_error.message
+    finally:
+        s.close()
+
+
+def test_verify_engines_reports_a_first_mismatch_in_words():
+    report = VerifyReport(steps_checked=40, mismatches=2, walks=3, engine="compressed")
+    report.first_mismatch = {
+        "walk": "walk 1",
+        "step": 7,
+        "check": "mask",
+        "prefix": "go ",
+        "plain_only": [{"id": 5}],
+        "compressed_only": [],
+        "differing_bits": 1,
+    }
+    words = report.in_words()
+    assert words[0].startswith("Not lossless: 2 mismatches — 40 steps checked over 3 walks")
+    assert words[1] == (
+        "First mismatch: walk 1, step 7, mask check, after 'go ': 1 token(s) differ "
+        "(1 allowed only by plain XGrammar, 0 only by the compressed engine)."
+    )
+    assert verify_engines.__kwdefaults__["cancel"] is None and verify_engines.__kwdefaults__["progress"] is None

@@ -95,7 +95,7 @@ class ClassesPanel(Panel):
     """Classing and the class explorer. Public methods: :meth:`run_classing`, :meth:`cancel`,
     :meth:`search`, :meth:`explain_class`, :meth:`compare`, :meth:`refresh`."""
 
-    error_sources = ("classing", "search", "classes view")
+    error_sources = ("classing", "search", "classes view", "verify")
     refresh_where = "classes view"
 
     def __init__(self, session, *, largest: int = 10, sample_members: int = 6, pair_limit: int = 12) -> None:
@@ -164,6 +164,26 @@ class ClassesPanel(Panel):
         self.comparison: Comparison | None = None
         self.compare_stamp = None
         self._search_stale = self._compare_stale = False  # what the outputs show now
+        # Verify: the lossless check (cfgzip-lab verify) on the current classes, with progress and Cancel
+        self.verify_walks = w.BoundedIntText(
+            value=20, min=1, max=1000, description="walks", layout=w.Layout(width="150px")
+        )
+        self.verify_button = self._button(
+            "Verify",
+            "cfgzip-verify",
+            self.verify,
+            where="verify",
+            icon="check",
+            tooltip="check that the compressed masks equal plain XGrammar's over random walks (cfgzip-lab verify)",
+        )
+        self.verify_cancel_button = self._button(
+            "Cancel", "cfgzip-cancel-verify", self.cancel_verify, where="verify", icon="stop"
+        )
+        self.verify_cancel_button.disabled = True
+        self.verify_progress = w.IntProgress(value=0, min=0, max=1000, layout=w.Layout(width="160px"))
+        self.verify_progress.add_class("cfgzip-verify-progress")
+        self.verify_output = w.HTML()
+        self.verify_output.add_class("cfgzip-verify-result")
 
         self.widget = w.VBox(
             [
@@ -176,6 +196,9 @@ class ClassesPanel(Panel):
                 w.HTML("<b>Why are two tokens in different classes?</b>"),
                 w.HBox([self.compare_a, self.compare_b, compare]),
                 self.compare_output,
+                w.HTML("<b>Is it lossless?</b> Random walks compare every mask with plain XGrammar's."),
+                w.HBox([self.verify_walks, self.verify_button, self.verify_cancel_button, self.verify_progress]),
+                self.verify_output,
                 w.HBox([self.histogram_box, self.largest_table]),
             ]
         )
@@ -186,6 +209,9 @@ class ClassesPanel(Panel):
         session.on("grammar", self._renew_answers)
         session.on("text", self._renew_answers)
         session.on("job", self._show_progress)
+        session.on("job", self._show_verify)
+        for topic in ("classes", "grammar", "text"):
+            session.on(topic, self._show_verify)
         self._guarded_refresh()
         self._show_progress()  # a panel made after classing ran shows how it ended
 
@@ -197,6 +223,29 @@ class ClassesPanel(Panel):
 
     def cancel(self) -> None:
         self.session.cancel("classing")
+
+    def verify(self, *, walks: int | None = None, steps: int = 64, seed: int = 0, wait: bool = False):
+        """Run the lossless check on the current classes in the background (the Verify button):
+        ``walks`` random walks (default: the box), progress per walk, :meth:`cancel_verify` stops it
+        between steps. The result is said in words under the button (:meth:`verify_words`)."""
+        if walks is not None:
+            self.verify_walks.value = walks
+        self.verify_output.value = ""
+        return self.session.verify(walks=self.verify_walks.value, steps=steps, seed=seed, wait=wait)
+
+    def cancel_verify(self) -> None:
+        self.session.cancel("verify")
+
+    def verify_words(self) -> list[str]:
+        """The last check's result in sentences ([] when none ran); a result made for another grammar
+        or tokenizer starts with what it was made for."""
+        kept = self.session.kept.get("verify")
+        if kept is None:
+            return []
+        job = self.session.jobs.get("verify")
+        lines = kept.value.in_words(job.total if job is not None and job.total else None)
+        note = self.session.stale_note(kept.stamp)
+        return ([note[:1].upper() + note[1:] + ":"] if note else []) + lines
 
     def search(self, query: str | None = None) -> list[dict]:
         """Token text or id → class, representative, members and why (in source terms).
@@ -369,6 +418,38 @@ class ClassesPanel(Panel):
                 self.progress_label.value = f"done: classing {fmt_seconds(timings['classing'])}{extra}"
             else:
                 self.progress_label.value = f"{job.status} after {fmt_seconds(job.seconds)}"
+
+    def _show_verify(self) -> None:
+        job = self.session.jobs.get("verify")
+        running = job is not None and job.running
+        self.verify_button.disabled = running
+        self.verify_cancel_button.disabled = not running
+        if job is None:
+            return
+        self.verify_progress.value = int(1000 * job.fraction) if job.total else (0 if running else 1000)
+        if running:
+            detail = f" ({job.done}/{job.total} walks)" if job.total else ""
+            self.verify_output.value = f'<span class="cfgzip-muted">{esc(job.message)}{detail}…</span>'
+            self.verify_progress.bar_style = ""
+            return
+        report = self.session.kept.get("verify")
+        self.verify_progress.bar_style = (
+            "danger"
+            if job.status == "failed" or (report is not None and not report.value.ok)
+            else {"done": "success", "cancelled": "warning"}.get(job.status, "")
+        )
+        if job.status == "failed":
+            self.verify_output.value = '<span class="cfgzip-bad">the check failed: see the error below</span>'
+            return
+        words = self.verify_words()
+        if words:
+            css = "cfgzip-ok" if report.value.ok and not report.value.cancelled else "cfgzip-warn"
+            if not report.value.ok:
+                css = "cfgzip-bad"
+            first, rest = words[0], words[1:]
+            self.verify_output.value = f'<span class="{css}">{esc(first)}</span>' + "".join(
+                f"<br>{esc(line)}" for line in rest
+            )
 
     def _resolve(self, query: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]], str]:
         """(hits, other readings, note): each hit a token id and how the query matched it."""

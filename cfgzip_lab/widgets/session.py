@@ -916,6 +916,45 @@ class WorkbenchSession:
     #: the Samples tab's text (set by it; kept with the author's session, see .persisted_session)
     samples_text = ""
 
+    # -- the lossless check (Verify) ----------------------------------------------------
+
+    def verify(self, *, walks: int = 20, steps: int = 64, seed: int = 0, wait: bool = False) -> Job:
+        """Check in the background that the compressed engine masks exactly like plain XGrammar
+        with the current classes (:func:`cfgzip_lab.verify.verify_engines`: ``walks`` random
+        constrained walks of at most ``steps`` tokens, with rollbacks), with progress per walk and
+        Cancel between steps. The report is kept as ``"verify"`` (stamped), topic ``"verify"``."""
+        compiled = self.require_grammar()
+        if not self.classes_current:
+            raise WorkbenchError("no classes for this grammar and tokenizer yet: run classing first")
+        vocab, classes, stamp = self.vocab, self.classes, self.stamp
+
+        def work(job: Job):
+            from ..engine import compile_engines
+            from ..grammar.tag_dispatch import dispatch_triggers
+            from ..grammar.token_macros import guide_token_ids
+            from ..verify import verify_engines
+
+            job.progress(0, walks, "compiling both engines")
+            engines = compile_engines(compiled.text, vocab, classes)
+            report = verify_engines(
+                engines,
+                walks=walks,
+                steps=steps,
+                seed=seed,
+                guides=dispatch_triggers(compiled.ast),  # as cfgzip-lab verify: walks type TagDispatch's tags
+                token_guides=guide_token_ids(compiled.gnf, vocab),
+                progress=lambda done, total: job.progress(done, total, f"walk {done} of {total}"),
+                cancel=lambda: job.cancelled,
+            )
+            self.keep("verify", report, stamp)
+            self.emit("verify")
+            return report
+
+        job = self.start_job("verify", work)
+        if wait:
+            job.wait()
+        return job
+
     # -- vocabulary and classes -------------------------------------------------------
 
     def load_vocab(self, name: str | None = None):
