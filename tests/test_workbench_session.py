@@ -136,6 +136,10 @@ def test_two_files_keep_two_sessions(checker, tmp_path, notebook):
         assert again.session.text == RECIPE.replace("mix", "stir")  # the file on disk wins…
         assert "changed on disk" in again.editor.draft_note.value
         assert again.editor.undo_load() and again.session.text == RECIPE + "# unsaved\n"  # …the edits one Undo away
+        assert (
+            again.session.provenance == f"{recipe} (edited)" and "changed on disk" not in again.editor.draft_note.value
+        )
+        assert [t.text for t in again.session.tests] == ["mix 2", "mix"]
     finally:
         again.close()
 

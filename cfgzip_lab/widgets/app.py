@@ -194,8 +194,10 @@ class Workbench:
                     s.run_classing()  # from the class cache directory: classed before, not classed again
             elif note:
                 self.store.message = note
+            self._draft_hint = self.editor.draft_note.value  # said once, with the start-up note
             self._say(self.store.message)
             s.on("restored", self._on_restored)
+            s.on("session_note", lambda: self._say(self.store.message))
             self.store.attach()
             if restored is None:
                 self.store.changed()  # a first session (or one whose file was corrupt) is on disk from now on
@@ -323,15 +325,16 @@ class Workbench:
             self.decoder.prompt.value = s.decoder_prompt
         if s.tokenizer in {value for _, value in self.classes.tokenizer.options}:
             self.classes.tokenizer.value = s.tokenizer
-        self._say(self.store.message if self.store is not None else "")
+
+    _draft_hint = ""
 
     def _say(self, message: str) -> None:
-        """Put ``message`` (session restored, kept aside…) above the editor, before a draft hint."""
-        if not message:
-            return
+        """Show ``message`` (session restored, kept aside…) above the editor in place of the one
+        before; at start-up the draft hint stays under it."""
         css = "cfgzip-warn" if "could not be read" in message or "changed on disk" in message else "cfgzip-muted"
-        hint = self.editor.draft_note.value
-        self.editor.draft_note.value = f'<span class="{css}">{esc(message)}</span>' + (f"<br>{hint}" if hint else "")
+        note = f'<span class="{css}">{esc(message)}</span>' if message else ""
+        hint, self._draft_hint = self._draft_hint, ""
+        self.editor.draft_note.value = note + ("<br>" if note and hint else "") + hint
 
     # -- status line ---------------------------------------------------------------------
 

@@ -22,7 +22,8 @@ A session file that cannot be read is renamed ``<name>.corrupt-<time>`` (kept, n
 workbench says so in words, and starts as it would without one. No ipywidgets here: the store
 drives a :class:`~.session.WorkbenchSession` (topics ``"grammar"``, ``"text"``, ``"source"``,
 ``"tests"``, ``"classes"``, ``"samples"``, ``"prompt"``; it emits ``"restored"`` after bringing a
-session back, for the panels to show the samples and the prompt).
+session back, for the panels to show the samples and the prompt, and ``"session_note"`` when
+:attr:`SessionStore.message` changed).
 """
 
 from __future__ import annotations
@@ -232,6 +233,7 @@ class SessionStore:
         self._timer: threading.Timer | None = None
         self._lock = threading.RLock()
         self._closed = False
+        self._bringing_back = False
 
     @property
     def notebook_path(self) -> Path:
@@ -309,6 +311,9 @@ class SessionStore:
         s = self.session
         key = session_key(s.source, self.notebook)
         if key == self._key:
+            if self.message and not self._bringing_back:  # said of the load before (then Undo load)
+                self.message = ""
+                s.emit("session_note")
             self.changed()
             return
         with self._lock:
@@ -324,8 +329,8 @@ class SessionStore:
         state, self.message = read_state(self.source_path)
         if state is not None:
             self._bring_back(state)
-        if self.message:
             s.emit("restored")
+        s.emit("session_note")
         self.save()
 
     def _bring_back(self, state: SessionState) -> None:
@@ -333,15 +338,19 @@ class SessionStore:
         apply_state(s, state, text=False)
         edited = state.source_text is not None and state.text != state.source_text
         self.message = f"this grammar's session is back ({state.describe()})"
-        if not edited:
+        if not edited or s.text == state.text:  # nothing unsaved, or the edits are on screen (Undo load)
             return
         if state.source_text == s.text:  # the file is as the edits found it: bring them back
             self.message += ", with its unsaved edits"
             s.text = state.text
-            s.emit("text")
+            self._bringing_back = True
+            try:
+                s.emit("text")  # the editor shows them
+            finally:
+                self._bringing_back = False
         else:  # the file changed on disk since: its text wins, the edits are one "Undo load" away
-            s.previous_text = state.text
-            s._previous_source = (UNTITLED, None)
+            s.previous_text = state.text  # edits of the file as it was then: "(edited)" when brought back
+            s._previous_source = (s.source, state.source_text)
             self.message += (
                 "; the file changed on disk since its unsaved edits were made: "
                 "they are kept, press Undo load to bring them back"
