@@ -16,7 +16,8 @@ date and undoing it clears the mark; with live classes on, an edit typed into th
 re-classed by itself and the class count beside the editor changes, with "+N classes"; a JSON Schema pasted into the editor compiles on both
 sides and shows the grammar XGrammar built (read-only) and the keywords it does not enforce;
 at 1,000 px the decoder's chart and table do not overlap; in JupyterLab Dark the editor,
-tables, token chips and every plotly chart are dark. It saves a screenshot of each panel under
+tables, token chips and every plotly chart are dark; after F5 and Run All the same workbench comes
+back, and after a kernel restart and Run All the saved session (the schema and its two tests). It saves a screenshot of each panel under
 artifacts/screenshots/ (git-ignored, kept by CI; with CFGZIP_UPDATE_DOCS_SCREENSHOTS=1 also as
 the README's docs/screenshots/), prints the time of each part and the Cancel latencies, and
 stops JupyterLab (and its kernels) whatever happens.
@@ -775,4 +776,27 @@ def test_workbench_in_jupyterlab(lab, page):
     rows.first.wait_for(timeout=30_000)
     assert rows.count() == 2, rows.count()
     print(f"reload and re-run: {time.monotonic() - part:.1f} s")
+
+    # Kernel restart, then Run All (issue 35.2, a session that lasts): a new Workbench() in the new
+    # kernel starts from the session saved on disk, the schema and its two tests, and says so.
+    part = time.monotonic()
+    sessions = Path(root).parent / "sessions"  # CFGZIP_SESSIONS_DIR of this JupyterLab
+    deadline = time.monotonic() + 30  # saved a second after the last change
+    while not list(sessions.glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert list(sessions.glob("*.json")), f"no session saved under {sessions}"
+    for kernel in _get(f"{url}/api/kernels") or []:
+        req = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}/restart", data=b"", method="POST")
+        urllib.request.urlopen(req, timeout=60).close()
+    _kernel_idle(url)
+    _run_all_cells(page, after=count + 1)  # a restarted kernel counts from 1: "[*]" is this run
+    page.locator(".jp-CodeCell .jp-InputPrompt", has_text="[1]").first.wait_for(timeout=180_000)
+    page.locator(".cfgzip-draft-note", has_text="session restored").wait_for(timeout=180_000)
+    _tab(page, "Grammar")
+    page.locator(".cfgzip-editor-text .cm-content", has_text='"title": "Order"').wait_for(timeout=60_000)
+    _tab(page, "Tests")
+    rows = page.locator(".cfgzip-tests-table tbody tr")
+    rows.first.wait_for(timeout=30_000)
+    assert rows.count() == 2, rows.count()
+    print(f"kernel restart and re-run: {time.monotonic() - part:.1f} s")
     print(f"browser scenario: {time.monotonic() - started:.1f} s")
