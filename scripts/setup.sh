@@ -53,6 +53,21 @@ if command -v flock >/dev/null 2>&1; then
   flock -n 9 || { say "waiting for another set-up run"; flock 9; }
 fi
 
+# A venv copied from another clone (cp -a, as helper sessions do) keeps that clone's path in its
+# scripts' first line (#!/other/clone/.venv/bin/python): jupyter, pytest and the rest would run the
+# other venv and its editable cfgzip_lab. Point every such script at this venv's own python.
+for bin in "$venv/bin" "$venv"/overlays/*/bin; do
+  [ -d "$bin" ] || continue
+  for script in "$bin"/*; do
+    [ -f "$script" ] && [ ! -L "$script" ] || continue
+    first=$(head -n1 "$script" 2>/dev/null | tr -d '\0' | cut -c1-300)
+    case "$first" in
+      "#!$bin/python"*) ;;
+      "#!/"*/.venv/bin/python* | "#!/"*/.venv/overlays/*/bin/python*) sed -i "1s|^#!.*/bin/python\([0-9.]*\)|#!$bin/python\1|" "$script" ;;
+    esac
+  done
+done
+
 # The supported XGrammar releases, oldest first (cfgzip_lab/xgrammar_version.py holds the list).
 read -r -a xgrammar_supported < <("$py" -I -c 'import runpy, sys; print(" ".join(runpy.run_path(sys.argv[1])["SUPPORTED"]))' cfgzip_lab/xgrammar_version.py)
 xgrammar_newest=${xgrammar_supported[-1]}
