@@ -47,6 +47,7 @@ EXACTNESS_MODULES = frozenset(
         "test_xgrammar_differences",
         "test_xgrammar_runs",
         "test_matcher_api",
+        "test_printed",
     }
 )
 

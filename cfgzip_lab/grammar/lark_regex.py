@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from .diagnostics import Diagnostic, GrammarError, position_of
+from .printed import printed_ebnf
 
 __all__ = ["lark_to_ebnf", "regex_to_ebnf", "looks_like_lark"]
 
@@ -60,7 +61,7 @@ def lark_to_ebnf(text: str, source: str, name: str | None):
         grammar = xgrammar.Grammar.from_lark(text)
     except Exception as error:  # XGrammar raises RuntimeError with its place in the message
         raise _lark_error(text, str(error), source) from None
-    ebnf = str(grammar)
+    ebnf = printed_ebnf(grammar)
     notes = [
         "grammar built by XGrammar from the Lark grammar (xgrammar.Grammar.from_lark); "
         f"{_rules(ebnf)} rules of XGrammar's EBNF are classed"
@@ -84,7 +85,7 @@ def regex_to_ebnf(text: str, source: str, name: str | None):
         grammar = xgrammar.Grammar.from_regex(text)
     except Exception as error:
         raise _regex_error(text, str(error), source) from None
-    ebnf = str(grammar)
+    ebnf = printed_ebnf(grammar)
     notes = [
         "grammar built by XGrammar from the regex (xgrammar.Grammar.from_regex); "
         f"{_rules(ebnf)} rules of XGrammar's EBNF are classed"

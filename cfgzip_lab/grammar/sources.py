@@ -43,6 +43,7 @@ from pathlib import PurePath
 from .diagnostics import Diagnostic, GrammarError, position_of
 from .ebnf import check_ebnf, decode_ebnf_string
 from .lark_regex import lark_to_ebnf, looks_like_lark, regex_to_ebnf
+from .printed import printed_ebnf
 from .structural_tag import looks_like_structural_tag, read_structural_tag
 
 __all__ = ["GrammarSource", "to_ebnf", "check_source", "detect_kind", "KINDS"]
@@ -288,7 +289,7 @@ def _from_json_schema(text: str, source: str, name: str | None) -> GrammarSource
         line, column = position_of(text, at or 0)
         message = f"XGrammar cannot build a grammar from this schema: {message}"
         raise GrammarError([Diagnostic(line, column, message, span=(at or 0, at or 0))], text, source) from None
-    ebnf = str(grammar)
+    ebnf = printed_ebnf(grammar)
     notes = [
         "grammar built by XGrammar from the JSON Schema (any whitespace, strict mode); "
         f"{sum('::=' in line for line in ebnf.splitlines())} rules of XGrammar's EBNF are classed"

@@ -24,12 +24,13 @@ _MAX_ENGINES = 64
 
 def native_engine_for(compiled_grammar: Any, stop_token_ids: list[int] | None = None) -> NativeEngine:
     """The native engine (cached) for an ``xgrammar.CompiledGrammar``, stop ids overridden if given."""
+    from ..grammar.printed import printed_ebnf
     from ..pipeline import build_classes, compile_grammar
     from ..vocab import vocab_from_bytes
     from .engine import build_native_engine
 
     info = compiled_grammar.tokenizer_info
-    text = str(compiled_grammar.grammar)
+    text = printed_ebnf(compiled_grammar.grammar)
     stops = list(info.stop_token_ids) if stop_token_ids is None else list(stop_token_ids)
     decoded = [bytes(b) for b in info.decoded_vocab]
     key = (text, tuple(decoded), tuple(stops), tuple(info.special_token_ids), int(info.vocab_size))

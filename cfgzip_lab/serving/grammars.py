@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CfgzipError
+from ..grammar.printed import printed_ebnf
 
 if TYPE_CHECKING:
     from ..native.engine import NativeEngine
@@ -94,7 +95,7 @@ class GrammarRequest:
                 grammar = xgr.Grammar.from_structural_tag(self.text)
         except (RuntimeError, ValueError, TypeError) as exc:  # XGrammar's parse errors, json's
             raise ServingError(f"invalid {self.kind}: {exc}") from None
-        return str(grammar)
+        return printed_ebnf(grammar)
 
 
 def vocab_from_tokenizer_info(info: Any, *, name: str, extra_special: Iterable[int] = ()) -> VocabTable:
