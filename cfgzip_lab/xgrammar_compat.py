@@ -184,6 +184,28 @@ class GrammarMatcher:
             temperatures,
         )
 
+    def fill_draft_bitmasks(self, draft_tokens: Sequence[int], bitmask: torch.Tensor, index: int = 0) -> int:
+        """Masks for a linear draft of k tokens in one call (not an XGrammar method): row ``index + i``
+        gets the mask after the first i draft tokens, for i = 0 … k (the last for the bonus token).
+
+        Stops after the row of the first refused token, or before the row after a stop token; the
+        state is the same after the call (the accepted draft tokens are rolled back). Returns the
+        number of rows filled, as :meth:`cfgzip_lab.native.matcher.DisplacementMatcher.fill_draft_bitmasks`.
+        """
+        accepted = filled = 0
+        try:
+            for i in range(len(draft_tokens) + 1):
+                if self.is_terminated():
+                    break
+                self.fill_next_token_bitmask(bitmask, index + i)
+                filled += 1
+                if i == len(draft_tokens) or not self.accept_token(int(draft_tokens[i])):
+                    break
+                accepted += 1
+        finally:
+            self.rollback(accepted)
+        return filled
+
     def _debug_print_internal_state(self) -> str:
         """A text of the state for comparisons (XGrammar's is its parser states; ours the state history)."""
         history = getattr(self.engine, "_history", None)

@@ -250,6 +250,32 @@ def test_k_position_fill_equals_step_by_step_masks(pair):
         assert native.accepted_tokens == before  # the state as it was
 
 
+def test_compat_k_position_fill_equals_the_native_one(pair):
+    """The XGrammar-interface matcher's fill_draft_bitmasks: the native matcher's rows, the state kept."""
+    native_engine, engines, vocab = pair
+    rng = np.random.default_rng(11)
+    native = native_engine.matcher()
+    _walk(rng, native, engines.plain().xgrammar_matcher, vocab.vocab_size, 2)
+    ours = compat.GrammarMatcher(native.fork())
+    draft, probe = [], native.fork()
+    for _ in range(5):
+        row = probe.next_vocab_bitmask()
+        allowed = [t for t in range(vocab.vocab_size) if (int(row[t >> 5]) >> (t & 31)) & 1 and t != STOP_ID]
+        if not allowed:
+            break
+        draft.append(int(rng.choice(allowed)))
+        probe.accept_token(draft[-1])
+    for tokens in (draft, draft[:1] + [30] + draft[1:]):
+        want = torch.zeros((len(tokens) + 1, 2), dtype=torch.int32)
+        got = torch.zeros_like(want)
+        filled = native.fill_draft_bitmasks(tokens, want)
+        assert ours.fill_draft_bitmasks(tokens, got) == filled
+        assert torch.equal(got[:filled], want[:filled])
+        now = torch.zeros_like(want[:1])
+        ours.fill_next_token_bitmask(now)
+        assert torch.equal(now[0], want[0])  # the state as it was
+
+
 def test_batch_calls_check_their_arguments_as_xgrammar(pair):
     native_engine, engines, vocab = pair
     ours = [compat.GrammarMatcher(native_engine.matcher()) for _ in range(2)]
