@@ -221,10 +221,23 @@ class GrammarMatcher:
 
     # -- masks --------------------------------------------------------------------------
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0, *, debug_print: bool = False) -> bool:
-        """Fill ``bitmask[index]`` (CPU int32, ``ceil(V / 32)`` words or more) with the vocabulary
-        mask; returns ``need_apply`` (False only when every token is allowed)."""
-        if bitmask.device.type != "cpu" or bitmask.dtype != torch.int32:
+        """Fill ``bitmask[index]`` (CPU int32, ``(batch, ceil(V / 32))`` or ``(ceil(V / 32),)``) with the
+        vocabulary mask; returns ``need_apply`` (False only when every token is allowed).
+
+        Raises
+        ------
+        RuntimeError
+            XGrammar's checks, in its order: the dtype, the device, the shape (the width exactly
+            ``ceil(V / 32)``), the index within the rows.
+        """
+        if bitmask.dtype != torch.int32:
+            raise RuntimeError("The bitmask's dtype is not valid: it must be an int32 tensor on the CPU")
+        if bitmask.device.type != "cpu":
             raise RuntimeError("the bitmask must be an int32 tensor on the CPU (allocate_token_bitmask)")
+        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] != self._words:
+            raise RuntimeError(f"The provided bitmask's shape is not valid: should be (batch_size, {self._words})")
+        if not 0 <= index < (bitmask.shape[0] if bitmask.dim() == 2 else 1):
+            raise RuntimeError("The provided index is out of bounds")
         self.engine.fill_next_token_bitmask(self._native, 0)
         row = self.engine.to_vocab_bitmask(self._native[0]).numpy()
         return self._write(bitmask, index, row)
@@ -265,7 +278,8 @@ class BatchGrammarMatcher:
         for batch_id, row in enumerate(rows):
             if not 0 <= row < height:
                 raise RuntimeError(f"The index {row} is out of range [0, {height}) for batch_id {batch_id}.")
-        inner = [getattr(m.engine, "xgrammar_matcher", None) for m in matchers]
+        # XGrammar's own matchers (xgrammar.testing's helpers make them) fill their rows one by one below.
+        inner = [getattr(getattr(m, "engine", None), "xgrammar_matcher", None) for m in matchers]
         if len(matchers) > 1 and all(x is not None for x in inner) and len({type(m.engine) for m in matchers}) == 1:
             native = matchers[0].engine.allocate_bitmask(len(matchers))
             self._batch.batch_fill_next_token_bitmask(inner, native)

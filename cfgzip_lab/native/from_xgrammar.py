@@ -78,6 +78,8 @@ def native_matcher(
     ------
     ValueError
         ``compiled_grammar`` is not compiled (XGrammar's check and message).
+    RuntimeError
+        An override stop id outside ``[0, vocab_size)`` (XGrammar's check).
     NotImplementedError
         For the options above.
     """
@@ -93,5 +95,9 @@ def native_matcher(
         raise NotImplementedError("default_temperature is not supported by the native matcher")
     if isinstance(override_stop_tokens, int):
         override_stop_tokens = [override_stop_tokens]
+    size = int(compiled_grammar.tokenizer_info.vocab_size)
+    for token in override_stop_tokens or ():
+        if not 0 <= token < size:  # XGrammar's check (stop ids are written into the bitmask)
+            raise RuntimeError(f"The override stop token id {token} is out of the vocabulary range [0, {size})")
     engine = native_engine_for(compiled_grammar, override_stop_tokens)
     return GrammarMatcher(engine.matcher())
