@@ -340,3 +340,26 @@ def test_maskbench_script_times_cfgzip_beside_xgrammar_and_compares_masks(tmp_pa
     assert rows["cfgzip@base"]["mask_disagreements"] == 0
     assert rows["cfgzip"]["tbm_p50_us"] > 0 and rows["xgrammar"]["ttfm_p50_ms"] > 0
     assert (out / "maskbench.html").stat().st_size > 0
+
+
+def test_spec_bench_times_both_engines_and_their_masks_agree(tmp_path):
+    """benchmarks/spec_bench.py with tiny settings: a row per call for each engine, every draft and
+    tree mask row of the native matcher equal to XGrammar's."""
+    out = tmp_path / "spec.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "spec_bench.py"), "--grammars", "json", "--tokenizer", "llama3"]
+        + ["--positions", "2", "--ks", "2,4", "--tree-nodes", "12", "--repeats", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for call in ("fill", "fork", "draft k2", "draft k4", "tree 12"):
+        assert re.search(rf"^\| {call} \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", proc.stdout, re.M), call
+    assert "machine:" in proc.stdout
+    (result,) = json.loads(out.read_text())["results"]
+    assert set(result["ops"]) == {"fill", "fork", "draft k2", "draft k4", "tree 12"}
+    assert all(set(by) == {"native", "xgrammar"} for by in result["ops"].values())
+    assert result["positions"] == 2 and result["compared_rows"] > 0
+    assert result["differing_rows"] == 0
