@@ -25,7 +25,7 @@ from types import ModuleType
 
 __all__ = ["ABI_VERSION", "EXTENSION", "kernel", "load"]
 
-EXTENSION = "cfgzip_lab.native._kernel"
+EXTENSION = "cfgzip_lab._native"
 """The extension's import name (the one line to change when it moves)."""
 
 ABI_VERSION = 1

@@ -161,7 +161,7 @@ def _compiled_masking(logits: torch.Tensor):
 
 
 def _mask_logits_compiled(logits: torch.Tensor, bitmask: torch.Tensor | np.ndarray, vocab_size: int) -> bool:
-    """Mask CPU logits with the compiled kernel (``native/_kernel.c``, ``mask_logits``); False (nothing
+    """Mask CPU logits with the compiled kernel (``csrc/logits.c``, ``mask_logits``); False (nothing
     done) where it is not built or the call is not its case (another dtype, a bitmask that is neither
     one row nor one per logits row): XGrammar's CPU kernel, the reference it is tested against, then
     runs and says what is wrong. Same bits as XGrammar's on contiguous logits, and right on any

@@ -1,4 +1,4 @@
-"""The vocabulary's byte trie in C (``_kernel.VocabTrie``), kept with the vocabulary it is built from.
+"""The vocabulary's byte trie in C (``_native.VocabTrie``, ``csrc/vocab_trie.c``), kept with the vocabulary it is built from.
 
 Grammar-independent, as llguidance's token trie is kept apart from its parser: classing walks it
 under each grammar's byte classes (:mod:`cfgzip_lab.classes.classing`), and
@@ -19,7 +19,7 @@ _TRIES_KEPT = 4
 
 
 def vocab_trie(token_bytes: list[bytes], kinds: np.ndarray):
-    """The vocabulary's NORMAL tokens as a byte trie (``_kernel.VocabTrie``), kept per vocabulary.
+    """The vocabulary's NORMAL tokens as a byte trie (``_native.VocabTrie``, ``csrc/vocab_trie.c``), kept per vocabulary.
 
     Grammar-independent: classing quotients it by each grammar's byte classes as it walks. The last
     few are kept; one is reused when it was built from the same token objects (or equal bytes) and

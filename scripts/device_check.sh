@@ -24,14 +24,14 @@ if ! "$PY" -c "import xgrammar" 2>/dev/null; then
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# The native engine's optional C kernel for this machine's Python (the tree travels without the
-# git-ignored .so; without it the native engine runs its Python walk and numpy expansion).
-kernel_so="cfgzip_lab/native/_kernel$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+# The optional compiled core (csrc/) for this machine's Python (the tree travels without the
+# git-ignored .so; without it every caller runs its Python reference).
+kernel_so="cfgzip_lab/_native$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 if [ ! -f "$kernel_so" ] && command -v gcc >/dev/null; then
-  gcc -O3 -shared -fPIC -I"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-    cfgzip_lab/native/_kernel.c -o "$kernel_so" >>"$OUT/device.log" 2>&1 || log "native kernel build failed: Python path"
+  gcc -O3 -fvisibility=hidden -shared -fPIC -I"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+    csrc/*.c -o "$kernel_so" >>"$OUT/device.log" 2>&1 || log "native kernel build failed: Python path"
 fi
-"$PY" -c 'import cfgzip_lab.native.rows as r; print("native kernel:", "compiled" if getattr(r, "_kernel", None) else "python")' \
+"$PY" -c 'import cfgzip_lab._binding as b; print("native kernel:", "compiled" if b.kernel else "python")' \
   2>&1 | tee -a "$OUT/device.log"
 "$PY" - <<'PYEOF' 2>&1 | tee -a "$OUT/device.log"
 import torch, xgrammar, transformers

@@ -40,7 +40,7 @@ ROOT_PACKAGE = "cfgzip_lab"
 # front ends, the command line and the workbench.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "_version", "_gc", "bundled", "xgrammar_version", "extras")),
-    ("binding", ("_binding", "_native", "native._kernel")),
+    ("binding", ("_binding", "_native")),
     ("grammar", ("grammar",)),
     ("vocab", ("vocab_sources", "vocab", "vocab_trie")),
     ("classes", ("classes",)),
@@ -88,12 +88,18 @@ class ImportGraph:
 
 
 def discover_modules(package_dir: Path) -> dict[str, Path]:
-    """Dotted name → file for every ``.py`` file and compiled extension of the package."""
+    """Dotted name → file for every ``.py`` file and compiled extension of the package.
+
+    An extension counts where its stub (``_native.pyi``) sits beside it: a stale build left in a
+    developer's tree (``native/_kernel*.so``, the old layout's) is no module of the package.
+    """
     modules = {}
     for pattern in ("*.py", "*.so", "*.pyd"):
         for path in sorted(package_dir.rglob(pattern)):
             parts = list(path.relative_to(package_dir.parent).parts)
-            parts[-1] = parts[-1].split(".")[0]  # _kernel.cpython-311-x86_64-linux-gnu.so
+            parts[-1] = parts[-1].split(".")[0]  # _native.cpython-311-x86_64-linux-gnu.so
+            if path.suffix != ".py" and not path.with_name(parts[-1] + ".pyi").exists():
+                continue
             if parts[-1] == "__init__":
                 parts.pop()
             modules[".".join(parts)] = path

@@ -111,17 +111,17 @@ missing += [m for m in wanted if importlib.util.find_spec(m) is None]
 spec = importlib.util.find_spec("cfgzip_lab")
 if spec is None or os.path.realpath(os.path.dirname(spec.origin or "")) != here:
     missing.append("cfgzip_lab")
-# The native engine's optional C kernel, built in place by pip install -e . where a compiler and
-# Python's headers are (elsewhere the engine uses its numpy path and nothing is missing).
+# The optional compiled core (csrc/ -> cfgzip_lab._native), built in place by pip install -e . where a
+# compiler and Python's headers are (elsewhere every caller runs its Python reference and nothing is
+# missing).
 import glob, shutil, sysconfig
-native = os.path.join(root, "cfgzip_lab", "native")
 if (
-    os.path.exists(os.path.join(native, "_kernel.c"))
+    os.path.exists(os.path.join(root, "csrc", "module.c"))
     and shutil.which(os.environ.get("CC", "cc"))
     and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
-    and not glob.glob(os.path.join(native, "_kernel*.so"))
+    and not glob.glob(os.path.join(root, "cfgzip_lab", "_native*.so"))
 ):
-    missing.append("cfgzip_lab.native._kernel")
+    missing.append("cfgzip_lab._native")
 print(" ".join(missing))
 EOF
 )
@@ -130,8 +130,11 @@ stamp_base=$venv/.cfgzip-setup-base.sha256
 stamp_test=$venv/.cfgzip-setup-test.sha256
 if [ "$test_mode" = 1 ]; then stamp=$stamp_test; else stamp=$stamp_base; fi
 if [ "$test_mode" = 1 ] && [ "$serving" != 0 ]; then stamp=$stamp.serving; fi
-# (the C sources of the native engine's optional kernel too: pip install -e . compiles them in place)
-digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/xgrammar_version.py cfgzip_lab/native/_kernel.[ch] cfgzip_lab/native/_words.c | sha256sum | cut -d' ' -f1)
+# (the C sources and headers of the optional compiled core too: pip install -e . compiles them in place)
+digest=$(sha256sum requirements*.txt constraints.txt pyproject.toml scripts/setup.sh cfgzip_lab/xgrammar_version.py csrc/*.c csrc/*.h | sha256sum | cut -d' ' -f1)
+# A build of the old layout (cfgzip_lab/native/_kernel*.so, before csrc/ and cfgzip_lab._native): nothing
+# imports it any more; removed so that no one loads it by hand by mistake.
+rm -f cfgzip_lab/native/_kernel*.so
 
 if [ -z "$missing" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
   say ".venv is up to date"

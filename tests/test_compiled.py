@@ -1,4 +1,4 @@
-"""The compiled word store and classing walk (``cfgzip_lab/native/_words.c``) against the Python reference.
+"""The compiled word store and classing walk (``csrc/``: words.c, displace.c, classing.c, ...) against the Python reference.
 
 Node for node: a compiled store is seeded with a Python store's nodes, and every operation must
 create its nodes in the Python order, so after the same calls both hold the same nodes under the
@@ -74,7 +74,7 @@ WALK_STATISTICS = {"distinct_byte_class_strings", "byte_class_strings_walked", "
 def assert_same_metadata(python: dict, walked: dict, skip: set[str], *, skipping: bool = True) -> None:
     """The Python path's metadata equals the compiled walk's, but for how the walk went: the Python
     path counts every distinct byte-class string; the compiled walk counts the strings it walked and
-    the tokens it assigned without walking (subtrees a configuration set loops through, _words.c's
+    the tokens it assigned without walking (subtrees a configuration set loops through, csrc/classing.c's
     walk_skips, and subtrees numbered from the step memo by walk_scan, counted among them), so it
     walks at most as many, and all of them where it cannot skip."""
     rest = skip | WALK_STATISTICS

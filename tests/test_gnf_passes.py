@@ -1,4 +1,4 @@
-"""The normal form's passes in C (``native/_gnf_passes.h``) against their Python walks in ``grammar/gnf.py``.
+"""The normal form's passes in C (``csrc/gnf_passes.c``) against their Python walks in ``grammar/gnf.py``.
 
 Where the GNF is built in a compiled store, GENERATING / NULLABLE, restricting to generating symbols,
 REACHABLE, ε-removal's optional occurrences, the dense renumbering and merging's renaming run in C.

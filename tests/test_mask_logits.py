@@ -1,4 +1,4 @@
-"""Masking CPU logits with the compiled kernel (``native/_kernel.c``, ``mask_logits``), bit for bit
+"""Masking CPU logits with the compiled kernel (``csrc/logits.c``, ``mask_logits``), bit for bit
 against XGrammar's own CPU ``apply_token_bitmask_inplace``, the reference every engine used before.
 
 Compared as raw bits (NaN and ±inf logits included, so "left alone" means the same bits), over the

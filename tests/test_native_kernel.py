@@ -1,4 +1,4 @@
-"""The native engine's compiled expansion kernel (``cfgzip_lab/native/_kernel.c``) against its numpy path.
+"""The native engine's compiled expansion kernel (``csrc/expand.c``, ``csrc/trie.c``) against its numpy path.
 
 The kernel is optional: where it is not built the engine uses the numpy path, which is what these
 tests compare it with, bit for bit (and both with a plain gather), on real partitions of Llama-3's
@@ -104,8 +104,8 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
     """_kernel.expansion_tables builds what largest_classes, union_tables and pair_lists build (ties of
     size by id, a short last group repeating its class, empty classes), array for array, on real-sized
     partitions of Llama-3's ids and on small odd ones."""
+    from cfgzip_lab._binding import kernel as _kernel
     from cfgzip_lab.kernels.union_tables import compiled_tables
-    from cfgzip_lab.native import _kernel
 
     rng = np.random.default_rng(1)
     shapes = list(_partitions(_llama3()))
@@ -147,8 +147,8 @@ def test_expansion_tables_from_the_ids_outside_class_0_equal_the_scan():
     """Given the ids outside class 0 (as classing's short numbering lists them), expansion_tables reads
     class_of there alone: the same tables as its scan, for small grammars' shapes and a lazy build with
     a deferred row; a list the map contradicts (an id of class 0, out of order, past the map) raises."""
+    from cfgzip_lab._binding import kernel as _kernel
     from cfgzip_lab.kernels.union_tables import compiled_tables
-    from cfgzip_lab.native import _kernel
 
     rng = np.random.default_rng(4)
     shapes = []
@@ -225,8 +225,8 @@ def test_lazy_union_rows_are_the_eager_ones():
     """expansion_tables(..., lazy=True) leaves the unions of two or more large classes to expand_row,
     which makes each when a class set first needs it: the same rows as the eager tables (once made),
     the same packed vocabulary rows for every class set, and unions no set needed never written."""
+    from cfgzip_lab._binding import kernel as _kernel
     from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
-    from cfgzip_lab.native import _kernel
 
     rng = np.random.default_rng(2)
     vocab = _llama3()
@@ -264,8 +264,8 @@ def test_deferred_single_rows_are_made_from_class_of_when_needed():
     short last group's copies of one) unwritten, row 0 too; expand_row makes one from class_of when a
     class set first holds the class: every class set's row is the eager tables' row, and a deferred
     row no set needed is never written (the native engine defers its BLOCKED class)."""
+    from cfgzip_lab._binding import kernel as _kernel
     from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
-    from cfgzip_lab.native import _kernel
 
     rng = np.random.default_rng(3)
     vocab = _llama3()
@@ -326,7 +326,7 @@ def test_deferred_single_rows_are_made_from_class_of_when_needed():
 
 @needs_kernel
 def test_kernel_refuses_tables_that_do_not_fit():
-    from cfgzip_lab.native import _kernel
+    from cfgzip_lab._binding import kernel as _kernel
 
     row = np.zeros(4, dtype=np.int32)
     empty = np.zeros(0, dtype=np.int32)
@@ -493,7 +493,7 @@ def test_compiled_trie_walk_gives_the_python_walks_class_sets_llama3(name):
 
 @needs_kernel
 def test_trie_kernel_refuses_bad_arrays_and_bad_stores():
-    from cfgzip_lab.native import _kernel
+    from cfgzip_lab._binding import kernel as _kernel
 
     i32, u64 = np.int32, np.uint64
     good = dict(ptr=[0, 1, 1], syms=[5], kids=[1], di=[-1, -1], dense=[], lp=[0, 0, 2], lc=[3, 7])
@@ -549,7 +549,7 @@ def test_trie_arrays_equal_the_numpy_ones(name, dense):
 
 @needs_kernel
 def test_trie_arrays_refuses_bad_index_arrays():
-    from cfgzip_lab.native import _kernel
+    from cfgzip_lab._binding import kernel as _kernel
 
     i32, i64 = np.int32, np.int64
     edges, indptr, classes = np.array([0, 5, 1, 0, 7, 2], i32), np.array([0, 1, 1, 2], i64), np.array([3, 9], i32)

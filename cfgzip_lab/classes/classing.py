@@ -384,7 +384,7 @@ def compute_classes(
 
     ``compiled`` (default: where the kernel is built and the GNF has no token atoms and no
     counted families past the compiled symbols, :func:`cfgzip_lab.grammar.compiled_words.supports`) runs the walk, the store and the
-    numbering in C (``native/_words.c``), in this process whatever ``workers`` says: the same
+    numbering in C (``csrc/classing.c``, ``csrc/assemble.c``), in this process whatever ``workers`` says: the same
     nodes under the same ids, the same classes (tested against this Python path), and the
     result's displacer is a :class:`~cfgzip_lab.classes.compiled_displacement.CompiledDisplacer` whose store
     holds ``token_node``'s ids. ``compiled=False`` runs the Python reference. By default a GNF
@@ -485,7 +485,7 @@ def _classify_compiled(
 
 
 def _classify_steps(gnf, token_bytes, kinds, budget, progress, cancel, max_nodes, trie=None) -> ClassingResult:
-    """:func:`compute_classes` with the compiled trie walk and numbering (``_words.c``:
+    """:func:`compute_classes` with the compiled trie walk and numbering (``csrc/classing.c``:
     ``classify_steps``, ``assemble``) and the Python :class:`Displacer`'s own step, for a GNF the
     compiled step does not run (counted families past its packed symbols; token atoms, whose
     paths join each token's node before the numbering, as on the Python path: ``Token(42)`` with
@@ -531,7 +531,7 @@ def _compiled_walk_result(
     gnf, displacer, trie, kinds, node_of, fallback, walk, progress, max_nodes, token_bytes=None, lazy=False
 ):
     """What both compiled trie walks end with: the walk's outcome (cancelled, the run's cap as
-    :func:`_walk` raises it) and ``_words.c``'s ``assemble`` numbering, as a :class:`ClassingResult`.
+    :func:`_walk` raises it) and ``csrc/assemble.c``'s ``assemble`` numbering, as a :class:`ClassingResult`.
     ``walk``: what ``classify`` and ``classify_steps`` return, ``(keys, strings, status, skipped,
     scanned, fallen, ranges)``.
     With ``token_bytes`` (the Python step's walk), a GNF's token atoms first join each token's
@@ -574,10 +574,10 @@ def _compiled_walk_result(
         {
             "fallback_singletons": fallen,  # (the walk's count of the tokens it flagged in `fallback`)
             # the walk's own statistics (the Python path's distinct_byte_class_strings counts every
-            # string; this walk skips the subtrees a configuration set loops through, see _words.c)
+            # string; this walk skips the subtrees a configuration set loops through, see csrc/classing.c)
             "byte_class_strings_walked": keys,
             "tokens_skipped": skipped,
-            "tokens_scanned": scanned,  # of those, numbered by a preorder scan from the step memo (_words.c walk_scan)
+            "tokens_scanned": scanned,  # of those, numbered by a preorder scan from the step memo (csrc/classing.c walk_scan)
             "byte_classes": len(gnf.atoms),
             "dag_nodes": len(store),
             "workers": 1,

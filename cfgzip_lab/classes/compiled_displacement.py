@@ -2,7 +2,7 @@
 
 :class:`CompiledDisplacer` is a :class:`~.displacement.Displacer` whose store is a
 :class:`~cfgzip_lab.grammar.compiled_words.CompiledWordStore` and whose step, stack adjacency and
-runs of atoms are the kernel's (``_words.c``: the same nodes under the same ids as the Python step,
+runs of atoms are the kernel's (``csrc/displace.c``: the same nodes under the same ids as the Python step,
 ``tests/test_compiled.py`` checks it node for node). :func:`stepping_store` gives the σ_in index
 build and the native walk the store they step in.
 """
@@ -60,7 +60,7 @@ class CompiledDisplacer(Displacer):
 
 
 def stepping_store(displacer: Displacer):
-    """The compiled store the σ_in index and the walk step in for ``displacer`` (``_kernel.Words``), or
+    """The compiled store the σ_in index and the walk step in for ``displacer`` (``_native.Words``), or
     None where they step in Python (a WordStore). A Python Displacer on a compiled store (classing's
     fall-back, or ``compute_classes(compiled=False)`` on a normal form built in a compiled store)
     steps in C too, on the same nodes: its grammar's tables are set in the store first (the same

@@ -1,7 +1,7 @@
-"""The compiled word store (``_words.c``) behind the Python API of :mod:`.words`, its reference.
+"""The compiled word store (``csrc/words.c``, ``csrc/store.c``) behind the Python API of :mod:`.words`, its reference.
 
 Classing, the σ_in index build and the native walk all run on one word store per grammar. Where
-the compiled kernel is built, that store is a :class:`CompiledWordStore`: a ``_kernel.Words`` seeded
+the compiled kernel is built, that store is a :class:`CompiledWordStore`: a ``_native.Words`` seeded
 with the GNF's :class:`~cfgzip_lab.grammar.words.WordStore` nodes (same ids), to which classing,
 the index and the walk add theirs in C. The Python API stays: ``nodes`` (a sequence of ``(accepts,
 edges)`` tuples, made on access), ``make``, ``union``, ``union_many``, ``union_concats``, ``concat``,
@@ -16,7 +16,7 @@ nodes; re-interning them into the WordStore took longer than the compiled classi
 walk's memos (the step memo above all) would not come along.
 
 Same ids as the Python reference: every operation creates its nodes in the order the Python code
-does (see ``_words.c``), so a compiled store and a Python store given the same calls hold the same
+does (see ``csrc/words.h``), so a compiled store and a Python store given the same calls hold the same
 nodes under the same ids; ``tests/test_compiled.py`` checks this node for node.
 
 The compiled paths are used where the kernel is built (``CFGZIP_NATIVE_KERNEL=0``: never, see

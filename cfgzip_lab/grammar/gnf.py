@@ -57,7 +57,7 @@ from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
 
 PASSES_IN_C = True
 """Whether the normal form's walks over rule sets run in the compiled store's C passes
-(``native/_gnf_passes.h``) when the GNF is built in one: the same nodes under the same ids as these
+(``csrc/gnf_passes.c``) when the GNF is built in one: the same nodes under the same ids as these
 Python walks, which stay the reference (and run in a WordStore); tests switch this off to compare."""
 _DROP = -(1 << 63)  # an edge the C symbol map drops
 
@@ -70,7 +70,7 @@ _DROP = -(1 << 63)  # an edge the C symbol map drops
 
 
 def _passes(store):
-    """The compiled store's passes (``_kernel.Words``), or None: run the Python walks."""
+    """The compiled store's passes (``_native.Words``), or None: run the Python walks."""
     native = getattr(store, "native", None)
     return native if PASSES_IN_C and native is not None else None
 

@@ -183,7 +183,7 @@ class WordStore:
         ``b``'s edges join as they are; a symbol one term has gets that term made (:meth:`concat`),
         one several have the union of theirs, recursively.
 
-        Order (the C store, ``_words.c`` ``w_union_n``, creates the same nodes in the same order):
+        Order (the C store, ``csrc/words.c`` ``w_union_n``, creates the same nodes in the same order):
         the terms as a sorted set of pairs without EMPTY parts, ``ε · b`` read as ``b · ε``; one
         term is :meth:`concat`, two plain nodes (``b`` = ε) :meth:`union` (their memos and order);
         otherwise memoised on that sorted tuple, the kids made in symbol order, then the node. The

@@ -1,7 +1,7 @@
 """The tables that expand a class set to a packed vocabulary row without a 128k-entry gather.
 
 Shared by the numpy backend (:mod:`.cpu`), the compiled kernel's ``expand_row``
-(``native/_kernel.c``) and the native engine's row cache (:mod:`cfgzip_lab.native.rows`):
+(``csrc/expand.c``) and the native engine's row cache (:mod:`cfgzip_lab.native.rows`):
 
 - :func:`union_tables`: the large classes four at a time, each group a table of all 16 unions
   of their packed rows, so their part of a row is one lookup and one OR per group;
@@ -94,7 +94,7 @@ def compiled_tables(
     vocab_size: int = -1,
 ) -> tuple[np.ndarray, np.ndarray, PairLists] | tuple[np.ndarray, np.ndarray, PairLists, np.ndarray]:
     """``(members, tables, pairs)`` as :func:`largest_classes`, :func:`union_tables` and
-    :func:`pair_lists` give them, built by the compiled kernel (``_kernel.c``, ``expansion_tables``)
+    :func:`pair_lists` give them, built by the compiled kernel (``csrc/expand.c``, ``expansion_tables``)
     in two passes over ``class_of`` (read-only arrays; ``tests/test_native_kernel.py`` checks them
     equal). Measured with Llama-3 on a JSON Schema's 319 classes: ~0.15 ms against ~1.1 ms for
     the numpy functions (a bincount, a comparison per large class, a lexsort of the rest).

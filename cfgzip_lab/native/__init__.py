@@ -2,7 +2,7 @@
 
 ``index`` (the σ_in trie), ``walk`` (the state DAG and its memos), ``rows`` (class set →
 packed vocabulary row), ``matcher`` (the Engine interface, single and batch), ``engine``
-(what the requests of one grammar share), ``_kernel.c`` (optional, compiled by ``pip install``:
+(what the requests of one grammar share), ``csrc/`` (optional, compiled by ``pip install``:
 the trie walk of a state and the expansion of a class set in C; the Python paths are the
 reference and the fallback, ``CFGZIP_NATIVE_KERNEL=0`` keeps them). README.md, "Native engine",
 says how it works and what was measured.

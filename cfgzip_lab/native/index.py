@@ -222,7 +222,7 @@ class SigmaInIndex:
         return {**self._arrays, "native_unindexed": np.asarray(self.unindexed, dtype=np.int32)}
 
     def kernel_arrays(self, dense_classes: int, words: int) -> dict[str, np.ndarray]:
-        """The trie as the compiled walk takes it (``_kernel.c``, ``trie_new``): children CSR sorted
+        """The trie as the compiled walk takes it (``csrc/trie.c``, ``trie_new``): children CSR sorted
         by symbol; class sets of ``dense_classes`` classes or more as dense rows of ``words``
         uint64, the others as class lists. From :meth:`to_arrays` with numpy alone."""
         arrays = self.to_arrays()
@@ -460,7 +460,7 @@ def _compiled_build_keeps_ids(gnf, classes, rep_nodes) -> bool:
 def _build_compiled(
     gnf, classes, token_bytes, rep_nodes, displacer, max_words_per_node, max_words, max_unindexed, started
 ) -> SigmaInIndex:
-    """:func:`build_index` in C (``_words.c``, ``sigma_index``) on a compiled store: the same passes and
+    """:func:`build_index` in C (``csrc/sigma_index.c``, ``sigma_index``) on a compiled store: the same passes and
     the same arrays (tested against the Python build), returned in the arrays form."""
 
     native = displacer.store.native

@@ -15,7 +15,7 @@ float64 below 2^53). Otherwise (more than ``max_delta_tokens`` tokens flip, or n
 row) :class:`cfgzip_lab.expand.Expander` expands the set (union tables for the large classes,
 a scatter for the small ones). Both give the gather's bits exactly (tested against it).
 
-Where the compiled kernel (``_kernel.c``, built by ``pip install -e .`` / the wheel; optional)
+Where the compiled kernel (``csrc/expand.c``, built by ``pip install -e .`` / the wheel; optional)
 is importable, a new set is expanded by it instead, from scratch every time: union tables of
 the 64 largest classes plus one (word, bits) pair per small class and word, set or cleared in
 place, no numpy call. Measured with Llama-3 on the 200 class sets of bython's timed sample
@@ -78,7 +78,7 @@ class RowCache:
         self.delta_builds = 0
         self.compiled = kernel_available() if compiled is None else compiled
         if self.compiled and _kernel is None:
-            raise RuntimeError("the compiled expansion kernel (cfgzip_lab.native._kernel) is not built")
+            raise RuntimeError("the compiled expansion kernel (cfgzip_lab._native) is not built")
         # one of the two: the XOR-from-the-last-row tables serve only the Python path (preparing
         # both cost 0.75 ms more of a JSON Schema's ~2.8 ms engine build with Llama-3, load 2)
         if sparse is not None and not self.compiled:
@@ -120,7 +120,7 @@ class RowCache:
         class_kind: np.ndarray | None = None,
         sparse: tuple[int, np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        """Union tables of the largest classes and the (word, bits) pairs of the rest (see _kernel.c),
+        """Union tables of the largest classes and the (word, bits) pairs of the rest (see csrc/expand.c),
         built by the kernel itself (:func:`~cfgzip_lab.kernels.union_tables.compiled_tables`; the
         numpy functions are the reference)."""
         # lazy: the unions of 2+ large classes made when a row first needs one (c_like with

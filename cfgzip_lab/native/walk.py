@@ -10,7 +10,7 @@ and every memo keyed by node stays warm.
 The class mask of a state is the OR of the trie nodes' class sets reached by a product walk of
 the state's DAG with the σ_in trie (:mod:`.index`), memoised by (state node, trie node): a
 new state pays only for its new top nodes, the rest is looked up. Where the compiled kernel is
-built (``_kernel.c``, ``trie_mask``) the walk runs there instead, afresh for each new state with
+built (``csrc/trie.c``, ``trie_mask``) the walk runs there instead, afresh for each new state with
 the trie as arrays: measured with Llama-3 on the sample documents' timed states at load 3, 4.9-5.7
 µs median and 11-16 µs p90 on c_like and bython against 10.5-11.2 and 42-59 µs for the memoised
 Python walk (the reference it is tested against).
@@ -87,12 +87,12 @@ class StateWalker:
         elif compiled_mask and index.has_family_edges:
             raise RuntimeError("the compiled trie walk does not follow counted-repetition edges")
         elif compiled_mask and _kernel is None:
-            raise RuntimeError("the compiled kernel (cfgzip_lab.native._kernel) is not built")
+            raise RuntimeError("the compiled kernel (cfgzip_lab._native) is not built")
         self.gnf = gnf
         self.displacer = displacer or make_displacer(gnf)
         self.store = self.displacer.store
         # The compiled store (a CompiledDisplacer's; None for the Python WordStore): steps, runs and
-        # trie masks of states then run in C on it (native/_words.c), node for node as in Python.
+        # trie masks of states then run in C on it (csrc/trie.c), node for node as in Python.
         self._native = stepping_store(self.displacer)
         self.index = index
         self.limits = limits
@@ -123,7 +123,7 @@ class StateWalker:
         # every row before the first mask took 747 ms on a counted-repetition schema's trie.
         self._rows: TrieRows | None = None
         self._stats = {"mask_memo_hits": 0, "mask_walks": 0, "advance_memo_hits": 0, "advances": 0, "memo_drops": 0}
-        # On a compiled store the whole accept step is one call (_words.c, Advancer): the token's class,
+        # On a compiled store the whole accept step is one call (csrc/step.c, Advancer): the token's class,
         # the (state, class) memo, the byte steps and the budgets, as advance() below does in Python.
         # A sparse class map (TokenClasses.from_sparse) is read as its listed ids and classes: never made.
         self._advancer = None
@@ -203,7 +203,7 @@ class StateWalker:
         return got
 
     def _compile_trie(self):
-        """The trie as the kernel's arrays (see _kernel.c, trie_mask): children CSR sorted by symbol,
+        """The trie as the kernel's arrays (see csrc/trie.c, trie_mask): children CSR sorted by symbol,
         class sets as dense bit rows (``DENSE_CLASSES`` classes or more) or class lists.
 
         The kernel walks the state's DAG with the trie afresh for every new state (no memo: the DAG is
@@ -409,7 +409,7 @@ _KERNEL_ARRAY_DTYPES = (np.int32, np.int32, np.int32, np.int32, np.uint64, np.in
 
 
 def _compiled_kernel_arrays(index: SigmaInIndex, dense_classes: int, words: int) -> dict[str, np.ndarray] | None:
-    """:meth:`SigmaInIndex.kernel_arrays` in one C pass per array (``_kernel.trie_arrays``; equal array
+    """:meth:`SigmaInIndex.kernel_arrays` in one C pass per array (``_native.trie_arrays``; equal array
     for array, tests/test_native_kernel.py): sql_select with Llama-3, 4 ms of numpy and a bool matrix
     of the dense rows, of its ~6 ms engine build. None without the kernel, or when the index's
     edges are not sorted by parent and symbol (the numpy path sorts them)."""

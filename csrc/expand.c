@@ -1,20 +1,9 @@
-/* The native engine's compiled kernel: the mask of a parser state, in two parts, and its use.
+/* A class set -> XGrammar's packed int32 vocabulary row, and the tables that takes.
  *
- *   trie_new / trie_mask  the class set of a state: its word DAG walked with the sigma_in trie
- *                         (used by cfgzip_lab.native.walk; the Python product walk is the reference)
- *   trie_arrays           the arrays trie_new takes, from the index's own (SigmaInIndex.kernel_arrays
- *                         is the reference)
  *   expand_row            a class set -> XGrammar's packed int32 vocabulary row
  *                         (used by cfgzip_lab.native.rows; the numpy path is the reference)
  *   expansion_tables      the tables expand_row reads, from class_of in two passes
  *                         (cfgzip_lab.kernels.union_tables is the reference)
- *   mask_logits           a packed vocabulary mask applied to CPU logits in place, for every engine
- *                         (used by cfgzip_lab.expand.apply_vocab_bitmask_inplace; XGrammar's CPU
- *                         apply_token_bitmask_inplace is the reference)
- *
- * Optional (the Python paths run where this module is absent, and the tests compare them bit for
- * bit). Built by `pip install -e .` / the wheel build (pyproject.toml,
- * tool.setuptools ext-modules, optional = true): a machine without a C compiler still installs.
  *
  * The same split as cfgzip_lab.kernels.cpu, without numpy's per-call costs and its 128k-byte
  * scratch row: the large classes are packed four at a time into tables of all 16 unions of their
@@ -23,9 +12,8 @@
  * one precomputed (word, bits) pair per class and word.
  * Measured with Llama-3 (bython, 3,015 classes, 9,180 small-class tokens): see rows.py.
  */
-#include "_kernel.h"
+#include "words.h"
 
-#include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -86,7 +74,7 @@ static void single_row(int32_t *restrict dst, Py_ssize_t words, const int32_t *c
     }
 }
 
-static PyObject *expand_row(PyObject *self, PyObject *args) {
+PyObject *expand_row(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out, built = {0}, co_b = {0};
     PyObject *tables_obj, *built_obj = Py_None, *co_obj = Py_None;
@@ -239,7 +227,7 @@ static PyObject *new_bytes(Py_ssize_t n, char **data) {
     return b;
 }
 
-static PyObject *expansion_tables(PyObject *self, PyObject *args) {
+PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer co_b = {0}, defer_b = {0}, listed_b = {0}, lc_b = {0};
     Py_ssize_t k, most, min_tokens, words, vocab_size = -1;
@@ -531,325 +519,4 @@ done:
     if (lc_b.obj) PyBuffer_Release(&lc_b);
     if (co_b.obj) PyBuffer_Release(&co_b);
     return result;
-}
-
-/* ---- the class mask of a parser state: the product walk of its word DAG with the sigma_in trie ----
- *
- * trie_new(ptr, syms, kids, dense_idx, dense, list_ptr, list_cls, words) keeps the trie as arrays
- * (cfgzip_lab.native.walk builds them from the SigmaInIndex): node t's children are syms/kids[ptr[t]:ptr[t+1]],
- * sorted by symbol; its class set is the dense row dense[dense_idx[t] * words : ...] (uint64) when
- * dense_idx[t] >= 0, else the classes list_cls[list_ptr[t]:list_ptr[t+1]].
- * trie_mask(trie, nodes, state, out) ORs into out (uint64[words], zeroed first) the class sets of every
- * trie node that a word of `state` spells from the root: the store's nodes (a list of (accepts, ((symbol,
- * child), ...)) tuples, edges sorted by symbol) are read, never written. The DAG is deterministic and the
- * trie a tree, so each (DAG node, trie node) pair is reached by one path only: no memo, no visited set.
- */
-/* Release a trie's buffers and the trie itself (the capsule's destructor, or a failed trie_new). */
-static void trie_release(Trie *t) {
-    PyBuffer_Release(&t->ptr);
-    PyBuffer_Release(&t->syms);
-    PyBuffer_Release(&t->kids);
-    PyBuffer_Release(&t->dense_idx);
-    PyBuffer_Release(&t->dense);
-    PyBuffer_Release(&t->list_ptr);
-    PyBuffer_Release(&t->list_cls);
-    PyMem_Free(t);
-}
-
-static void trie_free(PyObject *capsule) {
-    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
-    if (t) trie_release(t);
-}
-
-static PyObject *trie_new(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_ssize_t words;
-    Trie *t = PyMem_Calloc(1, sizeof(Trie));
-    if (!t) return PyErr_NoMemory();
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*n", &t->ptr, &t->syms, &t->kids, &t->dense_idx, &t->dense, &t->list_ptr,
-                          &t->list_cls, &words)) {
-        PyMem_Free(t);
-        return NULL;
-    }
-    t->words = words;
-    t->nodes = t->ptr.len / 4 - 1;
-    const int32_t *ptr = (const int32_t *)t->ptr.buf, *lp = (const int32_t *)t->list_ptr.buf;
-    const int32_t *kids = (const int32_t *)t->kids.buf, *di = (const int32_t *)t->dense_idx.buf;
-    const int32_t *lc = (const int32_t *)t->list_cls.buf;
-    Py_ssize_t ne = t->syms.len / 4, nd = words > 0 ? t->dense.len / 8 / words : 0, nl = t->list_cls.len / 4;
-    int ok = t->nodes >= 1 && words > 0 && t->kids.len == t->syms.len && t->dense_idx.len == t->nodes * 4 &&
-             t->list_ptr.len == t->ptr.len && ptr[0] == 0 && ptr[t->nodes] == ne && lp[0] == 0 && lp[t->nodes] == nl &&
-             t->dense.len == nd * words * 8;
-    for (Py_ssize_t i = 0; ok && i < t->nodes; i++)
-        ok = ptr[i] <= ptr[i + 1] && lp[i] <= lp[i + 1] && di[i] < nd;
-    for (Py_ssize_t i = 0; ok && i < ne; i++) ok = kids[i] > 0 && kids[i] < t->nodes;
-    for (Py_ssize_t i = 0; ok && i < nl; i++) ok = lc[i] >= 0 && lc[i] < words * 64;
-    PyObject *capsule = ok ? PyCapsule_New(t, "cfgzip_trie", trie_free) : NULL;
-    if (!capsule) {
-        if (!ok) PyErr_SetString(PyExc_ValueError, "trie_new: the trie arrays do not fit each other");
-        trie_release(t);
-    }
-    return capsule;
-}
-
-/* trie_arrays(edges, indptr, classes, nodes, dense_classes, words) -> (ptr, syms, kids, dense_idx, rows,
- * list_ptr, list_cls) as bytes, the arrays trie_new takes, from a SigmaInIndex's own arrays in one pass
- * each (cfgzip_lab.native.index.SigmaInIndex.kernel_arrays is the reference, equal array for array;
- * its numpy passes and the bool matrix of the dense rows took 4 ms of sql_select's engine):
- *   edges    int32[E * 3]: (parent, symbol, child), sorted by parent then symbol (None if they are not:
- *            the caller sorts them in numpy)
- *   indptr   int64[nodes + 1], classes int32[F]: node t's classes, classes[indptr[t]:indptr[t+1]]
- * A node with dense_classes classes or more gets a dense row of `words` uint64 (bit k: class k). */
-static PyObject *trie_arrays(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer eb, ib, cb;
-    Py_ssize_t nodes, dense_classes, words;
-    if (!PyArg_ParseTuple(args, "y*y*y*nnn", &eb, &ib, &cb, &nodes, &dense_classes, &words)) return NULL;
-    PyObject *result = NULL, *out[7] = {NULL};
-    const int32_t *e = (const int32_t *)eb.buf, *cls = (const int32_t *)cb.buf;
-    const int64_t *ip = (const int64_t *)ib.buf;
-    Py_ssize_t ne = eb.len / 12, nc = cb.len / 4;
-    if (eb.len % 12 || ib.len != (nodes + 1) * 8 || cb.len % 4 || nodes < 1 || words < 1 || ip[0] != 0 ||
-        ip[nodes] != nc) {
-        PyErr_SetString(PyExc_ValueError, "trie_arrays: the index arrays do not fit each other");
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < ne; i++) {
-        int32_t p = e[3 * i], k = e[3 * i + 2];
-        if (p < 0 || p >= nodes || k <= 0 || k >= nodes) {
-            PyErr_SetString(PyExc_ValueError, "trie_arrays: an edge names a node the index does not have");
-            goto done;
-        }
-        if (i && (p < e[3 * i - 3] || (p == e[3 * i - 3] && e[3 * i + 1] < e[3 * i - 2]))) {
-            result = Py_NewRef(Py_None); /* not sorted */
-            goto done;
-        }
-    }
-    Py_ssize_t ndense = 0, nlist = 0;
-    for (Py_ssize_t t = 0; t < nodes; t++) {
-        int64_t c = ip[t + 1] - ip[t];
-        if (c < 0) {
-            PyErr_SetString(PyExc_ValueError, "trie_arrays: the class lists are not in order");
-            goto done;
-        }
-        if (c >= dense_classes) ndense++;
-        else nlist += c;
-    }
-    for (Py_ssize_t i = 0; i < nc; i++)
-        if (cls[i] < 0 || cls[i] >= words * 64) {
-            PyErr_SetString(PyExc_ValueError, "trie_arrays: a class past the rows' words");
-            goto done;
-        }
-    char *d[7];
-    Py_ssize_t sizes[7] = {(nodes + 1) * 4, ne * 4, ne * 4, nodes * 4, ndense * words * 8, (nodes + 1) * 4, nlist * 4};
-    for (int a = 0; a < 7; a++) {
-        out[a] = PyBytes_FromStringAndSize(NULL, sizes[a]);
-        if (!out[a]) goto done;
-        d[a] = PyBytes_AS_STRING(out[a]);
-    }
-    int32_t *ptr = (int32_t *)d[0], *syms = (int32_t *)d[1], *kids = (int32_t *)d[2], *di = (int32_t *)d[3];
-    uint64_t *rows = (uint64_t *)d[4];
-    int32_t *lptr = (int32_t *)d[5], *lcls = (int32_t *)d[6];
-    memset(ptr, 0, (size_t)sizes[0]);
-    memset(rows, 0, (size_t)sizes[4]);
-    for (Py_ssize_t i = 0; i < ne; i++) {
-        ptr[e[3 * i] + 1]++;
-        syms[i] = e[3 * i + 1];
-        kids[i] = e[3 * i + 2];
-    }
-    for (Py_ssize_t t = 0; t < nodes; t++) ptr[t + 1] += ptr[t];
-    Py_ssize_t nd = 0, nl = 0;
-    lptr[0] = 0;
-    for (Py_ssize_t t = 0; t < nodes; t++) {
-        if (ip[t + 1] - ip[t] >= dense_classes) {
-            uint64_t *row = rows + (size_t)nd * words;
-            for (int64_t j = ip[t]; j < ip[t + 1]; j++) row[cls[j] >> 6] |= (uint64_t)1 << (cls[j] & 63);
-            di[t] = (int32_t)nd++;
-        } else {
-            di[t] = -1;
-            for (int64_t j = ip[t]; j < ip[t + 1]; j++) lcls[nl++] = cls[j];
-        }
-        lptr[t + 1] = (int32_t)nl;
-    }
-    result = PyTuple_New(7);
-    if (result)
-        for (int a = 0; a < 7; a++) {
-            PyTuple_SET_ITEM(result, a, out[a]);
-            out[a] = NULL;
-        }
-done:
-    for (int a = 0; a < 7; a++) Py_XDECREF(out[a]);
-    PyBuffer_Release(&eb);
-    PyBuffer_Release(&ib);
-    PyBuffer_Release(&cb);
-    return result;
-}
-
-static int bad_store(void) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "trie_mask: not a word store node list");
-    return -1;
-}
-
-static int trie_walk(const Trie *t, PyObject *nodes, Py_ssize_t node, Py_ssize_t tn, uint64_t *out) {
-    if (node < 0 || node >= PyList_GET_SIZE(nodes)) return bad_store();
-    PyObject *entry = PyList_GET_ITEM(nodes, node);
-    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) return bad_store();
-    PyObject *edges = PyTuple_GET_ITEM(entry, 1);
-    if (!PyTuple_Check(edges)) return bad_store();
-    const int32_t *ptr = (const int32_t *)t->ptr.buf, *syms = (const int32_t *)t->syms.buf;
-    const int32_t *kids = (const int32_t *)t->kids.buf, *di = (const int32_t *)t->dense_idx.buf;
-    const int32_t *lp = (const int32_t *)t->list_ptr.buf, *lc = (const int32_t *)t->list_cls.buf;
-    const uint64_t *dense = (const uint64_t *)t->dense.buf;
-    Py_ssize_t ne = PyTuple_GET_SIZE(edges), j = ptr[tn], jend = ptr[tn + 1];
-    for (Py_ssize_t i = 0; i < ne && j < jend; i++) {
-        PyObject *e = PyTuple_GET_ITEM(edges, i);
-        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2) return bad_store();
-        long sym = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
-        if (sym == -1 && PyErr_Occurred()) return -1;
-        while (j < jend && syms[j] < sym) j++; /* both sides sorted by symbol */
-        if (j == jend || syms[j] != sym) continue;
-        Py_ssize_t nt = kids[j];
-        if (di[nt] >= 0) {
-            const uint64_t *row = dense + (size_t)di[nt] * t->words;
-            for (Py_ssize_t w = 0; w < t->words; w++) out[w] |= row[w];
-        } else {
-            for (Py_ssize_t k = lp[nt]; k < lp[nt + 1]; k++) out[lc[k] >> 6] |= (uint64_t)1 << (lc[k] & 63);
-        }
-        if (ptr[nt + 1] > ptr[nt]) {
-            long child = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
-            if (child == -1 && PyErr_Occurred()) return -1;
-            if (child != 1 && trie_walk(t, nodes, child, nt, out) < 0) return -1; /* 1: the empty word */
-        }
-    }
-    return 0;
-}
-
-static PyObject *trie_mask(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *capsule, *nodes;
-    Py_ssize_t state;
-    Py_buffer out;
-    if (!PyArg_ParseTuple(args, "OO!nw*", &capsule, &PyList_Type, &nodes, &state, &out)) return NULL;
-    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
-    PyObject *result = NULL;
-    if (t && out.len != t->words * 8) PyErr_SetString(PyExc_ValueError, "trie_mask: out has the wrong size");
-    if (t && !PyErr_Occurred()) {
-        memset(out.buf, 0, out.len);
-        if (trie_walk(t, nodes, state, 0, (uint64_t *)out.buf) == 0) {
-            result = Py_None;
-            Py_INCREF(result);
-        }
-    }
-    PyBuffer_Release(&out);
-    return result;
-}
-
-/* ---- a packed vocabulary mask applied to logits in place ----
- *
- * mask_logits(bitmask, bitmask_stride, logits, rows, width, elem, vocab, neg_inf)
- *   bitmask         int32 words, XGrammar's layout (bit t of the row: token t allowed)
- *   bitmask_stride  words from one bitmask row to the next (0: one row serves every logits row)
- *   logits          writable, C-contiguous rows x width elements of elem bytes (2: bf16/fp16, 4: fp32)
- *   vocab           positions [0, min(vocab, width, 32 * words of a row)) are masked; the rest stay
- *   neg_inf         the dtype's -inf bit pattern (its low elem bytes)
- * Writes -inf where a bit is 0 and leaves every other value as it was: a word of 32 refused tokens is
- * one run of 32 stores, a mixed word a select per byte of it (below). The GIL is released meanwhile, so
- * a decode loop's other thread (the next mask, the model) runs beside it.
- */
-/* byte_lanes_T[b][i]: all ones where bit i of b is set. A mixed word is masked a byte (8 elements) at a
- * time through these, branch-free, which compilers vectorise with plain SSE2; a bit loop instead
- * mispredicts on real masks (bython with Llama-3: 92% of the words are mixed, a third of the bits 0). */
-#define MASK_ROW(T)                                                                               \
-    static T byte_lanes_##T[256][8];                                                              \
-    static void init_lanes_##T(void) {                                                            \
-        for (int b = 0; b < 256; b++)                                                             \
-            for (int i = 0; i < 8; i++) byte_lanes_##T[b][i] = (b >> i) & 1 ? (T)~(T)0 : 0;       \
-    }                                                                                             \
-    static void mask_row_##T(T *restrict out, const int32_t *restrict bm, Py_ssize_t n, T neg) {  \
-        Py_ssize_t full = n >> 5;                                                                 \
-        for (Py_ssize_t w = 0; w < full; w++) {                                                   \
-            uint32_t refused = ~(uint32_t)bm[w];                                                  \
-            T *restrict base = out + (w << 5);                                                    \
-            if (!refused) continue;                                                               \
-            if (refused == 0xFFFFFFFFu) {                                                         \
-                for (int i = 0; i < 32; i++) base[i] = neg;                                       \
-                continue;                                                                         \
-            }                                                                                     \
-            for (int byte = 0; byte < 4; byte++) { /* fixed trip counts: vectorised */            \
-                const T *restrict lanes = byte_lanes_##T[(refused >> (8 * byte)) & 0xFF];         \
-                T *restrict p = base + 8 * byte;                                                  \
-                for (int i = 0; i < 8; i++) p[i] = (p[i] & ~lanes[i]) | (neg & lanes[i]);         \
-            }                                                                                     \
-        }                                                                                         \
-        if (n & 31) { /* the last, partial word: one store per refused position, none past n */  \
-            uint32_t refused = ~(uint32_t)bm[full] & (((uint32_t)1 << (n & 31)) - 1);             \
-            T *base = out + (full << 5);                                                          \
-            while (refused) {                                                                     \
-                base[__builtin_ctz(refused)] = neg;                                               \
-                refused &= refused - 1;                                                           \
-            }                                                                                     \
-        }                                                                                         \
-    }
-MASK_ROW(uint16_t)
-MASK_ROW(uint32_t)
-
-static PyObject *mask_logits(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer bitmask, logits;
-    Py_ssize_t stride, rows, width, elem, vocab;
-    unsigned long long neg;
-    if (!PyArg_ParseTuple(args, "y*nw*nnnnK", &bitmask, &stride, &logits, &rows, &width, &elem, &vocab, &neg))
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t words = stride > 0 ? stride : bitmask.len / 4;
-    Py_ssize_t n = vocab < width ? vocab : width;
-    if (n > 32 * words) n = 32 * words;
-    if ((elem != 2 && elem != 4) || rows < 0 || width < 0 || vocab < 0 || stride < 0 ||
-        logits.len != rows * width * elem || bitmask.len % 4 || (stride > 0 && bitmask.len < rows * stride * 4) ||
-        (stride == 0 && rows > 0 && words == 0)) {
-        PyErr_SetString(PyExc_ValueError, "mask_logits: the bitmask and logits do not fit each other");
-        goto done;
-    }
-    const int32_t *bm = (const int32_t *)bitmask.buf;
-    char *out = (char *)logits.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < rows && n > 0; r++) {
-        const int32_t *row_bits = bm + r * stride;
-        char *row = out + r * width * elem;
-        if (elem == 2)
-            mask_row_uint16_t((uint16_t *)row, row_bits, n, (uint16_t)neg);
-        else
-            mask_row_uint32_t((uint32_t *)row, row_bits, n, (uint32_t)neg);
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyBuffer_Release(&bitmask);
-    PyBuffer_Release(&logits);
-    return result;
-}
-
-static PyMethodDef methods[] = {
-    {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (see _kernel.c)"},
-    {"expansion_tables", expansion_tables, METH_VARARGS, "class_of -> the tables expand_row reads (see _kernel.c)"},
-    {"trie_new", trie_new, METH_VARARGS, "the sigma_in trie as arrays, for trie_mask (see _kernel.c)"},
-    {"trie_arrays", trie_arrays, METH_VARARGS, "a SigmaInIndex's arrays -> the arrays trie_new takes (see _kernel.c)"},
-    {"trie_mask", trie_mask, METH_VARARGS, "the class set of a parser state: its DAG walked with the trie (see _kernel.c)"},
-    {"mask_logits", mask_logits, METH_VARARGS, "a packed vocabulary mask applied to CPU logits in place (see _kernel.c)"},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_kernel", "The native engine's compiled kernel (trie walk, expansion, masking logits).", -1, methods, NULL, NULL, NULL, NULL,
-};
-
-PyMODINIT_FUNC PyInit__kernel(void) {
-    init_lanes_uint16_t();
-    init_lanes_uint32_t();
-    PyObject *m = PyModule_Create(&module);
-    if (m && words_add_to_module(m) < 0) Py_CLEAR(m);
-    /* what cfgzip_lab/_binding.py checks: raise both together when the module's API changes */
-    if (m && PyModule_AddIntConstant(m, "ABI_VERSION", 1) < 0) Py_CLEAR(m);
-    return m;
 }

@@ -1,4 +1,4 @@
-/* The normal form's passes over rule sets, in C (included by _words.c, which owns the store).
+/* The normal form's passes over rule sets, in C (on the store of words.c).
  *
  * cfgzip_lab.grammar.gnf is the reference: every function here is one of its memoised walks over the
  * rule sets' DAGs, and creates its nodes in the order the Python walk does (children in edge order
@@ -34,6 +34,8 @@
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
+
+#include "words.h"
 
 #define GNF_DROP INT64_MIN
 
@@ -231,7 +233,7 @@ static int gnf_memo(Py_buffer *memo, GnfPass *P) {
     return 0;
 }
 
-static PyObject *words_map_symbols(Words *S, PyObject *args) {
+PyObject *words_map_symbols(Words *S, PyObject *args) {
     PyObject *roots;
     Py_buffer to, memo;
     if (!PyArg_ParseTuple(args, "Oy*w*", &roots, &to, &memo)) return NULL;
@@ -249,7 +251,7 @@ static PyObject *words_map_symbols(Words *S, PyObject *args) {
     return out;
 }
 
-static PyObject *words_optional(Words *S, PyObject *args) {
+PyObject *words_optional(Words *S, PyObject *args) {
     PyObject *roots;
     Py_buffer nullable, memo;
     if (!PyArg_ParseTuple(args, "Oy*w*", &roots, &nullable, &memo)) return NULL;
@@ -284,7 +286,7 @@ static int gnf_has_word(Words *S, int64_t node, uint32_t *state, uint32_t round,
     return got;
 }
 
-static PyObject *words_closure(Words *S, PyObject *args) {
+PyObject *words_closure(Words *S, PyObject *args) {
     PyObject *nts_obj, *roots_obj;
     long long m;
     int generating;
@@ -377,7 +379,7 @@ static int reach_from(Words *S, const int64_t *rule, int64_t m, int64_t start, u
     return 0;
 }
 
-static PyObject *words_reach(Words *S, PyObject *args) {
+PyObject *words_reach(Words *S, PyObject *args) {
     PyObject *roots_obj;
     long long start;
     if (!PyArg_ParseTuple(args, "OL", &roots_obj, &start)) return NULL;
@@ -421,7 +423,7 @@ done:
  * restricting: GENERATING (the closure), then REACHABLE from the start through the generating rule sets;
  * the nonterminals kept, in the order of nts. None where the Python walk has more to do: some rule set
  * names a nonterminal that is not generating (restricting makes nodes), or the start is not generating. */
-static PyObject *words_useless(Words *S, PyObject *args) {
+PyObject *words_useless(Words *S, PyObject *args) {
     PyObject *nts_obj, *roots_obj;
     long long m, start;
     if (!PyArg_ParseTuple(args, "OOLL", &nts_obj, &roots_obj, &m, &start)) return NULL;
@@ -534,7 +536,7 @@ done:
     return out;
 }
 
-static PyObject *words_symbols(Words *S, PyObject *roots_obj) {
+PyObject *words_symbols(Words *S, PyObject *roots_obj) {
     Py_ssize_t n;
     int64_t *roots = gnf_node_list(S, roots_obj, &n, 0);
     if (!roots) return NULL;
@@ -569,7 +571,7 @@ done:
 }
 
 /* word(symbols) -> node: WordStore.word, the singleton set {symbols} (made from its last symbol on). */
-static PyObject *words_word(Words *S, PyObject *symbols) {
+PyObject *words_word(Words *S, PyObject *symbols) {
     PyObject *fast = PySequence_Fast(symbols, "word: expected a sequence of symbols");
     if (!fast) return NULL;
     int64_t node = W_EPSILON;
@@ -749,7 +751,7 @@ static void gnf_rows_free(int64_t **rows, Py_ssize_t *lens, int64_t n) {
 
 /* below_sets_of(rows, start, bottom) -> list of sets, or None past its memory bound: gnf.stack_below
  * for a table without families (rows[a]: the tails of a's row), `bottom` standing for BOTTOM. */
-static PyObject *words_below_sets_of(Words *S, PyObject *args) {
+PyObject *words_below_sets_of(Words *S, PyObject *args) {
     PyObject *rows_obj, *bottom;
     long long start;
     if (!PyArg_ParseTuple(args, "O!LO", &PyList_Type, &rows_obj, &start, &bottom)) return NULL;
@@ -847,7 +849,7 @@ static int gnf_dict_rows(Words *S, PyObject *table, int64_t n, int64_t ***atoms_
 
 static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start);
 
-static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
+PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     PyObject *atoms_obj, *tails_obj;
     long long start;
     if (!PyArg_ParseTuple(args, "O!O!L", &PyList_Type, &atoms_obj, &PyList_Type, &tails_obj, &start)) return NULL;
@@ -857,7 +859,7 @@ static PyObject *words_merge_equivalent(Words *S, PyObject *args) {
 /* merge_table(table, start) -> (block, merged) or None: merge_equivalent on a table of dicts (row order: each
  * dict's), `merged[b]` a dict of b's last member's atoms to the renamed tails: what gnf._merge_equivalent
  * makes of merge_equivalent's answer, without the lists between. */
-static PyObject *words_merge_table(Words *S, PyObject *args) {
+PyObject *words_merge_table(Words *S, PyObject *args) {
     PyObject *table;
     long long start;
     if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &table, &start)) return NULL;
@@ -1301,7 +1303,7 @@ static int gnf_progress(Py_buffer *buf, int64_t **at) {
  * seq in turn (roots[a]: a's rule set, updated as it goes; -1: none): the atom-led edges kept as one node,
  * then concat(R_B, tail) for each leading nonterminal B in edge order, united left to right from ∅
  * (WordStore.union_all). at[0]: the nonterminal being worked on (the last one, once done). Returns the new rule sets in seq's order. */
-static PyObject *words_substitute_leading(Words *S, PyObject *args) {
+PyObject *words_substitute_leading(Words *S, PyObject *args) {
     PyObject *seq_obj, *roots_obj;
     Py_buffer atbuf;
     if (!PyArg_ParseTuple(args, "OOw*", &seq_obj, &roots_obj, &atbuf)) return NULL;
@@ -1396,7 +1398,7 @@ done:
  * the other nonterminal edges' children (in edge order); then, in that order, each rule set with units
  * the union, left to right from ∅, of the proper parts of its unit closure in nonterminal order. at[0]: the
  * nonterminal being worked on in the second loop (-1 in the first; the last one, once done). */
-static PyObject *words_remove_units(Words *S, PyObject *args) {
+PyObject *words_remove_units(Words *S, PyObject *args) {
     PyObject *nts_obj, *roots_obj;
     long long mm;
     Py_buffer atbuf;
@@ -1534,7 +1536,7 @@ done:
 
 /* reachable_count(roots) -> int: len(WordStore.reachable(roots)) (nodes other than EMPTY and EPSILON below
  * the roots, the roots included), without the set: the normal form's size after each step. */
-static PyObject *words_reachable_count(Words *S, PyObject *roots_obj) {
+PyObject *words_reachable_count(Words *S, PyObject *roots_obj) {
     Py_ssize_t n;
     int64_t *roots = gnf_node_list(S, roots_obj, &n, 0);
     if (!roots) return NULL;
@@ -1569,7 +1571,7 @@ done:
 
 /* count_sum(roots) -> int or None: the sum of count(r) over the roots (Words.count, memoised per node), None
  * when some root's count is past 64 bits (the caller counts those with Python's ints). */
-static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
+PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
     PyObject *fast = PySequence_Fast(roots_obj, "count_sum: expected a sequence of nodes");
     if (!fast) return NULL;
     /* In 64 bits while the sum fits (each root's count read from Words.count's memo, filled by it), then
@@ -1626,7 +1628,7 @@ static PyObject *words_count_sum(Words *S, PyObject *roots_obj) {
 /* left_work(order, roots, m) -> bytes: for gnf._remove_left_recursion, flag i set where order[i]'s rule set
  * (roots[i]) has a nonterminal edge on itself or on one earlier in the order (nonterminals < m); the others
  * it leaves as they are (no node made), and their rule sets are not changed before their turn. */
-static PyObject *words_left_work(Words *S, PyObject *args) {
+PyObject *words_left_work(Words *S, PyObject *args) {
     PyObject *order_obj, *roots_obj;
     long long m;
     if (!PyArg_ParseTuple(args, "OOL", &order_obj, &roots_obj, &m)) return NULL;
@@ -1674,7 +1676,7 @@ done:
 /* atom_rows(roots, to, memo) -> [dict]: the normal form's table from its rule sets (gnf._to_gnf's dense
  * renumbering): per root, {atom index (-1 - symbol): the edge's child mapped through `to` (gnf_map)}, the
  * children mapped in edge order, roots in order (as map_symbols over the rows' children in order). */
-static PyObject *words_atom_rows(Words *S, PyObject *args) {
+PyObject *words_atom_rows(Words *S, PyObject *args) {
     PyObject *roots_obj;
     Py_buffer to, memo;
     if (!PyArg_ParseTuple(args, "Oy*w*", &roots_obj, &to, &memo)) return NULL;
@@ -1725,7 +1727,7 @@ done:
 }
 
 /* union_all(nodes) -> node: WordStore.union_all, the nodes united left to right from EMPTY. */
-static PyObject *words_union_all(Words *S, PyObject *nodes_obj) {
+PyObject *words_union_all(Words *S, PyObject *nodes_obj) {
     Py_ssize_t n;
     int64_t *nodes = gnf_node_list(S, nodes_obj, &n, 0);
     if (!nodes) return NULL;
@@ -1738,7 +1740,7 @@ static PyObject *words_union_all(Words *S, PyObject *nodes_obj) {
 /* epsilon_free(nts, roots, nullable, memo, at) -> [node]: gnf._remove_epsilon's loop: for each rule set in
  * order, optional(root) (gnf_opt) without the empty word (WordStore.without_empty_word: the same edges, not
  * accepting), made in that order. at[0]: the nonterminal being worked on (the last one, once done). */
-static PyObject *words_epsilon_free(Words *S, PyObject *args) {
+PyObject *words_epsilon_free(Words *S, PyObject *args) {
     PyObject *nts_obj, *roots_obj;
     Py_buffer nullable, memo, atbuf;
     if (!PyArg_ParseTuple(args, "OOy*w*w*", &nts_obj, &roots_obj, &nullable, &memo, &atbuf)) return NULL;
@@ -1795,7 +1797,7 @@ done:
 /* left_corner_order(nts, roots, m) -> [nt]: gnf._left_corner_order (Tarjan's SCCs of the graph a -> the
  * nonterminals leading a's rule set, roots tried in the order given (sorted), successors in edge order;
  * components sorted, sources first). nts[i] < m; roots[i] is nts[i]'s rule set. */
-static PyObject *words_left_corner_order(Words *S, PyObject *args) {
+PyObject *words_left_corner_order(Words *S, PyObject *args) {
     PyObject *nts_obj, *roots_obj;
     long long m;
     if (!PyArg_ParseTuple(args, "OOL", &nts_obj, &roots_obj, &m)) return NULL;
@@ -1909,24 +1911,3 @@ done:
     free(on);
     return out;
 }
-
-#define GNF_PASS_METHODS                                                                                       \
-    {"map_symbols", (PyCFunction)words_map_symbols, METH_VARARGS, "the normal form's symbol maps (_gnf_passes.h)"}, \
-        {"optional", (PyCFunction)words_optional, METH_VARARGS, "epsilon-removal's opt (_gnf_passes.h)"},          \
-        {"closure", (PyCFunction)words_closure, METH_VARARGS, "GENERATING / NULLABLE (_gnf_passes.h)"},            \
-        {"reach", (PyCFunction)words_reach, METH_VARARGS, "REACHABLE nonterminals (_gnf_passes.h)"},               \
-        {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (_gnf_passes.h)"},        \
-        {"useless", (PyCFunction)words_useless, METH_VARARGS, "gnf._remove_useless without restricting (_gnf_passes.h)"}, \
-        {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (_gnf_passes.h)"},     \
-        {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (_gnf_passes.h)"},     \
-        {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS, "gnf._left_corner_order (_gnf_passes.h)"}, \
-        {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (_gnf_passes.h)"}, \
-        {"merge_table", (PyCFunction)words_merge_table, METH_VARARGS, "gnf._merge_equivalent on the table's dicts (_gnf_passes.h)"}, \
-        {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS, "gnf._substitute_all_leading (_gnf_passes.h)"}, \
-        {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (_gnf_passes.h)"}, \
-        {"reachable_count", (PyCFunction)words_reachable_count, METH_O, "len(reachable(roots)) (_gnf_passes.h)"}, \
-        {"count_sum", (PyCFunction)words_count_sum, METH_O, "the sum of count(r) over roots, or None (_gnf_passes.h)"}, \
-        {"left_work", (PyCFunction)words_left_work, METH_VARARGS, "gnf._remove_left_recursion's work list (_gnf_passes.h)"}, \
-        {"atom_rows", (PyCFunction)words_atom_rows, METH_VARARGS, "the normal form's table, renumbered (_gnf_passes.h)"}, \
-        {"union_all", (PyCFunction)words_union_all, METH_O, "WordStore.union_all (_gnf_passes.h)"}, \
-        {"epsilon_free", (PyCFunction)words_epsilon_free, METH_VARARGS, "gnf._remove_epsilon's loop (_gnf_passes.h)"},

@@ -1,0 +1,377 @@
+/* The numbering of the displacement classes (cfgzip_lab.classes.classing._assemble, the reference): from
+ * classing's walk (classing.c) to class_of, the representatives and their nodes; and every token's node
+ * from its class (token_nodes). */
+#include "vocab_trie.h"
+
+/* assemble(trie, kinds, node_of, fallback, class_of, normal, stop, nodes=-1, ranges=None) -> (reps int32 bytes,
+ * kinds uint8 bytes, dead, blocked, rep_nodes int64 bytes, ids, classes): classing._assemble over arrays (with classify's
+ * ranges and the node count, from those tokens alone, node_of not read: assemble_ranges). BLOCKED first
+ * (special and empty tokens, dead ones: node_of 0), STOP next, then one class per displacement node (a
+ * fallback token alone), numbered by representative id; a representative is the shortest member, ties
+ * to the lowest id; the BLOCKED class's is its shortest dead token when it has one. rep_nodes: each
+ * representative's node (what node_of holds for it). class_of: writable int32[V], or None: the short way
+ * alone, which then writes no map (None returned where it does not apply: give a map). ids, classes: the
+ * short way's ids outside class 0 (BLOCKED there), ascending, and their classes, int32 bytes (the whole
+ * map: every other id is class 0, TokenClasses.from_sparse); None the long way. */
+static int cmp_int32(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* assemble's short way, from the walk's ranges: only the tokens with a live node or a fallback are
+ * read; every other token's class is known from the vocabulary (special, empty and dead tokens
+ * BLOCKED, class 0; STOP tokens class 1), so the ~128k dead tokens of a small grammar cost one
+ * memset, not a pass reading five arrays per token (0.17 ms of a one-word schema's ~0.4 ms classing
+ * with Llama-3). The same classes and representatives as the long way. NULL with no error set where
+ * it does not apply (no BLOCKED class, where STOP would be class 0): the caller takes the long way. */
+static int cmp_u64_keys(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr,
+                                 int64_t top) {
+    int64_t live = 0, fallbacks = 0;
+    for (int64_t i = 0; i < nr; i++) {
+        if (rs[i].lo < 0 || rs[i].hi < rs[i].lo || rs[i].hi > T->eligible || rs[i].node > top ||
+            (rs[i].node <= W_EMPTY && rs[i].node != -1)) {
+            PyErr_SetString(PyExc_ValueError, "assemble: the walk's ranges do not fit this trie and store");
+            return NULL;
+        }
+        if (rs[i].node < 0)
+            fallbacks += rs[i].hi - rs[i].lo;
+        else
+            live += rs[i].hi - rs[i].lo;
+    }
+    int64_t dead = T->eligible - live - fallbacks, blocked = T->nfixed_blocked + dead;
+    if (dead < 0) {
+        PyErr_SetString(PyExc_ValueError, "assemble: the walk's ranges hold more tokens than the trie");
+        return NULL;
+    }
+    if (blocked == 0) return NULL;
+    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL, *ids_b = NULL, *classes_b = NULL;
+    int64_t n_in = live + fallbacks, nl = n_in + T->nstops;
+    int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL, *by_rep = NULL;
+    int32_t *tg = malloc((size_t)(n_in ? n_in : 1) * sizeof(int32_t)); /* each range token's group, in range order */
+    uint64_t *pairs = malloc((size_t)(nl ? nl : 1) * sizeof(uint64_t));
+    int64_t *group_node = NULL, groupcap = 0;
+    uint64_t *in_range = NULL;
+    if (!group_of_node || !tg || !pairs) goto nomem;
+    memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
+    const int32_t *ttok = T->ttok, *len = T->len;
+    int64_t ng = 0, repcap = 0, at = 0;
+    for (int64_t i = 0; i < nr; i++) {
+        int64_t node = rs[i].node;
+        int32_t g = node >= 0 ? group_of_node[node] : -1;
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
+            int32_t t = ttok[k];
+            if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
+                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
+                if (ng >= groupcap && grow((void **)&group_node, &groupcap, ng + 1, sizeof(int64_t)) < 0) goto nomem;
+                g = (int32_t)ng++;
+                rep[g] = t;
+                group_node[g] = node;
+                if (node >= 0) group_of_node[node] = g;
+            } else if (len[t] < len[rep[g]] || (len[t] == len[rep[g]] && t < rep[g])) {
+                rep[g] = t; /* the shortest member, ties to the lowest id, as the pass in id order finds it */
+            }
+            tg[at++] = g;
+        }
+    }
+    /* The dead representative: the shortest trie token in no range (neither live nor a fallback), the
+     * first of equals; read from the ranges, not node_of, which a lazy walk did not write. */
+    int64_t dead_rep = -1;
+    if (dead) {
+        in_range = calloc((size_t)(T->ntok / 64 + 1), sizeof(uint64_t));
+        if (!in_range) goto nomem;
+        for (int64_t i = 0; i < nr; i++)
+            for (int32_t k = rs[i].lo; k < rs[i].hi; k++) in_range[ttok[k] >> 6] |= (uint64_t)1 << (ttok[k] & 63);
+    }
+    for (int64_t i = 0; dead && i < T->eligible; i++) {
+        int32_t t = T->by_length[i];
+        if (!((in_range[t >> 6] >> (t & 63)) & 1) && !fb[t]) {
+            dead_rep = t;
+            break;
+        }
+    }
+    if (dead && dead_rep < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "assemble: the dead tokens the ranges leave are all fallbacks");
+        goto done;
+    }
+    int64_t first = 1 + (T->nstops > 0), k_total = first + ng;
+    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int64_t));
+    reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
+    kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
+    nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    ids_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nl * 4));
+    classes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nl * 4));
+    if (!cls || !by_rep || !reps_b || !kinds_b || !nodes_b || !ids_b || !classes_b) goto nomem;
+    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
+    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b);
+    reps[0] = (int32_t)(dead_rep >= 0 ? dead_rep : T->fixed_blocked_min);
+    kout[0] = 2; /* ClassKind.BLOCKED */
+    rep_nodes[0] = dead_rep >= 0 ? W_EMPTY : -1;
+    if (T->nstops) {
+        reps[1] = (int32_t)T->stop_rep;
+        kout[1] = 1; /* ClassKind.STOP */
+        rep_nodes[1] = -1;
+    }
+    /* NORMAL classes in the order of their representatives (group g's class: cls[g]) */
+    uint64_t *order = (uint64_t *)by_rep;
+    for (int64_t g = 0; g < ng; g++) order[g] = ((uint64_t)(uint32_t)rep[g] << 32) | (uint32_t)g;
+    qsort(order, (size_t)ng, sizeof(uint64_t), cmp_u64_keys);
+    for (int64_t i = 0; i < ng; i++) {
+        int32_t g = (int32_t)(order[i] & 0xFFFFFFFFu);
+        cls[g] = (int32_t)(first + i);
+        reps[first + i] = rep[g];
+        kout[first + i] = 0; /* ClassKind.NORMAL */
+        rep_nodes[first + i] = group_node[g];
+    }
+    /* the ids outside class 0 (BLOCKED) with their classes, ascending by id: the whole map with class 0
+     * for every other id (written into `out` too where the caller gave one) */
+    at = 0;
+    int64_t np_ = 0;
+    for (int64_t i = 0; i < nr; i++)
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) pairs[np_++] = ((uint64_t)(uint32_t)ttok[k] << 32) | (uint32_t)cls[tg[at++]];
+    for (int64_t i = 0; i < T->nstops; i++) pairs[np_++] = ((uint64_t)(uint32_t)T->stop_ids[i] << 32) | 1u;
+    qsort(pairs, (size_t)nl, sizeof(uint64_t), cmp_u64_keys);
+    int32_t *ids = (int32_t *)PyBytes_AS_STRING(ids_b), *classes = (int32_t *)PyBytes_AS_STRING(classes_b);
+    for (int64_t i = 0; i < nl; i++) {
+        ids[i] = (int32_t)(pairs[i] >> 32);
+        classes[i] = (int32_t)(pairs[i] & 0xFFFFFFFFu);
+    }
+    if (out) {
+        memset(out, 0, (size_t)T->ntok * sizeof(int32_t));
+        for (int64_t i = 0; i < nl; i++) out[ids[i]] = classes[i];
+    }
+    result = Py_BuildValue("NNLLNNN", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, ids_b, classes_b);
+    reps_b = kinds_b = nodes_b = ids_b = classes_b = NULL;
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    Py_XDECREF(reps_b);
+    Py_XDECREF(kinds_b);
+    Py_XDECREF(nodes_b);
+    Py_XDECREF(ids_b);
+    Py_XDECREF(classes_b);
+    free(group_node);
+    free(in_range);
+    free(group_of_node);
+    free(tg);
+    free(pairs);
+    free(rep);
+    free(cls);
+    free(by_rep);
+    return result;
+}
+
+PyObject *k_assemble(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer kinds, node_of, fallback, class_of = {0};
+    int normal, stop;
+    long long nodes = -1;
+    PyObject *ranges = Py_None, *class_of_obj;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*Oii|LO", &VocabTrieType, &T, &kinds, &node_of, &fallback, &class_of_obj,
+                          &normal, &stop, &nodes, &ranges))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t v = T->ntok;
+    int32_t *group = NULL, *rep = NULL, *cls = NULL, *group_of_node = NULL;
+    int sparse = class_of_obj == Py_None; /* no map: the short way's ids and classes alone, or None */
+    if (!sparse && PyObject_GetBuffer(class_of_obj, &class_of, PyBUF_WRITABLE) < 0) goto done;
+    if (kinds.len != v || node_of.len != v * 8 || fallback.len != v || (!sparse && class_of.len != v * 4)) {
+        PyErr_SetString(PyExc_ValueError, "assemble: arrays do not fit the vocabulary");
+        goto done;
+    }
+    const uint8_t *kd = kinds.buf, *fb = fallback.buf;
+    const int64_t *no = node_of.buf;
+    /* the walk's ranges, for this trie's own kinds: the short way (assemble_ranges) */
+    if (ranges != Py_None && nodes >= 1 && normal == T->normal && stop == T->stop &&
+        memcmp(kd, T->kinds, (size_t)v) == 0) {
+        if (!PyBytes_Check(ranges) || PyBytes_GET_SIZE(ranges) % (Py_ssize_t)sizeof(Range)) {
+            PyErr_SetString(PyExc_TypeError, "assemble: ranges must be the bytes classify returned");
+            goto done;
+        }
+        result = assemble_ranges(T, fb, sparse ? NULL : class_of.buf, (const Range *)PyBytes_AS_STRING(ranges),
+                                 PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1);
+        if (result || PyErr_Occurred()) goto done;
+    }
+    if (sparse) { /* the short way does not apply: the caller gives a map and takes the long way */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    const int32_t *len = T->len;
+    int32_t *out = class_of.buf;
+    /* each token's group is kept in the output row until the classes are numbered (no scratch array
+     * of the vocabulary's size); representatives grow with the groups */
+    group = out;
+    int64_t repcap = 0;
+    /* node ids are a store's dense ids: a table from node to group (a hash per token cost 0.4 ms of
+     * a JSON Schema's ~1 ms numbering with Llama-3) */
+    int64_t top = nodes - 1; /* `nodes`: the store's node count, when the caller knows it (one pass less) */
+    if (nodes < 1) {
+        top = 0;
+        for (int64_t t = 0; t < v; t++)
+            if (no[t] > top) top = no[t];
+    }
+    if (top >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "assemble: a displacement node id past int32");
+        goto done;
+    }
+    group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t));
+    if (!group_of_node) goto nomem;
+    memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
+    int64_t ng = 0, blocked = 0, stops = 0, dead = 0;
+    int64_t blocked_min = -1, dead_rep = -1, stop_rep = -1;
+    /* the shortest dead and stop tokens (the first of equals) with their lengths in locals: a
+     * comparison through len[rep] on every dead token kept rep in memory, a dependency from one
+     * token to the next (0.32 ms of a ~0.75 ms classing of a one-word schema with Llama-3) */
+    int32_t dead_len = INT32_MAX, stop_len = INT32_MAX;
+    for (int64_t t = 0; t < v; t++) {
+        uint8_t kt = kd[t];
+        int32_t lt = len[t];
+        if (kt == normal && lt != 0 && !fb[t]) {
+            int64_t nt = no[t];
+            if (nt == W_EMPTY) {
+                group[t] = -1;
+                blocked++;
+                if (blocked_min < 0) blocked_min = t;
+                dead++;
+                if (lt < dead_len) {
+                    dead_len = lt;
+                    dead_rep = t;
+                }
+                continue;
+            }
+            if (nt < 0 || nt > top) {
+                PyErr_Format(PyExc_ValueError, "assemble: token %lld has no displacement node", (long long)t);
+                goto done;
+            }
+            int32_t g = group_of_node[nt];
+            if (g < 0) {
+                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
+                g = (int32_t)ng++;
+                rep[g] = (int32_t)t;
+                group_of_node[nt] = g;
+            } else if (lt < len[rep[g]]) {
+                rep[g] = (int32_t)t;
+            }
+            group[t] = g;
+        } else if (kt == stop) {
+            stops++;
+            if (lt < stop_len) {
+                stop_len = lt;
+                stop_rep = t;
+            }
+            group[t] = -2;
+        } else if (kt != normal || lt == 0) {
+            group[t] = -1;
+            blocked++;
+            if (blocked_min < 0) blocked_min = t;
+        } else { /* a fallback token: a class of its own */
+            if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
+            rep[ng] = (int32_t)t;
+            group[t] = (int32_t)ng++;
+        }
+    }
+    int64_t first = (blocked > 0) + (stops > 0), k_total = first + ng;
+    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    PyObject *reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
+    PyObject *kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
+    if (!cls || !reps_b || !kinds_b) {
+        Py_XDECREF(reps_b);
+        Py_XDECREF(kinds_b);
+        goto nomem;
+    }
+    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
+    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    int64_t k = 0;
+    if (blocked) {
+        reps[k] = (int32_t)(dead_rep >= 0 ? dead_rep : blocked_min);
+        kout[k++] = 2; /* ClassKind.BLOCKED */
+    }
+    if (stops) {
+        reps[k] = (int32_t)stop_rep;
+        kout[k++] = 1; /* ClassKind.STOP */
+    }
+    /* NORMAL classes in the order of their representatives: the groups sorted by rep (a pass over the
+     * vocabulary looking for reps cost a third of the numbering) */
+    int32_t *by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    if (!by_rep) {
+        Py_DECREF(reps_b);
+        Py_DECREF(kinds_b);
+        goto nomem;
+    }
+    for (int64_t g = 0; g < ng; g++) by_rep[g] = rep[g];
+    qsort(by_rep, (size_t)ng, sizeof(int32_t), cmp_int32);
+    for (int64_t i = 0; i < ng; i++) {
+        int32_t t = by_rep[i];
+        cls[group[t]] = (int32_t)k;
+        reps[k] = t;
+        kout[k++] = 0; /* ClassKind.NORMAL */
+    }
+    free(by_rep);
+    for (int64_t t = 0; t < v; t++) {
+        int32_t g = group[t];
+        out[t] = g >= 0 ? cls[g] : g == -2 ? (int32_t)(blocked > 0) : 0;
+    }
+    PyObject *nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    if (!nodes_b) {
+        Py_DECREF(reps_b);
+        Py_DECREF(kinds_b);
+        goto done;
+    }
+    for (int64_t i = 0; i < k_total; i++) ((int64_t *)PyBytes_AS_STRING(nodes_b))[i] = no[reps[i]];
+    result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None, Py_None);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(rep);
+    free(cls);
+    free(group_of_node);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    if (class_of.obj) PyBuffer_Release(&class_of);
+    return result;
+}
+
+/* token_nodes(trie, class_of int32[V], class_kind uint8[K], rep_nodes int64[K], out int64[V]): every token's
+ * displacement node from its class, as classify writes node_of, for a lazy walk that kept its ranges (and
+ * so did not write it): a NORMAL or STOP class's tokens share their representative's node (one class per
+ * node), the BLOCKED class holds the dead trie tokens (the empty set) and the tokens outside the trie (-1). */
+PyObject *k_token_nodes(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer co, ck, rn, out;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*w*", &VocabTrieType, &T, &co, &ck, &rn, &out)) return NULL;
+    PyObject *result = NULL;
+    int64_t v = T->ntok, k = ck.len;
+    if (co.len != v * 4 || out.len != v * 8 || rn.len != k * 8) {
+        PyErr_SetString(PyExc_ValueError, "token_nodes: arrays do not fit the vocabulary and the classes");
+        goto done;
+    }
+    const int32_t *c = co.buf;
+    const uint8_t *kind = ck.buf, *eligible = T->eligible_of;
+    const int64_t *rep_nodes = rn.buf;
+    int64_t *o = out.buf;
+    for (int64_t t = 0; t < v; t++) {
+        if ((uint32_t)c[t] >= (uint64_t)k) {
+            PyErr_SetString(PyExc_ValueError, "token_nodes: class_of has ids outside [0, num_classes)");
+            goto done;
+        }
+        o[t] = kind[c[t]] == 2 ? (int64_t)(eligible[t] != 0) - 1 : rep_nodes[c[t]]; /* ClassKind.BLOCKED */
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&co);
+    PyBuffer_Release(&ck);
+    PyBuffer_Release(&rn);
+    PyBuffer_Release(&out);
+    return result;
+}

@@ -1,0 +1,708 @@
+/* Classing: the vocabulary walked as a trie over byte classes (cfgzip_lab.classes.classing._walk, the
+ * reference; the numbering of the classes is assemble.c).
+ *
+ * The byte trie is quotiented by the grammar's atom map on the fly: a "group" is the set of byte-trie
+ * nodes whose byte strings map to one byte-class string; its children are the children of its nodes,
+ * grouped by atom, visited in atom order. So groups with tokens come in exactly the order of the
+ * sorted byte-class strings the Python walk (classing._walk) iterates, and each key's steps are the
+ * ones _walk runs (from the longest valid prefix of the path, under a fresh per-key budget; after a
+ * budget failure the path stays valid up to the failing step, which _walk re-runs from memo hits). */
+#include "vocab_trie.h"
+
+#define RANGES_MAX (1 << 16)
+typedef struct {
+    Words *S;
+    VocabTrie *T;
+    const uint8_t *atom_of;
+    int64_t budget, max_nodes;
+    int32_t *path;
+    int64_t valid;
+    uint8_t *atoms;
+    int64_t *node_of;
+    uint64_t *assigned; /* bit t: the walk wrote node_of[t] over what walk_prefill wrote */
+    uint8_t *fallback;
+    int32_t *gs;
+    uint8_t *ga;
+    int64_t gtop, gcap, gcap2;
+    int32_t *sort_tmp;
+    uint8_t *sort_tmpa;
+    int64_t tcap, tcap2;
+    int64_t keys, fallback_keys, done_tokens;
+    PyObject *progress, *cancel;
+    int64_t limit_depth, limit_node; /* where the run's cap was passed */
+    PyObject *pystep;                /* classify_steps: the Python displacer's step (S is NULL then) */
+    /* The skip (walk_skips): per configuration set D met at a node, the bytes known to step D to D
+     * itself (loop) and known not to (exit), from the step memo; atom_bytes: the bytes of each atom. */
+    Memo loops_at;                   /* D -> index into loop/exit (4 words each) */
+    uint64_t *loop, *exit;
+    int64_t nloops, loopcap, loopcap2;
+    uint64_t *atom_bytes;            /* natoms x 4 words */
+    int64_t skipped_tokens;
+    int64_t dead_skipped; /* tokens of dead subtrees, left at the empty set walk_prefill wrote */
+    int64_t fallback_tokens; /* tokens given -1 by walk_dead_check: the walk's fallbacks */
+    int lazy_nodes; /* node_of not written (yet): the ranges hold the walk's nodes (classify's `lazy`) */
+    /* walk_scan: up to SCAN_STATES configuration sets met in scans, their transitions as slots
+     * (-1: not in the step memo when last looked), and a slot per node of the subtree scanned */
+    int64_t scan_state[255];
+    int32_t scan_loop[255]; /* the slot's loop/exit slot (walk_loop_slot), -1 until needed */
+    Memo scan_slot;      /* configuration set -> slot + 1 */
+    int16_t *scan_next;  /* SCAN_STATES x natoms */
+    int32_t nscan;
+    uint8_t *scan_at;    /* slot per node of the subtree being scanned, relative to its root */
+    int64_t scan_cap;
+    int64_t scanned_tokens; /* of skipped_tokens, those walk_scan numbered */
+    /* The tokens given a live node (> W_EMPTY) or a fallback (node -1), as ranges of ttok, for the
+     * numbering's short way (assemble_ranges); given up (ranges_off) past a quarter of the vocabulary
+     * or RANGES_MAX ranges, where the pass over the whole vocabulary costs no more. */
+    Range *ranges;
+    int64_t nranges, rangecap, range_tokens;
+    int ranges_off;
+} Walk;
+
+static int walk_push(Walk *W, uint8_t atom, int32_t node) {
+    if (W->gtop >= W->gcap) {
+        int64_t c = W->gcap, c2 = W->gcap2;
+        if (grow((void **)&W->gs, &c, W->gtop + 1, sizeof(int32_t)) < 0) return -1;
+        if (grow((void **)&W->ga, &c2, W->gtop + 1, 1) < 0) return -1;
+        W->gcap = c < c2 ? c : c2;
+        W->gcap2 = c2;
+    }
+    W->gs[W->gtop] = node;
+    W->ga[W->gtop] = atom;
+    W->gtop++;
+    return 0;
+}
+
+/* Sort gs/ga[lo:hi] by atom (counting sort; groups are small but the root has ~250 children). */
+static int walk_sort(Walk *W, int64_t lo, int64_t hi) {
+    int64_t n = hi - lo;
+    if (n < 2) return 0;
+    if (n <= 16) {
+        for (int64_t i = lo + 1; i < hi; i++) {
+            uint8_t a = W->ga[i];
+            int32_t g = W->gs[i];
+            int64_t j = i - 1;
+            while (j >= lo && W->ga[j] > a) {
+                W->ga[j + 1] = W->ga[j];
+                W->gs[j + 1] = W->gs[j];
+                j--;
+            }
+            W->ga[j + 1] = a;
+            W->gs[j + 1] = g;
+        }
+        return 0;
+    }
+    if (grow((void **)&W->sort_tmp, &W->tcap, n, sizeof(int32_t)) < 0) return -1;
+    if (grow((void **)&W->sort_tmpa, &W->tcap2, n, 1) < 0) return -1;
+    int64_t count[257] = {0};
+    for (int64_t i = lo; i < hi; i++) count[W->ga[i] + 1]++;
+    for (int k = 0; k < 256; k++) count[k + 1] += count[k];
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t p = count[W->ga[i]]++;
+        W->sort_tmp[p] = W->gs[i];
+        W->sort_tmpa[p] = W->ga[i];
+    }
+    memcpy(W->gs + lo, W->sort_tmp, (size_t)n * sizeof(int32_t));
+    memcpy(W->ga + lo, W->sort_tmpa, (size_t)n);
+    return 0;
+}
+
+static int64_t walk_report(Walk *W) {
+    if (W->progress != Py_None) {
+        PyObject *r = PyObject_CallFunction(W->progress, "LL", (long long)W->done_tokens, (long long)W->T->eligible);
+        if (!r) return E_PYTHON;
+        Py_DECREF(r);
+    }
+    if (W->cancel != Py_None) {
+        PyObject *r = PyObject_CallNoArgs(W->cancel);
+        if (!r) return E_PYTHON;
+        int stop = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (stop < 0) return E_PYTHON;
+        if (stop) return E_CANCEL;
+    }
+    return 0;
+}
+
+static void walk_prefill(Walk *W);
+
+/* The ranges given up (past their bound): where node_of was left to them (lazy), it is written now
+ * from what they hold and this range, and by the walk itself from here on. */
+static void walk_ranges_off(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    W->ranges_off = 1;
+    if (!W->lazy_nodes) return;
+    const int32_t *ttok = W->T->ttok;
+    walk_prefill(W);
+    for (int64_t i = 0; i < W->nranges; i++)
+        for (int32_t k = W->ranges[i].lo; k < W->ranges[i].hi; k++) W->node_of[ttok[k]] = W->ranges[i].node;
+    for (int32_t k = lo; k < hi; k++) W->node_of[ttok[k]] = node;
+    W->lazy_nodes = 0;
+}
+
+static void walk_range(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    if (W->ranges_off || hi <= lo) return;
+    W->range_tokens += hi - lo;
+    Range *last = W->nranges ? W->ranges + W->nranges - 1 : NULL;
+    if (W->range_tokens > W->T->ntok / 4)
+        walk_ranges_off(W, lo, hi, node);
+    else if (last && last->hi == lo && last->node == node) /* a scan's run of one set */
+        last->hi = hi;
+    else if (W->nranges >= RANGES_MAX || grow((void **)&W->ranges, &W->rangecap, W->nranges + 1, sizeof(Range)) < 0)
+        walk_ranges_off(W, lo, hi, node);
+    else
+        W->ranges[W->nranges++] = (Range){lo, hi, node};
+}
+
+static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
+    VocabTrie *T = W->T;
+    W->fallback_keys++;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        /* (their node_of entries: -1 from walk_dead_check, after the walk, for those it did not write) */
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) W->fallback[T->ttok[k]] = 1;
+        walk_range(W, T->tptr[t], T->tptr[t + 1], -1);
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+}
+
+/* A token's node from the walk, marked as written (walk_dead_check counts the marks). */
+static inline void walk_write(Walk *W, int32_t t, int64_t node) {
+    if (!W->lazy_nodes) W->node_of[t] = node;
+    W->assigned[t >> 6] |= (uint64_t)1 << (t & 63);
+}
+
+static void walk_assign(Walk *W, int64_t gbase, int64_t glen, int64_t node) {
+    VocabTrie *T = W->T;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) walk_write(W, T->ttok[k], node);
+        if (node != W_EMPTY) walk_range(W, T->tptr[t], T->tptr[t + 1], node);
+        W->done_tokens += T->tptr[t + 1] - T->tptr[t];
+    }
+}
+
+/* walk_key with the steps taken by a Python callable pystep(node, atom, fresh) -> node, -1 (past the
+ * key's budget: its tokens fall back) or -2 (past the run's cap); fresh: the key's first step (the
+ * callable sets the key's budget on its store then, as _walk does before the key's steps). For the
+ * grammars the compiled step does not take (counted families): the displacer's own step, the trie
+ * walk and the numbering in C. */
+static int64_t walk_key_py(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    int64_t node = W->path[W->valid - 1];
+    int fresh = 1;
+    for (int64_t d = W->valid - 1; d < depth; d++) {
+        if (node != W_EMPTY) {
+            PyObject *res = PyObject_CallFunction(W->pystep, "LiO", (long long)node, (int)W->atoms[d],
+                                                  fresh ? Py_True : Py_False);
+            fresh = 0;
+            if (!res) return E_PYTHON;
+            long long next = PyLong_AsLongLong(res);
+            Py_DECREF(res);
+            if (next == -1 && PyErr_Occurred()) return E_PYTHON;
+            if (next == -2) {
+                W->limit_depth = depth;
+                W->limit_node = node;
+                return E_LIMIT;
+            }
+            if (next == -1) {
+                walk_fallback(W, gbase, glen);
+                W->valid = d + 1;
+                return 0;
+            }
+            if (next < 0 || next > INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "classify_steps: the step gave no node id");
+                return E_PYTHON;
+            }
+            node = next;
+        }
+        W->path[d + 1] = (int32_t)node;
+        W->valid = d + 2;
+    }
+    walk_assign(W, gbase, glen, node);
+    return 0;
+}
+
+/* One byte-class string with tokens: classing._walk's loop body. */
+static int64_t walk_key(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    Words *S = W->S;
+    if (W->keys++ % 2048 == 0) { /* before keys 0, 2048, ... as _walk does */
+        int64_t r = walk_report(W);
+        if (r < 0) return r;
+    }
+    if (W->pystep) return walk_key_py(W, gbase, glen, depth);
+    int64_t limit = S->created + W->budget;
+    S->limit = limit < W->max_nodes ? limit : W->max_nodes;
+    int64_t node = W->path[W->valid - 1];
+    for (int64_t d = W->valid - 1; d < depth; d++) {
+        if (node != W_EMPTY) {
+            int64_t next = w_step(S, node, W->atoms[d]);
+            if (next < 0) {
+                S->limit = NO_LIMIT;
+                if (next != E_BUDGET) return next;
+                if (S->created > W->max_nodes) {
+                    W->limit_depth = depth;
+                    W->limit_node = node;
+                    return E_LIMIT;
+                }
+                walk_fallback(W, gbase, glen);
+                W->valid = d + 1;
+                return 0;
+            }
+            node = next;
+        }
+        W->path[d + 1] = (int32_t)node;
+        W->valid = d + 2;
+    }
+    S->limit = NO_LIMIT;
+    walk_assign(W, gbase, glen, node);
+    return 0;
+}
+
+/* Whether every byte below trie node t steps the configuration set D to D itself, by the step memo
+ * alone (a byte whose step is not memoised yet counts as not: nothing is computed here). Then every
+ * token below t has D's displacement, and the walk would reach it through memo hits only: no node
+ * created, no budget spent; walk_visit assigns D to the subtree's tokens without walking it. D EMPTY
+ * (dead) qualifies at once. This is what makes a typical schema's classing cheap: past a byte or two
+ * inside a JSON string almost every token sits in the string's loop. */
+/* The slot of D's loop/exit bytes (made on first use); < 0: no memory. Once per group: every node of
+ * a group has the group's D. */
+static int32_t walk_loop_slot(Walk *W, int64_t D) {
+    int32_t at = memo_get(&W->loops_at, (uint64_t)D);
+    if (at < 0) {
+        if (W->nloops >= W->loopcap || W->nloops >= W->loopcap2) {
+            int64_t c = W->loopcap, c2 = W->loopcap2;
+            if (grow((void **)&W->loop, &c, 4 * (W->nloops + 1), sizeof(uint64_t)) < 0) return E_NOMEM;
+            if (grow((void **)&W->exit, &c2, 4 * (W->nloops + 1), sizeof(uint64_t)) < 0) return E_NOMEM;
+            W->loopcap = c / 4;
+            W->loopcap2 = c2 / 4;
+        }
+        at = (int32_t)W->nloops++;
+        memset(W->loop + 4 * (int64_t)at, 0, 4 * sizeof(uint64_t));
+        memset(W->exit + 4 * (int64_t)at, 0, 4 * sizeof(uint64_t));
+        if (memo_put(&W->loops_at, (uint64_t)D, at) < 0) return E_NOMEM;
+    }
+    return at;
+}
+
+/* Whether byte b steps D to D itself, by the step memo alone (a byte whose step is not memoised yet
+ * counts as not: nothing is computed here); what the memo says is kept in D's loop/exit bytes. */
+static inline int walk_byte_loops(Walk *W, int64_t D, int32_t at, int b) {
+    uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at, bit = 1ULL << (b & 63);
+    if (loop[b >> 6] & bit) return 1;
+    if (exit[b >> 6] & bit) return 0;
+    Words *S = W->S;
+    int64_t a = W->atom_of[b];
+    int32_t next = memo_get(&S->sm, (uint64_t)D * (uint64_t)S->natoms + (uint64_t)a);
+    if (next < 0) return 0; /* not stepped yet: the walk below will */
+    uint64_t *bytes = next == D ? loop : exit;
+    for (int v = 0; v < 4; v++) bytes[v] |= W->atom_bytes[4 * a + v];
+    return next == D;
+}
+
+static int walk_skips(Walk *W, int64_t D, int32_t at, int32_t t) {
+    if (D == W_EMPTY) return 1;
+    const uint64_t *need = W->T->below + 4 * (int64_t)t;
+    const uint64_t *loop = W->loop + 4 * (int64_t)at, *exit = W->exit + 4 * (int64_t)at;
+    for (int w = 0; w < 4; w++) {
+        uint64_t miss = need[w] & ~loop[w];
+        if (miss & exit[w]) return 0;
+        while (miss) {
+            if (!walk_byte_loops(W, D, at, w * 64 + __builtin_ctzll(miss))) return 0;
+            miss &= ~loop[w];
+        }
+    }
+    return 1;
+}
+
+/* The tokens ttok[lo:hi] (a subtree's, in preorder) take D without being walked: written, or, D dead,
+ * counted for walk_dead_check. */
+static void walk_take(Walk *W, int32_t lo, int32_t hi, int64_t D) {
+    if (D == W_EMPTY) {
+        W->dead_skipped += hi - lo;
+    } else {
+        for (int32_t k = lo; k < hi; k++) walk_write(W, W->T->ttok[k], D);
+        walk_range(W, lo, hi, D);
+    }
+    W->done_tokens += hi - lo;
+    W->skipped_tokens += hi - lo;
+}
+
+/* ---- the scan: a subtree numbered in preorder from the step memo alone ----
+ * Where the walk meets a node whose subtree does not loop (walk_skips fails), and every step the
+ * subtree needs is already in the step memo, its tokens' configuration sets follow from the memo
+ * node by node: one pass over the subtree's preorder range (each node's set is its parent's stepped
+ * on its byte), jumping over the subtrees a set loops through as walk_skips would. No step is
+ * computed, no node created, no budget spent, so the store's nodes and ids stay the Python walk's;
+ * where a step is not in the memo yet, or past SCAN_STATES sets, the scan gives up (its writes are
+ * the values the walk would give) and the walk goes on as before. It pays in the multi-byte UTF-8
+ * of a JSON string: a set and its continuation-byte sets alternate byte by byte, so the walk
+ * visited every node of Llama-3's non-ASCII subtrees one by one. */
+#define SCAN_STATES 255
+#define SCAN_MAX_NODES 8192
+#define SCAN_JUMP_MIN 8
+
+static int scan_slot_of(Walk *W, int64_t D) {
+    int32_t got = memo_get(&W->scan_slot, (uint64_t)D);
+    if (got > 0) return got - 1;
+    if (W->nscan >= SCAN_STATES) return -1;
+    int32_t slot = W->nscan++;
+    W->scan_state[slot] = D;
+    W->scan_loop[slot] = -1;
+    memset(W->scan_next + (int64_t)slot * W->S->natoms, 0xFF, (size_t)W->S->natoms * sizeof(int16_t));
+    if (memo_put(&W->scan_slot, (uint64_t)D, slot + 1) < 0) return E_NOMEM;
+    return slot;
+}
+
+/* 1: every token strictly below t has its set (node_of written, counts kept); 0: gave up; < 0: error.
+ * One pass: a node's tokens are written as its set is found; a scan that gives up has written only
+ * what the walk will write again (the same sets), and counted nothing. Dead tokens are counted, not
+ * written (they keep the empty set walk_prefill gave them). */
+static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
+    VocabTrie *T = W->T;
+    Words *S = W->S;
+    int32_t end = T->send[t];
+    int64_t n = end - t, natoms = S->natoms;
+    if (n > SCAN_MAX_NODES || n < 2) return 0;
+    if (!W->scan_next) {
+        W->scan_next = malloc((size_t)SCAN_STATES * (size_t)natoms * sizeof(int16_t));
+        if (!W->scan_next) return E_NOMEM;
+    }
+    if (n > W->scan_cap && grow((void **)&W->scan_at, &W->scan_cap, n, 1) < 0) return E_NOMEM;
+    int root = scan_slot_of(W, D);
+    if (root < 0) return root == -1 ? 0 : root;
+    uint8_t *at = W->scan_at;
+    at[0] = (uint8_t)root;
+    int64_t dead = 0;
+    const int32_t *ttok = T->ttok, *tptr = T->tptr;
+    for (int32_t u = t + 1; u < end; u++) {
+        int ps = at[T->parent[u] - t];
+        int64_t a = W->atom_of[T->pbyte[u]];
+        int16_t nx = W->scan_next[ps * natoms + a];
+        if (nx < 0) {
+            int64_t from = W->scan_state[ps];
+            int64_t r = from == W_EMPTY ? W_EMPTY : memo_get(&S->sm, (uint64_t)from * (uint64_t)natoms + (uint64_t)a);
+            if (r < 0) return 0;
+            int slot = scan_slot_of(W, r);
+            if (slot < 0) {
+                return slot == -1 ? 0 : slot;
+            }
+            nx = (int16_t)slot;
+            W->scan_next[ps * natoms + a] = nx;
+        }
+        at[u - t] = (uint8_t)nx;
+        int64_t st = W->scan_state[nx];
+        int32_t last = u + 1; /* one past the nodes whose tokens take st */
+        int32_t below = T->send[u] - u - 1;
+        /* a dead subtree, or one whose set loops through it: all of it st (checked where the subtree
+         * is large enough to pay for reading its byte mask: a node costs less to scan than the read) */
+        if (below > 0 && (st == W_EMPTY || below >= SCAN_JUMP_MIN)) {
+            int whole = st == W_EMPTY;
+            if (!whole) {
+                int32_t ls = W->scan_loop[nx];
+                if (ls < 0 && (ls = W->scan_loop[nx] = walk_loop_slot(W, st)) < 0) return ls;
+                whole = walk_skips(W, st, ls, u);
+            }
+            if (whole) last = T->send[u];
+        }
+        int32_t lo = tptr[u], hi = tptr[last];
+        if (st == W_EMPTY) {
+            dead += hi - lo;
+        } else {
+            for (int32_t k = lo; k < hi; k++) walk_write(W, ttok[k], st);
+            walk_range(W, lo, hi, st);
+        }
+        u = last - 1;
+    }
+    int64_t tokens = tptr[end] - tptr[t + 1];
+    W->dead_skipped += dead;
+    W->done_tokens += tokens;
+    W->skipped_tokens += tokens;
+    W->scanned_tokens += tokens;
+    return 1;
+}
+
+/* walk_scan_ranges, whose ranges count only where the scan finishes: one that stops at a step the memo
+ * lacks has written some of its tokens (the walk writes the same nodes again) and recorded them. */
+static int walk_scan(Walk *W, int64_t D, int32_t t) {
+    int64_t nranges = W->nranges, range_tokens = W->range_tokens;
+    int ranges_off = W->ranges_off;
+    int32_t last_hi = nranges ? W->ranges[nranges - 1].hi : 0;
+    int r = walk_scan_ranges(W, D, t);
+    if (r <= 0) {
+        W->nranges = nranges;
+        W->range_tokens = range_tokens;
+        W->ranges_off = ranges_off;
+        if (nranges) W->ranges[nranges - 1].hi = last_hi;
+    }
+    return r;
+}
+
+static int64_t walk_visit(Walk *W, int64_t gbase, int64_t glen, int64_t depth) {
+    VocabTrie *T = W->T;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        if (T->tptr[t + 1] > T->tptr[t]) {
+            int64_t r = walk_key(W, gbase, glen, depth);
+            if (r < 0) return r;
+            break;
+        }
+    }
+    /* D: the group's configuration set where the walk has it (its key was walked, within budget) */
+    int64_t D = W->atom_bytes && W->valid > depth ? W->path[depth] : -1;
+    int32_t at = -1; /* D's loop/exit slot, looked up at the group's first inner node */
+    int64_t cbase = W->gtop;
+    for (int64_t g = 0; g < glen; g++) {
+        int32_t t = W->gs[gbase + g];
+        if (T->cptr[t + 1] == T->cptr[t]) continue;
+        if (D >= 0) {
+            if (at < 0 && D != W_EMPTY && (at = walk_loop_slot(W, D)) < 0) return at;
+            if (walk_skips(W, D, at, t)) {
+                walk_take(W, T->tptr[t + 1], T->tptr[T->send[t]], D);
+                continue;
+            }
+            if (D != W_EMPTY) {
+                int scanned = walk_scan(W, D, t);
+                if (scanned < 0) return scanned;
+                if (scanned) continue;
+            }
+        }
+        int32_t c0 = T->cptr[t], c1 = T->cptr[t + 1];
+        if (W->gtop + (c1 - c0) > W->gcap) { /* room for every kid */
+            int64_t c = W->gcap, c2 = W->gcap2;
+            if (grow((void **)&W->gs, &c, W->gtop + (c1 - c0), sizeof(int32_t)) < 0) return E_NOMEM;
+            if (grow((void **)&W->ga, &c2, W->gtop + (c1 - c0), 1) < 0) return E_NOMEM;
+            W->gcap = c < c2 ? c : c2;
+            W->gcap2 = c2;
+        }
+        int32_t *gs = W->gs + W->gtop;
+        uint8_t *ga = W->ga + W->gtop;
+        const int32_t *ckid = T->ckid + c0;
+        const uint8_t *cbyte = T->cbyte + c0;
+        int32_t pushed = 0;
+        for (int32_t c = 0; c < c1 - c0; c++) {
+            int32_t kid = ckid[c];
+            /* A kid on a byte that loops D, with only such bytes below it: its whole subtree has D
+             * (the kid's own tokens too), found without visiting it, whether or not the kid ends a
+             * token (a kid without tokens has no D of its own in the walk) */
+            if (D > W_EMPTY && walk_byte_loops(W, D, at, cbyte[c]) && walk_skips(W, D, at, kid)) {
+                walk_take(W, T->tptr[kid], T->tptr[T->send[kid]], D);
+                continue;
+            }
+            /* the kid's rows are read when its group is visited: fetch them now (the walk's misses) */
+            __builtin_prefetch(T->below + 4 * (int64_t)kid);
+            __builtin_prefetch(T->tptr + kid);
+            __builtin_prefetch(T->cptr + kid);
+            gs[pushed] = kid;
+            ga[pushed++] = W->atom_of[cbyte[c]];
+        }
+        W->gtop += pushed;
+    }
+    if (walk_sort(W, cbase, W->gtop) < 0) return E_NOMEM;
+    int64_t i = cbase, end = W->gtop;
+    while (i < end) {
+        uint8_t a = W->ga[i];
+        int64_t j = i + 1;
+        while (j < end && W->ga[j] == a) j++;
+        if (W->valid > depth + 1) W->valid = depth + 1;
+        W->atoms[depth] = a;
+        int64_t r = walk_visit(W, i, j - i, depth + 1);
+        if (r < 0) return r;
+        i = j;
+    }
+    W->gtop = cbase;
+    return 0;
+}
+
+/* Every token's node as the vocabulary alone gives it: the empty set (a dead token) for a trie token,
+ * -1 for the others (not in the trie). Before the walk (or, lazy, where the ranges are given up); the
+ * walk then writes its live tokens over it (walk_write, which marks them in `assigned`), so no entry is
+ * read back or written twice in a branchy pass after it. Lazy, a walk that keeps its ranges never
+ * writes node_of at all: a small grammar's 1 MB with Llama-3, ~0.13 ms of its ~0.3 ms classing. */
+static void walk_prefill(Walk *W) {
+    const VocabTrie *T = W->T;
+    int64_t *restrict node_of = W->node_of;
+    const uint8_t *restrict eligible = T->eligible_of;
+    for (int64_t t = 0; t < T->ntok; t++) node_of[t] = (int64_t)(eligible[t] != 0) - 1; /* W_EMPTY (0) or -1 */
+}
+
+/* After the walk: the fallback tokens it did not write get -1 (where node_of is written), and the
+ * tokens left at the empty set must be the ones it skipped as dead (eligible, not written, not
+ * fallbacks), or a token was left out.
+ * The fallback array is read 8 bytes at a time (almost all zero); the written ones are counted from
+ * `assigned`. */
+static int walk_dead_check(Walk *W) {
+    const VocabTrie *T = W->T;
+    const int64_t ntok = T->ntok;
+    const uint8_t *fallback = W->fallback, *eligible = T->eligible_of;
+    const uint64_t *assigned = W->assigned;
+    int64_t written = 0, fallen = 0;
+    for (int64_t w = 0; w <= ntok >> 6; w++) written += __builtin_popcountll(assigned[w]);
+    for (int64_t base = 0; base < ntok; base += 8) {
+        uint64_t eight = 0;
+        int64_t n = ntok - base < 8 ? ntok - base : 8;
+        if (n == 8)
+            memcpy(&eight, fallback + base, 8);
+        else
+            memcpy(&eight, fallback + base, (size_t)n);
+        if (!eight) continue;
+        for (int64_t t = base; t < base + n; t++) {
+            if (!fallback[t] || !eligible[t] || (assigned[t >> 6] >> (t & 63)) & 1) continue;
+            if (!W->lazy_nodes) W->node_of[t] = -1;
+            fallen++;
+        }
+    }
+    int64_t dead = T->eligible - written - fallen;
+    if (dead != W->dead_skipped) {
+        PyErr_Format(PyExc_RuntimeError, "classify: %lld tokens left without a node, %lld skipped as dead",
+                     (long long)dead, (long long)W->dead_skipped);
+        return -1;
+    }
+    W->fallback_tokens = fallen;
+    return 0;
+}
+
+/* The walk from the trie's root (classify and classify_steps): (keys, fallback_keys, status,
+ * skipped_tokens, scanned_tokens: those of walk_scan, 0 with the Python step, fallback_tokens: the
+ * tokens of the fallback keys (0 where the walk did not finish), ranges: the walk's Ranges as bytes
+ * for assemble, or None where it gave them up or did not finish). */
+static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const uint8_t *atom_of, long long initial,
+                              long long budget, long long max_nodes, Py_buffer *node_of, Py_buffer *fallback,
+                              PyObject *progress, PyObject *cancel, int lazy) {
+    PyObject *result = NULL;
+    Walk W;
+    memset(&W, 0, sizeof(W));
+    W.S = S;
+    W.pystep = pystep;
+    W.T = T;
+    W.atom_of = atom_of;
+    W.budget = budget;
+    W.max_nodes = max_nodes;
+    W.node_of = node_of->buf;
+    W.fallback = fallback->buf;
+    W.progress = progress;
+    W.cancel = cancel;
+    W.path = malloc((size_t)(T->maxdepth + 1) * sizeof(int32_t));
+    W.atoms = malloc((size_t)(T->maxdepth + 1));
+    W.assigned = calloc((size_t)(T->ntok / 64 + 1), sizeof(uint64_t));
+    if (!W.path || !W.atoms || !W.assigned) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (S) { /* the skip reads the compiled store's step memo (not classify_steps' Python one) */
+        W.atom_bytes = calloc((size_t)S->natoms * 4, sizeof(uint64_t));
+        if (!W.atom_bytes) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int b = 0; b < 256; b++) W.atom_bytes[4 * (int64_t)atom_of[b] + (b >> 6)] |= 1ULL << (b & 63);
+    }
+    W.lazy_nodes = lazy;
+    if (!lazy) walk_prefill(&W);
+    W.path[0] = (int32_t)initial;
+    W.valid = 1;
+    int64_t r = walk_push(&W, 0, 0);
+    if (r == 0) r = walk_visit(&W, 0, 1, 0);
+    if (S) S->limit = NO_LIMIT;
+    if (r == E_LIMIT) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
+        if (key) result = Py_BuildValue("LL(sNL)LLiO", (long long)W.keys, (long long)W.fallback_keys, "limit", key,
+                                        (long long)W.limit_node, (long long)W.skipped_tokens, (long long)W.scanned_tokens, 0, Py_None);
+    } else if (r == E_CANCEL) {
+        result = Py_BuildValue("LLsLLiO", (long long)W.keys, (long long)W.fallback_keys, "cancelled",
+                               (long long)W.skipped_tokens, (long long)W.scanned_tokens, 0, Py_None);
+    } else if (r < 0) {
+        if (S && r != E_PYTHON) raise_code(S, r);
+        else if (r == E_NOMEM) PyErr_NoMemory();
+    } else if (walk_dead_check(&W) == 0) {
+        PyObject *ranges = W.ranges_off ? Py_NewRef(Py_None)
+                                        : PyBytes_FromStringAndSize((const char *)W.ranges,
+                                                                    (Py_ssize_t)(W.nranges * (int64_t)sizeof(Range)));
+        if (ranges)
+            result = Py_BuildValue("LLOLLLN", (long long)W.keys, (long long)W.fallback_keys, Py_None,
+                                   (long long)W.skipped_tokens, (long long)W.scanned_tokens,
+                                   (long long)W.fallback_tokens, ranges);
+    }
+    if (!result && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "classify: the walk failed");
+done:
+    free(W.path);
+    free(W.atoms);
+    free(W.assigned);
+    free(W.gs);
+    free(W.ga);
+    free(W.sort_tmp);
+    free(W.sort_tmpa);
+    memo_free(&W.loops_at);
+    memo_free(&W.scan_slot);
+    free(W.scan_next);
+    free(W.scan_at);
+    free(W.loop);
+    free(W.exit);
+    free(W.atom_bytes);
+    free(W.ranges);
+    return result;
+}
+
+static int classify_buffers(VocabTrie *T, Py_buffer *atom_table, Py_buffer *node_of, Py_buffer *fallback,
+                            int64_t natoms) {
+    if (atom_table->len != 256 || node_of->len != T->ntok * 8 || fallback->len != T->ntok) {
+        PyErr_SetString(PyExc_ValueError, "classify: atom table, node_of or fallback do not fit the vocabulary");
+        return -1;
+    }
+    for (int b = 0; b < 256; b++)
+        if (((const uint8_t *)atom_table->buf)[b] >= natoms) {
+            PyErr_SetString(PyExc_ValueError, "classify: the atom table names a byte class the grammar lacks");
+            return -1;
+        }
+    return 0;
+}
+
+/* classify(trie, atom_table, initial, budget, max_nodes, node_of, fallback, progress, cancel, lazy=False)
+ *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, fallback_tokens, ranges)
+ * node_of: writable int64[V], every entry written once the walk ends (-1 for the tokens not in the trie
+ * and those in a fallback, the empty set for dead ones; see walk_prefill), except with `lazy` where the
+ * walk kept its ranges (ranges not None): node_of is not written then, the ranges and the vocabulary
+ * say every token's node (assemble reads them; token_nodes writes the array). fallback: writable uint8[V]
+ * (set to 1 for the tokens of a key past its budget). status: None, "cancelled", or ("limit", key
+ * atoms as bytes, node) when the run's cap was passed (classing._walk's ClassingLimitError). */
+PyObject *words_classify(Words *S, PyObject *args) {
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long initial, budget, max_nodes;
+    PyObject *progress, *cancel, *result = NULL;
+    int lazy = 0;
+    if (!PyArg_ParseTuple(args, "O!y*LLLw*w*OO|p", &VocabTrieType, &T, &atom_table, &initial, &budget, &max_nodes,
+                          &node_of, &fallback, &progress, &cancel, &lazy))
+        return NULL;
+    if (need_grammar(S) == 0 && check_node(S, initial) == 0 &&
+        classify_buffers(T, &atom_table, &node_of, &fallback, S->natoms) == 0)
+        result = run_classify(S, NULL, T, atom_table.buf, initial, budget, max_nodes, &node_of, &fallback, progress,
+                              cancel, lazy);
+    PyBuffer_Release(&atom_table);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    return result;
+}
+
+/* classify_steps(trie, atom_table, num_atoms, initial, node_of, fallback, progress, cancel, step)
+ *   -> (keys, fallback_keys, status, skipped_tokens, scanned_tokens, fallback_tokens, ranges): classify with the steps taken by step(node, atom, fresh) (see
+ * walk_key_py; budgets are the callable's), for a displacer the compiled store does not run. */
+PyObject *k_classify_steps(PyObject *self, PyObject *args) {
+    (void)self;
+    VocabTrie *T;
+    Py_buffer atom_table, node_of, fallback;
+    long long natoms, initial;
+    PyObject *progress, *cancel, *step, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!y*LLw*w*OOO", &VocabTrieType, &T, &atom_table, &natoms, &initial, &node_of,
+                          &fallback, &progress, &cancel, &step))
+        return NULL;
+    if (!PyCallable_Check(step)) {
+        PyErr_SetString(PyExc_TypeError, "classify_steps: step must be callable");
+    } else if (initial < 0 || initial > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "classify_steps: the initial node is out of range");
+    } else if (classify_buffers(T, &atom_table, &node_of, &fallback, natoms) == 0) {
+        result = run_classify(NULL, step, T, atom_table.buf, initial, 0, 0, &node_of, &fallback, progress, cancel, 0);
+    }
+    PyBuffer_Release(&atom_table);
+    PyBuffer_Release(&node_of);
+    PyBuffer_Release(&fallback);
+    return result;
+}

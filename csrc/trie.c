@@ -1,0 +1,287 @@
+/* A parser state's class mask: the product walk of its word DAG with the sigma_in trie (the native
+ * engine's mask, cfgzip_lab.native.walk; the Python product walk is the reference).
+ *
+ *   trie_new / trie_mask  the trie as arrays; the class set of a state in a Python store's node list
+ *   Words.trie_mask       the same walk over a compiled store (one walk, two readers: Dag below)
+ *   trie_arrays           the arrays trie_new takes, from the index's own (SigmaInIndex.kernel_arrays
+ *                         is the reference)
+ */
+#include "words.h"
+
+/* The sigma_in trie as arrays (see trie_new below). */
+typedef struct {
+    Py_buffer ptr, syms, kids, dense_idx, dense, list_ptr, list_cls;
+    Py_ssize_t nodes, words;
+} Trie;
+
+/* OR the class set of trie node nt into out (uint64[t->words]). */
+static inline void trie_or_classes(const Trie *t, Py_ssize_t nt, uint64_t *out) {
+    const int32_t *di = (const int32_t *)t->dense_idx.buf;
+    if (di[nt] >= 0) {
+        const uint64_t *row = (const uint64_t *)t->dense.buf + (size_t)di[nt] * t->words;
+        for (Py_ssize_t w = 0; w < t->words; w++) out[w] |= row[w];
+    } else {
+        const int32_t *lp = (const int32_t *)t->list_ptr.buf, *lc = (const int32_t *)t->list_cls.buf;
+        for (Py_ssize_t k = lp[nt]; k < lp[nt + 1]; k++) out[lc[k] >> 6] |= (uint64_t)1 << (lc[k] & 63);
+    }
+}
+
+/* ---- the class mask of a parser state: the product walk of its word DAG with the sigma_in trie ----
+ *
+ * trie_new(ptr, syms, kids, dense_idx, dense, list_ptr, list_cls, words) keeps the trie as arrays
+ * (cfgzip_lab.native.walk builds them from the SigmaInIndex): node t's children are syms/kids[ptr[t]:ptr[t+1]],
+ * sorted by symbol; its class set is the dense row dense[dense_idx[t] * words : ...] (uint64) when
+ * dense_idx[t] >= 0, else the classes list_cls[list_ptr[t]:list_ptr[t+1]].
+ * trie_mask(trie, nodes, state, out) ORs into out (uint64[words], zeroed first) the class sets of every
+ * trie node that a word of `state` spells from the root: the store's nodes (a list of (accepts, ((symbol,
+ * child), ...)) tuples, edges sorted by symbol) are read, never written. The DAG is deterministic and the
+ * trie a tree, so each (DAG node, trie node) pair is reached by one path only: no memo, no visited set.
+ */
+/* Release a trie's buffers and the trie itself (the capsule's destructor, or a failed trie_new). */
+static void trie_release(Trie *t) {
+    PyBuffer_Release(&t->ptr);
+    PyBuffer_Release(&t->syms);
+    PyBuffer_Release(&t->kids);
+    PyBuffer_Release(&t->dense_idx);
+    PyBuffer_Release(&t->dense);
+    PyBuffer_Release(&t->list_ptr);
+    PyBuffer_Release(&t->list_cls);
+    PyMem_Free(t);
+}
+
+static void trie_free(PyObject *capsule) {
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    if (t) trie_release(t);
+}
+
+PyObject *trie_new(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t words;
+    Trie *t = PyMem_Calloc(1, sizeof(Trie));
+    if (!t) return PyErr_NoMemory();
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*n", &t->ptr, &t->syms, &t->kids, &t->dense_idx, &t->dense, &t->list_ptr,
+                          &t->list_cls, &words)) {
+        PyMem_Free(t);
+        return NULL;
+    }
+    t->words = words;
+    t->nodes = t->ptr.len / 4 - 1;
+    const int32_t *ptr = (const int32_t *)t->ptr.buf, *lp = (const int32_t *)t->list_ptr.buf;
+    const int32_t *kids = (const int32_t *)t->kids.buf, *di = (const int32_t *)t->dense_idx.buf;
+    const int32_t *lc = (const int32_t *)t->list_cls.buf;
+    Py_ssize_t ne = t->syms.len / 4, nd = words > 0 ? t->dense.len / 8 / words : 0, nl = t->list_cls.len / 4;
+    int ok = t->nodes >= 1 && words > 0 && t->kids.len == t->syms.len && t->dense_idx.len == t->nodes * 4 &&
+             t->list_ptr.len == t->ptr.len && ptr[0] == 0 && ptr[t->nodes] == ne && lp[0] == 0 && lp[t->nodes] == nl &&
+             t->dense.len == nd * words * 8;
+    for (Py_ssize_t i = 0; ok && i < t->nodes; i++)
+        ok = ptr[i] <= ptr[i + 1] && lp[i] <= lp[i + 1] && di[i] < nd;
+    for (Py_ssize_t i = 0; ok && i < ne; i++) ok = kids[i] > 0 && kids[i] < t->nodes;
+    for (Py_ssize_t i = 0; ok && i < nl; i++) ok = lc[i] >= 0 && lc[i] < words * 64;
+    PyObject *capsule = ok ? PyCapsule_New(t, "cfgzip_trie", trie_free) : NULL;
+    if (!capsule) {
+        if (!ok) PyErr_SetString(PyExc_ValueError, "trie_new: the trie arrays do not fit each other");
+        trie_release(t);
+    }
+    return capsule;
+}
+
+/* trie_arrays(edges, indptr, classes, nodes, dense_classes, words) -> (ptr, syms, kids, dense_idx, rows,
+ * list_ptr, list_cls) as bytes, the arrays trie_new takes, from a SigmaInIndex's own arrays in one pass
+ * each (cfgzip_lab.native.index.SigmaInIndex.kernel_arrays is the reference, equal array for array;
+ * its numpy passes and the bool matrix of the dense rows took 4 ms of sql_select's engine):
+ *   edges    int32[E * 3]: (parent, symbol, child), sorted by parent then symbol (None if they are not:
+ *            the caller sorts them in numpy)
+ *   indptr   int64[nodes + 1], classes int32[F]: node t's classes, classes[indptr[t]:indptr[t+1]]
+ * A node with dense_classes classes or more gets a dense row of `words` uint64 (bit k: class k). */
+PyObject *trie_arrays(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer eb, ib, cb;
+    Py_ssize_t nodes, dense_classes, words;
+    if (!PyArg_ParseTuple(args, "y*y*y*nnn", &eb, &ib, &cb, &nodes, &dense_classes, &words)) return NULL;
+    PyObject *result = NULL, *out[7] = {NULL};
+    const int32_t *e = (const int32_t *)eb.buf, *cls = (const int32_t *)cb.buf;
+    const int64_t *ip = (const int64_t *)ib.buf;
+    Py_ssize_t ne = eb.len / 12, nc = cb.len / 4;
+    if (eb.len % 12 || ib.len != (nodes + 1) * 8 || cb.len % 4 || nodes < 1 || words < 1 || ip[0] != 0 ||
+        ip[nodes] != nc) {
+        PyErr_SetString(PyExc_ValueError, "trie_arrays: the index arrays do not fit each other");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        int32_t p = e[3 * i], k = e[3 * i + 2];
+        if (p < 0 || p >= nodes || k <= 0 || k >= nodes) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: an edge names a node the index does not have");
+            goto done;
+        }
+        if (i && (p < e[3 * i - 3] || (p == e[3 * i - 3] && e[3 * i + 1] < e[3 * i - 2]))) {
+            result = Py_NewRef(Py_None); /* not sorted */
+            goto done;
+        }
+    }
+    Py_ssize_t ndense = 0, nlist = 0;
+    for (Py_ssize_t t = 0; t < nodes; t++) {
+        int64_t c = ip[t + 1] - ip[t];
+        if (c < 0) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: the class lists are not in order");
+            goto done;
+        }
+        if (c >= dense_classes) ndense++;
+        else nlist += c;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++)
+        if (cls[i] < 0 || cls[i] >= words * 64) {
+            PyErr_SetString(PyExc_ValueError, "trie_arrays: a class past the rows' words");
+            goto done;
+        }
+    char *d[7];
+    Py_ssize_t sizes[7] = {(nodes + 1) * 4, ne * 4, ne * 4, nodes * 4, ndense * words * 8, (nodes + 1) * 4, nlist * 4};
+    for (int a = 0; a < 7; a++) {
+        out[a] = PyBytes_FromStringAndSize(NULL, sizes[a]);
+        if (!out[a]) goto done;
+        d[a] = PyBytes_AS_STRING(out[a]);
+    }
+    int32_t *ptr = (int32_t *)d[0], *syms = (int32_t *)d[1], *kids = (int32_t *)d[2], *di = (int32_t *)d[3];
+    uint64_t *rows = (uint64_t *)d[4];
+    int32_t *lptr = (int32_t *)d[5], *lcls = (int32_t *)d[6];
+    memset(ptr, 0, (size_t)sizes[0]);
+    memset(rows, 0, (size_t)sizes[4]);
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        ptr[e[3 * i] + 1]++;
+        syms[i] = e[3 * i + 1];
+        kids[i] = e[3 * i + 2];
+    }
+    for (Py_ssize_t t = 0; t < nodes; t++) ptr[t + 1] += ptr[t];
+    Py_ssize_t nd = 0, nl = 0;
+    lptr[0] = 0;
+    for (Py_ssize_t t = 0; t < nodes; t++) {
+        if (ip[t + 1] - ip[t] >= dense_classes) {
+            uint64_t *row = rows + (size_t)nd * words;
+            for (int64_t j = ip[t]; j < ip[t + 1]; j++) row[cls[j] >> 6] |= (uint64_t)1 << (cls[j] & 63);
+            di[t] = (int32_t)nd++;
+        } else {
+            di[t] = -1;
+            for (int64_t j = ip[t]; j < ip[t + 1]; j++) lcls[nl++] = cls[j];
+        }
+        lptr[t + 1] = (int32_t)nl;
+    }
+    result = PyTuple_New(7);
+    if (result)
+        for (int a = 0; a < 7; a++) {
+            PyTuple_SET_ITEM(result, a, out[a]);
+            out[a] = NULL;
+        }
+done:
+    for (int a = 0; a < 7; a++) Py_XDECREF(out[a]);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&cb);
+    return result;
+}
+
+/* The word DAG a state's mask walks: the compiled store's arrays (S), or a Python WordStore's node list
+ * (nodes: (accepts, ((symbol, child), ...)) tuples, edges sorted by symbol), read, never written. The
+ * walk below is written once for both; only these two readers tell them apart. */
+typedef struct {
+    const Words *S;
+    PyObject *nodes;
+} Dag;
+
+static int bad_store(void) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "trie_mask: not a word store node list");
+    return -1;
+}
+
+/* node's edge count, and for a node list its edge tuple; -1 with TypeError where the list is not a store's */
+static inline int dag_open(const Dag *d, int64_t node, Py_ssize_t *n, PyObject **edges) {
+    if (d->S) {
+        *n = (Py_ssize_t)n_edges(d->S, node);
+        return 0;
+    }
+    if (node < 0 || node >= PyList_GET_SIZE(d->nodes)) return bad_store();
+    PyObject *entry = PyList_GET_ITEM(d->nodes, node);
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) return bad_store();
+    *edges = PyTuple_GET_ITEM(entry, 1);
+    if (!PyTuple_Check(*edges)) return bad_store();
+    *n = PyTuple_GET_SIZE(*edges);
+    return 0;
+}
+
+/* edge i of node: its symbol, or (child != NULL) its child */
+static inline int dag_edge(const Dag *d, int64_t node, PyObject *edges, Py_ssize_t i, int64_t *sym, int64_t *child) {
+    if (d->S) {
+        int64_t e = d->S->estart[node] + i;
+        if (child) *child = d->S->ekid[e];
+        else *sym = d->S->esym[e];
+        return 0;
+    }
+    PyObject *e = PyTuple_GET_ITEM(edges, i);
+    if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2) return bad_store();
+    long v = PyLong_AsLong(PyTuple_GET_ITEM(e, child ? 1 : 0));
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *(child ? child : sym) = v;
+    return 0;
+}
+
+/* OR into out the class sets of the trie nodes below tn that words of `node` spell. Both sides are sorted
+ * by symbol, so one merge pass per (DAG node, trie node) pair; the DAG is deterministic and the trie a
+ * tree, so each pair is reached by one path only: no memo, no visited set. */
+static int trie_walk(const Trie *t, const Dag *d, int64_t node, Py_ssize_t tn, uint64_t *out) {
+    Py_ssize_t ne;
+    PyObject *edges = NULL;
+    if (dag_open(d, node, &ne, &edges) < 0) return -1;
+    const int32_t *ptr = (const int32_t *)t->ptr.buf, *syms = (const int32_t *)t->syms.buf;
+    const int32_t *kids = (const int32_t *)t->kids.buf;
+    Py_ssize_t j = ptr[tn], jend = ptr[tn + 1];
+    for (Py_ssize_t i = 0; i < ne && j < jend; i++) {
+        int64_t sym, child;
+        if (dag_edge(d, node, edges, i, &sym, NULL) < 0) return -1;
+        while (j < jend && syms[j] < sym) j++;
+        if (j == jend || syms[j] != sym) continue;
+        Py_ssize_t nt = kids[j];
+        trie_or_classes(t, nt, out);
+        if (ptr[nt + 1] > ptr[nt]) {
+            if (dag_edge(d, node, edges, i, NULL, &child) < 0) return -1;
+            if (child != W_EPSILON && trie_walk(t, d, child, nt, out) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* out (uint64[words], zeroed first) = the class set of `state`: the one place both trie_mask functions
+ * meet. NULL with an exception set where the capsule is not a trie or out has the wrong size. */
+static PyObject *mask_of(PyObject *capsule, const Dag *d, int64_t state, Py_buffer *out) {
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    PyObject *result = NULL;
+    if (t && out->len != t->words * 8) PyErr_SetString(PyExc_ValueError, "trie_mask: out has the wrong size");
+    else if (t) {
+        memset(out->buf, 0, (size_t)out->len);
+        if (trie_walk(t, d, state, 0, (uint64_t *)out->buf) == 0) result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(out);
+    return result;
+}
+
+/* trie_mask(trie, nodes, state, out): the class set of `state` in a Python WordStore's node list. */
+PyObject *trie_mask(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule;
+    Dag d = {NULL, NULL};
+    Py_ssize_t state;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "OO!nw*", &capsule, &PyList_Type, &d.nodes, &state, &out)) return NULL;
+    return mask_of(capsule, &d, state, &out);
+}
+
+/* Words.trie_mask(trie, state, out): the class set of `state` in this compiled store. */
+PyObject *words_trie_mask(Words *S, PyObject *args) {
+    PyObject *capsule;
+    long long state;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "OLw*", &capsule, &state, &out)) return NULL;
+    if (check_node(S, state) < 0) {
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    Dag d = {S, NULL};
+    return mask_of(capsule, &d, state, &out);
+}
