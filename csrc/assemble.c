@@ -168,6 +168,150 @@ done:
     return result;
 }
 
+/* The long way's groups: one per displacement node (and per fallback token), each token's group kept in the
+ * output row until the classes are numbered (-1 BLOCKED, -2 STOP; no scratch array of the vocabulary's size). */
+typedef struct {
+    int32_t *group, *rep, *group_of_node; /* group: the output row; rep: each group's representative */
+    int64_t repcap, ng, top;
+    int64_t blocked, stops, dead, blocked_min, dead_rep, stop_rep;
+} Groups;
+
+/* Each token's group, the groups' representatives (the shortest member, the first of equals) and the
+ * BLOCKED and STOP classes' counts and representatives; -1 with the exception set. */
+static int group_tokens(Groups *G, VocabTrie *T, const uint8_t *kd, const uint8_t *fb, const int64_t *no, int normal,
+                        int stop) {
+    const int32_t *len = T->len;
+    int32_t *group = G->group;
+    /* the shortest dead and stop tokens (the first of equals) with their lengths in locals: a
+     * comparison through len[rep] on every dead token kept rep in memory, a dependency from one
+     * token to the next (0.32 ms of a ~0.75 ms classing of a one-word schema with Llama-3) */
+    int32_t dead_len = INT32_MAX, stop_len = INT32_MAX;
+    for (int64_t t = 0; t < T->ntok; t++) {
+        uint8_t kt = kd[t];
+        int32_t lt = len[t];
+        if (kt == normal && lt != 0 && !fb[t]) {
+            int64_t nt = no[t];
+            if (nt == W_EMPTY) {
+                group[t] = -1;
+                G->blocked++;
+                if (G->blocked_min < 0) G->blocked_min = t;
+                G->dead++;
+                if (lt < dead_len) {
+                    dead_len = lt;
+                    G->dead_rep = t;
+                }
+                continue;
+            }
+            if (nt < 0 || nt > G->top) {
+                PyErr_Format(PyExc_ValueError, "assemble: token %lld has no displacement node", (long long)t);
+                return -1;
+            }
+            int32_t g = G->group_of_node[nt];
+            if (g < 0) {
+                if (G->ng >= G->repcap && grow((void **)&G->rep, &G->repcap, G->ng + 1, sizeof(int32_t)) < 0) goto nomem;
+                g = (int32_t)G->ng++;
+                G->rep[g] = (int32_t)t;
+                G->group_of_node[nt] = g;
+            } else if (lt < len[G->rep[g]]) {
+                G->rep[g] = (int32_t)t;
+            }
+            group[t] = g;
+        } else if (kt == stop) {
+            G->stops++;
+            if (lt < stop_len) {
+                stop_len = lt;
+                G->stop_rep = t;
+            }
+            group[t] = -2;
+        } else if (kt != normal || lt == 0) {
+            group[t] = -1;
+            G->blocked++;
+            if (G->blocked_min < 0) G->blocked_min = t;
+        } else { /* a fallback token: a class of its own */
+            if (G->ng >= G->repcap && grow((void **)&G->rep, &G->repcap, G->ng + 1, sizeof(int32_t)) < 0) goto nomem;
+            G->rep[G->ng] = (int32_t)t;
+            group[t] = (int32_t)G->ng++;
+        }
+    }
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* The classes numbered: BLOCKED first, STOP next, then the groups in the order of their representatives;
+ * class_of written over the groups. The tuple assemble returns, or NULL with the exception set. */
+static PyObject *number_groups(const Groups *G, int64_t v, const int64_t *no) {
+    int64_t ng = G->ng, first = (G->blocked > 0) + (G->stops > 0), k_total = first + ng, k = 0;
+    int32_t *cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t)), *by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    PyObject *reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
+    PyObject *kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total), *nodes_b = NULL, *result = NULL;
+    if (!cls || !by_rep || !reps_b || !kinds_b) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b), *out = G->group;
+    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    if (G->blocked) {
+        reps[k] = (int32_t)(G->dead_rep >= 0 ? G->dead_rep : G->blocked_min);
+        kout[k++] = 2; /* ClassKind.BLOCKED */
+    }
+    if (G->stops) {
+        reps[k] = (int32_t)G->stop_rep;
+        kout[k++] = 1; /* ClassKind.STOP */
+    }
+    /* NORMAL classes in the order of their representatives: the groups sorted by rep (a pass over the
+     * vocabulary looking for reps cost a third of the numbering) */
+    for (int64_t g = 0; g < ng; g++) by_rep[g] = G->rep[g];
+    qsort(by_rep, (size_t)ng, sizeof(int32_t), cmp_int32);
+    for (int64_t i = 0; i < ng; i++) {
+        int32_t t = by_rep[i];
+        cls[G->group[t]] = (int32_t)k;
+        reps[k] = t;
+        kout[k++] = 0; /* ClassKind.NORMAL */
+    }
+    for (int64_t t = 0; t < v; t++) {
+        int32_t g = G->group[t];
+        out[t] = g >= 0 ? cls[g] : g == -2 ? (int32_t)(G->blocked > 0) : 0;
+    }
+    nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    if (!nodes_b) goto done;
+    for (int64_t i = 0; i < k_total; i++) ((int64_t *)PyBytes_AS_STRING(nodes_b))[i] = no[reps[i]];
+    result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)G->dead, (long long)G->blocked, nodes_b, Py_None,
+                           Py_None);
+    reps_b = kinds_b = NULL; /* Py_BuildValue took them ("N"), or released them on failure */
+done:
+    Py_XDECREF(reps_b);
+    Py_XDECREF(kinds_b);
+    free(cls);
+    free(by_rep);
+    return result;
+}
+
+/* The long way: every token read. Node ids are a store's dense ids: a table from node to group (a hash per
+ * token cost 0.4 ms of a JSON Schema's ~1 ms numbering with Llama-3). */
+static PyObject *assemble_long(VocabTrie *T, const uint8_t *kd, const uint8_t *fb, const int64_t *no, int32_t *out,
+                               int normal, int stop, long long nodes) {
+    Groups G = {out, NULL, NULL, 0, 0, nodes - 1, 0, 0, 0, -1, -1, -1};
+    PyObject *result = NULL;
+    if (nodes < 1) { /* `nodes`: the store's node count, when the caller knows it (one pass less) */
+        G.top = 0;
+        for (int64_t t = 0; t < T->ntok; t++)
+            if (no[t] > G.top) G.top = no[t];
+    }
+    if (G.top >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "assemble: a displacement node id past int32");
+        return NULL;
+    }
+    G.group_of_node = malloc((size_t)(G.top + 1) * sizeof(int32_t));
+    if (!G.group_of_node) return PyErr_NoMemory();
+    memset(G.group_of_node, 0xFF, (size_t)(G.top + 1) * sizeof(int32_t));
+    if (group_tokens(&G, T, kd, fb, no, normal, stop) == 0) result = number_groups(&G, T->ntok, no);
+    free(G.rep);
+    free(G.group_of_node);
+    return result;
+}
+
 PyObject *k_assemble(PyObject *self, PyObject *args) {
     (void)self;
     VocabTrie *T;
@@ -180,7 +324,6 @@ PyObject *k_assemble(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     int64_t v = T->ntok;
-    int32_t *group = NULL, *rep = NULL, *cls = NULL, *group_of_node = NULL;
     int sparse = class_of_obj == Py_None; /* no map: the short way's ids and classes alone, or None */
     if (!sparse && PyObject_GetBuffer(class_of_obj, &class_of, PyBUF_WRITABLE) < 0) goto done;
     if (kinds.len != v || node_of.len != v * 8 || fallback.len != v || (!sparse && class_of.len != v * 4)) {
@@ -188,7 +331,6 @@ PyObject *k_assemble(PyObject *self, PyObject *args) {
         goto done;
     }
     const uint8_t *kd = kinds.buf, *fb = fallback.buf;
-    const int64_t *no = node_of.buf;
     /* the walk's ranges, for this trie's own kinds: the short way (assemble_ranges) */
     if (ranges != Py_None && nodes >= 1 && normal == T->normal && stop == T->stop &&
         memcmp(kd, T->kinds, (size_t)v) == 0) {
@@ -200,140 +342,11 @@ PyObject *k_assemble(PyObject *self, PyObject *args) {
                                  PyBytes_GET_SIZE(ranges) / (Py_ssize_t)sizeof(Range), nodes - 1);
         if (result || PyErr_Occurred()) goto done;
     }
-    if (sparse) { /* the short way does not apply: the caller gives a map and takes the long way */
+    if (sparse) /* the short way does not apply: the caller gives a map and takes the long way */
         result = Py_NewRef(Py_None);
-        goto done;
-    }
-    const int32_t *len = T->len;
-    int32_t *out = class_of.buf;
-    /* each token's group is kept in the output row until the classes are numbered (no scratch array
-     * of the vocabulary's size); representatives grow with the groups */
-    group = out;
-    int64_t repcap = 0;
-    /* node ids are a store's dense ids: a table from node to group (a hash per token cost 0.4 ms of
-     * a JSON Schema's ~1 ms numbering with Llama-3) */
-    int64_t top = nodes - 1; /* `nodes`: the store's node count, when the caller knows it (one pass less) */
-    if (nodes < 1) {
-        top = 0;
-        for (int64_t t = 0; t < v; t++)
-            if (no[t] > top) top = no[t];
-    }
-    if (top >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "assemble: a displacement node id past int32");
-        goto done;
-    }
-    group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t));
-    if (!group_of_node) goto nomem;
-    memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
-    int64_t ng = 0, blocked = 0, stops = 0, dead = 0;
-    int64_t blocked_min = -1, dead_rep = -1, stop_rep = -1;
-    /* the shortest dead and stop tokens (the first of equals) with their lengths in locals: a
-     * comparison through len[rep] on every dead token kept rep in memory, a dependency from one
-     * token to the next (0.32 ms of a ~0.75 ms classing of a one-word schema with Llama-3) */
-    int32_t dead_len = INT32_MAX, stop_len = INT32_MAX;
-    for (int64_t t = 0; t < v; t++) {
-        uint8_t kt = kd[t];
-        int32_t lt = len[t];
-        if (kt == normal && lt != 0 && !fb[t]) {
-            int64_t nt = no[t];
-            if (nt == W_EMPTY) {
-                group[t] = -1;
-                blocked++;
-                if (blocked_min < 0) blocked_min = t;
-                dead++;
-                if (lt < dead_len) {
-                    dead_len = lt;
-                    dead_rep = t;
-                }
-                continue;
-            }
-            if (nt < 0 || nt > top) {
-                PyErr_Format(PyExc_ValueError, "assemble: token %lld has no displacement node", (long long)t);
-                goto done;
-            }
-            int32_t g = group_of_node[nt];
-            if (g < 0) {
-                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
-                g = (int32_t)ng++;
-                rep[g] = (int32_t)t;
-                group_of_node[nt] = g;
-            } else if (lt < len[rep[g]]) {
-                rep[g] = (int32_t)t;
-            }
-            group[t] = g;
-        } else if (kt == stop) {
-            stops++;
-            if (lt < stop_len) {
-                stop_len = lt;
-                stop_rep = t;
-            }
-            group[t] = -2;
-        } else if (kt != normal || lt == 0) {
-            group[t] = -1;
-            blocked++;
-            if (blocked_min < 0) blocked_min = t;
-        } else { /* a fallback token: a class of its own */
-            if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
-            rep[ng] = (int32_t)t;
-            group[t] = (int32_t)ng++;
-        }
-    }
-    int64_t first = (blocked > 0) + (stops > 0), k_total = first + ng;
-    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
-    PyObject *reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
-    PyObject *kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
-    if (!cls || !reps_b || !kinds_b) {
-        Py_XDECREF(reps_b);
-        Py_XDECREF(kinds_b);
-        goto nomem;
-    }
-    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
-    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
-    int64_t k = 0;
-    if (blocked) {
-        reps[k] = (int32_t)(dead_rep >= 0 ? dead_rep : blocked_min);
-        kout[k++] = 2; /* ClassKind.BLOCKED */
-    }
-    if (stops) {
-        reps[k] = (int32_t)stop_rep;
-        kout[k++] = 1; /* ClassKind.STOP */
-    }
-    /* NORMAL classes in the order of their representatives: the groups sorted by rep (a pass over the
-     * vocabulary looking for reps cost a third of the numbering) */
-    int32_t *by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
-    if (!by_rep) {
-        Py_DECREF(reps_b);
-        Py_DECREF(kinds_b);
-        goto nomem;
-    }
-    for (int64_t g = 0; g < ng; g++) by_rep[g] = rep[g];
-    qsort(by_rep, (size_t)ng, sizeof(int32_t), cmp_int32);
-    for (int64_t i = 0; i < ng; i++) {
-        int32_t t = by_rep[i];
-        cls[group[t]] = (int32_t)k;
-        reps[k] = t;
-        kout[k++] = 0; /* ClassKind.NORMAL */
-    }
-    free(by_rep);
-    for (int64_t t = 0; t < v; t++) {
-        int32_t g = group[t];
-        out[t] = g >= 0 ? cls[g] : g == -2 ? (int32_t)(blocked > 0) : 0;
-    }
-    PyObject *nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
-    if (!nodes_b) {
-        Py_DECREF(reps_b);
-        Py_DECREF(kinds_b);
-        goto done;
-    }
-    for (int64_t i = 0; i < k_total; i++) ((int64_t *)PyBytes_AS_STRING(nodes_b))[i] = no[reps[i]];
-    result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None, Py_None);
-    goto done;
-nomem:
-    PyErr_NoMemory();
+    else
+        result = assemble_long(T, kd, fb, node_of.buf, class_of.buf, normal, stop, nodes);
 done:
-    free(rep);
-    free(cls);
-    free(group_of_node);
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&node_of);
     PyBuffer_Release(&fallback);

@@ -227,197 +227,239 @@ static PyObject *new_bytes(Py_ssize_t n, char **data) {
     return b;
 }
 
-PyObject *expansion_tables(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer co_b = {0}, defer_b = {0}, listed_b = {0}, lc_b = {0};
-    Py_ssize_t k, most, min_tokens, words, vocab_size = -1;
-    int lazy = 0;
-    PyObject *co_obj, *defer_obj = Py_None, *listed_obj = Py_None, *lc_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "Onnnn|pOOOn", &co_obj, &k, &most, &min_tokens, &words, &lazy, &defer_obj, &listed_obj,
-                          &lc_obj, &vocab_size))
-        return NULL;
-    if (co_obj != Py_None && PyObject_GetBuffer(co_obj, &co_b, PyBUF_SIMPLE) < 0) return NULL;
-    const uint8_t *defer = NULL;
-    const int32_t *given = NULL; /* the caller's ids outside class 0 (see below) */
-    const int32_t *given_classes = NULL; /* and their classes, where it gives no class_of */
-    Py_ssize_t ngiven = 0;
-    int from_given = 0;
-    PyObject *result = NULL, *groups = NULL, *tables = NULL, *indptr = NULL, *pw = NULL, *pb = NULL, *all = NULL;
-    PyObject *built = NULL;
-    int64_t *sizes = NULL;
-    int32_t *slot = NULL, *last = NULL, *fill = NULL, *rest = NULL, guess = 0;
-    uint32_t *guess_bits = NULL;
-    Py_ssize_t rest_cap = 0, nrest = 0;
-    SizedClass *cand = NULL;
-    const int32_t *co = (const int32_t *)co_b.buf;
-    Py_ssize_t v = co_b.obj ? co_b.len / 4 : vocab_size;
-    if ((co_b.obj && co_b.len % 4) || v < 0 || k < 0 || most < 0 || words < 0 || v > words * 32) {
-        PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of is not int32, or does not fit the row's words");
-        goto done;
-    }
+/* expansion_tables' state: its arguments, the counts of the first pass, and the arrays it returns. */
+typedef struct {
+    Py_buffer co_b, defer_b, listed_b, lc_b;
+    Py_ssize_t k, most, min_tokens, words, v;
+    int lazy;
+    const int32_t *co;
+    const uint8_t *defer;
+    const int32_t *given;         /* the caller's ids outside class 0 (see below) */
+    const int32_t *given_classes; /* and their classes, where it gives no class_of */
+    Py_ssize_t ngiven;
+    int from_given, listed;
+    int64_t *sizes;
+    int32_t *slot, *last, *fill, *rest, guess, top;
+    uint32_t *guess_bits;
+    Py_ssize_t rest_cap, nrest;
+    SizedClass *cand;
+    Py_ssize_t nlarge, ngroups;
+    PyObject *groups, *tables, *indptr, *pw, *pb, *all, *built;
+    int32_t *g, *tab, *ip, *allw, *pwords, *pbits;
+} Tables;
+
+static void tables_free(Tables *T) {
+    Py_XDECREF(T->built);
+    Py_XDECREF(T->groups);
+    Py_XDECREF(T->tables);
+    Py_XDECREF(T->indptr);
+    Py_XDECREF(T->pw);
+    Py_XDECREF(T->pb);
+    Py_XDECREF(T->all);
+    PyMem_Free(T->sizes);
+    PyMem_Free(T->slot);
+    PyMem_Free(T->last);
+    PyMem_Free(T->cand);
+    PyMem_Free(T->fill);
+    PyMem_Free(T->rest);
+    PyMem_Free(T->guess_bits);
+    if (T->defer_b.obj) PyBuffer_Release(&T->defer_b);
+    if (T->listed_b.obj) PyBuffer_Release(&T->listed_b);
+    if (T->lc_b.obj) PyBuffer_Release(&T->lc_b);
+    if (T->co_b.obj) PyBuffer_Release(&T->co_b);
+}
+
+/* The optional arguments' buffers, checked against each other; -1 with the exception set. */
+static int tables_options(Tables *T, PyObject *defer_obj, PyObject *listed_obj, PyObject *lc_obj) {
     if (defer_obj != Py_None) {
-        if (PyObject_GetBuffer(defer_obj, &defer_b, PyBUF_SIMPLE) < 0) goto done;
-        if (!lazy || defer_b.len != k) {
+        if (PyObject_GetBuffer(defer_obj, &T->defer_b, PyBUF_SIMPLE) < 0) return -1;
+        if (!T->lazy || T->defer_b.len != T->k) {
             PyErr_SetString(PyExc_ValueError, "expansion_tables: defer needs lazy and one byte per class");
-            goto done;
+            return -1;
         }
-        defer = (const uint8_t *)defer_b.buf;
+        T->defer = (const uint8_t *)T->defer_b.buf;
     }
     if (listed_obj != Py_None) {
-        if (PyObject_GetBuffer(listed_obj, &listed_b, PyBUF_SIMPLE) < 0) goto done;
-        if (listed_b.len % 4) {
+        if (PyObject_GetBuffer(listed_obj, &T->listed_b, PyBUF_SIMPLE) < 0) return -1;
+        if (T->listed_b.len % 4) {
             PyErr_SetString(PyExc_ValueError, "expansion_tables: listed is not int32");
-            goto done;
+            return -1;
         }
-        given = (const int32_t *)listed_b.buf;
-        ngiven = listed_b.len / 4;
+        T->given = (const int32_t *)T->listed_b.buf;
+        T->ngiven = T->listed_b.len / 4;
     }
     if (lc_obj != Py_None) {
-        if (PyObject_GetBuffer(lc_obj, &lc_b, PyBUF_SIMPLE) < 0) goto done;
-        if (!given || lc_b.len != listed_b.len) {
+        if (PyObject_GetBuffer(lc_obj, &T->lc_b, PyBUF_SIMPLE) < 0) return -1;
+        if (!T->given || T->lc_b.len != T->listed_b.len) {
             PyErr_SetString(PyExc_ValueError, "expansion_tables: listed_classes needs listed, one class per id");
-            goto done;
+            return -1;
         }
-        given_classes = (const int32_t *)lc_b.buf;
+        T->given_classes = (const int32_t *)T->lc_b.buf;
     }
-    if (!co_b.obj && !given_classes) {
+    if (!T->co_b.obj && !T->given_classes) {
         PyErr_SetString(PyExc_ValueError, "expansion_tables: without class_of, listed and listed_classes are needed");
-        goto done;
+        return -1;
     }
-    sizes = PyMem_Calloc((size_t)(k ? k : 1), sizeof(int64_t));
-    slot = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
-    last = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
-    cand = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(SizedClass));
-    fill = PyMem_Malloc((size_t)(k ? k : 1) * sizeof(int32_t));
-    if (!sizes || !slot || !last || !cand || !fill) {
+    Py_ssize_t k1 = T->k ? T->k : 1;
+    T->sizes = PyMem_Calloc((size_t)k1, sizeof(int64_t));
+    T->slot = PyMem_Malloc((size_t)k1 * sizeof(int32_t));
+    T->last = PyMem_Malloc((size_t)k1 * sizeof(int32_t));
+    T->cand = PyMem_Malloc((size_t)k1 * sizeof(SizedClass));
+    T->fill = PyMem_Malloc((size_t)k1 * sizeof(int32_t));
+    T->guess_bits = PyMem_Calloc((size_t)(T->words ? T->words : 1), sizeof(uint32_t));
+    T->rest_cap = T->v / 8 + 64;
+    T->rest = PyMem_Malloc((size_t)T->rest_cap * sizeof(int32_t));
+    if (!T->sizes || !T->slot || !T->last || !T->cand || !T->fill || !T->guess_bits || !T->rest) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
-    /* One pass over class_of: the tokens of the likeliest largest class `guess` (the commonest of 64
-     * evenly spaced ids: most of a small grammar's vocabulary is one class) as each word's bits in
-     * guess_bits, found by one branch-free comparison of its 32 ids, and the other tokens' ids in
-     * `rest` (sorted, as the scan meets them), each checked and counted. The passes below then read
-     * those, not class_of again. Where the guess leaves more than `rest` holds (a vocabulary with no
-     * dominant class), `rest` is dropped and they scan class_of as before (FOR_WORDS). */
-    guess_bits = PyMem_Malloc((size_t)(words ? words : 1) * sizeof(uint32_t));
-    rest_cap = v / 8 + 64;
-    rest = PyMem_Malloc((size_t)rest_cap * sizeof(int32_t));
-    if (!guess_bits || !rest) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memset(guess_bits, 0, (size_t)(words ? words : 1) * sizeof(uint32_t));
-    if (given && k > 0 && (ngiven <= rest_cap || given_classes)) {
-        /* The caller lists the ids outside class 0, ascending (classing's numbering knows them): they
-         * are `rest`, class 0 the guess, and class_of is read at them alone, not scanned (a small
-         * grammar's class map is then read on the few pages it wrote: zero pages are never touched). */
-        guess = 0;
-        for (Py_ssize_t w = 0; w < words; w++) {
-            guess_bits[w] = word_lanes(word_ids(v, w << 5));
+    return 0;
+}
+
+/* The caller lists the ids outside class 0, ascending (classing's numbering knows them): they are `rest`,
+ * class 0 the guess, and class_of is read at them alone, not scanned (a small grammar's class map is then
+ * read on the few pages it wrote: zero pages are never touched). */
+static int count_listed(Tables *T) {
+    const int32_t *given = T->given;
+    T->guess = 0;
+    for (Py_ssize_t w = 0; w < T->words; w++) T->guess_bits[w] = word_lanes(word_ids(T->v, w << 5));
+    for (Py_ssize_t i = 0; i < T->ngiven; i++) {
+        int32_t t = given[i], c;
+        if (t < 0 || t >= T->v || (i && t <= given[i - 1]) ||
+            (c = T->given_classes ? T->given_classes[i] : T->co[t]) == 0) {
+            PyErr_SetString(PyExc_ValueError, "expansion_tables: listed ids are not class_of's ids outside class 0");
+            return -1;
         }
-        for (Py_ssize_t i = 0; i < ngiven; i++) {
-            int32_t t = given[i], c;
-            if (t < 0 || t >= v || (i && t <= given[i - 1]) || (c = given_classes ? given_classes[i] : co[t]) == 0) {
-                PyErr_SetString(PyExc_ValueError, "expansion_tables: listed ids are not class_of's ids outside class 0");
-                goto done;
-            }
-            if ((uint32_t)c >= (uint32_t)k) {
-                PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
-                goto done;
-            }
-            sizes[c]++;
-            if (i < rest_cap) rest[i] = t;
-            guess_bits[t >> 5] &= ~((uint32_t)1 << (t & 31));
-        }
-        nrest = ngiven;
-        sizes[0] += v - nrest;
-        from_given = 1;
-    } else {
-        int32_t seen[64];
-        int nseen = 0, best = 0;
-        for (int i = 0; i < 64 && v; i++) {
-            int32_t c = co[(Py_ssize_t)((double)i * (double)v / 64.0)];
-            if ((uint32_t)c < (uint32_t)k) seen[nseen++] = c;
-        }
-        for (int i = 0; i < nseen; i++) {
-            int n = 0;
-            for (int j = 0; j < nseen; j++) n += seen[j] == seen[i];
-            if (n > best || (n == best && seen[i] < guess)) {
-                best = n;
-                guess = seen[i];
-            }
-        }
-    }
-    if (!from_given) {
-        int32_t bad = k == 0 && v > 0;
-        for (Py_ssize_t base = 0; base < v && !bad; base += 32) {
-            Py_ssize_t n = word_ids(v, base);
-            uint32_t m = equal_bits(co + base, n, guess);
-            guess_bits[base >> 5] = m;
-            uint32_t others = ~m & word_lanes(n);
-            while (others) {
-                int j = __builtin_ctz(others);
-                others &= others - 1;
-                int32_t c = co[base + j];
-                if ((uint32_t)c >= (uint32_t)k) {
-                    bad = 1;
-                    break;
-                }
-                sizes[c]++;
-                if (nrest < rest_cap) rest[nrest] = (int32_t)(base + j);
-                nrest++;
-            }
-        }
-        if (bad) {
+        if ((uint32_t)c >= (uint32_t)T->k) {
             PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
-            goto done;
+            return -1;
         }
-        if (k) sizes[guess] += v - nrest; /* every other id was counted in its class */
+        T->sizes[c]++;
+        if (i < T->rest_cap) T->rest[i] = t;
+        T->guess_bits[t >> 5] &= ~((uint32_t)1 << (t & 31));
     }
-    int listed = nrest <= rest_cap || (from_given && given_classes); /* the passes below read guess_bits and rest */
-    /* rest's ids and classes: the caller's where it gave them, else rest and class_of */
-#define REST_ID(i) (given_classes && from_given ? given[i] : rest[i])
-#define REST_CLASS(i) (given_classes && from_given ? given_classes[i] : co[rest[i]])
-    /* the large classes: among those with min_tokens or more, the `most` largest */
+    T->nrest = T->ngiven;
+    T->sizes[0] += T->v - T->nrest;
+    T->from_given = 1;
+    return 0;
+}
+
+/* The likeliest largest class: the commonest of 64 evenly spaced ids (ties to the lowest). */
+static int32_t guess_class(const Tables *T) {
+    int32_t seen[64], guess = 0;
+    int nseen = 0, best = 0;
+    for (int i = 0; i < 64 && T->v; i++) {
+        int32_t c = T->co[(Py_ssize_t)((double)i * (double)T->v / 64.0)];
+        if ((uint32_t)c < (uint32_t)T->k) seen[nseen++] = c;
+    }
+    for (int i = 0; i < nseen; i++) {
+        int n = 0;
+        for (int j = 0; j < nseen; j++) n += seen[j] == seen[i];
+        if (n > best || (n == best && seen[i] < guess)) {
+            best = n;
+            guess = seen[i];
+        }
+    }
+    return guess;
+}
+
+/* One pass over class_of: the guess's tokens as each word's bits, every other token's id in `rest`, each
+ * checked and counted. */
+static int count_by_scan(Tables *T) {
+    const int32_t *co = T->co;
+    int32_t bad = T->k == 0 && T->v > 0;
+    for (Py_ssize_t base = 0; base < T->v && !bad; base += 32) {
+        Py_ssize_t n = word_ids(T->v, base);
+        uint32_t m = equal_bits(co + base, n, T->guess);
+        T->guess_bits[base >> 5] = m;
+        uint32_t others = ~m & word_lanes(n);
+        while (others) {
+            int j = __builtin_ctz(others);
+            others &= others - 1;
+            int32_t c = co[base + j];
+            if ((uint32_t)c >= (uint32_t)T->k) {
+                bad = 1;
+                break;
+            }
+            T->sizes[c]++;
+            if (T->nrest < T->rest_cap) T->rest[T->nrest] = (int32_t)(base + j);
+            T->nrest++;
+        }
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
+        return -1;
+    }
+    if (T->k) T->sizes[T->guess] += T->v - T->nrest; /* every other id was counted in its class */
+    return 0;
+}
+
+/* The large classes: among those with min_tokens or more, the `most` largest; and the largest of all. */
+static void choose_large(Tables *T) {
     Py_ssize_t ncand = 0;
-    for (Py_ssize_t c = 0; c < k; c++) {
-        slot[c] = -1;
-        if (sizes[c] >= min_tokens) {
-            cand[ncand].size = sizes[c];
-            cand[ncand++].id = (int32_t)c;
+    for (Py_ssize_t c = 0; c < T->k; c++) {
+        T->slot[c] = -1;
+        if (T->sizes[c] >= T->min_tokens) {
+            T->cand[ncand].size = T->sizes[c];
+            T->cand[ncand++].id = (int32_t)c;
         }
     }
-    qsort(cand, (size_t)ncand, sizeof(SizedClass), cmp_sized);
-    Py_ssize_t nlarge = ncand < most ? ncand : most, ngroups = (nlarge + 3) / 4;
-    char *gd = NULL, *td = NULL, *ipd = NULL, *pwd = NULL, *pbd = NULL, *ad = NULL;
-    groups = new_bytes(ngroups * 16, &gd);
-    /* rows 0 and 1 << b zeroed below, the other codes all written (lazy: by expand_row when first needed,
-     * `built` saying which are; a writable bytearray then; row 0, never read, left as it is) */
-    tables = lazy ? PyByteArray_FromStringAndSize(NULL, ngroups * 16 * words * 4)
-                  : PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4);
-    if (tables) td = lazy ? PyByteArray_AS_STRING(tables) : PyBytes_AS_STRING(tables);
-    if (lazy && !(built = PyByteArray_FromStringAndSize(NULL, ngroups * 16))) goto done;
-    indptr = new_bytes((k + 1) * 4, &ipd);
-    all = new_bytes(words * 4, &ad);
-    if (!groups || !tables || !indptr || !all) goto done;
-    int32_t *g = (int32_t *)gd, *tab = (int32_t *)td, *ip = (int32_t *)ipd, *allw = (int32_t *)ad;
-    for (Py_ssize_t i = 0; i < ngroups * 4; i++) g[i] = cand[i < nlarge ? i : nlarge - 1].id;
-    char *bd = lazy ? PyByteArray_AS_STRING(built) : NULL;
+    qsort(T->cand, (size_t)ncand, sizeof(SizedClass), cmp_sized);
+    T->nlarge = ncand < T->most ? ncand : T->most;
+    T->ngroups = (T->nlarge + 3) / 4;
+    T->top = 0;
+    for (Py_ssize_t c = 1; c < T->k; c++)
+        if (T->sizes[c] > T->sizes[T->top]) T->top = (int32_t)c;
+}
+
+/* The arrays returned, rows 0 and 1 << b zeroed, the other codes all written later (lazy: by expand_row when
+ * first needed, `built` saying which are; a writable bytearray then; row 0, never read, left as it is). */
+static int make_outputs(Tables *T) {
+    Py_ssize_t words = T->words, ngroups = T->ngroups, nlarge = T->nlarge;
+    char *gd = NULL, *td = NULL, *ipd = NULL, *ad = NULL;
+    T->groups = new_bytes(ngroups * 16, &gd);
+    T->tables = T->lazy ? PyByteArray_FromStringAndSize(NULL, ngroups * 16 * words * 4)
+                        : PyBytes_FromStringAndSize(NULL, ngroups * 16 * words * 4);
+    if (T->tables) td = T->lazy ? PyByteArray_AS_STRING(T->tables) : PyBytes_AS_STRING(T->tables);
+    if (T->lazy && !(T->built = PyByteArray_FromStringAndSize(NULL, ngroups * 16))) return -1;
+    T->indptr = new_bytes((T->k + 1) * 4, &ipd);
+    T->all = new_bytes(words * 4, &ad);
+    if (!T->groups || !T->tables || !T->indptr || !T->all) return -1;
+    int32_t *g = T->g = (int32_t *)gd, *tab = T->tab = (int32_t *)td;
+    T->ip = (int32_t *)ipd;
+    T->allw = (int32_t *)ad;
+    for (Py_ssize_t i = 0; i < ngroups * 4; i++) g[i] = T->cand[i < nlarge ? i : nlarge - 1].id;
+    char *bd = T->lazy ? PyByteArray_AS_STRING(T->built) : NULL;
     for (Py_ssize_t gi = 0; gi < ngroups; gi++)
         for (int code = 0; code < 16; code++) {
             int single = code && !(code & (code - 1));
-            int make = single ? !(defer && defer[g[gi * 4 + __builtin_ctz((unsigned)code)]]) : code == 0 && !lazy;
+            int make = single ? !(T->defer && T->defer[g[gi * 4 + __builtin_ctz((unsigned)code)]]) : code == 0 && !T->lazy;
             if (bd) bd[gi * 16 + code] = (char)(single && make); /* the singles, but deferred classes' */
             if (make) memset(tab + ((size_t)gi * 16 + code) * words, 0, (size_t)words * 4);
         }
-    for (Py_ssize_t i = 0; i < nlarge; i++) slot[cand[i].id] = (int32_t)i;
-    /* one pass: the large classes' single rows (table row 1 << member), the others' pair counts */
-    for (Py_ssize_t c = 0; c < k; c++) last[c] = -1;
-    /* Word by word: the tokens of the largest class (often most of the vocabulary) found by one
-     * branch-free comparison of the word's 32 ids, the others one by one. */
-    int32_t top = 0;
-    for (Py_ssize_t c = 1; c < k; c++)
-        if (sizes[c] > sizes[top]) top = (int32_t)c;
+    for (Py_ssize_t i = 0; i < nlarge; i++) T->slot[T->cand[i].id] = (int32_t)i;
+    return 0;
+}
+
+/* The loops below read T's fields under their own names (T_LOCALS): the macros are written over them. */
+#define T_LOCALS                                                                                               \
+    const Py_ssize_t k = T->k, v = T->v, words = T->words, nrest = T->nrest;                                   \
+    const int listed = T->listed, from_given = T->from_given;                                                  \
+    const int32_t *co = T->co, *given = T->given, *given_classes = T->given_classes, *rest = T->rest;          \
+    const uint32_t *guess_bits = T->guess_bits;                                                                \
+    const int32_t guess = T->guess, top = T->top, *slot = T->slot;                                             \
+    const uint8_t *defer = T->defer;                                                                           \
+    int32_t *last = T->last;                                                                                   \
+    (void)from_given;                                                                                          \
+    (void)given;                                                                                               \
+    (void)given_classes;                                                                                       \
+    (void)rest;                                                                                                \
+    (void)defer
+/* rest's ids and classes: the caller's where it gave them, else rest and class_of */
+#define REST_ID(i) (given_classes && from_given ? given[i] : rest[i])
+#define REST_CLASS(i) (given_classes && from_given ? given_classes[i] : co[rest[i]])
+/* Word by word: the tokens of the largest class (often most of the vocabulary) found by one branch-free
+ * comparison of the word's 32 ids, the others one by one. */
 #define FOR_WORDS(TOKEN, TOP)                                                          \
     for (Py_ssize_t base = 0; base < v; base += 32) {                                  \
         int32_t w = (int32_t)(base >> 5);                                              \
@@ -431,6 +473,24 @@ PyObject *expansion_tables(PyObject *self, PyObject *args) {
             TOKEN(co[base + j], (uint32_t)1 << j, w);                                  \
         }                                                                              \
     }
+/* Each token once, word by word, as FLUSH(class, bits, word): from guess_bits and rest where the first
+ * pass listed them, else by scanning class_of again (FOR_WORDS). */
+#define FOR_TOKENS(FLUSH)                                                                                      \
+    if (k && listed) {                                                                                         \
+        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)                                                   \
+            if (guess_bits[w]) FLUSH(guess, guess_bits[w], (int32_t)w);                                        \
+        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH(REST_CLASS(i), (uint32_t)1 << (REST_ID(i) & 31), REST_ID(i) >> 5); \
+    } else if (k) {                                                                                            \
+        FOR_WORDS(FLUSH, FLUSH)                                                                                \
+    }
+
+/* One pass: the large classes' single rows (table row 1 << member), the others' pair counts; then the
+ * repeated last class's row and (eager) the unions of every group. */
+static void fill_rows(Tables *T) {
+    T_LOCALS;
+    int32_t *tab = T->tab, *allw = T->allw, *ip = T->ip;
+    Py_ssize_t nlarge = T->nlarge, ngroups = T->ngroups;
+    for (Py_ssize_t c = 0; c < k; c++) last[c] = -1;
 #define FLUSH_ROWS(c, bits, w)                                                         \
     do {                                                                               \
         int32_t s_ = slot[c];                                                          \
@@ -445,22 +505,13 @@ PyObject *expansion_tables(PyObject *self, PyObject *args) {
             }                                                                          \
         }                                                                              \
     } while (0)
-/* Each token once, word by word, as FLUSH(class, bits, word): from guess_bits and rest where the first
- * pass listed them, else by scanning class_of again (FOR_WORDS). */
-#define FOR_TOKENS(FLUSH)                                                                                      \
-    if (k && listed) {                                                                                         \
-        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)                                                   \
-            if (guess_bits[w]) FLUSH(guess, guess_bits[w], (int32_t)w);                                        \
-        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH(REST_CLASS(i), (uint32_t)1 << (REST_ID(i) & 31), REST_ID(i) >> 5); \
-    } else if (k) {                                                                                            \
-        FOR_WORDS(FLUSH, FLUSH)                                                                                \
-    }
     FOR_TOKENS(FLUSH_ROWS)
+#undef FLUSH_ROWS
     /* the repeated last class: its row again (a deferred one's each made from class_of when needed) */
-    for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(defer && defer[cand[nlarge - 1].id]); i++)
+    for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(defer && defer[T->cand[nlarge - 1].id]); i++)
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
                tab + ((size_t)((nlarge - 1) >> 2) * 16 + ((size_t)1 << ((nlarge - 1) & 3))) * words, (size_t)words * 4);
-    for (Py_ssize_t gi = 0; gi < ngroups && !lazy; gi++)
+    for (Py_ssize_t gi = 0; gi < ngroups && !T->lazy; gi++)
         for (int code = 3; code < 16; code++) {
             if (!(code & (code - 1))) continue;
             int32_t *dst = tab + ((size_t)gi * 16 + code) * words;
@@ -469,14 +520,21 @@ PyObject *expansion_tables(PyObject *self, PyObject *args) {
             for (Py_ssize_t w = 0; w < words; w++) dst[w] = a[w] | b[w];
         }
     for (Py_ssize_t c = 0; c < k; c++) ip[c + 1] += ip[c];
-    Py_ssize_t npairs = ip[k];
-    pw = new_bytes(npairs * 4, &pwd);
-    pb = new_bytes(npairs * 4, &pbd);
-    if (!pw || !pb) goto done;
+}
+
+/* The second pass: the (word, bits) pairs of every small class, by class and then word. */
+static int fill_pairs(Tables *T) {
+    T_LOCALS;
+    int32_t *fill = T->fill;
+    Py_ssize_t npairs = T->ip[k];
+    char *pwd = NULL, *pbd = NULL;
+    T->pw = new_bytes(npairs * 4, &pwd);
+    T->pb = new_bytes(npairs * 4, &pbd);
+    if (!T->pw || !T->pb) return -1;
     int32_t *pwords = (int32_t *)pwd, *pbits = (int32_t *)pbd;
     for (Py_ssize_t c = 0; c < k; c++) {
         last[c] = -1;
-        fill[c] = ip[c];
+        fill[c] = T->ip[c];
     }
 #define FLUSH_PAIRS(c, bits, w)                                                        \
     do {                                                                               \
@@ -491,32 +549,52 @@ PyObject *expansion_tables(PyObject *self, PyObject *args) {
         }                                                                              \
     } while (0)
     FOR_TOKENS(FLUSH_PAIRS)
+#undef FLUSH_PAIRS
+    return 0;
+}
 #undef FOR_WORDS
 #undef FOR_TOKENS
 #undef REST_ID
 #undef REST_CLASS
-#undef FLUSH_ROWS
-#undef FLUSH_PAIRS
-    result = lazy ? PyTuple_Pack(7, groups, tables, indptr, pw, pb, all, built)
-                  : PyTuple_Pack(6, groups, tables, indptr, pw, pb, all);
+#undef T_LOCALS
+
+PyObject *expansion_tables(PyObject *self, PyObject *args) {
+    (void)self;
+    Tables T;
+    memset(&T, 0, sizeof(T));
+    T.v = -1;
+    PyObject *co_obj, *defer_obj = Py_None, *listed_obj = Py_None, *lc_obj = Py_None, *result = NULL;
+    if (!PyArg_ParseTuple(args, "Onnnn|pOOOn", &co_obj, &T.k, &T.most, &T.min_tokens, &T.words, &T.lazy, &defer_obj,
+                          &listed_obj, &lc_obj, &T.v))
+        return NULL;
+    if (co_obj != Py_None && PyObject_GetBuffer(co_obj, &T.co_b, PyBUF_SIMPLE) < 0) return NULL;
+    T.co = (const int32_t *)T.co_b.buf;
+    if (T.co_b.obj) T.v = T.co_b.len / 4; /* else vocab_size */
+    if ((T.co_b.obj && T.co_b.len % 4) || T.v < 0 || T.k < 0 || T.most < 0 || T.words < 0 || T.v > T.words * 32) {
+        PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of is not int32, or does not fit the row's words");
+        goto done;
+    }
+    if (tables_options(&T, defer_obj, listed_obj, lc_obj) < 0) goto done;
+    /* One pass over class_of: the tokens of the likeliest largest class `guess` (the commonest of 64 evenly
+     * spaced ids: most of a small grammar's vocabulary is one class) as each word's bits in guess_bits, found
+     * by one branch-free comparison of its 32 ids, and the other tokens' ids in `rest` (sorted, as the scan
+     * meets them), each checked and counted. The passes below then read those, not class_of again. Where the
+     * guess leaves more than `rest` holds (a vocabulary with no dominant class), `rest` is dropped and they
+     * scan class_of as before (FOR_WORDS). */
+    if (T.given && T.k > 0 && (T.ngiven <= T.rest_cap || T.given_classes)) {
+        if (count_listed(&T) < 0) goto done;
+    } else {
+        T.guess = guess_class(&T);
+    }
+    if (!T.from_given && count_by_scan(&T) < 0) goto done;
+    T.listed = T.nrest <= T.rest_cap || (T.from_given && T.given_classes); /* the passes read guess_bits and rest */
+    choose_large(&T);
+    if (make_outputs(&T) < 0) goto done;
+    fill_rows(&T);
+    if (fill_pairs(&T) < 0) goto done;
+    result = T.lazy ? PyTuple_Pack(7, T.groups, T.tables, T.indptr, T.pw, T.pb, T.all, T.built)
+                    : PyTuple_Pack(6, T.groups, T.tables, T.indptr, T.pw, T.pb, T.all);
 done:
-    Py_XDECREF(built);
-    Py_XDECREF(groups);
-    Py_XDECREF(tables);
-    Py_XDECREF(indptr);
-    Py_XDECREF(pw);
-    Py_XDECREF(pb);
-    Py_XDECREF(all);
-    PyMem_Free(sizes);
-    PyMem_Free(slot);
-    PyMem_Free(last);
-    PyMem_Free(cand);
-    PyMem_Free(fill);
-    PyMem_Free(rest);
-    PyMem_Free(guess_bits);
-    if (defer_b.obj) PyBuffer_Release(&defer_b);
-    if (listed_b.obj) PyBuffer_Release(&listed_b);
-    if (lc_b.obj) PyBuffer_Release(&lc_b);
-    if (co_b.obj) PyBuffer_Release(&co_b);
+    tables_free(&T);
     return result;
 }

@@ -866,144 +866,153 @@ PyObject *words_merge_table(Words *S, PyObject *args) {
     return gnf_merge(S, NULL, NULL, table, start);
 }
 
-static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start) {
-    int64_t n = table ? PyList_GET_SIZE(table) : PyList_GET_SIZE(atoms_obj);
-    if ((!table && PyList_GET_SIZE(tails_obj) != n) || start < 0 || start >= n) {
-        PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
-        return NULL;
-    }
-    PyObject *out = NULL;
-    int64_t **atoms = NULL, **tails = NULL;
-    Py_ssize_t *alens = NULL, *lens = NULL;
-    uint64_t *below = NULL;
-    int32_t *dense = NULL, *order = NULL;
-    int64_t W = 0, R = 0;
-    /* everything below is freed at done (NULL is fine) */
-    int64_t *off = NULL, *perm = NULL, *block = NULL, *rt = NULL, *ctx = NULL, *coff = NULL, *cl = NULL;
-    uint64_t *sh = NULL;
-    int64_t *keytab = NULL, *gtab = NULL, *grep = NULL, *gslot = NULL, *ghead = NULL, *gtail = NULL;
-    int64_t *mfirst = NULL, *mlast = NULL, *mnext = NULL, *mtmp = NULL;
-    int64_t *pstart = NULL, *plist = NULL, *bstart = NULL, *blist = NULL, *ostart = NULL, *olist = NULL;
-    int64_t *ustart = NULL, *ulist = NULL, *fill = NULL;
-    int64_t *touched = NULL, *moved = NULL, *affected = NULL, *stack = NULL, scap = 0;
-    uint32_t *seen = NULL, *amark = NULL, *bmark = NULL;
-    int32_t *memo = NULL;
-    int64_t *to_final = NULL, *last = NULL;
-    if (table ? gnf_dict_rows(S, table, n, &atoms, &alens, &tails, &lens) < 0
-              : (gnf_rows(S, atoms_obj, n, 2, &atoms, &alens) < 0 || gnf_rows(S, tails_obj, n, 0, &tails, &lens) < 0))
-        goto done;
-    for (int64_t a = 0; a < n; a++)
-        if (alens[a] != lens[a]) {
-            PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
-            goto done;
-        }
-    int rc = gnf_below_bits(S, tails, lens, n, start, &below, &W, &dense, &order, &R);
-    if (rc < 0) goto done;
-    if (rc == 1) {
-        out = Py_NewRef(Py_None);
-        goto done;
-    }
-    int64_t total = 0, ctotal = 0;
-    off = malloc((size_t)(n + 1) * sizeof(int64_t));
-    coff = malloc((size_t)(n + 1) * sizeof(int64_t));
-    if (!off || !coff) goto nomem;
+/* gnf_merge's state: the rows, the stack adjacency, and the partition refinement's arrays (all freed by
+ * merge_free; NULL is fine). */
+typedef struct {
+    Words *S;
+    int64_t n, start;
+    int64_t **atoms, **tails;
+    Py_ssize_t *alens, *lens;
+    uint64_t *below;          /* n rows of W words (gnf_below_bits) */
+    int64_t W, R;             /* R: the tails' nodes, dense ids */
+    int32_t *dense, *order;   /* node -> dense id (-1: none); dense id -> node */
+    int64_t *off, *coff;      /* a's positions in perm / rt, its contexts in ctx */
+    int64_t *perm, *rt, *ctx, *cl; /* row positions by atom; renamed tails; contexts, their count */
+    uint64_t *sh;             /* a's hash: its first key, then its signature */
+    int64_t *block, next_id;
+    int64_t kcap, *keytab, *gtab, *grep, *gslot, *ghead, *gtail; /* keytab / gtab: open addressing, kcap */
+    int64_t *mfirst, *mlast, *mnext, *mtmp; /* each block's members, ascending (linked) */
+    /* over dense nodes: parents (p), the nodes with an edge on each nonterminal (b), the nonterminals whose
+     * rows hold each node (o), those with each nonterminal in their below-set (u); CSR */
+    int64_t *pstart, *plist, *bstart, *blist, *ostart, *olist, *ustart, *ulist, *fill;
+    int64_t *touched, *moved, *affected, *stack, scap;
+    uint32_t *seen, *amark, *bmark; /* round stamps */
+    int32_t *memo;
+    int64_t mlen;
+    GnfPass P;
+    int64_t *to_final, *last, nfinal;
+} Merge;
+
+static void merge_free(Merge *M) {
+    gnf_rows_free(M->atoms, M->alens, M->n);
+    gnf_rows_free(M->tails, M->lens, M->n);
+    void *arrays[] = {M->below,  M->dense,  M->order,  M->off,    M->perm,   M->block,    M->rt,     M->ctx,
+                      M->coff,   M->cl,     M->sh,     M->keytab, M->gtab,   M->grep,     M->gslot,  M->ghead,
+                      M->gtail,  M->mfirst, M->mlast,  M->mnext,  M->mtmp,   M->pstart,   M->plist,  M->bstart,
+                      M->blist,  M->ostart, M->olist,  M->ustart, M->ulist,  M->fill,     M->touched, M->moved,
+                      M->affected, M->stack, M->seen,  M->amark,  M->bmark,  M->memo,     M->to_final, M->last};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) free(arrays[i]);
+}
+
+/* The arrays of the refinement, each row's positions sorted by atom; -1 without memory. */
+static int merge_alloc(Merge *M) {
+    int64_t n = M->n, total = 0, ctotal = 0;
+    M->off = malloc((size_t)(n + 1) * sizeof(int64_t));
+    M->coff = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!M->off || !M->coff) return -1;
     for (int64_t a = 0; a < n; a++) {
-        off[a] = total;
-        total += lens[a];
-        coff[a] = ctotal;
-        for (int64_t w = 0; w < W; w++) ctotal += __builtin_popcountll(below[a * W + w]);
+        M->off[a] = total;
+        total += M->lens[a];
+        M->coff[a] = ctotal;
+        for (int64_t w = 0; w < M->W; w++) ctotal += __builtin_popcountll(M->below[a * M->W + w]);
     }
-    off[n] = total;
-    coff[n] = ctotal;
-    int64_t kcap = 1;
-    while (kcap < 2 * n + 2) kcap *= 2;
-    perm = malloc((size_t)(total + 1) * sizeof(int64_t));
-    rt = malloc((size_t)(total + 1) * sizeof(int64_t));
-    ctx = malloc((size_t)(ctotal + 1) * sizeof(int64_t));
-    cl = calloc((size_t)n + 1, sizeof(int64_t));
-    sh = calloc((size_t)n + 1, sizeof(uint64_t));
-    block = malloc((size_t)(n + 1) * sizeof(int64_t));
-    keytab = malloc((size_t)kcap * sizeof(int64_t));
-    gtab = malloc((size_t)kcap * sizeof(int64_t));
-    grep = malloc((size_t)(n + 1) * sizeof(int64_t));
-    gslot = malloc((size_t)(n + 1) * sizeof(int64_t));
-    ghead = malloc((size_t)(n + 1) * sizeof(int64_t));
-    gtail = malloc((size_t)(n + 1) * sizeof(int64_t));
-    mfirst = malloc((size_t)(n + 1) * sizeof(int64_t));
-    mlast = malloc((size_t)(n + 1) * sizeof(int64_t));
-    mnext = malloc((size_t)(n + 1) * sizeof(int64_t));
-    mtmp = malloc((size_t)(n + 1) * sizeof(int64_t));
-    touched = malloc((size_t)(n + 1) * sizeof(int64_t));
-    moved = malloc((size_t)(n + 1) * sizeof(int64_t));
-    affected = malloc((size_t)(n + 1) * sizeof(int64_t));
-    amark = calloc((size_t)n + 1, sizeof(uint32_t));
-    bmark = calloc((size_t)n + 1, sizeof(uint32_t));
-    seen = calloc((size_t)R + 1, sizeof(uint32_t));
-    memo = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
-    if (!perm || !rt || !ctx || !cl || !sh || !block || !keytab || !gtab || !grep || !gslot || !ghead || !gtail ||
-        !mfirst || !mlast || !mnext || !mtmp || !touched || !moved || !affected || !amark || !bmark || !seen || !memo)
-        goto nomem;
-    int64_t mlen = S->n;
-    memset(memo, 0xFF, (size_t)mlen * sizeof(int32_t));
-    for (int64_t i = 0; i < kcap; i++) keytab[i] = gtab[i] = -1;
-    /* each row's positions sorted by atom (insertion sort: rows are short) */
-    for (int64_t a = 0; a < n; a++) {
-        int64_t *p = perm + off[a];
-        for (int64_t k = 0; k < lens[a]; k++) {
+    M->off[n] = total;
+    M->coff[n] = ctotal;
+    M->kcap = 1;
+    while (M->kcap < 2 * n + 2) M->kcap *= 2;
+    size_t n1 = (size_t)(n + 1) * sizeof(int64_t);
+    M->perm = malloc((size_t)(total + 1) * sizeof(int64_t));
+    M->rt = malloc((size_t)(total + 1) * sizeof(int64_t));
+    M->ctx = malloc((size_t)(ctotal + 1) * sizeof(int64_t));
+    M->cl = calloc((size_t)n + 1, sizeof(int64_t));
+    M->sh = calloc((size_t)n + 1, sizeof(uint64_t));
+    M->keytab = malloc((size_t)M->kcap * sizeof(int64_t));
+    M->gtab = malloc((size_t)M->kcap * sizeof(int64_t));
+    int64_t **n_sized[] = {&M->block, &M->grep,  &M->gslot,   &M->ghead, &M->gtail,    &M->mfirst,
+                           &M->mlast, &M->mnext, &M->mtmp,    &M->touched, &M->moved, &M->affected};
+    for (size_t i = 0; i < sizeof(n_sized) / sizeof(n_sized[0]); i++)
+        if (!(*n_sized[i] = malloc(n1))) return -1;
+    M->amark = calloc((size_t)n + 1, sizeof(uint32_t));
+    M->bmark = calloc((size_t)n + 1, sizeof(uint32_t));
+    M->seen = calloc((size_t)M->R + 1, sizeof(uint32_t));
+    M->memo = malloc((size_t)(M->S->n ? M->S->n : 1) * sizeof(int32_t));
+    if (!M->perm || !M->rt || !M->ctx || !M->cl || !M->sh || !M->keytab || !M->gtab || !M->amark || !M->bmark ||
+        !M->seen || !M->memo)
+        return -1;
+    M->mlen = M->S->n;
+    memset(M->memo, 0xFF, (size_t)M->mlen * sizeof(int32_t));
+    for (int64_t i = 0; i < M->kcap; i++) M->keytab[i] = M->gtab[i] = -1;
+    for (int64_t a = 0; a < n; a++) { /* each row's positions sorted by atom (insertion sort: rows are short) */
+        int64_t *p = M->perm + M->off[a];
+        for (int64_t k = 0; k < M->lens[a]; k++) {
             int64_t j = k;
-            while (j > 0 && atoms[a][p[j - 1]] > atoms[a][k]) {
+            while (j > 0 && M->atoms[a][p[j - 1]] > M->atoms[a][k]) {
                 p[j] = p[j - 1];
                 j--;
             }
             p[j] = k;
         }
     }
-    /* the first blocks: (a is the start, a's sorted atoms), numbered by first appearance */
-    int64_t next_id = 0;
-    for (int64_t a = 0; a < n; a++) {
-        uint64_t h = mix64((uint64_t)(a == start) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)lens[a]);
-        for (int64_t k = 0; k < lens[a]; k++) h = mix64(h ^ (uint64_t)atoms[a][perm[off[a] + k]]);
-        sh[a] = h;
-        uint64_t i = h & (uint64_t)(kcap - 1);
-        for (;; i = (i + 1) & (uint64_t)(kcap - 1)) {
-            int64_t r = keytab[i];
+    return 0;
+}
+
+/* The first blocks: (a is the start, a's sorted atoms), numbered by first appearance. */
+static void merge_first_blocks(Merge *M) {
+    int64_t **atoms = M->atoms, *perm = M->perm, *off = M->off, start = M->start;
+    uint64_t mask = (uint64_t)(M->kcap - 1);
+    M->next_id = 0;
+    for (int64_t a = 0; a < M->n; a++) {
+        uint64_t h = mix64((uint64_t)(a == start) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)M->lens[a]);
+        for (int64_t k = 0; k < M->lens[a]; k++) h = mix64(h ^ (uint64_t)atoms[a][perm[off[a] + k]]);
+        M->sh[a] = h;
+        for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+            int64_t r = M->keytab[i];
             if (r < 0) {
-                keytab[i] = a;
-                block[a] = next_id++;
+                M->keytab[i] = a;
+                M->block[a] = M->next_id++;
                 break;
             }
-            if (sh[r] != h || (r == start) != (a == start) || lens[r] != lens[a]) continue;
+            if (M->sh[r] != h || (r == start) != (a == start) || M->lens[r] != M->lens[a]) continue;
             int same = 1;
-            for (int64_t k = 0; same && k < lens[a]; k++)
+            for (int64_t k = 0; same && k < M->lens[a]; k++)
                 same = atoms[r][perm[off[r] + k]] == atoms[a][perm[off[a] + k]];
             if (same) {
-                block[a] = block[r];
+                M->block[a] = M->block[r];
                 break;
             }
         }
     }
-    /* indexes over the tails' nodes (dense ids): parents, nodes with an edge on each nonterminal, the
-     * nonterminals whose rows hold each node, and those with each nonterminal in their below-set */
-    pstart = calloc((size_t)R + 2, sizeof(int64_t));
-    bstart = calloc((size_t)n + 2, sizeof(int64_t));
-    ostart = calloc((size_t)R + 2, sizeof(int64_t));
-    ustart = calloc((size_t)n + 2, sizeof(int64_t));
-    fill = malloc((size_t)((R > n ? R : n) + 2) * sizeof(int64_t));
-    if (!pstart || !bstart || !ostart || !ustart || !fill) goto nomem;
-    for (int64_t r = 0; r < R; r++) {
-        int64_t node = order[r];
-        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+}
+
+/* BODY for every nonterminal b < n in a's below-set, ascending (BOTTOM, bit n, left out). */
+#define FOR_BELOW(M, a, b, BODY)                                                                          \
+    for (int64_t w_ = 0; w_ < (M)->W; w_++)                                                                \
+        for (uint64_t bits_ = (M)->below[(a) * (M)->W + w_]; bits_; bits_ &= bits_ - 1) {                  \
+            int64_t b = w_ * 64 + __builtin_ctzll(bits_);                                                  \
+            if (b < (M)->n) BODY;                                                                          \
+        }
+
+/* The indexes over the tails' nodes (dense ids): parents, nodes with an edge on each nonterminal, the
+ * nonterminals whose rows hold each node, and those with each nonterminal in their below-set. */
+static int merge_indexes(Merge *M) {
+    Words *S = M->S;
+    int64_t n = M->n, R = M->R;
+    const int32_t *dense = M->dense, *order = M->order;
+    M->pstart = calloc((size_t)R + 2, sizeof(int64_t));
+    M->bstart = calloc((size_t)n + 2, sizeof(int64_t));
+    M->ostart = calloc((size_t)R + 2, sizeof(int64_t));
+    M->ustart = calloc((size_t)n + 2, sizeof(int64_t));
+    M->fill = malloc((size_t)((R > n ? R : n) + 2) * sizeof(int64_t));
+    if (!M->pstart || !M->bstart || !M->ostart || !M->ustart || !M->fill) return -1;
+    int64_t *pstart = M->pstart, *bstart = M->bstart, *ostart = M->ostart, *ustart = M->ustart, *fill = M->fill;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = S->estart[order[r]]; i < S->estart[order[r] + 1]; i++) {
             pstart[dense[S->ekid[i]] + 1] += dense[S->ekid[i]] >= 0;
             bstart[S->esym[i] + 1]++;
         }
-    }
     for (int64_t a = 0; a < n; a++) {
-        for (int64_t k = 0; k < lens[a]; k++) ostart[dense[tails[a][k]] + 1]++;
-        for (int64_t w = 0; w < W; w++)
-            for (uint64_t bits = below[a * W + w]; bits; bits &= bits - 1) {
-                int64_t b = w * 64 + __builtin_ctzll(bits);
-                if (b < n) ustart[b + 1]++;
-            }
+        for (int64_t k = 0; k < M->lens[a]; k++) ostart[dense[M->tails[a][k]] + 1]++;
+        FOR_BELOW(M, a, b, ustart[b + 1]++)
     }
     for (int64_t r = 0; r < R; r++) {
         pstart[r + 1] += pstart[r];
@@ -1013,277 +1022,296 @@ static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, P
         bstart[a + 1] += bstart[a];
         ustart[a + 1] += ustart[a];
     }
-    plist = malloc((size_t)(pstart[R] + 1) * sizeof(int64_t));
-    blist = malloc((size_t)(bstart[n] + 1) * sizeof(int64_t));
-    olist = malloc((size_t)(ostart[R] + 1) * sizeof(int64_t));
-    ulist = malloc((size_t)(ustart[n] + 1) * sizeof(int64_t));
-    if (!plist || !blist || !olist || !ulist) goto nomem;
+    M->plist = malloc((size_t)(pstart[R] + 1) * sizeof(int64_t));
+    M->blist = malloc((size_t)(bstart[n] + 1) * sizeof(int64_t));
+    M->olist = malloc((size_t)(ostart[R] + 1) * sizeof(int64_t));
+    M->ulist = malloc((size_t)(ustart[n] + 1) * sizeof(int64_t));
+    if (!M->plist || !M->blist || !M->olist || !M->ulist) return -1;
     memcpy(fill, pstart, (size_t)(R + 1) * sizeof(int64_t));
-    for (int64_t r = 0; r < R; r++) {
-        int64_t node = order[r];
-        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = S->estart[order[r]]; i < S->estart[order[r] + 1]; i++) {
             int64_t c = dense[S->ekid[i]];
-            if (c >= 0) plist[fill[c]++] = r;
+            if (c >= 0) M->plist[fill[c]++] = r;
         }
-    }
     memcpy(fill, bstart, (size_t)(n + 1) * sizeof(int64_t));
-    for (int64_t r = 0; r < R; r++) {
-        int64_t node = order[r];
-        for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) blist[fill[S->esym[i]]++] = r;
-    }
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = S->estart[order[r]]; i < S->estart[order[r] + 1]; i++) M->blist[fill[S->esym[i]]++] = r;
     memcpy(fill, ostart, (size_t)(R + 1) * sizeof(int64_t));
     for (int64_t a = 0; a < n; a++)
-        for (int64_t k = 0; k < lens[a]; k++) {
-            int64_t d = dense[tails[a][k]];
-            olist[fill[d]++] = a;
-        }
+        for (int64_t k = 0; k < M->lens[a]; k++) M->olist[fill[dense[M->tails[a][k]]]++] = a;
     memcpy(fill, ustart, (size_t)(n + 1) * sizeof(int64_t));
-    for (int64_t a = 0; a < n; a++)
-        for (int64_t w = 0; w < W; w++)
-            for (uint64_t bits = below[a * W + w]; bits; bits &= bits - 1) {
-                int64_t b = w * 64 + __builtin_ctzll(bits);
-                if (b < n) ulist[fill[b]++] = a;
+    for (int64_t a = 0; a < n; a++) FOR_BELOW(M, a, b, M->ulist[fill[b]++] = a)
+    return 0;
+}
+
+/* signature(a): its contexts (the blocks of its below-set, BOTTOM -1) sorted and unique, its tails renamed
+ * through the blocks in row order (gnf_map), and a hash of both; < 0 (an E_ code, raised) on error. */
+static int64_t merge_sign(Merge *M, int64_t a) {
+    int64_t *c = M->ctx + M->coff[a], len = 0, W = M->W, n = M->n;
+    for (int64_t w = 0; w < W; w++)
+        for (uint64_t bits = M->below[a * W + w]; bits; bits &= bits - 1) {
+            int64_t b = w * 64 + __builtin_ctzll(bits), v = b < n ? M->block[b] : -1, j = len++;
+            while (j > 0 && c[j - 1] > v) {
+                c[j] = c[j - 1];
+                j--;
             }
-    GnfPass P = {0};
-    P.to = block;
-    P.m = n;
-    P.memo = memo;
-    P.mlen = mlen;
-    /* signature(a): contexts sorted and unique, tails renamed in row order, a hash of both */
-#define GNF_SIGN(a)                                                                                          \
-    do {                                                                                                     \
-        int64_t *c_ = ctx + coff[a], len_ = 0;                                                               \
-        for (int64_t w = 0; w < W; w++)                                                                      \
-            for (uint64_t bits = below[(a) * W + w]; bits; bits &= bits - 1) {                               \
-                int64_t b = w * 64 + __builtin_ctzll(bits), v = b < n ? block[b] : -1, j = len_++;           \
-                while (j > 0 && c_[j - 1] > v) {                                                             \
-                    c_[j] = c_[j - 1];                                                                       \
-                    j--;                                                                                     \
-                }                                                                                            \
-                c_[j] = v;                                                                                   \
-            }                                                                                                \
-        int64_t u_ = 0;                                                                                      \
-        for (int64_t j = 0; j < len_; j++)                                                                   \
-            if (j == 0 || c_[j] != c_[u_ - 1]) c_[u_++] = c_[j];                                            \
-        cl[a] = u_;                                                                                          \
-        uint64_t h_ = 0x51ED27ULL + (uint64_t)u_;                                                            \
-        for (int64_t j = 0; j < u_; j++) h_ = mix64(h_ ^ (uint64_t)c_[j]);                                   \
-        for (int64_t k = 0; k < lens[a]; k++) {                                                              \
-            int64_t r_ = gnf_map(S, &P, tails[a][k], 0);                                                     \
-            if (r_ < 0) {                                                                                    \
-                raise_code(S, r_);                                                                           \
-                goto done;                                                                                   \
-            }                                                                                                \
-            rt[off[a] + k] = r_;                                                                             \
-        }                                                                                                    \
-        for (int64_t k = 0; k < lens[a]; k++) h_ = mix64(h_ ^ (uint64_t)rt[off[a] + perm[off[a] + k]]);      \
-        sh[a] = h_;                                                                                          \
-    } while (0)
-    for (int64_t a = 0; a < n; a++) GNF_SIGN(a);
-    /* members of each block, ascending */
-    for (int64_t b = 0; b < next_id; b++) mfirst[b] = mlast[b] = -1;
-    for (int64_t a = 0; a < n; a++) {
-        int64_t b = block[a];
-        mnext[a] = -1;
-        if (mlast[b] < 0) mfirst[b] = a; else mnext[mlast[b]] = a;
-        mlast[b] = a;
+            c[j] = v;
+        }
+    int64_t u = 0;
+    for (int64_t j = 0; j < len; j++)
+        if (j == 0 || c[j] != c[u - 1]) c[u++] = c[j];
+    M->cl[a] = u;
+    uint64_t h = 0x51ED27ULL + (uint64_t)u;
+    for (int64_t j = 0; j < u; j++) h = mix64(h ^ (uint64_t)c[j]);
+    int64_t *rt = M->rt + M->off[a], *perm = M->perm + M->off[a];
+    for (int64_t k = 0; k < M->lens[a]; k++) {
+        int64_t r = gnf_map(M->S, &M->P, M->tails[a][k], 0);
+        if (r < 0) {
+            raise_code(M->S, r);
+            return r;
+        }
+        rt[k] = r;
     }
-    int64_t ntouched = next_id;
-    for (int64_t b = 0; b < next_id; b++) touched[b] = b;
+    for (int64_t k = 0; k < M->lens[a]; k++) h = mix64(h ^ (uint64_t)rt[perm[k]]);
+    M->sh[a] = h;
+    return 0;
+}
+
+/* Whether a and r have the same signature (merge_sign). */
+static int merge_same(const Merge *M, int64_t r, int64_t a) {
+    if (M->sh[r] != M->sh[a] || M->cl[r] != M->cl[a] || M->lens[r] != M->lens[a]) return 0;
+    if (memcmp(M->ctx + M->coff[r], M->ctx + M->coff[a], (size_t)M->cl[a] * sizeof(int64_t))) return 0;
+    const int64_t *pr = M->perm + M->off[r], *pa = M->perm + M->off[a];
+    for (int64_t j = 0; j < M->lens[a]; j++)
+        if (M->atoms[r][pr[j]] != M->atoms[a][pa[j]] || M->rt[M->off[r] + pr[j]] != M->rt[M->off[a] + pa[j]])
+            return 0;
+    return 1;
+}
+
+/* Block b split by signature: its first part (in nonterminal order) keeps the id, the others are numbered on
+ * in order and their members appended to moved. */
+static void merge_split(Merge *M, int64_t b, int64_t *nmoved) {
+    int64_t nm = 0, ng = 0;
+    uint64_t mask = (uint64_t)(M->kcap - 1);
+    for (int64_t a = M->mfirst[b]; a >= 0; a = M->mnext[a]) M->mtmp[nm++] = a;
+    for (int64_t k = 0; k < nm; k++) {
+        int64_t a = M->mtmp[k], g = -1;
+        uint64_t i = M->sh[a] & mask;
+        for (;; i = (i + 1) & mask) {
+            int64_t e = M->gtab[i];
+            if (e < 0) break;
+            if (merge_same(M, M->grep[e], a)) {
+                g = e;
+                break;
+            }
+        }
+        if (g < 0) {
+            g = ng++;
+            M->gtab[i] = g;
+            M->gslot[g] = (int64_t)i;
+            M->grep[g] = a;
+            M->ghead[g] = -1;
+        }
+        M->mnext[a] = -1;
+        if (M->ghead[g] < 0) M->ghead[g] = a; else M->mnext[M->gtail[g]] = a;
+        M->gtail[g] = a;
+    }
+    for (int64_t g = 0; g < ng; g++) M->gtab[M->gslot[g]] = -1;
+    M->mfirst[b] = M->ghead[0];
+    M->mlast[b] = M->gtail[0];
+    for (int64_t g = 1; g < ng; g++) {
+        int64_t id = M->next_id++;
+        M->mfirst[id] = M->ghead[g];
+        M->mlast[id] = M->gtail[g];
+        for (int64_t a = M->ghead[g]; a >= 0; a = M->mnext[a]) {
+            M->block[a] = id;
+            M->moved[(*nmoved)++] = a;
+        }
+    }
+}
+
+static inline void merge_mark(Merge *M, int64_t a, uint32_t round, int64_t *naff) {
+    if (M->amark[a] != round) {
+        M->amark[a] = round;
+        M->affected[(*naff)++] = a;
+    }
+}
+
+/* The nonterminals to sign again after the moves of a round, ascending: the renamed tails that read a moved
+ * nonterminal, and their ancestors, are forgotten (their memo entries), and the nonterminals owning them or
+ * holding a moved one in their below-set are affected. -1 without memory. */
+static int64_t merge_affected(Merge *M, int64_t nmoved, uint32_t round) {
+    int64_t naff = 0, top = 0;
+    for (int64_t k = 0; k < nmoved; k++) {
+        int64_t a = M->moved[k];
+        if (grow((void **)&M->stack, &M->scap, top + (M->bstart[a + 1] - M->bstart[a]) + 1, sizeof(int64_t)) < 0)
+            return -1;
+        for (int64_t j = M->bstart[a]; j < M->bstart[a + 1]; j++) M->stack[top++] = M->blist[j];
+    }
+    while (top) {
+        int64_t r = M->stack[--top];
+        if (M->seen[r] == round) continue;
+        M->seen[r] = round;
+        if (M->order[r] < M->mlen) M->memo[M->order[r]] = -1;
+        for (int64_t j = M->ostart[r]; j < M->ostart[r + 1]; j++) merge_mark(M, M->olist[j], round, &naff);
+        if (grow((void **)&M->stack, &M->scap, top + (M->pstart[r + 1] - M->pstart[r]) + 1, sizeof(int64_t)) < 0)
+            return -1;
+        for (int64_t j = M->pstart[r]; j < M->pstart[r + 1]; j++) M->stack[top++] = M->plist[j];
+    }
+    for (int64_t k = 0; k < nmoved; k++)
+        for (int64_t j = M->ustart[M->moved[k]]; j < M->ustart[M->moved[k] + 1]; j++)
+            merge_mark(M, M->ulist[j], round, &naff);
+    qsort(M->affected, (size_t)naff, sizeof(int64_t), cmp_i64);
+    return naff;
+}
+
+/* The rounds of the refinement until no block splits; 0, or < 0 (an exception set). */
+static int merge_refine(Merge *M) {
+    for (int64_t a = 0; a < M->n; a++)
+        if (merge_sign(M, a) < 0) return -1;
+    for (int64_t b = 0; b < M->next_id; b++) M->mfirst[b] = M->mlast[b] = -1; /* members of each block, ascending */
+    for (int64_t a = 0; a < M->n; a++) {
+        int64_t b = M->block[a];
+        M->mnext[a] = -1;
+        if (M->mlast[b] < 0) M->mfirst[b] = a; else M->mnext[M->mlast[b]] = a;
+        M->mlast[b] = a;
+    }
+    int64_t ntouched = M->next_id;
+    for (int64_t b = 0; b < M->next_id; b++) M->touched[b] = b;
     for (uint32_t round = 1;; round++) {
         int64_t nmoved = 0;
-        for (int64_t t = 0; t < ntouched; t++) {
-            int64_t b = touched[t], nm = 0, ng = 0;
-            for (int64_t a = mfirst[b]; a >= 0; a = mnext[a]) mtmp[nm++] = a;
-            for (int64_t k = 0; k < nm; k++) {
-                int64_t a = mtmp[k], g = -1;
-                uint64_t i = sh[a] & (uint64_t)(kcap - 1);
-                for (;; i = (i + 1) & (uint64_t)(kcap - 1)) {
-                    int64_t e = gtab[i];
-                    if (e < 0) break;
-                    int64_t r = grep[e];
-                    if (sh[r] != sh[a] || cl[r] != cl[a] || lens[r] != lens[a]) continue;
-                    int same = memcmp(ctx + coff[r], ctx + coff[a], (size_t)cl[a] * sizeof(int64_t)) == 0;
-                    for (int64_t j = 0; same && j < lens[a]; j++)
-                        same = atoms[r][perm[off[r] + j]] == atoms[a][perm[off[a] + j]] &&
-                               rt[off[r] + perm[off[r] + j]] == rt[off[a] + perm[off[a] + j]];
-                    if (same) {
-                        g = e;
-                        break;
-                    }
-                }
-                if (g < 0) {
-                    g = ng++;
-                    gtab[i] = g;
-                    gslot[g] = (int64_t)i;
-                    grep[g] = a;
-                    ghead[g] = -1;
-                }
-                mnext[a] = -1;
-                if (ghead[g] < 0) ghead[g] = a; else mnext[gtail[g]] = a;
-                gtail[g] = a;
-            }
-            for (int64_t g = 0; g < ng; g++) gtab[gslot[g]] = -1;
-            mfirst[b] = ghead[0];
-            mlast[b] = gtail[0];
-            for (int64_t g = 1; g < ng; g++) {
-                int64_t id = next_id++;
-                mfirst[id] = ghead[g];
-                mlast[id] = gtail[g];
-                for (int64_t a = ghead[g]; a >= 0; a = mnext[a]) {
-                    block[a] = id;
-                    moved[nmoved++] = a;
-                }
-            }
+        for (int64_t t = 0; t < ntouched; t++) merge_split(M, M->touched[t], &nmoved);
+        if (!nmoved) return 0;
+        int64_t naff = merge_affected(M, nmoved, round);
+        if (naff < 0) {
+            PyErr_NoMemory();
+            return -1;
         }
-        if (!nmoved) break;
-        int64_t naff = 0, top = 0;
-        for (int64_t k = 0; k < nmoved; k++) {
-            int64_t a = moved[k];
-            if (grow((void **)&stack, &scap, top + (bstart[a + 1] - bstart[a]) + 1, sizeof(int64_t)) < 0) goto nomem;
-            for (int64_t j = bstart[a]; j < bstart[a + 1]; j++) stack[top++] = blist[j];
-        }
-        while (top) {
-            int64_t r = stack[--top];
-            if (seen[r] == round) continue;
-            seen[r] = round;
-            if (order[r] < mlen) memo[order[r]] = -1;
-            for (int64_t j = ostart[r]; j < ostart[r + 1]; j++) {
-                int64_t a = olist[j];
-                if (amark[a] != round) {
-                    amark[a] = round;
-                    affected[naff++] = a;
-                }
-            }
-            if (grow((void **)&stack, &scap, top + (pstart[r + 1] - pstart[r]) + 1, sizeof(int64_t)) < 0) goto nomem;
-            for (int64_t j = pstart[r]; j < pstart[r + 1]; j++) stack[top++] = plist[j];
-        }
-        for (int64_t k = 0; k < nmoved; k++) {
-            int64_t a = moved[k];
-            for (int64_t j = ustart[a]; j < ustart[a + 1]; j++) {
-                int64_t u = ulist[j];
-                if (amark[u] != round) {
-                    amark[u] = round;
-                    affected[naff++] = u;
-                }
-            }
-        }
-        qsort(affected, (size_t)naff, sizeof(int64_t), cmp_i64);
         ntouched = 0;
         for (int64_t k = 0; k < naff; k++) {
-            int64_t a = affected[k];
-            GNF_SIGN(a);
-            if (bmark[block[a]] != round) {
-                bmark[block[a]] = round;
-                touched[ntouched++] = block[a];
+            int64_t a = M->affected[k];
+            if (merge_sign(M, a) < 0) return -1;
+            if (M->bmark[M->block[a]] != round) {
+                M->bmark[M->block[a]] = round;
+                M->touched[ntouched++] = M->block[a];
             }
         }
-        qsort(touched, (size_t)ntouched, sizeof(int64_t), cmp_i64);
+        qsort(M->touched, (size_t)ntouched, sizeof(int64_t), cmp_i64);
     }
-#undef GNF_SIGN
-    /* blocks numbered by first appearance; every row renamed through them with a fresh memo */
-    to_final = malloc((size_t)(n + 1) * sizeof(int64_t));
-    last = malloc((size_t)(n + 1) * sizeof(int64_t));
-    if (!to_final || !last) goto nomem;
-    for (int64_t b = 0; b < next_id; b++) touched[b] = -1; /* (next_id <= n) block -> final number */
-    int64_t nfinal = 0;
+}
+
+/* Blocks numbered by first appearance; every row renamed through them with a fresh memo. */
+static int merge_final(Merge *M) {
+    int64_t n = M->n;
+    M->to_final = malloc((size_t)(n + 1) * sizeof(int64_t));
+    M->last = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!M->to_final || !M->last) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t b = 0; b < M->next_id; b++) M->touched[b] = -1; /* (next_id <= n) block -> final number */
+    M->nfinal = 0;
     for (int64_t a = 0; a < n; a++) {
-        if (touched[block[a]] < 0) touched[block[a]] = nfinal++;
-        to_final[a] = touched[block[a]];
-        last[to_final[a]] = a;
+        if (M->touched[M->block[a]] < 0) M->touched[M->block[a]] = M->nfinal++;
+        M->to_final[a] = M->touched[M->block[a]];
+        M->last[M->to_final[a]] = a;
     }
-    memset(memo, 0xFF, (size_t)mlen * sizeof(int32_t));
-    P.to = to_final;
+    memset(M->memo, 0xFF, (size_t)M->mlen * sizeof(int32_t));
+    M->P.to = M->to_final;
     for (int64_t a = 0; a < n; a++)
-        for (int64_t k = 0; k < lens[a]; k++) {
-            int64_t r = gnf_map(S, &P, tails[a][k], 0);
+        for (int64_t k = 0; k < M->lens[a]; k++) {
+            int64_t r = gnf_map(M->S, &M->P, M->tails[a][k], 0);
             if (r < 0) {
-                raise_code(S, r);
-                goto done;
+                raise_code(M->S, r);
+                return -1;
             }
-            rt[off[a] + k] = r;
+            M->rt[M->off[a] + k] = r;
         }
-    PyObject *blocks = PyList_New(n), *merged = PyList_New(nfinal);
-    if (!blocks || !merged) goto pyfail;
-    for (int64_t a = 0; a < n; a++) {
-        PyObject *x = PyLong_FromLongLong(to_final[a]);
-        if (!x) goto pyfail;
-        PyList_SET_ITEM(blocks, a, x);
-    }
-    for (int64_t b = 0; b < nfinal; b++) {
-        int64_t a = last[b];
-        if (table) { /* {atom: renamed tail}, in a's row order */
-            PyObject *row = PyDict_New();
-            if (!row) goto pyfail;
-            PyList_SET_ITEM(merged, b, row);
-            for (int64_t k = 0; k < lens[a]; k++) {
-                PyObject *key = PyLong_FromLongLong(atoms[a][k]), *x = PyLong_FromLongLong(rt[off[a] + k]);
-                int bad = !key || !x || PyDict_SetItem(row, key, x) < 0;
-                Py_XDECREF(key);
-                Py_XDECREF(x);
-                if (bad) goto pyfail;
-            }
+    return 0;
+}
+
+/* b's merged row: {atom: renamed tail} in a's row order (as_dict), else the renamed tails as a list. */
+static PyObject *merge_row(const Merge *M, int64_t a, int as_dict) {
+    PyObject *row = as_dict ? PyDict_New() : PyList_New(M->lens[a]);
+    for (int64_t k = 0; row && k < M->lens[a]; k++) {
+        PyObject *x = PyLong_FromLongLong(M->rt[M->off[a] + k]);
+        if (!as_dict) {
+            if (!x) Py_CLEAR(row);
+            else PyList_SET_ITEM(row, k, x);
             continue;
         }
-        PyObject *row = PyList_New(lens[a]);
-        if (!row) goto pyfail;
+        PyObject *key = PyLong_FromLongLong(M->atoms[a][k]);
+        int bad = !key || !x || PyDict_SetItem(row, key, x) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(x);
+        if (bad) Py_CLEAR(row);
+    }
+    return row;
+}
+
+static PyObject *merge_result(const Merge *M, int as_dict) {
+    PyObject *out = NULL, *blocks = PyList_New(M->n), *merged = PyList_New(M->nfinal);
+    if (!blocks || !merged) goto done;
+    for (int64_t a = 0; a < M->n; a++) {
+        PyObject *x = PyLong_FromLongLong(M->to_final[a]);
+        if (!x) goto done;
+        PyList_SET_ITEM(blocks, a, x);
+    }
+    for (int64_t b = 0; b < M->nfinal; b++) {
+        PyObject *row = merge_row(M, M->last[b], as_dict);
+        if (!row) goto done;
         PyList_SET_ITEM(merged, b, row);
-        for (int64_t k = 0; k < lens[a]; k++) {
-            PyObject *x = PyLong_FromLongLong(rt[off[a] + k]);
-            if (!x) goto pyfail;
-            PyList_SET_ITEM(row, k, x);
-        }
     }
     out = PyTuple_Pack(2, blocks, merged);
-pyfail:
+done:
     Py_XDECREF(blocks);
     Py_XDECREF(merged);
-    goto done;
-nomem:
-    PyErr_NoMemory();
+    return out;
+}
+
+static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start) {
+    int64_t n = table ? PyList_GET_SIZE(table) : PyList_GET_SIZE(atoms_obj);
+    if ((!table && PyList_GET_SIZE(tails_obj) != n) || start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Merge M;
+    memset(&M, 0, sizeof(M));
+    M.S = S;
+    M.n = n;
+    M.start = start;
+    if (table ? gnf_dict_rows(S, table, n, &M.atoms, &M.alens, &M.tails, &M.lens) < 0
+              : (gnf_rows(S, atoms_obj, n, 2, &M.atoms, &M.alens) < 0 || gnf_rows(S, tails_obj, n, 0, &M.tails, &M.lens) < 0))
+        goto done;
+    for (int64_t a = 0; a < n; a++)
+        if (M.alens[a] != M.lens[a]) {
+            PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
+            goto done;
+        }
+    int rc = gnf_below_bits(S, M.tails, M.lens, n, start, &M.below, &M.W, &M.dense, &M.order, &M.R);
+    if (rc < 0) goto done;
+    if (rc == 1) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (merge_alloc(&M) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    merge_first_blocks(&M);
+    if (merge_indexes(&M) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    M.P.to = M.block;
+    M.P.m = n;
+    M.P.memo = M.memo;
+    M.P.mlen = M.mlen;
+    if (merge_refine(&M) < 0 || merge_final(&M) < 0) goto done;
+    out = merge_result(&M, table != NULL);
 done:
-    gnf_rows_free(atoms, alens, n);
-    gnf_rows_free(tails, lens, n);
-    free(below);
-    free(dense);
-    free(order);
-    free(off);
-    free(perm);
-    free(block);
-    free(rt);
-    free(ctx);
-    free(coff);
-    free(cl);
-    free(sh);
-    free(keytab);
-    free(gtab);
-    free(grep);
-    free(gslot);
-    free(ghead);
-    free(gtail);
-    free(mfirst);
-    free(mlast);
-    free(mnext);
-    free(mtmp);
-    free(pstart);
-    free(plist);
-    free(bstart);
-    free(blist);
-    free(ostart);
-    free(olist);
-    free(ustart);
-    free(ulist);
-    free(fill);
-    free(touched);
-    free(moved);
-    free(affected);
-    free(stack);
-    free(seen);
-    free(amark);
-    free(bmark);
-    free(memo);
-    free(to_final);
-    free(last);
+    merge_free(&M);
     return out;
 }
 

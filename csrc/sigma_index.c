@@ -229,274 +229,349 @@ static PyObject *int128_to_py(unsigned __int128 v) {
  *  | ("ok", edges int32[E*3] bytes, bits_indptr int64[T+1] bytes, bits_classes int32 bytes,
  *     unindexed int32 bytes (classes with a rest of more than max_words_per_node words), stats dict,
  *     family_edges int64[F*5] bytes: the IN(f, lo, hi) edges of counted families, rows (parent, f, lo, hi,
- *     child), SigmaInIndex's native_family_edges) */
-PyObject *words_sigma_index(Words *S, PyObject *args) {
-    Py_buffer nodes_b;
-    long long max_per_node, max_words;
-    if (!PyArg_ParseTuple(args, "y*LL", &nodes_b, &max_per_node, &max_words)) return NULL;
-    PyObject *result = NULL;
+ *     child), SigmaInIndex's native_family_edges)
+ * In steps, each a function below over one Build: the classes' rest sets (class_rest_sets), the rests to
+ * list and their words (rests_to_list), the counted families' IN symbols (family_symbols), the trie of
+ * every listed sigma_in (sigma_trie), the classes of each rest (rest_classes) and of each sigma_in
+ * (sigma_rows), the trie numbered in preorder (number_trie), the classes at each trie node
+ * (node_classes) and the IN edges set apart (family_edges). Each returns 0, or a negative code:
+ * E_NOMEM, E_PYTHON (an exception set), or what rev_inputs / count_words returned. */
+typedef struct {
+    Words *S;
     Idx X;
-    Memo ext, tix; /* (trie node, symbol) -> trie node; a node below the listed rests -> its index */
-    memset(&X, 0, sizeof(X));
-    memset(&ext, 0, sizeof(ext));
-    memset(&tix, 0, sizeof(tix));
-    X.S = S;
-    int64_t K = nodes_b.len / 8, code = 0;
-    const int64_t *cnode = nodes_b.buf;
-    int64_t *cset = NULL, *wstack = NULL, *indptr = NULL, *toff = NULL;
-    int32_t *row_of = NULL, *rest_of_row = NULL, *tlen = NULL, *tpool = NULL, *tpar = NULL, *tsym = NULL, *tdep = NULL;
-    int32_t *row_ptr = NULL, *row_cls = NULL, *sig_ptr = NULL, *sig_row = NULL, *order = NULL, *old_of = NULL;
-    int32_t *tnode = NULL, *edges_sorted = NULL, *pcount = NULL, *out_cls = NULL, *unindexed = NULL;
-    int32_t *tstack = NULL;
-    uint8_t *big = NULL;
-    int64_t *ins = NULL, nins = 0, *fam_edges = NULL, nfe = 0;
-    int64_t nun = 0, nrows = 0;
-    if (need_grammar(S) < 0) goto done;
-    if (nodes_b.len % 8) {
-        PyErr_SetString(PyExc_ValueError, "sigma_index: class_nodes must be int64");
-        goto done;
-    }
-    cset = malloc((size_t)(K ? K : 1) * sizeof(int64_t));
-    if (!cset) goto nomem;
-    for (int64_t k = 0; k < K; k++) {
-        cset[k] = -1;
-        if (cnode[k] < 1) continue;
-        if (cnode[k] >= S->n) {
+    int64_t K;
+    const int64_t *cnode;  /* K: each class's displacement node */
+    int64_t *cset;         /* K: each class's rest set (an Idx set id), -1: not indexed */
+    /* the rests to list: by compact rest id, their row (-1: none) and whether too large to list (big) */
+    int32_t *row_of;
+    uint8_t *big;
+    int32_t *rest_of_row;  /* nrows: each row's rest node */
+    int64_t nrows;
+    int64_t *ins, nins;    /* the IN(f, lo, hi) symbols below the rests, sorted, each once */
+    /* the trie: node t's parent, symbol, depth; tn nodes; ext: (trie node, symbol) -> trie node */
+    int32_t *tpar, *tsym, *tdep;
+    int64_t tn;
+    Memo ext, tix;         /* tix: a node below the listed rests -> its index in toff / tlen */
+    int64_t *toff;         /* a node's trie nodes: tpool[toff[i]:+tlen[i]] */
+    int32_t *tlen, *tpool;
+    int64_t *wstack;
+    int32_t *unindexed;    /* the classes with a rest too large to list */
+    int64_t nun;
+    int32_t *row_ptr, *row_cls; /* the classes of each row, ascending (CSR) */
+    int32_t *sig_ptr, *sig_row; /* the rows of each trie node (CSR by old trie id) */
+    int64_t ns, maxlen;    /* distinct sigma_in, the longest */
+    int32_t *order, *pcount, *tnode, *old_of, *tstack; /* the preorder numbering */
+    int32_t *edges_sorted; /* ne rows (parent, symbol, child), new ids */
+    int64_t ne;
+    int64_t *indptr;       /* tn + 1: the classes of each new trie node, out_cls[indptr[t]:indptr[t+1]] */
+    int32_t *out_cls;
+    int64_t nout;
+    int64_t *fam_edges, nfe;
+} Build;
+
+static void build_free(Build *B) {
+    void *arrays[] = {B->cset, B->row_of, B->big, B->rest_of_row, B->ins, B->tpar, B->tsym, B->tdep, B->toff,
+                      B->tlen, B->tpool, B->wstack, B->unindexed, B->row_ptr, B->row_cls, B->sig_ptr, B->sig_row,
+                      B->order, B->pcount, B->tnode, B->old_of, B->tstack, B->edges_sorted, B->indptr, B->out_cls,
+                      B->fam_edges};
+    for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) free(arrays[a]);
+    memo_free(&B->ext);
+    memo_free(&B->tix);
+    Idx *X = &B->X;
+    memo_free(&X->rmemo);
+    memo_free(&X->cmemo);
+    free(X->set_off);
+    free(X->set_len);
+    free(X->pool);
+    free(X->stamps);
+    free(X->sstamps);
+    free(X->subs);
+    free(X->rest_node);
+    memo_free(&X->rid);
+    free(X->counts);
+}
+
+/* Each class's set of SEP-rest nodes (rev_inputs, memoised over the whole vocabulary). */
+static int64_t class_rest_sets(Build *B) {
+    B->cset = malloc((size_t)(B->K ? B->K : 1) * sizeof(int64_t));
+    if (!B->cset) return E_NOMEM;
+    for (int64_t k = 0; k < B->K; k++) {
+        B->cset[k] = -1;
+        if (B->cnode[k] < 1) continue;
+        if (B->cnode[k] >= B->S->n) {
             PyErr_SetString(PyExc_ValueError, "sigma_index: a class node is not in the store");
-            goto done;
+            return E_PYTHON;
         }
-        code = rev_inputs(&X, cnode[k], 0);
-        if (code < 0) goto fail;
-        cset[k] = code;
+        int64_t code = rev_inputs(&B->X, B->cnode[k], 0);
+        if (code < 0) return code;
+        B->cset[k] = code;
     }
-    /* distinct rests, in order of first appearance; their word counts; what is to list (row_of, big: by
-     * compact rest id) */
-    row_of = malloc((size_t)(X.nrest ? X.nrest : 1) * sizeof(int32_t));
-    big = calloc((size_t)(X.nrest ? X.nrest : 1), 1);
-    if (!row_of || !big) goto nomem;
-    memset(row_of, 0xFF, (size_t)X.nrest * sizeof(int32_t));
+    return 0;
+}
+
+/* The distinct rests, in order of first appearance, and their word counts: a rest of more than
+ * max_per_node words is big (its classes are left to the walk), every other one a row to list. *to_list:
+ * the words listed (capped at COUNT_CAP). */
+static int64_t rests_to_list(Build *B, long long max_per_node, unsigned __int128 *to_list) {
+    Idx *X = &B->X;
+    B->row_of = malloc((size_t)(X->nrest ? X->nrest : 1) * sizeof(int32_t));
+    B->big = calloc((size_t)(X->nrest ? X->nrest : 1), 1);
+    if (!B->row_of || !B->big) return E_NOMEM;
+    memset(B->row_of, 0xFF, (size_t)X->nrest * sizeof(int32_t));
     int64_t rowcap = 0;
-    unsigned __int128 to_list = 0;
-    for (int64_t k = 0; k < K; k++) {
-        if (cset[k] < 0) continue;
-        for (int64_t j = 0; j < X.set_len[cset[k]]; j++) {
-            int32_t r = X.pool[X.set_off[cset[k]] + j];
-            if (row_of[r] != -1 || big[r]) continue;
+    *to_list = 0;
+    for (int64_t k = 0; k < B->K; k++) {
+        if (B->cset[k] < 0) continue;
+        for (int64_t j = 0; j < X->set_len[B->cset[k]]; j++) {
+            int32_t r = X->pool[X->set_off[B->cset[k]] + j];
+            if (B->row_of[r] != -1 || B->big[r]) continue;
             unsigned __int128 c;
-            code = count_words(&X, X.rest_node[r], &c, 0);
-            if (code < 0) goto fail;
+            int64_t code = count_words(X, X->rest_node[r], &c, 0);
+            if (code < 0) return code;
             if (c > (unsigned __int128)max_per_node) {
-                big[r] = 1;
+                B->big[r] = 1;
                 continue;
             }
-            to_list += c;
-            if (to_list > COUNT_CAP) to_list = COUNT_CAP;
-            if (grow((void **)&rest_of_row, &rowcap, nrows + 1, sizeof(int32_t)) < 0) goto nomem;
-            row_of[r] = (int32_t)nrows;
-            rest_of_row[nrows++] = X.rest_node[r];
+            *to_list += c;
+            if (*to_list > COUNT_CAP) *to_list = COUNT_CAP;
+            if (grow((void **)&B->rest_of_row, &rowcap, B->nrows + 1, sizeof(int32_t)) < 0) return E_NOMEM;
+            B->row_of[r] = (int32_t)B->nrows;
+            B->rest_of_row[B->nrows++] = X->rest_node[r];
         }
     }
-    if (to_list > (unsigned __int128)max_words) {
-        PyObject *n = int128_to_py(to_list);
-        if (n) result = Py_BuildValue("(sN)", "words", n);
-        goto done;
-    }
-    /* counted families: the IN(f, lo, hi) symbols the rests hold, sorted and each once; in a sigma_in
-     * IN is the symbol nt + its rank, so that sigma_in sort as the Python build sorts them (every plain
-     * A before every IN, the INs in Python's order: packed IN symbols compare as the Python ints) */
-    if (S->nfam) {
-        uint8_t *seen = calloc((size_t)S->n, 1);
-        int64_t *st = NULL, stn = 0, stcap = 0, inscap = 0;
-        if (!seen) goto nomem;
-        for (int64_t row = 0; row < nrows; row++) {
-            if (grow((void **)&st, &stcap, stn + 1, sizeof(int64_t)) < 0) goto ins_nomem;
-            st[stn++] = rest_of_row[row];
-            while (stn) {
-                int64_t node = st[--stn];
-                if (seen[node]) continue;
-                seen[node] = 1;
-                if (grow((void **)&st, &stcap, stn + n_edges(S, node), sizeof(int64_t)) < 0 ||
-                    grow((void **)&ins, &inscap, nins + n_edges(S, node), sizeof(int64_t)) < 0)
-                    goto ins_nomem;
-                for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
-                    if (S->esym[i] >= WIDE_IN && S->esym[i] < WIDE_REL) ins[nins++] = S->esym[i];
-                    if (!seen[S->ekid[i]]) st[stn++] = S->ekid[i];
-                }
+    return 0;
+}
+
+/* Counted families: the IN(f, lo, hi) symbols the rests hold, sorted and each once; in a sigma_in IN is
+ * the symbol nt + its rank, so that sigma_in sort as the Python build sorts them (every plain A before
+ * every IN, the INs in Python's order: packed IN symbols compare as the Python ints). */
+static int64_t family_symbols(Build *B) {
+    Words *S = B->S;
+    if (!S->nfam) return 0;
+    uint8_t *seen = calloc((size_t)S->n, 1);
+    int64_t *st = NULL, stn = 0, stcap = 0, inscap = 0, code = 0;
+    if (!seen) return E_NOMEM;
+    for (int64_t row = 0; row < B->nrows && !code; row++) {
+        if (grow((void **)&st, &stcap, stn + 1, sizeof(int64_t)) < 0) code = E_NOMEM;
+        else st[stn++] = B->rest_of_row[row];
+        while (stn && !code) {
+            int64_t node = st[--stn];
+            if (seen[node]) continue;
+            seen[node] = 1;
+            if (grow((void **)&st, &stcap, stn + n_edges(S, node), sizeof(int64_t)) < 0 ||
+                grow((void **)&B->ins, &inscap, B->nins + n_edges(S, node), sizeof(int64_t)) < 0) {
+                code = E_NOMEM;
+                break;
+            }
+            for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+                if (S->esym[i] >= WIDE_IN && S->esym[i] < WIDE_REL) B->ins[B->nins++] = S->esym[i];
+                if (!seen[S->ekid[i]]) st[stn++] = S->ekid[i];
             }
         }
-        free(seen);
-        free(st);
-        qsort(ins, (size_t)nins, sizeof(int64_t), cmp_i64);
-        int64_t u = 0;
-        for (int64_t i = 0; i < nins; i++)
-            if (!u || ins[u - 1] != ins[i]) ins[u++] = ins[i];
-        nins = u;
-        if (0) {
-        ins_nomem:
-            free(seen);
-            free(st);
-            goto nomem;
+    }
+    free(seen);
+    free(st);
+    if (code) return code;
+    qsort(B->ins, (size_t)B->nins, sizeof(int64_t), cmp_i64);
+    int64_t u = 0;
+    for (int64_t i = 0; i < B->nins; i++)
+        if (!u || B->ins[u - 1] != B->ins[i]) B->ins[u++] = B->ins[i];
+    B->nins = u;
+    return 0;
+}
+
+/* The trie child of t on symbol m, made where it is new; -1 without memory. */
+static int64_t trie_child(Build *B, int32_t t, uint32_t m, int64_t *tcap) {
+    uint64_t key = ((uint64_t)(uint32_t)t << 32) | m;
+    int32_t c = memo_get(&B->ext, key);
+    if (c >= 0) return c;
+    if (B->tn >= INT32_MAX) return -1;
+    if (B->tn >= *tcap) {
+        int64_t c1 = *tcap, c2 = *tcap, c3 = *tcap;
+        if (grow((void **)&B->tpar, &c1, B->tn + 1, sizeof(int32_t)) < 0 ||
+            grow((void **)&B->tsym, &c2, B->tn + 1, sizeof(int32_t)) < 0 ||
+            grow((void **)&B->tdep, &c3, B->tn + 1, sizeof(int32_t)) < 0)
+            return -1;
+        *tcap = c1;
+    }
+    c = (int32_t)B->tn++;
+    B->tpar[c] = t;
+    B->tsym[c] = (int32_t)m;
+    B->tdep[c] = B->tdep[t] + 1;
+    return memo_put(&B->ext, key, c) < 0 ? -1 : c;
+}
+
+/* A node's trie nodes, its children's done (see sigma_trie): the root where it accepts, then for each edge
+ * (s, kid) the child on s of each of kid's trie nodes; appended to tpool and recorded in tix. */
+static int64_t node_trie_nodes(Build *B, int64_t node, int64_t *tcap, int64_t *ntp, int64_t *tpcap, int64_t *ntix,
+                               int64_t *toffcap, int64_t *tlencap) {
+    Words *S = B->S;
+    int64_t off = *ntp;
+    if (S->acc[node]) {
+        if (grow((void **)&B->tpool, tpcap, *ntp + 1, sizeof(int32_t)) < 0) return E_NOMEM;
+        B->tpool[(*ntp)++] = 0;
+    }
+    for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
+        int64_t sym = S->esym[i], kid = S->ekid[i];
+        uint32_t m = (uint32_t)(sym >= WIDE_IN ? S->nt + rank_i64(B->ins, B->nins, sym) : sym - S->nt - 1);
+        int32_t kix = memo_get(&B->tix, (uint64_t)kid);
+        if (*ntp + B->tlen[kix] - off > INT32_MAX || grow((void **)&B->tpool, tpcap, *ntp + B->tlen[kix], sizeof(int32_t)) < 0)
+            return E_NOMEM;
+        for (int32_t j = 0; j < B->tlen[kix]; j++) {
+            int64_t c = trie_child(B, B->tpool[B->toff[kix] + j], m, tcap);
+            if (c < 0) return E_NOMEM;
+            B->tpool[(*ntp)++] = (int32_t)c;
         }
     }
-    /* the trie of every listed rest's sigma_in, built bottom-up over the rests' DAGs: a word s1..sd of a
-     * rest is sigma_in sd..s1, so the sigma_in of a node are those of each child k (over an edge s)
-     * followed by s (the trie child of each of k's trie nodes on s), with the root where the node
-     * accepts. Each node's trie nodes are made once, in a post-order over the nodes below the listed
-     * rests (shared tails are not listed again), sets over distinct edges are disjoint (a word is listed
-     * once). Numbered afterwards in preorder with children in symbol order, which is the order inserting
-     * the sorted sigma_in one by one numbers them in (the Python build). Symbols n + 1 + A -> A (IN:
-     * nt + rank). */
-    int64_t tn = 1, tcap = 0, ntp = 0, tpcap = 0, maxlen = 0, ns = 0, wcap = 0;
-    /* toff, tlen: by a node's index in tix (the nodes below the listed rests, not the whole store) */
-    int64_t ntix = 0, toffcap = 0, tlencap = 0;
-    if (grow((void **)&tpar, &tcap, 1024, sizeof(int32_t)) < 0) goto nomem;
-    {
-        int64_t c2 = 0, c3 = 0;
-        if (grow((void **)&tsym, &c2, tcap, sizeof(int32_t)) < 0 || grow((void **)&tdep, &c3, tcap, sizeof(int32_t)) < 0)
-            goto nomem;
-    }
-    tpar[0] = -1;
-    tsym[0] = -1;
-    tdep[0] = 0;
-    for (int64_t row = 0; row < nrows; row++) {
-        int64_t sp = 0; /* entries (node, next edge) */
-        if (memo_get(&tix, (uint64_t)rest_of_row[row]) >= 0) continue;
-        if (grow((void **)&wstack, &wcap, 2, sizeof(int64_t)) < 0) goto nomem;
-        wstack[sp++] = rest_of_row[row];
-        wstack[sp++] = S->estart[rest_of_row[row]];
+    if (*ntix >= INT32_MAX || grow((void **)&B->toff, toffcap, *ntix + 1, sizeof(int64_t)) < 0 ||
+        grow((void **)&B->tlen, tlencap, *ntix + 1, sizeof(int32_t)) < 0 ||
+        memo_put(&B->tix, (uint64_t)node, (int32_t)*ntix) < 0)
+        return E_NOMEM;
+    B->toff[*ntix] = off;
+    B->tlen[(*ntix)++] = (int32_t)(*ntp - off);
+    return 0;
+}
+
+/* The trie of every listed rest's sigma_in, built bottom-up over the rests' DAGs: a word s1..sd of a rest
+ * is sigma_in sd..s1, so the sigma_in of a node are those of each child k (over an edge s) followed by s
+ * (the trie child of each of k's trie nodes on s), with the root where the node accepts. Each node's trie
+ * nodes are made once, in a post-order over the nodes below the listed rests (shared tails are not listed
+ * again), sets over distinct edges are disjoint (a word is listed once). Numbered afterwards in preorder
+ * with children in symbol order (number_trie), which is the order inserting the sorted sigma_in one by one
+ * numbers them in (the Python build). Symbols n + 1 + A -> A (IN: nt + rank). */
+static int64_t sigma_trie(Build *B) {
+    Words *S = B->S;
+    int64_t tcap = 0, ntp = 0, tpcap = 0, wcap = 0, ntix = 0, toffcap = 0, tlencap = 0, c2 = 0, c3 = 0;
+    if (grow((void **)&B->tpar, &tcap, 1024, sizeof(int32_t)) < 0 || grow((void **)&B->tsym, &c2, tcap, sizeof(int32_t)) < 0 ||
+        grow((void **)&B->tdep, &c3, tcap, sizeof(int32_t)) < 0)
+        return E_NOMEM;
+    B->tn = 1;
+    B->tpar[0] = -1;
+    B->tsym[0] = -1;
+    B->tdep[0] = 0;
+    for (int64_t row = 0; row < B->nrows; row++) {
+        int64_t sp = 0, *ws; /* entries (node, next edge) */
+        if (memo_get(&B->tix, (uint64_t)B->rest_of_row[row]) >= 0) continue;
+        if (grow((void **)&B->wstack, &wcap, 2, sizeof(int64_t)) < 0) return E_NOMEM;
+        ws = B->wstack;
+        ws[sp++] = B->rest_of_row[row];
+        ws[sp++] = S->estart[B->rest_of_row[row]];
         while (sp) {
-            int64_t node = wstack[sp - 2], e = wstack[sp - 1];
+            int64_t node = ws[sp - 2], e = ws[sp - 1];
             if (e < S->estart[node + 1]) {
-                wstack[sp - 1] = e + 1;
+                ws[sp - 1] = e + 1;
                 int64_t kid = S->ekid[e];
-                if (memo_get(&tix, (uint64_t)kid) < 0) {
-                    if (grow((void **)&wstack, &wcap, sp + 2, sizeof(int64_t)) < 0) goto nomem;
-                    wstack[sp++] = kid;
-                    wstack[sp++] = S->estart[kid];
+                if (memo_get(&B->tix, (uint64_t)kid) < 0) {
+                    if (grow((void **)&B->wstack, &wcap, sp + 2, sizeof(int64_t)) < 0) return E_NOMEM;
+                    ws = B->wstack;
+                    ws[sp++] = kid;
+                    ws[sp++] = S->estart[kid];
                 }
                 continue;
             }
             sp -= 2;
-            int64_t off = ntp;
-            if (S->acc[node]) {
-                if (grow((void **)&tpool, &tpcap, ntp + 1, sizeof(int32_t)) < 0) goto nomem;
-                tpool[ntp++] = 0;
-            }
-            for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
-                int64_t sym = S->esym[i], kid = S->ekid[i];
-                uint32_t m = (uint32_t)(sym >= WIDE_IN ? S->nt + rank_i64(ins, nins, sym) : sym - S->nt - 1);
-                int32_t kix = memo_get(&tix, (uint64_t)kid);
-                if (ntp + tlen[kix] - off > INT32_MAX || grow((void **)&tpool, &tpcap, ntp + tlen[kix], sizeof(int32_t)) < 0)
-                    goto nomem;
-                const int32_t *from = tpool + toff[kix];
-                for (int32_t j = 0; j < tlen[kix]; j++) {
-                    int32_t t = from[j];
-                    uint64_t key = ((uint64_t)(uint32_t)t << 32) | m;
-                    int32_t c = memo_get(&ext, key);
-                    if (c < 0) {
-                        if (tn >= INT32_MAX) goto nomem;
-                        if (tn >= tcap) {
-                            int64_t c1 = tcap, c2 = tcap, c3 = tcap;
-                            if (grow((void **)&tpar, &c1, tn + 1, sizeof(int32_t)) < 0 ||
-                                grow((void **)&tsym, &c2, tn + 1, sizeof(int32_t)) < 0 ||
-                                grow((void **)&tdep, &c3, tn + 1, sizeof(int32_t)) < 0)
-                                goto nomem;
-                            tcap = c1;
-                        }
-                        c = (int32_t)tn++;
-                        tpar[c] = t;
-                        tsym[c] = (int32_t)m;
-                        tdep[c] = tdep[t] + 1;
-                        if (memo_put(&ext, key, c) < 0) goto nomem;
-                    }
-                    tpool[ntp++] = c;
-                }
-            }
-            if (ntix >= INT32_MAX || grow((void **)&toff, &toffcap, ntix + 1, sizeof(int64_t)) < 0 ||
-                grow((void **)&tlen, &tlencap, ntix + 1, sizeof(int32_t)) < 0 || memo_put(&tix, (uint64_t)node, (int32_t)ntix) < 0)
-                goto nomem;
-            toff[ntix] = off;
-            tlen[ntix++] = (int32_t)(ntp - off);
+            int64_t code = node_trie_nodes(B, node, &tcap, &ntp, &tpcap, &ntix, &toffcap, &tlencap);
+            if (code < 0) return code;
         }
     }
-    memo_free(&ext);
-    /* classes left to the walk: those with a rest too large to list */
-    unindexed = malloc((size_t)(K ? K : 1) * sizeof(int32_t));
-    row_ptr = calloc((size_t)nrows + 1, sizeof(int32_t));
-    if (!unindexed || !row_ptr) goto nomem;
-    int64_t pairs = 0;
+    memo_free(&B->ext);
+    return 0;
+}
+
+/* The classes left to the walk (those with a rest too large to list), and the classes of each row,
+ * ascending. */
+static int64_t rest_classes(Build *B) {
+    Idx *X = &B->X;
+    int64_t K = B->K, nrows = B->nrows, pairs = 0;
+    B->unindexed = malloc((size_t)(K ? K : 1) * sizeof(int32_t));
+    B->row_ptr = calloc((size_t)nrows + 1, sizeof(int32_t));
+    if (!B->unindexed || !B->row_ptr) return E_NOMEM;
     for (int64_t k = 0; k < K; k++) {
-        if (cset[k] < 0) continue;
+        int64_t set = B->cset[k];
+        if (set < 0) continue;
         int is_big = 0;
-        for (int64_t j = 0; j < X.set_len[cset[k]] && !is_big; j++) is_big = big[X.pool[X.set_off[cset[k]] + j]];
+        for (int64_t j = 0; j < X->set_len[set] && !is_big; j++) is_big = B->big[X->pool[X->set_off[set] + j]];
         if (is_big) {
-            unindexed[nun++] = (int32_t)k;
-            cset[k] = -1;
+            B->unindexed[B->nun++] = (int32_t)k;
+            B->cset[k] = -1;
             continue;
         }
-        for (int64_t j = 0; j < X.set_len[cset[k]]; j++) row_ptr[row_of[X.pool[X.set_off[cset[k]] + j]] + 1]++;
-        pairs += X.set_len[cset[k]];
+        for (int64_t j = 0; j < X->set_len[set]; j++) B->row_ptr[B->row_of[X->pool[X->set_off[set] + j]] + 1]++;
+        pairs += X->set_len[set];
     }
-    for (int64_t r = 0; r < nrows; r++) row_ptr[r + 1] += row_ptr[r];
-    row_cls = malloc((size_t)(pairs ? pairs : 1) * sizeof(int32_t));
-    if (!row_cls) goto nomem;
-    {
-        int32_t *fill = malloc((size_t)(nrows ? nrows : 1) * sizeof(int32_t));
-        if (!fill) goto nomem;
-        memcpy(fill, row_ptr, (size_t)nrows * sizeof(int32_t));
-        for (int64_t k = 0; k < K; k++) /* classes ascending in each row */
-            if (cset[k] >= 0)
-                for (int64_t j = 0; j < X.set_len[cset[k]]; j++)
-                    row_cls[fill[row_of[X.pool[X.set_off[cset[k]] + j]]]++] = (int32_t)k;
+    for (int64_t r = 0; r < nrows; r++) B->row_ptr[r + 1] += B->row_ptr[r];
+    B->row_cls = malloc((size_t)(pairs ? pairs : 1) * sizeof(int32_t));
+    int32_t *fill = malloc((size_t)(nrows ? nrows : 1) * sizeof(int32_t));
+    if (!B->row_cls || !fill) {
         free(fill);
+        return E_NOMEM;
     }
-    /* rows of each sigma_in (CSR by trie node; a sigma_in is a trie node some rest holds) */
-    sig_ptr = calloc((size_t)tn + 1, sizeof(int32_t));
-    if (!sig_ptr) goto nomem;
-    int64_t ninc = 0;
-    for (int64_t r = 0; r < nrows; r++) {
-        int32_t rix = memo_get(&tix, (uint64_t)rest_of_row[r]);
-        const int32_t *set = tpool + toff[rix];
-        for (int32_t j = 0; j < tlen[rix]; j++) sig_ptr[set[j] + 1]++;
-        ninc += tlen[rix];
+    memcpy(fill, B->row_ptr, (size_t)nrows * sizeof(int32_t));
+    for (int64_t k = 0; k < K; k++) /* classes ascending in each row */
+        if (B->cset[k] >= 0)
+            for (int64_t j = 0; j < X->set_len[B->cset[k]]; j++)
+                B->row_cls[fill[B->row_of[X->pool[X->set_off[B->cset[k]] + j]]]++] = (int32_t)k;
+    free(fill);
+    return 0;
+}
+
+/* The rows of each sigma_in (CSR by trie node; a sigma_in is a trie node some rest holds), and how many
+ * distinct sigma_in there are, the longest. */
+static int64_t sigma_rows(Build *B) {
+    int64_t tn = B->tn, ninc = 0;
+    B->sig_ptr = calloc((size_t)tn + 1, sizeof(int32_t));
+    if (!B->sig_ptr) return E_NOMEM;
+    for (int64_t r = 0; r < B->nrows; r++) {
+        int32_t rix = memo_get(&B->tix, (uint64_t)B->rest_of_row[r]);
+        const int32_t *set = B->tpool + B->toff[rix];
+        for (int32_t j = 0; j < B->tlen[rix]; j++) B->sig_ptr[set[j] + 1]++;
+        ninc += B->tlen[rix];
     }
     for (int64_t t = 0; t < tn; t++) {
-        if (sig_ptr[t + 1]) {
-            ns++;
-            if (tdep[t] > maxlen) maxlen = tdep[t];
+        if (B->sig_ptr[t + 1]) {
+            B->ns++;
+            if (B->tdep[t] > B->maxlen) B->maxlen = B->tdep[t];
         }
-        sig_ptr[t + 1] += sig_ptr[t];
+        B->sig_ptr[t + 1] += B->sig_ptr[t];
     }
-    sig_row = malloc((size_t)(ninc ? ninc : 1) * sizeof(int32_t));
-    if (!sig_row) goto nomem;
-    {
-        int32_t *fill = malloc((size_t)tn * sizeof(int32_t));
-        if (!fill) goto nomem;
-        memcpy(fill, sig_ptr, (size_t)tn * sizeof(int32_t));
-        for (int64_t r = 0; r < nrows; r++) {
-            int32_t rix = memo_get(&tix, (uint64_t)rest_of_row[r]);
-            const int32_t *set = tpool + toff[rix];
-            for (int32_t j = 0; j < tlen[rix]; j++) sig_row[fill[set[j]]++] = (int32_t)r;
-        }
+    B->sig_row = malloc((size_t)(ninc ? ninc : 1) * sizeof(int32_t));
+    int32_t *fill = malloc((size_t)tn * sizeof(int32_t));
+    if (!B->sig_row || !fill) {
         free(fill);
+        return E_NOMEM;
     }
-    /* the trie numbered in preorder, children in symbol order: kid lists by parent, sorted by symbol */
-    pcount = calloc((size_t)tn + 1, sizeof(int32_t));
-    order = malloc((size_t)tn * sizeof(int32_t));       /* kids grouped by parent */
-    tnode = malloc((size_t)tn * sizeof(int32_t));       /* old id -> preorder id */
-    old_of = malloc((size_t)tn * sizeof(int32_t));      /* preorder id -> old id */
-    tstack = malloc((size_t)tn * sizeof(int32_t));
-    edges_sorted = malloc((size_t)(tn > 1 ? tn - 1 : 1) * 3 * sizeof(int32_t));
-    if (!pcount || !order || !tnode || !old_of || !tstack || !edges_sorted) goto nomem;
-    for (int64_t t = 1; t < tn; t++) pcount[tpar[t] + 1]++;
+    memcpy(fill, B->sig_ptr, (size_t)tn * sizeof(int32_t));
+    for (int64_t r = 0; r < B->nrows; r++) {
+        int32_t rix = memo_get(&B->tix, (uint64_t)B->rest_of_row[r]);
+        const int32_t *set = B->tpool + B->toff[rix];
+        for (int32_t j = 0; j < B->tlen[rix]; j++) B->sig_row[fill[set[j]]++] = (int32_t)r;
+    }
+    free(fill);
+    return 0;
+}
+
+/* The trie numbered in preorder, children in symbol order (kid lists by parent, sorted by symbol), and its
+ * edges grouped by parent in that order. */
+static int64_t number_trie(Build *B) {
+    int64_t tn = B->tn;
+    int32_t *tsym = B->tsym;
+    B->pcount = calloc((size_t)tn + 1, sizeof(int32_t));
+    B->order = malloc((size_t)tn * sizeof(int32_t));  /* kids grouped by parent */
+    B->tnode = malloc((size_t)tn * sizeof(int32_t));  /* old id -> preorder id */
+    B->old_of = malloc((size_t)tn * sizeof(int32_t)); /* preorder id -> old id */
+    B->tstack = malloc((size_t)tn * sizeof(int32_t));
+    B->edges_sorted = malloc((size_t)(tn > 1 ? tn - 1 : 1) * 3 * sizeof(int32_t));
+    int32_t *fill = malloc((size_t)tn * sizeof(int32_t));
+    int32_t *pcount = B->pcount, *order = B->order;
+    if (!pcount || !order || !B->tnode || !B->old_of || !B->tstack || !B->edges_sorted || !fill) {
+        free(fill);
+        return E_NOMEM;
+    }
+    for (int64_t t = 1; t < tn; t++) pcount[B->tpar[t] + 1]++;
     for (int64_t t = 0; t < tn; t++) pcount[t + 1] += pcount[t];
-    {
-        int32_t *fill = malloc((size_t)tn * sizeof(int32_t));
-        if (!fill) goto nomem;
-        memcpy(fill, pcount, (size_t)tn * sizeof(int32_t));
-        for (int64_t t = 1; t < tn; t++) order[fill[tpar[t]]++] = (int32_t)t;
-        free(fill);
-    }
+    memcpy(fill, pcount, (size_t)tn * sizeof(int32_t));
+    for (int64_t t = 1; t < tn; t++) order[fill[B->tpar[t]]++] = (int32_t)t;
+    free(fill);
     for (int64_t t = 0; t < tn; t++) { /* insertion sort by symbol (kid symbols of a parent are distinct) */
         int32_t *kids = order + pcount[t];
         int64_t nk = pcount[t + 1] - pcount[t];
@@ -512,53 +587,53 @@ PyObject *words_sigma_index(Words *S, PyObject *args) {
             kids[b] = x;
         }
     }
-    {
-        int64_t sp = 0, q = 0;
-        tstack[sp++] = 0;
-        while (sp) {
-            int32_t t = tstack[--sp];
-            tnode[t] = (int32_t)q;
-            old_of[q++] = t;
-            for (int64_t a = pcount[t + 1] - 1; a >= pcount[t]; a--) tstack[sp++] = order[a];
-        }
+    int64_t sp = 0, q = 0;
+    B->tstack[sp++] = 0;
+    while (sp) {
+        int32_t t = B->tstack[--sp];
+        B->tnode[t] = (int32_t)q;
+        B->old_of[q++] = t;
+        for (int64_t a = pcount[t + 1] - 1; a >= pcount[t]; a--) B->tstack[sp++] = order[a];
     }
-    /* edges grouped by parent, children in symbol order */
-    int64_t ne = 0;
-    for (int64_t q = 0; q < tn; q++) {
-        int32_t t = old_of[q];
+    for (int64_t q2 = 0; q2 < tn; q2++) { /* edges grouped by parent, children in symbol order */
+        int32_t t = B->old_of[q2];
         for (int32_t a = pcount[t]; a < pcount[t + 1]; a++) {
             int32_t kid = order[a];
-            edges_sorted[3 * ne] = (int32_t)q;
-            edges_sorted[3 * ne + 1] = tsym[kid];
-            edges_sorted[3 * ne + 2] = tnode[kid];
-            ne++;
+            int32_t *edge = B->edges_sorted + 3 * B->ne++;
+            edge[0] = (int32_t)q2;
+            edge[1] = tsym[kid];
+            edge[2] = B->tnode[kid];
         }
     }
-    /* the classes at each trie node: the union over its sigma_in's rows, ascending. One row (most sigma_in):
-     * its class list as it is; several: their lists' bits set in a K-bit accumulator, read back over the
-     * words they touched and cleared (no dense row matrix: c_like's 8k rows x 4k classes were 4 MB) */
-    int64_t kw = (K + 63) / 64;
+    return 0;
+}
+
+/* The classes at each trie node: the union over its sigma_in's rows, ascending. One row (most sigma_in):
+ * its class list as it is; several: their lists' bits set in a K-bit accumulator, read back over the
+ * words they touched and cleared (no dense row matrix: c_like's 8k rows x 4k classes were 4 MB). */
+static int64_t node_classes(Build *B) {
+    const int32_t *sig_ptr = B->sig_ptr, *sig_row = B->sig_row, *row_ptr = B->row_ptr, *row_cls = B->row_cls;
+    int64_t kw = (B->K + 63) / 64, outcap = 0, code = 0;
     uint64_t *acc = calloc((size_t)(kw ? kw : 1), sizeof(uint64_t));
-    indptr = malloc((size_t)(tn + 1) * sizeof(int64_t));
-    if (!acc || !indptr) {
+    B->indptr = malloc((size_t)(B->tn + 1) * sizeof(int64_t));
+    if (!acc || !B->indptr) {
         free(acc);
-        goto nomem;
+        return E_NOMEM;
     }
-    int64_t nout = 0, outcap = 0;
-    indptr[0] = 0;
-    for (int64_t t = 0; t < tn; t++) {
-        int32_t i = old_of[t];
+    B->indptr[0] = 0;
+    for (int64_t t = 0; t < B->tn && !code; t++) {
+        int32_t i = B->old_of[t];
         if (sig_ptr[i + 1] > sig_ptr[i]) {
             int64_t most = 0;
             for (int32_t a = sig_ptr[i]; a < sig_ptr[i + 1]; a++) most += row_ptr[sig_row[a] + 1] - row_ptr[sig_row[a]];
-            if (grow((void **)&out_cls, &outcap, nout + most, sizeof(int32_t)) < 0) {
-                free(acc);
-                goto nomem;
+            if (grow((void **)&B->out_cls, &outcap, B->nout + most, sizeof(int32_t)) < 0) {
+                code = E_NOMEM;
+                break;
             }
             if (sig_ptr[i + 1] - sig_ptr[i] == 1) {
                 int32_t r = sig_row[sig_ptr[i]];
-                memcpy(out_cls + nout, row_cls + row_ptr[r], (size_t)most * sizeof(int32_t));
-                nout += most;
+                memcpy(B->out_cls + B->nout, row_cls + row_ptr[r], (size_t)most * sizeof(int32_t));
+                B->nout += most;
             } else {
                 int64_t wlo = kw, whi = -1;
                 for (int32_t a = sig_ptr[i]; a < sig_ptr[i + 1]; a++) {
@@ -572,92 +647,92 @@ PyObject *words_sigma_index(Words *S, PyObject *args) {
                 }
                 for (int64_t w = wlo; w <= whi; w++) {
                     for (uint64_t bits = acc[w]; bits; bits &= bits - 1)
-                        out_cls[nout++] = (int32_t)(w * 64 + __builtin_ctzll(bits));
+                        B->out_cls[B->nout++] = (int32_t)(w * 64 + __builtin_ctzll(bits));
                     acc[w] = 0;
                 }
             }
         }
-        indptr[t + 1] = nout;
+        B->indptr[t + 1] = B->nout;
     }
     free(acc);
-    /* IN(f, lo, hi) edges apart, as SigmaInIndex keeps them: rows (parent, f, lo, hi, child) */
-    if (nins) {
-        fam_edges = malloc((size_t)(ne ? ne : 1) * 5 * sizeof(int64_t));
-        if (!fam_edges) goto nomem;
-        int64_t keep = 0;
-        for (int64_t e = 0; e < ne; e++) {
-            int32_t *x = edges_sorted + 3 * e;
-            if (x[1] < S->nt) {
-                memmove(edges_sorted + 3 * keep++, x, 3 * sizeof(int32_t));
-                continue;
-            }
-            int64_t f, j, lo, hi;
-            split_wide(S, ins[x[1] - S->nt], &f, &j, &lo, &hi);
-            int64_t *row = fam_edges + 5 * nfe++;
-            row[0] = x[0];
-            row[1] = f;
-            row[2] = lo;
-            row[3] = hi;
-            row[4] = x[2];
+    return code;
+}
+
+/* IN(f, lo, hi) edges apart, as SigmaInIndex keeps them: rows (parent, f, lo, hi, child). */
+static int64_t family_edges(Build *B) {
+    if (!B->nins) return 0;
+    B->fam_edges = malloc((size_t)(B->ne ? B->ne : 1) * 5 * sizeof(int64_t));
+    if (!B->fam_edges) return E_NOMEM;
+    int64_t keep = 0;
+    for (int64_t e = 0; e < B->ne; e++) {
+        int32_t *x = B->edges_sorted + 3 * e;
+        if (x[1] < B->S->nt) {
+            memmove(B->edges_sorted + 3 * keep++, x, 3 * sizeof(int32_t));
+            continue;
         }
-        ne = keep;
+        int64_t f, j, lo, hi;
+        split_wide(B->S, B->ins[x[1] - B->S->nt], &f, &j, &lo, &hi);
+        int64_t *row = B->fam_edges + 5 * B->nfe++;
+        row[0] = x[0];
+        row[1] = f;
+        row[2] = lo;
+        row[3] = hi;
+        row[4] = x[2];
     }
-    PyObject *stats = Py_BuildValue("{sLsLsLsL}", "distinct_sigma_in", (long long)ns, "longest_sigma_in",
-                                    (long long)maxlen, "trie_nodes", (long long)tn, "sep_rest_nodes", (long long)nrows);
-    if (stats)
-        result = Py_BuildValue("(sNNNNNN)", "ok", bytes_of(edges_sorted, 3 * ne, sizeof(int32_t)),
-                               bytes_of(indptr, tn + 1, sizeof(int64_t)), bytes_of(out_cls, nout, sizeof(int32_t)),
-                               bytes_of(unindexed, nun, sizeof(int32_t)), stats, bytes_of(fam_edges, 5 * nfe, sizeof(int64_t)));
+    B->ne = keep;
+    return 0;
+}
+
+static PyObject *build_result(Build *B) {
+    PyObject *stats = Py_BuildValue("{sLsLsLsL}", "distinct_sigma_in", (long long)B->ns, "longest_sigma_in",
+                                    (long long)B->maxlen, "trie_nodes", (long long)B->tn, "sep_rest_nodes",
+                                    (long long)B->nrows);
+    if (!stats) return NULL;
+    return Py_BuildValue("(sNNNNNN)", "ok", bytes_of(B->edges_sorted, 3 * B->ne, sizeof(int32_t)),
+                         bytes_of(B->indptr, B->tn + 1, sizeof(int64_t)), bytes_of(B->out_cls, B->nout, sizeof(int32_t)),
+                         bytes_of(B->unindexed, B->nun, sizeof(int32_t)), stats,
+                         bytes_of(B->fam_edges, 5 * B->nfe, sizeof(int64_t)));
+}
+
+PyObject *words_sigma_index(Words *S, PyObject *args) {
+    Py_buffer nodes_b;
+    long long max_per_node, max_words;
+    if (!PyArg_ParseTuple(args, "y*LL", &nodes_b, &max_per_node, &max_words)) return NULL;
+    PyObject *result = NULL;
+    Build B;
+    memset(&B, 0, sizeof(B));
+    B.S = B.X.S = S;
+    B.K = nodes_b.len / 8;
+    B.cnode = nodes_b.buf;
+    unsigned __int128 to_list = 0;
+    int64_t code = 0;
+    if (need_grammar(S) < 0) goto done;
+    if (nodes_b.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "sigma_index: class_nodes must be int64");
+        goto done;
+    }
+    if ((code = class_rest_sets(&B)) < 0 || (code = rests_to_list(&B, max_per_node, &to_list)) < 0) goto fail;
+    if (to_list > (unsigned __int128)max_words) {
+        PyObject *n = int128_to_py(to_list);
+        if (n) result = Py_BuildValue("(sN)", "words", n);
+        goto done;
+    }
+    if ((code = family_symbols(&B)) < 0 || (code = sigma_trie(&B)) < 0 || (code = rest_classes(&B)) < 0 ||
+        (code = sigma_rows(&B)) < 0 || (code = number_trie(&B)) < 0 || (code = node_classes(&B)) < 0 ||
+        (code = family_edges(&B)) < 0)
+        goto fail;
+    result = build_result(&B);
     goto done;
 fail:
     if (code == E_DEPTH) {
         PyErr_SetString(Unsupported, "sigma_index: the displacements nest deeper than the compiled store allows");
+    } else if (code == E_NOMEM) {
+        PyErr_NoMemory();
     } else if (!PyErr_Occurred()) {
         PyErr_NoMemory();
     }
-    goto done;
-nomem:
-    PyErr_NoMemory();
 done:
-    free(cset);
-    free(wstack);
-    free(indptr);
-    free(row_of);
-    free(rest_of_row);
-    free(toff);
-    free(tlen);
-    free(tpool);
-    free(tpar);
-    free(tsym);
-    free(tdep);
-    free(old_of);
-    memo_free(&ext);
-    memo_free(&tix);
-    free(row_ptr);
-    free(row_cls);
-    free(sig_ptr);
-    free(sig_row);
-    free(order);
-    free(tnode);
-    free(edges_sorted);
-    free(pcount);
-    free(out_cls);
-    free(unindexed);
-    free(tstack);
-    free(big);
-    free(ins);
-    free(fam_edges);
-    memo_free(&X.rmemo);
-    memo_free(&X.cmemo);
-    free(X.set_off);
-    free(X.set_len);
-    free(X.pool);
-    free(X.stamps);
-    free(X.sstamps);
-    free(X.subs);
-    free(X.rest_node);
-    memo_free(&X.rid);
-    free(X.counts);
+    build_free(&B);
     PyBuffer_Release(&nodes_b);
     return result;
 }

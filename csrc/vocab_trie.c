@@ -84,6 +84,56 @@ static int vtrie_numbering_init(VocabTrie *T) {
     return 0;
 }
 
+/* The trie's arrays from its nodes' parents and bytes (nn nodes in preorder) and the m sorted tokens' nodes:
+ * children (CSR, bytes ascending), each node's tokens, subtree ends and the bytes below each node; -1
+ * without memory. */
+static int vtrie_arrays(VocabTrie *T, const int32_t *parent, const uint8_t *pbyte, const int32_t *tok_node,
+                        const int32_t *sorted, int64_t nn, int64_t m) {
+    T->nnodes = nn;
+    T->cptr = calloc((size_t)nn + 1, sizeof(int32_t));
+    T->ckid = malloc((size_t)nn * sizeof(int32_t));
+    T->cbyte = malloc((size_t)nn);
+    T->tptr = calloc((size_t)nn + 1, sizeof(int32_t));
+    T->ttok = malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    if (!T->cptr || !T->ckid || !T->cbyte || !T->tptr || !T->ttok) return -1;
+    for (int64_t t = 1; t < nn; t++) T->cptr[parent[t] + 1]++;
+    for (int64_t t = 0; t < nn; t++) T->cptr[t + 1] += T->cptr[t];
+    /* preorder: a node's children are created in byte order, after it, so filling in creation order works */
+    {
+        int32_t *fill = malloc((size_t)nn * sizeof(int32_t));
+        if (!fill) return -1;
+        memcpy(fill, T->cptr, (size_t)nn * sizeof(int32_t));
+        for (int64_t t = 1; t < nn; t++) {
+            int32_t q = parent[t];
+            T->ckid[fill[q]] = (int32_t)t;
+            T->cbyte[fill[q]] = pbyte[t];
+            fill[q]++;
+        }
+        free(fill);
+    }
+    for (int64_t k = 0; k < m; k++) T->tptr[tok_node[k] + 1]++;
+    for (int64_t t = 0; t < nn; t++) T->tptr[t + 1] += T->tptr[t];
+    /* tok_node is non-decreasing in sorted order (preorder numbering): tokens land in order */
+    for (int64_t k = 0; k < m; k++) T->ttok[k] = sorted[k];
+    /* Subtree ends and the bytes below each node, children before parents (reverse preorder). */
+    T->send = malloc((size_t)nn * sizeof(int32_t));
+    T->below = calloc((size_t)nn * 4, sizeof(uint64_t));
+    if (!T->send || !T->below) return -1;
+    for (int64_t t = nn - 1; t >= 0; t--) {
+        int32_t end = (int32_t)t + 1;
+        uint64_t *mask = T->below + 4 * t;
+        for (int32_t c = T->cptr[t]; c < T->cptr[t + 1]; c++) {
+            int32_t kid = T->ckid[c];
+            const uint64_t *km = T->below + 4 * kid;
+            for (int w = 0; w < 4; w++) mask[w] |= km[w];
+            mask[T->cbyte[c] >> 6] |= 1ULL << (T->cbyte[c] & 63);
+            if (T->send[kid] > end) end = T->send[kid];
+        }
+        T->send[t] = end;
+    }
+    return 0;
+}
+
 /* VocabTrie(token_bytes, kinds, normal=0, stop=1): the trie of the NORMAL, non-empty tokens' bytes.
  * Built by sorting the tokens (counting sort on their first two bytes, then qsort inside each bucket)
  * and inserting them in order: nodes come out in preorder, children in byte order. */
@@ -176,48 +226,7 @@ int vtrie_init(VocabTrie *T, PyObject *args, PyObject *kwds) {
         p = s;
         lp = l;
     }
-    T->nnodes = nn;
-    T->cptr = calloc((size_t)nn + 1, sizeof(int32_t));
-    T->ckid = malloc((size_t)nn * sizeof(int32_t));
-    T->cbyte = malloc((size_t)nn);
-    T->tptr = calloc((size_t)nn + 1, sizeof(int32_t));
-    T->ttok = malloc((size_t)(m ? m : 1) * sizeof(int32_t));
-    if (!T->cptr || !T->ckid || !T->cbyte || !T->tptr || !T->ttok) goto nomem;
-    for (int64_t t = 1; t < nn; t++) T->cptr[parent[t] + 1]++;
-    for (int64_t t = 0; t < nn; t++) T->cptr[t + 1] += T->cptr[t];
-    /* preorder: a node's children are created in byte order, after it, so filling in creation order works */
-    {
-        int32_t *fill = malloc((size_t)nn * sizeof(int32_t));
-        if (!fill) goto nomem;
-        memcpy(fill, T->cptr, (size_t)nn * sizeof(int32_t));
-        for (int64_t t = 1; t < nn; t++) {
-            int32_t q = parent[t];
-            T->ckid[fill[q]] = (int32_t)t;
-            T->cbyte[fill[q]] = pbyte[t];
-            fill[q]++;
-        }
-        free(fill);
-    }
-    for (int64_t k = 0; k < m; k++) T->tptr[tok_node[k] + 1]++;
-    for (int64_t t = 0; t < nn; t++) T->tptr[t + 1] += T->tptr[t];
-    /* tok_node is non-decreasing in sorted order (preorder numbering): tokens land in order */
-    for (int64_t k = 0; k < m; k++) T->ttok[k] = sorted[k];
-    /* Subtree ends and the bytes below each node, children before parents (reverse preorder). */
-    T->send = malloc((size_t)nn * sizeof(int32_t));
-    T->below = calloc((size_t)nn * 4, sizeof(uint64_t));
-    if (!T->send || !T->below) goto nomem;
-    for (int64_t t = nn - 1; t >= 0; t--) {
-        int32_t end = (int32_t)t + 1;
-        uint64_t *mask = T->below + 4 * t;
-        for (int32_t c = T->cptr[t]; c < T->cptr[t + 1]; c++) {
-            int32_t kid = T->ckid[c];
-            const uint64_t *km = T->below + 4 * kid;
-            for (int w = 0; w < 4; w++) mask[w] |= km[w];
-            mask[T->cbyte[c] >> 6] |= 1ULL << (T->cbyte[c] & 63);
-            if (T->send[kid] > end) end = T->send[kid];
-        }
-        T->send[t] = end;
-    }
+    if (vtrie_arrays(T, parent, pbyte, tok_node, sorted, nn, m) < 0) goto nomem;
     if (vtrie_numbering_init(T) < 0) goto nomem;
     T->parent = parent;
     T->pbyte = pbyte;
