@@ -1,3 +1,4 @@
+# C twin: csrc/classing.c (_walk), csrc/assemble.c (_assemble; tests/test_compiled.py; docs/design.md)
 """TokenClasses: the result of displacement classing, and what every engine consumes.
 
 TokenClasses is also the one home of the classes' identity and checks: :func:`grammar_sha256`

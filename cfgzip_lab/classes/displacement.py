@@ -1,3 +1,4 @@
+# C twin: csrc/displace.c (node for node: tests/test_compiled.py; docs/design.md)
 """Displacement Δ(t) of byte strings under a GNF pushdown automaton (paper §3.2, Alg. 1).
 
 Δ(t) is the set of pairs (σ_in, σ_out): running the PDA over t consumes the

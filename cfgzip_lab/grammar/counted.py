@@ -1,3 +1,4 @@
+# C twin: csrc/words.h (packed family symbols), csrc/displace.c (member rows; docs/design.md)
 """Counted repetitions ``X{m,n}`` without unrolling: the byte CFG's table entry, the GNF family, symbols.
 
 A JSON Schema's ``maxLength: 131072`` is ``char{0, 131072}`` in XGrammar's EBNF. Unrolled, it

@@ -1,3 +1,4 @@
+# C twin: csrc/gnf_arrays.c (subgraph, load_arrays: tests/test_cache.py; docs/design.md)
 """A :class:`~.gnf.GNF` as plain arrays and JSON, and back: what the class cache stores so that a
 fresh process gets the normal form without the front end (c_like: 0.55 s of parsing, lowering
 and normal form; reading these arrays back takes milliseconds).

@@ -1,3 +1,4 @@
+# C twin: csrc/words.c, csrc/store.c (node for node: tests/test_compiled.py; docs/design.md)
 """Finite sets of symbol sequences as hash-consed minimal acyclic automata.
 
 Both the factored GNF (each production ``A → a · L`` keeps its tails L as one

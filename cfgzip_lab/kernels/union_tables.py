@@ -1,3 +1,4 @@
+# C twin: csrc/expand.c (expansion_tables: tests/test_native_kernel.py; docs/design.md)
 """The tables that expand a class set to a packed vocabulary row without a 128k-entry gather.
 
 Shared by the numpy backend (:mod:`.cpu`), the compiled kernel's ``expand_row``

@@ -1,3 +1,4 @@
+# C twin: csrc/sigma_index.c (build_index), csrc/trie.c (kernel_arrays; docs/design.md)
 """The σ_in index: which classes a stack top admits, as a trie over stack symbols (top first).
 
 Every pair (σ_in, σ_out) of a class's displacement Δ(k) says: a token of class k can be

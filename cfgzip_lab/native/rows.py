@@ -1,3 +1,4 @@
+# C twin: csrc/expand.c (expand_row: tests/test_native_kernel.py; docs/design.md)
 """Class set (a Python int) → packed vocabulary bitmask row, memoised, and derived from the last row.
 
 The walk gives each state's allowed classes as an int; decoding revisits the same class sets

@@ -1,3 +1,4 @@
+# C twin: csrc/trie.c (the state mask), csrc/step.c (advance; tests/test_native_kernel.py; docs/design.md)
 """The parser state as one word DAG of GNF stacks, advanced by bytes and masked through the σ_in trie.
 
 A state is a node of the grammar's hash-consed word store (:mod:`cfgzip_lab.grammar.words`)
