@@ -75,7 +75,7 @@ class Words:
         """Displacer.step(node, atom)."""
     def run(self, node: Node, atoms: Buffer, budget: int = -1) -> tuple[Node, int]:
         """Step through atoms (bytes of byte classes): (node, created)."""
-    # the normal form's passes (csrc/gnf_passes.c; reference cfgzip_lab.grammar.gnf)
+    # the normal form's passes (csrc/gnf_passes.c, csrc/gnf_merge.c; reference cfgzip_lab.grammar.gnf)
     def map_symbols(self, roots: Sequence[Node], to: Buffer, memo: Buffer) -> list[Node]:
         """gnf._map_symbols."""
     def optional(self, roots: Sequence[Node], nullable: bytes, memo: Buffer) -> list[Node]:

@@ -41,9 +41,6 @@ PyObject *words_reach(Words *S, PyObject *args);
 PyObject *words_useless(Words *S, PyObject *args);
 PyObject *words_symbols(Words *S, PyObject *roots_obj);
 PyObject *words_word(Words *S, PyObject *symbols);
-PyObject *words_below_sets_of(Words *S, PyObject *args);
-PyObject *words_merge_equivalent(Words *S, PyObject *args);
-PyObject *words_merge_table(Words *S, PyObject *args);
 PyObject *words_substitute_leading(Words *S, PyObject *args);
 PyObject *words_remove_units(Words *S, PyObject *args);
 PyObject *words_reachable_count(Words *S, PyObject *roots_obj);
@@ -53,6 +50,11 @@ PyObject *words_atom_rows(Words *S, PyObject *args);
 PyObject *words_union_all(Words *S, PyObject *nodes_obj);
 PyObject *words_epsilon_free(Words *S, PyObject *args);
 PyObject *words_left_corner_order(Words *S, PyObject *args);
+
+/* gnf_merge.c */
+PyObject *words_below_sets_of(Words *S, PyObject *args);
+PyObject *words_merge_equivalent(Words *S, PyObject *args);
+PyObject *words_merge_table(Words *S, PyObject *args);
 
 /* gnf_arrays.c */
 PyObject *words_subgraph(Words *S, PyObject *args);

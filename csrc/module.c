@@ -32,7 +32,7 @@ static PyMethodDef module_functions[] = {
 
 /* ---- Words: the compiled word store ---- */
 static PyMethodDef words_methods[] = {
-    /* the normal form's passes (csrc/gnf_passes.c) */
+    /* the normal form's passes (csrc/gnf_passes.c, csrc/gnf_merge.c) */
     {"map_symbols", (PyCFunction)words_map_symbols, METH_VARARGS, "the normal form's symbol maps (csrc/gnf_passes.c)"},
     {"optional", (PyCFunction)words_optional, METH_VARARGS, "epsilon-removal's opt (csrc/gnf_passes.c)"},
     {"closure", (PyCFunction)words_closure, METH_VARARGS, "GENERATING / NULLABLE (csrc/gnf_passes.c)"},
@@ -40,12 +40,12 @@ static PyMethodDef words_methods[] = {
     {"symbols", (PyCFunction)words_symbols, METH_O, "every symbol below some roots (csrc/gnf_passes.c)"},
     {"useless", (PyCFunction)words_useless, METH_VARARGS, "gnf._remove_useless without restricting (csrc/gnf_passes.c)"},
     {"word", (PyCFunction)words_word, METH_O, "WordStore.word: the set holding one word (csrc/gnf_passes.c)"},
-    {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (csrc/gnf_passes.c)"},
+    {"below_sets_of", (PyCFunction)words_below_sets_of, METH_VARARGS, "gnf.stack_below (csrc/gnf_merge.c)"},
     {"left_corner_order", (PyCFunction)words_left_corner_order, METH_VARARGS,
      "gnf._left_corner_order (csrc/gnf_passes.c)"},
-    {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (csrc/gnf_passes.c)"},
+    {"merge_equivalent", (PyCFunction)words_merge_equivalent, METH_VARARGS, "gnf._merge_equivalent (csrc/gnf_merge.c)"},
     {"merge_table", (PyCFunction)words_merge_table, METH_VARARGS,
-     "gnf._merge_equivalent on the table's dicts (csrc/gnf_passes.c)"},
+     "gnf._merge_equivalent on the table's dicts (csrc/gnf_merge.c)"},
     {"substitute_leading", (PyCFunction)words_substitute_leading, METH_VARARGS,
      "gnf._substitute_all_leading (csrc/gnf_passes.c)"},
     {"remove_units", (PyCFunction)words_remove_units, METH_VARARGS, "gnf._remove_units (csrc/gnf_passes.c)"},

@@ -1,4 +1,4 @@
-# C twin: csrc/gnf_passes.c (pass for pass: tests/test_gnf_passes.py, tests/test_compiled.py; docs/design.md)
+# C twin: csrc/gnf_passes.c, csrc/gnf_merge.c (pass for pass: tests/test_gnf_passes.py; docs/design.md)
 """Greibach normal form in factored form.
 
 A GNF grammar has only productions ``A → a B1…Bn`` (a a byte set, Bi non-start
