@@ -19,7 +19,7 @@ void memo_free(Memo *m) {
     free(m->vals);
     memset(m, 0, sizeof(*m));
 }
-static int memo_resize(Memo *m, uint64_t cap) {
+int memo_resize(Memo *m, uint64_t cap) {
     uint64_t *keys = malloc(cap * sizeof(uint64_t));
     int32_t *vals = malloc(cap * sizeof(int32_t));
     if (!keys || !vals) {
@@ -47,34 +47,8 @@ static int memo_resize(Memo *m, uint64_t cap) {
     return 0;
 }
 
-int memo_put(Memo *m, uint64_t key, int32_t val) {
-    if (!m->keys || (uint64_t)(m->used + 1) * 2 > m->mask + 1) {
-        if (memo_resize(m, m->keys ? (m->mask + 1) * 2 : 1024) < 0) return -1;
-    }
-    uint64_t i = mix64(key) & m->mask;
-    while (m->keys[i] != MEMO_FREE && m->keys[i] != key) i = (i + 1) & m->mask;
-    if (m->keys[i] == MEMO_FREE) m->used++;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    return 0;
-}
 
 
-int push_edge(Words *S, int64_t sym, int64_t kid) {
-    if (S->stop >= S->scap) {
-        int64_t cap = S->scap ? 2 * S->scap : 256;
-        int64_t *syms = realloc(S->ssym, (size_t)cap * sizeof(int64_t));
-        if (syms) S->ssym = syms;
-        int32_t *kids = syms ? realloc(S->skid, (size_t)cap * sizeof(int32_t)) : NULL;
-        if (!kids) return -1;
-        S->skid = kids;
-        S->scap = cap;
-    }
-    S->ssym[S->stop] = sym;
-    S->skid[S->stop] = (int32_t)kid;
-    S->stop++;
-    return 0;
-}
 
 /* Room for one more node (need: nodes) and `edges` more edges. */
 int reserve(Words *S, int64_t need, int64_t edges) {
@@ -172,11 +146,6 @@ int64_t make_scratch(Words *S, int accepts, int64_t base) {
     return id;
 }
 
-int64_t make1(Words *S, int64_t sym, int64_t kid) {
-    int64_t base = S->stop;
-    if (push_edge(S, sym, kid) < 0) return E_NOMEM;
-    return make_scratch(S, 0, base);
-}
 
 int64_t w_union(Words *S, int64_t a, int64_t b, int depth) {
     if (a == b || b == W_EMPTY) return a;
@@ -268,15 +237,8 @@ int64_t w_concat(Words *S, int64_t a, int64_t b, int depth) {
  * have the union of theirs, recursively. Same order as the reference: the terms as a sorted set (a, b)
  * without EMPTY parts, eps . b read as b . eps; one term is w_concat, two plain nodes w_union (their memos
  * and order); otherwise memoised on the sorted list, the kids made in symbol order, then the node. */
-#define TERM(a, b) (((uint64_t)(uint32_t)(a) << 32) | (uint32_t)(b))
-#define TERM_A(t) ((int64_t)((t) >> 32))
-#define TERM_B(t) ((int64_t)((t) & 0xFFFFFFFFu))
+/* TERM, TERM_A, TERM_B: words.h */
 
-int ostk_push(Words *S, int64_t a, int64_t b) {
-    if (S->otop >= S->ocap && grow((void **)&S->ostk, &S->ocap, S->otop + 1, sizeof(uint64_t)) < 0) return -1;
-    S->ostk[S->otop++] = TERM(a, b);
-    return 0;
-}
 
 static int cmp_u64_asc(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;

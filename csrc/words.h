@@ -224,16 +224,61 @@ int cmp_i64(const void *x, const void *y); /* qsort's order of int64 values */
 
 /* words.c: memos, interning, set algebra (negative: an E_ code) */
 void memo_free(Memo *m);
-int memo_put(Memo *m, uint64_t key, int32_t val);
-int push_edge(Words *S, int64_t sym, int64_t kid);
+int memo_resize(Memo *m, uint64_t cap); /* -1 without memory */
 int reserve(Words *S, int64_t need, int64_t edges);
 int itab_resize(Words *S, uint64_t cap);
 int64_t make_scratch(Words *S, int accepts, int64_t base);
-int64_t make1(Words *S, int64_t sym, int64_t kid);
 int64_t w_union(Words *S, int64_t a, int64_t b, int depth);
 int64_t w_concat(Words *S, int64_t a, int64_t b, int depth);
-int ostk_push(Words *S, int64_t a, int64_t b);
 int64_t w_union_n(Words *S, int64_t obase, int depth);
+
+/* The small hot steps of the set algebra, inline in every file that walks the store (words.c, displace.c,
+ * gnf_passes.c, sigma_index.c, ...): one call each per edge or term otherwise. */
+static inline int memo_put(Memo *m, uint64_t key, int32_t val) {
+    if (!m->keys || (uint64_t)(m->used + 1) * 2 > m->mask + 1) {
+        if (memo_resize(m, m->keys ? (m->mask + 1) * 2 : 1024) < 0) return -1;
+    }
+    uint64_t i = mix64(key) & m->mask;
+    while (m->keys[i] != MEMO_FREE && m->keys[i] != key) i = (i + 1) & m->mask;
+    if (m->keys[i] == MEMO_FREE) m->used++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return 0;
+}
+
+/* One more edge on the scratch stack of the node under construction; -1 without memory. */
+static inline int push_edge(Words *S, int64_t sym, int64_t kid) {
+    if (S->stop >= S->scap) {
+        int64_t cap = S->scap ? 2 * S->scap : 256;
+        int64_t *syms = realloc(S->ssym, (size_t)cap * sizeof(int64_t));
+        if (syms) S->ssym = syms;
+        int32_t *kids = syms ? realloc(S->skid, (size_t)cap * sizeof(int32_t)) : NULL;
+        if (!kids) return -1;
+        S->skid = kids;
+        S->scap = cap;
+    }
+    S->ssym[S->stop] = sym;
+    S->skid[S->stop] = (int32_t)kid;
+    S->stop++;
+    return 0;
+}
+
+/* The node {sym . kid} (one edge, not accepting). */
+static inline int64_t make1(Words *S, int64_t sym, int64_t kid) {
+    int64_t base = S->stop;
+    if (push_edge(S, sym, kid) < 0) return E_NOMEM;
+    return make_scratch(S, 0, base);
+}
+
+/* A term a . b of w_union_n packed on its operand stack (words.c), as a << 32 | b. */
+#define TERM(a, b) (((uint64_t)(uint32_t)(a) << 32) | (uint32_t)(b))
+#define TERM_A(t) ((int64_t)((t) >> 32))
+#define TERM_B(t) ((int64_t)((t) & 0xFFFFFFFFu))
+static inline int ostk_push(Words *S, int64_t a, int64_t b) {
+    if (S->otop >= S->ocap && grow((void **)&S->ostk, &S->ocap, S->otop + 1, sizeof(uint64_t)) < 0) return -1;
+    S->ostk[S->otop++] = TERM(a, b);
+    return 0;
+}
 
 /* displace.c: the displacement step, stack adjacency and the grammar it reads */
 int64_t w_step(Words *S, int64_t node, int64_t atom);
