@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from .grammars import EngineCache, GrammarRequest, ServingError, vocab_from_tokenizer_info
+from .grammars import EngineCache, GrammarRequest, ServingError
 
 __all__ = ["ENV", "VLLM_RELEASES", "CfgzipBackend", "CfgzipStructuredGrammar", "register"]
 
@@ -147,17 +147,10 @@ class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
     def _cache(self, keep_special: bool, stops: tuple[int, ...] | None) -> EngineCache:
         key = (keep_special, stops)
         if key not in self._caches:
-            import xgrammar as xgr
+            from .vllm_processor import _vocab_like_vllm
 
-            info = xgr.TokenizerInfo.from_huggingface(
-                self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=list(stops) if stops else None
-            )
-            special: list[int] = []
-            if not keep_special:
-                added = getattr(self.tokenizer, "added_tokens_decoder", None) or {}
-                special = [int(i) for i, tok in added.items() if tok.special and int(i) not in (stops or ())]
-            name = str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
-            self._caches[key] = EngineCache(vocab_from_tokenizer_info(info, name=name, extra_special=special))
+            vocab = _vocab_like_vllm(self.tokenizer, self.vocab_size, keep_special=keep_special, stop_token_ids=stops)
+            self._caches[key] = EngineCache(vocab)
         return self._caches[key]
 
     def destroy(self) -> None:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -300,13 +301,17 @@ class CfgzipLogitsProcessor(*_Bases):
         return self._mask(logits, self._advance_v2(ctx))
 
 
-def _vocab_like_vllm(tokenizer: Any, vocab_size: int, *, keep_special: bool = False) -> Any:
+def _vocab_like_vllm(
+    tokenizer: Any, vocab_size: int, *, keep_special: bool = False, stop_token_ids: Sequence[int] | None = None
+) -> Any:
     """A token table vLLM's XGrammar backend uses: XGrammar's ``from_huggingface`` over the model's
     vocabulary size, less the tokenizer's special added tokens (JSON, EBNF, regex) or with them
-    (``keep_special``: structural tags, vLLM's ``full_vocab_compiler``)."""
+    (``keep_special``: structural tags, vLLM's ``full_vocab_compiler``); ``stop_token_ids``: a
+    request's own stop tokens instead of the tokenizer's (they stay stop ids, never special)."""
     import xgrammar as xgr
 
-    info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+    stops = list(stop_token_ids) if stop_token_ids else None
+    info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stops)
     special = []
     if not keep_special:
         added = getattr(tokenizer, "added_tokens_decoder", None) or {}
