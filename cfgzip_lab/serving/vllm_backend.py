@@ -35,8 +35,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from .grammars import EngineCache, GrammarRequest, ServingError
 
 __all__ = ["ENV", "VLLM_RELEASES", "CfgzipBackend", "CfgzipStructuredGrammar", "register"]
@@ -158,63 +156,17 @@ class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
         super().destroy()
 
 
-def _grammar_base() -> type:
-    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar
+def _xgrammar_grammar() -> type:
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarGrammar
 
-    return StructuredOutputGrammar
+    return XgrammarGrammar
 
 
 @dataclass
-class CfgzipStructuredGrammar(_grammar_base()):  # type: ignore[misc]
-    """One request's native matcher behind vLLM's ``StructuredOutputGrammar`` (XgrammarGrammar's
-    semantics: tokens after termination are ignored, a refused token is reported, drafts are
-    checked without moving the state)."""
+class CfgzipStructuredGrammar(_xgrammar_grammar()):  # type: ignore[misc]
+    """One request's native matcher in vLLM's ``XgrammarGrammar``, whose draft checks, rollback,
+    termination and fill call only ``accept_token``, ``rollback``, ``is_terminated``, ``reset``
+    and ``fill_next_token_bitmask``: the native matcher has each with XGrammar's meaning, so the
+    request behaves as vLLM's own XGrammar request does. No compiled XGrammar grammar behind it."""
 
-    vocab_size: int
-    matcher: Any = field(hash=False)
-    num_processed_tokens: int = field(default=0, repr=False, hash=False, init=False)
-    _is_terminated: bool = field(default=False, repr=False, hash=False)
-
-    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
-        if self._is_terminated:
-            return True
-        for token in tokens:
-            if not self.matcher.accept_token(int(token)):
-                return False
-            self.num_processed_tokens += 1
-            self._is_terminated = self.matcher.is_terminated()
-            if self._is_terminated:
-                break
-        return True
-
-    def validate_tokens(self, tokens: list[int]) -> list[int]:
-        if self._is_terminated:
-            return []
-        accepted: list[int] = []
-        for token in tokens:
-            if not self.matcher.accept_token(int(token)):
-                break
-            accepted.append(token)
-            if self.matcher.is_terminated():
-                break
-        if accepted:
-            self.matcher.rollback(len(accepted))
-        return accepted
-
-    def rollback(self, num_tokens: int) -> None:
-        self.matcher.rollback(num_tokens)
-        self.num_processed_tokens -= num_tokens
-        self._is_terminated = self.matcher.is_terminated()
-
-    def fill_bitmask(self, bitmask: torch.Tensor, idx: int) -> None:
-        from ..native.matcher import fill_vocab_rows
-
-        fill_vocab_rows(bitmask, [(idx, self.matcher)])
-
-    def is_terminated(self) -> bool:
-        return self._is_terminated
-
-    def reset(self) -> None:
-        self.matcher.reset()
-        self.num_processed_tokens = 0
-        self._is_terminated = False
+    ctx: Any = field(default=None, hash=False)
