@@ -15,6 +15,7 @@ from ._gc import gc_paused
 from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
+from .errors import CfgzipError
 from .grammar.cfg import CFG
 from .grammar.counted import COUNTED_THRESHOLD
 from .grammar.dead_ends import dead_ends, keep_dead_ends, productive_nonterminals
@@ -55,6 +56,13 @@ class CompiledGrammar:
     def warnings(self):
         return self.ast.warnings
 
+    def from_rule(self, rule: str) -> CompiledGrammar:
+        """This grammar started from ``rule`` (:func:`compile_from_rule`), built once per rule."""
+        kept = self.__dict__.setdefault("_from_rule", {})
+        if rule not in kept:
+            kept[rule] = compile_from_rule(self, rule)
+        return kept[rule]
+
     def stats(self) -> dict:
         return {
             "rules": len(self.ast.rules),
@@ -76,6 +84,7 @@ def compile_grammar(
     counted_threshold: int = COUNTED_THRESHOLD,
     max_gnf_nodes: int = DEFAULT_MAX_GNF_NODES,
     compiled_store: bool | None = None,
+    root: str = "root",
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
@@ -91,9 +100,12 @@ def compile_grammar(
     :mod:`.grammar.counted`); 0 counts every bounded repetition (tests and ablations).
     ``max_gnf_nodes`` bounds the normal form's memory (past it: a ``GrammarError`` naming
     the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
+    ``root``: the start rule (XGrammar's ``root_rule_name``); another rule than ``root`` keeps only
+    the rules it reaches, so the language is that rule's (a test or a sample of one rule,
+    :func:`compile_from_rule`).
     """
     try:
-        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store)
+        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root)
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
         message = (
@@ -104,7 +116,13 @@ def compile_grammar(
 
 
 def _compile_grammar(
-    text: str, source: str, kind: str, counted_threshold: int, max_gnf_nodes: int, compiled_store: bool | None
+    text: str,
+    source: str,
+    kind: str,
+    counted_threshold: int,
+    max_gnf_nodes: int,
+    compiled_store: bool | None,
+    root: str = "root",
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     xgrammar_version.warn_if_unsupported()
@@ -113,10 +131,14 @@ def _compile_grammar(
         origin = to_ebnf(text, kind, name=source)
         text = origin.ebnf
     xgrammars = origin is not None and origin.written_by_xgrammar
+    # another start rule: the rules it does not reach are no part of its language, nor their notes
+    sub = root != "root"
     try:
         # XGrammar's EBNF of a schema: its unused basic_* helpers skipped, and the warnings about them,
         # never shown (remap places no diagnostic outside a Regex call), counted but not made
-        ast = parse_ebnf(text, source=source, reachable_only=xgrammars, warn_unreachable=not xgrammars)
+        ast = parse_ebnf(
+            text, root=root, source=source, reachable_only=xgrammars or sub, warn_unreachable=not (xgrammars or sub)
+        )
     except GrammarError as error:
         if origin is None:
             raise
@@ -168,6 +190,35 @@ def _compile_grammar(
     t4 = time.perf_counter()
     seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t4 - t3}
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
+
+
+def compile_from_rule(compiled: CompiledGrammar, rule: str, **options) -> CompiledGrammar:
+    """The grammar of ``compiled`` started from ``rule`` instead of its root: the language of one
+    rule, for a sample or a test written for that rule alone (a ``value`` of a JSON grammar, one
+    ``statement`` of a language). Built from ``compiled.text`` (the EBNF XGrammar compiles, so a
+    schema's or a Lark file's rules as XGrammar named them); ``rule == compiled.ast.root`` returns
+    ``compiled`` itself.
+
+    Raises
+    ------
+    CfgzipError
+        ``rule`` is not a rule of the grammar (a test file that names a renamed rule).
+    GrammarError
+        The rule's language is empty.
+
+    Examples
+    --------
+    >>> g = compile_grammar('root ::= "turn " turn\nturn ::= "left" | "right"')
+    >>> compile_from_rule(g, "turn").gnf.accepts(b"left")
+    True
+    """
+    if rule == compiled.ast.root:
+        return compiled
+    if rule not in compiled.ast.rules:
+        names = list(compiled.ast.rules)
+        more = ", …" if len(names) > 12 else ""
+        raise CfgzipError(f"no rule {rule!r} in the grammar (its rules: {', '.join(names[:12])}{more})")
+    return compile_grammar(compiled.text, source=f"<rule {rule}>", kind="ebnf", root=rule, **options)
 
 
 def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):

@@ -58,7 +58,10 @@ def test_a_restart_brings_back_text_file_kind_samples_tests_tokenizer_and_prompt
         app.editor.kind.value = "ebnf"  # a .gbnf file read as EBNF
         app.editor.text.value = ROBOT + "# edited, not saved\n"
         app.samples.set_samples(["turn left", "go 2\n"])
-        app.session.set_tests([GrammarTest("go 1"), GrammarTest("go x", "reject", note="no number")])
+        app.samples.set_start_rule("command")  # the samples' start rule (issue 35) is kept too
+        app.session.set_tests(
+            [GrammarTest("go 1"), GrammarTest("go x", "reject", note="no number"), GrammarTest("left", start="turn")]
+        )
         app.classes.tokenizer.value = "llama3"
         app.decoder.prompt.value = "A robot's moves:"
         assert app.save_session()
@@ -71,14 +74,16 @@ def test_a_restart_brings_back_text_file_kind_samples_tests_tokenizer_and_prompt
         assert s.text == ROBOT + "# edited, not saved\n" and s.provenance == f"{grammar} (edited)"
         assert s.input_kind == "ebnf" and s.grammar_ok
         assert again.samples.text.value == app.samples.text.value and "turn left" in again.samples.text.value
-        assert [(t.text, t.expect, t.note) for t in s.tests] == [
-            ("go 1", "accept", ""),
-            ("go x", "reject", "no number"),
+        assert [(t.text, t.expect, t.note, t.start) for t in s.tests] == [
+            ("go 1", "accept", "", ""),
+            ("go x", "reject", "no number", ""),
+            ("left", "accept", "", "turn"),
         ]
+        assert s.samples_start == "command" and again.samples.start_rule.value == "command"
         assert s.tokenizer == "llama3" and again.classes.tokenizer.value == "llama3"
         assert again.decoder.prompt.value == "A robot's moves:" and s.decoder_prompt == "A robot's moves:"
-        assert "session restored (robot.gbnf, 2 tests, 2 samples" in again.editor.draft_note.value
-        assert [o.passed for o in s.test_outcomes] == [True, True]  # the start-up check ran them
+        assert "session restored (robot.gbnf, 3 tests, 2 samples" in again.editor.draft_note.value
+        assert [o.passed for o in s.test_outcomes] == [True, True, True]  # the start-up check ran them
     finally:
         again.close()
 

@@ -336,3 +336,45 @@ def test_a_gbnf_file_shows_the_ebnf_it_becomes(checker, tmp_path):
         assert editor.converted_text.disabled  # the text area fallback is read-only too
     finally:
         s.close()
+
+
+def test_samples_and_tests_parse_from_a_picked_start_rule(session):
+    """Issue 35: a sample or a test of one rule's language (``turn``), judged by both referees
+    from that rule; "Add as tests" carries the rule; a rule the grammar loses fails in words."""
+    from cfgzip_lab.widgets.samples import SamplesPanel
+    from cfgzip_lab.widgets.tests_panel import TestsPanel
+
+    samples = SamplesPanel(session)
+    assert [v for _, v in samples.start_rule.options] == ["", "command", "turn", "number", "ws"]
+    assert samples.start_rule.options[0][0] == "root (root)"
+    samples.set_samples(["left", "turn left", "lef"])
+    root_verdicts = [r.ours.kind for r in samples.check_samples()]
+    assert root_verdicts == ["rejected", "accepted", "rejected"]
+    samples.start_rule.value = "turn"  # the picker, as the browser sets it: re-checks from turn
+    assert session.samples_start == "turn"
+    results = samples.results
+    assert [r.ours.kind for r in results] == ["accepted", "rejected", "prefix"]
+    assert [r.xgrammar.kind for r in results] == ["accepted", "rejected", "prefix"]  # XGrammar from turn too
+    tree = samples.show_tree(0)
+    assert tree.accepted and tree.tree.label == "turn" and "(from rule turn)" in samples.tree.value
+    samples.add_samples_as_tests()
+    assert [(t.text, t.expect, t.start) for t in session.tests] == [
+        ("left", "accept", "turn"),
+        ("turn left", "reject", "turn"),
+        ("lef", "prefix", "turn"),
+    ]
+    tests = TestsPanel(session)
+    assert all(o.passed for o in session.test_outcomes)
+    assert 'from rule <b data-rule="turn">turn</b>' in tests.table.value
+    assert [v for _, v in tests.new_start.options][:3] == ["", "command", "turn"]
+    tests.new_text.value, tests.new_start.value = "12", "number"
+    added = tests.add_test()
+    assert added.start == "number" and session.test_outcomes[-1].passed
+    assert tests.add_test("go 3", start="root").start == ""  # the root names no rule in the file
+    assert tests.show_tree(3).tree.label == "number"
+    # the grammar renames turn: its tests fail and say why; the picker keeps the rule, marked
+    session.compile(ROBOT.replace("turn ::=", "direction ::=").replace("ws turn", "ws direction"), xgrammar=False)
+    assert not session.test_outcomes[0].passed and "no rule 'turn'" in session.test_outcomes[0].describe()
+    assert ("turn (not in the grammar)", "turn") in list(samples.start_rule.options)
+    samples.start_rule.value = ""  # back to the root
+    assert session.samples_start == "" and [r.ours.kind for r in samples.results] == root_verdicts

@@ -421,9 +421,22 @@ class EarleyGrammar:
 
     # -- parsing ------------------------------------------------------------------------
 
-    def parse(self, sample: str, *, max_items: int = MAX_ITEMS) -> ParseResult:
-        """Parse ``sample`` (its UTF-8 bytes, surrogates as XGrammar encodes them)."""
-        return _Parse(self, sample, max_items).run()
+    def parse(self, sample: str, *, max_items: int = MAX_ITEMS, start: str | None = None) -> ParseResult:
+        """Parse ``sample`` (its UTF-8 bytes, surrogates as XGrammar encodes them) from the root, or
+        from rule ``start`` (a sample of one rule: the tree's top is that rule).
+
+        Raises
+        ------
+        CfgzipError
+            ``start`` names no rule of the grammar.
+        """
+        if start is None or start == self.ast.root:
+            root = self.root
+        elif start in self.rule_ids:
+            root = self.rule_ids[start]
+        else:
+            raise CfgzipError(f"no rule {start!r} to parse from")
+        return _Parse(self, sample, max_items, root).run()
 
     def line_of(self, span: tuple[int, int] | None) -> tuple[int, int]:
         return position_of(self.text, span[0]) if span and self.text else (0, 0)
@@ -451,8 +464,9 @@ class _Set:
 
 
 class _Parse:
-    def __init__(self, grammar: EarleyGrammar, sample: str, max_items: int) -> None:
+    def __init__(self, grammar: EarleyGrammar, sample: str, max_items: int, root: int | None = None) -> None:
         self.g = grammar
+        self.root = grammar.root if root is None else root  # the start symbol of this parse
         self.sample = sample
         self.data = sample.encode("utf-8", "surrogatepass")
         n = len(self.data)
@@ -592,7 +606,7 @@ class _Parse:
 
     def run(self) -> ParseResult:
         n = len(self.data)
-        self.predict(0, self.g.root)
+        self.predict(0, self.root)
         last = 0  # the furthest set with items: how far the sample fits
         for k in range(n + 1):
             s = self.sets[k]
@@ -604,14 +618,14 @@ class _Parse:
             self.close(k)
             if k < n and s.scans:
                 self.scan(k)
-        root_done = (self.g.root, 0) in self.sets[last].completed
+        root_done = (self.root, 0) in self.sets[last].completed
         accepted = last == n and root_done
         result = ParseResult(self.sample, accepted, self.cp(last), None, can_end=root_done, items=self.count)
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 1000))  # derivations nest a few frames per rule
         try:
             if accepted:
-                (tree_node,) = self.build(self.g.root, 0, n, set(), 0)
+                (tree_node,) = self.build(self.root, 0, n, set(), 0)
                 result.tree = self.in_code_points(tree_node)
                 result.ambiguity = self.find_ambiguity(n)
             else:
@@ -716,7 +730,7 @@ class _Parse:
     def find_ambiguity(self, n: int, budget: int = 20_000) -> Ambiguity | None:
         """The outermost span of the derivation with two derivations, if any (breadth first
         from the root, at most ``budget`` spans visited)."""
-        todo = [(self.g.root, 0, n)]
+        todo = [(self.root, 0, n)]
         seen = {todo[0]}
         for key in todo:
             if len(seen) > budget:
@@ -864,7 +878,7 @@ class _Parse:
         todo = [start]
         for node in todo:
             it, _ck = node
-            if it[0] == self.g.root and it[3] == 0:
+            if it[0] == self.root and it[3] == 0:
                 path = []
                 while node is not None:
                     path.append(node)

@@ -10,9 +10,14 @@ fits, the end is missing: what a decoder sees mid-way)::
       "tests": [
         {"text": "turn left", "expect": "accept"},
         {"text": "turnleft", "expect": "reject", "note": "words must be apart"},
-        {"text": "turn", "expect": "prefix"}
+        {"text": "turn", "expect": "prefix"},
+        {"text": "right", "expect": "accept", "start": "turn"}
       ]
     }
+
+A test with ``start`` is judged from that rule instead of the root (the language of one rule:
+a ``value`` of a JSON grammar, one ``statement``), by both referees
+(:meth:`~cfgzip_lab.pipeline.CompiledGrammar.from_rule`, XGrammar's ``root_rule_name``).
 
 :func:`tests_path_for` names the file beside a grammar (``robot.ebnf`` → ``robot.tests.json``).
 :func:`run_tests` judges each test with the GNF (``GNF.accepts``, the referee classing relies
@@ -61,6 +66,7 @@ class GrammarTest:
     text: str
     expect: str = "accept"
     note: str = ""
+    start: str = ""  # the rule it is parsed from; "" for the grammar's root
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -72,12 +78,18 @@ class GrammarTest:
     def words(self) -> str:
         return _WORDS[self.expect]
 
+    def start_or(self, root: str) -> str:
+        """The rule this test is parsed from (``root`` when it names none)."""
+        return self.start or root
+
 
 @dataclass(frozen=True, slots=True)
 class TestOutcome:
     """A test and what the grammar made of it: ``got`` is ``accepted``, ``prefix`` or
-    ``rejected`` (our GNF); ``xgrammar`` the same from XGrammar when it was asked; ``passed``
-    when ``got`` is what the test expects and the referees agree. ``position``: bytes that fit."""
+    ``rejected`` (our GNF), or ``no rule`` when the test's start rule is not in the grammar (it
+    then fails, ``detail`` says why); ``xgrammar`` the same from XGrammar when it was asked;
+    ``passed`` when ``got`` is what the test expects and the referees agree. ``position``: bytes
+    that fit."""
 
     test: GrammarTest
     got: str
@@ -97,6 +109,8 @@ class TestOutcome:
         return self.got == wanted and self.agree is not False
 
     def describe(self) -> str:
+        if self.got == "no rule":
+            return f"{self.test.words}, but {self.detail}"
         got = {"accepted": "accepted", "prefix": "a valid prefix", "rejected": "rejected"}[self.got]
         if self.agree is False:
             return f"referees differ: cfgzip says {got}, XGrammar says {self.xgrammar}"
@@ -124,29 +138,49 @@ def run_tests(
     compiled,
     tests: Sequence[GrammarTest],
     *,
-    xgrammar: Callable[[list[bytes]], list[tuple[int, bool]]] | None = None,
+    xgrammar: Callable[..., list[tuple[int, bool]]] | None = None,
 ) -> list[TestOutcome]:
-    """Judge every test under ``compiled`` (a :class:`~cfgzip_lab.pipeline.CompiledGrammar`).
+    """Judge every test under ``compiled`` (a :class:`~cfgzip_lab.pipeline.CompiledGrammar`),
+    each from its start rule (the root unless the test names another).
 
     ``xgrammar(datas)``: the second referee, one ``(accepted bytes, complete)`` per string
-    (what :meth:`XGrammarChecker.check` and ``xgrammar.GrammarMatcher`` give), or None."""
-    datas = [t.text.encode("utf-8") for t in tests]
-    theirs = xgrammar(datas) if xgrammar is not None and datas else None
-    out = []
-    for i, (test, data) in enumerate(zip(tests, datas)):
-        got, position = verdict_of(compiled.gnf, data)
-        other = None
-        if theirs is not None:
-            accepted, complete = theirs[i]
-            other = "accepted" if complete else ("prefix" if accepted == len(data) else "rejected")
-        detail = ""
-        if got == "rejected":
-            before = data[:position].decode("utf-8", "ignore")
-            line = before.count("\n") + 1
-            column = len(before) - (before.rfind("\n") + 1) + 1
-            detail = f"at line {line}, column {column}"
-        out.append(TestOutcome(test, got, position, other, detail))
+    (what :meth:`XGrammarChecker.check` and ``xgrammar.GrammarMatcher`` give), or None. It is
+    called once per start rule: ``xgrammar(datas)`` for the root's tests, ``xgrammar(datas,
+    start=rule)`` for another rule's."""
+    root = compiled.ast.root
+    groups: dict[str, list[int]] = {}
+    for i, test in enumerate(tests):
+        groups.setdefault(test.start_or(root), []).append(i)
+    out: list[TestOutcome | None] = [None] * len(tests)
+    for rule, indices in groups.items():
+        try:
+            grammar = compiled.from_rule(rule)
+        except CfgzipError as exc:  # a rule renamed or removed since the test was written
+            for i in indices:
+                out[i] = TestOutcome(tests[i], "no rule", 0, None, str(exc).split(" (its rules")[0])
+            continue
+        datas = [tests[i].text.encode("utf-8") for i in indices]
+        theirs = None
+        if xgrammar is not None:
+            theirs = xgrammar(datas) if rule == root else xgrammar(datas, start=rule)
+        for j, (i, data) in enumerate(zip(indices, datas)):
+            out[i] = _outcome(grammar, tests[i], data, theirs[j] if theirs is not None else None)
     return out
+
+
+def _outcome(compiled, test: GrammarTest, data: bytes, theirs: tuple[int, bool] | None) -> TestOutcome:
+    got, position = verdict_of(compiled.gnf, data)
+    other = None
+    if theirs is not None:
+        accepted, complete = theirs
+        other = "accepted" if complete else ("prefix" if accepted == len(data) else "rejected")
+    detail = ""
+    if got == "rejected":
+        before = data[:position].decode("utf-8", "ignore")
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        detail = f"at line {line}, column {column}"
+    return TestOutcome(test, got, position, other, detail)
 
 
 def tests_path_for(grammar_path: str | Path) -> Path:
@@ -161,7 +195,7 @@ def save_tests(path: str | Path, tests: Sequence[GrammarTest], *, grammar: str |
     head = {"format": FORMAT}
     if grammar:
         head["grammar"] = str(grammar)
-    rows = [{k: v for k, v in asdict(t).items() if v or k != "note"} for t in tests]
+    rows = [{k: v for k, v in asdict(t).items() if v or k not in ("note", "start")} for t in tests]
     lines = ",\n".join("    " + json.dumps(r, ensure_ascii=False) for r in rows)
     body = json.dumps(head, ensure_ascii=False)[:-1] + ', "tests": [\n' + lines + ("\n" if rows else "") + "]}\n"
     path.write_text(body, encoding="utf-8")
@@ -191,7 +225,10 @@ def load_tests(path: str | Path) -> list[GrammarTest]:
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
             raise TestListError(f'tests file {path}: test {i} needs a "text" string')
         try:
-            tests.append(GrammarTest(row["text"], str(row.get("expect", "accept")), str(row.get("note", ""))))
+            start = row.get("start", "")
+            if not isinstance(start, str):
+                raise TestListError(f'"start" must name a rule, not {start!r}')
+            tests.append(GrammarTest(row["text"], str(row.get("expect", "accept")), str(row.get("note", "")), start))
         except TestListError as exc:
             raise TestListError(f"tests file {path}: test {i}: {exc}") from None
     return tests

@@ -2,7 +2,7 @@
 
 A session is what an author builds around one grammar: its text, where it comes from (a file, a
 bundled grammar, or ``untitled``) and the text as it was loaded, how it is read (the input kind),
-the samples, the tests (and their file), the tokenizer, the decoder's prompt, and whether it was
+the samples (and the rule they are parsed from), the tests (each with its start rule, and their file), the tokenizer, the decoder's prompt, and whether it was
 classed. :class:`SessionStore` keeps it in a per-user state folder (:func:`sessions_dir`:
 ``$CFGZIP_SESSIONS_DIR``, else ``~/.cache/cfgzip_lab/sessions``, which ``$CFGZIP_CACHE`` moves),
 saved a moment after each change (debounced) and at :meth:`SessionStore.close`, each file
@@ -75,6 +75,7 @@ class SessionState:
     source_text: str | None = None  # the text as loaded or saved (None: typed, never loaded)
     kind: str = "auto"
     samples: str = ""
+    samples_start: str = ""  # the rule the samples are parsed from ("" for the root)
     tests: list[dict[str, Any]] = field(default_factory=list)
     tests_path: str | None = None
     tokenizer: str = "smollm2"
@@ -178,6 +179,7 @@ def state_of(session, notebook: str = "") -> SessionState:
         source_text=session.source_text,
         kind=session.input_kind,
         samples=getattr(session, "samples_text", ""),
+        samples_start=getattr(session, "samples_start", ""),
         tests=[dataclasses.asdict(t) for t in session.tests],
         tests_path=str(session.tests_path) if session.tests_path else None,
         tokenizer=session.tokenizer,
@@ -198,6 +200,7 @@ def apply_state(session, state: SessionState, *, text: bool = True) -> None:
     if state.kind == "auto" or state.kind in _kinds():
         session.input_kind = state.kind
     session.samples_text = state.samples
+    session.samples_start = state.samples_start if isinstance(state.samples_start, str) else ""
     session.tokenizer = state.tokenizer or session.tokenizer
     session.decoder_prompt = state.prompt
     session.tests_path = Path(state.tests_path) if state.tests_path else None

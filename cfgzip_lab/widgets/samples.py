@@ -183,6 +183,12 @@ class SamplesPanel(Panel):
         )
         self.text.add_class("cfgzip-samples-text")
         self.text.observe(self._on_samples_text, names="value")  # kept with the author's session
+        # The rule the samples are parsed from (issue 35): the root, or one rule's language alone
+        # (a `value` of a JSON grammar). Kept with the session; "Add as tests" carries it over.
+        self._listing_rules = False
+        self.start_rule = w.Dropdown(options=[("root", "")], value="", description="from rule")
+        self.start_rule.add_class("cfgzip-samples-start")
+        self.start_rule.observe(self._on_start_rule, names="value")
         sets = [name for name in bundled_grammars() if bundled_samples(name)]
         self.sample_set = w.Dropdown(
             options=sets, value="json" if "json" in sets else (sets[0] if sets else None), description="Samples of"
@@ -242,7 +248,7 @@ class SamplesPanel(Panel):
         self._seed = 0
         self.widget = w.VBox(
             [
-                w.HBox([self.sample_set, load, run, as_tests], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox([self.sample_set, load, run, as_tests, self.start_rule], layout=w.Layout(flex_flow="row wrap")),
                 self.text,
                 self.output,
                 self.tree,
@@ -255,12 +261,49 @@ class SamplesPanel(Panel):
         # Never a stale verdict: every (re-)check of the grammar re-checks the samples.
         session.on("grammar", self._on_grammar)
         session.on("text", self._mark_stale)
+        session.on("restored", self._show_start_rules)
+        self._show_start_rules()
 
     # -- public methods ----------------------------------------------------------------
 
     def _on_samples_text(self, change) -> None:
         self.session.samples_text = change["new"]
         self.session.emit("samples")
+
+    def set_start_rule(self, rule: str = "") -> None:
+        """Parse the samples from ``rule`` ("" or the root: the whole grammar) and check them
+        again; kept with the author's session."""
+        rule = "" if rule == self._root() else rule
+        self.session.samples_start = rule
+        self._show_start_rules()
+        self.session.emit("samples")
+        if self.results or self.results_stamp is not None:
+            self.check_samples()
+
+    def _on_start_rule(self, change) -> None:
+        if not self._listing_rules and change["new"] != self.session.samples_start:
+            self._handler("samples", lambda: self.set_start_rule(change["new"]))()
+
+    def _root(self) -> str:
+        names = self.session.rule_names()
+        return names[0] if names else "root"
+
+    def _show_start_rules(self) -> None:
+        """The picker's rules: the current grammar's (the root first); a picked rule the grammar
+        no longer has stays, marked, so its samples say why they fail instead of switching rule."""
+        names = self.session.rule_names()
+        picked = self.session.samples_start
+        options = [(f"{names[0] if names else 'root'} (root)", "")] + [(n, n) for n in names[1:]]
+        if picked and picked not in names:
+            options.append((f"{picked} (not in the grammar)", picked))
+        self._listing_rules = True  # new options reset the value: that is no choice of the author's
+        try:
+            if [tuple(o) for o in self.start_rule.options] != options:
+                self.start_rule.options = options
+            if self.start_rule.value != picked:
+                self.start_rule.value = picked
+        finally:
+            self._listing_rules = False
 
     def set_samples(self, samples: list[str]) -> None:
         self.text.value = join_samples(samples)
@@ -273,7 +316,8 @@ class SamplesPanel(Panel):
 
     def check_samples(self) -> list[SampleResult]:
         """Judge every sample with our GNF and with XGrammar; show and return the results."""
-        compiled = self.session.require_grammar()
+        self.session.require_grammar()
+        compiled = self.session.grammar_from(self.session.samples_start)
         stamp = self.session.grammar_stamp
         results, xgr = self._judge(compiled, split_samples(self.text.value))
         self.results, self.results_stamp = results, stamp
@@ -282,7 +326,7 @@ class SamplesPanel(Panel):
 
     def generate_samples(self, count: int = 5, *, seed: int | None = None, max_length: int = 120):
         """Random sentences of the grammar (a new seed each call unless given), judged by both referees."""
-        compiled = self.session.require_grammar()
+        compiled = self.session.grammar_from(self.session.samples_start)
         if seed is None:
             self._seed += 1
             seed = self._seed
@@ -308,7 +352,7 @@ class SamplesPanel(Panel):
         string generated for an earlier grammar may be refused by this one, and says so)."""
         if not self.generated:
             return []
-        compiled = self.session.require_grammar()
+        compiled = self.session.grammar_from(self.session.samples_start)
         self.generated, xgr = self._judge(compiled, [r.text for r in self.generated])
         self.generated_stamp = self.session.grammar_stamp
         self._show_generated(xgr, self.generated_seed, rechecked=True)
@@ -329,7 +373,8 @@ class SamplesPanel(Panel):
         if not results:
             raise WorkbenchError("no samples to add")
         expect = {"accepted": "accept", "prefix": "prefix", "rejected": "reject"}
-        tests = [GrammarTest(r.text, expect[r.ours.kind]) for r in results]
+        start = self.session.samples_start
+        tests = [GrammarTest(r.text, expect[r.ours.kind], start=start) for r in results]
         self.session.add_tests(tests)
         self.session.run_tests()
         return tests
@@ -338,7 +383,8 @@ class SamplesPanel(Panel):
         """Add the generated strings to the test list: each one should be accepted."""
         if not self.generated:
             raise WorkbenchError("generate some strings first")
-        tests = [GrammarTest(r.text, "accept", "generated") for r in self.generated]
+        start = self.session.samples_start
+        tests = [GrammarTest(r.text, "accept", "generated", start) for r in self.generated]
         self.session.add_tests(tests)
         self.session.run_tests()
         return tests
@@ -354,11 +400,13 @@ class SamplesPanel(Panel):
             text = results[index].text
         grammar = self.session.earley()
         try:
-            result = grammar.parse(text)
-        except ParseLimitError as exc:
+            result = grammar.parse(text, start=self.session.samples_start or None)
+        except (ParseLimitError, CfgzipError) as exc:
             raise WorkbenchError(str(exc)) from None
         self.tree_result = result
         title = f"sample #{index + 1}" if index is not None else "generated string"
+        if self.session.samples_start:
+            title += f" (from rule {self.session.samples_start})"
         self.tree.value = tree_html(result, title=title, pointer=self.session.rule_pointer)
         return result
 
@@ -373,7 +421,7 @@ class SamplesPanel(Panel):
         datas = datas if datas is not None else [s.encode("utf-8") for s in samples]
         ours = [gnf_verdict(compiled.gnf, d) for d in datas]
         theirs: list[Verdict | None] = [None] * len(datas)
-        xgr = self.session.checker.check(compiled.text, datas)
+        xgr = self.session.checker.check(compiled.text, datas, root=compiled.ast.root)
         if xgr.ok:
             theirs = [_verdict(d, m.accepted_bytes, m.complete) for d, m in zip(datas, xgr.samples)]
         parses = self._parses(samples)
@@ -399,7 +447,7 @@ class SamplesPanel(Panel):
                 out.append(None)
                 continue
             try:
-                parse = grammar.parse(text, max_items=left)
+                parse = grammar.parse(text, max_items=left, start=self.session.samples_start or None)
             except (ParseLimitError, RecursionError):
                 out.append(None)
                 left = 0
@@ -410,6 +458,7 @@ class SamplesPanel(Panel):
 
     def _on_grammar(self) -> None:
         try:
+            self._show_start_rules()
             if self.session.grammar_ok:
                 if self.results or self.results_stamp is not None:
                     self.check_samples()

@@ -766,13 +766,8 @@ class WorkbenchSession:
     def run_tests(self) -> list[TestOutcome]:
         """Judge every test under the current grammar: our GNF, and XGrammar in its child."""
         compiled = self.require_grammar()
-        datas = [t.text.encode("utf-8") for t in self.tests]
-        verdict = self.checker.check(compiled.text, datas) if datas else None
-        theirs = (
-            [(m.accepted_bytes, m.complete) for m in verdict.samples] if verdict is not None and verdict.ok else None
-        )
-        # XGrammar refused or crashed on the grammar: our verdicts alone (its own panel says why)
-        outcomes = run_tests(compiled, self.tests, xgrammar=(lambda _datas: theirs) if theirs is not None else None)
+        # each test from its start rule, by both referees (XGrammar with that root_rule_name)
+        outcomes = run_tests(compiled, self.tests, xgrammar=self.xgrammar_referee(compiled.text))
         self.test_outcomes, self.tests_stamp = outcomes, self.grammar_stamp
         self.emit("tests")
         return outcomes
@@ -915,6 +910,37 @@ class WorkbenchSession:
     decoder_prompt = ""
     #: the Samples tab's text (set by it; kept with the author's session, see .persisted_session)
     samples_text = ""
+    #: the rule the samples are parsed from ("" for the root; the Samples tab's "from rule" picker)
+    samples_start = ""
+
+    def rule_names(self) -> list[str]:
+        """The rules of the current grammar, root first (what a start-rule picker offers; for a
+        schema or a Lark file the rules of the EBNF XGrammar compiles); empty when it has errors."""
+        compiled = self.compiled if self.grammar_ok else None
+        if compiled is None:
+            return []
+        root = compiled.ast.root
+        return [root] + [name for name in compiled.ast.rules if name != root]
+
+    def grammar_from(self, rule: str = "") -> CompiledGrammar:
+        """The current grammar started from ``rule`` ("" or the root: the grammar itself), built once
+        per rule and grammar; a :class:`WorkbenchError` names a rule it does not have."""
+        compiled = self.require_grammar()
+        try:
+            return compiled.from_rule(rule or compiled.ast.root)
+        except CfgzipError as exc:
+            raise WorkbenchError(str(exc)) from None
+
+    def xgrammar_referee(self, text: str):
+        """The second referee of :func:`~cfgzip_lab.grammar.testlist.run_tests` for grammar
+        ``text``: XGrammar in the child process, from the root or from a test's start rule; None
+        (our verdicts alone) when XGrammar refuses or crashes on it (its own panel says why)."""
+
+        def referee(datas: list[bytes], start: str = "root"):
+            verdict = self.checker.check(text, datas, root=start)
+            return [(m.accepted_bytes, m.complete) for m in verdict.samples] if verdict.ok else None
+
+        return referee
 
     # -- the lossless check (Verify) ----------------------------------------------------
 

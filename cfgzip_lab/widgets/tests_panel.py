@@ -18,6 +18,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
+from ..errors import CfgzipError
 from ..grammar.earley import ParseLimitError, ParseResult
 from ..grammar.testlist import EXPECTATIONS, GrammarTest, tests_path_for
 from ._base import Panel
@@ -50,6 +51,9 @@ class TestsPanel(Panel):
             options=[(_LABELS[e], e) for e in EXPECTATIONS], value="accept", layout=w.Layout(width="150px")
         )
         self.new_expect.add_class("cfgzip-test-expect")
+        # the rule a new test is parsed from (issue 35): the root, or one rule's language alone
+        self.new_start = w.Dropdown(options=[("root", "")], value="", description="from rule")
+        self.new_start.add_class("cfgzip-test-start")
         add = self._button("Add test", "cfgzip-add-test", self.add_test, where="tests", icon="plus", style="primary")
         run = self._button("Run tests", "cfgzip-run-tests", self.run_tests, where="tests", icon="play")
         self.path = w.Text(placeholder="robot.tests.json", description="File", layout=w.Layout(width="420px"))
@@ -76,7 +80,7 @@ class TestsPanel(Panel):
                     "Click an expectation to change it."
                 ),
                 self.new_text,
-                w.HBox([self.new_expect, add, run], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox([self.new_expect, self.new_start, add, run], layout=w.Layout(flex_flow="row wrap")),
                 w.HBox([self.path, save, load], layout=w.Layout(flex_flow="row wrap")),
                 self.summary,
                 self.table,
@@ -86,20 +90,29 @@ class TestsPanel(Panel):
         )
         self.widget.add_class("cfgzip-tests")
         session.on("tests", self._show)
+        session.on("grammar", self._show_start_rules)
         session.on("source", self._on_source)
         session.on("text", self._on_source)
         self._on_source()
+        self._show_start_rules()
         self._show()
 
     # -- public methods -----------------------------------------------------------------
 
-    def add_test(self, text: str | None = None, expect: str | None = None) -> GrammarTest:
-        """Add a test (default: the text box and the expectation picked) and run the list."""
+    def add_test(self, text: str | None = None, expect: str | None = None, start: str | None = None) -> GrammarTest:
+        """Add a test (default: the text box, the expectation and the start rule picked) and run
+        the list. ``start``: the rule the string is parsed from ("" or the root: the grammar)."""
         text = self.new_text.value if text is None else text
         expect = expect or self.new_expect.value
+        start = self.new_start.value if start is None else start
+        names = self.session.rule_names()
+        if start and names and start == names[0]:
+            start = ""  # the root is every test's default: the file names no rule for it
+        if start and names and start not in names:
+            raise WorkbenchError(f"no rule {start!r} in the grammar to parse the test from")
         if text == "":
             raise WorkbenchError("type the string to test first")
-        test = GrammarTest(text, expect)
+        test = GrammarTest(text, expect, start=start)
         self.session.add_tests([test])
         if text == self.new_text.value:
             self.new_text.value = ""
@@ -110,7 +123,7 @@ class TestsPanel(Panel):
         """What test ``index`` (0-based) should be: ``accept``, ``reject`` or ``prefix``."""
         tests = list(self.session.tests)
         self._check_index(index, tests)
-        tests[index] = GrammarTest(tests[index].text, expect, tests[index].note)
+        tests[index] = GrammarTest(tests[index].text, expect, tests[index].note, tests[index].start)
         self.session.set_tests(tests)
         self._run_if_possible()
         return tests[index]
@@ -145,13 +158,28 @@ class TestsPanel(Panel):
         """The parse tree of test ``index``: the derivation, or how far it got and what was expected."""
         tests = self.session.tests
         self._check_index(index, tests)
+        test = tests[index]
         try:
-            result = self.session.earley().parse(tests[index].text)
-        except ParseLimitError as exc:
+            result = self.session.earley().parse(test.text, start=test.start or None)
+        except (ParseLimitError, CfgzipError) as exc:
             raise WorkbenchError(str(exc)) from None
         self.tree_result = result
-        self.tree.value = tree_html(result, title=f"test #{index + 1}", pointer=self.session.rule_pointer)
+        title = f"test #{index + 1}" + (f" (from rule {test.start})" if test.start else "")
+        self.tree.value = tree_html(result, title=title, pointer=self.session.rule_pointer)
         return result
+
+    def _show_start_rules(self) -> None:
+        """The picker offers the current grammar's rules, the root first (kept as they were while
+        the grammar has errors)."""
+        names = self.session.rule_names()
+        if not names:
+            return
+        options = [(f"{names[0]} (root)", "")] + [(n, n) for n in names[1:]]
+        if [tuple(o) for o in self.new_start.options] == options:
+            return
+        picked = self.new_start.value if self.new_start.value in names else ""
+        self.new_start.options = options
+        self.new_start.value = picked
 
     def default_path(self) -> Path:
         """Beside the grammar file (``robot.ebnf`` → ``robot.tests.json``); for a bundled or
@@ -222,6 +250,9 @@ class TestsPanel(Panel):
                 verdict = f'<span class="cfgzip-bad">FAIL</span> · {esc(outcome.describe())}'
                 css = "cfgzip-fail-row"
             note = f' <span class="cfgzip-muted">({esc(test.note)})</span>' if test.note else ""
+            if test.start:
+                note += f' <span class="cfgzip-test-from">from rule <b data-rule="{esc(test.start)}">{esc(test.start)}</b></span>'
+
             rows.append(
                 (
                     css,

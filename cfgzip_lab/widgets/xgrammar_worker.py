@@ -135,9 +135,12 @@ class XGrammarChecker:
 
     # -- requests ---------------------------------------------------------------------
 
-    def check(self, text: str, samples: list[bytes] | None = None) -> XGrammarVerdict:
-        """Compile ``text`` with XGrammar; with ``samples``, also match each of them."""
+    def check(self, text: str, samples: list[bytes] | None = None, *, root: str = "root") -> XGrammarVerdict:
+        """Compile ``text`` with XGrammar (from rule ``root``: its ``root_rule_name``); with
+        ``samples``, also match each of them."""
         request = {"op": "check", "grammar": text}
+        if root != "root":
+            request["root"] = root
         if samples is not None:
             request["samples"] = [s.hex() for s in samples]
         answer = self._request(request)
@@ -168,19 +171,19 @@ def _serve() -> None:
 
     vocab = [bytes([b]) for b in range(256)] + [b""]
     compiler = xgr.GrammarCompiler(xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, stop_token_ids=[_STOP_ID]))
-    last: tuple[str, object, float] | None = None  # (text, compiled, seconds its compile took)
+    last: tuple[tuple[str, str], object, float] | None = None  # ((text, root), compiled, seconds its compile took)
     out = sys.stdout.buffer
     for raw in sys.stdin.buffer:
         request = json.loads(raw)
         if request["op"] == "ping":
             answer: dict = {"ok": True}
         else:
-            text = request["grammar"]
+            key = (request["grammar"], request.get("root", "root"))
             started = time.perf_counter()
             try:
-                if last is None or last[0] != text:
-                    compiled = compiler.compile_grammar(xgr.Grammar.from_ebnf(text))
-                    last = (text, compiled, time.perf_counter() - started)
+                if last is None or last[0] != key:
+                    compiled = compiler.compile_grammar(xgr.Grammar.from_ebnf(key[0], root_rule_name=key[1]))
+                    last = (key, compiled, time.perf_counter() - started)
                 # the compile's own time, also when a repeated check reuses it (not "1 µs")
                 answer = {"ok": True, "seconds": last[2]}
             # Last resort, on purpose: XGrammar reports grammar errors as RuntimeError, and
