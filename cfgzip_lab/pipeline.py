@@ -208,7 +208,7 @@ def compile_from_rule(compiled: CompiledGrammar, rule: str, **options) -> Compil
 
     Examples
     --------
-    >>> g = compile_grammar('root ::= "turn " turn\nturn ::= "left" | "right"')
+    >>> g = compile_grammar('root ::= "turn " turn\\nturn ::= "left" | "right"')
     >>> compile_from_rule(g, "turn").gnf.accepts(b"left")
     True
     """

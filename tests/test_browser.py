@@ -480,18 +480,34 @@ def test_workbench_in_jupyterlab(lab, page):
     sample = page.locator(".cfgzip-parse-tree pre[data-sample]")
     sample.wait_for(timeout=60_000)
     text = sample.inner_text()
-    nodes = page.locator(".cfgzip-parse-tree .cfgzip-node")
+    # drawn as an SVG (issue 35): each box a node of the derivation
+    nodes = page.locator(".cfgzip-parse-tree svg.cfgzip-tree-svg g.cfgzip-tree-node")
+    nodes.first.wait_for(timeout=30_000)
     spans = [
         tuple(int(x) for x in nodes.nth(i).get_attribute("data-span").split(",")) for i in range(min(12, nodes.count()))
     ]
     i = next(i for i, (a, b) in enumerate(spans) if 0 < b - a < len(text))  # an inner node that matched text
     node, (start, end) = nodes.nth(i), spans[i]
-    node.hover()
+    node.locator("rect").first.hover()
     mark = page.locator(".cfgzip-parse-tree mark.cfgzip-span-mark")
     mark.wait_for(timeout=5_000)
     assert mark.inner_text() == text[start:end] and end > start
     page.mouse.move(0, 0)
     page.wait_for_function("!document.querySelector('.cfgzip-parse-tree mark.cfgzip-span-mark')", timeout=5_000)
+    # a node's badge folds it (its subtree goes, "+N" says how many nodes) and unfolds it again
+    drawn = nodes.count()
+    toggle = page.locator(".cfgzip-parse-tree g.cfgzip-tree-toggle", has_text="−").nth(1)
+    folded_path = toggle.get_attribute("data-arg")
+    toggle.click()
+    count_is = "([css, n]) => document.querySelectorAll(css).length === n"
+    node_css = ".cfgzip-parse-tree svg.cfgzip-tree-svg g.cfgzip-tree-node"
+    badge = page.locator(f'.cfgzip-parse-tree g.cfgzip-tree-toggle[data-arg="{folded_path}"]')
+    badge.filter(has_text="+").wait_for(timeout=30_000)
+    hid = int(badge.inner_text().strip().lstrip("+").replace(",", ""))
+    assert hid > 0 and nodes.count() == drawn - hid, (drawn, hid, nodes.count())
+    _shot(page, "parse_tree_folded")
+    badge.click()
+    assert _until(page, count_is, [node_css, drawn]), (drawn, nodes.count())
     _shot(page, "samples")
 
     # the test list: a string that should be rejected but is accepted fails, in red

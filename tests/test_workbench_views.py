@@ -378,3 +378,41 @@ def test_samples_and_tests_parse_from_a_picked_start_rule(session):
     assert ("turn (not in the grammar)", "turn") in list(samples.start_rule.options)
     samples.start_rule.value = ""  # back to the root
     assert session.samples_start == "" and [r.ours.kind for r in samples.results] == root_verdicts
+
+
+def test_the_parse_tree_is_drawn_as_svg_and_folds_on_a_click(session):
+    """Issue 35: the tree of a sample drawn (SVG boxes laid out by grammar.tree_layout), each node
+    with its span for the hover mark and its rule a link; a click on a node's badge (the front
+    end's "fold" message) folds it, another unfolds it; another sample starts from the default."""
+    import re
+
+    from cfgzip_lab.widgets.samples import SamplesPanel
+    from cfgzip_lab.widgets.tests_panel import TestsPanel
+
+    panel = SamplesPanel(session)
+    panel.set_samples(["go 12; turn left", "turn right"])
+    panel.show_tree(0)
+    tree = panel.tree.value
+    svg = tree[tree.index("<svg") : tree.index("</svg>")]
+    nodes = re.findall(r'<g class="cfgzip-tree-node[^"]*" data-span="(\d+),(\d+)" data-path="([\d.]*)"', svg)
+    assert len(nodes) >= 10 and ("0", "16", "") in nodes  # the top spans the whole sample
+    assert '<tspan data-rule="command" class="cfgzip-tree-rule">command</tspan>' in svg
+    assert svg.count('class="cfgzip-tree-edge"') == len(nodes) - 1
+    assert tree.index("<svg") < tree.index("the same tree as text")  # the text tree stays, below
+    path = next(p for s, e, p in nodes if (s, e) == ("7", "16"))  # command «turn left»
+    assert f'data-action="fold" data-arg="{path}"' in svg and ">−</text>" in svg
+    _msg(panel.tree, {"type": "action", "action": "fold", "arg": path})  # the badge, clicked
+    folded = panel.tree.value
+    after = re.findall(r'data-path="([\d.]*)"', folded[folded.index("<svg") : folded.index("</svg>")])
+    assert path in after and not any(p.startswith(path + ".") for p in after)
+    assert len(after) == len(nodes) - 5 and ">+5</text>" in folded  # "turn", ws, its space, turn, "left"
+    _msg(panel.tree, {"type": "action", "action": "fold", "arg": path})
+    assert panel.tree.value == tree
+    _msg(panel.tree, {"type": "action", "action": "fold", "arg": path})
+    panel.show_tree(1)
+    assert panel.tree_view.toggled == set()  # another sample: the default folds
+    # the Tests tab draws its trees the same way
+    tests = TestsPanel(session)
+    tests.add_test("turn left")
+    tests.show_tree(0)
+    assert "<svg" in tests.tree.value and 'data-action="fold"' in tests.tree.value

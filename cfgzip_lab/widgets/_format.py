@@ -63,6 +63,18 @@ mark.cfgzip-span-empty { padding: 0 1px; border-left: 2px solid var(--jp-brand-c
 .cfgzip-tree .cfgzip-node[data-span]:hover, .cfgzip-tree .cfgzip-leaf[data-span]:hover { background: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 20%, transparent); }
 .cfgzip-tree .cfgzip-leaf { margin-left: 14px; display: block; }
 .cfgzip-tree .cfgzip-open { color: var(--jp-warn-color1, #9a6700); }
+.cfgzip-tree-canvas { overflow: auto; max-height: 560px; border: 1px solid var(--jp-border-color2, #e0e0e0); margin: 4px 0; background: var(--jp-layout-color1, #fff); }
+.cfgzip-tree-svg .cfgzip-tree-edge { fill: none; stroke: var(--jp-border-color1, #bdbdbd); stroke-width: 1.2; }
+.cfgzip-tree-svg .cfgzip-tree-node > rect { fill: var(--jp-layout-color2, #eee); stroke: var(--jp-border-color1, #bdbdbd); }
+.cfgzip-tree-svg g.cfgzip-tree-rule > rect { fill: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 12%, var(--jp-layout-color1, #fff)); }
+.cfgzip-tree-svg .cfgzip-tree-open > rect { stroke: var(--jp-warn-color1, #9a6700); stroke-dasharray: 4 2; }
+.cfgzip-tree-svg .cfgzip-tree-node:hover > rect { fill: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 30%, var(--jp-layout-color1, #fff)); }
+.cfgzip-tree-svg text { fill: var(--jp-content-font-color1, #212121); }
+.cfgzip-tree-svg .cfgzip-tree-text { fill: var(--jp-content-font-color2, #616161); }
+.cfgzip-tree-svg tspan.cfgzip-tree-rule { font-weight: bold; cursor: pointer; }
+.cfgzip-tree-svg .cfgzip-tree-toggle { cursor: pointer; }
+.cfgzip-tree-svg .cfgzip-tree-toggle rect { fill: var(--jp-brand-color1, #1976d2); }
+.cfgzip-tree-svg .cfgzip-tree-toggle text { fill: #fff; font-weight: bold; }
 .cfgzip-tree-sample { border: 1px solid var(--jp-border-color2, #e0e0e0); padding: 4px 6px; background: var(--jp-layout-color1, #fff); white-space: pre-wrap; }
 </style>
 """

@@ -37,7 +37,7 @@ from ..grammar.sentences import generate
 from ..grammar.testlist import GrammarTest, verdict_of
 from ._base import Panel
 from ._format import esc, rule_links, table
-from ._tree import tree_html
+from ._tree import ParseTreeView
 from .html_view import HtmlView
 from .session import WorkbenchError
 
@@ -235,6 +235,9 @@ class SamplesPanel(Panel):
         self.tree = HtmlView()
         self.tree.add_class("cfgzip-parse-tree")
         self.tree_result: ParseResult | None = None  # the tree shown
+        self.tree_view = ParseTreeView(
+            self.tree, pointer=session.rule_pointer, on_error=lambda exc: session.record_error("samples", exc)
+        )
         for view in (self.output, self.generated_output, self.tree):
             view.on_rule(lambda name: self._handler("samples", lambda: self.session.jump_to_rule(name))())
         self.output.on_action("tree", lambda arg: self._handler("samples", lambda: self.show_tree(int(arg)))())
@@ -407,7 +410,7 @@ class SamplesPanel(Panel):
         title = f"sample #{index + 1}" if index is not None else "generated string"
         if self.session.samples_start:
             title += f" (from rule {self.session.samples_start})"
-        self.tree.value = tree_html(result, title=title, pointer=self.session.rule_pointer)
+        self.tree_view.show(result, title)
         return result
 
     @property
@@ -495,7 +498,8 @@ class SamplesPanel(Panel):
             if shown:
                 self._handler("samples", lambda: self.show_tree(shown[0]))()
             else:
-                self.tree_result, self.tree.value = None, ""
+                self.tree_result = None
+                self.tree_view.clear()
 
     def _show_generated(self, xgr, seed: int | None, *, rechecked: bool = False) -> None:
         note = "" if xgr.ok else f'<p class="cfgzip-warn">XGrammar: {esc(xgr.summary())}</p>'

@@ -23,7 +23,7 @@ from ..grammar.earley import ParseLimitError, ParseResult
 from ..grammar.testlist import EXPECTATIONS, GrammarTest, tests_path_for
 from ._base import Panel
 from ._format import esc, table
-from ._tree import tree_html
+from ._tree import ParseTreeView
 from .export import default_export_dir
 from .html_view import HtmlView
 from .session import UNTITLED, WorkbenchError
@@ -70,6 +70,9 @@ class TestsPanel(Panel):
         self.tree = HtmlView()
         self.tree.add_class("cfgzip-tests-tree")
         self.tree_result: ParseResult | None = None
+        self.tree_view = ParseTreeView(
+            self.tree, pointer=session.rule_pointer, on_error=lambda exc: session.record_error("tests", exc)
+        )
         for view in (self.table, self.tree):
             view.on_rule(lambda name: self._handler("tests", lambda: self.session.jump_to_rule(name))())
         self.widget = w.VBox(
@@ -165,7 +168,7 @@ class TestsPanel(Panel):
             raise WorkbenchError(str(exc)) from None
         self.tree_result = result
         title = f"test #{index + 1}" + (f" (from rule {test.start})" if test.start else "")
-        self.tree.value = tree_html(result, title=title, pointer=self.session.rule_pointer)
+        self.tree_view.show(result, title)
         return result
 
     def _show_start_rules(self) -> None:
