@@ -626,6 +626,9 @@ def test_workbench_in_jupyterlab(lab, page):
     snippet.wait_for(timeout=10_000)
     assert "cz.load_classes(" in snippet.inner_text() and str(root / "cfgzip_classes.npz") in snippet.inner_text()
     report = json.loads((root / "cfgzip_report.json").read_text())
+    # and beside it the HTML report (issue 35; tests/test_report_html.py opens one offline)
+    page_html = (root / "cfgzip_report.html").read_text(encoding="utf-8")
+    assert 'class="railroad-diagram"' in page_html and '<pre class="grammar">' in page_html
     assert report["classes"] == int(count.inner_text().replace(",", "")) and report["decode"]["steps"] == 3
     _shot(page, "export")
 

@@ -1,5 +1,6 @@
 """Export: save and load the class cache (``.npz`` + metadata) with its grammar text beside it,
-a small JSON report, and the ten lines that use the cache in one's own generation code.
+a report (a small JSON file, and beside it one self-contained HTML file that opens offline in any
+browser, :mod:`.report_html`), and the ten lines that use the cache in one's own generation code.
 
 Exports go to one folder, :func:`default_export_dir` (``exports/`` at the root of a source
 checkout, which ``.gitignore`` ignores; ``$CFGZIP_EXPORT_DIR`` when set): the workbench runs
@@ -229,13 +230,35 @@ class ExportPanel(Panel):
         return classes
 
     def export_report(self, path: str | Path | None = None) -> Path:
+        """Write the JSON report to ``path`` and, beside it (``.html``), the HTML report: the grammar
+        highlighted, the tests and their verdicts, railroad diagrams, class counts, timings and the
+        usage snippet, in one file that needs no network (:mod:`.report_html`). Returns the JSON's path."""
         target = self._resolve(path or self.report_path.value)
         report = build_report(self.session)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")
+        page = self.export_html_report(target.with_suffix(".html"))
         self.report_path.value = str(target)
-        self.status.value = f'<span class="cfgzip-ok">report written</span> to <code>{esc(target.resolve())}</code>'
+        self.status.value = (
+            f'<span class="cfgzip-ok">report written</span> to <code>{esc(target.resolve())}</code> and '
+            f'<code class="cfgzip-report-html">{esc(page.resolve())}</code> (one HTML file: open it in any browser, offline)'
+        )
         self.preview.value = f'<pre class="cfgzip-code" style="max-height:18em;overflow:auto">{esc(json.dumps(report, indent=2, default=str))}</pre>'
+        return target
+
+    def export_html_report(self, path: str | Path) -> Path:
+        """Write the self-contained HTML report to ``path`` (see :meth:`export_report`)."""
+        from .report_html import render_report, report_data
+
+        s = self.session
+        cache = self._resolve(self.cache_path.value).resolve()
+        snippet = ""
+        if s.classes is not None:
+            prompt = getattr(s, "decoder_prompt", "") or "Answer:"
+            snippet = usage_snippet(grammar_path_for(cache), cache, tokenizer=s.vocab.name, prompt=prompt)
+        target = self._resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_report(report_data(s, snippet=snippet)), encoding="utf-8")
         return target
 
 
