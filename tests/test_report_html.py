@@ -153,5 +153,10 @@ def test_the_report_opens_offline_in_chromium(report_session, tmp_path):
             )
             assert "cz.load_classes(" in page.locator("pre.snippet").inner_text()
             assert asked == [page_path.resolve().as_uri()], asked  # the page itself, nothing else
+            shots = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / "report.png"))
+            if os.environ.get("CFGZIP_UPDATE_DOCS_SCREENSHOTS") == "1":  # the docs' picture (see test_browser)
+                page.screenshot(path=str(Path(__file__).resolve().parents[1] / "docs" / "screenshots" / "report.png"))
         finally:
             browser.close()

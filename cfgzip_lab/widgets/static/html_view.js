@@ -9,6 +9,8 @@
 //   hover on [data-span]: the span's code points are marked in the [data-sample] element of the
 //   same [data-sample-root] (a parse tree and its sample), until the mouse leaves; a click keeps
 //   the mark. Offsets count code points, as Python does.
+//   A drawn parse tree (.cfgzip-tree-canvas) opens with its top node in view and keeps its scroll
+//   when it is redrawn for the same sample (a fold badge clicked).
 
 const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
@@ -48,8 +50,27 @@ function render({ model, el }) {
   el.classList.add("cfgzip-html-view");
   const sticky = new Map(); // sample root -> span kept by a click
   const draw = () => {
+    // A drawn parse tree redrawn for the same sample (a node folded or unfolded) keeps its
+    // scroll position; a new tree starts with its top node in view (a wide tree's root sits far
+    // to the right of the canvas's left edge).
+    const before = el.querySelector(".cfgzip-tree-canvas");
+    const sampleBefore = el.querySelector("[data-sample]");
+    const kept = before && sampleBefore ? [sampleBefore.textContent, before.scrollLeft, before.scrollTop] : null;
     el.innerHTML = model.get("value") || "";
     sticky.clear();
+    const canvas = el.querySelector(".cfgzip-tree-canvas");
+    if (!canvas) return;
+    const sample = el.querySelector("[data-sample]");
+    if (kept && sample && sample.textContent === kept[0]) {
+      canvas.scrollLeft = kept[1];
+      canvas.scrollTop = kept[2];
+      return;
+    }
+    const top = canvas.querySelector('g.cfgzip-tree-node[data-path=""]');
+    if (top) {
+      const box = top.getBoundingClientRect(), view = canvas.getBoundingClientRect();
+      canvas.scrollLeft = Math.max(0, box.left - view.left + box.width / 2 - canvas.clientWidth / 2);
+    }
   };
   const over = (event) => {
     const node = event.target.closest("[data-span]");
