@@ -160,3 +160,20 @@ def test_the_report_opens_offline_in_chromium(report_session, tmp_path):
                 page.screenshot(path=str(Path(__file__).resolve().parents[1] / "docs" / "screenshots" / "report.png"))
         finally:
             browser.close()
+
+
+def test_a_schemas_report_shows_what_was_written_and_the_ebnf_it_became(checker):
+    from cfgzip_lab.widgets.report_html import report_data
+    from cfgzip_lab.widgets.session import WorkbenchSession
+
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+    s = WorkbenchSession(schema, tokenizer="smollm2", checker=checker)
+    try:
+        s.compile(xgrammar=False)
+        page = render_report(report_data(s))
+    finally:
+        s.close()
+    assert "as written (json_schema)" in page and html.escape(schema) in page
+    grammar = page[page.index('<pre class="grammar">') :].split("</pre>")[0]
+    assert _text_of(grammar) == s.compiled.text and '<span class="d">root</span>' in grammar
+    assert page.count('<div class="diagram"') == min(len(s.compiled.ast.rules), 80)
