@@ -134,6 +134,10 @@ def test_a_start_rule_the_grammar_lacks_fails_and_says_so():
     assert outcomes[0].got == "no rule" and not outcomes[0].passed
     assert outcomes[0].describe() == "should accept, but no rule 'direction' in the grammar"
     assert outcomes[1].passed  # the other tests still run
+    endless = compile_grammar('root ::= "a" | loop\nloop ::= "b" loop\n')
+    (outcome,) = run_tests(endless, [GrammarTest("b", start="loop")])
+    assert outcome.got == "no language" and not outcome.passed
+    assert outcome.describe().startswith("should accept, but the language of 'loop' is empty")
 
 
 def test_a_start_rule_round_trips_in_the_tests_file(tmp_path):

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import CfgzipError
+from .diagnostics import GrammarError
 
 __all__ = [
     "EXPECTATIONS",
@@ -86,8 +87,8 @@ class GrammarTest:
 @dataclass(frozen=True, slots=True)
 class TestOutcome:
     """A test and what the grammar made of it: ``got`` is ``accepted``, ``prefix`` or
-    ``rejected`` (our GNF), or ``no rule`` when the test's start rule is not in the grammar (it
-    then fails, ``detail`` says why); ``xgrammar`` the same from XGrammar when it was asked;
+    ``rejected`` (our GNF), or ``no rule`` when the test's start rule is not in the grammar and
+    ``no language`` when no string derives from it (it then fails, ``detail`` says why); ``xgrammar`` the same from XGrammar when it was asked;
     ``passed`` when ``got`` is what the test expects and the referees agree. ``position``: bytes
     that fit."""
 
@@ -109,7 +110,7 @@ class TestOutcome:
         return self.got == wanted and self.agree is not False
 
     def describe(self) -> str:
-        if self.got == "no rule":
+        if self.got in ("no rule", "no language"):
             return f"{self.test.words}, but {self.detail}"
         got = {"accepted": "accepted", "prefix": "a valid prefix", "rejected": "rejected"}[self.got]
         if self.agree is False:
@@ -155,6 +156,10 @@ def run_tests(
     for rule, indices in groups.items():
         try:
             grammar = compiled.from_rule(rule)
+        except GrammarError as exc:  # a rule no string derives from
+            for i in indices:
+                out[i] = TestOutcome(tests[i], "no language", 0, None, exc.diagnostics[0].message)
+            continue
         except CfgzipError as exc:  # a rule renamed or removed since the test was written
             for i in indices:
                 out[i] = TestOutcome(tests[i], "no rule", 0, None, str(exc).split(" (its rules")[0])
