@@ -447,3 +447,46 @@ def test_surrogates_in_a_regex_class_follow_xgrammar():
     text = regex_grammar("[\\ud7ff-\\ue000]")
     for data, xgrammar_says, we_say in both_verdicts(text, ["\ud7ff", "\ud800", "\udfff", "\ue000", "a"]):
         assert xgrammar_says == we_say, data
+
+
+# XGrammar's matcher stands on a repeat edge's source state after each pass through a large
+# repetition's sub-rule, where the state's other ways out stay open (regex_fsm.repeat_returns_to_source).
+# Found on MaskBench Github_hard o21075 (pattern ^$|(^(?:\S+\s+){0,199}\S+$): XGrammar accepts "We ").
+REPEAT_SOURCE_PATTERNS = [
+    "|(?:ab){0,199}c",  # an accepting source: ab, abab
+    "x|(?:ab){2,199}c",  # another edge, open below the lower bound: abx
+    "(?:ab){0,199}c|",
+    "|(?:a+ +){0,199}a+",  # o21075's shape
+    "(?:x|(?:ab){0,199})c",
+    "y(?:ab){0,199}c|yx",
+    "(?:(?:ab){0,199}x)*c",
+    "a(?:b{0,200}|c)d",  # abcd
+    "(?:a{130,}|b)c",  # {n,}: a repeat edge, then a starred rule
+    "(?:ab){0,199}(?:cd){0,150}",
+    "x|(?:ab){0,199}(?:c|(?:ba){0,140})",
+    "x?(?:(?:ab){0,199}|c)d",
+    "(?:ab){0,199}c",  # nothing else at the source: as written
+]
+
+
+@pytest.mark.parametrize("pattern", REPEAT_SOURCE_PATTERNS)
+def test_a_large_repeat_beside_other_ways_out_matches_as_xgrammars_matcher(pattern):
+    text = f'root ::= "<" Regex("{pattern}") ">"'
+    matcher, gnf = xgrammar_matcher(text), compile_grammar(text).gnf
+    letters = sorted({c for c in pattern if c.isalpha() or c == " "})
+    differ = [
+        doc
+        for n in range(7)
+        for chars in itertools.product(letters, repeat=n)
+        if gnf.accepts(doc := b"<" + "".join(chars).encode() + b">") != xgrammar_matches(matcher, doc)
+    ]
+    assert not differ, f"{pattern!r}: cfgzip and XGrammar differ on {differ[:5]}"
+
+
+def test_the_repeat_source_quirk_is_what_xgrammar_does():
+    """The premise, on the installed binary: a pattern's textbook language is not XGrammar's."""
+    matcher = xgrammar_matcher('root ::= "<" Regex("x|(?:ab){2,199}c") ">"')
+    assert xgrammar_matches(matcher, b"<abx>") and xgrammar_matches(matcher, b"<ababc>")
+    assert not xgrammar_matches(matcher, b"<abc>")  # the exit to c still needs two passes
+    bounded = xgrammar_matcher('root ::= "<" Regex("x|(?:ab){2,128}c") ">"')  # unrolled: as written
+    assert not xgrammar_matches(bounded, b"<abx>")

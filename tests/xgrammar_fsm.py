@@ -58,7 +58,34 @@ def xgrammar_rule_fsms(text: str) -> dict[str, NFA]:
             for i, (label, target) in enumerate(row):
                 if isinstance(label, tuple) and label and label[0] in ("rep", "ref"):
                     row[i] = ((label[0], names[label[1]], *label[2:]), target)
-    return out
+    return {name: as_matched(nfa) for name, nfa in out.items()}
+
+
+def as_matched(nfa: NFA) -> NFA:
+    """``nfa`` with the meaning XGrammar's matcher gives its repeat edges.
+
+    The matcher runs ``s -Repeat(r, m, n)-> t`` with a counter and stands on ``s`` again after
+    each pass through ``r``, where everything else ``s`` offers (its other edges, its being final)
+    is open whatever the count (``|(?:ab){0,199}c`` matches ``ab``; see
+    ``regex_fsm.repeat_returns_to_source``, which our build applies). Written apart from it, over
+    the printed automaton: a state ``s'`` holding ``s``'s other edges and finality, reached from
+    ``s`` by ``Repeat(r, 1, n)``.
+    """
+    edges = [list(row) for row in nfa.edges]
+    finals = set(nfa.finals)
+    for state, row in enumerate(nfa.edges):
+        for label, _ in row:
+            if not (isinstance(label, tuple) and label[0] == "rep"):
+                continue
+            rest = list(row)
+            rest.remove((label, _))
+            if not rest and state not in nfa.finals:
+                continue
+            edges.append(rest)
+            if state in nfa.finals:
+                finals.add(len(edges) - 1)
+            edges[state].append((("rep", label[1], 1, label[3]), len(edges) - 1))
+    return NFA(nfa.start, finals, edges)
 
 
 def _parse_edges(text: str) -> list[tuple[object, int]]:

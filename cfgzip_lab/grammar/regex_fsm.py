@@ -16,6 +16,10 @@ XGrammar does not match a regex by the textbook meaning of its operators: ``Rege
   ``json_string=true``, ``.{0,200}`` matches ``"`` while ``.{0,100}`` does not. From 0.2.9
   the sub-rule inherits the flag (``ParseRegexToIR``'s ``json_string`` argument), so neither
   does; :func:`subrule_keeps_json_string` follows the installed release.
+- The matcher runs a repeat edge ``s -Repeat-> t`` with a counter and stands on ``s`` after each
+  pass, where ``s``'s other edges and its being final stay open: ``|(?:ab){0,199}c`` matches
+  ``ab`` and ``a(?:b{0,200}|c)d`` matches ``abcd`` (both releases;
+  :func:`repeat_returns_to_source`).
 - Classes and ``.`` become UTF-8 byte edges through ``AddPackedUTF8RangeEdges``, whose
   length boundaries are ``E0 80 80`` and ``F0 80 80 80``: a class that spans several UTF-8
   lengths (``.``, ``[^a]``, ``\\D``) also matches the overlong three- and four-byte forms
@@ -63,6 +67,7 @@ __all__ = [
     "MAX_UNROLLED_REPEAT_STATES",
     "JSON_STRING_FORBIDDEN_BYTES",
     "subrule_keeps_json_string",
+    "repeat_returns_to_source",
     "is_nullable",
     "build",
 ]
@@ -447,7 +452,7 @@ class _Builder:
             inner = self.build(node.child)
             if self.json_string and subrule_keeps_json_string():
                 inner = _forbid(inner, JSON_STRING_FORBIDDEN_BYTES)
-            raw = rule_fsm(inner)
+            raw = repeat_returns_to_source(rule_fsm(inner))
             self.rule_fsms.append(raw)
             self.rules[key] = to_automaton(raw, self.span, self.pattern, self.rules, keep_dead=self.keep_dead)
         return self.keys[id(node)]
@@ -513,6 +518,39 @@ def _forbid(f: _FSM, forbidden: frozenset[int]) -> _FSM:
 #: ``SimplifyEpsilon`` / ``MergeEquivalentStates`` leave automata above these sizes alone.
 SIMPLIFY_EPSILON_MAX_STATES = 100_000_000
 MERGE_EQUIVALENT_MAX_STATES = 100_000
+
+
+def repeat_returns_to_source(f: _FSM) -> _FSM:
+    """``f`` as XGrammar's matcher runs its counted repeat edges.
+
+    XGrammar's Earley parser runs a repeat edge ``s -Repeat(r, m, n)-> t`` with a counter and,
+    after each pass through ``r``, stands on ``s`` again: from there it takes another pass
+    (fewer than ``n`` so far), leaves for ``t`` (at least ``m``), and also whatever else ``s``
+    offers, its other edges and its being final, whatever the count. So when ``s`` offers more
+    than the repeat, the language is not the automaton's: ``|(?:ab){0,199}c`` matches ``ab``
+    and ``x|(?:ab){2,199}c`` matches ``abx`` (0.2.8 and 0.2.9 alike; bounds up to 128 are
+    unrolled and match as written). Mirrored by a copy ``s'`` of ``s`` without that repeat
+    edge, reached by ``Repeat(r, 1, n)``: ``s -Repeat(r, m, n)-> t`` stays, and
+    ``s -Repeat(r, 1, n)-> s'`` adds the other ways out after one or more passes.
+    """
+    plain = [(state, i) for state, edges in enumerate(f.edges) for i, e in enumerate(edges) if e[0] == REPEAT]
+    if not plain:
+        return f
+    g = f.copy()
+    for state, i in plain:
+        lo, sub, _ = f.edges[state][i]
+        others = [e for j, e in enumerate(f.edges[state]) if j != i]
+        if not others and state not in f.ends:
+            continue  # nothing else to take at s: the automaton's own language
+        repeat = f.subs[sub]
+        assert isinstance(repeat, Repeat)
+        copy = g.add_state()
+        g.edges[copy] = list(others)
+        if state in f.ends:
+            g.add_end(copy)
+        g.subs.append(Repeat(repeat.item, 1, repeat.max, repeat.span))
+        g.add_edge(state, copy, REPEAT, len(g.subs) - 1)
+    return g
 
 
 def rule_fsm(regex: _FSM) -> _FSM:
@@ -843,7 +881,7 @@ def build(
     fsm = builder.build(root)
     if json_string:
         fsm = _forbid(fsm, JSON_STRING_FORBIDDEN_BYTES)
-    final = rule_fsm(fsm)
+    final = repeat_returns_to_source(rule_fsm(fsm))
     return to_automaton(final, span, pattern, builder.rules, keep_dead=keep_dead), [final, *builder.rule_fsms]
 
 
