@@ -48,13 +48,16 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import FAMILY_BASE, INPUT_BASE, Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
 from .provenance import Origin, _make_origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
 from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 PASSES_IN_C = True
 """Whether the normal form's walks over rule sets run in the compiled store's C passes
@@ -1038,6 +1041,7 @@ def _merge_within_budget(
     start: int,
     family_items: list[int] = (),
     family_bounds: list[tuple[int, int | None]] = (),
+    deadline: Deadline | None = None,
 ) -> tuple[list[int], list[dict[int, int]], list[int]] | None:
     """:func:`_merge_equivalent`, or None when it would create more nodes than its budget."""
     outer = store.limit
@@ -1048,7 +1052,7 @@ def _merge_within_budget(
         nodes = len(store.reachable(t for row in table for t in row.values()))
     store.limit = min(outer, store.created + MERGE_BUDGET_BASE + MERGE_BUDGET_PER_NODE * nodes)
     try:
-        return _merge_equivalent(store, table, start, family_items, family_bounds)
+        return _merge_equivalent(store, table, start, family_items, family_bounds, deadline)
     except BudgetExceeded:
         if store.created > outer:
             raise  # the normal form's own budget: the caller's error
@@ -1063,6 +1067,7 @@ def _merge_equivalent(
     start: int,
     family_items: list[int] = (),
     family_bounds: list[tuple[int, int | None]] = (),
+    deadline: Deadline | None = None,
 ) -> tuple[list[int], list[dict[int, int]], list[int]]:
     """Coarsest partition with equal tails AND equal below-sets up to the partition.
 
@@ -1213,6 +1218,8 @@ def _merge_equivalent(
                     next_id += 1
             if not moved:
                 break
+            if deadline is not None:
+                deadline.check("the normal form (merging)")
             if family_items:  # a moved item can move its families to another representative
                 reps = family_reps()
                 refamilied = [f for f in range(len(reps)) if reps[f] != family_rep[f]]
@@ -1273,6 +1280,7 @@ def to_gnf(
     max_nodes: int = DEFAULT_MAX_GNF_NODES,
     store: WordStore | None = None,
     byte_sets: set[ByteSet] | None = None,
+    deadline: Deadline | None = None,
 ) -> GNF:
     """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size.
 
@@ -1284,6 +1292,9 @@ def to_gnf(
     GrammarError
         When the normal form would need more than ``max_nodes`` word-store nodes: the
         message names the step and the source rule it was working on, at that rule's line.
+    BuildBudgetError
+        Past ``deadline`` (a :class:`~cfgzip_lab.deadline.Deadline`, checked after each step and
+        each round of merging), naming the step.
 
     ``store``: an empty store to build in (default a new :class:`WordStore`; the pipeline passes the
     compiled one where it is built, :func:`cfgzip_lab.grammar.compiled_words.new_word_store`). ``byte_sets``:
@@ -1291,7 +1302,7 @@ def to_gnf(
     """
     store = WordStore() if store is None else store
     store.limit = max_nodes
-    progress = {"step": "terminal lifting", "rules": None}
+    progress = {"step": "terminal lifting", "rules": None, "deadline": deadline}
     try:
         return _to_gnf(cfg, store, lift_per_occurrence, merge, progress, byte_sets)
     except BudgetExceeded:
@@ -1328,6 +1339,7 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
 def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, progress: dict, byte_sets=None) -> GNF:
     steps: list[GNFStep] = []
     clock = time.perf_counter()
+    deadline = progress.get("deadline")
 
     def record(name: str, rules: _Rules, following: str) -> None:
         nonlocal clock
@@ -1337,6 +1349,8 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         clock = now
         progress["step"], progress["rules"] = following, rules
         rules.current = None
+        if deadline is not None:
+            deadline.check(f"the normal form (after {name})")
 
     steps.append(GNFStep("byte CFG", len(cfg.rules), 0, cfg.num_productions, 0.0))
     rules, start, atom_of = _lift_terminals(cfg, store, lift_per_occurrence, byte_sets)
@@ -1389,7 +1403,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     merged_name = "merging"
     if merge:
         family_bounds = [(low, high) for _, _, low, high, _ in rules.families]
-        merged = _merge_within_budget(store, table, 0, family_items, family_bounds)
+        merged = _merge_within_budget(store, table, 0, family_items, family_bounds, deadline)
         if merged is None:
             merged_name = "merging (skipped: past its budget)"
             block = list(range(len(table)))
