@@ -190,3 +190,20 @@ def test_the_native_state_holds_one_member_per_position(toy):
     assert m.accept_token(ids[b"aaaa"])  # 5,000: the bound
     assert not allowed(b"a") and not allowed(b'a"') and allowed(b'"')
     assert not m.accept_token(ids[b"a"])
+
+
+def test_a_served_counted_grammar_counts_its_steps_sizes_in_classings_store(toy):
+    """A counted normal form is built in a Python WordStore and classed in a compiled store seeded with
+    its nodes; the grammar a cache keeps counts its steps' sizes there (in C): the same sizes."""
+    from cfgzip_lab.cache.grammars import _kept_grammar
+    from cfgzip_lab.grammar.compiled_words import CompiledWordStore
+
+    text = BOUNDED[-1]
+    reference = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in compile_grammar(text).gnf.steps]
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, toy)
+    if not isinstance(result.displacer.store, CompiledWordStore):
+        pytest.skip("the compiled kernel is not built")
+    assert type(compiled.gnf.store).__name__ == "WordStore"
+    kept, _ = _kept_grammar(compiled, result.displacer)
+    assert [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in kept.gnf.steps] == reference
