@@ -38,7 +38,9 @@ of the previous rule map, recorded with its size for the workbench):
    stack contexts (below-sets) are equal up to the partition (partition
    refinement / bisimulation). Merged nonterminals derive the same strings
    (induction on string length: each GNF step reads one byte), so merging is
-   sound; equal contexts keep stack adjacency as precise as before.
+   sound; equal contexts keep stack adjacency as precise as before. Counted-repetition
+   families whose items end in one block and whose bounds are equal are merged too
+   (:func:`_merge_equivalent`).
 """
 
 from __future__ import annotations
