@@ -278,6 +278,13 @@ def _without_spans(x: object) -> object:
     names = getattr(x.__class__, "__dataclass_fields__", None)
     if names is None:
         return x
+    if "edges" in names:  # an automaton: most labels are byte ranges, which hold no span
+        edges = tuple(e if e[1].__class__ is tuple else (e[0], _without_spans(e[1]), e[2]) for e in x.edges)
+        return (
+            x.__class__,
+            edges,
+            *(_without_spans(getattr(x, name)) for name in names if name not in ("span", "edges")),
+        )
     return (x.__class__, *(_without_spans(getattr(x, name)) for name in names if name != "span"))
 
 
