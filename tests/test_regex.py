@@ -483,3 +483,15 @@ def test_a_pattern_met_again_is_not_built_again_and_carries_its_own_span():
     assert spans(first, set()) == {(3, 9)} and spans(again, set()) == {(40, 46)}
     assert _automaton_key(first) == _automaton_key(again) and first != again
     assert regex_to_expr(pattern, json_string=False, span=(3, 9)) != first  # another key
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="known gap (MaskBench Github_hard o21075, docs/ttfm_profile.md): XGrammar 0.2.9 accepts 'a ' for "
+    "'|(?:a+ +){0,199}a+' (an empty alternative beside a large repeat's sub-rule); cfgzip follows the pattern",
+)
+def test_an_empty_alternative_beside_a_large_repeat_matches_as_xgrammar():
+    text = 'root ::= "\\"" Regex("|(?:a+ +){0,199}a+") "\\""'
+    matcher, gnf = xgrammar_matcher(text), compile_grammar(text).gnf
+    for doc in (b'"a "', b'"a a "', b'"a"', b'""'):
+        assert gnf.accepts(doc) == xgrammar_matches(matcher, doc), doc
