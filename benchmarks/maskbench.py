@@ -23,7 +23,9 @@ budget: a worker past either is killed, the file recorded as timed out or over m
 worker started. Engines:
 
 - ``cfgzip``: the native engine through :func:`cfgzip_lab.matcher_for` with the disk cache off
-  (every schema built from scratch, as a server meets a new schema);
+  (every schema built from scratch, as a server meets a new schema), under a build budget of
+  :data:`BUILD_SHARE` of ``--file-seconds`` (``GrammarCache(build_seconds=)``): a schema past it is
+  refused with ``BuildBudgetError`` (its stage named) instead of timing out;
 - ``xgrammar``: ``GrammarCompiler.compile_json_schema`` with the options cfgzip serves (any
   whitespace, strict): the same grammar as ``cfgzip``, so its masks are the referee: every step's
   mask is digested (outside the timed region) and ``cfgzip``'s compared with it (*mask
@@ -164,7 +166,7 @@ class Worker:
         proc = self.proc
         ps = psutil.Process(proc.pid)
         base = ps.memory_info().rss
-        proc.stdin.write(json.dumps(job) + "\n")
+        proc.stdin.write(json.dumps({**job, "build_seconds": round(BUILD_SHARE * seconds, 3)}) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + seconds
         peak = base
@@ -199,12 +201,26 @@ def _digest(words: np.ndarray, tail: int) -> int:
     return zlib.crc32(words.tobytes())
 
 
+BUILD_SHARE = 0.75
+"""cfgzip's build budget, as a share of the per-file limit (the rest: the overshoot of its checks)."""
+
+
 class _Cfgzip:
     def __init__(self, vocab) -> None:
         import cfgzip_lab as cz
 
         self.cz, self.vocab = cz, vocab
         self.cache = cz.GrammarCache(cache_dir=False)
+        self.build_seconds: float | None = None
+
+    def set_build_seconds(self, seconds: float | None) -> None:
+        if seconds is None or seconds == self.build_seconds:
+            return
+        try:
+            self.cache = self.cz.GrammarCache(cache_dir=False, build_seconds=seconds)
+        except TypeError:  # a checkout from before build budgets (--baseline): its own default
+            return
+        self.build_seconds = seconds
 
     def compile(self, schema: str) -> None:
         self.matcher = self.cz.matcher_for(schema, self.vocab, kind="json_schema", cache=self.cache)
@@ -349,6 +365,8 @@ def worker_main(engine_name: str, tokenizer: str) -> int:
     print(json.dumps({"ready": True, "engine": engine_name, "pid": os.getpid(), "cfgzip_lab": cz.__file__}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
+        if isinstance(engine, _Cfgzip):
+            engine.set_build_seconds(job.get("build_seconds"))
         print(json.dumps(run_file(engine, job, job.get("digests", False), tail)), flush=True)
     return 0
 

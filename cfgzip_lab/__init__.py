@@ -85,6 +85,7 @@ _API: dict[str, str] = {
     "ClassesError": ".classes.classing",
     "CacheError": ".cache.format",
     "ModelLoadError": ".hf.models",
+    "BuildBudgetError": ".deadline",
 }
 
 # Spelled out (not derived from _API) so linters and readers see the list; tests/test_api.py
@@ -139,6 +140,7 @@ __all__ = [
     "ClassesError",
     "CacheError",
     "ModelLoadError",
+    "BuildBudgetError",
 ]
 
 
@@ -160,6 +162,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ do
     from .cache.format import load_classes, read_metadata, save_classes
     from .cache.grammars import GrammarCache, ReadyGrammar, engine_for, matcher_for
     from .classes.classing import ClassKind, TokenClasses, grammar_sha256
+    from .deadline import BuildBudgetError
     from .decode import Stepper
     from .engine import BatchMatcher, CompiledEngines, CompressedMatcher, PlainMatcher, compile_engines
     from .errors import (

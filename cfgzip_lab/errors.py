@@ -20,7 +20,9 @@ Each error keeps its name, its module and its older standard base, so code that 
     ├── UsageError                cli/_common.py          bad command-line input (exit status 2)
     ├── MissingExtraError         extras.py               a feature whose extra is not installed,
     │                                                     e.g. cfgzip-lab[workbench] (ImportError)
-    └── WorkbenchError            widgets/session.py      a workbench action that cannot run now (ValueError)
+    ├── WorkbenchError            widgets/session.py      a workbench action that cannot run now (ValueError)
+    └── BuildBudgetError          deadline.py             a build past its time budget,
+                                                          GrammarCache(build_seconds=) (TimeoutError)
 
 ``grammar.words.BudgetExceeded`` is not one of them: it is control flow inside classing
 (a token over its budget becomes a singleton class) and never reaches a caller; if it
@@ -57,6 +59,7 @@ _HOMES = {
     "WorkbenchError": "cfgzip_lab.widgets.session",
     "TokenIdError": "cfgzip_lab.grammar.token_macros",
     "MissingExtraError": "cfgzip_lab.extras",
+    "BuildBudgetError": "cfgzip_lab.deadline",
 }
 
 __all__ = ["CfgzipError", *_HOMES]

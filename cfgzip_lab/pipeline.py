@@ -15,6 +15,7 @@ from ._gc import gc_paused
 from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
+from .deadline import Deadline
 from .errors import CfgzipError
 from .grammar.cfg import CFG
 from .grammar.counted import COUNTED_THRESHOLD
@@ -85,6 +86,7 @@ def compile_grammar(
     max_gnf_nodes: int = DEFAULT_MAX_GNF_NODES,
     compiled_store: bool | None = None,
     root: str = "root",
+    deadline: Deadline | None = None,
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
@@ -102,10 +104,12 @@ def compile_grammar(
     the step and the rule, see :func:`~.grammar.gnf.to_gnf`).
     ``root``: the start rule (XGrammar's ``root_rule_name``); another rule than ``root`` keeps only
     the rules it reaches, so the language is that rule's (a test or a sample of one rule,
-    :func:`compile_from_rule`).
+    :func:`compile_from_rule`). ``deadline`` (:class:`~cfgzip_lab.deadline.Deadline`): the build's
+    time budget, checked between the stages and inside the normal form (past it:
+    :class:`~cfgzip_lab.deadline.BuildBudgetError`).
     """
     try:
-        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root)
+        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root, deadline)
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
         message = (
@@ -123,6 +127,7 @@ def _compile_grammar(
     max_gnf_nodes: int,
     compiled_store: bool | None,
     root: str = "root",
+    deadline: Deadline | None = None,
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     xgrammar_version.warn_if_unsupported()
@@ -146,8 +151,12 @@ def _compile_grammar(
     if origin is not None:
         ast.warnings = origin.user_diagnostics(ast.warnings, ast.hidden_warnings)
     t1 = time.perf_counter()
+    if deadline is not None:
+        deadline.check("the front end (after parsing)")
     cfg = lower(ast, counted_threshold=counted_threshold)
     t2 = time.perf_counter()
+    if deadline is not None:
+        deadline.check("the front end (after lowering)")
     # Both refusals come before the normal form, which a refused grammar need not pay for.
     productive = productive_nonterminals(cfg)
     if cfg.start not in productive:
@@ -183,7 +192,7 @@ def _compile_grammar(
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:
-        gnf = _normal_form(cfg, max_gnf_nodes, compiled_store)
+        gnf = _normal_form(cfg, max_gnf_nodes, compiled_store, deadline)
     except GrammarError as error:
         error = GrammarError(error.diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
@@ -221,23 +230,23 @@ def compile_from_rule(compiled: CompiledGrammar, rule: str, **options) -> Compil
     return compile_grammar(compiled.text, source=f"<rule {rule}>", kind="ebnf", root=rule, **options)
 
 
-def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None):
+def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None, deadline: Deadline | None = None):
     """``to_gnf`` in the store :func:`compile_grammar` chose; where the compiled store cannot go on
     (``Unsupported``: a set operation nesting past its recursion depth), the normal form is built
     again in a WordStore, the reference (same nodes, same ids)."""
     sets = cfg.byte_sets()
     if compiled is False:
-        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets)
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets, deadline=deadline)
     from .grammar.compiled_words import Unsupported, new_word_store
 
     tokens = any(s.bits >> 256 for s in sets)  # token-level macros' pseudo-bytes (issue 19)
     store = new_word_store(counted=bool(getattr(cfg, "counted", None)), tokens=tokens)
     if isinstance(store, WordStore):
-        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets)
+        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets, deadline=deadline)
     try:
-        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets)
+        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets, deadline=deadline)
     except Unsupported:
-        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets)
+        return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets, deadline=deadline)
 
 
 @gc_paused()  # a build never pays a full collection (cfgzip_lab._gc)

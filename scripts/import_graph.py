@@ -39,7 +39,7 @@ ROOT_PACKAGE = "cfgzip_lab"
 # facade that re-exports the public API, "" below) sits above the library and below its two
 # front ends, the command line and the workbench.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("errors", "_version", "_gc", "bundled", "xgrammar_version", "extras")),
+    ("foundation", ("errors", "deadline", "_version", "_gc", "bundled", "xgrammar_version", "extras")),
     ("binding", ("_binding", "_native")),
     ("grammar", ("grammar",)),
     ("vocab", ("vocab_sources", "vocab", "vocab_trie")),

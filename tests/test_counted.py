@@ -49,6 +49,27 @@ def test_a_large_bound_is_one_counted_nonterminal():
     assert row and all(gnf.store.count(t) == 1 and gnf.store.accepts(t) for t in row.values())
 
 
+def test_equal_repetitions_are_one_family():
+    """A JSON Schema repeats one string pattern per property (Github_medium o9802: 460 families, 76 of
+    them distinct): repetitions of language-equal items with equal bounds merge into one family (the
+    first's), others stay apart; without merging each keeps its own."""
+    text = (
+        'root ::= "{" "\\"" a{0,40} "\\"" "," "\\"" b{0,40} "\\"" "," "\\"" c{0,30} "\\"" "," d{0,40} "}"\n'
+        "a ::= [a-z]\nb ::= [a-z]\nc ::= [a-z]\nd ::= [0-9]"
+    )
+    cfg = lower(parse_ebnf(text))
+    assert len(cfg.counted) == 4
+    gnf = to_gnf(cfg)
+    assert sorted((f.min, f.max) for f in gnf.families) == [(0, 30), (0, 40), (0, 40)]
+    assert len({f.item for f in gnf.families if f.max == 40}) == 2  # [a-z] and [0-9]
+    merged = [f for f in gnf.families if len(f.origins) > 1]  # the merged family names both repetitions
+    assert [[o.excerpt for o in f.origins] for f in merged] == [["a{0,40}", "b{0,40}"]]
+    assert len(to_gnf(cfg, merge=False).families) == 4
+    for w in (b'{"ab","cd","e",12}', b'{"","","",}', b'{"' + b"a" * 40 + b'","","",}'):
+        assert gnf.accepts(w)
+    assert not gnf.accepts(b'{"' + b"a" * 41 + b'","","",}') and not gnf.accepts(b'{"","","' + b"a" * 31 + b'",}')
+
+
 def test_small_bounds_still_unroll():
     cfg = lower(parse_ebnf(f"root ::= [a-z]{{2,{COUNTED_THRESHOLD}}}"))
     assert not cfg.counted
@@ -67,6 +88,9 @@ LANGUAGES = [
     ('root ::= ("a" | ""){2,4} "b"', b"ab"),
     ("root ::= ([a-b]{2,3}){2,3}", b"ab"),  # counted inside counted
     ('root ::= "\\"" [^"\\\\]{3,6} "\\"" [0-9]{0,2}', b'"a\\0'),
+    # equal repetitions of equal items are merged into one family; other bounds stay apart
+    ('root ::= "a" x{0,3} "b" | "c" y{0,3} "a" | "b" z{0,2} "c"\nx ::= [b-c]\ny ::= [b-c]\nz ::= [b-c]', b"abc"),
+    ('root ::= ("a" [b]{1,2}){0,2} "c" | ("c" [b]{1,2}){0,2} "a"', b"abc"),  # merged items hold merged families
 ]
 
 
@@ -93,6 +117,8 @@ BOUNDED = [
     'root ::= "\\"" [a-b]{18,} "\\""',  # minLength only (unbounded, saturating)
     'root ::= "[" ("\\"" "a"{0,3} "\\"" ("," "\\"" "a"{0,3} "\\""){0,18})? "]"',  # maxItems
     'root ::= ("a" | "0"){20,24}',  # nothing after the repetition: the stop bit at the bound
+    # two properties' strings of one maxLength (one merged family) and a third of another
+    'root ::= "[" "\\"" [a-b]{0,20} "\\"" ("," "\\"" [a-b]{0,20} "\\"" ("," "\\"" [a-b]{0,18} "\\"")?)? "]"',
 ]
 
 
@@ -164,3 +190,20 @@ def test_the_native_state_holds_one_member_per_position(toy):
     assert m.accept_token(ids[b"aaaa"])  # 5,000: the bound
     assert not allowed(b"a") and not allowed(b'a"') and allowed(b'"')
     assert not m.accept_token(ids[b"a"])
+
+
+def test_a_served_counted_grammar_counts_its_steps_sizes_in_classings_store(toy):
+    """A counted normal form is built in a Python WordStore and classed in a compiled store seeded with
+    its nodes; the grammar a cache keeps counts its steps' sizes there (in C): the same sizes."""
+    from cfgzip_lab.cache.grammars import _kept_grammar
+    from cfgzip_lab.grammar.compiled_words import CompiledWordStore
+
+    text = BOUNDED[-1]
+    reference = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in compile_grammar(text).gnf.steps]
+    compiled = compile_grammar(text)
+    result = build_classes(compiled, toy)
+    if not isinstance(result.displacer.store, CompiledWordStore):
+        pytest.skip("the compiled kernel is not built")
+    assert type(compiled.gnf.store).__name__ == "WordStore"
+    kept, _ = _kept_grammar(compiled, result.displacer)
+    assert [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in kept.gnf.steps] == reference

@@ -177,7 +177,7 @@ def test_merge_on_the_tables_dicts_is_merge_on_lists(monkeypatch):
     real = gnf_module._merge_within_budget
     checked = []
 
-    def spy(store, table, start, family_items=()):
+    def spy(store, table, start, family_items=(), family_bounds=(), deadline=None):
         native = gnf_module._passes(store)
         if native is not None and not family_items:
             rows = [dict(row) for row in table]
@@ -189,7 +189,7 @@ def test_merge_on_the_tables_dicts_is_merge_on_lists(monkeypatch):
                 block2, merged = native.merge_table(rows, start)
                 assert (block2, [list(row.items()) for row in merged]) == want
                 checked.append(1)
-        return real(store, table, start, family_items)
+        return real(store, table, start, family_items, family_bounds, deadline)
 
     monkeypatch.setattr(gnf_module, "_merge_within_budget", spy)
     for _, text, kind in SAMPLE:

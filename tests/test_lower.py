@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from grammar_tools import xgrammar_matcher
+from grammar_tools import xgrammar_matcher, xgrammar_matches
 
 from cfgzip_lab.grammar.lower import MAX_CODE_POINT, utf8_sequences
 from cfgzip_lab.pipeline import compile_grammar
@@ -160,3 +160,27 @@ def test_kept_prefix_lowers_alike():
             assert _lowered(got) == _lowered(want), text[:200]
     assert used > len(texts)  # the kept prefixes were used
     assert lowering._LOWERED  # and the kept rules
+
+
+def test_equal_regexes_lower_once():
+    """A JSON Schema repeats a property's pattern as one Regex(...) per property: equal automata lower
+    to one set of state nonterminals (their spans aside); another pattern gets its own."""
+    from cfgzip_lab.grammar.ebnf import parse_ebnf
+    from cfgzip_lab.grammar.lower import lower
+
+    text = (
+        'root ::= "<" a "," b "," c ">"\n'
+        'a ::= Regex("(x[0-9]+ ){0,20}y")\nb ::= Regex("(x[0-9]+ ){0,20}y")\nc ::= Regex("(x[0-9]+ ){0,21}y")\n'
+    )
+    cfg = lower(parse_ebnf(text))
+    starts = {name: cfg.rules[name][0][0] for name in "abc"}
+    assert starts["a"] == starts["b"] != starts["c"]
+    regex_states = [n for n, o in cfg.origins.items() if o.kind == "regex"]
+    assert {cfg.origins[s].rule for s in regex_states} == {"a", "c"}  # b made none of its own
+    grammar = compile_grammar(text)
+    matcher = xgrammar_matcher(text)
+    for doc in ("<y,x1 y,x1 x22 y>", "<y,y,y>", "<x y,y,y>", "<y,y>", "<" + "x1 " * 20 + "y,y," + "x1 " * 21 + "y>"):
+        assert grammar.gnf.accepts(doc.encode()) == xgrammar_matches(matcher, doc.encode()), doc
+    assert grammar.gnf.accepts(b"<y," + b"x1 " * 20 + b"y,y>") and not grammar.gnf.accepts(
+        b"<y," + b"x1 " * 21 + b"y,y>"
+    )

@@ -449,6 +449,42 @@ def test_surrogates_in_a_regex_class_follow_xgrammar():
         assert xgrammar_says == we_say, data
 
 
+def test_a_pattern_met_again_is_not_built_again_and_carries_its_own_span():
+    """One Regex(...) per property with a pattern: the automaton is built once per (pattern, json_string,
+    flags), every node of it at the call's span, and the warnings given each time."""
+    from cfgzip_lab.grammar import regex as regex_module
+    from cfgzip_lab.grammar.lower import _automaton_key
+
+    pattern = r"^(?:\S+\s+){0,20}\S+$"
+    regex_module._BUILT.clear()
+    first_warnings, again_warnings = [], []
+    first = regex_to_expr(pattern, json_string=True, span=(3, 9), warnings=first_warnings)
+    built = dict(regex_module._BUILT)
+    again = regex_to_expr(pattern, json_string=True, span=(40, 46), warnings=again_warnings)
+    assert regex_module._BUILT == built  # not built again
+    assert first_warnings == again_warnings == []
+    dead: list = []
+    for _ in range(2):  # a warning comes with each call, built or kept
+        regex_to_expr('a"b', json_string=True, warnings=dead)
+    assert len(dead) == 2 and dead[0] == dead[1] and "dead end" in dead[0].message
+
+    def spans(x, out):
+        if isinstance(x, tuple):
+            for item in x:
+                spans(x=item, out=out)
+        elif hasattr(x.__class__, "__dataclass_fields__"):
+            for name in x.__class__.__dataclass_fields__:
+                if name == "span":
+                    out.add(x.span)
+                else:
+                    spans(getattr(x, name), out)
+        return out
+
+    assert spans(first, set()) == {(3, 9)} and spans(again, set()) == {(40, 46)}
+    assert _automaton_key(first) == _automaton_key(again) and first != again
+    assert regex_to_expr(pattern, json_string=False, span=(3, 9)) != first  # another key
+
+
 # XGrammar's matcher stands on a repeat edge's source state after each pass through a large
 # repetition's sub-rule, where the state's other ways out stay open (regex_fsm.repeat_returns_to_source).
 # Found on MaskBench Github_hard o21075 (pattern ^$|(^(?:\S+\s+){0,199}\S+$): XGrammar accepts "We ").

@@ -53,6 +53,13 @@ smallest entries back takes 3-5 ms (the archive's members, their digests and che
 ~3 ms, so the disk only slows a schema such as ``{"const": [true]}``, which builds in ~1.5 ms with
 Llama-3. Builds past it (the bundled JSON grammar: ~10 ms cold, ~6 ms loaded) are written."""
 
+DEFAULT_BUILD_SECONDS = 30.0
+"""The time budget of one grammar's build (front end, classing, index) in a :class:`GrammarCache`:
+past it the build stops with :class:`~cfgzip_lab.deadline.BuildBudgetError` instead of keeping a request
+waiting. MaskBench's slowest schemas built in 1.6-20 s on a loaded 2-core machine after their counted
+families were merged (docs/ttfm_profile.md); a benchmark or server that allows more passes
+``build_seconds``."""
+
 DEFAULT_CAPACITY = 32
 """Grammars kept in memory by default. Each holds what its engine needs and no more (measured with
 tracemalloc, Llama-3: json 8.8 MB, c_like 14 MB more, built or read from the cache alike), so 32
@@ -152,6 +159,11 @@ class GrammarCache:
         A build that took less than this many seconds is not written to the cache directory
         (default :data:`WRITE_AFTER_S`, as it is when the cache is made: such a grammar builds
         faster than it would load); 0 writes every build.
+    build_seconds : float or None
+        The time budget of one build (default :data:`DEFAULT_BUILD_SECONDS`; None: none): past it,
+        :class:`~cfgzip_lab.deadline.BuildBudgetError` names the stage it stopped in. It depends on
+        the machine and its load (the size budgets do not): a grammar near it may pass on one run
+        and not on another.
 
     Examples
     --------
@@ -167,9 +179,13 @@ class GrammarCache:
         cache_dir: ClassCacheDir | str | Path | bool | None = None,
         workers: int = 1,
         write_after: float | None = None,
+        build_seconds: float | None = DEFAULT_BUILD_SECONDS,
     ) -> None:
         if capacity < 1:
             raise ValueError("a GrammarCache holds at least one grammar")
+        if build_seconds is not None and not build_seconds > 0:
+            raise ValueError(f"build_seconds is a positive number of seconds or None, not {build_seconds!r}")
+        self.build_seconds = build_seconds
         self.capacity = int(capacity)
         if cache_dir is None or cache_dir is True:
             self.disk: ClassCacheDir | None = ClassCacheDir()
@@ -205,7 +221,8 @@ class GrammarCache:
         ------
         CfgzipError
             For a grammar with errors (:class:`~cfgzip_lab.GrammarError`, with line and column),
-            or one past a classing bound.
+            one past a classing bound, or a build past ``build_seconds``
+            (:class:`~cfgzip_lab.deadline.BuildBudgetError`).
         """
         text, kind = resolve_input(grammar, kind)
         vocab = _vocab(vocab)
@@ -280,13 +297,23 @@ class GrammarCache:
         return ready
 
     def _build(self, key: CacheKey, text: str, kind: str, vocab: VocabTable) -> ReadyGrammar:
+        from ..deadline import Deadline
         from ..native.index import SigmaInIndex, build_index_or_reason
         from ..pipeline import build_classes, compile_grammar
 
+        deadline = Deadline(self.build_seconds) if self.build_seconds is not None else None
         t0 = time.perf_counter()
-        compiled = compile_grammar(text, kind=kind)
+        compiled = compile_grammar(text, kind=kind, deadline=deadline)
         t1 = time.perf_counter()
-        result = build_classes(compiled, vocab, workers=self.workers)
+        if deadline is None:
+            result = build_classes(compiled, vocab, workers=self.workers)
+        else:
+            deadline.check("the front end (after the normal form)")
+            try:
+                result = build_classes(compiled, vocab, workers=self.workers, cancel=deadline.passed)
+            except InterruptedError:
+                raise deadline.error("classing") from None
+            deadline.check("classing (done)")
         t2 = time.perf_counter()
         index, unavailable = build_index_or_reason(
             compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
@@ -330,7 +357,10 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
         return LoadedGrammar(compiled.text, gnf, compiled.grammar_source, compiled.seconds), displacer
     from ..grammar.gnf_arrays import compact_gnf
 
-    return LoadedGrammar(compiled.text, compact_gnf(gnf), compiled.grammar_source, compiled.seconds), None
+    # a normal form built in a Python WordStore (counted repetitions) whose classing ran in a compiled store
+    # seeded with its nodes: the steps' sizes are counted there, in C
+    seeded = displacer.store if native is None and isinstance(displacer, CompiledDisplacer) else None
+    return LoadedGrammar(compiled.text, compact_gnf(gnf, seeded), compiled.grammar_source, compiled.seconds), None
 
 
 def _vocab(vocab: VocabTable | str) -> VocabTable:

@@ -38,7 +38,9 @@ of the previous rule map, recorded with its size for the workbench):
    stack contexts (below-sets) are equal up to the partition (partition
    refinement / bisimulation). Merged nonterminals derive the same strings
    (induction on string length: each GNF step reads one byte), so merging is
-   sound; equal contexts keep stack adjacency as precise as before.
+   sound; equal contexts keep stack adjacency as precise as before. Counted-repetition
+   families whose items end in one block and whose bounds are equal are merged too
+   (:func:`_merge_equivalent`).
 """
 
 from __future__ import annotations
@@ -46,15 +48,18 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import FAMILY_BASE, INPUT_BASE, Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
 from .provenance import Origin, _make_origin, describe_gnf_symbol, describe_origins, origin_at, rules_of
 from .words import EMPTY, EPSILON, BudgetExceeded, WordStore
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 PASSES_IN_C = True
 """Whether the normal form's walks over rule sets run in the compiled store's C passes
@@ -119,10 +124,19 @@ class GNFStep:
         step.name, step.seconds, step._sizes, step._count = name, seconds, None, count
         return step
 
-    def resolved(self) -> GNFStep:
-        """This step with its sizes counted (and what it counted them from let go)."""
+    def resolved(self, store=None) -> GNFStep:
+        """This step with its sizes counted (and what it counted them from let go).
+
+        ``store``: a compiled store that holds the normal form's word store's nodes under the same ids
+        (classing's, :meth:`~cfgzip_lab.grammar.compiled_words.CompiledWordStore.seeded`), to count in
+        instead of a Python :class:`WordStore`: the same sizes, counted in C (Github_hard o21075's
+        counted normal form, 386k nodes: its steps' sizes took seconds of Python walks before its first mask).
+        """
         if self._sizes is None:
-            self._sizes = self._count()
+            count = self._count
+            if store is not None and isinstance(count, partial) and isinstance(count.args[0], WordStore):
+                count = partial(count.func, store, *count.args[1:], **count.keywords)
+            self._sizes = count()
             self._count = None
         return self
 
@@ -1033,8 +1047,13 @@ unmerged, which is always sound (merging only makes classes coarser)."""
 
 
 def _merge_within_budget(
-    store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
-) -> tuple[list[int], list[dict[int, int]]] | None:
+    store: WordStore,
+    table: list[dict[int, int]],
+    start: int,
+    family_items: list[int] = (),
+    family_bounds: list[tuple[int, int | None]] = (),
+    deadline: Deadline | None = None,
+) -> tuple[list[int], list[dict[int, int]], list[int]] | None:
     """:func:`_merge_equivalent`, or None when it would create more nodes than its budget."""
     outer = store.limit
     native = _passes(store)
@@ -1044,7 +1063,7 @@ def _merge_within_budget(
         nodes = len(store.reachable(t for row in table for t in row.values()))
     store.limit = min(outer, store.created + MERGE_BUDGET_BASE + MERGE_BUDGET_PER_NODE * nodes)
     try:
-        return _merge_equivalent(store, table, start, family_items)
+        return _merge_equivalent(store, table, start, family_items, family_bounds, deadline)
     except BudgetExceeded:
         if store.created > outer:
             raise  # the normal form's own budget: the caller's error
@@ -1054,8 +1073,13 @@ def _merge_within_budget(
 
 
 def _merge_equivalent(
-    store: WordStore, table: list[dict[int, int]], start: int, family_items: list[int] = ()
-) -> tuple[list[int], list[dict[int, int]]]:
+    store: WordStore,
+    table: list[dict[int, int]],
+    start: int,
+    family_items: list[int] = (),
+    family_bounds: list[tuple[int, int | None]] = (),
+    deadline: Deadline | None = None,
+) -> tuple[list[int], list[dict[int, int]], list[int]]:
     """Coarsest partition with equal tails AND equal below-sets up to the partition.
 
     Merging language-equal nonterminals is always sound, but merging two with
@@ -1063,9 +1087,20 @@ def _merge_equivalent(
     displacement backtracks, and so split token classes (measured: the C-like
     grammar went from 4,016 to 7,492 classes when keyword letters were merged).
     Requiring equal below-sets keeps adjacency chains exactly as precise.
-    Family members are never merged (their symbols pass through renaming unchanged) and
-    each family keeps a context entry of its own.
-    Returns (block_of, merged table).
+
+    Counted-repetition families (``family_items[f]`` the item X of family f) are merged too,
+    with ``family_bounds[f] = (min, max)``: two families whose items are in one block and whose
+    bounds are equal have language-equal members (``F_c`` depends only on X's row and the
+    bounds, :mod:`.counted`), so their member symbols are renamed to one family's, the first's,
+    and nonterminals whose tails differed only by them merge. Families are merged without
+    asking for equal contexts: a family's context is already shared through its item (every
+    last symbol of X has every family over X below it, :func:`stack_below`), and a JSON
+    Schema has one family per string property (Github_medium o9802: 460 families, 76 distinct;
+    its classing walked each of them for every string byte). Without ``family_bounds`` every
+    family stays its own. Members of one family are never merged with each other.
+
+    Returns (block_of, merged table, family_of): ``family_of[f]`` the merged family's index
+    (numbered by first appearance), the merged table's member symbols renamed to it.
     """
     native = _passes(store) if not family_items else None
     if native is not None:
@@ -1074,25 +1109,37 @@ def _merge_equivalent(
         # memory bound (then the walk below).
         got = native.merge_table(table, start)
         if got is not None:
-            return got
+            return (*got, [])
     below = stack_below(table, store, start, family_items)
     n = len(table)
     block = [0] * n
     keys: dict = {}
     for a in range(n):
         block[a] = keys.setdefault((a == start, tuple(sorted(table[a]))), len(keys))
+    # Families: family_rep[f] is the first family with f's item block and bounds (f itself
+    # without bounds); the renamed tails name members by it (family_to, the final numbering at the end).
+    bounds = list(family_bounds) if family_bounds else [(f,) for f in range(len(family_items))]
+
+    def family_reps() -> list[int]:
+        first: dict = {}
+        return [first.setdefault((block[x], bounds[f]), f) for f, x in enumerate(family_items)]
+
+    family_rep = family_reps()
+    family_to = family_rep
     # Refinement rounds are incremental: a block that splits keeps its id for its first part,
     # so only the nonterminals moved to new blocks change, and only the renamed tails that
     # read one of them (and their ancestors) are computed again. (xgrammar-tests' parser L989,
     # 128 nullable `[0-9]*` in a row, needs 131 rounds: renaming everything every round took
     # 9.6 s of its 9.8 s normal form.) The rounds are the same as renaming all every time.
     parents: dict[int, list[int]] = {}
-    by_symbol: dict[int, list[int]] = {}
+    by_symbol: dict[int, list[int]] = {}  # a nonterminal a, or a family f as ~f: the nodes with an edge on it
     for node in store.reachable(t for row in table for t in row.values()):
         for s, c in store.nodes[node][1]:
             parents.setdefault(c, []).append(node)
             if s < n:
                 by_symbol.setdefault(s, []).append(node)
+            elif FAMILY_BASE <= s < INPUT_BASE:
+                by_symbol.setdefault(~split_family_symbol(s)[0], []).append(node)
     memo: dict[int, int] = {EPSILON: EPSILON}
     nodes, make, union = store.nodes, store.make, store.union
     if native is not None:  # the C pass renames through ``block`` itself, kept as an int64 array
@@ -1105,7 +1152,12 @@ def _merge_equivalent(
             accepts, edges = nodes[node]
             out = []
             for s, c in edges:  # a loop: recursion must not pass through C (see words.py)
-                out.append((block[s] if s < n else s, rename(c)))
+                if s < n:
+                    s = block[s]
+                elif FAMILY_BASE <= s < INPUT_BASE:  # a member F_c: its merged family's
+                    f, count = split_family_symbol(s)
+                    s = family_symbol(family_to[f], count)
+                out.append((s, rename(c)))
             if len({b for b, _ in out}) == len(out):  # no two edges into one block (most nodes)
                 out.sort()
                 got = make(accepts, tuple(out))
@@ -1122,10 +1174,10 @@ def _merge_equivalent(
         for a, row in enumerate(table):
             for t in set(row.values()):
                 owners.setdefault(t, []).append(a)
-        context_users: dict[int, list[int]] = {}  # nonterminal → those with it in their below-set
+        context_users: dict[int, list[int]] = {}  # nonterminal (family f: n + f) → those with it in their below-set
         for a in range(n):
             for b in below[a]:
-                if 0 <= b < n:
+                if b >= 0:
                     context_users.setdefault(b, []).append(a)
 
         # A signature's two halves are kept apart and each made again only where it can have changed: the
@@ -1139,7 +1191,9 @@ def _merge_equivalent(
 
         def signature(a: int, context: bool = True, tail: bool = True) -> tuple:
             if context:
-                contexts[a] = frozenset(block[b] if 0 <= b < n else b if b < 0 else ("family", b) for b in below[a])
+                contexts[a] = frozenset(
+                    block[b] if 0 <= b < n else b if b < 0 else ("family", family_rep[b - n]) for b in below[a]
+                )
             if tail:
                 row = table[a]
                 if native is not None:
@@ -1175,7 +1229,16 @@ def _merge_equivalent(
                     next_id += 1
             if not moved:
                 break
+            if deadline is not None:
+                deadline.check("the normal form (merging)")
+            if family_items:  # a moved item can move its families to another representative
+                reps = family_reps()
+                refamilied = [f for f in range(len(reps)) if reps[f] != family_rep[f]]
+                family_rep[:] = reps  # (family_to is family_rep until the end)
+            else:
+                refamilied = []
             stale = [node for a in moved for node in by_symbol.get(a, ())]
+            stale += [node for f in refamilied for node in by_symbol.get(~f, ())]
             seen: set[int] = set()
             affected: set[int] = set()  # whose renamed tails can have changed
             while stale:
@@ -1191,6 +1254,8 @@ def _merge_equivalent(
             in_context: set[int] = set()  # whose context can have changed
             for a in moved:
                 in_context.update(context_users.get(a, ()))
+            for f in refamilied:
+                in_context.update(context_users.get(n + f, ()))
             for a in sorted(affected | in_context):  # in nonterminal order (the renamed tails' nodes are made in it)
                 sig[a] = signature(a, a in in_context, a in affected)
             touched = {block[a] for a in affected | in_context}
@@ -1198,6 +1263,9 @@ def _merge_equivalent(
         order: dict[int, int] = {}
         block = [order.setdefault(b, len(order)) for b in block]
         to_block = array("q", block)
+        family_order: dict[int, int] = {}
+        family_of = [family_order.setdefault(r, len(family_order)) for r in family_rep]
+        family_to = family_of
         memo.clear()
         memo[EPSILON] = EPSILON
         merged_table: list[dict[int, int]] = [dict() for _ in range(len(set(block)))]
@@ -1207,10 +1275,10 @@ def _merge_equivalent(
                 merged_table[block[a]] = dict(
                     zip(table[a], native.map_symbols(list(table[a].values()), to_block, cmemo))
                 )
-            return block, merged_table
+            return block, merged_table, family_of
         for a in range(n):
             merged_table[block[a]] = {atom: rename(t) for atom, t in table[a].items()}
-        return block, merged_table
+        return block, merged_table, family_of
     finally:
         rename = None  # see CYCLES
 
@@ -1223,6 +1291,7 @@ def to_gnf(
     max_nodes: int = DEFAULT_MAX_GNF_NODES,
     store: WordStore | None = None,
     byte_sets: set[ByteSet] | None = None,
+    deadline: Deadline | None = None,
 ) -> GNF:
     """Convert a byte-level CFG to factored GNF; ``GNF.steps`` records each step's size.
 
@@ -1234,6 +1303,9 @@ def to_gnf(
     GrammarError
         When the normal form would need more than ``max_nodes`` word-store nodes: the
         message names the step and the source rule it was working on, at that rule's line.
+    BuildBudgetError
+        Past ``deadline`` (a :class:`~cfgzip_lab.deadline.Deadline`, checked after each step and
+        each round of merging), naming the step.
 
     ``store``: an empty store to build in (default a new :class:`WordStore`; the pipeline passes the
     compiled one where it is built, :func:`cfgzip_lab.grammar.compiled_words.new_word_store`). ``byte_sets``:
@@ -1241,7 +1313,7 @@ def to_gnf(
     """
     store = WordStore() if store is None else store
     store.limit = max_nodes
-    progress = {"step": "terminal lifting", "rules": None}
+    progress = {"step": "terminal lifting", "rules": None, "deadline": deadline}
     try:
         return _to_gnf(cfg, store, lift_per_occurrence, merge, progress, byte_sets)
     except BudgetExceeded:
@@ -1278,6 +1350,7 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
 def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, progress: dict, byte_sets=None) -> GNF:
     steps: list[GNFStep] = []
     clock = time.perf_counter()
+    deadline = progress.get("deadline")
 
     def record(name: str, rules: _Rules, following: str) -> None:
         nonlocal clock
@@ -1287,6 +1360,8 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         clock = now
         progress["step"], progress["rules"] = following, rules
         rules.current = None
+        if deadline is not None:
+            deadline.check(f"the normal form (after {name})")
 
     steps.append(GNFStep("byte CFG", len(cfg.rules), 0, cfg.num_productions, 0.0))
     rules, start, atom_of = _lift_terminals(cfg, store, lift_per_occurrence, byte_sets)
@@ -1335,14 +1410,16 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
             to[a] = i
         table = native.atom_rows([rules.rhs[a] for a in live], to, _memo(store))  # the rows made in C too
     family_items = [dense[item] for _, item, _, _, _ in rules.families]
+    family_of = list(range(len(family_items)))  # each family its own, unless merging merges some
     merged_name = "merging"
     if merge:
-        merged = _merge_within_budget(store, table, 0, family_items)
+        family_bounds = [(low, high) for _, _, low, high, _ in rules.families]
+        merged = _merge_within_budget(store, table, 0, family_items, family_bounds, deadline)
         if merged is None:
             merged_name = "merging (skipped: past its budget)"
             block = list(range(len(table)))
         else:
-            block, table = merged
+            block, table, family_of = merged
     else:
         block = list(range(len(table)))
     # Per block: the first member's name, the members' origins in order (each once), the members' names.
@@ -1360,17 +1437,21 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         else:
             origins_by_block[b] += all_origins[a]
             members_by_block[b].append(name)
-    families = [
-        Family(
-            name=name,
-            item=block[dense[item]],
-            min=low,
-            max=high,
-            head=block[dense[head]] if head in dense else -1,
-            origins=tuple(rules.origins[head]),
-        )
-        for head, item, low, high, name in rules.families
-    ]
+    # Per merged family: the first member family's name, item, bounds and head, every member's origins.
+    families: list[Family | None] = [None] * (max(family_of) + 1 if family_of else 0)
+    for (head, item, low, high, name), f in zip(rules.families, family_of):
+        if families[f] is None:
+            families[f] = Family(
+                name=name,
+                item=block[dense[item]],
+                min=low,
+                max=high,
+                head=block[dense[head]] if head in dense else -1,
+                origins=tuple(rules.origins[head]),
+            )
+        else:
+            origins = tuple(dict.fromkeys(families[f].origins + tuple(rules.origins[head])))
+            families[f] = replace(families[f], origins=origins)
     gnf = GNF(
         dead_atom=len(rules.atoms) - 1 if rules.atoms and not rules.atoms[-1].bits else -1,
         names=names_by_block,

@@ -1,0 +1,77 @@
+"""A build's time budget (``../shared/DESIGN.md`` invariant 5): the clock a grammar's build checks, and
+the error it raises past it.
+
+The size budgets (the normal form's nodes, classing's DAG cap) bound memory and stop a grammar that
+grows; they do not bound a grammar that stays small but takes long (MaskBench's Github_medium o9914
+took 56 s to build with every stage under its size budget before its counted families were merged).
+:class:`~cfgzip_lab.cache.grammars.GrammarCache` therefore builds under a :class:`Deadline`
+(``build_seconds``): the normal form checks it between its steps and in each round of merging,
+classing through its ``cancel`` callback (polled during the vocabulary walk), the cache between its
+stages; past it the build stops with :class:`BuildBudgetError`, which names the stage and the time
+spent, instead of a request waiting as long as the build takes. Unlike the size budgets this one
+depends on the machine and its load: the same grammar can pass it on an idle machine and not on a
+busy one, which is why it is the cache's (a server's) setting and not the pipeline's default.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .errors import CfgzipError
+
+__all__ = ["BuildBudgetError", "Deadline"]
+
+
+class BuildBudgetError(CfgzipError, TimeoutError):
+    """A grammar's build passed its time budget (``GrammarCache(build_seconds=...)``).
+
+    Attributes
+    ----------
+    budget : float
+        The budget, in seconds.
+    elapsed : float
+        Seconds the build had run when it stopped.
+    stage : str
+        The stage it stopped in (``"classing"``, ``"the normal form (merging)"``...).
+    """
+
+    def __init__(self, budget: float, elapsed: float, stage: str) -> None:
+        self.budget, self.elapsed, self.stage = budget, elapsed, stage
+        super().__init__(
+            f"building this grammar passed its time budget of {budget:g} s: stopped in {stage} after "
+            f"{elapsed:.1f} s (GrammarCache(build_seconds=...) sets the budget; None lifts it)"
+        )
+
+
+class Deadline:
+    """The clock of one build: ``seconds`` from now.
+
+    Examples
+    --------
+    >>> deadline = Deadline(30.0)
+    >>> deadline.check("classing")      # raises BuildBudgetError once 30 s have passed
+    >>> deadline.passed()
+    False
+    """
+
+    __slots__ = ("budget", "start", "at")
+
+    def __init__(self, seconds: float) -> None:
+        if not seconds > 0:
+            raise ValueError(f"a build's time budget is a positive number of seconds, not {seconds!r}")
+        self.budget = float(seconds)
+        self.start = time.perf_counter()
+        self.at = self.start + self.budget
+
+    def passed(self) -> bool:
+        """Whether the budget is spent (classing's ``cancel`` callback)."""
+        return time.perf_counter() > self.at
+
+    def error(self, stage: str) -> BuildBudgetError:
+        """The error that says the build stopped in ``stage``."""
+        return BuildBudgetError(self.budget, time.perf_counter() - self.start, stage)
+
+    def check(self, stage: str) -> None:
+        """Raise :class:`BuildBudgetError` (naming ``stage``) once the budget is spent."""
+        if time.perf_counter() > self.at:
+            raise self.error(stage)
