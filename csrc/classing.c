@@ -9,7 +9,6 @@
  * budget failure the path stays valid up to the failing step, which _walk re-runs from memo hits). */
 #include "vocab_trie.h"
 
-#define RANGES_MAX (1 << 16)
 typedef struct {
     Words *S;
     VocabTrie *T;
@@ -19,7 +18,8 @@ typedef struct {
     int64_t valid;
     uint8_t *atoms;
     int64_t *node_of;
-    uint64_t *assigned; /* bit t: the walk wrote node_of[t] over what walk_prefill wrote */
+    uint64_t *assigned; /* bit t: the walk wrote node_of[t] over what walk_prefill wrote (lazy, with the
+                         * ranges kept: the dead tokens of walk_assign alone; the ranges say the others) */
     uint8_t *fallback;
     int32_t *gs;
     uint8_t *ga;
@@ -52,8 +52,12 @@ typedef struct {
     int64_t scan_cap;
     int64_t scanned_tokens; /* of skipped_tokens, those walk_scan numbered */
     /* The tokens given a live node (> W_EMPTY) or a fallback (node -1), as ranges of ttok, for the
-     * numbering's short way (assemble_ranges); given up (ranges_off) past a quarter of the vocabulary
-     * or RANGES_MAX ranges, where the pass over the whole vocabulary costs no more. */
+     * numbering's short way (assemble_ranges, assemble_dense). A typical schema's ~125k live Llama-3
+     * tokens make 5-14k ranges (a subtree's tokens in preorder mostly share their set), so they are kept
+     * whatever the count (at most one per token): given up (ranges_off) only where memory runs out. A
+     * lazy walk that keeps them writes nothing per token: writing node_of and the `assigned` bits
+     * token by token (at random ids: ttok is in trie order) was ~0.35 ms of a median MaskBench
+     * schema's ~1.4 ms walk from a warm step memo. */
     Range *ranges;
     int64_t nranges, rangecap, range_tokens;
     int ranges_off;
@@ -126,16 +130,25 @@ static int64_t walk_report(Walk *W) {
 
 static void walk_prefill(Walk *W);
 
-/* The ranges given up (past their bound): where node_of was left to them (lazy), it is written now
- * from what they hold and this range, and by the walk itself from here on. */
+/* The tokens ttok[lo:hi], given `node` by the walk, marked written (walk_dead_check counts the marks) */
+static void walk_mark(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    const int32_t *ttok = W->T->ttok;
+    for (int32_t k = lo; k < hi; k++) {
+        int32_t t = ttok[k];
+        W->node_of[t] = node;
+        if (node >= 0) W->assigned[t >> 6] |= (uint64_t)1 << (t & 63); /* (fallback tokens are not marked) */
+    }
+}
+
+/* The ranges given up (no memory for more): where node_of was left to them (lazy), it is written now
+ * from what they hold and this range (and marked, as the walk marks what it writes), and by the walk
+ * itself from here on. */
 static void walk_ranges_off(Walk *W, int32_t lo, int32_t hi, int64_t node) {
     W->ranges_off = 1;
     if (!W->lazy_nodes) return;
-    const int32_t *ttok = W->T->ttok;
     walk_prefill(W);
-    for (int64_t i = 0; i < W->nranges; i++)
-        for (int32_t k = W->ranges[i].lo; k < W->ranges[i].hi; k++) W->node_of[ttok[k]] = W->ranges[i].node;
-    for (int32_t k = lo; k < hi; k++) W->node_of[ttok[k]] = node;
+    for (int64_t i = 0; i < W->nranges; i++) walk_mark(W, W->ranges[i].lo, W->ranges[i].hi, W->ranges[i].node);
+    walk_mark(W, lo, hi, node);
     W->lazy_nodes = 0;
 }
 
@@ -143,11 +156,9 @@ static void walk_range(Walk *W, int32_t lo, int32_t hi, int64_t node) {
     if (W->ranges_off || hi <= lo) return;
     W->range_tokens += hi - lo;
     Range *last = W->nranges ? W->ranges + W->nranges - 1 : NULL;
-    if (W->range_tokens > W->T->ntok / 4)
-        walk_ranges_off(W, lo, hi, node);
-    else if (last && last->hi == lo && last->node == node) /* a scan's run of one set */
+    if (last && last->hi == lo && last->node == node) /* a scan's run of one set */
         last->hi = hi;
-    else if (W->nranges >= RANGES_MAX || grow((void **)&W->ranges, &W->rangecap, W->nranges + 1, sizeof(Range)) < 0)
+    else if (grow((void **)&W->ranges, &W->rangecap, W->nranges + 1, sizeof(Range)) < 0)
         walk_ranges_off(W, lo, hi, node);
     else
         W->ranges[W->nranges++] = (Range){lo, hi, node};
@@ -165,17 +176,25 @@ static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
     }
 }
 
-/* A token's node from the walk, marked as written (walk_dead_check counts the marks). */
-static inline void walk_write(Walk *W, int32_t t, int64_t node) {
-    if (!W->lazy_nodes) W->node_of[t] = node;
-    W->assigned[t >> 6] |= (uint64_t)1 << (t & 63);
+/* The tokens ttok[lo:hi]' node from the walk, marked as written (walk_dead_check counts the marks); lazy,
+ * a live node is left to the ranges (walk_range) and only a dead one (walk_assign's) is marked. */
+static inline void walk_write(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    const int32_t *ttok = W->T->ttok;
+    if (!W->lazy_nodes) {
+        for (int32_t k = lo; k < hi; k++) {
+            W->node_of[ttok[k]] = node;
+            W->assigned[ttok[k] >> 6] |= (uint64_t)1 << (ttok[k] & 63);
+        }
+    } else if (node == W_EMPTY) {
+        for (int32_t k = lo; k < hi; k++) W->assigned[ttok[k] >> 6] |= (uint64_t)1 << (ttok[k] & 63);
+    }
 }
 
 static void walk_assign(Walk *W, int64_t gbase, int64_t glen, int64_t node) {
     VocabTrie *T = W->T;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) walk_write(W, T->ttok[k], node);
+        walk_write(W, T->tptr[t], T->tptr[t + 1], node);
         if (node != W_EMPTY) walk_range(W, T->tptr[t], T->tptr[t + 1], node);
         W->done_tokens += T->tptr[t + 1] - T->tptr[t];
     }
@@ -319,7 +338,7 @@ static void walk_take(Walk *W, int32_t lo, int32_t hi, int64_t D) {
     if (D == W_EMPTY) {
         W->dead_skipped += hi - lo;
     } else {
-        for (int32_t k = lo; k < hi; k++) walk_write(W, W->T->ttok[k], D);
+        walk_write(W, lo, hi, D);
         walk_range(W, lo, hi, D);
     }
     W->done_tokens += hi - lo;
@@ -372,7 +391,7 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
     uint8_t *at = W->scan_at;
     at[0] = (uint8_t)root;
     int64_t dead = 0;
-    const int32_t *ttok = T->ttok, *tptr = T->tptr;
+    const int32_t *tptr = T->tptr;
     for (int32_t u = t + 1; u < end; u++) {
         int ps = at[T->parent[u] - t];
         int64_t a = W->atom_of[T->pbyte[u]];
@@ -407,7 +426,7 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
         if (st == W_EMPTY) {
             dead += hi - lo;
         } else {
-            for (int32_t k = lo; k < hi; k++) walk_write(W, ttok[k], st);
+            walk_write(W, lo, hi, st);
             walk_range(W, lo, hi, st);
         }
         u = last - 1;
@@ -528,7 +547,9 @@ static void walk_prefill(Walk *W) {
  * tokens left at the empty set must be the ones it skipped as dead (eligible, not written, not
  * fallbacks), or a token was left out.
  * The fallback array is read 8 bytes at a time (almost all zero); the written ones are counted from
- * `assigned`. */
+ * `assigned`. Lazy, with the ranges kept, the live and fallback tokens are counted from the ranges
+ * (the walk wrote no mark for them; a fallback token is never in a live range: its key's step is
+ * not in the step memo, so no skip or scan reached it) and `assigned` holds walk_assign's dead ones. */
 static int walk_dead_check(Walk *W) {
     const VocabTrie *T = W->T;
     const int64_t ntok = T->ntok;
@@ -536,7 +557,12 @@ static int walk_dead_check(Walk *W) {
     const uint64_t *assigned = W->assigned;
     int64_t written = 0, fallen = 0;
     for (int64_t w = 0; w <= ntok >> 6; w++) written += __builtin_popcountll(assigned[w]);
-    for (int64_t base = 0; base < ntok; base += 8) {
+    for (int64_t i = 0; W->lazy_nodes && i < W->nranges; i++) {
+        const Range *r = W->ranges + i;
+        if (r->node >= 0) written += r->hi - r->lo;
+        else fallen += r->hi - r->lo;
+    }
+    for (int64_t base = 0; !W->lazy_nodes && base < ntok; base += 8) {
         uint64_t eight = 0;
         int64_t n = ntok - base < 8 ? ntok - base : 8;
         if (n == 8)

@@ -649,15 +649,17 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
 
 @pytest.mark.parametrize("budget", [200_000, 3])
 @pytest.mark.parametrize(
-    "grammar, kept",
-    [('root ::= "[true]"', True), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', True), ("root ::= [ -~]*", False)],
+    "grammar, dense",
+    [('root ::= "[true]"', False), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', False), ("root ::= [ -~]*", True)],
     ids=["literal", "small", "most-live"],
 )
-def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
-    """classify(lazy=True): where the walk keeps its ranges (few live tokens) it never writes node_of,
-    and the result's token_node, made from the classes when first read, is what the full walk writes;
-    where it gives them up (most tokens live) it writes node_of from them and goes on writing it. The
-    same classes, representatives and representatives' nodes either way."""
+def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, dense, budget):
+    """classify(lazy=True) keeps its ranges however many tokens are live (at most one range per token)
+    and never writes node_of; the result's token_node, made from the classes when first read, is what
+    the full walk writes. Where most tokens are live (dense) the numbering writes the map whole from
+    the ranges (assemble's dense way: no list of ids, node_of not read), else it lists the ids outside
+    class 0 (TokenClasses.from_sparse). The same classes, representatives and representatives' nodes
+    as the pass over every token and the Python reference either way."""
     tokens = [bytes([b]) for b in range(256)] + [bytes([a, b]) for a in range(97, 123) for b in range(32, 127)]
     tokens += [b"", b"[true]", b"[t", b"rue]", b"ab12", b"{abc}"]
     vocab = vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4, 5], name="bytes-and-pairs")
@@ -666,23 +668,29 @@ def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
 
     def walk(node_of, *lazy):  # each on a fresh compile: a store's step memo would spare the budgets
         displacer = compiled_displacement.CompiledDisplacer(compile_grammar(grammar).gnf)
+        fallback = np.zeros(vocab.vocab_size, dtype=np.uint8)
         args = (trie, displacer.atom_table, displacer.initial, budget, 10**8, node_of)
-        return displacer.store.native.classify(*args, np.zeros(vocab.vocab_size, dtype=np.uint8), None, None, *lazy)
+        return displacer, fallback, displacer.store.native.classify(*args, fallback, None, None, *lazy)
 
     full = np.empty(vocab.vocab_size, dtype=np.int64)
-    walk(full)
+    displacer, fallback, (*_, full_ranges) = walk(full)
     lazy = np.full(vocab.vocab_size, 7, dtype=np.int64)
-    *_, ranges = walk(lazy, True)
-    assert (ranges is not None) == kept
-    if kept:
-        assert (lazy == 7).all()  # not written
-    else:
-        assert np.array_equal(lazy, full)
+    _, _, (*_, ranges) = walk(lazy, True)
+    assert ranges is not None and ranges == full_ranges and (lazy == 7).all()  # kept, node_of not written
+    # the numbering from the ranges (node_of given unwritten: not read) is the pass over every token
+    args, numbering = (trie, kinds), (0, 1, len(displacer.store))
+    long_way, from_ranges = np.empty(vocab.vocab_size, np.int32), np.empty(vocab.vocab_size, np.int32)
+    *expected, _, _ = compiled._kernel.assemble(*args, full, fallback, long_way, *numbering)
+    *got, ids, classes = compiled._kernel.assemble(*args, lazy, fallback, from_ranges, *numbering, ranges)
+    assert got == expected and np.array_equal(from_ranges, long_way) and (ids is classes is None) == dense
+    sparse = compiled._kernel.assemble(*args, lazy, fallback, None, *numbering, ranges)
+    assert (sparse is None) == dense  # dense: no list of ids, a map is asked for
     result = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=True)
     reference = compute_classes(
         compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False
     )
-    assert (result._token_node is None) == kept  # made on first read, not by classing
+    assert result._token_node is None  # made on first read, not by classing
+    assert (result.classes.sparse_map() is None) == dense
     assert np.array_equal(result.rep_nodes, result.token_node[result.classes.representatives])
     assert np.array_equal(result.token_node, full)
     for name in ("class_of", "representatives", "class_kind"):

@@ -555,10 +555,12 @@ def _compiled_walk_result(
     token_paths = add_token_paths(displacer, token_bytes, kinds, node_of) if token_bytes is not None else None
     args = (trie, kinds, node_of, fallback)
     numbering = (int(TokenKind.NORMAL), int(TokenKind.STOP), len(store))
-    got = None
+    got = class_of = None
     if ranges is not None and token_paths is None:  # the numbering from the ranges, no map made (from_sparse)
         got = kernel.assemble(*args, None, *numbering, ranges)
-    class_of = None
+        if got is None:  # most tokens in the ranges: the map written whole from them (node_of not read)
+            class_of = np.empty(len(node_of), dtype=np.int32)
+            got = kernel.assemble(*args, class_of, *numbering, ranges)
     if got is None:  # the pass over every token, into a map
         class_of = np.empty(len(node_of), dtype=np.int32)
         got = kernel.assemble(*args, class_of, *numbering)
