@@ -394,6 +394,42 @@ def test_utf8_subtrees_numbered_from_the_memo_node_for_node(budget):
         assert b.classes.metadata["tokens_scanned"] > 0
 
 
+UTF8_GRAMMARS = [
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n',  # JSON-like strings
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n',  # the same, compiled anew
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n',  # and again
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\é日]* "\\""\n',  # two characters fewer
+    'root ::= ( str | [a-z]+ )+\nstr ::= "\\"" [^"]* "\\"" | [а-я]+\n',  # other sets, other loops
+]
+
+
+@pytest.mark.parametrize("budget", [200_000, 6])
+def test_later_grammars_reuse_the_vocabularys_scans_node_for_node(budget):
+    """The scan cache (csrc/classing.c, scan_apply): a scan's outcome is kept per vocabulary trie as
+    facts about the step memo (from the second scan of a subtree root), and a later grammar's walk
+    reuses it where its own memo makes every fact hold. Grammars classed one after another on one fresh
+    trie, each the Python path's classes, token nodes and store, node for node: the first marks the
+    roots it scans, the same grammar again records them and a third time reuses them; one with two
+    characters fewer in its strings or other sets altogether refuses the entries that do not hold and
+    scans instead."""
+    vocab = _utf8_vocab()
+    kinds = np.ascontiguousarray(vocab.kinds, dtype=np.uint8)
+    trie = compiled._kernel.VocabTrie(list(vocab.token_bytes), kinds, 0, 1)
+    seen = []
+    for grammar in UTF8_GRAMMARS:
+        a = compute_classes(
+            compile_grammar(grammar, compiled_store=False).gnf, vocab.token_bytes, vocab.kinds, compiled=False,
+            budget=budget,
+        )
+        b = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, trie=trie)
+        assert_same_classing(a, b)
+        seen.append({k: v for k, v in trie.info().items() if k.startswith("scans")})
+    assert seen[0]["scans_kept"] == 0 and seen[1]["scans_kept"] > 0 and seen[1]["scans_reused"] == 0
+    assert seen[2]["scans_reused"] > 0  # the same grammar a third time
+    assert seen[-1]["scans_refused"] > seen[2]["scans_refused"]  # entries that do not hold for the others
+    assert 0 < seen[-1]["scans_bytes"] < 1 << 20
+
+
 def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
     """One pass in token order before the walk gives every token the vocabulary's node (the empty set
     in the trie, -1 outside it), the walk writes its live tokens over it, and the tokens of dead
