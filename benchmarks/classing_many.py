@@ -8,7 +8,9 @@ carried from one schema to the next, as ``matcher_for`` carries it.
 ``--from-run`` takes the files of a ``benchmarks/maskbench.py`` run (its ``cfgzip`` results), ``--names``
 MaskBench names. Each schema is compiled, then ``build_classes`` timed in thread time (what this process
 ran, not what other sessions on the machine took from it); a schema whose normal form takes longer than
-``--gnf-seconds`` is left out (the Python-store tail, not classing). Prints the machine, the median and sum,
+``--gnf-seconds`` is left out (the Python-store tail, not classing). ``--ttfm`` times instead what
+``maskbench.py`` calls the time to first mask: ``matcher_for`` with the disk cache off and the first
+``fill_next_token_bitmask`` (thread time too; the digest is then the first mask's). Prints the machine, the median and sum,
 the vocabulary trie's scan-cache counts, and with ``--json`` writes each file's time and class digest (two
 runs, before and after, must give the same digests). Never asserts on time.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import statistics
@@ -36,6 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokenizer", default="llama3")
     ap.add_argument("--data", type=Path, default=maskbench.DATA)
     ap.add_argument("--json", type=Path, default=None, help="each file's ms and class digest")
+    ap.add_argument("--ttfm", action="store_true", help="time matcher_for and the first mask instead")
     args = ap.parse_args(argv)
     import cfgzip_lab as cz
     from cfgzip_lab.bench import machine_info
@@ -69,17 +73,29 @@ def main(argv=None) -> int:
                 continue
             if compiled.seconds.get("gnf", 0.0) > args.gnf_seconds:
                 continue
-            t0 = time.thread_time()
-            result = build_classes(compiled, vocab)
-            ms = (time.thread_time() - t0) * 1000
-            out[name] = {"ms": round(ms, 4), "digest": result.classes.digest()[:16], "classes": result.classes.num_classes}
-            del result, compiled
+            if args.ttfm:
+                t0 = time.thread_time()
+                matcher = cz.matcher_for(schemas[name], vocab, kind="json_schema", cache=cz.GrammarCache(cache_dir=False))
+                bitmask = matcher.allocate_bitmask(1)
+                matcher.fill_next_token_bitmask(bitmask)
+                ms = (time.thread_time() - t0) * 1000
+                digest = hashlib.sha256(bitmask.numpy().tobytes()).hexdigest()[:16]
+                out[name] = {"ms": round(ms, 4), "digest": digest}
+                del matcher, compiled
+            else:
+                t0 = time.thread_time()
+                result = build_classes(compiled, vocab)
+                ms = (time.thread_time() - t0) * 1000
+                digest = result.classes.digest()[:16]
+                out[name] = {"ms": round(ms, 4), "digest": digest, "classes": result.classes.num_classes}
+                del result, compiled
             gc.collect()
     finally:
         gc.enable()
     times = [r["ms"] for r in out.values()]
     info = {k: v for k, v in vocab.byte_trie.info().items() if k.startswith("scans")}
-    print(f"{len(times)} files classed once each: median {statistics.median(times):.3f} ms, sum {sum(times):.1f} ms")
+    what = "first masks" if args.ttfm else "files classed once each"
+    print(f"{len(times)} {what}: median {statistics.median(times):.3f} ms, sum {sum(times):.1f} ms")
     print(f"scan cache: {info}")
     print(f"load after: {os.getloadavg()[0]:.2f}")
     if args.json is not None:

@@ -391,3 +391,15 @@ def test_classing_many_classes_each_file_once_and_writes_its_digests(tmp_path):
     written = json.loads(out.read_text())
     assert set(written["files"]) == set(names) and all(len(f["digest"]) == 16 for f in written["files"].values())
     assert written["scan_cache"]["scans_kept"] >= 0 and "scans_reused" in written["scan_cache"]
+    # --ttfm: matcher_for and the first mask instead, the mask's digest written
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "classing_many.py"), "--tokenizer", "smollm2", "--ttfm"]
+        + ["--names", names[0], "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^1 first masks: median [0-9.]+ ms", proc.stdout, re.M)
+    assert len(json.loads(out.read_text())["files"][names[0]]["digest"]) == 16
