@@ -60,7 +60,9 @@ def main(argv=None) -> int:
     vocab = cz.load_vocab(args.tokenizer)
     for warm in ('{"type": "object", "properties": {"a": {"type": "string"}}}', '{"type": "array"}'):
         build_classes(compile_grammar(warm, kind="json_schema"), vocab)  # first-use imports, the trie
-    print(f"machine: {machine_info()}, load {os.getloadavg()[0]:.2f}, tokenizer {args.tokenizer}, cfgzip_lab {cz.__file__}")
+    print(
+        f"machine: {machine_info()}, load {os.getloadavg()[0]:.2f}, tokenizer {args.tokenizer}, cfgzip_lab {cz.__file__}"
+    )
     out: dict[str, dict] = {}
     gc.disable()  # as matcher_for's build does (cfgzip_lab._gc)
     try:
@@ -75,7 +77,9 @@ def main(argv=None) -> int:
                 continue
             if args.ttfm:
                 t0 = time.thread_time()
-                matcher = cz.matcher_for(schemas[name], vocab, kind="json_schema", cache=cz.GrammarCache(cache_dir=False))
+                matcher = cz.matcher_for(
+                    schemas[name], vocab, kind="json_schema", cache=cz.GrammarCache(cache_dir=False)
+                )
                 bitmask = matcher.allocate_bitmask(1)
                 matcher.fill_next_token_bitmask(bitmask)
                 ms = (time.thread_time() - t0) * 1000

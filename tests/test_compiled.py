@@ -418,7 +418,10 @@ def test_later_grammars_reuse_the_vocabularys_scans_node_for_node(budget):
     seen = []
     for grammar in UTF8_GRAMMARS:
         a = compute_classes(
-            compile_grammar(grammar, compiled_store=False).gnf, vocab.token_bytes, vocab.kinds, compiled=False,
+            compile_grammar(grammar, compiled_store=False).gnf,
+            vocab.token_bytes,
+            vocab.kinds,
+            compiled=False,
             budget=budget,
         )
         b = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, trie=trie)
