@@ -147,7 +147,8 @@ class VocabTrie:
 
     def __init__(self, token_bytes: list[bytes], kinds: Buffer, normal: int = 0, stop: int = 1) -> None: ...
     def info(self) -> dict[str, int]:
-        """Sizes of the trie."""
+        """Sizes of the trie, and of classing's scan cache kept with it (csrc/classing.c, scan_apply):
+        scans_kept, scans_reused, scans_refused, scans_bytes."""
     def same(self, token_bytes: list[bytes], kinds: Buffer) -> bool:
         """Whether it was built from these tokens and kinds."""
 

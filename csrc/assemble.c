@@ -29,6 +29,105 @@ static int cmp_u64_keys(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* assemble's dense way from the ranges: most tokens live (a JSON Schema's ~125k of Llama-3's 128k), so the map
+ * is written whole, each range token's group scattered into it (no list of ids sorted, no node_of read: a lazy
+ * walk did not write it), then numbered in one pass over it. The same classes, representatives and rep_nodes
+ * as the long way (assemble_long), BLOCKED or not. */
+static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr, int64_t top,
+                                int64_t dead) {
+    PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL;
+    int64_t blocked = T->nfixed_blocked + dead, ng = 0, repcap = 0, groupcap = 0;
+    int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL;
+    int64_t *group_node = NULL;
+    uint64_t *order = NULL;
+    if (!group_of_node) goto nomem;
+    memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
+    memset(out, 0xFF, (size_t)T->ntok * sizeof(int32_t)); /* -1: in no range */
+    const int32_t *ttok = T->ttok, *len = T->len;
+    for (int64_t i = 0; i < nr; i++) {
+        int64_t node = rs[i].node;
+        int32_t g = node >= 0 ? group_of_node[node] : -1;
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
+            int32_t t = ttok[k];
+            if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
+                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
+                if (ng >= groupcap && grow((void **)&group_node, &groupcap, ng + 1, sizeof(int64_t)) < 0) goto nomem;
+                g = (int32_t)ng++;
+                rep[g] = t;
+                group_node[g] = node;
+                if (node >= 0) group_of_node[node] = g;
+            } else if (len[t] < len[rep[g]] || (len[t] == len[rep[g]] && t < rep[g])) {
+                rep[g] = t; /* the shortest member, ties to the lowest id, as the pass in id order finds it */
+            }
+            out[t] = g;
+        }
+    }
+    /* the dead representative: the shortest trie token in no range (the first of equals) */
+    int64_t dead_rep = -1;
+    for (int64_t i = 0; dead && i < T->eligible; i++) {
+        int32_t t = T->by_length[i];
+        if (out[t] < 0 && !fb[t]) {
+            dead_rep = t;
+            break;
+        }
+    }
+    if (dead && dead_rep < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "assemble: the dead tokens the ranges leave are all fallbacks");
+        goto done;
+    }
+    int64_t first = (blocked > 0) + (T->nstops > 0), k_total = first + ng;
+    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    order = malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t));
+    reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
+    kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
+    nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    if (!cls || !order || !reps_b || !kinds_b || !nodes_b) goto nomem;
+    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
+    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b), k = 0;
+    if (blocked) {
+        reps[k] = (int32_t)(dead_rep >= 0 ? dead_rep : T->fixed_blocked_min);
+        rep_nodes[k] = dead_rep >= 0 ? W_EMPTY : -1;
+        kout[k++] = 2; /* ClassKind.BLOCKED */
+    }
+    int32_t stop_class = (int32_t)k;
+    if (T->nstops) {
+        reps[k] = (int32_t)T->stop_rep;
+        rep_nodes[k] = -1;
+        kout[k++] = 1; /* ClassKind.STOP */
+    }
+    for (int64_t g = 0; g < ng; g++) order[g] = ((uint64_t)(uint32_t)rep[g] << 32) | (uint32_t)g;
+    qsort(order, (size_t)ng, sizeof(uint64_t), cmp_u64_keys);
+    for (int64_t i = 0; i < ng; i++) {
+        int32_t g = (int32_t)(order[i] & 0xFFFFFFFFu);
+        cls[g] = (int32_t)(first + i);
+        reps[first + i] = rep[g];
+        kout[first + i] = 0; /* ClassKind.NORMAL */
+        rep_nodes[first + i] = group_node[g];
+    }
+    for (int64_t t = 0; t < T->ntok; t++) out[t] = out[t] >= 0 ? cls[out[t]] : 0; /* outside the ranges: BLOCKED */
+    for (int64_t i = 0; i < T->nstops; i++) out[T->stop_ids[i]] = stop_class;
+    result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None, Py_None);
+    reps_b = kinds_b = nodes_b = NULL;
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    Py_XDECREF(reps_b);
+    Py_XDECREF(kinds_b);
+    Py_XDECREF(nodes_b);
+    free(group_of_node);
+    free(group_node);
+    free(rep);
+    free(cls);
+    free(order);
+    return result;
+}
+
+/* Whether the ranges' tokens are enough that the map is written whole (assemble_dense): past a quarter of the
+ * vocabulary, where the list of ids outside class 0 (sorted) costs more than the map, and a dense array no more. */
+static inline int n_in_dense(const VocabTrie *T, int64_t n_in) { return n_in > T->ntok / 4; }
+
 static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr,
                                  int64_t top) {
     int64_t live = 0, fallbacks = 0;
@@ -48,6 +147,8 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
         PyErr_SetString(PyExc_ValueError, "assemble: the walk's ranges hold more tokens than the trie");
         return NULL;
     }
+    /* most tokens in the ranges: the dense way into the map, or (none given) None from k_assemble: give one */
+    if (n_in_dense(T, live + fallbacks)) return out ? assemble_dense(T, fb, out, rs, nr, top, dead) : NULL;
     if (blocked == 0) return NULL;
     PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL, *ids_b = NULL, *classes_b = NULL;
     int64_t n_in = live + fallbacks, nl = n_in + T->nstops;

@@ -9,7 +9,53 @@
  * budget failure the path stays valid up to the failing step, which _walk re-runs from memo hits). */
 #include "vocab_trie.h"
 
-#define RANGES_MAX (1 << 16)
+/* The scan cache (walk_scan_ranges, scan_apply): per vocabulary, what a scan of a subtree found, in terms
+ * of the bytes below it and the scan's own labels for the sets it met, so that a later grammar's walk
+ * reaching the same subtree reuses it where its step memo says the same (see scan_apply). */
+typedef struct {
+    int32_t lo, hi, label; /* the tokens ttok[lo:hi] take the set labelled `label` (SCAN_DEAD: the empty set) */
+} ScanRun;
+typedef struct {
+    int32_t node, label; /* every byte below trie node `node` steps the set labelled `label` to itself */
+} ScanJump;
+typedef struct {
+    int64_t f0, nf, j0, nj, r0, nr; /* its facts, jumps and runs in the cache's arrays */
+} ScanEntry;
+typedef struct ScanCache ScanCache;
+struct ScanCache {
+    int32_t *entry_of; /* per trie node: its entry, or -1 */
+    uint8_t *seen;     /* per trie node: scanned once without an entry (recorded at the second scan) */
+    ScanEntry *entries;
+    uint32_t *facts; /* label << 16 | byte << 8 | label of the step: the step memo's transitions read */
+    ScanJump *jumps;
+    ScanRun *runs;
+    int64_t nentries, entcap, nfacts, factcap, njumps, jumpcap, nruns, runcap;
+    int64_t reused, refused; /* entries applied, and found not to hold (a step not in the memo, or another set) */
+};
+#define SCAN_DEAD 255
+/* What the cache may hold, in facts, jumps and runs each (a median MaskBench schema records ~2k
+ * entries; past it nothing more is kept) */
+#define SCAN_CACHE_MAX (1 << 20)
+
+void scan_cache_free(struct ScanCache *c) {
+    if (!c) return;
+    free(c->entry_of);
+    free(c->seen);
+    free(c->entries);
+    free(c->facts);
+    free(c->jumps);
+    free(c->runs);
+    free(c);
+}
+
+void scan_cache_info(const struct ScanCache *c, int64_t *kept, int64_t *reused, int64_t *refused, int64_t *bytes) {
+    *bytes = c ? (int64_t)((c->nfacts * sizeof(uint32_t) + c->njumps * sizeof(ScanJump) + c->nruns * sizeof(ScanRun) +
+                            c->nentries * sizeof(ScanEntry))) : 0;
+    *kept = c ? c->nentries : 0;
+    *reused = c ? c->reused : 0;
+    *refused = c ? c->refused : 0;
+}
+
 typedef struct {
     Words *S;
     VocabTrie *T;
@@ -19,7 +65,8 @@ typedef struct {
     int64_t valid;
     uint8_t *atoms;
     int64_t *node_of;
-    uint64_t *assigned; /* bit t: the walk wrote node_of[t] over what walk_prefill wrote */
+    uint64_t *assigned; /* bit t: the walk wrote node_of[t] over what walk_prefill wrote (lazy, with the
+                         * ranges kept: the dead tokens of walk_assign alone; the ranges say the others) */
     uint8_t *fallback;
     int32_t *gs;
     uint8_t *ga;
@@ -52,11 +99,27 @@ typedef struct {
     int64_t scan_cap;
     int64_t scanned_tokens; /* of skipped_tokens, those walk_scan numbered */
     /* The tokens given a live node (> W_EMPTY) or a fallback (node -1), as ranges of ttok, for the
-     * numbering's short way (assemble_ranges); given up (ranges_off) past a quarter of the vocabulary
-     * or RANGES_MAX ranges, where the pass over the whole vocabulary costs no more. */
+     * numbering's short way (assemble_ranges, assemble_dense). A typical schema's ~125k live Llama-3
+     * tokens make 5-14k ranges (a subtree's tokens in preorder mostly share their set), so they are kept
+     * however many tokens they hold; given up (ranges_off) past a quarter of the vocabulary in ranges
+     * (runs of a token or two: Github_hard o84346 made 104k for ~125k tokens, and its numbering from
+     * them took 1.3 ms where the pass over every token takes 0.45) or where memory runs out. A lazy walk
+     * that keeps them writes nothing per token: writing node_of and the `assigned` bits token by token
+     * (at random ids: ttok is in trie order) was ~0.35 ms of a median MaskBench schema's ~1.4 ms walk
+     * from a warm step memo. */
     Range *ranges;
     int64_t nranges, rangecap, range_tokens;
     int ranges_off;
+    /* scan_rec_*: the scan being recorded for the scan cache: each slot's label (-1: none yet), the
+     * slots labelled (to clear), the (label, byte) pairs seen, and its facts, jumps and runs */
+    int16_t rec_label[255];
+    uint8_t rec_slots[255];
+    int32_t rec_nslots, rec_nlabels;
+    uint64_t *rec_seen; /* 4 words per label */
+    uint32_t *rec_facts;
+    ScanJump *rec_jumps;
+    ScanRun *rec_runs;
+    int64_t rec_nfacts, rec_factcap, rec_njumps, rec_jumpcap, rec_nruns, rec_runcap;
 } Walk;
 
 static int walk_push(Walk *W, uint8_t atom, int32_t node) {
@@ -126,16 +189,25 @@ static int64_t walk_report(Walk *W) {
 
 static void walk_prefill(Walk *W);
 
-/* The ranges given up (past their bound): where node_of was left to them (lazy), it is written now
- * from what they hold and this range, and by the walk itself from here on. */
+/* The tokens ttok[lo:hi], given `node` by the walk, marked written (walk_dead_check counts the marks) */
+static void walk_mark(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    const int32_t *ttok = W->T->ttok;
+    for (int32_t k = lo; k < hi; k++) {
+        int32_t t = ttok[k];
+        W->node_of[t] = node;
+        if (node >= 0) W->assigned[t >> 6] |= (uint64_t)1 << (t & 63); /* (fallback tokens are not marked) */
+    }
+}
+
+/* The ranges given up (too many, or no memory for more): where node_of was left to them (lazy), it is written now
+ * from what they hold and this range (and marked, as the walk marks what it writes), and by the walk
+ * itself from here on. */
 static void walk_ranges_off(Walk *W, int32_t lo, int32_t hi, int64_t node) {
     W->ranges_off = 1;
     if (!W->lazy_nodes) return;
-    const int32_t *ttok = W->T->ttok;
     walk_prefill(W);
-    for (int64_t i = 0; i < W->nranges; i++)
-        for (int32_t k = W->ranges[i].lo; k < W->ranges[i].hi; k++) W->node_of[ttok[k]] = W->ranges[i].node;
-    for (int32_t k = lo; k < hi; k++) W->node_of[ttok[k]] = node;
+    for (int64_t i = 0; i < W->nranges; i++) walk_mark(W, W->ranges[i].lo, W->ranges[i].hi, W->ranges[i].node);
+    walk_mark(W, lo, hi, node);
     W->lazy_nodes = 0;
 }
 
@@ -143,11 +215,9 @@ static void walk_range(Walk *W, int32_t lo, int32_t hi, int64_t node) {
     if (W->ranges_off || hi <= lo) return;
     W->range_tokens += hi - lo;
     Range *last = W->nranges ? W->ranges + W->nranges - 1 : NULL;
-    if (W->range_tokens > W->T->ntok / 4)
-        walk_ranges_off(W, lo, hi, node);
-    else if (last && last->hi == lo && last->node == node) /* a scan's run of one set */
+    if (last && last->hi == lo && last->node == node) /* a scan's run of one set */
         last->hi = hi;
-    else if (W->nranges >= RANGES_MAX || grow((void **)&W->ranges, &W->rangecap, W->nranges + 1, sizeof(Range)) < 0)
+    else if (W->nranges >= W->T->ntok / 4 || grow((void **)&W->ranges, &W->rangecap, W->nranges + 1, sizeof(Range)) < 0)
         walk_ranges_off(W, lo, hi, node);
     else
         W->ranges[W->nranges++] = (Range){lo, hi, node};
@@ -165,17 +235,25 @@ static void walk_fallback(Walk *W, int64_t gbase, int64_t glen) {
     }
 }
 
-/* A token's node from the walk, marked as written (walk_dead_check counts the marks). */
-static inline void walk_write(Walk *W, int32_t t, int64_t node) {
-    if (!W->lazy_nodes) W->node_of[t] = node;
-    W->assigned[t >> 6] |= (uint64_t)1 << (t & 63);
+/* The tokens ttok[lo:hi]' node from the walk, marked as written (walk_dead_check counts the marks); lazy,
+ * a live node is left to the ranges (walk_range) and only a dead one (walk_assign's) is marked. */
+static inline void walk_write(Walk *W, int32_t lo, int32_t hi, int64_t node) {
+    const int32_t *ttok = W->T->ttok;
+    if (!W->lazy_nodes) {
+        for (int32_t k = lo; k < hi; k++) {
+            W->node_of[ttok[k]] = node;
+            W->assigned[ttok[k] >> 6] |= (uint64_t)1 << (ttok[k] & 63);
+        }
+    } else if (node == W_EMPTY) {
+        for (int32_t k = lo; k < hi; k++) W->assigned[ttok[k] >> 6] |= (uint64_t)1 << (ttok[k] & 63);
+    }
 }
 
 static void walk_assign(Walk *W, int64_t gbase, int64_t glen, int64_t node) {
     VocabTrie *T = W->T;
     for (int64_t g = 0; g < glen; g++) {
         int32_t t = W->gs[gbase + g];
-        for (int32_t k = T->tptr[t]; k < T->tptr[t + 1]; k++) walk_write(W, T->ttok[k], node);
+        walk_write(W, T->tptr[t], T->tptr[t + 1], node);
         if (node != W_EMPTY) walk_range(W, T->tptr[t], T->tptr[t + 1], node);
         W->done_tokens += T->tptr[t + 1] - T->tptr[t];
     }
@@ -319,7 +397,7 @@ static void walk_take(Walk *W, int32_t lo, int32_t hi, int64_t D) {
     if (D == W_EMPTY) {
         W->dead_skipped += hi - lo;
     } else {
-        for (int32_t k = lo; k < hi; k++) walk_write(W, W->T->ttok[k], D);
+        walk_write(W, lo, hi, D);
         walk_range(W, lo, hi, D);
     }
     W->done_tokens += hi - lo;
@@ -352,6 +430,185 @@ static int scan_slot_of(Walk *W, int64_t D) {
     return slot;
 }
 
+/* ---- the scan cache: a scan kept per vocabulary, reused by later grammars ----
+ * A scan numbers a subtree from the step memo alone: each node's set is its parent's stepped on its
+ * byte, and a subtree whose bytes all step a set to itself takes that set whole. So its outcome
+ * depends on the grammar only through the transitions it read, and is kept (per trie, from the second
+ * scan of a subtree root, by this walk or a later one) as facts over labels: label 0 for the set at the root, the others
+ * numbered as the scan met them, SCAN_DEAD for the empty set. A fact "label a on byte b gives label c"
+ * for each (label, byte) pair the scan stepped, a jump "label a loops through the subtree of node n"
+ * for each subtree it took whole, and the runs of tokens (ttok order) with the label each took.
+ * A later walk scanning the same root from its own set D (scan_apply) checks them against its own
+ * step memo in order, binding label 0 to D and each other label to the set its first fact gives:
+ * each step must be in the memo and give the bound set (the empty set exactly for SCAN_DEAD), each
+ * jump must hold (walk_skips). Then, by induction from the root, every node of the subtree has the set
+ * bound to its recorded label, which is what the scan would find, and the runs are written with the
+ * bound sets; else nothing is written and the scan runs. Nothing is stepped and no node made (the
+ * store's nodes and ids stay the Python walk's): what goes is the per-node work, one fact per
+ * (label, byte) pair instead of one pass per node (a median MaskBench schema's scans read ~90k of
+ * Llama-3's 274k trie nodes, most of them UTF-8 inside a JSON string, the same in every schema). */
+
+/* The label of a scan slot in the recording (given at first sight); -1: past the labels a fact holds */
+static int scan_rec_label(Walk *W, int slot) {
+    int l = W->rec_label[slot];
+    if (l >= 0) return l;
+    if (W->scan_state[slot] == W_EMPTY) {
+        l = SCAN_DEAD;
+    } else {
+        if (W->rec_nlabels >= SCAN_DEAD) return -1;
+        l = W->rec_nlabels++;
+        memset(W->rec_seen + 4 * (int64_t)l, 0, 4 * sizeof(uint64_t));
+    }
+    W->rec_label[slot] = (int16_t)l;
+    W->rec_slots[W->rec_nslots++] = (uint8_t)slot;
+    return l;
+}
+
+/* Whether the scan of t from the slot `root` is recorded (1; 0: t has an entry, was not scanned before, or
+ * the cache is full; < 0: no memory); the previous recording's labels cleared. */
+static int scan_rec_begin(Walk *W, int32_t t, int root) {
+    VocabTrie *T = W->T;
+    ScanCache *C = T->scans;
+    for (int32_t i = 0; i < W->rec_nslots; i++) W->rec_label[W->rec_slots[i]] = -1;
+    W->rec_nslots = W->rec_nlabels = 0;
+    W->rec_nfacts = W->rec_njumps = W->rec_nruns = 0;
+    if (!C) {
+        C = calloc(1, sizeof(ScanCache));
+        if (!C || !(C->entry_of = malloc((size_t)T->nnodes * sizeof(int32_t))) ||
+            !(C->seen = calloc((size_t)T->nnodes, 1))) {
+            if (C) free(C->entry_of);
+            free(C);
+            return E_NOMEM;
+        }
+        memset(C->entry_of, 0xFF, (size_t)T->nnodes * sizeof(int32_t));
+        T->scans = C;
+    }
+    if (C->entry_of[t] >= 0 || C->nfacts >= SCAN_CACHE_MAX || C->njumps >= SCAN_CACHE_MAX || C->nruns >= SCAN_CACHE_MAX)
+        return 0;
+    /* a root is recorded the second time a walk scans it: one no other grammar reaches (a schema's own
+     * keys) costs the recording nothing (~4 ns a node: +10% on a first schema's walk, recording all) */
+    if (!C->seen[t]) {
+        C->seen[t] = 1;
+        return 0;
+    }
+    if (!W->rec_seen && !(W->rec_seen = malloc(SCAN_DEAD * 4 * sizeof(uint64_t)))) return E_NOMEM;
+    scan_rec_label(W, root); /* label 0 (D is not the empty set) */
+    return 1;
+}
+
+static int scan_rec_fact(Walk *W, int lp, int b, int ln) {
+    uint64_t *seen = W->rec_seen + 4 * (int64_t)lp, bit = 1ULL << (b & 63);
+    if (seen[b >> 6] & bit) return 0;
+    seen[b >> 6] |= bit;
+    if (grow((void **)&W->rec_facts, &W->rec_factcap, W->rec_nfacts + 1, sizeof(uint32_t)) < 0) return E_NOMEM;
+    W->rec_facts[W->rec_nfacts++] = (uint32_t)lp << 16 | (uint32_t)b << 8 | (uint32_t)ln;
+    return 0;
+}
+
+static int scan_rec_run(Walk *W, int32_t lo, int32_t hi, int label) {
+    if (hi <= lo) return 0;
+    ScanRun *last = W->rec_nruns ? W->rec_runs + W->rec_nruns - 1 : NULL;
+    if (last && last->hi == lo && last->label == label) {
+        last->hi = hi;
+        return 0;
+    }
+    if (grow((void **)&W->rec_runs, &W->rec_runcap, W->rec_nruns + 1, sizeof(ScanRun)) < 0) return E_NOMEM;
+    W->rec_runs[W->rec_nruns++] = (ScanRun){lo, hi, label};
+    return 0;
+}
+
+static int scan_rec_jump(Walk *W, int32_t node, int label) {
+    if (grow((void **)&W->rec_jumps, &W->rec_jumpcap, W->rec_njumps + 1, sizeof(ScanJump)) < 0) return E_NOMEM;
+    W->rec_jumps[W->rec_njumps++] = (ScanJump){node, label};
+    return 0;
+}
+
+/* The recorded scan of t, finished: kept as t's entry */
+static int scan_rec_commit(Walk *W, int32_t t) {
+    ScanCache *C = W->T->scans;
+    if (grow((void **)&C->entries, &C->entcap, C->nentries + 1, sizeof(ScanEntry)) < 0 ||
+        grow((void **)&C->facts, &C->factcap, C->nfacts + W->rec_nfacts, sizeof(uint32_t)) < 0 ||
+        grow((void **)&C->jumps, &C->jumpcap, C->njumps + W->rec_njumps, sizeof(ScanJump)) < 0 ||
+        grow((void **)&C->runs, &C->runcap, C->nruns + W->rec_nruns, sizeof(ScanRun)) < 0)
+        return E_NOMEM;
+    ScanEntry *e = C->entries + C->nentries;
+    *e = (ScanEntry){C->nfacts, W->rec_nfacts, C->njumps, W->rec_njumps, C->nruns, W->rec_nruns};
+    memcpy(C->facts + C->nfacts, W->rec_facts, (size_t)W->rec_nfacts * sizeof(uint32_t));
+    memcpy(C->jumps + C->njumps, W->rec_jumps, (size_t)W->rec_njumps * sizeof(ScanJump));
+    memcpy(C->runs + C->nruns, W->rec_runs, (size_t)W->rec_nruns * sizeof(ScanRun));
+    C->nfacts += W->rec_nfacts;
+    C->njumps += W->rec_njumps;
+    C->nruns += W->rec_nruns;
+    C->entry_of[t] = (int32_t)C->nentries++;
+    return 0;
+}
+
+/* The entry of t applied from the slot `root` (its set D): 1 where every fact holds in this walk's step
+ * memo (the subtree's tokens written and counted as walk_scan_ranges does), 0 where one does not (nothing
+ * written), < 0 on error. */
+static int scan_apply(Walk *W, int root, int32_t t, const ScanEntry *e) {
+    ScanCache *C = W->T->scans;
+    Words *S = W->S;
+    int64_t natoms = S->natoms;
+    int16_t slot_of[SCAN_DEAD + 1];
+    memset(slot_of, 0xFF, sizeof(slot_of));
+    slot_of[0] = (int16_t)root;
+    const uint32_t *facts = C->facts + e->f0;
+    for (int64_t i = 0; i < e->nf; i++) {
+        int lp = (int)(facts[i] >> 16), b = (int)(facts[i] >> 8) & 255, ln = (int)facts[i] & 255;
+        int ps = slot_of[lp];
+        if (ps < 0) goto refused;
+        int64_t a = W->atom_of[b];
+        int nx = W->scan_next[ps * natoms + a];
+        if (nx < 0) {
+            int32_t r = memo_get(&S->sm, (uint64_t)W->scan_state[ps] * (uint64_t)natoms + (uint64_t)a);
+            if (r < 0) goto refused; /* not stepped yet: the walk will */
+            nx = scan_slot_of(W, r);
+            if (nx < 0) {
+                if (nx == -1) goto refused;
+                return nx;
+            }
+            W->scan_next[ps * natoms + a] = (int16_t)nx;
+        }
+        int dead = W->scan_state[nx] == W_EMPTY;
+        if (dead != (ln == SCAN_DEAD)) goto refused;
+        if (dead) continue;
+        if (slot_of[ln] < 0)
+            slot_of[ln] = (int16_t)nx;
+        else if (slot_of[ln] != nx)
+            goto refused;
+    }
+    const ScanJump *jumps = C->jumps + e->j0;
+    for (int64_t i = 0; i < e->nj; i++) {
+        int slot = slot_of[jumps[i].label];
+        if (slot < 0) goto refused;
+        int32_t ls = W->scan_loop[slot];
+        if (ls < 0 && (ls = W->scan_loop[slot] = walk_loop_slot(W, W->scan_state[slot])) < 0) return ls;
+        if (!walk_skips(W, W->scan_state[slot], ls, jumps[i].node)) goto refused;
+    }
+    const ScanRun *runs = C->runs + e->r0;
+    int64_t dead = 0;
+    for (int64_t i = 0; i < e->nr; i++) {
+        if (runs[i].label == SCAN_DEAD) {
+            dead += runs[i].hi - runs[i].lo;
+            continue;
+        }
+        int64_t st = W->scan_state[slot_of[runs[i].label]];
+        walk_write(W, runs[i].lo, runs[i].hi, st);
+        walk_range(W, runs[i].lo, runs[i].hi, st);
+    }
+    int64_t tokens = W->T->tptr[W->T->send[t]] - W->T->tptr[t + 1];
+    W->dead_skipped += dead;
+    W->done_tokens += tokens;
+    W->skipped_tokens += tokens;
+    W->scanned_tokens += tokens;
+    C->reused++;
+    return 1;
+refused:
+    C->refused++;
+    return 0;
+}
+
 /* 1: every token strictly below t has its set (node_of written, counts kept); 0: gave up; < 0: error.
  * One pass: a node's tokens are written as its set is found; a scan that gives up has written only
  * what the walk will write again (the same sets), and counted nothing. Dead tokens are counted, not
@@ -369,10 +626,18 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
     if (n > W->scan_cap && grow((void **)&W->scan_at, &W->scan_cap, n, 1) < 0) return E_NOMEM;
     int root = scan_slot_of(W, D);
     if (root < 0) return root == -1 ? 0 : root;
+    /* the scan cache: t's entry where it holds; else the scan, recorded where t has none */
+    int32_t entry = T->scans ? T->scans->entry_of[t] : -1;
+    if (entry >= 0) {
+        int r = scan_apply(W, root, t, T->scans->entries + entry);
+        if (r != 0) return r;
+    }
+    int rec = entry < 0 ? scan_rec_begin(W, t, root) : 0;
+    if (rec < 0) return rec;
     uint8_t *at = W->scan_at;
     at[0] = (uint8_t)root;
     int64_t dead = 0;
-    const int32_t *ttok = T->ttok, *tptr = T->tptr;
+    const int32_t *tptr = T->tptr;
     for (int32_t u = t + 1; u < end; u++) {
         int ps = at[T->parent[u] - t];
         int64_t a = W->atom_of[T->pbyte[u]];
@@ -390,6 +655,14 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
         }
         at[u - t] = (uint8_t)nx;
         int64_t st = W->scan_state[nx];
+        int ln = 0; /* nx's label in the recording */
+        if (rec) {
+            ln = scan_rec_label(W, nx);
+            if (ln < 0) /* past the labels a fact holds: not recorded */
+                rec = 0;
+            else if (scan_rec_fact(W, W->rec_label[ps], T->pbyte[u], ln) < 0)
+                return E_NOMEM;
+        }
         int32_t last = u + 1; /* one past the nodes whose tokens take st */
         int32_t below = T->send[u] - u - 1;
         /* a dead subtree, or one whose set loops through it: all of it st (checked where the subtree
@@ -400,14 +673,16 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
                 int32_t ls = W->scan_loop[nx];
                 if (ls < 0 && (ls = W->scan_loop[nx] = walk_loop_slot(W, st)) < 0) return ls;
                 whole = walk_skips(W, st, ls, u);
+                if (whole && rec && scan_rec_jump(W, u, ln) < 0) return E_NOMEM;
             }
             if (whole) last = T->send[u];
         }
         int32_t lo = tptr[u], hi = tptr[last];
+        if (rec && scan_rec_run(W, lo, hi, ln) < 0) return E_NOMEM;
         if (st == W_EMPTY) {
             dead += hi - lo;
         } else {
-            for (int32_t k = lo; k < hi; k++) walk_write(W, ttok[k], st);
+            walk_write(W, lo, hi, st);
             walk_range(W, lo, hi, st);
         }
         u = last - 1;
@@ -417,6 +692,7 @@ static int walk_scan_ranges(Walk *W, int64_t D, int32_t t) {
     W->done_tokens += tokens;
     W->skipped_tokens += tokens;
     W->scanned_tokens += tokens;
+    if (rec && scan_rec_commit(W, t) < 0) return E_NOMEM;
     return 1;
 }
 
@@ -528,7 +804,9 @@ static void walk_prefill(Walk *W) {
  * tokens left at the empty set must be the ones it skipped as dead (eligible, not written, not
  * fallbacks), or a token was left out.
  * The fallback array is read 8 bytes at a time (almost all zero); the written ones are counted from
- * `assigned`. */
+ * `assigned`. Lazy, with the ranges kept, the live and fallback tokens are counted from the ranges
+ * (the walk wrote no mark for them; a fallback token is never in a live range: its key's step is
+ * not in the step memo, so no skip or scan reached it) and `assigned` holds walk_assign's dead ones. */
 static int walk_dead_check(Walk *W) {
     const VocabTrie *T = W->T;
     const int64_t ntok = T->ntok;
@@ -536,7 +814,12 @@ static int walk_dead_check(Walk *W) {
     const uint64_t *assigned = W->assigned;
     int64_t written = 0, fallen = 0;
     for (int64_t w = 0; w <= ntok >> 6; w++) written += __builtin_popcountll(assigned[w]);
-    for (int64_t base = 0; base < ntok; base += 8) {
+    for (int64_t i = 0; W->lazy_nodes && i < W->nranges; i++) {
+        const Range *r = W->ranges + i;
+        if (r->node >= 0) written += r->hi - r->lo;
+        else fallen += r->hi - r->lo;
+    }
+    for (int64_t base = 0; !W->lazy_nodes && base < ntok; base += 8) {
         uint64_t eight = 0;
         int64_t n = ntok - base < 8 ? ntok - base : 8;
         if (n == 8)
@@ -596,6 +879,7 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
         for (int b = 0; b < 256; b++) W.atom_bytes[4 * (int64_t)atom_of[b] + (b >> 6)] |= 1ULL << (b & 63);
     }
     W.lazy_nodes = lazy;
+    memset(W.rec_label, 0xFF, sizeof(W.rec_label));
     if (!lazy) walk_prefill(&W);
     W.path[0] = (int32_t)initial;
     W.valid = 1;
@@ -638,6 +922,10 @@ done:
     free(W.exit);
     free(W.atom_bytes);
     free(W.ranges);
+    free(W.rec_seen);
+    free(W.rec_facts);
+    free(W.rec_jumps);
+    free(W.rec_runs);
     return result;
 }
 

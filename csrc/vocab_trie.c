@@ -20,6 +20,7 @@ void vtrie_dealloc(VocabTrie *T) {
     free(T->eligible_of);
     free(T->by_length);
     free(T->stop_ids);
+    scan_cache_free(T->scans);
     Py_TYPE(T)->tp_free((PyObject *)T);
 }
 
@@ -273,7 +274,10 @@ PyObject *vtrie_same(VocabTrie *T, PyObject *args) {
 
 PyObject *vtrie_info(VocabTrie *T, PyObject *unused) {
     (void)unused;
-    return Py_BuildValue("{sLsLsLsLsLsL}", "tokens", (long long)T->ntok, "eligible", (long long)T->eligible, "nodes",
-                         (long long)T->nnodes, "longest", (long long)T->maxdepth, "normal", (long long)T->nnormal,
-                         "stop", (long long)T->nstops);
+    int64_t kept, reused, refused, bytes; /* the scan cache (classing.c): entries kept, applied, found not to hold */
+    scan_cache_info(T->scans, &kept, &reused, &refused, &bytes);
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsL}", "tokens", (long long)T->ntok, "eligible", (long long)T->eligible,
+                         "nodes", (long long)T->nnodes, "longest", (long long)T->maxdepth, "normal",
+                         (long long)T->nnormal, "stop", (long long)T->nstops, "scans_kept", (long long)kept,
+                         "scans_reused", (long long)reused, "scans_refused", (long long)refused, "scans_bytes", (long long)bytes);
 }

@@ -28,6 +28,7 @@ typedef struct {
     int32_t *stop_ids;
     int64_t nstops, nfixed_blocked, fixed_blocked_min, stop_rep;
     int64_t nnormal; /* NORMAL tokens, empty ones too (the classes' metadata counts them) */
+    struct ScanCache *scans; /* classing.c's scans kept for later grammars (NULL until the first) */
 } VocabTrie;
 
 extern PyTypeObject VocabTrieType;
@@ -39,6 +40,10 @@ typedef struct {
     int64_t node;   /* their displacement node, or -1: fallback tokens */
 } Range;
 #define RANGES_MAX (1 << 16)
+
+/* classing.c */
+void scan_cache_free(struct ScanCache *c);
+void scan_cache_info(const struct ScanCache *c, int64_t *kept, int64_t *reused, int64_t *refused, int64_t *bytes);
 
 /* vocab_trie.c */
 void vtrie_dealloc(VocabTrie *T);

@@ -369,3 +369,37 @@ def test_spec_bench_times_both_engines_and_their_masks_agree(tmp_path):
     assert all(set(by) == {"native", "xgrammar"} for by in result["ops"].values())
     assert result["positions"] == 2 and result["compared_rows"] > 0
     assert result["differing_rows"] == 0
+
+
+@pytest.mark.slow
+def test_classing_many_classes_each_file_once_and_writes_its_digests(tmp_path):
+    """benchmarks/classing_many.py: each MaskBench file classed once in one process, the median and the
+    vocabulary trie's scan-cache counts printed, each file's time and class digest written (a before and
+    an after run must give the same digests)."""
+    out = tmp_path / "many.json"
+    names = ["Github_easy---o58442", "BFCL_java_17", "Github_easy---o58442"]  # the last: a second scan of its roots
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "classing_many.py"), "--tokenizer", "smollm2"]
+        + ["--names", *names, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^2 files classed once each: median [0-9.]+ ms", proc.stdout, re.M)
+    written = json.loads(out.read_text())
+    assert set(written["files"]) == set(names) and all(len(f["digest"]) == 16 for f in written["files"].values())
+    assert written["scan_cache"]["scans_kept"] >= 0 and "scans_reused" in written["scan_cache"]
+    # --ttfm: matcher_for and the first mask instead, the mask's digest written
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "classing_many.py"), "--tokenizer", "smollm2", "--ttfm"]
+        + ["--names", names[0], "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^1 first masks: median [0-9.]+ ms", proc.stdout, re.M)
+    assert len(json.loads(out.read_text())["files"][names[0]]["digest"]) == 16

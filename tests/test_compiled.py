@@ -394,6 +394,45 @@ def test_utf8_subtrees_numbered_from_the_memo_node_for_node(budget):
         assert b.classes.metadata["tokens_scanned"] > 0
 
 
+UTF8_GRAMMARS = [
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n',  # JSON-like strings
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n',  # the same, compiled anew
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\]* "\\""\n',  # and again
+    'root ::= "[" ( str ( "," str )* )? "]"\nstr ::= "\\"" [^"\\\\é日]* "\\""\n',  # two characters fewer
+    'root ::= ( str | [a-z]+ )+\nstr ::= "\\"" [^"]* "\\"" | [а-я]+\n',  # other sets, other loops
+]
+
+
+@pytest.mark.parametrize("budget", [200_000, 6])
+def test_later_grammars_reuse_the_vocabularys_scans_node_for_node(budget):
+    """The scan cache (csrc/classing.c, scan_apply): a scan's outcome is kept per vocabulary trie as
+    facts about the step memo (from the second scan of a subtree root), and a later grammar's walk
+    reuses it where its own memo makes every fact hold. Grammars classed one after another on one fresh
+    trie, each the Python path's classes, token nodes and store, node for node: the first marks the
+    roots it scans, the same grammar again records them and a third time reuses them; one with two
+    characters fewer in its strings or other sets altogether refuses the entries that do not hold and
+    scans instead."""
+    vocab = _utf8_vocab()
+    kinds = np.ascontiguousarray(vocab.kinds, dtype=np.uint8)
+    trie = compiled._kernel.VocabTrie(list(vocab.token_bytes), kinds, 0, 1)
+    seen = []
+    for grammar in UTF8_GRAMMARS:
+        a = compute_classes(
+            compile_grammar(grammar, compiled_store=False).gnf,
+            vocab.token_bytes,
+            vocab.kinds,
+            compiled=False,
+            budget=budget,
+        )
+        b = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, trie=trie)
+        assert_same_classing(a, b)
+        seen.append({k: v for k, v in trie.info().items() if k.startswith("scans")})
+    assert seen[0]["scans_kept"] == 0 and seen[1]["scans_kept"] > 0 and seen[1]["scans_reused"] == 0
+    assert seen[2]["scans_reused"] > 0  # the same grammar a third time
+    assert seen[-1]["scans_refused"] > seen[2]["scans_refused"]  # entries that do not hold for the others
+    assert 0 < seen[-1]["scans_bytes"] < 1 << 20
+
+
 def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
     """One pass in token order before the walk gives every token the vocabulary's node (the empty set
     in the trie, -1 outside it), the walk writes its live tokens over it, and the tokens of dead
@@ -649,15 +688,17 @@ def test_the_numbering_from_the_walks_ranges_is_the_pass_over_every_token(gramma
 
 @pytest.mark.parametrize("budget", [200_000, 3])
 @pytest.mark.parametrize(
-    "grammar, kept",
-    [('root ::= "[true]"', True), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', True), ("root ::= [ -~]*", False)],
+    "grammar, dense",
+    [('root ::= "[true]"', False), ('root ::= "ab" [0-9]* | "{" [a-c]{1,3} "}"', False), ("root ::= [ -~]*", True)],
     ids=["literal", "small", "most-live"],
 )
-def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
-    """classify(lazy=True): where the walk keeps its ranges (few live tokens) it never writes node_of,
-    and the result's token_node, made from the classes when first read, is what the full walk writes;
-    where it gives them up (most tokens live) it writes node_of from them and goes on writing it. The
-    same classes, representatives and representatives' nodes either way."""
+def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, dense, budget):
+    """classify(lazy=True) keeps its ranges however many tokens are live (at most one range per token)
+    and never writes node_of; the result's token_node, made from the classes when first read, is what
+    the full walk writes. Where most tokens are live (dense) the numbering writes the map whole from
+    the ranges (assemble's dense way: no list of ids, node_of not read), else it lists the ids outside
+    class 0 (TokenClasses.from_sparse). The same classes, representatives and representatives' nodes
+    as the pass over every token and the Python reference either way."""
     tokens = [bytes([b]) for b in range(256)] + [bytes([a, b]) for a in range(97, 123) for b in range(32, 127)]
     tokens += [b"", b"[true]", b"[t", b"rue]", b"ab12", b"{abc}"]
     vocab = vocab_from_bytes(tokens, stop_ids=[3], special_ids=[4, 5], name="bytes-and-pairs")
@@ -666,23 +707,29 @@ def test_a_lazy_walk_leaves_node_of_to_its_ranges(grammar, kept, budget):
 
     def walk(node_of, *lazy):  # each on a fresh compile: a store's step memo would spare the budgets
         displacer = compiled_displacement.CompiledDisplacer(compile_grammar(grammar).gnf)
+        fallback = np.zeros(vocab.vocab_size, dtype=np.uint8)
         args = (trie, displacer.atom_table, displacer.initial, budget, 10**8, node_of)
-        return displacer.store.native.classify(*args, np.zeros(vocab.vocab_size, dtype=np.uint8), None, None, *lazy)
+        return displacer, fallback, displacer.store.native.classify(*args, fallback, None, None, *lazy)
 
     full = np.empty(vocab.vocab_size, dtype=np.int64)
-    walk(full)
+    displacer, fallback, (*_, full_ranges) = walk(full)
     lazy = np.full(vocab.vocab_size, 7, dtype=np.int64)
-    *_, ranges = walk(lazy, True)
-    assert (ranges is not None) == kept
-    if kept:
-        assert (lazy == 7).all()  # not written
-    else:
-        assert np.array_equal(lazy, full)
+    _, _, (*_, ranges) = walk(lazy, True)
+    assert ranges is not None and ranges == full_ranges and (lazy == 7).all()  # kept, node_of not written
+    # the numbering from the ranges (node_of given unwritten: not read) is the pass over every token
+    args, numbering = (trie, kinds), (0, 1, len(displacer.store))
+    long_way, from_ranges = np.empty(vocab.vocab_size, np.int32), np.empty(vocab.vocab_size, np.int32)
+    *expected, _, _ = compiled._kernel.assemble(*args, full, fallback, long_way, *numbering)
+    *got, ids, classes = compiled._kernel.assemble(*args, lazy, fallback, from_ranges, *numbering, ranges)
+    assert got == expected and np.array_equal(from_ranges, long_way) and (ids is classes is None) == dense
+    sparse = compiled._kernel.assemble(*args, lazy, fallback, None, *numbering, ranges)
+    assert (sparse is None) == dense  # dense: no list of ids, a map is asked for
     result = compute_classes(compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=True)
     reference = compute_classes(
         compile_grammar(grammar).gnf, vocab.token_bytes, vocab.kinds, budget=budget, compiled=False
     )
-    assert (result._token_node is None) == kept  # made on first read, not by classing
+    assert result._token_node is None  # made on first read, not by classing
+    assert (result.classes.sparse_map() is None) == dense
     assert np.array_equal(result.rep_nodes, result.token_node[result.classes.representatives])
     assert np.array_equal(result.token_node, full)
     for name in ("class_of", "representatives", "class_kind"):

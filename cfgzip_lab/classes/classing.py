@@ -307,10 +307,11 @@ class ClassingResult:
 
     ``token_node`` (int64[V]): the displacement node of each NORMAL token with bytes (-1 for the
     others and for fallback tokens; the empty set for dead ones). ``rep_nodes`` (int64[K]): that of
-    each class's representative, all the σ_in index reads of it. The compiled walk of a small
-    grammar keeps its tokens' nodes as ranges and never writes ``token_node``: it is made from the
-    classes on first access (``nodes_of``), where the index needs ``rep_nodes`` alone (Llama-3: a 1 MB
-    array not written, ~0.13 ms of a small schema's ~0.3 ms classing).
+    each class's representative, all the σ_in index reads of it. The compiled walk keeps its tokens'
+    nodes as ranges and never writes ``token_node``: it is made from the classes on first access
+    (``nodes_of``), where the index needs ``rep_nodes`` alone (Llama-3: a 1 MB array not written, ~0.13 ms
+    of a small schema's ~0.3 ms classing; written token by token at random ids it was ~0.25 ms of a
+    median MaskBench schema's).
     """
 
     __slots__ = ("classes", "displacer", "_token_node", "_rep_nodes", "_nodes_of")
@@ -476,7 +477,7 @@ def _classify_compiled(
     node_of = np.empty(vocab_size, dtype=np.int64)  # written by the walk, unless it keeps its ranges (lazy)
     fallback = np.zeros(vocab_size, dtype=np.uint8)
     try:
-        # lazy: node_of left to the ranges where the walk keeps them (few live tokens: a small grammar)
+        # lazy: node_of left to the ranges the walk keeps (unless it gives them up: see csrc/classing.c)
         walk = store.native.classify(
             trie, displacer.atom_table, displacer.initial, budget, max_nodes, node_of, fallback, progress, cancel, True
         )
@@ -555,10 +556,12 @@ def _compiled_walk_result(
     token_paths = add_token_paths(displacer, token_bytes, kinds, node_of) if token_bytes is not None else None
     args = (trie, kinds, node_of, fallback)
     numbering = (int(TokenKind.NORMAL), int(TokenKind.STOP), len(store))
-    got = None
+    got = class_of = None
     if ranges is not None and token_paths is None:  # the numbering from the ranges, no map made (from_sparse)
         got = kernel.assemble(*args, None, *numbering, ranges)
-    class_of = None
+        if got is None:  # most tokens in the ranges: the map written whole from them (node_of not read)
+            class_of = np.empty(len(node_of), dtype=np.int32)
+            got = kernel.assemble(*args, class_of, *numbering, ranges)
     if got is None:  # the pass over every token, into a map
         class_of = np.empty(len(node_of), dtype=np.int32)
         got = kernel.assemble(*args, class_of, *numbering)
