@@ -29,40 +29,29 @@ _MAX_TOKENS = (
     "max_tokens: a bound on the number of tokens depends on the tokenizer, not on bytes; cfgzip refuses it "
     "(GrammarError) rather than class it unsoundly"
 )
-_TERMINATE_WITHOUT_STOP = (
-    "terminate_without_stop_token: the native matcher always ends with a stop token (native_matcher raises "
-    "NotImplementedError)"
-)
 
 _CAPTURES = "get_captures (capture attributes): not recorded by the native matcher (cfgzip drops the attribute)"
 _EXCLUDE_TOKEN = (
     "0.2.9's ExcludeToken also takes stop tokens that complete the grammar and tokens starting inside the literal "
     "before it; cfgzip refuses the construct (GrammarError) until it reproduces that"
 )
+_TOKEN_NAMES_STOP = (
+    "Token(...) naming a stop id: from 0.2.9 a stop token is taken by a Token(...) edge that completes the grammar; "
+    "cfgzip refuses the grammar (TokenIdError) until it reproduces that"
+)
 
 # test id (function name, or name[params]) -> the XGrammar behaviour the native matcher does not copy
 NATIVE_XFAILS: dict[str, str] = {
-    "test_completion_stop_tokens_and_reset[True]": "terminate_without_stop_token: the native matcher always "
-    "ends with a stop token (native_matcher raises NotImplementedError)",
-    "test_traverse_draft_tree_terminated_node": "terminate_without_stop_token: the native matcher always ends "
-    "with a stop token (native_matcher raises NotImplementedError)",
     "test_captures_masks_fork_and_serialization": _CAPTURES,
     "test_budget_enforcement_state_is_preserved": _MAX_TOKENS,
     # test_xgr_grammar_matcher_basic.py
-    "test_is_completed": _TERMINATE_WITHOUT_STOP,
-    "test_stop_token_as_grammar_terminal": "0.2.9 keeps an overridden stop token in the matchable vocabulary, so "
-    "the grammar can match its text ('<|return|>' as a terminal); the native matcher reads a stop id only as the end",
-    "test_stop_token_terminal_matching_paths[atomic-complete]": _TERMINATE_WITHOUT_STOP,
-    "test_stop_token_terminal_matching_paths[atomic-then-bytes]": "Token(...) naming a stop id: from 0.2.9 a stop "
-    "token is taken by a Token(...) edge that completes the grammar; cfgzip refuses it (TokenIdError)",
+    "test_stop_token_terminal_matching_paths[atomic-complete]": _TOKEN_NAMES_STOP,
+    "test_stop_token_terminal_matching_paths[atomic-then-bytes]": _TOKEN_NAMES_STOP,
     "test_stop_token_mid_token_exclude_probe[rewind-partial-byte-path-and-captures]": _CAPTURES,
-    "test_stop_token_mid_token_exclude_probe[incomplete-fallback]": _TERMINATE_WITHOUT_STOP,
-    "test_stop_token_mid_token_exclude_probe[incomplete-byte-content-without-stop-termination]": _TERMINATE_WITHOUT_STOP,
+    "test_stop_token_mid_token_exclude_probe[incomplete-fallback]": _EXCLUDE_TOKEN,
     "test_stop_token_mid_token_exclude_probe[character-budget-fallback-guard]": _EXCLUDE_TOKEN,
-    "test_stop_token_atomic_success_blocks_mid_token_fallback": _TERMINATE_WITHOUT_STOP,
+    "test_stop_token_atomic_success_blocks_mid_token_fallback": _EXCLUDE_TOKEN,
     # test_xgr_grammar_matcher_structural_tag.py
-    "test_dense_tag_dispatch_end_states": _TERMINATE_WITHOUT_STOP,
-    "test_tag_dispatch_perf": _TERMINATE_WITHOUT_STOP,
     "test_any_text_max_tokens_forces_multitoken_end": _MAX_TOKENS,
     "test_any_text_zero_token_budget_forces_immediate_end": _MAX_TOKENS,
     "test_any_text_max_tokens_rollback_and_fork": _MAX_TOKENS,
@@ -121,7 +110,7 @@ def matcher_impl(request, monkeypatch):
     (``_get_matcher_from_grammar_and_tokenizer_info``) make the native one too. Its string-only
     matchers (``_get_matcher_from_grammar``, behind ``_is_grammar_accept_string``: an empty
     vocabulary and ``terminate_without_stop_token``) stay XGrammar's: they check the grammar's
-    language, and the native matcher has no ``terminate_without_stop_token``.
+    language, not a matcher over a vocabulary.
     """
     if request.param != "native":
         yield request.param
