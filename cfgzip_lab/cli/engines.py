@@ -198,8 +198,14 @@ def cmd_startup(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.spec and args.startup:
+        raise UsageError("--spec and --startup are two measurements: give one")
     if args.startup:
         return cmd_startup(args)
+    if args.spec:
+        from .spec import cmd_spec
+
+        return cmd_spec(args)
     from ..bench import (
         ENGINE_NAMES,
         NEVER,
@@ -467,4 +473,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="engines that also fill (untimed) at every step between timed ones, as a decode loop does "
         "(e.g. compressed,native: their memos stay as warm as in decoding)",
     )
+    from .spec import add_spec_arguments
+
+    add_spec_arguments(b)
     b.set_defaults(func=cmd_bench)
