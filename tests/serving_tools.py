@@ -84,6 +84,12 @@ TRIGGERED_TAG = {
     },
 }
 
+# The same kind of tag in the older form SGLang and vLLM still take ({"structures", "triggers"}).
+LEGACY_TAG = {
+    "structures": [{"begin": "<function=f>", "schema": {"type": "object"}, "end": "</function>"}],
+    "triggers": ["<function="],
+}
+
 # A rule attribute XGrammar compiles but cfgzip refuses: it bounds tokens, which bytes cannot tell apart.
 TOKEN_BOUNDED = 'root ::= "a" body\nbody[max_tokens=3] ::= [a-z]+'
 

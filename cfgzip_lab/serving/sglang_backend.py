@@ -51,7 +51,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 )
 from sglang.srt.constrained.json_schema_validation import UnsupportedJSONSchemaFeature, validate_xgrammar_json_schema
 
-from .grammars import EngineCache, GrammarRequest, ServingError, vocab_from_tokenizer_info
+from .grammars import EngineCache, GrammarRequest, ServingError, legacy_structural_tag, vocab_from_tokenizer_info
 
 logger = logging.getLogger(__name__)
 
@@ -273,19 +273,14 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         except ValueError as exc:
             return InvalidGrammarObject(str(exc))
         if isinstance(tag, dict) and tag.get("structures") is not None:  # SGLang's legacy form
-            import xgrammar as xgr
-
             try:
-                items = [
-                    xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s.get("schema") or {}), end=s["end"])
-                    for s in tag["structures"]
-                ]
-                legacy = xgr.StructuralTag.from_legacy_structural_tag(items, tag["triggers"])
-                legacy.format.at_least_one = tag.get("at_least_one", False)
-                text = legacy.model_dump_json()
+                structures = [{**s, "schema": s.get("schema") or {}} for s in tag["structures"]]  # SGLang's default
+                request = legacy_structural_tag(
+                    structures, tag["triggers"], at_least_one=tag.get("at_least_one", False)
+                )
             except (KeyError, TypeError, ValueError, RuntimeError) as exc:
                 return InvalidGrammarObject(f"invalid structural_tag: {exc}")
-            return self._dispatch("structural_tag", key_string, GrammarRequest("structural_tag", text))
+            return self._dispatch("structural_tag", key_string, request)
         if isinstance(tag, dict) and isinstance(tag.get("format"), dict):
             # a missing json_schema means {}, as SGLang's XGrammar backend reads it (its own helper)
             from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
