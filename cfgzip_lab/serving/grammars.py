@@ -39,6 +39,7 @@ __all__ = [
     "GRAMMAR_KINDS",
     "GrammarRequest",
     "legacy_structural_tag",
+    "stop_policy_of",
     "ServingError",
     "EngineCache",
     "shared_engine_cache",
@@ -125,6 +126,18 @@ def legacy_structural_tag(structures: list[dict], triggers: list[str], *, at_lea
     if at_least_one:
         tag.format.at_least_one = True
     return GrammarRequest("structural_tag", tag.model_dump_json(indent=None))
+
+
+def stop_policy_of(info: Any) -> Any:
+    """How the XGrammar matchers over ``info`` (an ``xgrammar.TokenizerInfo``) read its stop ids: the
+    signal, and under 0.2.9 their decoded text, which :func:`vocab_from_tokenizer_info` blanks
+    (:mod:`cfgzip_lab.native.stop_policy`). Pass it to ``NativeEngine.matcher``."""
+    from ..native.stop_policy import StopPolicy
+    from ..xgrammar_version import at_least
+
+    decoded = info.decoded_vocab
+    texts = {int(i): bytes(decoded[i]) for i in info.stop_token_ids if 0 <= i < len(decoded) and decoded[i]}
+    return StopPolicy(texts, False, at_least("0.2.9"))
 
 
 def vocab_from_tokenizer_info(info: Any, *, name: str, extra_special: Iterable[int] = ()) -> VocabTable:

@@ -93,7 +93,8 @@ class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._caches: dict[tuple[bool, tuple[int, ...] | None], EngineCache] = {}
+        # (keep_special, stops) -> the engines over that token table, and how its stop ids are read
+        self._caches: dict[tuple[bool, tuple[int, ...] | None], tuple[EngineCache, Any]] = {}
 
     def compile_grammar(
         self, request_type: Any, grammar_spec: str, stop_token_ids: set[int] | None = None
@@ -102,11 +103,12 @@ class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
         (or XGrammar cannot convert it: "invalid <kind>: ...")."""
         request, keep_special = self._request(request_type, grammar_spec)
         stops = tuple(sorted(int(t) for t in stop_token_ids)) if stop_token_ids else None
+        engines, stop_policy = self._cache(keep_special, stops)
         try:
-            engine = self._cache(keep_special, stops).engine(request)
+            engine = engines.engine(request)
         except ServingError as exc:  # "cfgzip cannot serve this ebnf: <reason, line and column>"
             raise ValueError(f"{exc} (vLLM {request_type.name} request)") from None
-        return CfgzipStructuredGrammar(vocab_size=self.vocab_size, matcher=engine.matcher())
+        return CfgzipStructuredGrammar(vocab_size=self.vocab_size, matcher=engine.matcher(stop_policy))
 
     def _request(self, request_type: Any, spec: str) -> tuple[GrammarRequest, bool]:
         """The request as ``XgrammarBackend.compile_grammar`` reads it (its JSON options: compact
@@ -138,13 +140,16 @@ class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
             raise ValueError(f"invalid {kind.lower()} request: {exc}") from None
         raise ValueError(f"grammar is not of valid supported types. ({request_type!s})")
 
-    def _cache(self, keep_special: bool, stops: tuple[int, ...] | None) -> EngineCache:
+    def _cache(self, keep_special: bool, stops: tuple[int, ...] | None) -> tuple[EngineCache, Any]:
+        """The engines over vLLM's token table for these requests, and how its matchers read a stop id."""
         key = (keep_special, stops)
         if key not in self._caches:
-            from .vllm_processor import _vocab_like_vllm
+            from .vllm_processor import _table_like_vllm
 
-            vocab = _vocab_like_vllm(self.tokenizer, self.vocab_size, keep_special=keep_special, stop_token_ids=stops)
-            self._caches[key] = EngineCache(vocab)
+            vocab, stop_policy = _table_like_vllm(
+                self.tokenizer, self.vocab_size, keep_special=keep_special, stop_token_ids=stops
+            )
+            self._caches[key] = (EngineCache(vocab), stop_policy)
         return self._caches[key]
 
     def destroy(self) -> None:
