@@ -1,7 +1,7 @@
 """``cfgzip-lab bench --spec``: the speculative-decoding calls, the native matcher beside XGrammar's.
 
 A thin view over :mod:`cfgzip_lab.spec_bench` (what is timed and compared is said there): the
-grammar, vocabulary, classes and documents come as for every ``bench`` (``engines._setup``); the
+grammar, vocabulary, classes and documents come as for every ``bench`` (``_classes.engine_inputs``); the
 flags below choose the positions, draft lengths, tree size and repeats. Prints the table (p50 and
 p99 per call, XGrammar / native, each call in native fills), the mask comparison and the machine;
 with ``--json`` the record as the last line. Exits 1 when a mask row differs.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from ._classes import args_native_engine, engine_inputs
 from ._common import UsageError, emit, parse_list
-from .engines import _native_engine, _setup
 
 __all__ = ["add_spec_arguments", "cmd_spec"]
 
@@ -72,10 +72,10 @@ def cmd_spec(args: argparse.Namespace) -> int:
     from ..spec_bench import measure_spec, spec_table
 
     settings = _settings(args)
-    path, compiled, vocab, classes, docs, source = _setup(args)
+    path, compiled, vocab, classes, docs, source = engine_inputs(args)
     try:
         engines = compile_engines(compiled.text, vocab, classes)
-        native = _native_engine(args, compiled, vocab, classes, engines)
+        native = args_native_engine(args, compiled, vocab, classes, engines)
         result = measure_spec(
             compiled, vocab, classes, docs, name=path.stem, settings=settings, engines=engines, native_engine=native
         )
