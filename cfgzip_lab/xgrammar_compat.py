@@ -148,6 +148,16 @@ class GrammarMatcher:
             return list(self._xgrammar("find_jump_forward_tokens").find_jump_forward_tokens())
         raise NotImplementedError(f"{type(self.engine).__name__} has no find_jump_forward_tokens")
 
+    def get_captures(self, *, deduplicate: bool = True) -> list[tuple[str, bytes]]:
+        """XGrammar's captures: the native matcher's own (``[]`` without capture attributes), or the plain
+        engine's XGrammar matcher; the compressed engine's sees class representatives, so it has none."""
+        own = getattr(self.engine, "get_captures", None)
+        if own is not None:
+            return own(deduplicate=deduplicate)
+        if getattr(self.engine, "kind", None) == "plain":
+            return self._xgrammar("get_captures").get_captures(deduplicate=deduplicate)
+        raise NotImplementedError(f"{type(self.engine).__name__} has no get_captures")
+
     def fork(self) -> GrammarMatcher:
         """An independent matcher in this one's state (the engine's ``fork``: O(1) for the native one)."""
         twin = copy.copy(self)

@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The cached grammar stores the σ_in index (native/index.py, the engine's) and its LRU hands
     # out ready native engines, so it sits on the engines; none of them imports it.
     ("cache", ("cache",)),
-    ("integrations", ("hf", "serving", "decode", "verify", "bench", "startup", "live_classes")),
+    ("integrations", ("hf", "serving", "decode", "verify", "bench", "spec_bench", "startup", "live_classes")),
     ("facade", ("",)),
     ("cli", ("cli",)),
     ("widgets", ("widgets",)),

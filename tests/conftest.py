@@ -40,6 +40,7 @@ EXACTNESS_MODULES = frozenset(
         "test_rule_attributes",
         "test_schema_info",
         "test_sources",
+        "test_serving_grammars",
         "test_serving_sglang",
         "test_serving_vllm",
         "test_xgrammar_compat",

@@ -84,8 +84,18 @@ TRIGGERED_TAG = {
     },
 }
 
+# The same kind of tag in the older form SGLang and vLLM still take ({"structures", "triggers"}).
+LEGACY_TAG = {
+    "structures": [{"begin": "<function=f>", "schema": {"type": "object"}, "end": "</function>"}],
+    "triggers": ["<function="],
+}
+
 # A rule attribute XGrammar compiles but cfgzip refuses: it bounds tokens, which bytes cannot tell apart.
 TOKEN_BOUNDED = 'root ::= "a" body\nbody[max_tokens=3] ::= [a-z]+'
+
+# A grammar whose sentences may end with the stop token's text ("<|im_end|>" ends with ">"): from
+# XGrammar 0.2.9 the stop token is then allowed, and taken as that text (cfgzip_lab.native.stop_policy).
+STOP_TEXT_ENDS = 'root ::= "a" [^\\n]* ">"'
 
 # (SGLang key type, key string) of every request the tests send and cfgzip serves (a TagDispatch tag too).
 SGLANG_REQUESTS = [
@@ -95,6 +105,7 @@ SGLANG_REQUESTS = [
     ("regex", EMAIL),
     ("structural_tag", json.dumps(ANSWER_TAG)),
     ("structural_tag", json.dumps(TRIGGERED_TAG)),
+    ("ebnf", STOP_TEXT_ENDS),
 ]
 REFUSED_REQUEST = ("ebnf", TOKEN_BOUNDED)
 # A tool-call grammar in Lark (OpenAI's custom-tool format, llguidance's native one); XGrammar's

@@ -403,3 +403,54 @@ def test_classing_many_classes_each_file_once_and_writes_its_digests(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"^1 first masks: median [0-9.]+ ms", proc.stdout, re.M)
     assert len(json.loads(out.read_text())["files"][names[0]]["digest"]) == 16
+
+
+def test_cli_bench_spec_times_both_engines_and_their_masks_agree():
+    """cfgzip-lab bench --spec (cfgzip_lab.spec_bench, as the script above): the table has a row per call
+    with both engines' quantiles, the record every call for both engines, and no mask row differs."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfgzip_lab.cli", "bench", "json", "--tokenizer", "llama3", "--spec"]
+        + ["--spec-positions", "2", "--spec-ks", "2,4", "--tree-nodes", "12", "--repeats", "1", "--json"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    *human, last = proc.stdout.strip().splitlines()
+    text = "\n".join(human)
+    calls = ("fill", "fork", "draft k2", "draft k4", "tree 12")
+    for call in calls:
+        assert re.search(rf"^\| {call} \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \| [\d.]+ \|$", text, re.M), (
+            call
+        )
+    assert "machine:" in text and "MISMATCH" not in text
+    record = json.loads(last)
+    assert set(record["ops"]) == set(calls)
+    for by in record["ops"].values():
+        assert set(by) == {"native", "xgrammar"}
+        assert all(q["n"] == record["positions"] and q["p99_us"] >= q["p50_us"] >= 0 for q in by.values())
+    assert record["positions"] == 2 and record["source"] == "samples"
+    rows = record["compared_rows"]
+    assert rows >= 2 * (2 + 1) and f"masks compared: {rows} rows, 0 differ" in text  # each prefix: a tree and 2 drafts
+    assert record["differing_rows"] == 0
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--spec-ks", "0,4"], "--spec-ks takes positive draft lengths"),
+        (["--spec-ks", "a"], "--spec-ks takes draft lengths"),
+        (["--tree-nodes", "0"], "--tree-nodes must be at least 1"),
+        (["--startup"], "--spec and --startup are two measurements"),
+    ],
+)
+def test_cli_bench_spec_refuses_bad_settings(flags, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfgzip_lab.cli", "bench", "json", "--tokenizer", "llama3", "--spec", *flags],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]

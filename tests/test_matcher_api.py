@@ -327,3 +327,79 @@ def test_forced_token_index_and_utf8_prefix():
     assert index.longest_match(b"abc", 0) == (2, 3, False)
     assert index.longest_match(b"xb", 0) == (-1, 0, False)
     assert valid_utf8_prefix("aé".encode()[:-1]) == "a" and valid_utf8_prefix(b"\xa9x") == ""
+
+
+# How a stop id is read (cfgzip_lab.native.stop_policy): its text, which some grammars take, and
+# terminate_without_stop_token, checked against XGrammar under each release (0.2.9 reads the text).
+STOP_VOCAB = ["x", "<|eot|>", "a", "|>", "<", "</s>", "b", "\n"]
+STOP_GRAMMARS = [
+    'root ::= "x" [^\\n]* "|>"',  # "<|eot|>" as text completes it after "x"
+    'root ::= "x" [^\\n]*',  # complete after "x"; the stop texts keep it complete
+    'root ::= "x" "a"?',  # complete after "x", and may go on
+    'root ::= "x" ("a" | "</s>") "b"?',  # "</s>" (a stop id) as text, then more
+    'root ::= "x" "b"',  # no stop text fits anywhere
+]
+
+
+def _bits(matcher, vocab_size: int) -> list[int]:
+    row = _mask(matcher, vocab_size)[0].numpy().view(np.uint32)
+    return [int(row[t // 32] >> (t % 32)) & 1 for t in range(vocab_size)]
+
+
+def _stop_state(matcher) -> tuple:
+    return matcher.is_completed(), matcher.is_terminated()
+
+
+@pytest.mark.parametrize("override", [None, [1]], ids=["tokenizer-stops", "override"])
+@pytest.mark.parametrize("without_stop", [False, True], ids=["stop-token", "terminate-without"])
+@pytest.mark.parametrize("grammar", STOP_GRAMMARS)
+def test_stop_tokens_are_read_as_xgrammar_reads_them(grammar, without_stop, override):
+    """At every step of random walks: completion and termination, the mask's bits, and what every
+    token (stop ids included) would do, fork by fork; a matcher ended by a stop id refuses to fill.
+
+    XGrammar contradicts itself in two places, allowed there only: with an override, its mask leaves
+    out a tokenizer stop id that is no longer a stop (its compiler never matches it) while its
+    ``accept_token`` takes it as text (the native mask follows ``accept_token``); 0.2.8 with
+    ``terminate_without_stop_token`` sets the stop bits of a complete sentence and refuses the stop
+    token (the native mask is XGrammar's)."""
+    from cfgzip_lab.native.from_xgrammar import native_matcher
+
+    info = xgr.TokenizerInfo(STOP_VOCAB, stop_token_ids=[1, 5])
+    compiled = xgr.GrammarCompiler(info).compile_grammar(grammar)
+    kwargs = {"terminate_without_stop_token": without_stop, "override_stop_tokens": override}
+    size = info.vocab_size
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        ours, theirs = native_matcher(compiled, **kwargs), xgr.GrammarMatcher(compiled, **kwargs)
+        for _step in range(6):
+            assert _stop_state(ours) == _stop_state(theirs)
+            try:
+                want = _bits(theirs, size)
+            except RuntimeError:  # ended by a stop id
+                with pytest.raises(RuntimeError, match="terminated"):
+                    _bits(ours, size)
+                assert not ours.accept_token(0) and not theirs.accept_token(0)
+                ours.rollback(1)
+                theirs.rollback(1)
+                assert _stop_state(ours) == _stop_state(theirs)
+                assert _bits(ours, size) == _bits(theirs, size)
+                break
+            got = _bits(ours, size)
+            allowed = []
+            for token in range(size):
+                mine, ref = ours.fork(), theirs.fork()
+                took = ref.accept_token(token)
+                assert mine.accept_token(token) == took, token
+                assert _stop_state(mine) == _stop_state(ref), token
+                allowed += [token] if took else []
+                if want[token] == took:
+                    assert got[token] == want[token], token
+                elif override is not None and token in set(info.stop_token_ids) - set(override):
+                    assert got[token] == took, token  # an override made it text: ours follows accept_token
+                else:  # 0.2.8 sets a stop bit when complete, and terminate_without_stop_token refuses it
+                    assert not at_least("0.2.9") and without_stop and want[token] == 1, token
+                    assert token in (override or info.stop_token_ids) and got[token] == want[token], token
+            if not allowed:
+                break
+            token = int(rng.choice(allowed))
+            assert ours.accept_token(token) and theirs.accept_token(token)

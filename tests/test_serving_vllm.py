@@ -23,6 +23,7 @@ from serving_tools import (
     ARITHMETIC,
     EMAIL,
     LARK_CALL,
+    LEGACY_TAG,
     PADDING,
     PERSON,
     TOKEN_BOUNDED,
@@ -346,13 +347,15 @@ def _bits_of(grammar, backend, row=1):
 @pytest.mark.parametrize("disable_any_whitespace", [False, True])
 def test_structured_output_backend_equals_xgrammar_backend_with_drafts(backend, reference, disable_any_whitespace):
     """Every request kind vLLM's XGrammar backend takes (JSON, JSON object, EBNF, Lark, regex, choice,
-    structural tag), both backends along one walk: the bitmask row at every step, vLLM's draft
+    structural tag in both forms), with and without whitespace (compact separators), both backends along one walk: the bitmask row at every step, vLLM's draft
     checks (validate_tokens on a draft whose later tokens the grammar refuses), accept_tokens of
     the verified part and rollback of a rejected one, as the scheduler calls them."""
     requests = [(kind, spec) for _, kind, spec in REQUESTS] + [
         ("JSON_OBJECT", ""),
         ("CHOICE", json.dumps(["definitely yes", "probably not", "maybe later"])),
         ("GRAMMAR", LARK_CALL),  # vLLM reads Lark in the grammar field itself (grammar_is_likely_lark)
+        ("STRUCTURAL_TAG", json.dumps(LEGACY_TAG)),  # the older form, which vLLM converts itself
+        ("GRAMMAR", 'start: "a" /[^\\n]*/ ">"'),  # Lark (special tokens kept): "<|im_end|>" as text may end it
     ]
     for b in (backend, reference):
         b.disable_any_whitespace = disable_any_whitespace

@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from ..pipeline import CompiledGrammar
     from ..vocab import VocabTable
 
-__all__ = ["ClassesFor", "add_cache_flag", "cache_dir_of", "cache_key_of", "classes_for", "native_engine_for"]
+__all__ = [
+    "ClassesFor",
+    "add_cache_flag",
+    "args_native_engine",
+    "cache_dir_of",
+    "cache_key_of",
+    "classes_for",
+    "engine_inputs",
+    "native_engine_for",
+]
 
 
 @dataclass
@@ -146,3 +155,38 @@ def native_engine_for(
     )
     engine.index_source = {"cache": "cache", "built": "built"}[got.source] if got.index is not None else "built"
     return engine
+
+
+def engine_inputs(args: argparse.Namespace) -> tuple:
+    """Grammar, vocabulary, classes and documents of an engine command (``verify``, ``bench``):
+    ``(path, compiled, vocab, classes, docs, source)``, ``source`` "docs" or "samples"; the classes
+    come from ``--classes``, the cache directory or a classing now (kept in ``args.classes_for``).
+
+    Raises
+    ------
+    UsageError
+        For every bad input, XGrammar's refusal of the grammar included.
+    """
+    from ..bench import sample_docs
+    from ..engine import GrammarCompileError, probe_xgrammar
+    from ._common import classing_options, load_vocab, read_docs, read_grammar_arguments
+
+    path, compiled = read_grammar_arguments(args)
+    try:
+        probe_xgrammar(compiled.text)
+    except GrammarCompileError as exc:
+        raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
+    vocab = load_vocab(args.tokenizer)
+    docs = read_docs(args.docs)
+    source = "docs"
+    if not args.docs:
+        docs, source = sample_docs(path), "samples"
+    # --classes, the cache directory, or built (under --max-dag-nodes)
+    args.classes_for = classes_for(args, compiled, vocab, options=classing_options(args))
+    return path, compiled, vocab, args.classes_for.classes, docs, source
+
+
+def args_native_engine(args: argparse.Namespace, compiled, vocab, classes, engines=None) -> NativeEngine:
+    """The native engine of :func:`engine_inputs`' classes: the σ_in index that came with them (the
+    --classes file's or the cache directory's) when it fits, else built now."""
+    return native_engine_for(args, compiled, vocab, args.classes_for, engines)

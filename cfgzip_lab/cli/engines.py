@@ -1,7 +1,7 @@
 """``cfgzip-lab verify`` and ``cfgzip-lab bench``: the engine commands.
 
 Thin views over :mod:`cfgzip_lab.verify` and :mod:`cfgzip_lab.bench`. Both share
-:func:`_setup` (grammar, vocabulary, classes, documents: every bad input a usage error);
+:func:`._classes.engine_inputs` (grammar, vocabulary, classes, documents: every bad input a usage error);
 an engine choice (a flag such as ``--engine`` or ``--engines a,b``, parsed with
 :func:`._common.parse_list`) goes in :func:`register` and is read in the ``cmd_*``.
 """
@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 from ..errors import CfgzipError
-from ._classes import add_cache_flag, classes_for, native_engine_for
+from ._classes import add_cache_flag, args_native_engine, engine_inputs
 from ._common import (
     UsageError,
     add_grammar_arguments,
     add_json_flag,
-    classing_options,
     emit,
     grammar_argument,
     grammar_text,
@@ -26,36 +25,9 @@ from ._common import (
     named_token_lines,
     parse_list,
     read_docs,
-    read_grammar_arguments,
 )
 
 __all__ = ["register", "cmd_verify", "cmd_bench"]
-
-
-def _native_engine(args, compiled, vocab, classes, engines=None):
-    """The native engine: the σ_in index that came with the classes (the --classes file's or the
-    cache directory's) when it fits, else built now."""
-    return native_engine_for(args, compiled, vocab, args.classes_for, engines)
-
-
-def _setup(args):
-    """Grammar, vocabulary, classes and documents; every bad input → UsageError."""
-    from ..bench import sample_docs
-    from ..engine import GrammarCompileError, probe_xgrammar
-
-    path, compiled = read_grammar_arguments(args)
-    try:
-        probe_xgrammar(compiled.text)
-    except GrammarCompileError as exc:
-        raise UsageError(f"XGrammar refuses grammar {path}: {exc}") from None
-    vocab = load_vocab(args.tokenizer)
-    docs = read_docs(args.docs)
-    source = "docs"
-    if not args.docs:
-        docs, source = sample_docs(path), "samples"
-    # --classes, the cache directory, or built (under --max-dag-nodes)
-    args.classes_for = classes_for(args, compiled, vocab, options=classing_options(args))
-    return path, compiled, vocab, args.classes_for.classes, docs, source
 
 
 def cmd_verify(args) -> int:
@@ -65,13 +37,13 @@ def cmd_verify(args) -> int:
     from ..verify import verify_engines
 
     t0 = time.perf_counter()
-    path, compiled, vocab, classes, docs, source = _setup(args)
+    path, compiled, vocab, classes, docs, source = engine_inputs(args)
     native = None
     try:
         engines = compile_engines(compiled.text, vocab, classes)
         candidate = None
         if args.engine == "native":
-            native = _native_engine(args, compiled, vocab, classes, engines)
+            native = args_native_engine(args, compiled, vocab, classes, engines)
             candidate = native.matcher
         report = verify_engines(
             engines,
@@ -198,8 +170,14 @@ def cmd_startup(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.spec and args.startup:
+        raise UsageError("--spec and --startup are two measurements: give one")
     if args.startup:
         return cmd_startup(args)
+    if args.spec:
+        from .spec import cmd_spec
+
+        return cmd_spec(args)
     from ..bench import (
         ENGINE_NAMES,
         NEVER,
@@ -227,7 +205,7 @@ def cmd_bench(args) -> int:
     )
     if any(n not in ENGINE_NAMES for n in fill_untimed):
         raise UsageError(f"--fill-untimed takes names from {', '.join(ENGINE_NAMES)} (got {args.fill_untimed!r})")
-    path, compiled, vocab, classes, docs, source = _setup(args)
+    path, compiled, vocab, classes, docs, source = engine_inputs(args)
     try:
         from ..engine import compile_engines
 
@@ -242,7 +220,7 @@ def cmd_bench(args) -> int:
         _ = engines.compressed_grammar
         compile_s = {"compressed": time.perf_counter() - started}
         started = time.perf_counter()
-        native = _native_engine(args, compiled, vocab, classes, engines) if "native" in names else None
+        native = args_native_engine(args, compiled, vocab, classes, engines) if "native" in names else None
         compile_s["native"] = time.perf_counter() - started
         cache_load_s = None
         if args.classes:
@@ -467,4 +445,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="engines that also fill (untimed) at every step between timed ones, as a decode loop does "
         "(e.g. compressed,native: their memos stay as warm as in decoding)",
     )
+    from .spec import add_spec_arguments
+
+    add_spec_arguments(b)
     b.set_defaults(func=cmd_bench)

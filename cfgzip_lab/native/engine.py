@@ -7,6 +7,7 @@ XGrammar engines that serve a request past the state budget.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -18,10 +19,12 @@ from ..classes.classing import TokenClasses
 from ..classes.compiled_displacement import make_displacer
 from ..classes.displacement import Displacer
 from ..expand import Expander
+from ..grammar.words import EMPTY
 from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
 from .jump_forward import ForcedTokenIndex
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
 from .rows import RowCache, kernel_available
+from .stop_policy import SIGNAL_ONLY, StopPolicy
 from .walk import DEFAULT_LIMITS, StateWalker, WalkLimits
 
 if TYPE_CHECKING:
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from ..vocab import VocabTable
 
 __all__ = ["NativeEngine", "build_native_engine"]
+
+_CAPTURE_HEADER = re.compile(r"^[^\S\n]*[\w.-]+[^\S\n]*\[[^\]\n]*capture", re.MULTILINE)
 
 
 @dataclass
@@ -54,6 +59,7 @@ class NativeEngine:
     unavailable: str | None = None
     fallbacks: int = field(default=0, init=False)
     index_source: str = field(default="given", init=False)  # "built" now, "given", or "cache"
+    _text_memo: dict[tuple[int, bytes], bool] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.index is not None and self.index.gnf_digest != gnf_digest(self.compiled.gnf):
@@ -100,13 +106,40 @@ class NativeEngine:
         return np.asarray(self.classes.class_kind).tolist()
 
     @cached_property
+    def has_captures(self) -> bool:
+        """Whether a rule header of the grammar's EBNF names a capture attribute (``name[capture] ::=``,
+        ``stop_capture``...; the front end drops them). Read from the text, not from the front end's
+        warnings, which a schema's or structural tag's origin may hide: a false positive only makes
+        ``get_captures`` refuse."""
+        return _CAPTURE_HEADER.search(self.compiled.text) is not None
+
+    @cached_property
     def forced_token_index(self) -> ForcedTokenIndex:
         """The ordinary tokens sorted by bytes, for ``find_jump_forward_tokens`` (made on first use)."""
         return ForcedTokenIndex.from_vocab(self.vocab)
 
-    def matcher(self) -> DisplacementMatcher:
-        """A fresh matcher in the initial state."""
-        return DisplacementMatcher(self)
+    def matcher(self, stop_policy: StopPolicy = SIGNAL_ONLY) -> DisplacementMatcher:
+        """A fresh matcher in the initial state (``stop_policy``: how it reads a stop id, see :mod:`.stop_policy`)."""
+        return DisplacementMatcher(self, stop_policy)
+
+    def text_completes(self, state: int, text: bytes, spent: int) -> bool:
+        """Whether ``text`` read as bytes after ``state`` completes the grammar (a stop id's text, see
+        :mod:`.stop_policy`). Memoised per (state, text): states are shared by every request.
+
+        Raises
+        ------
+        StateBudgetExceeded
+            The bytes would grow the state past the walk's budgets (``spent``: the request's nodes so far).
+        """
+        key = (state, text)
+        got = self._text_memo.get(key)
+        if got is None:
+            new, _ = self.walker.run_bytes(state, text, spent)
+            got = new != EMPTY and self.walker.accepts_stop(new)
+            if len(self._text_memo) >= self.limits.memo_entries:
+                self._text_memo.clear()
+            self._text_memo[key] = got
+        return got
 
     def batch(self, batch_size: int) -> DisplacementBatchMatcher:
         return DisplacementBatchMatcher([self.matcher() for _ in range(batch_size)])

@@ -14,6 +14,10 @@ accept or rollback one O(history) list copy, and no state node is ever copied. W
 the walk's budgets, the request moves to the compressed XGrammar engine: it is built, fed the
 accepted tokens again, and answers every call until :meth:`reset` (counted in
 ``fallbacks`` here and on the engine; never a wrong mask).
+
+A stop id is read by the matcher's :class:`.stop_policy.StopPolicy` (XGrammar's reading: the
+signal, and from 0.2.9 its text; ``terminate_without_stop_token``): every accepted stop id ends
+the matcher, whichever way it was read.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..batch_rows import MatcherRows
-from ..classes.classing import BLOCKED, NORMAL, STOP
+from ..classes.classing import BLOCKED, NORMAL
 from ..expand import apply_vocab_bitmask_inplace
 from ..grammar.words import EMPTY
 from .draft import traverse_draft_tree
 from .jump_forward import forced_bytes, valid_utf8_prefix
+from .stop_policy import SIGNAL_ONLY, StopPolicy
 from .walk import StateBudgetExceeded
 
 if TYPE_CHECKING:
@@ -52,12 +57,19 @@ _TERMINATED = "GrammarMatcher has terminated after accepting the stop token, but
 
 
 class DisplacementMatcher:
-    """One request decoded by the native engine. Build with :meth:`NativeEngine.matcher`."""
+    """One request decoded by the native engine. Build with :meth:`NativeEngine.matcher`.
+
+    ``stop_policy`` says how a stop id is read (:data:`.stop_policy.SIGNAL_ONLY` for cfgzip's own
+    vocabularies; :func:`.from_xgrammar.native_matcher` passes XGrammar's, with the stop texts of
+    its ``TokenizerInfo`` and ``terminate_without_stop_token``).
+    """
 
     kind = "native"
 
-    def __init__(self, engine: NativeEngine) -> None:
+    def __init__(self, engine: NativeEngine, stop_policy: StopPolicy = SIGNAL_ONLY) -> None:
         self.engine = engine
+        self.stop_policy = stop_policy
+        self._stop_ids = frozenset(int(s) for s in engine.vocab.stop_ids)
         self.walker = engine.walker
         self.rows = engine.rows
         self.vocab_size = engine.vocab_size
@@ -92,28 +104,68 @@ class DisplacementMatcher:
         return self._fallback is not None
 
     def is_terminated(self) -> bool:
-        if self._fallback is not None:
-            return self._fallback.is_terminated()
-        return self._history[-1] == _STOPPED
+        """True once a stop token was accepted; with ``terminate_without_stop_token``, once the grammar
+        is complete (XGrammar's ``IsTerminated``: such a matcher still fills masks and takes tokens)."""
+        if self.stop_policy.terminate_without_stop_token:
+            return self.is_completed()
+        return self._stopped()
 
     def is_completed(self) -> bool:
         if self._fallback is not None:
-            return self._fallback.is_completed()
+            return self._stopped() or self._fallback.is_completed()
         state = self._history[-1]
         return state == _STOPPED or self.walker.accepts_stop(state)
 
+    def _stopped(self) -> bool:
+        """Whether the last step was a stop id (taken as the signal or as text): the matcher has ended."""
+        if self._fallback is None:
+            return self._history[-1] == _STOPPED
+        last = self._tokens[-1] if self._tokens else None
+        return isinstance(last, int) and last in self._stop_ids
+
     def vocab_row(self) -> np.ndarray:
         """The packed vocabulary mask of the next token (read-only, shared; copy before writing)."""
-        if self._fallback is not None:
-            return self._fallback.next_vocab_bitmask().numpy()
-        state = self._history[-1]
-        if state == _STOPPED:
+        if self._stopped():
             raise RuntimeError("the matcher is terminated: a stop token was accepted")
+        if self._fallback is not None:
+            return self._with_stop_bits(self._fallback.next_vocab_bitmask().numpy(), self._fallback.is_completed())
+        state = self._history[-1]
         try:
-            return self.rows.vocab_row(self.walker.class_mask(state))
+            row = self.rows.vocab_row(self.walker.class_mask(state))
         except StateBudgetExceeded as exc:
             self._fall_back(str(exc))
-            return self._fallback.next_vocab_bitmask().numpy()
+            return self.vocab_row()
+        return self._with_stop_bits(row, self.walker.accepts_stop(state))
+
+    def _with_stop_bits(self, row: np.ndarray, completed: bool) -> np.ndarray:
+        """``row`` (whose stop bits say ``completed``) with the stop bits the stop policy gives: the
+        same array when they agree (always, under SIGNAL_ONLY), else a patched copy."""
+        policy = self.stop_policy
+        if not policy.mask_may_differ(completed):
+            return row
+        patched = None
+        for token in self._stop_ids:
+            word, bit = divmod(token, 32)
+            wanted = policy.mask_bit(completed, self._text_completes(token))
+            if bool((int(row[word]) >> bit) & 1) != wanted:
+                if patched is None:
+                    patched = np.array(row)
+                patched.view(np.uint32)[word] ^= np.uint32(1 << bit)
+        return row if patched is None else patched
+
+    def _text_completes(self, token_id: int) -> bool:
+        """Whether the stop id's text, read as bytes from here, completes the grammar (XGrammar 0.2.9's
+        ``CanAcceptStopTokenAsTerminal``); memoised per state on the engine."""
+        text = self.stop_policy.texts.get(token_id) if self.stop_policy.stops_as_text else None
+        if not text:
+            return False
+        if self._fallback is None:
+            try:
+                return self.engine.text_completes(self._history[-1], text, self._spent)
+            except StateBudgetExceeded as exc:
+                self._fall_back(str(exc))
+        trial = self._fallback.fork()
+        return bool(trial.accept_string(text)) and bool(trial.is_completed())
 
     def class_set(self) -> int:
         """The allowed classes as an int (bit k = class k); for views and tests."""
@@ -142,12 +194,14 @@ class DisplacementMatcher:
 
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token; False (state unchanged) if the grammar does not allow it."""
+        if token_id in self._stop_ids:
+            return self._accept_stop(int(token_id))
+        if self._stopped():
+            return False
         if self._fallback is not None:
             return self._accept_fallback(token_id)
         state = self._history[-1]
-        if state == _STOPPED:
-            return False
-        if self._advancer is not None:  # _STOPPED for an allowed stop token, EMPTY for a refused token
+        if self._advancer is not None:  # EMPTY for a refused token (stop ids never get here: _accept_stop)
             try:
                 new, created = self._advancer.accept(state, token_id, self._spent)
             except StateBudgetExceeded as exc:
@@ -159,11 +213,7 @@ class DisplacementMatcher:
         if not 0 <= token_id < self.vocab_size:
             return False
         kind = self._class_kind[self._class_of[token_id]]
-        if kind == STOP:
-            if not self.walker.accepts_stop(state):
-                return False
-            new, created = _STOPPED, 0
-        elif kind == NORMAL:
+        if kind == NORMAL:  # a stop id never gets here (_accept_stop)
             try:
                 new, created = self.walker.advance(state, int(token_id), self._spent)
             except StateBudgetExceeded as exc:
@@ -174,6 +224,24 @@ class DisplacementMatcher:
         else:
             return False
         return self._push(new, int(token_id), created)
+
+    def _accept_stop(self, token_id: int) -> bool:
+        """A stop id, read as the stop policy says: the signal when the grammar is complete (and the
+        option allows), else its text when that completes the grammar (0.2.9); either ends the matcher."""
+        if self._stopped():
+            return False
+        signal = self.stop_policy.signal_allowed(self.is_completed())
+        if not signal and not self._text_completes(token_id):
+            return False
+        if self._fallback is not None:
+            fallback = self._fallback
+            ok = fallback.accept_token(token_id) if signal else fallback.accept_string(self.stop_policy.texts[token_id])
+            if not ok:  # pragma: no cover - both engines are exact
+                raise RuntimeError(f"the fallback engine refused the stop token {token_id}")
+            self._own()
+            self._tokens.append(token_id)
+            return True
+        return self._push(_STOPPED, token_id, 0)
 
     def _push(self, state: int, step: int | bytes, created: int) -> bool:
         self._own()
@@ -242,11 +310,11 @@ class DisplacementMatcher:
         terminated, as XGrammar's ``accept_string``.
         """
         data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
+        if self._stopped():
+            return False
         if self._fallback is not None:
             return self._accept_string_fallback(data)
         state = self._history[-1]
-        if state == _STOPPED:
-            return False
         try:
             new, created = self.walker.run_bytes(state, data, self._spent)
         except StateBudgetExceeded as exc:
@@ -278,7 +346,7 @@ class DisplacementMatcher:
         RuntimeError
             After a stop token, as XGrammar.
         """
-        if self.is_terminated():
+        if self._stopped():
             raise RuntimeError(_TERMINATED.format("get the jump forward string"))
         return valid_utf8_prefix(self._forced_bytes())
 
@@ -307,6 +375,20 @@ class DisplacementMatcher:
         if tokens and extended:
             tokens.pop()
         return tokens
+
+    def get_captures(self, *, deduplicate: bool = True) -> list[tuple[str, bytes]]:
+        """XGrammar's ``get_captures``: ``[]`` for a grammar without capture attributes, as XGrammar
+        records nothing then.
+
+        Raises
+        ------
+        NotImplementedError
+            The grammar has capture attributes: cfgzip drops them (the language is the same), so it
+            has no spans to report.
+        """
+        if self.engine.has_captures:
+            raise NotImplementedError("get_captures: the native matcher does not record capture attributes")
+        return []
 
     @property
     def max_rollback_tokens(self) -> int:
@@ -349,7 +431,9 @@ class DisplacementMatcher:
 
         Rows are filled for i = 0 … k (the last one for the bonus token) while the draft tokens
         are accepted: it stops after the row of the first refused token (the rows after it left
-        as they were) or before the row after a stop token. The state is the same after the call.
+        as they were) or before the row after which the matcher is terminated (a stop token; with
+        ``terminate_without_stop_token``, a complete sentence), as ``traverse_draft_tree`` does.
+        The state is the same after the call.
 
         Returns
         -------

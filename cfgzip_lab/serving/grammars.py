@@ -3,7 +3,8 @@ and one native engine per grammar, compiled once and shared by every request tha
 
 A serving engine hands us a request's constraint as it got it (a JSON Schema, an EBNF, a regex,
 a structural tag). :class:`GrammarRequest` turns it into XGrammar's EBNF with XGrammar's own
-converters and the serving engine's options (``any_whitespace``, ``max_whitespace_cnt``), so the
+converters and the serving engine's options (``any_whitespace``, ``max_whitespace_cnt``,
+``separators``; :func:`legacy_structural_tag` for the older ``structures``/``triggers`` form), so the
 language we serve is the one the engine's XGrammar backend would compile; our front end then
 takes that EBNF. :func:`vocab_from_tokenizer_info` builds the token table from the
 ``xgrammar.TokenizerInfo`` the engine's XGrammar backend builds for the same tokenizer (its
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = [
     "GRAMMAR_KINDS",
     "GrammarRequest",
+    "legacy_structural_tag",
+    "stop_policy_of",
     "ServingError",
     "EngineCache",
     "shared_engine_cache",
@@ -55,14 +58,16 @@ class GrammarRequest:
     """One request's constraint as a serving engine received it.
 
     ``kind`` is one of :data:`GRAMMAR_KINDS` (``any_json`` is any JSON value, SGLang's
-    ``$$ANY$$``); ``any_whitespace`` and ``max_whitespace_cnt`` are XGrammar's JSON Schema
-    options, as the engine's XGrammar backend passes them.
+    ``$$ANY$$``); ``any_whitespace``, ``max_whitespace_cnt`` and ``separators`` (the item and
+    key separators, ``(",", ":")`` for compact JSON as vLLM asks without whitespace) are XGrammar's
+    JSON Schema options, as the engine's XGrammar backend passes them.
     """
 
     kind: str
     text: str
     any_whitespace: bool = True
     max_whitespace_cnt: int | None = None
+    separators: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in GRAMMAR_KINDS:
@@ -85,7 +90,10 @@ class GrammarRequest:
                 grammar = xgr.Grammar.builtin_json_grammar()
             elif self.kind == "json_schema":
                 grammar = xgr.Grammar.from_json_schema(
-                    self.text, any_whitespace=self.any_whitespace, max_whitespace_cnt=self.max_whitespace_cnt
+                    self.text,
+                    any_whitespace=self.any_whitespace,
+                    max_whitespace_cnt=self.max_whitespace_cnt,
+                    separators=self.separators,
                 )
             elif self.kind == "regex":
                 grammar = xgr.Grammar.from_regex(self.text)
@@ -96,6 +104,40 @@ class GrammarRequest:
         except (RuntimeError, ValueError, TypeError) as exc:  # XGrammar's parse errors, json's
             raise ServingError(f"invalid {self.kind}: {exc}") from None
         return printed_ebnf(grammar)
+
+
+def legacy_structural_tag(structures: list[dict], triggers: list[str], *, at_least_one: bool = False) -> GrammarRequest:
+    """The request of a structural tag in its older form (``{"structures": [{"begin", "schema", "end"}],
+    "triggers": [...]}``, which SGLang and vLLM still take), made the current form with XGrammar's own
+    ``StructuralTag.from_legacy_structural_tag``, as ``Grammar.from_structural_tag(tags, triggers)`` does.
+
+    A structure's ``schema`` is a JSON Schema object. ``at_least_one`` is SGLang's flag (at least one
+    tagged structure must occur).
+
+    Raises
+    ------
+    KeyError, TypeError, ValueError, RuntimeError
+        A structure without ``begin``, ``schema`` or ``end``, or a form XGrammar refuses.
+    """
+    import xgrammar as xgr
+
+    items = [xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"]) for s in structures]
+    tag = xgr.StructuralTag.from_legacy_structural_tag(items, triggers)
+    if at_least_one:
+        tag.format.at_least_one = True
+    return GrammarRequest("structural_tag", tag.model_dump_json(indent=None))
+
+
+def stop_policy_of(info: Any) -> Any:
+    """How the XGrammar matchers over ``info`` (an ``xgrammar.TokenizerInfo``) read its stop ids: the
+    signal, and under 0.2.9 their decoded text, which :func:`vocab_from_tokenizer_info` blanks
+    (:mod:`cfgzip_lab.native.stop_policy`). Pass it to ``NativeEngine.matcher``."""
+    from ..native.stop_policy import StopPolicy
+    from ..xgrammar_version import at_least
+
+    decoded = info.decoded_vocab
+    texts = {int(i): bytes(decoded[i]) for i in info.stop_token_ids if 0 <= i < len(decoded) and decoded[i]}
+    return StopPolicy(texts, False, at_least("0.2.9"))
 
 
 def vocab_from_tokenizer_info(info: Any, *, name: str, extra_special: Iterable[int] = ()) -> VocabTable:

@@ -51,7 +51,14 @@ from sglang.srt.constrained.base_grammar_backend import (
 )
 from sglang.srt.constrained.json_schema_validation import UnsupportedJSONSchemaFeature, validate_xgrammar_json_schema
 
-from .grammars import EngineCache, GrammarRequest, ServingError, vocab_from_tokenizer_info
+from .grammars import (
+    EngineCache,
+    GrammarRequest,
+    ServingError,
+    legacy_structural_tag,
+    stop_policy_of,
+    vocab_from_tokenizer_info,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +103,19 @@ def _allocate(vocab_size: int, batch_size: int) -> torch.Tensor:
 
 
 class CfgzipGrammar(BaseGrammarObject):
-    """One request's grammar state for SGLang: a native matcher and the tokens it accepted."""
+    """One request's grammar state for SGLang: a native matcher and the tokens it accepted.
 
-    def __init__(self, engine: Any, key_string: str, grammar_stats: GrammarStats | None = None) -> None:
+    ``stop_policy`` reads the stop ids as the XGrammar backend's matcher does (their text from its
+    ``TokenizerInfo`` under 0.2.9; :mod:`cfgzip_lab.native.stop_policy`); None: the signal only.
+    """
+
+    def __init__(
+        self, engine: Any, key_string: str, grammar_stats: GrammarStats | None = None, stop_policy: Any = None
+    ) -> None:
         super().__init__()
         self.engine = engine
-        self.matcher = engine.matcher()
+        self.stop_policy = stop_policy
+        self.matcher = engine.matcher() if stop_policy is None else engine.matcher(stop_policy)
         self.vocab_size = engine.vocab_size
         self.key_string = key_string
         self.grammar_stats = grammar_stats
@@ -162,7 +176,7 @@ class CfgzipGrammar(BaseGrammarObject):
         stats = self.grammar_stats
         if stats is not None:
             stats = dataclasses.replace(stats, is_cache_hit=True, tree_traversal_time=[])
-        return CfgzipGrammar(self.engine, self.key_string, stats)
+        return CfgzipGrammar(self.engine, self.key_string, stats, self.stop_policy)
 
     # -- jump-forward ----------------------------------------------------------------------
     def try_jump_forward(self, tokenizer: Any) -> tuple[list[int], str] | None:
@@ -231,6 +245,7 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
             )
         name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
         self.vocab = vocab_from_tokenizer_info(info, name=name)
+        self.stop_policy = stop_policy_of(info)
         self.vocab_size = vocab_size
         self.engines = EngineCache(self.vocab, capacity=capacity, grammars=grammars)
         self.any_whitespace = any_whitespace
@@ -243,7 +258,7 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         except ServingError as exc:
             logger.error("cfgzip refused a %s request: %s", kind, exc)
             return InvalidGrammarObject(str(exc))
-        return CfgzipGrammar(engine, key_string, GrammarStats(dispatch_type=kind))
+        return CfgzipGrammar(engine, key_string, GrammarStats(dispatch_type=kind), self.stop_policy)
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
         if key_string == "$$ANY$$":
@@ -273,19 +288,14 @@ class CfgzipGrammarBackend(BaseGrammarBackend):
         except ValueError as exc:
             return InvalidGrammarObject(str(exc))
         if isinstance(tag, dict) and tag.get("structures") is not None:  # SGLang's legacy form
-            import xgrammar as xgr
-
             try:
-                items = [
-                    xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s.get("schema") or {}), end=s["end"])
-                    for s in tag["structures"]
-                ]
-                legacy = xgr.StructuralTag.from_legacy_structural_tag(items, tag["triggers"])
-                legacy.format.at_least_one = tag.get("at_least_one", False)
-                text = legacy.model_dump_json()
+                structures = [{**s, "schema": s.get("schema") or {}} for s in tag["structures"]]  # SGLang's default
+                request = legacy_structural_tag(
+                    structures, tag["triggers"], at_least_one=tag.get("at_least_one", False)
+                )
             except (KeyError, TypeError, ValueError, RuntimeError) as exc:
                 return InvalidGrammarObject(f"invalid structural_tag: {exc}")
-            return self._dispatch("structural_tag", key_string, GrammarRequest("structural_tag", text))
+            return self._dispatch("structural_tag", key_string, request)
         if isinstance(tag, dict) and isinstance(tag.get("format"), dict):
             # a missing json_schema means {}, as SGLang's XGrammar backend reads it (its own helper)
             from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend

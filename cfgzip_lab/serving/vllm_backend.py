@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .grammars import EngineCache, GrammarRequest, ServingError
+from .grammars import EngineCache, GrammarRequest, ServingError, legacy_structural_tag
 
 __all__ = ["ENV", "VLLM_RELEASES", "CfgzipBackend", "CfgzipStructuredGrammar", "register"]
 
@@ -93,62 +93,63 @@ class CfgzipBackend(_xgrammar_backend()):  # type: ignore[misc]
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._caches: dict[tuple[bool, tuple[int, ...] | None], EngineCache] = {}
+        # (keep_special, stops) -> the engines over that token table, and how its stop ids are read
+        self._caches: dict[tuple[bool, tuple[int, ...] | None], tuple[EngineCache, Any]] = {}
 
     def compile_grammar(
         self, request_type: Any, grammar_spec: str, stop_token_ids: set[int] | None = None
     ) -> CfgzipStructuredGrammar:
-        """The request's native matcher; ``ValueError`` with the reason where cfgzip cannot serve it."""
-        ebnf, keep_special = self._to_ebnf(request_type, grammar_spec)
+        """The request's native matcher; ``ValueError`` with the reason where cfgzip cannot serve it
+        (or XGrammar cannot convert it: "invalid <kind>: ...")."""
+        request, keep_special = self._request(request_type, grammar_spec)
         stops = tuple(sorted(int(t) for t in stop_token_ids)) if stop_token_ids else None
+        engines, stop_policy = self._cache(keep_special, stops)
         try:
-            engine = self._cache(keep_special, stops).engine(GrammarRequest("ebnf", ebnf))
+            engine = engines.engine(request)
         except ServingError as exc:  # "cfgzip cannot serve this ebnf: <reason, line and column>"
             raise ValueError(f"{exc} (vLLM {request_type.name} request)") from None
-        return CfgzipStructuredGrammar(vocab_size=self.vocab_size, matcher=engine.matcher())
+        return CfgzipStructuredGrammar(vocab_size=self.vocab_size, matcher=engine.matcher(stop_policy))
 
-    def _to_ebnf(self, request_type: Any, spec: str) -> tuple[str, bool]:
-        """XGrammar's EBNF of the request, as ``XgrammarBackend.compile_grammar`` converts it, and
-        whether its token table keeps the special tokens (vLLM's ``full_vocab_compiler``)."""
-        import xgrammar as xgr
+    def _request(self, request_type: Any, spec: str) -> tuple[GrammarRequest, bool]:
+        """The request as ``XgrammarBackend.compile_grammar`` reads it (its JSON options: compact
+        separators without whitespace), and whether its token table keeps the special tokens (vLLM's
+        ``full_vocab_compiler``). :meth:`GrammarRequest.to_ebnf` converts it with XGrammar."""
         from vllm.v1.structured_output.utils import choice_as_grammar, grammar_is_likely_lark
 
         kind = request_type.name
-        separators = (",", ":") if self.disable_any_whitespace else None
-        whitespace = {"any_whitespace": not self.disable_any_whitespace, "separators": separators}
+        compact = self.disable_any_whitespace
+        json_options = {"any_whitespace": not compact, "separators": (",", ":") if compact else None}
         try:
             if kind == "JSON":
-                return str(xgr.Grammar.from_json_schema(spec, **whitespace)), False
+                return GrammarRequest("json_schema", spec, **json_options), False
             if kind == "JSON_OBJECT":
-                return str(xgr.Grammar.from_json_schema('{"type": "object"}', **whitespace)), False
+                return GrammarRequest("json_schema", '{"type": "object"}', **json_options), False
             if kind == "GRAMMAR":
-                if grammar_is_likely_lark(spec):
-                    return str(xgr.Grammar.from_lark(spec)), True
-                return spec, False
+                lark = grammar_is_likely_lark(spec)
+                return GrammarRequest("lark" if lark else "ebnf", spec), lark
             if kind == "REGEX":
-                return str(xgr.Grammar.from_regex(spec)), False
+                return GrammarRequest("regex", spec), False
             if kind == "CHOICE":
-                return choice_as_grammar(json.loads(spec)), False
+                return GrammarRequest("ebnf", choice_as_grammar(json.loads(spec))), False
             if kind == "STRUCTURAL_TAG":
                 tag = json.loads(spec)
                 if "structures" in tag:  # the legacy form, as vLLM reads it
-                    items = [
-                        xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
-                        for s in tag["structures"]
-                    ]
-                    return str(xgr.Grammar.from_structural_tag(items, tag["triggers"])), True
-                return str(xgr.Grammar.from_structural_tag(spec)), True
+                    return legacy_structural_tag(tag["structures"], tag["triggers"]), True
+                return GrammarRequest("structural_tag", spec), True
         except (RuntimeError, ValueError, TypeError) as exc:
             raise ValueError(f"invalid {kind.lower()} request: {exc}") from None
         raise ValueError(f"grammar is not of valid supported types. ({request_type!s})")
 
-    def _cache(self, keep_special: bool, stops: tuple[int, ...] | None) -> EngineCache:
+    def _cache(self, keep_special: bool, stops: tuple[int, ...] | None) -> tuple[EngineCache, Any]:
+        """The engines over vLLM's token table for these requests, and how its matchers read a stop id."""
         key = (keep_special, stops)
         if key not in self._caches:
-            from .vllm_processor import _vocab_like_vllm
+            from .vllm_processor import _table_like_vllm
 
-            vocab = _vocab_like_vllm(self.tokenizer, self.vocab_size, keep_special=keep_special, stop_token_ids=stops)
-            self._caches[key] = EngineCache(vocab)
+            vocab, stop_policy = _table_like_vllm(
+                self.tokenizer, self.vocab_size, keep_special=keep_special, stop_token_ids=stops
+            )
+            self._caches[key] = (EngineCache(vocab), stop_policy)
         return self._caches[key]
 
     def destroy(self) -> None:

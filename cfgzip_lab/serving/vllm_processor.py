@@ -308,7 +308,19 @@ def _vocab_like_vllm(
     vocabulary size, less the tokenizer's special added tokens (JSON, EBNF, regex) or with them
     (``keep_special``: structural tags, vLLM's ``full_vocab_compiler``); ``stop_token_ids``: a
     request's own stop tokens instead of the tokenizer's (they stay stop ids, never special)."""
+    return _table_like_vllm(tokenizer, vocab_size, keep_special=keep_special, stop_token_ids=stop_token_ids)[0]
+
+
+def _table_like_vllm(
+    tokenizer: Any, vocab_size: int, *, keep_special: bool = False, stop_token_ids: Sequence[int] | None = None
+) -> tuple[Any, Any]:
+    """:func:`_vocab_like_vllm`'s table and how vLLM's XGrammar matchers over it read the stop ids
+    (:func:`~.grammars.stop_policy_of`: their text under 0.2.9, blank where vLLM blanks a special token)."""
+    import dataclasses
+
     import xgrammar as xgr
+
+    from .grammars import stop_policy_of
 
     stops = list(stop_token_ids) if stop_token_ids else None
     info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stops)
@@ -317,7 +329,10 @@ def _vocab_like_vllm(
         added = getattr(tokenizer, "added_tokens_decoder", None) or {}
         special = [int(i) for i, tok in added.items() if tok.special]
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
-    return vocab_from_tokenizer_info(info, name=name, extra_special=special)
+    policy = stop_policy_of(info)
+    blank = set(special)
+    policy = dataclasses.replace(policy, texts={i: t for i, t in policy.texts.items() if i not in blank})
+    return vocab_from_tokenizer_info(info, name=name, extra_special=special), policy
 
 
 def _check_grammar(request: GrammarRequest) -> None:

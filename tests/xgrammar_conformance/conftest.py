@@ -29,40 +29,29 @@ _MAX_TOKENS = (
     "max_tokens: a bound on the number of tokens depends on the tokenizer, not on bytes; cfgzip refuses it "
     "(GrammarError) rather than class it unsoundly"
 )
-_TERMINATE_WITHOUT_STOP = (
-    "terminate_without_stop_token: the native matcher always ends with a stop token (native_matcher raises "
-    "NotImplementedError)"
-)
 
 _CAPTURES = "get_captures (capture attributes): not recorded by the native matcher (cfgzip drops the attribute)"
 _EXCLUDE_TOKEN = (
     "0.2.9's ExcludeToken also takes stop tokens that complete the grammar and tokens starting inside the literal "
     "before it; cfgzip refuses the construct (GrammarError) until it reproduces that"
 )
+_TOKEN_NAMES_STOP = (
+    "Token(...) naming a stop id: from 0.2.9 a stop token is taken by a Token(...) edge that completes the grammar; "
+    "cfgzip refuses the grammar (TokenIdError) until it reproduces that"
+)
 
 # test id (function name, or name[params]) -> the XGrammar behaviour the native matcher does not copy
 NATIVE_XFAILS: dict[str, str] = {
-    "test_completion_stop_tokens_and_reset[True]": "terminate_without_stop_token: the native matcher always "
-    "ends with a stop token (native_matcher raises NotImplementedError)",
-    "test_traverse_draft_tree_terminated_node": "terminate_without_stop_token: the native matcher always ends "
-    "with a stop token (native_matcher raises NotImplementedError)",
     "test_captures_masks_fork_and_serialization": _CAPTURES,
     "test_budget_enforcement_state_is_preserved": _MAX_TOKENS,
     # test_xgr_grammar_matcher_basic.py
-    "test_is_completed": _TERMINATE_WITHOUT_STOP,
-    "test_stop_token_as_grammar_terminal": "0.2.9 keeps an overridden stop token in the matchable vocabulary, so "
-    "the grammar can match its text ('<|return|>' as a terminal); the native matcher reads a stop id only as the end",
-    "test_stop_token_terminal_matching_paths[atomic-complete]": _TERMINATE_WITHOUT_STOP,
-    "test_stop_token_terminal_matching_paths[atomic-then-bytes]": "Token(...) naming a stop id: from 0.2.9 a stop "
-    "token is taken by a Token(...) edge that completes the grammar; cfgzip refuses it (TokenIdError)",
+    "test_stop_token_terminal_matching_paths[atomic-complete]": _TOKEN_NAMES_STOP,
+    "test_stop_token_terminal_matching_paths[atomic-then-bytes]": _TOKEN_NAMES_STOP,
     "test_stop_token_mid_token_exclude_probe[rewind-partial-byte-path-and-captures]": _CAPTURES,
-    "test_stop_token_mid_token_exclude_probe[incomplete-fallback]": _TERMINATE_WITHOUT_STOP,
-    "test_stop_token_mid_token_exclude_probe[incomplete-byte-content-without-stop-termination]": _TERMINATE_WITHOUT_STOP,
+    "test_stop_token_mid_token_exclude_probe[incomplete-fallback]": _EXCLUDE_TOKEN,
     "test_stop_token_mid_token_exclude_probe[character-budget-fallback-guard]": _EXCLUDE_TOKEN,
-    "test_stop_token_atomic_success_blocks_mid_token_fallback": _TERMINATE_WITHOUT_STOP,
+    "test_stop_token_atomic_success_blocks_mid_token_fallback": _EXCLUDE_TOKEN,
     # test_xgr_grammar_matcher_structural_tag.py
-    "test_dense_tag_dispatch_end_states": _TERMINATE_WITHOUT_STOP,
-    "test_tag_dispatch_perf": _TERMINATE_WITHOUT_STOP,
     "test_any_text_max_tokens_forces_multitoken_end": _MAX_TOKENS,
     "test_any_text_zero_token_budget_forces_immediate_end": _MAX_TOKENS,
     "test_any_text_max_tokens_rollback_and_fork": _MAX_TOKENS,
@@ -75,8 +64,14 @@ NATIVE_XFAILS: dict[str, str] = {
     "of text that cfgzip reads as bytes; cfgzip refuses it (GrammarError) rather than class it unsoundly",
 }
 
-# a grammar construct in the test's parameters -> why the native matcher refuses it under TESTS_FROM
-NATIVE_XFAIL_CONSTRUCTS: dict[str, str] = {"ExcludeToken(": _EXCLUDE_TOKEN}
+_PRINTED_NUL = (
+    "a NUL byte in a literal: XGrammar's printer drops it and what follows it in the literal (str() of the "
+    'compiled "\\v" "\\0" "\\e" ends at \\v), and native_matcher reads the grammar back from that print'
+)
+
+# a grammar construct in the test's parameters (as pytest writes them in the test id) -> why the native
+# matcher refuses or differs under TESTS_FROM
+NATIVE_XFAIL_CONSTRUCTS: dict[str, str] = {"ExcludeToken(": _EXCLUDE_TOKEN, r'"\\0"': _PRINTED_NUL}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -108,8 +103,8 @@ class _Published:
         return self._own[name] if name in self._own else getattr(xgrammar, name)
 
 
-# node ids of native runs that made no native matcher (they check XGrammar's converters, or the
-# grammar's language through xgrammar.testing's string-only matchers): reported at the end
+# node ids of native runs that made no native matcher (they check XGrammar's converters and printers
+# only): reported at the end
 _NO_NATIVE_MATCHER: list[str] = []
 
 
@@ -117,11 +112,10 @@ _NO_NATIVE_MATCHER: list[str] = []
 def matcher_impl(request, monkeypatch):
     """Which matcher ``xgrammar.GrammarMatcher`` makes during the test.
 
-    Under ``native``, ``xgrammar.testing``'s helpers that make a matcher over a tokenizer
-    (``_get_matcher_from_grammar_and_tokenizer_info``) make the native one too. Its string-only
-    matchers (``_get_matcher_from_grammar``, behind ``_is_grammar_accept_string``: an empty
-    vocabulary and ``terminate_without_stop_token``) stay XGrammar's: they check the grammar's
-    language, and the native matcher has no ``terminate_without_stop_token``.
+    Under ``native``, ``xgrammar.testing``'s helpers make the native one too: the matchers over a
+    tokenizer (``_get_matcher_from_grammar_and_tokenizer_info``) and the string-only ones
+    (``_get_matcher_from_grammar``, behind ``_is_grammar_accept_string``: an empty vocabulary and
+    ``terminate_without_stop_token``), so a grammar's language is checked on the native engine too.
     """
     if request.param != "native":
         yield request.param
@@ -133,16 +127,10 @@ def matcher_impl(request, monkeypatch):
         return native_matcher(compiled_grammar, **kwargs)
 
     published = _Published()
-
-    def testing_matcher(compiled_grammar, **kwargs):
-        if compiled_grammar.tokenizer_info.vocab_size == 0:  # _get_matcher_from_grammar's string-only one
-            return published.GrammarMatcher(compiled_grammar, **kwargs)
-        return counted(compiled_grammar, **kwargs)
-
     monkeypatch.setattr(engine, "xgr", published)
     monkeypatch.setattr(xgrammar_compat, "_xgr", published)
     monkeypatch.setattr(xgrammar, "GrammarMatcher", counted)
-    monkeypatch.setattr(xgrammar_testing, "GrammarMatcher", testing_matcher)
+    monkeypatch.setattr(xgrammar_testing, "GrammarMatcher", counted)
     monkeypatch.setattr(xgrammar, "BatchGrammarMatcher", xgrammar_compat.BatchGrammarMatcher)
     yield request.param
     if not made:
@@ -153,7 +141,7 @@ def pytest_terminal_summary(terminalreporter):
     if _NO_NATIVE_MATCHER:
         terminalreporter.write_line(
             f"xgrammar_conformance: {len(_NO_NATIVE_MATCHER)} native runs made no native matcher "
-            "(XGrammar's converters, or the grammar's language through xgrammar.testing's string-only matchers)"
+            "(they check XGrammar's converters and printers only)"
         )
 
 
