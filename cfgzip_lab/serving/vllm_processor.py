@@ -150,10 +150,10 @@ class CfgzipLogitsProcessor(*_Bases):
         model_config = vllm_config.model_config
         self.vocab_size = int(model_config.get_vocab_size())
         tokenizer = cached_tokenizer_from_config(model_config)
-        self.vocab = _vocab_like_vllm(tokenizer, self.vocab_size)
+        self.vocab, self.stop_policy = _table_like_vllm(tokenizer, self.vocab_size)
         self.engines = shared_engine_cache(self.vocab)
         self._tokenizer = tokenizer
-        self._full_engines: Any = None  # structural tags' table, built on the first such request
+        self._full: Any = None  # structural tags' engines and stop policy, made on the first such request
         self.stop_ids = list(self.vocab.stop_ids)
         self.requests: dict[int, _Request] = {}  # V1: batch row; V2: request slot
 
@@ -169,19 +169,21 @@ class CfgzipLogitsProcessor(*_Bases):
         if request is None:
             return None
         try:
-            return _Request(self._engines_for(request).engine(request).matcher())
+            engines, stop_policy = self._engines_for(request)
+            return _Request(engines.engine(request).matcher(stop_policy))
         except ServingError as exc:
             logger.error("cfgzip cannot serve a request (it may only stop): %s", exc)
             return _Request(None, broken=str(exc))
 
-    def _engines_for(self, request: GrammarRequest) -> Any:
-        """The engine cache over the token table vLLM's backend uses for ``request``'s kind."""
+    def _engines_for(self, request: GrammarRequest) -> tuple[Any, Any]:
+        """The engine cache over the token table vLLM's backend uses for ``request``'s kind, and how
+        that backend's XGrammar matchers read the stop ids over it (:func:`_table_like_vllm`)."""
         if request.kind != "structural_tag":
-            return self.engines
-        if self._full_engines is None:
-            full = _vocab_like_vllm(self._tokenizer, self.vocab_size, keep_special=True)
-            self._full_engines = shared_engine_cache(full)
-        return self._full_engines
+            return self.engines, self.stop_policy
+        if self._full is None:
+            full, policy = _table_like_vllm(self._tokenizer, self.vocab_size, keep_special=True)
+            self._full = (shared_engine_cache(full), policy)
+        return self._full
 
     def _mask(self, logits: torch.Tensor, rows: list[tuple[int, _Request, list[int]]]) -> torch.Tensor:
         """Fill the rows' masks into one bitmask and apply it (rows not listed stay all-allowed).
