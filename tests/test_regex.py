@@ -526,3 +526,61 @@ def test_the_repeat_source_quirk_is_what_xgrammar_does():
     assert not xgrammar_matches(matcher, b"<abc>")  # the exit to c still needs two passes
     bounded = xgrammar_matcher('root ::= "<" Regex("x|(?:ab){2,128}c") ">"')  # unrolled: as written
     assert not xgrammar_matches(bounded, b"<abx>")
+
+
+@pytest.mark.parametrize(
+    "pattern, xgrammar_only",
+    [
+        ("(?:c{2,129}|bc|cc|b{0,200}(?:b|a))", b"<bca>"),  # two repeat edges on one state share its counter
+        ("(?:(?:c*)+(?:a+){1,129}){0,150}", b"<ac>"),  # a loop back to the repeat's state keeps the count
+    ],
+)
+def test_a_large_repeat_whose_state_is_not_mirrored_is_refused(pattern, xgrammar_only):
+    with pytest.raises(RegexError) as caught:
+        regex_to_expr(pattern, json_string=False)
+    assert caught.value.refused and "cannot reproduce how XGrammar's matcher runs" in str(caught.value)
+    # the premise: XGrammar accepts what the pattern, read as written, does not
+    assert xgrammar_matches(xgrammar_matcher(f'root ::= "<" Regex("{pattern}") ">"'), xgrammar_only)
+    assert not re.fullmatch(pattern, xgrammar_only[1:-1].decode())
+
+
+def _random_pattern(rng: random.Random, depth: int = 0) -> str:
+    roll = rng.random()
+    if depth > 3 or roll < 0.3:
+        return rng.choice("abc")
+    if roll < 0.5:
+        return _random_pattern(rng, depth + 1) + _random_pattern(rng, depth + 1)
+    if roll < 0.62:
+        other = _random_pattern(rng, depth + 1) if rng.random() < 0.7 else ""
+        return f"(?:{_random_pattern(rng, depth + 1)}|{other})"
+    if roll < 0.72:
+        return f"(?:{_random_pattern(rng, depth + 1)}){rng.choice('?*+')}"
+    bounds = rng.choice(["{0,200}", "{1,150}", "{2,129}", "{130,}", "{0,2}", "{200}"])
+    return f"(?:{_random_pattern(rng, depth + 1)}){bounds}"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_large_repeats_match_as_xgrammar_or_are_refused(seed):
+    """Random patterns with large repetitions (nested, beside alternatives and loops): every one
+    cfgzip builds gives XGrammar's verdict on every string of up to 5 letters."""
+    rng, built = random.Random(seed), 0
+    for _ in range(40):
+        pattern = _random_pattern(rng)
+        if rng.random() < 0.5:
+            pattern = rng.choice(["", "a|", "b?"]) + pattern + rng.choice(["", "c", "|c"])
+        text = f'root ::= "<" Regex("{pattern}") ">"'
+        try:
+            matcher = xgrammar_matcher(text)
+        except Exception:  # noqa: BLE001 - XGrammar refuses it (a state cap): nothing to match
+            continue
+        try:
+            gnf = compile_grammar(text).gnf
+        except GrammarError as error:
+            assert "cannot reproduce" in str(error), (pattern, str(error))
+            continue
+        built += 1
+        for n in range(6):
+            for chars in itertools.product("abc", repeat=n):
+                doc = b"<" + "".join(chars).encode() + b">"
+                assert gnf.accepts(doc) == xgrammar_matches(matcher, doc), (pattern, doc)
+    assert built >= 20

@@ -227,18 +227,25 @@ _BUILT: dict[tuple[str, bool, str | None], tuple[Expr, tuple[RegexWarning, ...]]
 _BUILT_KEPT = 256
 
 
-def _with_span(x, span: Span | None):
+def _with_span(x, span: Span | None, done: dict[int, object] | None = None):
     """``x`` (an automaton or other grammar node, and every node in it) at ``span``: a built regex's
-    nodes all carry its call's span."""
+    nodes all carry its call's span. A node met twice (a large repetition's sub-automaton, read by
+    its counted edge and by the starred rule edge of ``{n,}``) stays one node, as built."""
+    done = {} if done is None else done
+    if id(x) in done:
+        return done[id(x)]
     if x.__class__ is tuple:
-        return tuple(_with_span(item, span) for item in x)
-    names = getattr(x.__class__, "__dataclass_fields__", None)
-    if names is None:
+        out = tuple(_with_span(item, span, done) for item in x)
+    elif (names := getattr(x.__class__, "__dataclass_fields__", None)) is None:
         return x
-    if "edges" in names:  # an automaton: most labels are byte ranges, which hold no span
-        edges = tuple(e if e[1].__class__ is tuple else (e[0], _with_span(e[1], span), e[2]) for e in x.edges)
-        return replace(x, span=span, edges=edges)
-    return replace(x, span=span, **{name: _with_span(getattr(x, name), span) for name in names if name != "span"})
+    elif "edges" in names:  # an automaton: most labels are byte ranges, which hold no span
+        edges = tuple(e if e[1].__class__ is tuple else (e[0], _with_span(e[1], span, done), e[2]) for e in x.edges)
+        out = replace(x, span=span, edges=edges)
+    else:
+        fields = {name: _with_span(getattr(x, name), span, done) for name in names if name != "span"}
+        out = replace(x, span=span, **fields)
+    done[id(x)] = out
+    return out
 
 
 def _regex_to_expr(
@@ -256,6 +263,8 @@ def _regex_to_expr(
     try:
         automaton, raws = fsm.build(root, json_string=json_string, span=span, pattern=pattern)
     except fsm.RegexBuildError as error:
+        if error.refused:  # the whole pattern: the automaton's states hold no spans
+            raise RegexError(error.message, 0, len(pattern), refused=True) from None
         raise RegexError(error.message, *error.span) from None
     if json_string and parser.emptied and any(fsm.dead_end(raw) is not None for raw in raws):
         # A dead end: XGrammar's matcher accepts the text before the emptied atom and then

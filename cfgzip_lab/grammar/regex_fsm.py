@@ -174,9 +174,9 @@ def is_nullable(node: Node) -> bool:
 class RegexBuildError(Exception):
     """XGrammar cannot build the automaton (an unrolled repetition past its state cap)."""
 
-    def __init__(self, message: str, span: Span) -> None:
+    def __init__(self, message: str, span: Span, *, refused: bool = False) -> None:
         super().__init__(message)
-        self.message, self.span = message, span
+        self.message, self.span, self.refused = message, span, refused
 
 
 # ---- the automaton (FSMWithStartEnd) -----------------------------------------------------------
@@ -520,6 +520,13 @@ SIMPLIFY_EPSILON_MAX_STATES = 100_000_000
 MERGE_EQUIVALENT_MAX_STATES = 100_000
 
 
+#: The refusal of a repeat edge whose source state :func:`repeat_returns_to_source` does not mirror.
+REPEAT_SOURCE_REFUSAL = (
+    "cfgzip cannot reproduce how XGrammar's matcher runs this large repetition (bound above 128) exactly: "
+    "its state also starts another large repetition or loops back to itself; use bounds up to 128 there"
+)
+
+
 def repeat_returns_to_source(f: _FSM) -> _FSM:
     """``f`` as XGrammar's matcher runs its counted repeat edges.
 
@@ -536,6 +543,12 @@ def repeat_returns_to_source(f: _FSM) -> _FSM:
     plain = [(state, i) for state, edges in enumerate(f.edges) for i, e in enumerate(edges) if e[0] == REPEAT]
     if not plain:
         return f
+    sources = [state for state, _ in plain]
+    for state in sources:
+        if sources.count(state) > 1 or any(t == state for _, _, t in f.edges[state]):
+            # Two repeat edges on one state share its counter, and an edge back to the state keeps
+            # it (a fuzz against the binary found both): not mirrored, so refused, never guessed.
+            raise RegexBuildError(REPEAT_SOURCE_REFUSAL, (0, 0), refused=True)
     g = f.copy()
     for state, i in plain:
         lo, sub, _ = f.edges[state][i]
