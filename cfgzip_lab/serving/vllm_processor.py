@@ -303,21 +303,15 @@ class CfgzipLogitsProcessor(*_Bases):
         return self._mask(logits, self._advance_v2(ctx))
 
 
-def _vocab_like_vllm(
-    tokenizer: Any, vocab_size: int, *, keep_special: bool = False, stop_token_ids: Sequence[int] | None = None
-) -> Any:
-    """A token table vLLM's XGrammar backend uses: XGrammar's ``from_huggingface`` over the model's
-    vocabulary size, less the tokenizer's special added tokens (JSON, EBNF, regex) or with them
-    (``keep_special``: structural tags, vLLM's ``full_vocab_compiler``); ``stop_token_ids``: a
-    request's own stop tokens instead of the tokenizer's (they stay stop ids, never special)."""
-    return _table_like_vllm(tokenizer, vocab_size, keep_special=keep_special, stop_token_ids=stop_token_ids)[0]
-
-
 def _table_like_vllm(
     tokenizer: Any, vocab_size: int, *, keep_special: bool = False, stop_token_ids: Sequence[int] | None = None
 ) -> tuple[Any, Any]:
-    """:func:`_vocab_like_vllm`'s table and how vLLM's XGrammar matchers over it read the stop ids
-    (:func:`~.grammars.stop_policy_of`: their text under 0.2.9, blank where vLLM blanks a special token)."""
+    """A token table vLLM's XGrammar backend uses, and how its XGrammar matchers read the stop ids
+    over it (:func:`~.grammars.stop_policy_of`: their text under 0.2.9, blank where vLLM blanks a
+    special token). The table is XGrammar's ``from_huggingface`` over the model's vocabulary size,
+    less the tokenizer's special added tokens (JSON, EBNF, regex) or with them (``keep_special``:
+    structural tags, vLLM's ``full_vocab_compiler``); ``stop_token_ids``: a request's own stop
+    tokens instead of the tokenizer's (they stay stop ids, never special)."""
     import dataclasses
 
     import xgrammar as xgr
