@@ -29,6 +29,54 @@ static int cmp_u64_keys(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* The short and dense ways' groups, from the walk's ranges: one per displacement node and one per fallback
+ * token, each group's representative (the shortest member, ties to the lowest id, as the pass in id order
+ * finds it) and node; each range token's group written to by_token[token] (the map), or with by_token NULL
+ * to in_order (range order). group_of_node: -1 for every node on entry. -1 when out of memory. */
+static int group_ranges(const VocabTrie *T, const Range *rs, int64_t nr, int32_t *group_of_node, int32_t **rep,
+                        int64_t *repcap, int64_t **group_node, int64_t *groupcap, int64_t *ng, int32_t *by_token,
+                        int32_t *in_order) {
+    const int32_t *ttok = T->ttok, *len = T->len;
+    int64_t at = 0;
+    for (int64_t i = 0; i < nr; i++) {
+        int64_t node = rs[i].node;
+        int32_t g = node >= 0 ? group_of_node[node] : -1;
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
+            int32_t t = ttok[k];
+            if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
+                if (*ng >= *repcap && grow((void **)rep, repcap, *ng + 1, sizeof(int32_t)) < 0) return -1;
+                if (*ng >= *groupcap && grow((void **)group_node, groupcap, *ng + 1, sizeof(int64_t)) < 0) return -1;
+                g = (int32_t)(*ng)++;
+                (*rep)[g] = t;
+                (*group_node)[g] = node;
+                if (node >= 0) group_of_node[node] = g;
+            } else if (len[t] < len[(*rep)[g]] || (len[t] == len[(*rep)[g]] && t < (*rep)[g])) {
+                (*rep)[g] = t;
+            }
+            if (by_token)
+                by_token[t] = g;
+            else
+                in_order[at++] = g;
+        }
+    }
+    return 0;
+}
+
+/* The NORMAL classes numbered from `first` in the order of their representatives: group g's class cls[g],
+ * and each class's representative, kind and node. order: scratch for ng keys. */
+static void number_range_groups(int64_t ng, const int32_t *rep, const int64_t *group_node, int64_t first,
+                                uint64_t *order, int32_t *cls, int32_t *reps, uint8_t *kout, int64_t *rep_nodes) {
+    for (int64_t g = 0; g < ng; g++) order[g] = ((uint64_t)(uint32_t)rep[g] << 32) | (uint32_t)g;
+    qsort(order, (size_t)ng, sizeof(uint64_t), cmp_u64_keys);
+    for (int64_t i = 0; i < ng; i++) {
+        int32_t g = (int32_t)(order[i] & 0xFFFFFFFFu);
+        cls[g] = (int32_t)(first + i);
+        reps[first + i] = rep[g];
+        kout[first + i] = 0; /* ClassKind.NORMAL */
+        rep_nodes[first + i] = group_node[g];
+    }
+}
+
 /* assemble's dense way from the ranges: most tokens live (a JSON Schema's ~125k of Llama-3's 128k), so the map
  * is written whole, each range token's group scattered into it (no list of ids sorted, no node_of read: a lazy
  * walk did not write it), then numbered in one pass over it. The same classes, representatives and rep_nodes
@@ -43,25 +91,7 @@ static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, c
     if (!group_of_node) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
     memset(out, 0xFF, (size_t)T->ntok * sizeof(int32_t)); /* -1: in no range */
-    const int32_t *ttok = T->ttok, *len = T->len;
-    for (int64_t i = 0; i < nr; i++) {
-        int64_t node = rs[i].node;
-        int32_t g = node >= 0 ? group_of_node[node] : -1;
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
-            int32_t t = ttok[k];
-            if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
-                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
-                if (ng >= groupcap && grow((void **)&group_node, &groupcap, ng + 1, sizeof(int64_t)) < 0) goto nomem;
-                g = (int32_t)ng++;
-                rep[g] = t;
-                group_node[g] = node;
-                if (node >= 0) group_of_node[node] = g;
-            } else if (len[t] < len[rep[g]] || (len[t] == len[rep[g]] && t < rep[g])) {
-                rep[g] = t; /* the shortest member, ties to the lowest id, as the pass in id order finds it */
-            }
-            out[t] = g;
-        }
-    }
+    if (group_ranges(T, rs, nr, group_of_node, &rep, &repcap, &group_node, &groupcap, &ng, out, NULL) < 0) goto nomem;
     /* the dead representative: the shortest trie token in no range (the first of equals) */
     int64_t dead_rep = -1;
     for (int64_t i = 0; dead && i < T->eligible; i++) {
@@ -96,15 +126,7 @@ static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, c
         rep_nodes[k] = -1;
         kout[k++] = 1; /* ClassKind.STOP */
     }
-    for (int64_t g = 0; g < ng; g++) order[g] = ((uint64_t)(uint32_t)rep[g] << 32) | (uint32_t)g;
-    qsort(order, (size_t)ng, sizeof(uint64_t), cmp_u64_keys);
-    for (int64_t i = 0; i < ng; i++) {
-        int32_t g = (int32_t)(order[i] & 0xFFFFFFFFu);
-        cls[g] = (int32_t)(first + i);
-        reps[first + i] = rep[g];
-        kout[first + i] = 0; /* ClassKind.NORMAL */
-        rep_nodes[first + i] = group_node[g];
-    }
+    number_range_groups(ng, rep, group_node, first, order, cls, reps, kout, rep_nodes);
     for (int64_t t = 0; t < T->ntok; t++) out[t] = out[t] >= 0 ? cls[out[t]] : 0; /* outside the ranges: BLOCKED */
     for (int64_t i = 0; i < T->nstops; i++) out[T->stop_ids[i]] = stop_class;
     result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None, Py_None);
@@ -159,26 +181,9 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     uint64_t *in_range = NULL;
     if (!group_of_node || !tg || !pairs) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
-    const int32_t *ttok = T->ttok, *len = T->len;
+    const int32_t *ttok = T->ttok;
     int64_t ng = 0, repcap = 0, at = 0;
-    for (int64_t i = 0; i < nr; i++) {
-        int64_t node = rs[i].node;
-        int32_t g = node >= 0 ? group_of_node[node] : -1;
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
-            int32_t t = ttok[k];
-            if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
-                if (ng >= repcap && grow((void **)&rep, &repcap, ng + 1, sizeof(int32_t)) < 0) goto nomem;
-                if (ng >= groupcap && grow((void **)&group_node, &groupcap, ng + 1, sizeof(int64_t)) < 0) goto nomem;
-                g = (int32_t)ng++;
-                rep[g] = t;
-                group_node[g] = node;
-                if (node >= 0) group_of_node[node] = g;
-            } else if (len[t] < len[rep[g]] || (len[t] == len[rep[g]] && t < rep[g])) {
-                rep[g] = t; /* the shortest member, ties to the lowest id, as the pass in id order finds it */
-            }
-            tg[at++] = g;
-        }
-    }
+    if (group_ranges(T, rs, nr, group_of_node, &rep, &repcap, &group_node, &groupcap, &ng, NULL, tg) < 0) goto nomem;
     /* The dead representative: the shortest trie token in no range (neither live nor a fallback), the
      * first of equals; read from the ranges, not node_of, which a lazy walk did not write. */
     int64_t dead_rep = -1;
@@ -219,17 +224,8 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
         kout[1] = 1; /* ClassKind.STOP */
         rep_nodes[1] = -1;
     }
-    /* NORMAL classes in the order of their representatives (group g's class: cls[g]) */
     uint64_t *order = (uint64_t *)by_rep;
-    for (int64_t g = 0; g < ng; g++) order[g] = ((uint64_t)(uint32_t)rep[g] << 32) | (uint32_t)g;
-    qsort(order, (size_t)ng, sizeof(uint64_t), cmp_u64_keys);
-    for (int64_t i = 0; i < ng; i++) {
-        int32_t g = (int32_t)(order[i] & 0xFFFFFFFFu);
-        cls[g] = (int32_t)(first + i);
-        reps[first + i] = rep[g];
-        kout[first + i] = 0; /* ClassKind.NORMAL */
-        rep_nodes[first + i] = group_node[g];
-    }
+    number_range_groups(ng, rep, group_node, first, order, cls, reps, kout, rep_nodes);
     /* the ids outside class 0 (BLOCKED) with their classes, ascending by id: the whole map with class 0
      * for every other id (written into `out` too where the caller gave one) */
     at = 0;
