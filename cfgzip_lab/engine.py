@@ -53,6 +53,8 @@ Other XGrammar behaviour the interface smooths over:
 
 from __future__ import annotations
 
+import dataclasses
+
 import copy
 import math
 import threading
@@ -429,6 +431,24 @@ def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
     return sorted(shadows)
 
 
+def refuse_nested_root_in(text: str) -> None:
+    """``GrammarError`` where ``text``'s root rule is nested with input after it
+    (:mod:`.grammar.nested_root`): XGrammar's mask then depends on where a token starts, so one
+    representative does not speak for its class (``root ::= "" | root [b]``: ``b`` is in XGrammar's
+    mask, ``bb`` of the same class is not), and the compressed engine is refused."""
+    from .grammar.diagnostics import GrammarError
+    from .grammar.ebnf import parse_ebnf
+    from .grammar.nested_root import COMPRESSED_REFUSAL, mentions_root_again, nested_root_reference
+
+    if not mentions_root_again(text):
+        return
+    ast = parse_ebnf(text, reachable_only=True, warn_unreachable=False)
+    found = nested_root_reference(ast)
+    if found is not None:
+        message = COMPRESSED_REFUSAL.format(root=ast.root)
+        raise GrammarError([dataclasses.replace(found, message=message)], text=text)
+
+
 def compressed_tokenizer_info(vocab: VocabTable, classes: TokenClasses) -> xgr.TokenizerInfo:
     """The K representatives as a vocabulary, then the shadow prefixes, then the run fences.
 
@@ -500,6 +520,8 @@ class CompiledEngines:
         if self.classes is None:
             raise ValueError("compressed engines need TokenClasses")
         key = (self.grammar_sha256, "compressed", self.vocab.fingerprint, self.classes_digest)
+        if key not in _compiled:
+            refuse_nested_root_in(self.grammar_text)  # XGrammar's masks leave the language there
         # Token(...) macros name vocabulary ids: over the representatives they must name classes.
         text = rewrite_for_representatives(self.grammar_text, self.classes.representatives, self.classes.class_kind)
         return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes), text)

@@ -343,8 +343,21 @@ class _Checker:
         """A token outside the mask: both must reject it (and stay where they are)."""
         self.report.rejections_checked += 1
         agreed, accepted = self.accept(token_id)
-        if agreed and accepted:  # both accepted a token outside the plain mask
-            self._record("reject", token=self._describe(np.array([token_id]))[0])
+        if agreed and accepted:
+            # Both took a token outside the plain mask: the engines agree, and XGrammar's own matcher
+            # contradicts its mask (a nested root's, grammar/nested_root.py): counted apart, as in
+            # the mask check; still no pass unless allowed.
+            self.report.xgrammar_disagreements += 1
+            if len(self.report.xgrammar_disagreement_examples) < 5:
+                self.report.xgrammar_disagreement_examples.append(
+                    {
+                        "walk": self.label,
+                        "step": len(self.history) - 1,
+                        "check": "reject",
+                        "prefix_ids": list(self.history[:-1]),
+                        "xgrammar_accepts": self._describe(np.array([token_id])),
+                    }
+                )
             return False
         return agreed
 

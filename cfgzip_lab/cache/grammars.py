@@ -299,7 +299,7 @@ class GrammarCache:
     def _build(self, key: CacheKey, text: str, kind: str, vocab: VocabTable) -> ReadyGrammar:
         from ..deadline import Deadline
         from ..native.index import SigmaInIndex, build_index_or_reason
-        from ..pipeline import build_classes, compile_grammar
+        from ..pipeline import build_classes, compile_grammar, nested_root_reason
 
         deadline = Deadline(self.build_seconds) if self.build_seconds is not None else None
         t0 = time.perf_counter()
@@ -315,9 +315,12 @@ class GrammarCache:
                 raise deadline.error("classing") from None
             deadline.check("classing (done)")
         t2 = time.perf_counter()
-        index, unavailable = build_index_or_reason(
-            compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
-        )
+        unavailable = nested_root_reason(compiled)  # XGrammar's masks leave the language: the compressed engine's
+        index = None
+        if unavailable is None:
+            index, unavailable = build_index_or_reason(
+                compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
+            )
         t3 = time.perf_counter()
         classes = result.classes
         seconds = {"front_end": t1 - t0, "classes": t2 - t1, "index": t3 - t2}

@@ -62,6 +62,12 @@ class NativeEngine:
     _text_memo: dict[tuple[int, bytes], bool] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        from ..pipeline import nested_root_reason
+
+        nested = nested_root_reason(self.compiled)
+        self.xgrammar_fallback = nested is not None
+        if nested is not None:  # XGrammar's masks leave the language: every request to XGrammar itself
+            self.index, self.unavailable = None, nested
         if self.index is not None and self.index.gnf_digest != gnf_digest(self.compiled.gnf):
             raise ValueError("the native index was built for another normal form of the grammar")
         if self.index is not None and self.index.num_classes != self.classes.num_classes:
@@ -144,8 +150,12 @@ class NativeEngine:
     def batch(self, batch_size: int) -> DisplacementBatchMatcher:
         return DisplacementBatchMatcher([self.matcher() for _ in range(batch_size)])
 
-    def fallback_matcher(self) -> CompressedMatcher:
-        """A compressed XGrammar matcher (compiled on first use) for a request past the budget."""
+    def fallback_matcher(self) -> CompressedMatcher | PlainMatcher:
+        """A compressed XGrammar matcher (compiled on first use) for a request past the budget; XGrammar
+        over the whole vocabulary where the compressed engine is refused (a nested root,
+        :mod:`~cfgzip_lab.grammar.nested_root`)."""
+        if self.xgrammar_fallback:
+            return self.plain_matcher()
         if self.xgrammar_engines is None:
             from ..engine import compile_engines
 
