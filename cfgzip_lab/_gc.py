@@ -18,12 +18,15 @@ another with Llama-3 (thread time, load ~9): the collections that ran at the end
 took 225 ms of 1,664 (151 young ones of ~0.2 ms, 14 middle ones of ~4 ms, 2 full ones of ~70 ms).
 Objects still young are promoted with them (their cycles then wait for the next full collection),
 and where the process froze objects itself (``gc.get_freeze_count()``: a forking server keeping its
-pages shared) nothing is moved, since the unfreeze would give those back.
+pages shared) nothing is moved, since the unfreeze would give those back. A free-threaded CPython
+freezes by visiting every object of the heap, so there (and where ``gc.freeze`` is missing) nothing
+is moved either.
 """
 
 from __future__ import annotations
 
 import gc
+import sysconfig
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +36,8 @@ __all__ = ["gc_paused"]
 _lock = threading.Lock()
 _depth = 0
 _was_enabled = False
+# gc.freeze() and gc.unfreeze() splice the generations' lists (O(1)) where the interpreter has its GIL
+_SPLICES = hasattr(gc, "freeze") and not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
 @contextmanager
@@ -56,6 +61,6 @@ def gc_paused() -> Iterator[None]:
 
 def _promote_young() -> None:
     """Every tracked object to the oldest generation, untraversed, unless the process froze some."""
-    if gc.get_freeze_count() == 0:
+    if _SPLICES and gc.get_freeze_count() == 0:
         gc.freeze()  # (the young generations' count back to 0 too)
         gc.unfreeze()
