@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from cfgzip_lab._gc import _SPLICES
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.native.engine import build_native_engine
 from cfgzip_lab.pipeline import build_classes, compile_grammar
@@ -79,3 +80,44 @@ def test_no_build_pays_a_collection(collections_seen, toy) -> None:
     assert inside == [], inside
     assert engine.vocab_size == engines.plain().vocab_size == toy.vocab_size
     assert gc.isenabled()  # the collector is back after the last build
+
+
+@pytest.fixture()
+def lazy_collector():
+    """The collector on, with thresholds no test body reaches: an object stays in the generation it was put in."""
+    before = gc.get_threshold()
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.enable()
+    gc.set_threshold(1_000_000, 1_000, 1_000)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        if not was_enabled:
+            gc.disable()
+
+
+@pytest.mark.skipif(not _SPLICES, reason="a free-threaded interpreter: nothing promoted (cfgzip_lab._gc)")
+def test_what_a_build_leaves_alive_is_in_the_oldest_generation(lazy_collector, toy) -> None:
+    # not traversed by the young collection the build's allocations would start (cfgzip_lab._gc)
+    grammar = compile_grammar(GRAMMAR)
+    result = build_classes(grammar, toy)
+    assert any(o is grammar for o in gc.get_objects(generation=2))
+    assert any(o is result for o in gc.get_objects(generation=2))
+    assert not any(o is grammar for o in gc.get_objects(generation=0))
+    made_after = [[1]]  # the collector works as before past the build
+    assert any(o is made_after for o in gc.get_objects(generation=0))
+
+
+def test_objects_the_process_froze_stay_frozen(lazy_collector) -> None:
+    frozen_here = [[2]]
+    gc.freeze()
+    try:
+        assert gc.get_freeze_count() > 0
+        grammar = compile_grammar(GRAMMAR)
+        # the build moved nothing: an unfreeze would have given the process's frozen objects back
+        assert not any(o is frozen_here for o in gc.get_objects())
+        assert any(o is grammar for o in gc.get_objects(generation=0))  # promoted by no one: left young
+    finally:
+        gc.unfreeze()

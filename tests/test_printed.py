@@ -43,3 +43,23 @@ def test_native_matcher_reads_the_characters_xgrammar_compiled():
     assert matcher.find_jump_forward_string() == "éa"
     assert matcher.accept_token(0) and matcher.find_jump_forward_string() == ""
     assert matcher.accept_token(1) and matcher.accept_token(2) and matcher.accept_token(3)
+
+
+def test_a_text_the_quick_check_passes_is_what_the_rewrite_gives():
+    # the early return (no "\x" with three hex digits after it) against the rewrite itself, over short
+    # texts of backslashes, x, hex digits and other letters: every text of up to 6 characters
+    import itertools
+    import re
+
+    from cfgzip_lab.grammar import printed
+
+    def rewritten(text: str) -> str:
+        return printed._ESCAPE.sub(lambda m: "\\u00" + m.group(1)[1:] if len(m.group(1)) == 3 else m.group(0), text)
+
+    quick = 0
+    for n in range(7):
+        for chars in itertools.product("\\xe9Fz", repeat=n):
+            text = "".join(chars)
+            assert unambiguous_escapes(text) == rewritten(text), text
+            quick += re.search(r"\\x[0-9a-fA-F]{3}", text) is None
+    assert quick > 1000  # the early return was taken (and agreed)

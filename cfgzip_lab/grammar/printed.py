@@ -17,11 +17,17 @@ __all__ = ["printed_ebnf", "unambiguous_escapes"]
 
 # An escape pair (\\, \", \x..) is consumed whole, so "\\x41" (a backslash, then x41) is left alone.
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}(?=[0-9a-fA-F])|.)", re.DOTALL)
+# Only such an escape is rewritten, and each one holds this: a text without it is returned at once
+# (a JSON Schema's EBNF has hundreds of escapes, \" and [ \n\r\t], each a Python call of the rewrite).
+_MAYBE_CLASH = re.compile(r"\\x[0-9a-fA-F]{3}")
 
 
 def unambiguous_escapes(text: str) -> str:
     """``text`` with each two-digit ``\\xHH`` that a hex digit follows written ``\\u00HH``
     (``"\\xe9a"`` becomes ``"\\u00e9a"``; ``"\\xe9"`` and an escaped backslash before ``x41`` stay)."""
+
+    if _MAYBE_CLASH.search(text) is None:
+        return text
 
     def one(m: re.Match) -> str:
         escape = m.group(1)
