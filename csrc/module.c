@@ -133,11 +133,6 @@ static PyMethodDef advancer_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyObject *advancer_get_last_created(Advancer *A, void *closure) {
-    (void)closure;
-    return PyLong_FromLongLong((long long)A->last_created);
-}
-
 static PyGetSetDef advancer_getset[] = {
     {"last_created", (getter)advancer_get_last_created, NULL, "nodes the last accept_state created", NULL},
     {NULL, NULL, NULL, NULL, NULL},

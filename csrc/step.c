@@ -199,6 +199,11 @@ PyObject *advancer_accept_state(Advancer *A, PyObject *const *args, Py_ssize_t n
 
 
 
+PyObject *advancer_get_last_created(Advancer *A, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong((long long)A->last_created);
+}
+
 PyObject *advancer_stats(Advancer *A, PyObject *unused) {
     (void)unused;
     return Py_BuildValue("{sLsLsL}", "advance_memo_hits", (long long)A->hits, "advances", (long long)A->advances,

@@ -33,6 +33,7 @@ void advancer_dealloc(Advancer *A);
 int advancer_init(Advancer *A, PyObject *args, PyObject *kwds);
 PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t nargs);
 PyObject *advancer_accept_state(Advancer *A, PyObject *const *args, Py_ssize_t nargs);
+PyObject *advancer_get_last_created(Advancer *A, void *closure);
 PyObject *advancer_stats(Advancer *A, PyObject *unused);
 
 #endif
