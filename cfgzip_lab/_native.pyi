@@ -172,6 +172,12 @@ class Advancer:
     ) -> None: ...
     def accept(self, state: Node, token: int, spent: int) -> tuple[Node, int]:
         """(state after the token, nodes created): EMPTY where refused, -1 a stop the state may end on."""
+    def accept_state(self, state: Node, token: int, spent: int) -> Node:
+        """accept's state alone (no tuple: a step that allocates none cannot start Python's collector);
+        its nodes created in :attr:`last_created`."""
+    @property
+    def last_created(self) -> int:
+        """Nodes the last :meth:`accept_state` created."""
     def stats(self) -> dict[str, int]:
         """Memo hits, advances, memo drops."""
 
@@ -242,8 +248,13 @@ def trie_new(
     list_ptr: Buffer,
     list_cls: Buffer,
     words: int,
+    fptr: Buffer = ...,
+    fedges: Buffer = ...,
+    family_base: int = ...,
+    c_bits: int = ...,
 ) -> object:
-    """The σ_in trie as arrays, a capsule for trie_mask (csrc/trie.c)."""
+    """The σ_in trie as arrays, a capsule for trie_mask (csrc/trie.c); with ``fptr``/``fedges``, its
+    counted repetitions' IN(f, lo, hi) edges (rows family, lo, hi, child) too."""
 
 def trie_arrays(
     edges: Buffer, indptr: Buffer, classes: Buffer, nodes: int, dense_classes: int, words: int

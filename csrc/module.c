@@ -127,8 +127,15 @@ PyTypeObject VocabTrieType = {
 /* ---- Advancer: the native engine's accept step (csrc/step.c) ---- */
 static PyMethodDef advancer_methods[] = {
     {"accept", (PyCFunction)(void (*)(void))advancer_accept, METH_FASTCALL, "accept(state, token, spent) (csrc/step.c)"},
+    {"accept_state", (PyCFunction)(void (*)(void))advancer_accept_state, METH_FASTCALL,
+     "accept_state(state, token, spent): accept's state alone, its node count in last_created (csrc/step.c)"},
     {"stats", (PyCFunction)advancer_stats, METH_NOARGS, "memo hits, advances, memo drops"},
     {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef advancer_getset[] = {
+    {"last_created", (getter)advancer_get_last_created, NULL, "nodes the last accept_state created", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject AdvancerType = {
@@ -138,6 +145,7 @@ PyTypeObject AdvancerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "the native engine's accept step on a compiled word store (csrc/step.c)",
     .tp_methods = advancer_methods,
+    .tp_getset = advancer_getset,
     .tp_init = (initproc)advancer_init,
     .tp_new = PyType_GenericNew,
 };

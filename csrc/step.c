@@ -108,46 +108,52 @@ static inline int32_t sparse_class(const Advancer *A, int64_t token) {
     return lo < A->nids && A->ids[lo] == token ? A->classes[lo] : 0;
 }
 
-/* accept(state, token, spent) -> (state after the token, nodes created)
+/* The accept step: the state after the token (nodes created into *created), or ADVANCE_ERROR with an
+ * exception set. Read by accept(state, token, spent) -> (state after the token, nodes created), and by
+ * accept_state(state, token, spent) -> the state after (nodes created then in last_created: an int, where
+ * the pair is a tuple, a collected object, so a step that returns one may start Python's collector).
  * The state after: EMPTY (0) when the grammar does not allow the token (or it is blocked, or no id),
  * -1 when it is a stop token the state may end on (the matcher's _STOPPED). A NORMAL token's
  * successor is memoised by (state, class): equal displacements lead to the same canonical node.
  * Raises budget_exc past the per-token or the request budget (nothing changed then). */
-PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t nargs) {
+#define ADVANCE_ERROR INT64_MIN
+
+static int64_t advance(Advancer *A, PyObject *const *args, Py_ssize_t nargs, int64_t *created) {
+    *created = 0;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "accept(state, token, spent)");
-        return NULL;
+        return ADVANCE_ERROR;
     }
     long long state = PyLong_AsLongLong(args[0]), token = PyLong_AsLongLong(args[1]);
     long long spent = PyLong_AsLongLong(args[2]);
-    if (PyErr_Occurred()) return NULL;
+    if (PyErr_Occurred()) return ADVANCE_ERROR;
     Words *S = A->S;
-    if (check_node(S, state) < 0) return NULL;
-    if (token < 0 || token >= A->V) return Py_BuildValue("ii", W_EMPTY, 0);
+    if (check_node(S, state) < 0) return ADVANCE_ERROR;
+    if (token < 0 || token >= A->V) return W_EMPTY;
     int32_t k = A->class_of ? A->class_of[token] : sparse_class(A, token);
     if (k < 0 || k >= A->K) {  /* the array was written after the Advancer checked it */
         PyErr_SetString(PyExc_ValueError, "Advancer: class_of names a class outside class_kind");
-        return NULL;
+        return ADVANCE_ERROR;
     }
     uint8_t kind = A->class_kind[k];
-    if (kind == 1) return Py_BuildValue("ii", S->acc[state] ? -1 : W_EMPTY, 0);
-    if (kind != 0) return Py_BuildValue("ii", W_EMPTY, 0);
+    if (kind == 1) return S->acc[state] ? -1 : W_EMPTY;
+    if (kind != 0) return W_EMPTY;
     uint64_t key = (uint64_t)state * (uint64_t)A->K + (uint64_t)k;
     int32_t got = memo_get(&A->memo, key);
     if (got >= 0) {
         A->hits++;
-        return Py_BuildValue("ii", got, 0);
+        return got;
     }
     A->advances++;
     int64_t budget = A->token_budget < A->request_budget - spent ? A->token_budget : A->request_budget - spent;
     if (budget <= 0) {
         PyErr_Format(A->budget_exc, "the request created more than %lld state nodes", (long long)A->request_budget);
-        return NULL;
+        return ADVANCE_ERROR;
     }
     PyObject *b = PyList_GET_ITEM(A->tokens, token);
     if (!PyBytes_Check(b)) {
         PyErr_SetString(PyExc_TypeError, "Advancer: a token's bytes are not bytes");
-        return NULL;
+        return ADVANCE_ERROR;
     }
     const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(b);
     Py_ssize_t len = PyBytes_GET_SIZE(b);
@@ -165,14 +171,37 @@ PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t nargs) 
             PyErr_SetString(A->budget_exc, "a token would nest the state deeper than the compiled store allows");
         else
             PyErr_NoMemory();
-        return NULL;
+        return ADVANCE_ERROR;
     }
     if (A->memo.used >= A->memo_entries) { /* dropped whole when full: it only holds finished results */
         memo_free(&A->memo);
         A->drops++;
     }
-    if (memo_put(&A->memo, key, (int32_t)r) < 0) return PyErr_NoMemory();
-    return Py_BuildValue("LL", (long long)r, (long long)(S->created - before));
+    if (memo_put(&A->memo, key, (int32_t)r) < 0) {
+        PyErr_NoMemory();
+        return ADVANCE_ERROR;
+    }
+    *created = S->created - before;
+    return r;
+}
+
+PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t created, r = advance(A, args, nargs, &created);
+    return r == ADVANCE_ERROR ? NULL : Py_BuildValue("LL", (long long)r, (long long)created);
+}
+
+PyObject *advancer_accept_state(Advancer *A, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t created, r = advance(A, args, nargs, &created);
+    if (r == ADVANCE_ERROR) return NULL;
+    A->last_created = created;
+    return PyLong_FromLongLong((long long)r);
+}
+
+
+
+PyObject *advancer_get_last_created(Advancer *A, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong((long long)A->last_created);
 }
 
 PyObject *advancer_stats(Advancer *A, PyObject *unused) {

@@ -23,6 +23,7 @@ typedef struct {
     int64_t memo_entries, token_budget, request_budget;
     PyObject *budget_exc; /* StateBudgetExceeded */
     int64_t hits, advances, drops;
+    int64_t last_created; /* nodes the last accept_state created (the matcher's request budget reads it) */
 } Advancer;
 
 extern PyTypeObject AdvancerType;
@@ -31,6 +32,8 @@ extern PyTypeObject AdvancerType;
 void advancer_dealloc(Advancer *A);
 int advancer_init(Advancer *A, PyObject *args, PyObject *kwds);
 PyObject *advancer_accept(Advancer *A, PyObject *const *args, Py_ssize_t nargs);
+PyObject *advancer_accept_state(Advancer *A, PyObject *const *args, Py_ssize_t nargs);
+PyObject *advancer_get_last_created(Advancer *A, void *closure);
 PyObject *advancer_stats(Advancer *A, PyObject *unused);
 
 #endif

@@ -11,8 +11,17 @@
 /* The sigma_in trie as arrays (see trie_new below). */
 typedef struct {
     Py_buffer ptr, syms, kids, dense_idx, dense, list_ptr, list_cls;
+    Py_buffer fptr, fedges; /* counted repetitions' IN(f, lo, hi) edges (empty buffers where none), see trie_new */
     Py_ssize_t nodes, words;
+    int64_t family_base, c_mask; /* F_c = family_base + (f << c_bits) + c: c = v & c_mask, f = v >> c_bits */
+    int c_bits;
 } Trie;
+
+/* whether trie node nt has an edge to follow (a child or an IN(f, lo, hi) edge): the Python walk's row.deep */
+static inline int trie_deep(const Trie *t, Py_ssize_t nt) {
+    const int32_t *ptr = (const int32_t *)t->ptr.buf, *fptr = (const int32_t *)t->fptr.buf;
+    return ptr[nt + 1] > ptr[nt] || (fptr && fptr[nt + 1] > fptr[nt]);
+}
 
 /* OR the class set of trie node nt into out (uint64[t->words]). */
 static inline void trie_or_classes(const Trie *t, Py_ssize_t nt, uint64_t *out) {
@@ -28,14 +37,19 @@ static inline void trie_or_classes(const Trie *t, Py_ssize_t nt, uint64_t *out) 
 
 /* ---- the class mask of a parser state: the product walk of its word DAG with the sigma_in trie ----
  *
- * trie_new(ptr, syms, kids, dense_idx, dense, list_ptr, list_cls, words) keeps the trie as arrays
- * (cfgzip_lab.native.walk builds them from the SigmaInIndex): node t's children are syms/kids[ptr[t]:ptr[t+1]],
- * sorted by symbol; its class set is the dense row dense[dense_idx[t] * words : ...] (uint64) when
- * dense_idx[t] >= 0, else the classes list_cls[list_ptr[t]:list_ptr[t+1]].
+ * trie_new(ptr, syms, kids, dense_idx, dense, list_ptr, list_cls, words[, fptr, fedges, family_base, c_bits])
+ * keeps the trie as arrays (cfgzip_lab.native.walk builds them from the SigmaInIndex): node t's children are
+ * syms/kids[ptr[t]:ptr[t+1]], sorted by symbol; its class set is the dense row dense[dense_idx[t] * words : ...]
+ * (uint64) when dense_idx[t] >= 0, else the classes list_cls[list_ptr[t]:list_ptr[t+1]]. A counted-repetition
+ * trie also has IN(f, lo, hi) edges: node t's are fedges[4 * fptr[t] : 4 * fptr[t+1]] (int64 rows family, lo,
+ * hi, child), and a DAG symbol F_c >= family_base (family f, count c) follows each of them whose family is f
+ * and whose interval holds c (the Python walk's families rows).
  * trie_mask(trie, nodes, state, out) ORs into out (uint64[words], zeroed first) the class sets of every
  * trie node that a word of `state` spells from the root: the store's nodes (a list of (accepts, ((symbol,
  * child), ...)) tuples, edges sorted by symbol) are read, never written. The DAG is deterministic and the
- * trie a tree, so each (DAG node, trie node) pair is reached by one path only: no memo, no visited set.
+ * trie a tree, so each (DAG node, trie node) pair is reached by one path only: no memo, no visited set. With
+ * IN(f, lo, hi) edges it is not (F_1 and F_2 may lead to one child, and one interval holds both), so that walk
+ * keeps the pairs it has entered (Seen below) and enters each once, as the Python walk's memo does.
  */
 /* Release a trie's buffers and the trie itself (the capsule's destructor, or a failed trie_new). */
 static void trie_release(Trie *t) {
@@ -46,6 +60,8 @@ static void trie_release(Trie *t) {
     PyBuffer_Release(&t->dense);
     PyBuffer_Release(&t->list_ptr);
     PyBuffer_Release(&t->list_cls);
+    PyBuffer_Release(&t->fptr);
+    PyBuffer_Release(&t->fedges);
     PyMem_Free(t);
 }
 
@@ -54,13 +70,33 @@ static void trie_free(PyObject *capsule) {
     if (t) trie_release(t);
 }
 
+/* whether the IN(f, lo, hi) edges (none: fptr not given) fit the trie: fptr int32[nodes + 1] in order, fedges
+ * int64[fptr[nodes] * 4] of (family, lo, hi, child) with 0 <= lo <= hi and a child inside the trie, and a
+ * member encoding F_c = family_base + (f << c_bits) + c with family_base > 0 and 0 < c_bits < 63. */
+static int trie_families_fit(Trie *t) {
+    if (!t->fptr.buf) return !t->fedges.buf;
+    const int32_t *fp = (const int32_t *)t->fptr.buf;
+    const int64_t *fe = (const int64_t *)t->fedges.buf;
+    if (t->fptr.len != (t->nodes + 1) * 4 || fp[0] != 0 || t->family_base <= 0 || t->c_bits <= 0 || t->c_bits >= 63)
+        return 0;
+    for (Py_ssize_t i = 0; i < t->nodes; i++)
+        if (fp[i] > fp[i + 1]) return 0;
+    if (t->fedges.len != (Py_ssize_t)fp[t->nodes] * 32) return 0;
+    for (Py_ssize_t k = 0; k < fp[t->nodes]; k++) {
+        const int64_t *e = fe + 4 * k;
+        if (e[0] < 0 || e[1] < 0 || e[1] > e[2] || e[3] <= 0 || e[3] >= t->nodes) return 0;
+    }
+    t->c_mask = ((int64_t)1 << t->c_bits) - 1;
+    return 1;
+}
+
 PyObject *trie_new(PyObject *self, PyObject *args) {
     (void)self;
     Py_ssize_t words;
     Trie *t = PyMem_Calloc(1, sizeof(Trie));
     if (!t) return PyErr_NoMemory();
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*n", &t->ptr, &t->syms, &t->kids, &t->dense_idx, &t->dense, &t->list_ptr,
-                          &t->list_cls, &words)) {
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*n|y*y*Li", &t->ptr, &t->syms, &t->kids, &t->dense_idx, &t->dense,
+                          &t->list_ptr, &t->list_cls, &words, &t->fptr, &t->fedges, &t->family_base, &t->c_bits)) {
         PyMem_Free(t);
         return NULL;
     }
@@ -77,6 +113,7 @@ PyObject *trie_new(PyObject *self, PyObject *args) {
         ok = ptr[i] <= ptr[i + 1] && lp[i] <= lp[i + 1] && di[i] < nd;
     for (Py_ssize_t i = 0; ok && i < ne; i++) ok = kids[i] > 0 && kids[i] < t->nodes;
     for (Py_ssize_t i = 0; ok && i < nl; i++) ok = lc[i] >= 0 && lc[i] < words * 64;
+    ok = ok && trie_families_fit(t);
     PyObject *capsule = ok ? PyCapsule_New(t, "cfgzip_trie", trie_free) : NULL;
     if (!capsule) {
         if (!ok) PyErr_SetString(PyExc_ValueError, "trie_new: the trie arrays do not fit each other");
@@ -222,27 +259,86 @@ static inline int dag_edge(const Dag *d, int64_t node, PyObject *edges, Py_ssize
     return 0;
 }
 
+/* The (DAG node, trie node) pairs a walk over IN(f, lo, hi) edges has entered: open addressing on
+ * node << 32 | trie node, plus one (0: an empty slot), doubled at half full. */
+typedef struct {
+    uint64_t *keys;
+    size_t cap, n;
+} Seen;
+
+/* 1 where (node, nt) is new (now kept), 0 where it was entered before, -1 with MemoryError */
+static int seen_add(Seen *s, int64_t node, Py_ssize_t nt) {
+    if (node < 0 || node >= ((int64_t)1 << 32)) return 1; /* never from a store's ids; walked, not kept */
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        uint64_t *keys = PyMem_Calloc(cap, sizeof(uint64_t));
+        if (!keys) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->keys[i]) {
+                size_t h = (size_t)(s->keys[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+                while (keys[h]) h = (h + 1) & (cap - 1);
+                keys[h] = s->keys[i];
+            }
+        PyMem_Free(s->keys);
+        s->keys = keys;
+        s->cap = cap;
+    }
+    uint64_t key = (((uint64_t)node << 32) | (uint64_t)nt) + 1;
+    size_t h = (size_t)(key * 0x9E3779B97F4A7C15ull) & (s->cap - 1);
+    for (; s->keys[h]; h = (h + 1) & (s->cap - 1))
+        if (s->keys[h] == key) return 0;
+    s->keys[h] = key;
+    s->n++;
+    return 1;
+}
+
+static int trie_walk(const Trie *t, const Dag *d, int64_t node, Py_ssize_t tn, uint64_t *out, Seen *seen);
+
+/* The DAG edge i of node reaches trie node nt: OR its class set, then walk the edge's child below nt (once
+ * per pair where seen is kept). */
+static int trie_follow(const Trie *t, const Dag *d, int64_t node, PyObject *edges, Py_ssize_t i, Py_ssize_t nt,
+                       uint64_t *out, Seen *seen) {
+    int64_t child;
+    trie_or_classes(t, nt, out);
+    if (!trie_deep(t, nt)) return 0;
+    if (dag_edge(d, node, edges, i, NULL, &child) < 0) return -1;
+    if (child == W_EPSILON) return 0;
+    if (seen) {
+        int fresh = seen_add(seen, child, nt);
+        if (fresh <= 0) return fresh;
+    }
+    return trie_walk(t, d, child, nt, out, seen);
+}
+
 /* OR into out the class sets of the trie nodes below tn that words of `node` spell. Both sides are sorted
- * by symbol, so one merge pass per (DAG node, trie node) pair; the DAG is deterministic and the trie a
- * tree, so each pair is reached by one path only: no memo, no visited set. */
-static int trie_walk(const Trie *t, const Dag *d, int64_t node, Py_ssize_t tn, uint64_t *out) {
+ * by symbol, so one merge pass per (DAG node, trie node) pair; a member F_c (sorted after every
+ * nonterminal) follows each IN(f, lo, hi) edge of tn whose family is f and whose interval holds c. */
+static int trie_walk(const Trie *t, const Dag *d, int64_t node, Py_ssize_t tn, uint64_t *out, Seen *seen) {
     Py_ssize_t ne;
     PyObject *edges = NULL;
     if (dag_open(d, node, &ne, &edges) < 0) return -1;
     const int32_t *ptr = (const int32_t *)t->ptr.buf, *syms = (const int32_t *)t->syms.buf;
-    const int32_t *kids = (const int32_t *)t->kids.buf;
+    const int32_t *kids = (const int32_t *)t->kids.buf, *fptr = (const int32_t *)t->fptr.buf;
+    const int64_t *fe = (const int64_t *)t->fedges.buf;
     Py_ssize_t j = ptr[tn], jend = ptr[tn + 1];
-    for (Py_ssize_t i = 0; i < ne && j < jend; i++) {
-        int64_t sym, child;
+    Py_ssize_t fa = fptr ? fptr[tn] : 0, fb = fptr ? fptr[tn + 1] : 0;
+    for (Py_ssize_t i = 0; i < ne && (j < jend || fa < fb); i++) {
+        int64_t sym;
         if (dag_edge(d, node, edges, i, &sym, NULL) < 0) return -1;
+        if (fa < fb && sym >= t->family_base) {
+            int64_t f = (sym - t->family_base) >> t->c_bits, c = (sym - t->family_base) & t->c_mask;
+            for (Py_ssize_t k = fa; k < fb; k++)
+                if (fe[4 * k] == f && fe[4 * k + 1] <= c && c <= fe[4 * k + 2] &&
+                    trie_follow(t, d, node, edges, i, (Py_ssize_t)fe[4 * k + 3], out, seen) < 0)
+                    return -1;
+            continue;
+        }
         while (j < jend && syms[j] < sym) j++;
         if (j == jend || syms[j] != sym) continue;
-        Py_ssize_t nt = kids[j];
-        trie_or_classes(t, nt, out);
-        if (ptr[nt + 1] > ptr[nt]) {
-            if (dag_edge(d, node, edges, i, NULL, &child) < 0) return -1;
-            if (child != W_EPSILON && trie_walk(t, d, child, nt, out) < 0) return -1;
-        }
+        if (trie_follow(t, d, node, edges, i, kids[j], out, seen) < 0) return -1;
     }
     return 0;
 }
@@ -254,8 +350,11 @@ static PyObject *mask_of(PyObject *capsule, const Dag *d, int64_t state, Py_buff
     PyObject *result = NULL;
     if (t && out->len != t->words * 8) PyErr_SetString(PyExc_ValueError, "trie_mask: out has the wrong size");
     else if (t) {
+        Seen seen = {NULL, 0, 0};
         memset(out->buf, 0, (size_t)out->len);
-        if (trie_walk(t, d, state, 0, (uint64_t *)out->buf) == 0) result = Py_NewRef(Py_None);
+        if (trie_walk(t, d, state, 0, (uint64_t *)out->buf, t->fedges.len ? &seen : NULL) == 0)
+            result = Py_NewRef(Py_None);
+        PyMem_Free(seen.keys);
     }
     PyBuffer_Release(out);
     return result;

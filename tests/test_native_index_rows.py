@@ -14,6 +14,7 @@ from toy_vocab import JSON_PIECES
 from cfgzip_lab.engine import compile_engines
 from cfgzip_lab.native import build_native_engine
 from cfgzip_lab.native.index import SigmaInIndex, TrieRow, build_index
+from cfgzip_lab.native.walk import StateWalker
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.verify import verify_engines
 from cfgzip_lab.vocab import vocab_from_bytes
@@ -84,5 +85,12 @@ def test_first_mask_reads_only_the_rows_it_reaches(toy):
     engine = build_native_engine(compiled, toy, result.classes, classing=result, index=arrays_only)
     matcher = engine.matcher()
     matcher.fill_next_token_bitmask(matcher.allocate_bitmask(1))
-    made = len(engine.walker._rows._rows)
+    if engine.walker._trie is not None:  # the compiled walk (counted edges too) reads the kernel's arrays only
+        assert engine.walker._rows is None
+    # the Python walk (the reference, and the walk without the kernel) makes the rows it reaches
+    python = StateWalker(
+        compiled.gnf, result.classes, toy.token_bytes, arrays_only, displacer=engine.displacer, compiled_mask=False
+    )
+    assert python.class_mask(python.initial) == engine.walker.class_mask(engine.walker.initial)
+    made = len(python._rows._rows)
     assert 0 < made < index.num_nodes, (made, index.num_nodes)

@@ -210,5 +210,6 @@ class RowCache:
             while len(rows) >= self._limit:
                 rows.pop(next(iter(rows)))
         rows[class_set] = got
-        self._last = (class_set, got)
+        if not self.compiled:  # only the Python path derives rows from the last one; the compiled path keeps
+            self._last = (class_set, got)  # no tuple, so a memoised row allocates no collected object
         return got

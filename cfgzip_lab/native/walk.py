@@ -35,7 +35,7 @@ from ..classes.classing import STOP, TokenClasses
 from ..classes.compiled_displacement import make_displacer, stepping_store
 from ..classes.displacement import Displacer
 from ..grammar.compiled_words import Unsupported
-from ..grammar.counted import FAMILY_BASE, INPUT_BASE, split_family_symbol
+from ..grammar.counted import _C_BITS, FAMILY_BASE, INPUT_BASE, split_family_symbol
 from ..grammar.gnf import GNF
 from ..grammar.token_macros import token_paths
 from ..grammar.words import EMPTY, EPSILON, BudgetExceeded
@@ -81,12 +81,10 @@ class StateWalker:
         displacer: Displacer | None = None,
         compiled_mask: bool | None = None,
     ) -> None:
-        """``compiled_mask``: walk the trie with the compiled kernel (default: where it is built,
-        and the trie has no counted-repetition edges, which only the Python walk follows)."""
+        """``compiled_mask``: walk the trie with the compiled kernel (default: where it is built), its
+        counted-repetition edges included; False: the Python walk (``_product``, the reference)."""
         if compiled_mask is None:
-            compiled_mask = _kernel is not None and not index.has_family_edges
-        elif compiled_mask and index.has_family_edges:
-            raise RuntimeError("the compiled trie walk does not follow counted-repetition edges")
+            compiled_mask = _kernel is not None
         elif compiled_mask and _kernel is None:
             raise RuntimeError("the compiled kernel (cfgzip_lab._native) is not built")
         self.gnf = gnf
@@ -218,8 +216,9 @@ class StateWalker:
             t = self.index.kernel_arrays(DENSE_CLASSES, words)  # numpy from the index's arrays, no loop per node
         self._mask_out = np.zeros(words, dtype=np.uint64)
         return _kernel.trie_new(
-            t["ptr"], t["syms"], t["kids"], t["dense_idx"], t["rows"], t["list_ptr"], t["list_cls"], words
-        )
+            t["ptr"], t["syms"], t["kids"], t["dense_idx"], t["rows"], t["list_ptr"], t["list_cls"], words,
+            *_family_arrays(self.index),
+        )  # fmt: skip
 
     def _product(self, node: int, t: int) -> int:
         """OR of the class sets of trie nodes below ``t`` that words of ``node`` spell out."""
@@ -407,6 +406,23 @@ class StateWalker:
 
 _KERNEL_ARRAY_NAMES = ("ptr", "syms", "kids", "dense_idx", "rows", "list_ptr", "list_cls")
 _KERNEL_ARRAY_DTYPES = (np.int32, np.int32, np.int32, np.int32, np.uint64, np.int32, np.int32)
+
+
+def _family_arrays(index: SigmaInIndex) -> tuple:
+    """The counted-repetition edges as ``trie_new`` takes them (``()`` where the trie has none): ``fptr``
+    int32[nodes + 1] (node t's edges are rows ``fptr[t]:fptr[t+1]``), ``fedges`` int64 rows (family, lo,
+    hi, child), and the member encoding (``FAMILY_BASE``, ``_C_BITS``: F_c's family and count).
+
+    Walking them in C too took the Python walk out of counted-repetition schemas' masks: a new state's
+    mask cost 50-1,800 µs there (MaskBench Github_medium o35868, o6271, o82676, Snowplow sp_405), the
+    slowest steps of the 100-file sample (issue 33, TBM p99.9 and max)."""
+    family = index._family_edges()
+    if not family.size:
+        return ()
+    family = family[np.argsort(family[:, 0], kind="stable")]
+    fptr = np.zeros(index.num_nodes + 1, dtype=np.int32)
+    np.cumsum(np.bincount(family[:, 0], minlength=index.num_nodes), out=fptr[1:])
+    return fptr, np.ascontiguousarray(family[:, 1:5], dtype=np.int64), FAMILY_BASE, _C_BITS
 
 
 def _compiled_kernel_arrays(index: SigmaInIndex, dense_classes: int, words: int) -> dict[str, np.ndarray] | None:
