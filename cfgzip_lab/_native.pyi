@@ -96,8 +96,15 @@ class Words:
         """gnf._left_corner_order (Tarjan, the Python walk's order)."""
     def merge_equivalent(self, atoms: Any, tails: Any, start: int) -> tuple[Any, Any] | None:
         """gnf._merge_equivalent without families: (block, merged) or None."""
-    def merge_table(self, table: list[dict[int, Node]], start: int) -> tuple[Any, Any] | None:
-        """merge_equivalent on the table's dicts, the merged rows as dicts."""
+    def merge_table(
+        self,
+        table: list[dict[int, Node]],
+        start: int,
+        family_items: list[int] = ...,
+        family_bounds: list[tuple[int, int]] = ...,
+    ) -> tuple[Any, ...] | None:
+        """merge_equivalent on the table's dicts, the merged rows as dicts; with counted-repetition families
+        (items, (min, max) with max -1 when unbounded) merged as gnf._merge_equivalent does, family_of third."""
     def substitute_leading(self, seq: Sequence[int], roots: Sequence[Node], at: Any) -> list[Node]:
         """gnf._substitute_all_leading without families."""
     def remove_units(self, nts: Sequence[int], roots: Sequence[Node], m: int, at: Any) -> list[Node]:

@@ -1,20 +1,48 @@
 /* The normal form's merge of equivalent nonterminals (cfgzip_lab.grammar.gnf._merge_equivalent, the
- * reference) and the stack adjacency it refines over (gnf.stack_below without families, as bitsets):
- * merge_equivalent, merge_table and below_sets_of. The other passes, and what the functions here share with
+ * reference; counted-repetition families merged too, through merge_table) and the stack adjacency it refines
+ * over (gnf.stack_below, as bitsets; below_sets_of without families): merge_equivalent, merge_table and
+ * below_sets_of. The other passes, and what the functions here share with
  * them (gnf_map, the node lists), are gnf_passes.c's; tests/test_gnf_passes.py compares each with its
  * Python walk. */
 #include "gnf_passes.h"
 
-/* gnf.stack_below for a table without families, over bitsets (rows[a]: the tails of a's row, lens[a] of
- * them; bit n of a row stands for BOTTOM): below[Bi] holds B(i+1) for every word's neighbours, and below[a]
- * flows into below[b] for every b ending some word of a's tails. The tails' nodes are numbered in post-order
+/* stack_below's row of a tail symbol: a nonterminal its own, a member F_c of family f < nf row n + f; -1
+ * for any other symbol. */
+static inline int64_t below_key_of(int64_t sym, int64_t n, int64_t nf) {
+    if (sym >= 0 && sym < n) return sym;
+    if (nf && sym >= FAMILY_BASE && sym < WIDE_IN && ((sym - FAMILY_BASE) >> 32) < nf) return n + ((sym - FAMILY_BASE) >> 32);
+    return -1;
+}
+
+/* stack_below's family rows: family f (item fitems[f]) is row n + f, read as F -> a T_X(a) F and
+ * F -> a T_X(a): it ends its own tail and the item's last symbols end it, and it sits under them. */
+static void below_families(uint64_t *below, uint64_t *ends, const uint64_t *lasts, const int32_t *dense,
+                           int64_t **rows, const Py_ssize_t *lens, int64_t n, int64_t W, const int64_t *fitems,
+                           int64_t nf) {
+    for (int64_t f = 0; f < nf; f++) {
+        int64_t me = n + f, item = fitems[f];
+        ends[me * W + (me >> 6)] |= (uint64_t)1 << (me & 63);
+        for (Py_ssize_t k = 0; k < lens[item]; k++) {
+            const uint64_t *theirs = lasts + (int64_t)dense[rows[item][k]] * W;
+            for (int64_t w = 0; w < W; w++) {
+                ends[me * W + w] |= theirs[w];
+                for (uint64_t bits = theirs[w]; bits; bits &= bits - 1)
+                    below[(w * 64 + __builtin_ctzll(bits)) * W + (me >> 6)] |= (uint64_t)1 << (me & 63);
+            }
+        }
+    }
+}
+
+/* gnf.stack_below over bitsets (rows[a]: the tails of a's row, lens[a] of them; family f, item fitems[f],
+ * row n + f; bit nb = n + nf of a row stands for BOTTOM): below[Bi] holds B(i+1) for every word's
+ * neighbours, and below[a] flows into below[b] for every b ending some word of a's tails. The tails' nodes are numbered in post-order
  * (children first): dense[node] (-1: not below any tail, S->n entries) and order[r]. Returns 0 (*below_out:
  * n rows of *W_out words), 1 past its memory bound (~128 MB: the caller takes the Python walk), -1 with a
  * Python error set. Reads the store only. */
-static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int64_t n, int64_t start,
-                          uint64_t **below_out, int64_t *W_out, int32_t **dense_out, int32_t **order_out,
+static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int64_t n, const int64_t *fitems,
+                          int64_t nf, int64_t start, uint64_t **below_out, int64_t *W_out, int32_t **dense_out, int32_t **order_out,
                           int64_t *R_out) {
-    int64_t W = (n + 1 + 63) / 64, R = 0;
+    int64_t nb = n + nf, W = (nb + 1 + 63) / 64, R = 0;
     int rc = -1;
     uint64_t *below = NULL, *lasts = NULL, *ends = NULL;
     int64_t *queue = NULL;
@@ -39,7 +67,7 @@ static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int6
                 if (grow((void **)&stack, &cap, top + (e1 - e0), sizeof(int64_t)) < 0) goto nomem;
                 for (int64_t i = e0; i < e1; i++) {
                     int64_t sym = S->esym[i], c = S->ekid[i];
-                    if (sym < 0 || sym >= n) {
+                    if (below_key_of(sym, n, nf) < 0) {
                         PyErr_SetString(PyExc_ValueError, "below_sets_of: a tail symbol is no nonterminal");
                         goto done;
                     }
@@ -54,27 +82,27 @@ static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int6
                 order[R++] = (int32_t)node;
             }
         }
-    if ((double)R * (double)W > 16e6 || (double)n * (double)W > 16e6) { /* past ~128 MB: the Python walk */
+    if ((double)R * (double)W > 16e6 || (double)nb * (double)W > 16e6) { /* past ~128 MB: the Python walk */
         rc = 1;
         goto done;
     }
-    below = calloc((size_t)n * W + 1, sizeof(uint64_t));
+    below = calloc((size_t)nb * W + 1, sizeof(uint64_t));
     lasts = calloc((size_t)(R ? R : 1) * W, sizeof(uint64_t));
-    ends = calloc((size_t)n * W + 1, sizeof(uint64_t));
+    ends = calloc((size_t)nb * W + 1, sizeof(uint64_t));
     if (!below || !lasts || !ends) goto nomem;
-    below[start * W + n / 64] |= (uint64_t)1 << (n % 64);
+    below[start * W + nb / 64] |= (uint64_t)1 << (nb % 64);
     for (int64_t r = 0; r < R; r++) { /* children come before parents in `order` */
         int64_t node = order[r];
         uint64_t *mine = lasts + r * W;
         for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
-            int64_t sym = S->esym[i], c = S->ekid[i];
+            int64_t sym = below_key_of(S->esym[i], n, nf), c = S->ekid[i];
             if (S->acc[c]) mine[sym >> 6] |= (uint64_t)1 << (sym & 63);
             if (dense[c] >= 0) {
                 const uint64_t *theirs = lasts + (int64_t)dense[c] * W;
                 for (int64_t w = 0; w < W; w++) mine[w] |= theirs[w];
             }
             for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++) {
-                int64_t next = S->esym[j];
+                int64_t next = below_key_of(S->esym[j], n, nf);
                 below[sym * W + (next >> 6)] |= (uint64_t)1 << (next & 63);
             }
         }
@@ -84,16 +112,17 @@ static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int6
             const uint64_t *theirs = lasts + (int64_t)dense[rows[a][k]] * W;
             for (int64_t w = 0; w < W; w++) ends[a * W + w] |= theirs[w];
         }
+    below_families(below, ends, lasts, dense, rows, lens, n, W, fitems, nf);
     /* below[a] flows into below[b] for b in ends[a]: a worklist (FIFO, every a queued once to begin with)
      * until nothing grows; the least fixpoint, as the rounds over every a reached (fewer passes on chains) */
-    queue = malloc((size_t)(n + 1) * sizeof(int64_t));
-    inq = malloc((size_t)n + 1);
+    queue = malloc((size_t)(nb + 1) * sizeof(int64_t));
+    inq = malloc((size_t)nb + 1);
     if (!queue || !inq) goto nomem;
-    for (int64_t a = 0; a < n; a++) {
+    for (int64_t a = 0; a < nb; a++) {
         queue[a] = a;
         inq[a] = 1;
     }
-    for (int64_t head = 0, count = n; count; count--, head = head + 1 == n + 1 ? 0 : head + 1) {
+    for (int64_t head = 0, count = nb; count; count--, head = head + 1 == nb + 1 ? 0 : head + 1) {
         int64_t a = queue[head];
         inq[a] = 0;
         for (int64_t v = 0; v < W; v++)
@@ -110,7 +139,7 @@ static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int6
                 if (grew && !inq[b]) {
                     inq[b] = 1;
                     int64_t tail = head + count;
-                    queue[tail >= n + 1 ? tail - (n + 1) : tail] = b;
+                    queue[tail >= nb + 1 ? tail - (nb + 1) : tail] = b;
                     count++;
                 }
             }
@@ -180,7 +209,7 @@ PyObject *words_below_sets_of(Words *S, PyObject *args) {
     int64_t **rows;
     Py_ssize_t *lens;
     if (gnf_rows(S, rows_obj, n, 0, &rows, &lens) < 0) goto done;
-    int rc = gnf_below_bits(S, rows, lens, n, start, &below, &W, NULL, NULL, &R);
+    int rc = gnf_below_bits(S, rows, lens, n, NULL, 0, start, &below, &W, NULL, NULL, &R);
     if (rc < 0) goto done;
     if (rc == 1) {
         out = Py_NewRef(Py_None);
@@ -262,6 +291,7 @@ static int gnf_dict_rows(Words *S, PyObject *table, int64_t n, int64_t ***atoms_
 }
 
 static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start);
+static PyObject *gnf_merge_families(Words *S, PyObject *table, long long start, PyObject *items, PyObject *bounds);
 
 PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     PyObject *atoms_obj, *tails_obj;
@@ -270,13 +300,24 @@ PyObject *words_merge_equivalent(Words *S, PyObject *args) {
     return gnf_merge(S, atoms_obj, tails_obj, NULL, start);
 }
 
-/* merge_table(table, start) -> (block, merged) or None: merge_equivalent on a table of dicts (row order: each
- * dict's), `merged[b]` a dict of b's last member's atoms to the renamed tails: what gnf._merge_equivalent
- * makes of merge_equivalent's answer, without the lists between. */
+/* merge_table(table, start, family_items=(), family_bounds=()) -> (block, merged[, family_of]) or None:
+ * merge_equivalent on a table of dicts (row order: each dict's), `merged[b]` a dict of b's last member's atoms
+ * to the renamed tails: what gnf._merge_equivalent makes of merge_equivalent's answer, without the lists
+ * between. With counted-repetition families (family f's item family_items[f], its bounds family_bounds[f] =
+ * (min, max), max -1 when unbounded) they are merged as gnf._merge_equivalent merges them, and family_of
+ * (the merged family of each) comes third. */
 PyObject *words_merge_table(Words *S, PyObject *args) {
-    PyObject *table;
+    PyObject *table, *items = NULL, *bounds = NULL;
     long long start;
-    if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &table, &start)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!L|O!O!", &PyList_Type, &table, &start, &PyList_Type, &items, &PyList_Type, &bounds))
+        return NULL;
+    if (items && PyList_GET_SIZE(items)) {
+        if (!bounds || PyList_GET_SIZE(bounds) != PyList_GET_SIZE(items)) {
+            PyErr_SetString(PyExc_ValueError, "merge_table: one (min, max) per family item");
+            return NULL;
+        }
+        return gnf_merge_families(S, table, start, items, bounds);
+    }
     return gnf_merge(S, NULL, NULL, table, start);
 }
 
@@ -305,6 +346,10 @@ typedef struct {
     int64_t mlen;
     GnfPass P;
     int64_t *to_final, *last, nfinal;
+    /* counted-repetition families: family f's item and bounds (max -1: unbounded), its representative (the
+     * first family with its item's block and its bounds), those whose representative changed in a round,
+     * the nodes with an edge on one of f's members (CSR over dense nodes), its merged family at the end */
+    int64_t nf, nb, *fitems, *fmin, *fmax, *frep, *refam, nrefam, *fstart, *flist, *family_of, nfam_final;
 } Merge;
 
 static void merge_free(Merge *M) {
@@ -314,7 +359,8 @@ static void merge_free(Merge *M) {
                       M->coff,   M->cl,     M->sh,     M->keytab, M->gtab,   M->grep,     M->gslot,  M->ghead,
                       M->gtail,  M->mfirst, M->mlast,  M->mnext,  M->mtmp,   M->pstart,   M->plist,  M->bstart,
                       M->blist,  M->ostart, M->olist,  M->ustart, M->ulist,  M->fill,     M->touched, M->moved,
-                      M->affected, M->stack, M->seen,  M->amark,  M->bmark,  M->memo,     M->to_final, M->last};
+                      M->affected, M->stack, M->seen,  M->amark,  M->bmark,  M->memo,     M->to_final, M->last,
+                      M->fitems, M->fmin,  M->fmax,  M->frep,   M->refam,  M->fstart,   M->flist,  M->family_of};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) free(arrays[i]);
 }
 
@@ -398,13 +444,54 @@ static void merge_first_blocks(Merge *M) {
     }
 }
 
-/* BODY for every nonterminal b < n in a's below-set, ascending (BOTTOM, bit n, left out). */
+/* BODY for every nonterminal b < n and family row n + f in a's below-set, ascending (BOTTOM, bit nb, left
+ * out). */
 #define FOR_BELOW(M, a, b, BODY)                                                                          \
     for (int64_t w_ = 0; w_ < (M)->W; w_++)                                                                \
         for (uint64_t bits_ = (M)->below[(a) * (M)->W + w_]; bits_; bits_ &= bits_ - 1) {                  \
             int64_t b = w_ * 64 + __builtin_ctzll(bits_);                                                  \
-            if (b < (M)->n) BODY;                                                                          \
+            if (b < (M)->nb) BODY;                                                                         \
         }
+
+/* The nodes (dense ids) with an edge on a member of each family f, CSR (fstart: nf + 1); -1 without memory. */
+static int merge_family_index(Merge *M) {
+    Words *S = M->S;
+    int64_t nf = M->nf, R = M->R;
+    M->fstart = calloc((size_t)nf + 2, sizeof(int64_t));
+    if (!M->fstart) return -1;
+    for (int64_t pass = 0; pass < 2; pass++) {
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = S->estart[M->order[r]]; i < S->estart[M->order[r] + 1]; i++) {
+                int64_t key = below_key_of(S->esym[i], M->n, nf) - M->n;
+                if (key < 0) continue;
+                if (pass) M->flist[M->fill[key]++] = r; else M->fstart[key + 1]++;
+            }
+        if (pass) break;
+        for (int64_t f = 0; f < nf; f++) M->fstart[f + 1] += M->fstart[f];
+        M->flist = malloc((size_t)(M->fstart[nf] + 1) * sizeof(int64_t));
+        if (!M->flist) return -1;
+        memcpy(M->fill, M->fstart, (size_t)(nf + 1) * sizeof(int64_t));
+    }
+    return 0;
+}
+
+/* gnf._merge_equivalent's family_reps: family f's representative is the first family whose item is in the
+ * block of f's and whose bounds are f's; the families whose representative changed appended to refam. */
+static void merge_family_reps(Merge *M) {
+    M->nrefam = 0;
+    for (int64_t f = 0; f < M->nf; f++) {
+        int64_t r = f, b = M->block[M->fitems[f]];
+        for (int64_t g = 0; g < f; g++)
+            if (M->fmin[g] == M->fmin[f] && M->fmax[g] == M->fmax[f] && M->block[M->fitems[g]] == b) {
+                r = g;
+                break;
+            }
+        if (r != M->frep[f]) {
+            M->frep[f] = r;
+            M->refam[M->nrefam++] = f;
+        }
+    }
+}
 
 /* The indexes over the tails' nodes (dense ids): parents, nodes with an edge on each nonterminal, the
  * nonterminals whose rows hold each node, and those with each nonterminal in their below-set. */
@@ -415,14 +502,15 @@ static int merge_indexes(Merge *M) {
     M->pstart = calloc((size_t)R + 2, sizeof(int64_t));
     M->bstart = calloc((size_t)n + 2, sizeof(int64_t));
     M->ostart = calloc((size_t)R + 2, sizeof(int64_t));
-    M->ustart = calloc((size_t)n + 2, sizeof(int64_t));
-    M->fill = malloc((size_t)((R > n ? R : n) + 2) * sizeof(int64_t));
+    M->ustart = calloc((size_t)M->nb + 2, sizeof(int64_t));
+    M->fill = malloc((size_t)((R > M->nb ? R : M->nb) + 2) * sizeof(int64_t));
     if (!M->pstart || !M->bstart || !M->ostart || !M->ustart || !M->fill) return -1;
+    if (merge_family_index(M) < 0) return -1;
     int64_t *pstart = M->pstart, *bstart = M->bstart, *ostart = M->ostart, *ustart = M->ustart, *fill = M->fill;
     for (int64_t r = 0; r < R; r++)
         for (int64_t i = S->estart[order[r]]; i < S->estart[order[r] + 1]; i++) {
             pstart[dense[S->ekid[i]] + 1] += dense[S->ekid[i]] >= 0;
-            bstart[S->esym[i] + 1]++;
+            if (S->esym[i] < n) bstart[S->esym[i] + 1]++; /* (a family member: merge_family_index) */
         }
     for (int64_t a = 0; a < n; a++) {
         for (int64_t k = 0; k < M->lens[a]; k++) ostart[dense[M->tails[a][k]] + 1]++;
@@ -432,14 +520,12 @@ static int merge_indexes(Merge *M) {
         pstart[r + 1] += pstart[r];
         ostart[r + 1] += ostart[r];
     }
-    for (int64_t a = 0; a < n; a++) {
-        bstart[a + 1] += bstart[a];
-        ustart[a + 1] += ustart[a];
-    }
+    for (int64_t a = 0; a < n; a++) bstart[a + 1] += bstart[a];
+    for (int64_t a = 0; a < M->nb; a++) ustart[a + 1] += ustart[a];
     M->plist = malloc((size_t)(pstart[R] + 1) * sizeof(int64_t));
     M->blist = malloc((size_t)(bstart[n] + 1) * sizeof(int64_t));
     M->olist = malloc((size_t)(ostart[R] + 1) * sizeof(int64_t));
-    M->ulist = malloc((size_t)(ustart[n] + 1) * sizeof(int64_t));
+    M->ulist = malloc((size_t)(ustart[M->nb] + 1) * sizeof(int64_t));
     if (!M->plist || !M->blist || !M->olist || !M->ulist) return -1;
     memcpy(fill, pstart, (size_t)(R + 1) * sizeof(int64_t));
     for (int64_t r = 0; r < R; r++)
@@ -449,11 +535,12 @@ static int merge_indexes(Merge *M) {
         }
     memcpy(fill, bstart, (size_t)(n + 1) * sizeof(int64_t));
     for (int64_t r = 0; r < R; r++)
-        for (int64_t i = S->estart[order[r]]; i < S->estart[order[r] + 1]; i++) M->blist[fill[S->esym[i]]++] = r;
+        for (int64_t i = S->estart[order[r]]; i < S->estart[order[r] + 1]; i++)
+            if (S->esym[i] < n) M->blist[fill[S->esym[i]]++] = r;
     memcpy(fill, ostart, (size_t)(R + 1) * sizeof(int64_t));
     for (int64_t a = 0; a < n; a++)
         for (int64_t k = 0; k < M->lens[a]; k++) M->olist[fill[dense[M->tails[a][k]]]++] = a;
-    memcpy(fill, ustart, (size_t)(n + 1) * sizeof(int64_t));
+    memcpy(fill, ustart, (size_t)(M->nb + 1) * sizeof(int64_t));
     for (int64_t a = 0; a < n; a++) FOR_BELOW(M, a, b, M->ulist[fill[b]++] = a)
     return 0;
 }
@@ -464,7 +551,8 @@ static int64_t merge_sign(Merge *M, int64_t a) {
     int64_t *c = M->ctx + M->coff[a], len = 0, W = M->W, n = M->n;
     for (int64_t w = 0; w < W; w++)
         for (uint64_t bits = M->below[a * W + w]; bits; bits &= bits - 1) {
-            int64_t b = w * 64 + __builtin_ctzll(bits), v = b < n ? M->block[b] : -1, j = len++;
+            int64_t b = w * 64 + __builtin_ctzll(bits), j = len++;
+            int64_t v = b < n ? M->block[b] : b < M->nb ? n + M->frep[b - n] : -1; /* a family: its representative */
             while (j > 0 && c[j - 1] > v) {
                 c[j] = c[j - 1];
                 j--;
@@ -551,17 +639,23 @@ static inline void merge_mark(Merge *M, int64_t a, uint32_t round, int64_t *naff
     }
 }
 
+/* Push the nodes list[start[i]..start[i + 1]) on M's stack; -1 without memory. */
+static int merge_push(Merge *M, int64_t *top, const int64_t *start, const int64_t *list, int64_t i) {
+    if (grow((void **)&M->stack, &M->scap, *top + (start[i + 1] - start[i]) + 1, sizeof(int64_t)) < 0) return -1;
+    for (int64_t j = start[i]; j < start[i + 1]; j++) M->stack[(*top)++] = list[j];
+    return 0;
+}
+
 /* The nonterminals to sign again after the moves of a round, ascending: the renamed tails that read a moved
- * nonterminal, and their ancestors, are forgotten (their memo entries), and the nonterminals owning them or
- * holding a moved one in their below-set are affected. -1 without memory. */
+ * nonterminal or a member of a family whose representative changed (refam), and their ancestors, are
+ * forgotten (their memo entries), and the nonterminals owning them or holding a moved one (or such a family)
+ * in their below-set are affected. -1 without memory. */
 static int64_t merge_affected(Merge *M, int64_t nmoved, uint32_t round) {
     int64_t naff = 0, top = 0;
-    for (int64_t k = 0; k < nmoved; k++) {
-        int64_t a = M->moved[k];
-        if (grow((void **)&M->stack, &M->scap, top + (M->bstart[a + 1] - M->bstart[a]) + 1, sizeof(int64_t)) < 0)
-            return -1;
-        for (int64_t j = M->bstart[a]; j < M->bstart[a + 1]; j++) M->stack[top++] = M->blist[j];
-    }
+    for (int64_t k = 0; k < nmoved; k++)
+        if (merge_push(M, &top, M->bstart, M->blist, M->moved[k]) < 0) return -1;
+    for (int64_t k = 0; k < M->nrefam; k++)
+        if (merge_push(M, &top, M->fstart, M->flist, M->refam[k]) < 0) return -1;
     while (top) {
         int64_t r = M->stack[--top];
         if (M->seen[r] == round) continue;
@@ -574,6 +668,9 @@ static int64_t merge_affected(Merge *M, int64_t nmoved, uint32_t round) {
     }
     for (int64_t k = 0; k < nmoved; k++)
         for (int64_t j = M->ustart[M->moved[k]]; j < M->ustart[M->moved[k] + 1]; j++)
+            merge_mark(M, M->ulist[j], round, &naff);
+    for (int64_t k = 0; k < M->nrefam; k++)
+        for (int64_t j = M->ustart[M->n + M->refam[k]]; j < M->ustart[M->n + M->refam[k] + 1]; j++)
             merge_mark(M, M->ulist[j], round, &naff);
     qsort(M->affected, (size_t)naff, sizeof(int64_t), cmp_i64);
     return naff;
@@ -596,6 +693,7 @@ static int merge_refine(Merge *M) {
         int64_t nmoved = 0;
         for (int64_t t = 0; t < ntouched; t++) merge_split(M, M->touched[t], &nmoved);
         if (!nmoved) return 0;
+        if (M->nf) merge_family_reps(M); /* a moved item can move its families to another representative */
         int64_t naff = merge_affected(M, nmoved, round);
         if (naff < 0) {
             PyErr_NoMemory();
@@ -629,6 +727,20 @@ static int merge_final(Merge *M) {
         if (M->touched[M->block[a]] < 0) M->touched[M->block[a]] = M->nfinal++;
         M->to_final[a] = M->touched[M->block[a]];
         M->last[M->to_final[a]] = a;
+    }
+    if (M->nf) { /* merged families numbered by first appearance of their representatives */
+        M->family_of = malloc((size_t)M->nf * sizeof(int64_t));
+        if (!M->family_of) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int64_t f = 0; f < M->nf; f++) M->refam[f] = -1; /* representative -> merged family */
+        M->nfam_final = 0;
+        for (int64_t f = 0; f < M->nf; f++) {
+            if (M->refam[M->frep[f]] < 0) M->refam[M->frep[f]] = M->nfam_final++;
+            M->family_of[f] = M->refam[M->frep[f]];
+        }
+        M->P.fto = M->family_of;
     }
     memset(M->memo, 0xFF, (size_t)M->mlen * sizeof(int32_t));
     M->P.to = M->to_final;
@@ -676,25 +788,83 @@ static PyObject *merge_result(const Merge *M, int as_dict) {
         if (!row) goto done;
         PyList_SET_ITEM(merged, b, row);
     }
-    out = PyTuple_Pack(2, blocks, merged);
+    if (M->nf) {
+        PyObject *fam = PyList_New(M->nf);
+        for (int64_t f = 0; fam && f < M->nf; f++) {
+            PyObject *x = PyLong_FromLongLong(M->family_of[f]);
+            if (!x) Py_CLEAR(fam);
+            else PyList_SET_ITEM(fam, f, x);
+        }
+        if (fam) out = PyTuple_Pack(3, blocks, merged, fam);
+        Py_XDECREF(fam);
+    } else {
+        out = PyTuple_Pack(2, blocks, merged);
+    }
 done:
     Py_XDECREF(blocks);
     Py_XDECREF(merged);
     return out;
 }
 
+static PyObject *gnf_merge_run(Merge *M, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table);
+
 static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table, long long start) {
-    int64_t n = table ? PyList_GET_SIZE(table) : PyList_GET_SIZE(atoms_obj);
-    if ((!table && PyList_GET_SIZE(tails_obj) != n) || start < 0 || start >= n) {
-        PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
-        return NULL;
-    }
-    PyObject *out = NULL;
     Merge M;
     memset(&M, 0, sizeof(M));
     M.S = S;
-    M.n = n;
     M.start = start;
+    return gnf_merge_run(&M, atoms_obj, tails_obj, table);
+}
+
+/* merge_table with families: their items and bounds read into M, then the merge. */
+static PyObject *gnf_merge_families(Words *S, PyObject *table, long long start, PyObject *items, PyObject *bounds) {
+    Merge M;
+    memset(&M, 0, sizeof(M));
+    M.S = S;
+    M.start = start;
+    int64_t nf = PyList_GET_SIZE(items), n = PyList_GET_SIZE(table);
+    M.nf = nf;
+    M.fitems = malloc((size_t)nf * sizeof(int64_t));
+    M.fmin = malloc((size_t)nf * sizeof(int64_t));
+    M.fmax = malloc((size_t)nf * sizeof(int64_t));
+    M.frep = malloc((size_t)nf * sizeof(int64_t));
+    M.refam = malloc((size_t)nf * sizeof(int64_t));
+    if (!M.fitems || !M.fmin || !M.fmax || !M.frep || !M.refam) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (int64_t f = 0; f < nf; f++) {
+        long long lo, hi;
+        M.fitems[f] = PyLong_AsLongLong(PyList_GET_ITEM(items, f));
+        if (PyErr_Occurred()) goto fail;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(bounds, f), "LL", &lo, &hi)) goto fail;
+        if (M.fitems[f] < 0 || M.fitems[f] >= n) {
+            PyErr_SetString(PyExc_ValueError, "merge_table: a family item is no row");
+            goto fail;
+        }
+        M.fmin[f] = lo;
+        M.fmax[f] = hi;
+        M.frep[f] = -1;
+    }
+    return gnf_merge_run(&M, NULL, NULL, table);
+fail:
+    merge_free(&M);
+    return NULL;
+}
+
+/* The merge of M's table (families set in M, or none); M freed. */
+static PyObject *gnf_merge_run(Merge *M_, PyObject *atoms_obj, PyObject *tails_obj, PyObject *table) {
+    Merge M = *M_;
+    Words *S = M.S;
+    long long start = M.start;
+    int64_t n = table ? PyList_GET_SIZE(table) : PyList_GET_SIZE(atoms_obj);
+    PyObject *out = NULL;
+    M.n = n;
+    M.nb = n + M.nf;
+    if ((!table && PyList_GET_SIZE(tails_obj) != n) || start < 0 || start >= n) {
+        PyErr_SetString(PyExc_ValueError, "merge_equivalent: rows differ in number, or start out of range");
+        goto done;
+    }
     if (table ? gnf_dict_rows(S, table, n, &M.atoms, &M.alens, &M.tails, &M.lens) < 0
               : (gnf_rows(S, atoms_obj, n, 2, &M.atoms, &M.alens) < 0 || gnf_rows(S, tails_obj, n, 0, &M.tails, &M.lens) < 0))
         goto done;
@@ -703,7 +873,7 @@ static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, P
             PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
             goto done;
         }
-    int rc = gnf_below_bits(S, M.tails, M.lens, n, start, &M.below, &M.W, &M.dense, &M.order, &M.R);
+    int rc = gnf_below_bits(S, M.tails, M.lens, n, M.fitems, M.nf, start, &M.below, &M.W, &M.dense, &M.order, &M.R);
     if (rc < 0) goto done;
     if (rc == 1) {
         out = Py_NewRef(Py_None);
@@ -718,10 +888,13 @@ static PyObject *gnf_merge(Words *S, PyObject *atoms_obj, PyObject *tails_obj, P
         PyErr_NoMemory();
         goto done;
     }
+    merge_family_reps(&M);
     M.P.to = M.block;
     M.P.m = n;
     M.P.memo = M.memo;
     M.P.mlen = M.mlen;
+    M.P.fto = M.frep;
+    M.P.nfto = M.nf;
     if (merge_refine(&M) < 0 || merge_final(&M) < 0) goto done;
     out = merge_result(&M, table != NULL);
 done:

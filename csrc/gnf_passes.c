@@ -23,8 +23,8 @@
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
  *   merge_equivalent(atoms, tails, start)    gnf._merge_equivalent without families: the whole partition
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order (gnf_merge.c).
- *   merge_table(table, start)                merge_equivalent on the table's dicts, the merged rows as dicts
- *       (gnf_merge.c).
+ *   merge_table(table, start[, items, bounds]) merge_equivalent on the table's dicts, the merged rows as dicts;
+ *       with counted-repetition families merged too, as gnf._merge_equivalent does (gnf_merge.c).
  *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
  *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
  *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
@@ -58,6 +58,8 @@ int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth) {
         if (s >= 0 && s < P->m) {
             ns = P->to[s];
             if (ns == GNF_DROP) continue;
+        } else if (P->nfto && s >= FAMILY_BASE && s < WIDE_IN && ((s - FAMILY_BASE) >> 32) < P->nfto) {
+            ns = member_sym(P->fto[(s - FAMILY_BASE) >> 32], (s - FAMILY_BASE) & 0xFFFFFFFF);
         }
         int64_t rc = gnf_map(S, P, c, depth + 1);
         if (rc < 0) {

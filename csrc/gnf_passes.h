@@ -12,10 +12,12 @@ typedef struct {
     int32_t *memo;
     int64_t mlen;
     const uint8_t *nullable;
+    const int64_t *fto; /* a family member F_c of family f < nfto renamed to F_c of family fto[f] (merging) */
+    int64_t nfto;
 } GnfPass;
 
 /* Every word of node with each symbol s in 0 <= s < P->m replaced by P->to[s] (gnf._map_symbols; edges
- * with to[s] == GNF_DROP dropped), memoised in P->memo; < 0: an E_ code. */
+ * with to[s] == GNF_DROP dropped) and each family member renamed through P->fto, memoised in P->memo; < 0: an E_ code. */
 int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth);
 /* The node ids of a Python sequence, checked (mode 0: node ids; 1: node ids or -1; 2: any integers);
  * NULL with the exception set. */

@@ -57,6 +57,10 @@ void words_dealloc(Words *S) {
     free(S->tops_t);
     free(S->below);
     free(S->tops_bits);
+    free(S->below_nzptr);
+    free(S->below_nz);
+    free(S->tops_nzptr);
+    free(S->tops_nz);
     free(S->cand);
     free(S->fcand);
     free(S->fam_item);

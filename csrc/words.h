@@ -126,6 +126,9 @@ typedef struct {
     uint64_t *below;                 /* nt rows of below_words: bit b of row a: b may sit under a */
     uint64_t *tops_bits;             /* natoms rows of below_words: bit a: a has a production on the atom */
     int64_t below_words;
+    /* the words of `below` rows (nb + 1 offsets) and of tops_bits rows (natoms + 1) that are not zero,
+     * ascending: the step's backtrack ANDs a below row with an atom's tops over the shorter list only */
+    int32_t *below_nzptr, *below_nz, *tops_nzptr, *tops_nz;
     int64_t *cand;                   /* step's backtrack candidates (a, tail, consumed) */
     /* count(): words per node, memoised (cstate 0: not yet, 1: cval holds it, 2: past 64 bits) */
     uint64_t *cval;

@@ -274,3 +274,110 @@ def test_count_sum_in_64_bits_and_past_them():
         counts = [native.count(r) for r in roots]
         want = None if None in counts else sum(counts)
         assert native.count_sum(roots) == want
+
+
+# -- counted-repetition families: merging in C on a compiled copy of the WordStore ----------------------
+
+MASKBENCH = CORPORA / "maskbench" / "maskbench.jsonl.gz"
+#: Counted MaskBench schemas (a family per string property with a maxLength: 18, 228 and 1 of them, merged
+#: to 10, 19 and 1): the ones issue 33's time-to-first-mask tail is measured on, o9802 and o9914 aside
+#: (the same shape, seconds of Python merging each).
+COUNTED_MASKBENCH = ["Github_ultra---o62897", "Github_medium---o9906", "Snowplow---sp_370_Normalized"]
+#: Small counted grammars (every bounded repetition counted): families over one item with equal and
+#: unequal bounds, nested ones, an unbounded one, a nullable item.
+COUNTED_EBNF = [
+    'root ::= "{" ([ab]{0,20} ","){0,20} "}"\n',
+    'root ::= "<" [a-z]{2,9} "|" [a-z]{2,9} "|" [a-z]{3,9} "|" [0-9]{2,9} ">"\n',
+    'root ::= ("x" [a-z]{1,5})* "y" [a-z]{1,5} "z" [a-z]{0,5} [a-z]{1,}\n',
+    'root ::= "[" ("a"? "b"?){2,7} "]" [0-9]{1,4} "." [0-9]{1,4}\n',
+]
+
+
+def _maskbench_schema(name: str) -> str:
+    import gzip
+
+    if not MASKBENCH.exists():
+        pytest.skip(f"{MASKBENCH} is not checked out")
+    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if f'"{name}.json"' in line:
+                row = json.loads(line)
+                if row["name"] == f"{name}.json":
+                    return json.dumps(row["schema"])
+    pytest.fail(f"{name} is not in {MASKBENCH}")
+
+
+def _counted_built(text: str, kind: str, in_c: bool, monkeypatch, **options) -> tuple:
+    """A counted grammar's normal form (built in a WordStore) with merging's C path on or off: its
+    nonterminals, table, families and every store node (the spy says whether the C merge answered)."""
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", in_c)
+    answered = []
+    real = gnf_module._merge_families_in_c
+
+    def spy(*args):
+        got = real(*args)
+        answered.append(got is not None)
+        return got
+
+    monkeypatch.setattr(gnf_module, "_merge_families_in_c", spy)
+    try:
+        gnf = compile_grammar(text, kind=kind, **options).gnf
+    except GrammarError as error:
+        return ("error", str(error)), answered
+    store = gnf.store
+    assert gnf.families and type(store).__name__ == "WordStore"
+    sizes = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in gnf.steps]
+    built = (gnf.names, gnf.table, gnf.start, gnf.families, gnf.merged_from, sizes, store.created)
+    return (*built, [store.nodes[i] for i in range(len(store))]), answered
+
+
+@pytest.mark.parametrize("name", COUNTED_MASKBENCH)
+def test_counted_maskbench_merges_in_c_node_for_node(name, monkeypatch):
+    """Merging a counted schema's families (hundreds, one per string property) in C on a compiled copy of
+    the WordStore: the same blocks, merged families and table, and the WordStore left node for node as the
+    Python walk leaves it (the nodes the C merge made interned in its order)."""
+    text = _maskbench_schema(name)
+    python, answered = _counted_built(text, "json_schema", False, monkeypatch)
+    assert answered == [False]
+    native, answered = _counted_built(text, "json_schema", True, monkeypatch)
+    assert answered == [True], "the C merge did not run"
+    assert python[:-1] == native[:-1]
+    assert python[-1] == native[-1], "same normal form, but the store's nodes differ"
+
+
+@pytest.mark.parametrize("text", COUNTED_EBNF)
+def test_counted_grammars_merge_in_c_node_for_node(text, monkeypatch):
+    python, _ = _counted_built(text, "ebnf", False, monkeypatch, counted_threshold=0)
+    native, answered = _counted_built(text, "ebnf", True, monkeypatch, counted_threshold=0)
+    assert answered == [True]
+    assert python == native
+
+
+@pytest.mark.parametrize("base", [0, 5, 60, 600, 100_000])
+def test_counted_merging_past_its_budget_in_c_is_the_python_walks(base, monkeypatch):
+    """A counted merge stopped by its node budget: the WordStore keeps the nodes the C merge made until
+    then (as the Python walk's store does), and the GNF is left unmerged alike (o62897's merge makes
+    33,384 nodes: within 100,000 it runs to its end)."""
+    monkeypatch.setattr(gnf_module, "MERGE_BUDGET_BASE", base)
+    monkeypatch.setattr(gnf_module, "MERGE_BUDGET_PER_NODE", 0)
+    text = _maskbench_schema("Github_ultra---o62897")
+    python, _ = _counted_built(text, "json_schema", False, monkeypatch)
+    native, _ = _counted_built(text, "json_schema", True, monkeypatch)
+    assert python == native
+    assert ("merging (skipped: past its budget)" in [s[0] for s in native[5]]) == (base < 100_000)
+
+
+def test_merge_table_with_families_answers_the_python_walk(monkeypatch):
+    """Words.merge_table with families, called directly on a merged normal form whose families are listed
+    twice (each twin with its item and bounds, no member symbol of its own): the blocks, merged rows and
+    family numbering of the Python walk, and each twin in its family's merged family."""
+    text = _maskbench_schema("Github_medium---o9906")
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)
+    gnf = compile_grammar(text, kind="json_schema", counted_threshold=0).gnf
+    scratch = compiled.CompiledWordStore.seeded(gnf.store)
+    items = [f.item for f in gnf.families] * 2
+    bounds = [(f.min, -1 if f.max is None else f.max) for f in gnf.families] * 2
+    block, merged, family_of = scratch.native.merge_table(gnf.table, gnf.start, items, bounds)
+    want = gnf_module._merge_equivalent(gnf.store, gnf.table, gnf.start, items, [(lo, None if hi < 0 else hi) for lo, hi in bounds])
+    assert (block, merged, family_of) == want
+    assert family_of[: len(gnf.families)] == family_of[len(gnf.families) :]
