@@ -471,7 +471,9 @@ def test_the_stack_adjacency_is_the_python_one():
 # -- counted families (issue 17's F_c, IN, REL symbols) in the compiled store -----------------------
 COUNTED = [
     'root ::= "(" [ab]{2,40} ")"\n',
-    'root ::= ("(" root ")" | "[" [ab()]{0,30} "]")+\n',
+    # recursion through a rule of its own: a root nested with input after it is served by XGrammar
+    # itself, not walked (cfgzip_lab/grammar/nested_root.py)
+    'root ::= e\ne ::= ("(" e ")" | "[" [ab()]{0,30} "]")+\n',
     'root ::= "{" ("[" [0-9]{1,20} "]" ","?){0,25} "}"\n',
 ]
 COUNTED_EDGES = [
