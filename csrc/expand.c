@@ -253,14 +253,20 @@ static inline __attribute__((always_inline)) Py_ssize_t nearest_body(const Expan
     Py_ssize_t best = -1, best_cost = groups_hit * pass +
                                        SMALL_CLASS_COST * (in_small < small - in_small ? in_small : small - in_small) +
                                        E->nclasses / 4;
+    const Py_ssize_t least = pass < SMALL_CLASS_COST ? pass : SMALL_CLASS_COST; /* a class's cost at least */
     for (Py_ssize_t r = 0; r < ncand; r++) {
         const uint64_t *o = cand[r];
-        Py_ssize_t d_all = 0, d_large = 0;
-        for (Py_ssize_t w = 0; w < n64; w++) {
-            uint64_t d = s[w] ^ o[w];
-            d_all += __builtin_popcountll(d);
-            if (large[w]) d_large += __builtin_popcountll(d & large[w]);
+        Py_ssize_t d_all = 0, d_large = 0, w = 0;
+        while (w < n64) { /* 16 words at a time, left once the classes so far cost more than the best */
+            Py_ssize_t end = w + 16 < n64 ? w + 16 : n64;
+            for (; w < end; w++) {
+                uint64_t d = s[w] ^ o[w];
+                d_all += __builtin_popcountll(d);
+                if (large[w]) d_large += __builtin_popcountll(d & large[w]);
+            }
+            if (pass / 2 + d_all * least >= best_cost) break; /* a lower bound of the cost */
         }
+        if (w < n64) continue;
         Py_ssize_t cost = pass / 2 + d_large * pass + (d_all - d_large) * SMALL_CLASS_COST;
         if (cost < best_cost) {
             best_cost = cost;

@@ -128,18 +128,17 @@ def test_filled_masks_equal_xgrammar_and_the_python_path(name):
     assert m._filler is not None and native.filler is m._filler
     bitmask = m.allocate_bitmask(2)
     ids = [t for doc in sample_docs(path)[:2] for t in vocab.encode(doc)[:150]]
-    starts = 0
-    for t in ids:
-        want = plain.next_vocab_bitmask()
+    for i, t in enumerate(ids):
+        want = m.next_vocab_bitmask().reshape(-1)  # the Python path: every step
+        if i % 5 == 0:  # XGrammar's own fill takes ~0.1 s a step on these grammars: every fifth
+            assert torch.equal(plain.next_vocab_bitmask().reshape(-1), want)
         for row in (1, 0):  # the second row of a bitmask, then the first (one view kept per tensor)
             bitmask.fill_(-7)
             m.fill_next_token_bitmask(bitmask, row)
-            assert torch.equal(bitmask[row], want.reshape(-1)) and bool((bitmask[1 - row] == -7).all())
-        assert torch.equal(m.next_vocab_bitmask().reshape(-1), want.reshape(-1))  # the Python path
+            assert torch.equal(bitmask[row], want) and bool((bitmask[1 - row] == -7).all())
         if not (m.accept_token(t) and plain.accept_token(t)):  # a new document starts
             m.reset()
             plain.reset()
-            starts += 1
     stats = native.stats()
     assert stats["fill_state_hits"] > 0 and stats["fill_rows_made"] > 0 and stats["fill_drops"] == 0
     assert native.rows._near.near > 0
