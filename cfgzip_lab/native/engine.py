@@ -176,12 +176,15 @@ class NativeEngine:
     def filler(self):
         """The compiled fill of a state's mask (``csrc/fill.c``: trie walk, row memo and near rows in one
         call, no Python int per class set), or None where the Python path serves: no compiled store or
-        trie walk, classes the index leaves to a run of their representative, or Python rows.
+        trie walk, classes the index leaves to a run of their representative, Python rows, or no
+        vocabulary.
         ``use_filler = False`` on the engine before the first matcher keeps the Python path (the
         reference it is tested against)."""
         w, rows = self.walker, self.rows
         near = getattr(rows, "_near", None)
         if not self.use_filler or w is None or w._trie is None or w._native is None or w._unindexed or near is None:
+            return None
+        if rows.vocab_words < 1 or w.num_classes < 1:  # an empty vocabulary (XGrammar's tests make one)
             return None
         from .._binding import kernel
 
