@@ -189,8 +189,8 @@ class NativeEngine:
         from .._binding import kernel
 
         return kernel.filler_new(
-            w._trie, w._native, near._capsule, w.num_classes, rows.vocab_words, w.stop_class, rows._limit
-        )
+            w._trie, w._native, near._capsule, w.num_classes, rows.vocab_words, w.stop_class, min(rows._limit, 4096)
+        )  # at most 4,096 rows (Llama-3's 64 MB): a tiny vocabulary's row bound would size tables of millions
 
     def stats(self) -> dict:
         if self.walker is None:
