@@ -2,6 +2,8 @@
  *
  *   expand_row            a class set -> XGrammar's packed int32 vocabulary row
  *                         (used by cfgzip_lab.native.rows; the numpy path is the reference)
+ *   expand_near           the same row, made from the nearest of the last rows made (XOR of the classes
+ *                         the two sets do not share) where that is cheaper (expand_row is the reference)
  *   expansion_tables      the tables expand_row reads, from class_of in two passes
  *                         (cfgzip_lab.kernels.union_tables is the reference)
  *
@@ -12,6 +14,7 @@
  * one precomputed (word, bits) pair per class and word.
  * Measured with Llama-3 (bython, 3,015 classes, 9,180 small-class tokens): see rows.py.
  */
+#include "native_rows.h"
 #include "words.h"
 
 #if defined(__SSE2__)
@@ -74,72 +77,103 @@ static void single_row(int32_t *restrict dst, Py_ssize_t words, const int32_t *c
     }
 }
 
-PyObject *expand_row(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer set, groups, tables, indptr, words_b, bits_b, all_b, out, built = {0}, co_b = {0};
-    PyObject *tables_obj, *built_obj = Py_None, *co_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*y*Oy*y*y*y*w*|OO", &set, &groups, &tables_obj, &indptr, &words_b, &bits_b, &all_b,
-                          &out, &built_obj, &co_obj))
-        return NULL;
-    int lazy = built_obj != Py_None;
-    PyObject *result = NULL;
-    if (PyObject_GetBuffer(tables_obj, &tables, lazy ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&set);
-        PyBuffer_Release(&groups);
-        PyBuffer_Release(&indptr);
-        PyBuffer_Release(&words_b);
-        PyBuffer_Release(&bits_b);
-        PyBuffer_Release(&all_b);
-        PyBuffer_Release(&out);
-        return NULL;
+/* expand_row's and expand_near's tables (see above), their buffers held for one call. */
+typedef struct {
+    Py_buffer groups, tables, indptr, words_b, bits_b, all_b, built, co_b;
+    Py_ssize_t words, ngroups, nclasses;
+    const int32_t *g, *ip, *pw, *pb, *all;
+    int32_t *t;    /* written only where `made` says a union row is not made yet */
+    uint8_t *made; /* NULL: eager tables, every row made */
+} Expansion;
+
+static void expansion_release(Expansion *E) {
+    Py_buffer *b[8] = {&E->groups, &E->tables, &E->indptr, &E->words_b, &E->bits_b, &E->all_b, &E->built, &E->co_b};
+    for (int i = 0; i < 8; i++)
+        if (b[i]->obj) PyBuffer_Release(b[i]);
+}
+
+/* The tables' buffers (objs: groups, tables, indptr, pair_words, pair_bits, small_all, built, class_of; the
+ * last two Py_None when absent), checked against each other and a row of `words` words; -1 with the
+ * exception set (E then released). */
+static int expansion_get(Expansion *E, PyObject *const objs[8], Py_ssize_t words) {
+    memset(E, 0, sizeof(*E));
+    int lazy = objs[6] != Py_None;
+    Py_buffer *b[8] = {&E->groups, &E->tables, &E->indptr, &E->words_b, &E->bits_b, &E->all_b, &E->built, &E->co_b};
+    for (int i = 0; i < 8; i++) {
+        if (objs[i] == Py_None && i >= 6) continue;
+        int flags = (i == 1 || i == 6) && lazy ? PyBUF_WRITABLE : PyBUF_SIMPLE;
+        if (PyObject_GetBuffer(objs[i], b[i], flags) < 0) {
+            expansion_release(E);
+            return -1;
+        }
     }
-    if (lazy && PyObject_GetBuffer(built_obj, &built, PyBUF_WRITABLE) < 0) goto done;
-    if (co_obj != Py_None && PyObject_GetBuffer(co_obj, &co_b, PyBUF_SIMPLE) < 0) goto done;
-    Py_ssize_t words = out.len / 4, ngroups = groups.len / 16, nclasses = indptr.len / 4 - 1;
-    const int32_t *ip = (const int32_t *)indptr.buf;
-    if (tables.len != ngroups * 16 * words * 4 || all_b.len != out.len || words_b.len != bits_b.len || nclasses < 0 ||
-        ip[nclasses] != words_b.len / 4 || set.len * 8 < nclasses || (lazy && built.len != ngroups * 16) ||
-        (co_b.obj && (co_b.len % 4 || co_b.len / 4 > words * 32))) {
+    E->words = words;
+    E->ngroups = E->groups.len / 16;
+    E->nclasses = E->indptr.len / 4 - 1;
+    E->ip = (const int32_t *)E->indptr.buf;
+    if (E->tables.len != E->ngroups * 16 * words * 4 || E->all_b.len != words * 4 || E->words_b.len != E->bits_b.len ||
+        E->nclasses < 0 || E->ip[E->nclasses] != E->words_b.len / 4 || (lazy && E->built.len != E->ngroups * 16) ||
+        (E->co_b.obj && (E->co_b.len % 4 || E->co_b.len / 4 > words * 32))) {
         PyErr_SetString(PyExc_ValueError, "expand_row: the tables do not fit each other or the output row");
-        goto done;
+        expansion_release(E);
+        return -1;
     }
-    const uint8_t *s = (const uint8_t *)set.buf;
-    const int32_t *g = (const int32_t *)groups.buf;
-    int32_t *t = (int32_t *)tables.buf; /* written only where `built` says a union row is not made yet */
-    uint8_t *made = lazy ? (uint8_t *)built.buf : NULL;
-    const int32_t *pw = (const int32_t *)words_b.buf, *pb = (const int32_t *)bits_b.buf;
-    const int32_t *all = (const int32_t *)all_b.buf;
-    int32_t *restrict row = (int32_t *)out.buf;
-    Py_ssize_t set_len = set.len;
+    E->g = (const int32_t *)E->groups.buf;
+    E->t = (int32_t *)E->tables.buf;
+    E->made = lazy ? (uint8_t *)E->built.buf : NULL;
+    E->pw = (const int32_t *)E->words_b.buf;
+    E->pb = (const int32_t *)E->bits_b.buf;
+    E->all = (const int32_t *)E->all_b.buf;
+    return 0;
+}
+
+/* Table row (k, code) (a group's union of the members in code), made first where a lazy build left it:
+ * its deferred singles from class_of, a union as the OR of its singles. NULL with ValueError where a
+ * deferred single is needed and no class_of was given. */
+static const int32_t *table_row(Expansion *E, Py_ssize_t k, int code) {
+    Py_ssize_t words = E->words;
+    int32_t *t = E->t;
+    uint8_t *made = E->made;
+    if (made && !made[k * 16 + code]) { /* first needed now: a deferred single, or a union */
+        for (int rest = code; rest; rest &= rest - 1) {
+            int low = rest & -rest;
+            if (made[k * 16 + low]) continue;
+            if (!E->co_b.obj) {
+                PyErr_SetString(PyExc_ValueError, "expand_row: a deferred single row needs class_of");
+                return NULL;
+            }
+            single_row(t + ((size_t)k * 16 + low) * words, words, (const int32_t *)E->co_b.buf, E->co_b.len / 4,
+                       E->g[4 * k + __builtin_ctz((unsigned)low)]);
+            made[k * 16 + low] = 1;
+        }
+    }
+    if (made && !made[k * 16 + code]) { /* a union of two or more members, first needed now */
+        int32_t *restrict dst = t + ((size_t)k * 16 + code) * words;
+        const int32_t *a = t + ((size_t)k * 16 + (code & -code)) * words;
+        memcpy(dst, a, (size_t)words * 4);
+        for (int rest = code & (code - 1); rest; rest &= rest - 1) {
+            const int32_t *b = t + ((size_t)k * 16 + (rest & -rest)) * words;
+            for (Py_ssize_t w = 0; w < words; w++) dst[w] |= b[w];
+        }
+        made[k * 16 + code] = 1;
+    }
+    return t + ((size_t)k * 16 + code) * words;
+}
+
+/* row (E->words words) = the packed vocabulary row of class set s (set_len bytes); -1 with the exception set.
+ * Small classes: when most of their pairs are in the set, start from small_all and clear the bits of
+ * the classes not in it (a token is in one class only, so no table row holds those bits); otherwise
+ * set the bits of the classes in it. */
+static int expand_into(Expansion *E, const uint8_t *s, Py_ssize_t set_len, int32_t *restrict row) {
+    Py_ssize_t words = E->words, nclasses = E->nclasses;
+    const int32_t *g = E->g, *ip = E->ip, *pw = E->pw, *pb = E->pb, *all = E->all;
     int filled = 0;
-    for (Py_ssize_t k = 0; k < ngroups; k++) {
+    for (Py_ssize_t k = 0; k < E->ngroups; k++) {
         int code = in_set(s, set_len, g[4 * k]) | in_set(s, set_len, g[4 * k + 1]) << 1 |
                    in_set(s, set_len, g[4 * k + 2]) << 2 | in_set(s, set_len, g[4 * k + 3]) << 3;
         if (!code) continue;
-        if (made && !made[k * 16 + code]) { /* first needed now: a deferred single, or a union */
-            for (int rest = code; rest; rest &= rest - 1) {
-                int low = rest & -rest;
-                if (made[k * 16 + low]) continue;
-                if (!co_b.obj) {
-                    PyErr_SetString(PyExc_ValueError, "expand_row: a deferred single row needs class_of");
-                    goto done;
-                }
-                single_row(t + ((size_t)k * 16 + low) * words, words, (const int32_t *)co_b.buf, co_b.len / 4,
-                           g[4 * k + __builtin_ctz((unsigned)low)]);
-                made[k * 16 + low] = 1;
-            }
-        }
-        if (made && !made[k * 16 + code]) { /* a union of two or more members, first needed now */
-            int32_t *restrict dst = t + ((size_t)k * 16 + code) * words;
-            const int32_t *a = t + ((size_t)k * 16 + (code & -code)) * words;
-            memcpy(dst, a, (size_t)words * 4);
-            for (int rest = code & (code - 1); rest; rest &= rest - 1) {
-                const int32_t *b = t + ((size_t)k * 16 + (rest & -rest)) * words;
-                for (Py_ssize_t w = 0; w < words; w++) dst[w] |= b[w];
-            }
-            made[k * 16 + code] = 1;
-        }
-        const int32_t *restrict src = t + ((size_t)k * 16 + code) * words;
+        const int32_t *restrict src = table_row(E, k, code);
+        if (!src) return -1;
         if (!filled) {
             memcpy(row, src, (size_t)words * 4);
             filled = 1;
@@ -167,20 +201,290 @@ PyObject *expand_row(PyObject *self, PyObject *args) {
                 for (Py_ssize_t i = ip[k]; i < end; i++) row[pw[i]] |= pb[i];
         }
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    if (lazy && built.obj) PyBuffer_Release(&built);
-    if (co_b.obj) PyBuffer_Release(&co_b);
+    return 0;
+}
+
+PyObject *expand_row(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer set, out;
+    PyObject *objs[8] = {NULL, NULL, NULL, NULL, NULL, NULL, Py_None, Py_None};
+    if (!PyArg_ParseTuple(args, "y*OOOOOOw*|OO", &set, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5],
+                          &out, &objs[6], &objs[7]))
+        return NULL;
+    Expansion E;
+    PyObject *result = NULL;
+    if (expansion_get(&E, objs, out.len / 4) == 0) {
+        if (set.len * 8 < E.nclasses)
+            PyErr_SetString(PyExc_ValueError, "expand_row: the tables do not fit each other or the output row");
+        else if (expand_into(&E, (const uint8_t *)set.buf, set.len, (int32_t *)out.buf) == 0)
+            result = Py_NewRef(Py_None);
+        expansion_release(&E);
+    }
     PyBuffer_Release(&set);
-    PyBuffer_Release(&groups);
-    PyBuffer_Release(&tables);
-    PyBuffer_Release(&indptr);
-    PyBuffer_Release(&words_b);
-    PyBuffer_Release(&bits_b);
-    PyBuffer_Release(&all_b);
     PyBuffer_Release(&out);
     return result;
+}
+
+/* What expand_near weighs, in about one cycle a unit: a large class's table row costs a pass over the
+ * row's words (four words an SSE2 operation), a small class its few (word, bits) pairs behind a branch
+ * per class, a copy of the reference row half a pass. */
+static inline Py_ssize_t row_pass(Py_ssize_t words) { return words / 4 + 1; }
+#define SMALL_CLASS_COST 16
+
+/* expand_near's choice: the candidate (sets cand[0..ncand-1]) whose row, XORed with the rows of the
+ * classes its set and s do not share, costs least, or -1 where expanding s from scratch costs less.
+ * Written once (always inline) and compiled twice below: with the popcnt instruction where the CPU has
+ * it (without it GCC calls __popcountdi2 for each word, ~5 µs a search over 16 Llama-3 sets), and
+ * without. */
+static inline __attribute__((always_inline)) Py_ssize_t nearest_body(const Expansion *E, const uint64_t *s,
+                                                                     const uint64_t *large,
+                                                                     const uint64_t *const *cand,
+                                                                     Py_ssize_t ncand, Py_ssize_t n64) {
+    Py_ssize_t pass = row_pass(E->words), in_small = 0, small = 0, groups_hit = 0;
+    for (Py_ssize_t w = 0; w < n64; w++) {
+        in_small += __builtin_popcountll(s[w] & ~large[w]);
+        small += __builtin_popcountll(~large[w]);
+    }
+    small -= n64 * 64 - E->nclasses; /* the bits past the last class */
+    const uint8_t *sb = (const uint8_t *)s;
+    for (Py_ssize_t k = 0; k < E->ngroups; k++)
+        groups_hit += in_set(sb, n64 * 8, E->g[4 * k]) | in_set(sb, n64 * 8, E->g[4 * k + 1]) |
+                      in_set(sb, n64 * 8, E->g[4 * k + 2]) | in_set(sb, n64 * 8, E->g[4 * k + 3]);
+    Py_ssize_t best = -1, best_cost = groups_hit * pass +
+                                       SMALL_CLASS_COST * (in_small < small - in_small ? in_small : small - in_small) +
+                                       E->nclasses / 4;
+    const Py_ssize_t least = pass < SMALL_CLASS_COST ? pass : SMALL_CLASS_COST; /* a class's cost at least */
+    for (Py_ssize_t r = 0; r < ncand; r++) {
+        const uint64_t *o = cand[r];
+        Py_ssize_t d_all = 0, d_large = 0, w = 0;
+        while (w < n64) { /* 16 words at a time, left once the classes so far cost more than the best */
+            Py_ssize_t end = w + 16 < n64 ? w + 16 : n64;
+            for (; w < end; w++) {
+                uint64_t d = s[w] ^ o[w];
+                d_all += __builtin_popcountll(d);
+                if (large[w]) d_large += __builtin_popcountll(d & large[w]);
+            }
+            if (pass / 2 + d_all * least >= best_cost) break; /* a lower bound of the cost */
+        }
+        if (w < n64) continue;
+        Py_ssize_t cost = pass / 2 + d_large * pass + (d_all - d_large) * SMALL_CLASS_COST;
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = r;
+        }
+    }
+    return best;
+}
+
+static Py_ssize_t nearest_plain(const Expansion *E, const uint64_t *s, const uint64_t *large,
+                                const uint64_t *const *cand, Py_ssize_t ncand, Py_ssize_t n64) {
+    return nearest_body(E, s, large, cand, ncand, n64);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("popcnt"))) static Py_ssize_t nearest_popcnt(const Expansion *E, const uint64_t *s,
+                                                                    const uint64_t *large,
+                                                                    const uint64_t *const *cand,
+                                                                    Py_ssize_t ncand, Py_ssize_t n64) {
+    return nearest_body(E, s, large, cand, ncand, n64);
+}
+#endif
+
+static Py_ssize_t nearest_entry(const Expansion *E, const uint64_t *s, const uint64_t *large,
+                                const uint64_t *const *cand, Py_ssize_t ncand, Py_ssize_t n64) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("popcnt")) return nearest_popcnt(E, s, large, cand, ncand, n64);
+#endif
+    return nearest_plain(E, s, large, cand, ncand, n64);
+}
+
+/* row = ref XOR the rows of the classes in d (d_n64 words of class bits): exact, the classes being
+ * disjoint sets of tokens; -1 with the exception set. */
+static int xor_classes(Expansion *E, const int32_t *ref, const uint64_t *s, const uint64_t *o, Py_ssize_t n64,
+                       const int32_t *large_slot, int32_t *restrict row) {
+    Py_ssize_t words = E->words;
+    const int32_t *ip = E->ip, *pw = E->pw, *pb = E->pb;
+    memcpy(row, ref, (size_t)words * 4);
+    for (Py_ssize_t w = 0; w < n64; w++) {
+        for (uint64_t d = s[w] ^ o[w]; d; d &= d - 1) {
+            Py_ssize_t k = w * 64 + __builtin_ctzll(d);
+            if (k >= E->nclasses) break;
+            int32_t at = large_slot[k];
+            if (at >= 0) {
+                if (at >= E->ngroups * 16) {
+                    PyErr_SetString(PyExc_ValueError, "expand_near: large_slot names a row past the tables");
+                    return -1;
+                }
+                const int32_t *restrict src = table_row(E, at / 16, at % 16);
+                if (!src) return -1;
+                for (Py_ssize_t i = 0; i < words; i++) row[i] ^= src[i];
+            } else {
+                for (Py_ssize_t i = ip[k], end = ip[k + 1]; i < end; i++) row[pw[i]] ^= pb[i];
+            }
+        }
+    }
+    return 0;
+}
+
+/* A NearRows capsule: expand_row's tables held for its life, and the ring of the last rows it made. */
+typedef struct {
+    Expansion E;
+    Py_buffer large_b, ls_b;
+    Py_ssize_t n64, ring, valid, slot;
+    uint64_t *sets; /* ring * n64: the class sets of the ring's rows */
+    int32_t *rows;  /* ring * E.words: their rows */
+    int64_t near, scratch, classes; /* rows made near and from scratch; classes XORed into the near ones */
+} NearRows;
+
+static void near_release(NearRows *N) {
+    expansion_release(&N->E);
+    if (N->large_b.obj) PyBuffer_Release(&N->large_b);
+    if (N->ls_b.obj) PyBuffer_Release(&N->ls_b);
+    PyMem_Free(N->sets);
+    PyMem_Free(N->rows);
+    PyMem_Free(N);
+}
+
+static void near_free(PyObject *capsule) {
+    NearRows *N = (NearRows *)PyCapsule_GetPointer(capsule, "cfgzip_near_rows");
+    if (N) near_release(N);
+}
+
+/* near_rows_new(groups, tables, indptr, pair_words, pair_bits, small_all, built, class_of, large, large_slot,
+ *               ring, words) -> capsule for expand_near
+ *   the first eight   expand_row's tables (built and class_of None where absent), held while the capsule lives
+ *   large             bytes, 8 * ceil(K / 64) of them: bit k set for the classes in the tables
+ *   large_slot        int32[K]: a large class's own table row (group * 16 + (1 << member)), -1 for a small one
+ *   ring              how many of the last rows made are kept to make new ones from; words: W, the row's words */
+PyObject *near_rows_new(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[8], *large, *ls;
+    Py_ssize_t ring, words;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOnn", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &objs[7], &large, &ls, &ring, &words))
+        return NULL;
+    NearRows *N = PyMem_Calloc(1, sizeof(NearRows));
+    if (!N) return PyErr_NoMemory();
+    if (expansion_get(&N->E, objs, words) < 0) {
+        PyMem_Free(N);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(large, &N->large_b, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(ls, &N->ls_b, PyBUF_SIMPLE) < 0)
+        goto fail;
+    N->n64 = N->large_b.len / 8;
+    N->ring = ring;
+    if (ring > NEAR_MAX + 1) {
+        PyErr_SetString(PyExc_ValueError, "near_rows_new: a ring of more than NEAR_MAX + 1 rows");
+        goto fail;
+    }
+    const int32_t *slots = (const int32_t *)N->ls_b.buf;
+    int ok = N->large_b.len % 8 == 0 && N->n64 * 64 >= N->E.nclasses && N->ls_b.len == N->E.nclasses * 4 && ring >= 1 &&
+             words >= 0;
+    for (Py_ssize_t k = 0; ok && k < N->E.nclasses; k++) { /* each large class's own row, and no other */
+        int32_t at = slots[k], code = at & 15;
+        int large_bit = in_set((const uint8_t *)N->large_b.buf, N->large_b.len, (int32_t)k);
+        ok = at == -1 ? !large_bit
+                      : large_bit && at > 0 && at < N->E.ngroups * 16 && code && !(code & (code - 1)) &&
+                            N->E.g[4 * (at / 16) + __builtin_ctz((unsigned)code)] == k;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "near_rows_new: the large classes do not fit the tables");
+        goto fail;
+    }
+    N->sets = PyMem_Calloc((size_t)(ring * N->n64 + 1), sizeof(uint64_t));
+    N->rows = PyMem_Calloc((size_t)(ring * words + 1), sizeof(int32_t));
+    if (!N->sets || !N->rows) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *capsule = PyCapsule_New(N, "cfgzip_near_rows", near_free);
+    if (capsule) return capsule;
+fail:
+    near_release(N);
+    return NULL;
+}
+
+/* out (W words) = expand_row's row of the class set s (n64 words), made from the nearest of the ncand
+ * candidates (class sets cand_sets[i], rows cand_rows[i]; at most NEAR_MAX) where that costs less than
+ * expanding from scratch (their row XOR the rows of the classes the two sets do not share). Returns the
+ * candidate it was made from, -1 (from scratch), or -2 with the exception set. Shared with fill.c, whose
+ * candidates are its own last rows (native_rows.h). */
+Py_ssize_t near_rows_make(PyObject *capsule, const uint64_t *s, Py_ssize_t n64, int32_t *out, Py_ssize_t words,
+                          const uint64_t *const *cand_sets, const int32_t *const *cand_rows, Py_ssize_t ncand) {
+    NearRows *N = (NearRows *)PyCapsule_GetPointer(capsule, "cfgzip_near_rows");
+    if (!N) return -2;
+    if (n64 != N->n64 || words != N->E.words || ncand < 0 || ncand > NEAR_MAX) {
+        PyErr_SetString(PyExc_ValueError, "expand_near: the class set or the row has the wrong size");
+        return -2;
+    }
+    const uint64_t *lg = (const uint64_t *)N->large_b.buf;
+    Py_ssize_t near = nearest_entry(&N->E, s, lg, cand_sets, ncand, n64);
+    int rc = near < 0 ? expand_into(&N->E, (const uint8_t *)s, n64 * 8, out)
+                      : xor_classes(&N->E, cand_rows[near], s, cand_sets[near], n64, (const int32_t *)N->ls_b.buf, out);
+    if (rc < 0) return -2;
+    if (near < 0) N->scratch++;
+    else {
+        N->near++;
+        for (Py_ssize_t w = 0; w < n64; w++) N->classes += __builtin_popcountll(s[w] ^ cand_sets[near][w]);
+    }
+    return near;
+}
+
+/* near_rows_make over the capsule's own ring (the last rows made through it), the new row written in
+ * place of the oldest and copied to out. */
+static Py_ssize_t near_rows_fill(NearRows *N, PyObject *capsule, const uint64_t *s, Py_ssize_t n64, int32_t *out,
+                                 Py_ssize_t words) {
+    if (n64 != N->n64 || words != N->E.words) {
+        PyErr_SetString(PyExc_ValueError, "expand_near: the class set or the row has the wrong size");
+        return -2;
+    }
+    const uint64_t *cs[NEAR_MAX];
+    const int32_t *cr[NEAR_MAX];
+    Py_ssize_t slot = N->slot, ncand = 0;
+    for (Py_ssize_t r = 0; r < N->valid && ncand < NEAR_MAX; r++)
+        if (r != slot) {
+            cs[ncand] = N->sets + r * n64;
+            cr[ncand++] = N->rows + r * words;
+        }
+    int32_t *row = N->rows + slot * words;
+    Py_ssize_t near = near_rows_make(capsule, s, n64, row, words, cs, cr, ncand);
+    if (near < -1) {
+        N->valid = 0; /* the entry is half written: the ring starts again */
+        return -2;
+    }
+    memcpy(N->sets + slot * n64, s, (size_t)n64 * 8);
+    memcpy(out, row, (size_t)words * 4);
+    if (N->valid <= slot) N->valid = slot + 1;
+    N->slot = (slot + 1) % N->ring;
+    return near;
+}
+
+/* near_rows_stats(near_rows) -> (rows made near, rows made from scratch, classes XORed into the near ones) */
+PyObject *near_rows_stats(PyObject *self, PyObject *capsule) {
+    (void)self;
+    NearRows *N = (NearRows *)PyCapsule_GetPointer(capsule, "cfgzip_near_rows");
+    return N ? Py_BuildValue("LLL", (long long)N->near, (long long)N->scratch, (long long)N->classes) : NULL;
+}
+
+/* expand_near(near_rows, class_set, out) -> int: near_rows_fill for a class set given as bytes (8 *
+ * ceil(K / 64) of them) and out an int32[W] buffer. Why: decoding meets class sets a few tokens apart
+ * that differ in a handful of classes. */
+PyObject *expand_near(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule;
+    Py_buffer set, out;
+    if (!PyArg_ParseTuple(args, "Oy*w*", &capsule, &set, &out)) return NULL;
+    Py_ssize_t near = -2;
+    if (set.len % 8 || out.len % 4)
+        PyErr_SetString(PyExc_ValueError, "expand_near: the class set or the row has the wrong size");
+    else
+    {
+        NearRows *N = (NearRows *)PyCapsule_GetPointer(capsule, "cfgzip_near_rows");
+        if (N) near = near_rows_fill(N, capsule, (const uint64_t *)set.buf, set.len / 8, (int32_t *)out.buf, out.len / 4);
+    }
+    PyBuffer_Release(&set);
+    PyBuffer_Release(&out);
+    return near < -1 ? NULL : PyLong_FromSsize_t(near);
 }
 
 /* expansion_tables(class_of, num_classes, most, min_tokens, words, lazy=False, defer=None, listed=None,

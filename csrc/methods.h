@@ -77,8 +77,16 @@ PyObject *trie_arrays(PyObject *self, PyObject *args);
 PyObject *trie_mask(PyObject *self, PyObject *args);
 PyObject *words_trie_mask(Words *S, PyObject *args);
 
+/* fill.c */
+PyObject *filler_new(PyObject *self, PyObject *args);
+PyObject *fill_state(PyObject *self, PyObject *args);
+PyObject *filler_stats(PyObject *self, PyObject *capsule);
+
 /* expand.c */
 PyObject *expand_row(PyObject *self, PyObject *args);
+PyObject *near_rows_new(PyObject *self, PyObject *args);
+PyObject *expand_near(PyObject *self, PyObject *args);
+PyObject *near_rows_stats(PyObject *self, PyObject *capsule);
 PyObject *expansion_tables(PyObject *self, PyObject *args);
 PyObject *mask_logits(PyObject *self, PyObject *args);
 void mask_logits_init(void); /* once, before mask_logits */

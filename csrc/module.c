@@ -12,13 +12,20 @@
 
 /* Raise together with cfgzip_lab/_binding.py's ABI_VERSION when a function is added, removed or changes
  * its arguments. */
-#define ABI_VERSION 1
+#define ABI_VERSION 2
 
 PyObject *Unsupported;
 
 /* ---- the module's functions ---- */
 static PyMethodDef module_functions[] = {
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (csrc/expand.c)"},
+    {"filler_new", filler_new, METH_VARARGS, "an engine's trie, store and near rows, for fill_state (csrc/fill.c)"},
+    {"fill_state", fill_state, METH_VARARGS, "a state's packed vocabulary row into a bitmask row (csrc/fill.c)"},
+    {"filler_stats", filler_stats, METH_O, "a filler's hits, rows made and drops (csrc/fill.c)"},
+    {"near_rows_stats", near_rows_stats, METH_O, "rows made near, from scratch, classes XORed (csrc/expand.c)"},
+    {"near_rows_new", near_rows_new, METH_VARARGS, "expand_row's tables and a ring of rows, for expand_near (csrc/expand.c)"},
+    {"expand_near", expand_near, METH_VARARGS,
+     "a class set's row from the nearest of the last rows made, or from scratch (csrc/expand.c)"},
     {"expansion_tables", expansion_tables, METH_VARARGS, "class_of -> the tables expand_row reads (csrc/expand.c)"},
     {"trie_new", trie_new, METH_VARARGS, "the sigma_in trie as arrays, for trie_mask (csrc/trie.c)"},
     {"trie_arrays", trie_arrays, METH_VARARGS, "a SigmaInIndex's arrays -> the arrays trie_new takes (csrc/trie.c)"},

@@ -6,6 +6,7 @@
  *   trie_arrays           the arrays trie_new takes, from the index's own (SigmaInIndex.kernel_arrays
  *                         is the reference)
  */
+#include "native_rows.h"
 #include "words.h"
 
 /* The sigma_in trie as arrays (see trie_new below). */
@@ -24,11 +25,12 @@ static inline int trie_deep(const Trie *t, Py_ssize_t nt) {
 }
 
 /* OR the class set of trie node nt into out (uint64[t->words]). */
-static inline void trie_or_classes(const Trie *t, Py_ssize_t nt, uint64_t *out) {
+static inline void trie_or_classes(const Trie *t, Py_ssize_t nt, uint64_t *restrict out) {
     const int32_t *di = (const int32_t *)t->dense_idx.buf;
-    if (di[nt] >= 0) {
-        const uint64_t *row = (const uint64_t *)t->dense.buf + (size_t)di[nt] * t->words;
-        for (Py_ssize_t w = 0; w < t->words; w++) out[w] |= row[w];
+    if (di[nt] >= 0) { /* words read once: out may not alias the trie, so the OR is vectorised */
+        const Py_ssize_t words = t->words;
+        const uint64_t *restrict row = (const uint64_t *)t->dense.buf + (size_t)di[nt] * words;
+        for (Py_ssize_t w = 0; w < words; w++) out[w] |= row[w];
     } else {
         const int32_t *lp = (const int32_t *)t->list_ptr.buf, *lc = (const int32_t *)t->list_cls.buf;
         for (Py_ssize_t k = lp[nt]; k < lp[nt + 1]; k++) out[lc[k] >> 6] |= (uint64_t)1 << (lc[k] & 63);
@@ -383,4 +385,19 @@ PyObject *words_trie_mask(Words *S, PyObject *args) {
     }
     Dag d = {S, NULL};
     return mask_of(capsule, &d, state, &out);
+}
+
+/* The class set of `state` in the compiled store S into out (words uint64, zeroed first): the walk of
+ * Words.trie_mask without its Python arguments, for fill.c (native_rows.h); -1 with the exception set. */
+int trie_class_set(PyObject *capsule, Words *S, int64_t state, uint64_t *out, Py_ssize_t words) {
+    Trie *t = (Trie *)PyCapsule_GetPointer(capsule, "cfgzip_trie");
+    if (!t) return -1;
+    if (words != t->words) {
+        PyErr_SetString(PyExc_ValueError, "trie_mask: out has the wrong size");
+        return -1;
+    }
+    if (check_node(S, state) < 0) return -1;
+    memset(out, 0, (size_t)words * 8);
+    Dag d = {S, NULL};
+    return trie_walk(t, &d, state, 0, out);
 }

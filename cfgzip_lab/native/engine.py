@@ -60,6 +60,7 @@ class NativeEngine:
     fallbacks: int = field(default=0, init=False)
     index_source: str = field(default="given", init=False)  # "built" now, "given", or "cache"
     _text_memo: dict[tuple[int, bytes], bool] = field(default_factory=dict, init=False, repr=False)
+    use_filler: bool = field(default=True, init=False)  # see `filler`
 
     def __post_init__(self) -> None:
         from ..pipeline import nested_root_reason
@@ -172,6 +173,35 @@ class NativeEngine:
             self.xgrammar_engines = compile_engines(self.compiled.text, self.vocab, self.classes)
         return self.xgrammar_engines.plain()
 
+    def _filler_stats(self) -> dict:
+        filler = self.__dict__.get("filler")  # made by a matcher, never by asking for stats
+        if filler is None:
+            return {}
+        from .._binding import kernel
+
+        keys = ("fill_state_hits", "fill_set_hits", "fill_rows_made", "fill_drops")
+        return dict(zip(keys, kernel.filler_stats(filler)))
+
+    @cached_property
+    def filler(self):
+        """The compiled fill of a state's mask (``csrc/fill.c``: trie walk, row memo and near rows in one
+        call, no Python int per class set), or None where the Python path serves: no compiled store or
+        trie walk, classes the index leaves to a run of their representative, Python rows, or no
+        vocabulary.
+        ``use_filler = False`` on the engine before the first matcher keeps the Python path (the
+        reference it is tested against)."""
+        w, rows = self.walker, self.rows
+        near = getattr(rows, "_near", None)
+        if not self.use_filler or w is None or w._trie is None or w._native is None or w._unindexed or near is None:
+            return None
+        if rows.vocab_words < 1 or w.num_classes < 1:  # an empty vocabulary (XGrammar's tests make one)
+            return None
+        from .._binding import kernel
+
+        return kernel.filler_new(
+            w._trie, w._native, near._capsule, w.num_classes, rows.vocab_words, w.stop_class, min(rows._limit, 4096)
+        )  # at most 4,096 rows (Llama-3's 64 MB): a tiny vocabulary's row bound would size tables of millions
+
     def stats(self) -> dict:
         if self.walker is None:
             return {
@@ -189,6 +219,7 @@ class NativeEngine:
             "store_nodes": len(self.walker.store),
             "row_cache_misses": self.rows.misses,
             "compiled_rows": self.rows.compiled,
+            **self._filler_stats(),
             **self.walker.stats,
         }
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._binding import kernel as _kernel
 from ..batch_rows import MatcherRows
 from ..classes.classing import BLOCKED, NORMAL
 from ..expand import apply_vocab_bitmask_inplace
@@ -86,6 +87,10 @@ class DisplacementMatcher:
         self._bitmask: torch.Tensor | None = None  # the last bitmask filled, its numpy view and memory (_numpy_of)
         self._bitmask_view: np.ndarray | None = None
         self._bitmask_ptr = 0
+        # One compiled call per mask (csrc/fill.c) where the stop bits are the stop class's (the policy
+        # never patches them).
+        plain_stops = not (stop_policy.mask_may_differ(True) or stop_policy.mask_may_differ(False))
+        self._filler = engine.filler if plain_stops else None
         self.reset()
 
     # -- the Engine interface --------------------------------------------------------
@@ -179,6 +184,12 @@ class DisplacementMatcher:
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> bool:
         """Write the next token's full-vocabulary mask into row ``index`` of ``bitmask``."""
+        filler = self._filler
+        if filler is not None and self._fallback is None:
+            state = self._history[-1]
+            if state != _STOPPED:
+                _kernel.fill_state(filler, state, self._numpy_of(bitmask), index)
+                return True
         row = self.vocab_row()
         self._numpy_of(bitmask)[index][: len(row)] = row  # no (index, slice) tuple: see _numpy_of
         return True
@@ -558,10 +569,8 @@ class DisplacementBatchMatcher(MatcherRows):
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, indices: Sequence[int] | None = None) -> None:
         """Fill row ``i`` of ``bitmask`` from matcher ``i`` (or only ``indices``)."""
-        out = bitmask.numpy()
         for i in range(self.batch_size) if indices is None else indices:
-            row = self.matchers[i].vocab_row()
-            out[i, : row.shape[0]] = row
+            self.matchers[i].fill_next_token_bitmask(bitmask, i)
 
     def next_vocab_bitmask(self) -> torch.Tensor:
         """Masks ``(B, ceil(V/32))``; rows of terminated matchers are 0."""
