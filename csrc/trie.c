@@ -399,5 +399,8 @@ int trie_class_set(PyObject *capsule, Words *S, int64_t state, uint64_t *out, Py
     if (check_node(S, state) < 0) return -1;
     memset(out, 0, (size_t)words * 8);
     Dag d = {S, NULL};
-    return trie_walk(t, &d, state, 0, out);
+    Seen seen = {NULL, 0, 0}; /* counted repetitions' (node, trie node) pairs, as in mask_of */
+    int rc = trie_walk(t, &d, state, 0, out, t->fedges.len ? &seen : NULL);
+    PyMem_Free(seen.keys);
+    return rc;
 }
