@@ -49,6 +49,7 @@ EXACTNESS_MODULES = frozenset(
         "test_xgrammar_runs",
         "test_matcher_api",
         "test_printed",
+        "test_nested_root",
     }
 )
 
