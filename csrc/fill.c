@@ -189,14 +189,18 @@ static Py_ssize_t row_of_state(Filler *F, int64_t state) {
  * int32 buffer, rows of at least vocab_words words) starts with the packed vocabulary row of `state` (a
  * node of the store): the classes the trie walk gives, the stop class where the state accepts the empty
  * word (walker.class_mask, then rows.vocab_row); the rest of the bitmask row is left as it is. */
-PyObject *fill_state(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *capsule;
-    long long state;
-    Py_ssize_t index;
-    PyObject *bitmask;
+PyObject *fill_state(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self; /* METH_FASTCALL: no argument tuple, so a warm fill allocates no tracked object */
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fill_state(filler, state, bitmask, index) takes 4 arguments");
+        return NULL;
+    }
+    PyObject *capsule = args[0], *bitmask = args[2];
+    long long state = PyLong_AsLongLong(args[1]);
+    if (state == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t index = PyLong_AsSsize_t(args[3]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
     Py_buffer out;
-    if (!PyArg_ParseTuple(args, "OLOn", &capsule, &state, &bitmask, &index)) return NULL;
     if (PyObject_GetBuffer(bitmask, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
     Filler *F = (Filler *)PyCapsule_GetPointer(capsule, "cfgzip_filler");
     PyObject *result = NULL;

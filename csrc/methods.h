@@ -79,7 +79,7 @@ PyObject *words_trie_mask(Words *S, PyObject *args);
 
 /* fill.c */
 PyObject *filler_new(PyObject *self, PyObject *args);
-PyObject *fill_state(PyObject *self, PyObject *args);
+PyObject *fill_state(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *filler_stats(PyObject *self, PyObject *capsule);
 
 /* expand.c */

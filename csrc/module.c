@@ -20,7 +20,7 @@ PyObject *Unsupported;
 static PyMethodDef module_functions[] = {
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (csrc/expand.c)"},
     {"filler_new", filler_new, METH_VARARGS, "an engine's trie, store and near rows, for fill_state (csrc/fill.c)"},
-    {"fill_state", fill_state, METH_VARARGS, "a state's packed vocabulary row into a bitmask row (csrc/fill.c)"},
+    {"fill_state", (PyCFunction)(void (*)(void))fill_state, METH_FASTCALL, "a state's packed vocabulary row into a bitmask row (csrc/fill.c)"},
     {"filler_stats", filler_stats, METH_O, "a filler's hits, rows made and drops (csrc/fill.c)"},
     {"near_rows_stats", near_rows_stats, METH_O, "rows made near, from scratch, classes XORed (csrc/expand.c)"},
     {"near_rows_new", near_rows_new, METH_VARARGS, "expand_row's tables and a ring of rows, for expand_near (csrc/expand.c)"},

@@ -1093,13 +1093,13 @@ def _merge_families_in_c(
     native = _passes(store)
     scratch = None
     if native is None:
-        from .compiled_words import CompiledWordStore, available
+        # the kernel's store itself, not compiled_words (which imports this module: an import circle)
+        from .._binding import kernel
 
-        if not PASSES_IN_C or not available() or not isinstance(store, WordStore):
+        if not PASSES_IN_C or kernel is None or not isinstance(store, WordStore):
             return None
-        scratch = CompiledWordStore.seeded(store)
+        scratch = native = kernel.Words(store.nodes, store.created, BudgetExceeded)
         scratch.limit = store.limit
-        native = scratch.native
     bounds = [(low, -1 if high is None else high) for low, high in family_bounds]
     try:
         got = native.merge_table(table, start, list(family_items), bounds)
@@ -1116,7 +1116,7 @@ def _adopt_nodes(store: WordStore, scratch) -> None:
     limit, store.limit = store.limit, float("inf")
     try:
         for node in range(len(store), len(scratch)):
-            accepts, edges = scratch.nodes[node]
+            accepts, edges = scratch[node]
             got = store.make(accepts, edges)
             assert got == node, "the compiled merge made a node the WordStore already held"
     finally:
