@@ -44,6 +44,7 @@ __all__ = [
 _CLOSERS = frozenset(b")]}>\"';\n")
 _MAX_LISTED_IDS = 16
 _MAX_ARBITRATED = 4096
+_NONE = np.zeros(0, dtype=np.int64)  # no token ids (a default never written to)
 
 
 @dataclass
@@ -292,17 +293,7 @@ class _Checker:
             compressed_only = np.flatnonzero(compressed_bits & ~plain_bits)
             if self._xgrammar_contradicts_its_mask(plain_only, compressed_only):
                 self.report.xgrammar_disagreements += 1
-                if len(self.report.xgrammar_disagreement_examples) < 5:
-                    self.report.xgrammar_disagreement_examples.append(
-                        {
-                            "walk": self.label,
-                            "step": len(self.history),
-                            "prefix": self.vocab.decode(self.history).decode("utf-8", errors="replace"),
-                            "prefix_ids": list(self.history),
-                            "xgrammar_mask_only": self._describe(plain_only),
-                            "engine_only": self._describe(compressed_only),
-                        }
-                    )
+                self._xgrammar_disagreement(self.history, plain_only, compressed_only)
                 return False, None
             self._record(
                 "mask",
@@ -314,6 +305,30 @@ class _Checker:
             )
             return False, None
         return True, np.flatnonzero(plain_bits)
+
+    def _xgrammar_disagreement(
+        self,
+        prefix_ids: list[int],
+        mask_only: np.ndarray = _NONE,
+        engine_only: np.ndarray = _NONE,
+        taken_outside: np.ndarray = _NONE,
+    ) -> None:
+        """Count a step where XGrammar's matcher contradicts its mask, with one example (of 5) in the
+        same keys whichever check found it: tokens only its mask allows, tokens only the engine's
+        allows (the matcher sides with the engine on each), tokens outside both masks both matchers take."""
+        self.report.xgrammar_disagreements += 1
+        if len(self.report.xgrammar_disagreement_examples) < 5:
+            self.report.xgrammar_disagreement_examples.append(
+                {
+                    "walk": self.label,
+                    "step": len(prefix_ids),
+                    "prefix": self.vocab.decode(prefix_ids).decode("utf-8", errors="replace"),
+                    "prefix_ids": list(prefix_ids),
+                    "xgrammar_mask_only": self._describe(mask_only),
+                    "engine_only": self._describe(engine_only),
+                    "taken_outside_both_masks": self._describe(taken_outside),
+                }
+            )
 
     def _xgrammar_contradicts_its_mask(self, plain_only: np.ndarray, engine_only: np.ndarray) -> bool:
         """Whether XGrammar's ``accept_token`` sides with the engine on every differing token."""
@@ -347,17 +362,7 @@ class _Checker:
             # Both took a token outside the plain mask: the engines agree, and XGrammar's own matcher
             # contradicts its mask (a nested root's, grammar/nested_root.py): counted apart, as in
             # the mask check; still no pass unless allowed.
-            self.report.xgrammar_disagreements += 1
-            if len(self.report.xgrammar_disagreement_examples) < 5:
-                self.report.xgrammar_disagreement_examples.append(
-                    {
-                        "walk": self.label,
-                        "step": len(self.history) - 1,
-                        "check": "reject",
-                        "prefix_ids": list(self.history[:-1]),
-                        "xgrammar_accepts": self._describe(np.array([token_id])),
-                    }
-                )
+            self._xgrammar_disagreement(self.history[:-1], taken_outside=np.array([token_id]))
             return False
         return agreed
 

@@ -629,6 +629,11 @@ def test_xgrammar_mask_bug_is_reported_apart(monkeypatch):
     assert native.index is None and "the root rule 'root' is used inside the grammar" in native.unavailable
     served = verify_engines(engines, candidate=native.matcher, candidate_name="native", walks=3, steps=4, seed=0)
     assert served.mismatches == 0 and served.steps_checked > 0, served.first_mismatch
+    # XGrammar's matcher takes "bb" outside its own mask: an example in the keys `cfgzip-lab verify` prints
+    assert served.xgrammar_disagreements > 0
+    taken = [t["bytes"] for x in served.xgrammar_disagreement_examples for t in x["taken_outside_both_masks"]]
+    assert "bb" in taken
+    assert all(x["xgrammar_mask_only"] == x["engine_only"] == [] for x in served.xgrammar_disagreement_examples)
     _BUILT.clear()
     monkeypatch.setattr(cfgzip_lab.pipeline, "nested_root_reason", lambda compiled: None)
     engines, native = _build(grammar, vocab)

@@ -95,6 +95,11 @@ def cmd_verify(args) -> int:
             f"  {report.xgrammar_disagreements} steps where XGrammar's mask contradicts its own accept_token "
             f"(the {args.engine} engine sides with the matcher), e.g. {x['walk']} step {x['step']}: "
             f"mask only {[t['bytes'] for t in x['xgrammar_mask_only']]}, engine only {[t['bytes'] for t in x['engine_only']]}"
+            + (
+                f", taken outside both masks {[t['bytes'] for t in x['taken_outside_both_masks']]}"
+                if x["taken_outside_both_masks"]
+                else ""
+            )
             + ("" if args.allow_xgrammar_disagreements else " — not a pass (--allow-xgrammar-disagreements)")
         )
         record["xgrammar_disagreements"] = report.xgrammar_disagreements
