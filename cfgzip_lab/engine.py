@@ -53,9 +53,8 @@ Other XGrammar behaviour the interface smooths over:
 
 from __future__ import annotations
 
-import dataclasses
-
 import copy
+import dataclasses
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -437,15 +436,11 @@ def refuse_nested_root_in(text: str) -> None:
     representative does not speak for its class (``root ::= "" | root [b]``: ``b`` is in XGrammar's
     mask, ``bb`` of the same class is not), and the compressed engine is refused."""
     from .grammar.diagnostics import GrammarError
-    from .grammar.ebnf import parse_ebnf
-    from .grammar.nested_root import COMPRESSED_REFUSAL, mentions_root_again, nested_root_reference
+    from .grammar.nested_root import COMPRESSED_REFUSAL, nested_root_in_text
 
-    if not mentions_root_again(text):
-        return
-    ast = parse_ebnf(text, reachable_only=True, warn_unreachable=False)
-    found = nested_root_reference(ast)
+    found = nested_root_in_text(text)  # root rule "root", as compile_engines compiles it
     if found is not None:
-        message = COMPRESSED_REFUSAL.format(root=ast.root)
+        message = COMPRESSED_REFUSAL.format(root="root")
         raise GrammarError([dataclasses.replace(found, message=message)], text=text)
 
 

@@ -24,7 +24,7 @@ from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
 from .grammar.lower import lower
-from .grammar.nested_root import mentions_root_again, nested_root_reference
+from .grammar.nested_root import nested_root_in_text, nested_root_reference
 from .grammar.sources import GrammarSource, to_ebnf
 from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
@@ -299,12 +299,10 @@ def nested_root_reason(compiled: CompiledGrammar) -> str | None:
     """Why the native walk cannot make ``compiled``'s masks, where its root rule is nested with input
     after it (:func:`~.grammar.nested_root.nested_root_reference`: XGrammar's masks leave the
     language there), as the diagnostic's text with line and column; None otherwise. The native
-    engine then serves through the compressed engine (XGrammar over the representatives)."""
+    engine then serves through XGrammar itself over the whole vocabulary."""
     if isinstance(compiled, LoadedGrammar) and compiled._front_end is None:
         # read back from a cache: its rules parsed, not the whole front end its ``ast`` would run
-        if not mentions_root_again(compiled.text):
-            return None
-        found = nested_root_reference(parse_ebnf(compiled.text, reachable_only=True, warn_unreachable=False))
+        found = nested_root_in_text(compiled.text)
     else:
         found = nested_root_reference(compiled.ast)
     if found is None:

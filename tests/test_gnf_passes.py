@@ -378,6 +378,8 @@ def test_merge_table_with_families_answers_the_python_walk(monkeypatch):
     items = [f.item for f in gnf.families] * 2
     bounds = [(f.min, -1 if f.max is None else f.max) for f in gnf.families] * 2
     block, merged, family_of = scratch.native.merge_table(gnf.table, gnf.start, items, bounds)
-    want = gnf_module._merge_equivalent(gnf.store, gnf.table, gnf.start, items, [(lo, None if hi < 0 else hi) for lo, hi in bounds])
+    want = gnf_module._merge_equivalent(
+        gnf.store, gnf.table, gnf.start, items, [(lo, None if hi < 0 else hi) for lo, hi in bounds]
+    )
     assert (block, merged, family_of) == want
     assert family_of[: len(gnf.families)] == family_of[len(gnf.families) :]

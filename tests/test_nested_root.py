@@ -25,7 +25,26 @@ from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.verify import verify_engines
 from cfgzip_lab.vocab import vocab_from_bytes
 
-TOKENS = [b"(", b")", b"))", b")))", b"x", b"x)", b"a", b"b", b"ab", b"bb", b"ba", b"b))", b"[", b"]", b"]]", b"],", b",", b""]
+TOKENS = [
+    b"(",
+    b")",
+    b"))",
+    b")))",
+    b"x",
+    b"x)",
+    b"a",
+    b"b",
+    b"ab",
+    b"bb",
+    b"ba",
+    b"b))",
+    b"[",
+    b"]",
+    b"]]",
+    b"],",
+    b",",
+    b"",
+]
 VOCAB = vocab_from_bytes(TOKENS, stop_ids=[len(TOKENS) - 1], name="nested-root", vocab_size=len(TOKENS))
 
 # grammar__line__column__refused: where a nested root can be followed by more input, the first such reference
@@ -102,7 +121,12 @@ def _assert_xgrammars_masks(engines, native, compressed: bool = True) -> None:
     XGrammar disagreements, never as mismatches."""
     for candidate, name in ((native.matcher, "native"), (None, "compressed"))[: 2 if compressed else 1]:
         report = verify_engines(
-            engines, candidate=candidate, candidate_name=name, walks=25, steps=8, seed=1,
+            engines,
+            candidate=candidate,
+            candidate_name=name,
+            walks=25,
+            steps=8,
+            seed=1,
             allow_xgrammar_disagreements=not compressed,
         )
         assert report.ok and report.mismatches == 0 and report.steps_checked > 0, (name, report.first_mismatch)

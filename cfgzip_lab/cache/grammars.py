@@ -315,7 +315,7 @@ class GrammarCache:
                 raise deadline.error("classing") from None
             deadline.check("classing (done)")
         t2 = time.perf_counter()
-        unavailable = nested_root_reason(compiled)  # XGrammar's masks leave the language: the compressed engine's
+        unavailable = nested_root_reason(compiled)  # XGrammar's masks leave the language: no index, XGrammar serves
         index = None
         if unavailable is None:
             index, unavailable = build_index_or_reason(

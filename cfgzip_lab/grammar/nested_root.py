@@ -35,7 +35,13 @@ from collections.abc import Iterator
 from . import tree
 from .diagnostics import Diagnostic, position_of
 
-__all__ = ["COMPRESSED_REFUSAL", "NESTED_ROOT_REFUSAL", "mentions_root_again", "nested_root_reference"]
+__all__ = [
+    "COMPRESSED_REFUSAL",
+    "NESTED_ROOT_REFUSAL",
+    "mentions_root_again",
+    "nested_root_in_text",
+    "nested_root_reference",
+]
 
 NESTED_ROOT_REFUSAL = (
     "the root rule {root!r} is used inside the grammar here, with more input after it: XGrammar's mask "
@@ -84,6 +90,17 @@ def nested_root_reference(ast: tree.GrammarAST) -> Diagnostic | None:
     ref = min(refused, key=lambda r: r.span or (0, 0))
     line, column = position_of(ast.text, ref.span[0]) if ref.span else (1, 1)
     return Diagnostic(line, column, NESTED_ROOT_REFUSAL.format(root=root), span=ref.span)
+
+
+def nested_root_in_text(text: str, root: str = "root") -> Diagnostic | None:
+    """:func:`nested_root_reference` of an EBNF text whose syntax tree is not at hand (a grammar read
+    back from a cache, the compressed engine's text): its rules parsed only where the root's name
+    stands in it twice."""
+    if not mentions_root_again(text, root):
+        return None
+    from .ebnf import parse_ebnf
+
+    return nested_root_reference(parse_ebnf(text, root=root, reachable_only=True, warn_unreachable=False))
 
 
 def mentions_root_again(text: str, root: str = "root") -> bool:
