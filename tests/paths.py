@@ -35,6 +35,7 @@ BUNDLED: list[Path] = list(bundled_grammars().values())
 SHARED = Path(os.environ.get("CFGZIP_SHARED", REPO.parent / "shared"))
 #: Inputs other projects wrote (JSON-Schema-Test-Suite, XGrammar's test grammars, regressions).
 CORPORA = SHARED / "corpora"
+MASKBENCH = CORPORA / "maskbench" / "maskbench.jsonl.gz"
 THIRD_PARTY = SHARED / "grammars" / "third_party"
 #: XGrammar's built-in JSON grammar, as text in the corpus (it may be absent).
 BUILTIN_JSON = THIRD_PARTY / "xgrammar_builtin_json.ebnf"
@@ -50,3 +51,23 @@ def third_party_grammars() -> list[Path]:
 def grammar_id(path: Path) -> str:
     """A short test id: the bundled grammar's file name, or the path inside the corpus."""
     return str(path.relative_to(THIRD_PARTY)) if THIRD_PARTY in path.parents else path.name
+
+
+def maskbench_row(name: str) -> dict:
+    """One MaskBench file's row (``schema``, ``tests``...) by its name, with or without ``.json``;
+    the test is skipped where MaskBench is not checked out, and fails where the name is not in it."""
+    import gzip
+    import json
+
+    import pytest
+
+    if not MASKBENCH.exists():
+        pytest.skip(f"{MASKBENCH} is not checked out")
+    wanted = name.removesuffix(".json")
+    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if wanted in line:
+                row = json.loads(line)
+                if row["name"].removesuffix(".json") == wanted:
+                    return row
+    pytest.fail(f"{name} is not in {MASKBENCH}")

@@ -9,16 +9,14 @@ build is followed by a collection that must find nothing unreachable.
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 
 import pytest
-from paths import CORPORA
+from paths import maskbench_row
 
 from cfgzip_lab.bundled import bundled_grammars
 from cfgzip_lab.pipeline import compile_grammar
 
-MASKBENCH = CORPORA / "maskbench" / "maskbench.jsonl.gz"
 #: A schema with counted repetitions ({m,n} bounds, the Python store's families) and nesting.
 COUNTED_SCHEMA = {
     "type": "object",
@@ -32,15 +30,7 @@ COUNTED_SCHEMA = {
 
 
 def _maskbench_schema(name: str) -> str:
-    if not MASKBENCH.exists():
-        pytest.skip(f"{MASKBENCH} is not checked out")
-    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if f'"{name}"' in line:
-                row = json.loads(line)
-                if row["name"] == name:
-                    return json.dumps(row["schema"])
-    pytest.fail(f"{name} is not in {MASKBENCH}")
+    return json.dumps(maskbench_row(name)["schema"])
 
 
 def _cyclic_garbage_of(build) -> int:

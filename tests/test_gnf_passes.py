@@ -14,7 +14,7 @@ import json
 import random
 
 import pytest
-from paths import BUNDLED, CORPORA, REPO, grammar_id, third_party_grammars
+from paths import BUNDLED, CORPORA, REPO, grammar_id, maskbench_row, third_party_grammars
 
 from cfgzip_lab.grammar import compiled_words as compiled
 from cfgzip_lab.grammar import gnf as gnf_module
@@ -278,7 +278,6 @@ def test_count_sum_in_64_bits_and_past_them():
 
 # -- counted-repetition families: merging in C on a compiled copy of the WordStore ----------------------
 
-MASKBENCH = CORPORA / "maskbench" / "maskbench.jsonl.gz"
 #: Counted MaskBench schemas (a family per string property with a maxLength: 18, 228 and 1 of them, merged
 #: to 10, 19 and 1): the ones issue 33's time-to-first-mask tail is measured on, o9802 and o9914 aside
 #: (the same shape, seconds of Python merging each).
@@ -294,17 +293,7 @@ COUNTED_EBNF = [
 
 
 def _maskbench_schema(name: str) -> str:
-    import gzip
-
-    if not MASKBENCH.exists():
-        pytest.skip(f"{MASKBENCH} is not checked out")
-    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if f'"{name}.json"' in line:
-                row = json.loads(line)
-                if row["name"] == f"{name}.json":
-                    return json.dumps(row["schema"])
-    pytest.fail(f"{name} is not in {MASKBENCH}")
+    return json.dumps(maskbench_row(name)["schema"])
 
 
 def _counted_built(text: str, kind: str, in_c: bool, monkeypatch, **options) -> tuple:

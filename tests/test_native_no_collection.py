@@ -11,14 +11,12 @@ detector itself is checked on a step that allocates one (``Advancer.accept``'s t
 from __future__ import annotations
 
 import gc
-import gzip
 import json
-from pathlib import Path
 
 import pytest
+from paths import maskbench_row
 from test_native_kernel import _llama3, needs_kernel
 
-MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "maskbench" / "maskbench.jsonl.gz"
 FILES = ["Github_medium---o6271.json", "JsonSchemaStore---anywork-ac-1.1.json"]
 """MaskBench files whose steps hosted collections before (one counted, one plain)."""
 STEPS = 24
@@ -60,12 +58,9 @@ def _collections_started(call, *args) -> int:
 def test_warm_steps_start_no_collection_on_maskbench(name):
     import cfgzip_lab as cz
 
-    if not MASKBENCH.exists():
-        pytest.skip("MaskBench is not in ../shared/corpora here")
     if not gc.isenabled():
         pytest.skip("the collector is off in this process")
-    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
-        row = next(r for r in (json.loads(line) for line in fh if name in line) if r["name"] == name)
+    row = maskbench_row(name)
     vocab = _llama3()
     matcher = cz.matcher_for(json.dumps(row["schema"]), vocab, kind="json_schema", cache=False)
     assert matcher._advancer is not None, "the compiled accept step"

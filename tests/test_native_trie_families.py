@@ -9,12 +9,11 @@ arrays that do not fit its trie.
 
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import maskbench_row
 from test_native_index_rows import COUNTED, TOKENS
 from test_native_kernel import _llama3, _mask_states, _python_mask, needs_kernel
 
@@ -23,7 +22,6 @@ from cfgzip_lab.native import build_native_engine
 from cfgzip_lab.pipeline import build_classes, compile_grammar
 from cfgzip_lab.vocab import vocab_from_bytes
 
-MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "maskbench" / "maskbench.jsonl.gz"
 COUNTED_FILES = ["Github_medium---o6271.json", "Github_medium---o82676.json", "Snowplow---sp_405_Normalized.json"]
 """MaskBench files whose tries have counted-repetition edges (the 100-file sample's slowest masks before)."""
 
@@ -62,10 +60,7 @@ def test_compiled_walk_gives_the_python_walks_masks_on_maskbench(name):
     """Every state along the file's instances (as MaskBench replays them) and random walks from them."""
     import cfgzip_lab as cz
 
-    if not MASKBENCH.exists():
-        pytest.skip("MaskBench is not in ../shared/corpora here")
-    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
-        row = next(r for r in (json.loads(line) for line in fh if name in line) if r["name"] == name)
+    row = maskbench_row(name)
     vocab = _llama3()
     matcher = cz.matcher_for(json.dumps(row["schema"]), vocab, kind="json_schema", cache=False)
     walker = matcher.walker
