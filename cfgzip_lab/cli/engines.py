@@ -107,10 +107,13 @@ def cmd_verify(args) -> int:
     if native is not None:  # the default record stays as it was; a native run says so
         stats = native.stats()
         record["engine"] = "native"
+        fallback = "XGrammar itself" if native.xgrammar_fallback else "the compressed engine"
         human.append(
-            f"  native: {stats['fallbacks']} requests fell back to the compressed engine, σ_in trie "
+            f"  native: {stats['fallbacks']} requests fell back to {fallback}, σ_in trie "
             f"{stats['trie_nodes']} nodes ({stats['index_source']}, {stats['index_build_seconds']:.2f} s)"
         )
+        if native.unavailable:  # why every request fell back (a nested root, an index past its bound)
+            human.append(f"  native engine unavailable: {native.unavailable}")
         record["native_fallbacks"] = stats["fallbacks"]
         record["native_index_source"] = stats["index_source"]
     emit(args, human, record)
