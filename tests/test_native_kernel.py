@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kernel_tools import gathered_mask, llama3_or_skip
 
 from cfgzip_lab.classes.classing import TokenClasses
 from cfgzip_lab.expand import Expander
@@ -26,24 +27,6 @@ CAN_BUILD = (
     shutil.which(os.environ.get("CC", "cc")) is not None and Path(sysconfig.get_paths()["include"], "Python.h").exists()
 )
 needs_kernel = pytest.mark.skipif(not kernel_available(), reason="the compiled kernel is not built here")
-
-
-def _llama3():
-    from cfgzip_lab.vocab_sources import load_vocab
-
-    try:
-        return load_vocab("llama3")
-    except Exception as err:  # pragma: no cover - depends on the machine's offline files
-        pytest.skip(f"llama3 vocabulary unavailable: {err}")
-
-
-def _gather(class_of: np.ndarray, num_classes: int, class_set: int) -> np.ndarray:
-    """The reference: allowed[t] = class_set bit class_of[t], packed (bits past V zero)."""
-    bits = np.unpackbits(
-        np.frombuffer(class_set.to_bytes(-(-num_classes // 8), "little"), np.uint8), bitorder="little"
-    )[:num_classes]
-    allowed = bits[class_of]
-    return np.packbits(np.r_[allowed, np.zeros(-class_of.size % 32, np.uint8)], bitorder="little").view(np.int32)
 
 
 def test_setup_builds_the_kernel_where_a_compiler_is():
@@ -64,8 +47,8 @@ def _partitions(vocab):
 
 
 @needs_kernel
-def test_kernel_rows_equal_the_numpy_path_and_the_gather():
-    vocab = _llama3()
+def test_kernel_rows_equal_the_numpy_path_and_thegathered_mask():
+    vocab = llama3_or_skip()
     rng = np.random.default_rng(0)
     for class_of in _partitions(vocab):
         k = int(class_of.max()) + 1
@@ -81,7 +64,7 @@ def test_kernel_rows_equal_the_numpy_path_and_the_gather():
                 bits = rng.random(k) < density
                 sets.append(int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little"))
         for s in sets:
-            want = _gather(class_of, k, s)
+            want = gathered_mask(class_of, k, s)
             assert np.array_equal(compiled.vocab_row(s), want)
             assert np.array_equal(numpy_path.vocab_row(s), want)
         assert compiled.misses == len(set(sets))
@@ -108,7 +91,7 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
     from cfgzip_lab.kernels.union_tables import compiled_tables
 
     rng = np.random.default_rng(1)
-    shapes = list(_partitions(_llama3()))
+    shapes = list(_partitions(llama3_or_skip()))
     shapes += [rng.integers(0, 7, size=n) for n in (1, 31, 33, 100)]
     shapes += [np.repeat(np.arange(9), [5, 5, 3, 3, 3, 7, 1, 1, 5])]  # ties
     shapes += [np.array([0, 2, 2, 4])]  # empty classes 1 and 3 (k = 6 below)
@@ -229,7 +212,7 @@ def test_lazy_union_rows_are_the_eager_ones():
     from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
 
     rng = np.random.default_rng(2)
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     for class_of in list(_partitions(vocab))[:2] + [rng.integers(0, 40, size=5000)]:
         k = int(class_of.max()) + 1
         words = -(-class_of.size // 32)
@@ -268,7 +251,7 @@ def test_deferred_single_rows_are_made_from_class_of_when_needed():
     from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
 
     rng = np.random.default_rng(3)
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     shapes = list(_partitions(vocab))[:2] + [
         rng.integers(0, 40, size=5000),
         np.repeat([0, 1, 2, 3, 4], [90, 5, 3, 1, 1]),
@@ -350,7 +333,7 @@ def test_native_masks_and_states_are_the_same_with_and_without_the_kernel():
     from cfgzip_lab.native import build_native_engine
     from cfgzip_lab.pipeline import build_classes, compile_grammar
 
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     compiled = compile_grammar(bundled_grammars()["bython"].read_text(encoding="utf-8"))
     result = build_classes(compiled, vocab)
     engine = build_native_engine(compiled, vocab, result.classes, classing=result)
@@ -366,7 +349,7 @@ def test_native_masks_and_states_are_the_same_with_and_without_the_kernel():
             class_set = m.class_set()
             row = m.next_vocab_bitmask().numpy()
             assert np.array_equal(row, reference.vocab_row(class_set))
-            assert np.array_equal(row, _gather(class_of, k, class_set))
+            assert np.array_equal(row, gathered_mask(class_of, k, class_set))
             steps += 1
             allowed = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size])
             normal = [int(t) for t in allowed if result.classes.class_kind[class_of[t]] == NORMAL]
@@ -478,7 +461,7 @@ def test_compiled_trie_walk_gives_the_python_walks_class_sets_llama3(name):
     from cfgzip_lab.native import build_native_engine
     from cfgzip_lab.pipeline import build_classes, compile_grammar
 
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     compiled = compile_grammar(bundled_grammars()[name].read_text(encoding="utf-8"))
     result = build_classes(compiled, vocab)
     engine = build_native_engine(compiled, vocab, result.classes, classing=result)

@@ -9,25 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernel_tools import gathered_mask, llama3_or_skip
 
 from cfgzip_lab.native.rows import kernel_available
 
 needs_kernel = pytest.mark.skipif(not kernel_available(), reason="the compiled kernel is not built here")
-
-
-def _llama3():
-    from cfgzip_lab.vocab_sources import load_vocab
-
-    try:
-        return load_vocab("llama3")
-    except Exception as err:  # pragma: no cover - depends on the machine's offline files
-        pytest.skip(f"llama3 vocabulary unavailable: {err}")
-
-
-def _gather(class_of: np.ndarray, k: int, class_set: int) -> np.ndarray:
-    bits = np.unpackbits(np.frombuffer(class_set.to_bytes(-(-k // 8), "little"), np.uint8), bitorder="little")[:k]
-    allowed = bits[class_of]
-    return np.packbits(np.r_[allowed, np.zeros(-class_of.size % 32, np.uint8)], bitorder="little").view(np.int32)
 
 
 def _as_int(bits: np.ndarray) -> int:
@@ -68,7 +54,7 @@ def test_near_rows_equal_the_gather_and_expand_row(lazy):
     from cfgzip_lab.kernels.union_tables import CompiledExpansion, compiled_tables
 
     rng = np.random.default_rng(5)
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     for class_of in _shapes(vocab, rng):
         class_of = np.ascontiguousarray(class_of, dtype=np.int32)
         k = int(class_of.max()) + 1
@@ -90,7 +76,7 @@ def test_near_rows_equal_the_gather_and_expand_row(lazy):
             nbytes = -(-k // 8)
             for s in sets:
                 got = near.expand(s)
-                assert np.array_equal(got, _gather(class_of, k, s))
+                assert np.array_equal(got, gathered_mask(class_of, k, s))
                 assert np.array_equal(got, eager.expand(s.to_bytes(nbytes, "little")))
             if ring == 1:
                 assert near.near == 0  # the only entry is the one written now
@@ -122,7 +108,7 @@ def test_filled_masks_equal_xgrammar_and_the_python_path(name):
     from cfgzip_lab.bench import sample_docs
     from cfgzip_lab.vocab_sources import load_vocab  # noqa: F401 - _llama3 skips without it
 
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     path, engines, native = _engines(name, vocab)
     m, plain = native.matcher(), engines.plain()
     assert m._filler is not None and native.filler is m._filler
@@ -158,7 +144,7 @@ def test_filler_drops_its_tables_at_the_bound_and_stays_exact():
     from cfgzip_lab._binding import kernel as _kernel
     from cfgzip_lab.bench import sample_docs
 
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     path, _, native = _engines("c_like", vocab)
     w, rows = native.walker, native.rows
     filler = _kernel.filler_new(w._trie, w._native, rows._near._capsule, w.num_classes, rows.vocab_words,
@@ -204,4 +190,4 @@ def test_expand_near_refuses_what_does_not_fit():
             _kernel.near_rows_new(*args, large, np.array(bad, np.int32), 2, 2)
     with pytest.raises(ValueError, match="large classes"):  # the bit of class 0 absent
         _kernel.near_rows_new(*args, bytes(8), np.array([1, -1, -1], np.int32), 2, 2)
-    assert np.array_equal(near.expand(0b101), _gather(class_of, 3, 0b101))
+    assert np.array_equal(near.expand(0b101), gathered_mask(class_of, 3, 0b101))
