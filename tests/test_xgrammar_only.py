@@ -16,7 +16,7 @@ from paths import maskbench_row
 import cfgzip_lab as cz
 import cfgzip_lab.pipeline
 from cfgzip_lab.classes.limits import ClassingLimitError
-from cfgzip_lab.engine import plain_tokenizer_info
+from cfgzip_lab.engine import compile_engines, plain_tokenizer_info
 from cfgzip_lab.grammar.gnf import NormalFormTooLarge
 from cfgzip_lab.pipeline import compile_grammar
 
@@ -118,6 +118,8 @@ def test_a_grammar_past_a_size_budget_is_served_by_xgrammar(
     assert matcher.engine.xgrammar_fallback and matcher.engine.index is None
     assert matcher.engine.unavailable.startswith("past cfgzip's size budget, served by XGrammar itself: ")
     assert says in matcher.engine.unavailable
+    with pytest.raises(cz.CfgzipError, match="no token classes for this grammar, XGrammar itself serves it"):
+        compile_engines(matcher.engine.compiled.text, llama3, matcher.engine.classes)  # a placeholder partition
     instance = next(json.dumps(t["data"]) for t in row["tests"] if t["valid"])
     assert _assert_xgrammars_masks(matcher, xgrammar_compiler, llama3, schema, instance) > 5
 

@@ -57,18 +57,21 @@ def xgrammar_only_grammar(
     from ..pipeline import LoadedGrammar
 
     compiled = LoadedGrammar(ebnf, None, grammar_source)  # no normal form: nothing of cfgzip's walks it
-    ready = ReadyGrammar(key, compiled, no_classes(vocab), vocab, None, reason, xgrammar_only=reason)
+    ready = ReadyGrammar(key, compiled, no_classes(vocab, reason), vocab, None, reason, xgrammar_only=reason)
     ready.seconds["front_end"] = time.perf_counter() - t0
     return ready
 
 
-def no_classes(vocab: VocabTable) -> TokenClasses:
-    """Every id in one BLOCKED class: the partition of an engine that never reads it (XGrammar serves
-    every request over the whole vocabulary), made in O(1) (a sparse map, :meth:`TokenClasses.from_sparse`)."""
+def no_classes(vocab: VocabTable, reason: str) -> TokenClasses:
+    """Every id in one BLOCKED class: the placeholder partition of an engine that never reads it (XGrammar
+    serves every request over the whole vocabulary), made in O(1) (a sparse map,
+    :meth:`TokenClasses.from_sparse`). ``metadata["xgrammar_only"]`` holds ``reason``, and the compressed
+    engine refuses such classes (:class:`cfgzip_lab.engine.CompiledEngines`): they are no partition of
+    the grammar's, and would block every token."""
     from ..classes.classing import ClassKind, TokenClasses
 
     none = np.zeros(0, dtype=np.int32)
     kinds = np.array([ClassKind.BLOCKED], dtype=np.uint8)
     return TokenClasses.from_sparse(
-        vocab.vocab_size, none, none, np.zeros(1, dtype=np.int32), kinds, metadata={"xgrammar_only": True}
+        vocab.vocab_size, none, none, np.zeros(1, dtype=np.int32), kinds, metadata={"xgrammar_only": reason}
     )
