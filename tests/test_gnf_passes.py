@@ -427,3 +427,20 @@ def test_maskbench_merges_alike_on_sorted_sets_and_bitsets(monkeypatch):
     finally:
         compiled._kernel.below_sparse_limit(before)
     assert len(sparse[0]) > 10_000 and sparse == dense
+
+
+def test_adopting_a_node_the_store_holds_is_refused():
+    """WordStore.adopt (the compiled merge's nodes into a counted grammar's WordStore) interns new nodes in
+    order and refuses, leaving the store as it was, a node it holds already or one given twice."""
+    from cfgzip_lab.grammar.words import WordStore
+
+    store = WordStore()
+    held = store.word([7, 8])
+    size, created = len(store), store.created
+    new = [(False, ((9, held),)), (True, ((3, held),))]
+    for bad in ([*new, store.nodes[held]], [new[0], new[0]]):
+        with pytest.raises(ValueError, match="already holds"):
+            store.adopt(bad)
+        assert (len(store), store.created) == (size, created)
+    store.adopt(new)
+    assert [store.make(*node) for node in new] == [size, size + 1] and store.created == created + 2

@@ -1124,16 +1124,9 @@ def _merge_families_in_c(
 
 def _adopt_nodes(store: WordStore, scratch) -> None:
     """Intern ``scratch``'s nodes past ``store``'s in ``store``, in id order (the same ids: each was new
-    in a store that held ``store``'s nodes), with ``store``'s budget lifted while it does (``scratch``
-    raised past it where it was passed)."""
-    limit, store.limit = store.limit, float("inf")
-    try:
-        for node in range(len(store), len(scratch)):
-            accepts, edges = scratch[node]
-            got = store.make(accepts, edges)
-            assert got == node, "the compiled merge made a node the WordStore already held"
-    finally:
-        store.limit = limit
+    in a store that held ``store``'s nodes), outside ``store``'s budget (``scratch`` raised past it where
+    it was passed): :meth:`WordStore.adopt`, which refuses a node ``store`` held already."""
+    store.adopt([scratch[node] for node in range(len(store), len(scratch))])
 
 
 def _merge_equivalent(
