@@ -487,6 +487,7 @@ class CompiledEngines:
         if self.classes is not None:
             served = self.classes.metadata.get("xgrammar_only")
             if served:  # no partition of the grammar's, only the placeholder of one XGrammar alone serves
+                refuse_nested_root_in(self.grammar_text)  # a nested root: its own refusal, at the reference
                 raise CfgzipError(f"no token classes for this grammar, XGrammar itself serves it: {served}")
             self.classes.validate(self.vocab.vocab_size)
             self.classes_digest = self.classes.digest()

@@ -17,6 +17,7 @@ import cfgzip_lab as cz
 import cfgzip_lab.pipeline
 from cfgzip_lab.classes.limits import ClassingLimitError
 from cfgzip_lab.engine import compile_engines, plain_tokenizer_info
+from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.gnf import NormalFormTooLarge
 from cfgzip_lab.pipeline import compile_grammar
 
@@ -69,6 +70,8 @@ def test_a_nested_root_is_decided_before_the_normal_form(llama3, xgrammar_compil
     assert matcher.engine.xgrammar_fallback and matcher.engine.unavailable == ready.xgrammar_only
     instance = next(json.dumps(t["data"]) for t in row["tests"] if t["valid"])
     assert _assert_xgrammars_masks(matcher, xgrammar_compiler, llama3, schema, instance) > 20
+    with pytest.raises(GrammarError, match="the compressed engine refuses this grammar"):  # at the reference
+        compile_engines(ready.compiled.text, llama3, ready.classes)
 
 
 def test_explicit_builds_of_a_nested_root_still_build(llama3):
