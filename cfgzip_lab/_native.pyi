@@ -218,6 +218,10 @@ def classify_steps(
 ) -> tuple[Any, ...]:
     """classify with a Python step, for a displacer the compiled store does not run (csrc/classing.c)."""
 
+def below_sparse_limit(entries: int) -> int:
+    """Set how many entries the stack adjacency's sorted sets may hold before its bitsets take over (a negative
+    number: the default, 8,000,000), and return the limit before (csrc/gnf_below.c; tests set 0)."""
+
 def expand_row(
     class_set: bytes,
     groups: Buffer,

@@ -485,6 +485,10 @@ class CompiledEngines:
         self.grammar_sha256 = grammar_sha256(self.grammar_text)
         self.classes_digest = None
         if self.classes is not None:
+            served = self.classes.metadata.get("xgrammar_only")
+            if served:  # no partition of the grammar's, only the placeholder of one XGrammar alone serves
+                refuse_nested_root_in(self.grammar_text)  # a nested root: its own refusal, at the reference
+                raise CfgzipError(f"no token classes for this grammar, XGrammar itself serves it: {served}")
             self.classes.validate(self.vocab.vocab_size)
             self.classes_digest = self.classes.digest()
 

@@ -22,13 +22,26 @@ from .grammar.counted import COUNTED_THRESHOLD
 from .grammar.dead_ends import dead_ends, keep_dead_ends, productive_nonterminals
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
-from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, to_gnf
+from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, NormalFormTooLarge, to_gnf
 from .grammar.lower import lower
 from .grammar.nested_root import nested_root_in_text, nested_root_reference
 from .grammar.sources import GrammarSource, to_ebnf
 from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
 from .grammar.words import WordStore
+
+
+class NestedRootFound(CfgzipError):
+    """:func:`compile_grammar` with ``stop_at_nested_root`` stopped after parsing: the root rule is used
+    inside the grammar with input after it (:mod:`~.grammar.nested_root`), so XGrammar itself serves
+    the grammar and the byte CFG, normal form and classes would be built for nothing.
+
+    ``reason`` is :func:`nested_root_reason`'s text, ``ebnf`` the EBNF XGrammar compiles and
+    ``grammar_source`` the user's input it came from."""
+
+    def __init__(self, reason: str, ebnf: str, grammar_source: GrammarSource | None) -> None:
+        super().__init__(reason)
+        self.reason, self.ebnf, self.grammar_source = reason, ebnf, grammar_source
 
 
 @dataclass
@@ -88,6 +101,7 @@ def compile_grammar(
     compiled_store: bool | None = None,
     root: str = "root",
     deadline: Deadline | None = None,
+    stop_at_nested_root: bool = False,
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
@@ -107,10 +121,15 @@ def compile_grammar(
     the rules it reaches, so the language is that rule's (a test or a sample of one rule,
     :func:`compile_from_rule`). ``deadline`` (:class:`~cfgzip_lab.deadline.Deadline`): the build's
     time budget, checked between the stages and inside the normal form (past it:
-    :class:`~cfgzip_lab.deadline.BuildBudgetError`).
+    :class:`~cfgzip_lab.deadline.BuildBudgetError`). ``stop_at_nested_root``: raise :class:`NestedRootFound`
+    right after parsing where the root is nested with input after it (the serving path, which then hands
+    the grammar to XGrammar itself, :class:`~cfgzip_lab.cache.grammars.GrammarCache`). Past ``max_gnf_nodes``
+    the error is a :class:`~.grammar.gnf.NormalFormTooLarge` (a ``GrammarError``).
     """
     try:
-        return _compile_grammar(text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root, deadline)
+        return _compile_grammar(
+            text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root, deadline, stop_at_nested_root
+        )
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
         message = (
@@ -129,6 +148,7 @@ def _compile_grammar(
     compiled_store: bool | None,
     root: str = "root",
     deadline: Deadline | None = None,
+    stop_at_nested_root: bool = False,
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     xgrammar_version.warn_if_unsupported()
@@ -151,6 +171,10 @@ def _compile_grammar(
         raise origin.remap_error(error) from None
     if origin is not None:
         ast.warnings = origin.user_diagnostics(ast.warnings, ast.hidden_warnings)
+    if stop_at_nested_root:
+        found = nested_root_reference(ast)
+        if found is not None:
+            raise NestedRootFound(_nested_reason_text(found, origin), text, origin)
     t1 = time.perf_counter()
     if deadline is not None:
         deadline.check("the front end (after parsing)")
@@ -194,6 +218,11 @@ def _compile_grammar(
     t3 = time.perf_counter()
     try:
         gnf = _normal_form(cfg, max_gnf_nodes, compiled_store, deadline)
+    except NormalFormTooLarge as error:
+        error = NormalFormTooLarge(error.diagnostics, text=text, source=source)
+        placed = origin.remap_error(error) if origin else error
+        # still the budget's own type, with what XGrammar would compile instead (the serving path's fallback)
+        raise NormalFormTooLarge(placed.diagnostics, placed.text, placed.source, text, origin) from None
     except GrammarError as error:
         error = GrammarError(error.diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
@@ -307,7 +336,11 @@ def nested_root_reason(compiled: CompiledGrammar) -> str | None:
         found = nested_root_reference(compiled.ast)
     if found is None:
         return None
-    origin = compiled.grammar_source
+    return _nested_reason_text(found, compiled.grammar_source)
+
+
+def _nested_reason_text(found: Diagnostic, origin: GrammarSource | None) -> str:
+    """:func:`nested_root_reason`'s text of the diagnostic ``found``, in the EBNF of ``origin``."""
     return f"line {found.line}, column {found.column}: {found.message}" + (
         f" (in the EBNF XGrammar wrote for the {origin.kind})" if origin is not None and origin.kind != "ebnf" else ""
     )
@@ -328,11 +361,12 @@ class LoadedGrammar(CompiledGrammar):
     """A :class:`CompiledGrammar` read back from a class cache: the EBNF text and its GNF as they
     were stored (:mod:`cfgzip_lab.grammar.gnf_arrays`), so a process gets the normal form without
     the front end (c_like: 0.55 s). ``ast`` and ``cfg``, which only views and diagnostics read,
-    are computed from the text on first use.
+    are computed from the text on first use. ``gnf`` None: a grammar XGrammar itself serves, whose normal
+    form was never built (:mod:`cfgzip_lab.cache.xgrammar_only`).
     """
 
     def __init__(
-        self, text: str, gnf: GNF, grammar_source: GrammarSource | None = None, seconds: dict | None = None
+        self, text: str, gnf: GNF | None, grammar_source: GrammarSource | None = None, seconds: dict | None = None
     ) -> None:
         self.text = text
         self.gnf = gnf
@@ -354,7 +388,8 @@ class LoadedGrammar(CompiledGrammar):
         return self._compiled().cfg
 
     def __repr__(self) -> str:
-        return f"LoadedGrammar({self.grammar_source.kind}, sha256 {self.sha256[:12]}…, {self.gnf.num_nonterminals} GNF nonterminals)"
+        gnf = "no normal form" if self.gnf is None else f"{self.gnf.num_nonterminals} GNF nonterminals"
+        return f"LoadedGrammar({self.grammar_source.kind}, sha256 {self.sha256[:12]}…, {gnf})"
 
     __eq__ = object.__eq__
     __hash__ = object.__hash__

@@ -1,18 +1,10 @@
 /* The normal form's merge of equivalent nonterminals (cfgzip_lab.grammar.gnf._merge_equivalent, the
  * reference; counted-repetition families merged too, through merge_table) and the stack adjacency it refines
- * over (gnf.stack_below, as bitsets; below_sets_of without families): merge_equivalent, merge_table and
- * below_sets_of. The other passes, and what the functions here share with
+ * over (gnf.stack_below: gnf_below.c's sorted sets, or the bitsets here where the sets are large;
+ * below_sets_of without families): merge_equivalent, merge_table and below_sets_of. The other passes, and what the functions here share with
  * them (gnf_map, the node lists), are gnf_passes.c's; tests/test_gnf_passes.py compares each with its
  * Python walk. */
 #include "gnf_passes.h"
-
-/* stack_below's row of a tail symbol: a nonterminal its own, a member F_c of family f < nf row n + f; -1
- * for any other symbol. */
-static inline int64_t below_key_of(int64_t sym, int64_t n, int64_t nf) {
-    if (sym >= 0 && sym < n) return sym;
-    if (nf && sym >= FAMILY_BASE && sym < WIDE_IN && ((sym - FAMILY_BASE) >> 32) < nf) return n + ((sym - FAMILY_BASE) >> 32);
-    return -1;
-}
 
 /* stack_below's family rows: family f (item fitems[f]) is row n + f, read as F -> a T_X(a) F and
  * F -> a T_X(a): it ends its own tail and the item's last symbols end it, and it sits under them. */
@@ -35,53 +27,18 @@ static void below_families(uint64_t *below, uint64_t *ends, const uint64_t *last
 
 /* gnf.stack_below over bitsets (rows[a]: the tails of a's row, lens[a] of them; family f, item fitems[f],
  * row n + f; bit nb = n + nf of a row stands for BOTTOM): below[Bi] holds B(i+1) for every word's
- * neighbours, and below[a] flows into below[b] for every b ending some word of a's tails. The tails' nodes are numbered in post-order
- * (children first): dense[node] (-1: not below any tail, S->n entries) and order[r]. Returns 0 (*below_out:
- * n rows of *W_out words), 1 past its memory bound (~128 MB: the caller takes the Python walk), -1 with a
- * Python error set. Reads the store only. */
-static int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int64_t n, const int64_t *fitems,
-                          int64_t nf, int64_t start, uint64_t **below_out, int64_t *W_out, int32_t **dense_out, int32_t **order_out,
-                          int64_t *R_out) {
-    int64_t nb = n + nf, W = (nb + 1 + 63) / 64, R = 0;
+ * neighbours, and below[a] flows into below[b] for every b ending some word of a's tails. Over the tails'
+ * nodes numbered children first (gnf_number_tails: dense, order, R). Returns 0 (*below_out: nb rows of
+ * *W_out words), 1 past its memory bound (~128 MB: the caller takes the Python walk), -1 with a Python
+ * error set. Reads the store only. gnf_below_sets's sets where they are large (gnf_below.c). */
+int gnf_below_bits(Words *S, int64_t **rows, const Py_ssize_t *lens, int64_t n, const int64_t *fitems, int64_t nf,
+                   int64_t start, const int32_t *dense, const int32_t *order, int64_t R, uint64_t **below_out,
+                   int64_t *W_out) {
+    int64_t nb = n + nf, W = (nb + 1 + 63) / 64;
     int rc = -1;
     uint64_t *below = NULL, *lasts = NULL, *ends = NULL;
     int64_t *queue = NULL;
     uint8_t *inq = NULL;
-    int32_t *dense = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
-    int32_t *order = malloc((size_t)(S->n ? S->n : 1) * sizeof(int32_t));
-    int64_t *stack = NULL, cap = 0, top = 0;
-    if (!dense || !order) goto nomem;
-    memset(dense, 0xFF, (size_t)S->n * sizeof(int32_t)); /* -1: not numbered yet */
-    for (int64_t a = 0; a < n; a++)
-        for (Py_ssize_t k = 0; k < lens[a]; k++) {
-            if (dense[rows[a][k]] >= 0) continue;
-            if (grow((void **)&stack, &cap, top + 1, sizeof(int64_t)) < 0) goto nomem;
-            stack[top++] = rows[a][k];
-            while (top) { /* a node is numbered once all its children are (a DAG: this ends) */
-                int64_t node = stack[top - 1], e0 = S->estart[node], e1 = S->estart[node + 1];
-                if (dense[node] >= 0) {
-                    top--;
-                    continue;
-                }
-                int pending = 0;
-                if (grow((void **)&stack, &cap, top + (e1 - e0), sizeof(int64_t)) < 0) goto nomem;
-                for (int64_t i = e0; i < e1; i++) {
-                    int64_t sym = S->esym[i], c = S->ekid[i];
-                    if (below_key_of(sym, n, nf) < 0) {
-                        PyErr_SetString(PyExc_ValueError, "below_sets_of: a tail symbol is no nonterminal");
-                        goto done;
-                    }
-                    if (dense[c] < 0) {
-                        stack[top++] = c;
-                        pending = 1;
-                    }
-                }
-                if (pending) continue;
-                top--;
-                dense[node] = (int32_t)R;
-                order[R++] = (int32_t)node;
-            }
-        }
     if ((double)R * (double)W > 16e6 || (double)nb * (double)W > 16e6) { /* past ~128 MB: the Python walk */
         rc = 1;
         goto done;
@@ -151,19 +108,13 @@ nomem:
 done:
     free(lasts);
     free(ends);
-    free(stack);
     free(queue);
     free(inq);
     if (rc == 0) {
         *below_out = below;
         *W_out = W;
-        *R_out = R;
-        if (dense_out) *dense_out = dense; else free(dense);
-        if (order_out) *order_out = order; else free(order);
     } else {
         free(below);
-        free(dense);
-        free(order);
     }
     return rc;
 }
@@ -204,12 +155,12 @@ PyObject *words_below_sets_of(Words *S, PyObject *args) {
         return NULL;
     }
     PyObject *out = NULL;
-    uint64_t *below = NULL;
-    int64_t W = 0, R = 0;
+    int64_t *bstart = NULL, *blist = NULL, R = 0;
+    int32_t *dense = NULL, *order = NULL;
     int64_t **rows;
     Py_ssize_t *lens;
     if (gnf_rows(S, rows_obj, n, 0, &rows, &lens) < 0) goto done;
-    int rc = gnf_below_bits(S, rows, lens, n, NULL, 0, start, &below, &W, NULL, NULL, &R);
+    int rc = gnf_below_sets(S, rows, lens, n, NULL, 0, start, &bstart, &blist, &dense, &order, &R);
     if (rc < 0) goto done;
     if (rc == 1) {
         out = Py_NewRef(Py_None);
@@ -223,8 +174,8 @@ PyObject *words_below_sets_of(Words *S, PyObject *args) {
             break;
         }
         PyList_SET_ITEM(out, a, set);
-        for (int64_t b = 0; b <= n; b++) {
-            if (!((below[a * W + (b >> 6)] >> (b & 63)) & 1)) continue;
+        for (int64_t j = bstart[a]; j < bstart[a + 1]; j++) {
+            int64_t b = blist[j];
             PyObject *x = b == n ? Py_NewRef(bottom) : PyLong_FromLongLong(b);
             if (!x || PySet_Add(set, x) < 0) {
                 Py_XDECREF(x);
@@ -236,7 +187,10 @@ PyObject *words_below_sets_of(Words *S, PyObject *args) {
     }
 done:
     gnf_rows_free(rows, lens, n);
-    free(below);
+    free(bstart);
+    free(blist);
+    free(dense);
+    free(order);
     return out;
 }
 
@@ -328,8 +282,8 @@ typedef struct {
     int64_t n, start;
     int64_t **atoms, **tails;
     Py_ssize_t *alens, *lens;
-    uint64_t *below;          /* n rows of W words (gnf_below_bits) */
-    int64_t W, R;             /* R: the tails' nodes, dense ids */
+    int64_t *bls, *bll;       /* a's below-set: bll[bls[a] .. bls[a + 1]), ascending (gnf_below_sets) */
+    int64_t R;                /* the tails' nodes, dense ids */
     int32_t *dense, *order;   /* node -> dense id (-1: none); dense id -> node */
     int64_t *off, *coff;      /* a's positions in perm / rt, its contexts in ctx */
     int64_t *perm, *rt, *ctx, *cl; /* row positions by atom; renamed tails; contexts, their count */
@@ -355,7 +309,7 @@ typedef struct {
 static void merge_free(Merge *M) {
     gnf_rows_free(M->atoms, M->alens, M->n);
     gnf_rows_free(M->tails, M->lens, M->n);
-    void *arrays[] = {M->below,  M->dense,  M->order,  M->off,    M->perm,   M->block,    M->rt,     M->ctx,
+    void *arrays[] = {M->bls, M->bll, M->dense,  M->order,  M->off,    M->perm,   M->block,    M->rt,     M->ctx,
                       M->coff,   M->cl,     M->sh,     M->keytab, M->gtab,   M->grep,     M->gslot,  M->ghead,
                       M->gtail,  M->mfirst, M->mlast,  M->mnext,  M->mtmp,   M->pstart,   M->plist,  M->bstart,
                       M->blist,  M->ostart, M->olist,  M->ustart, M->ulist,  M->fill,     M->touched, M->moved,
@@ -374,7 +328,7 @@ static int merge_alloc(Merge *M) {
         M->off[a] = total;
         total += M->lens[a];
         M->coff[a] = ctotal;
-        for (int64_t w = 0; w < M->W; w++) ctotal += __builtin_popcountll(M->below[a * M->W + w]);
+        ctotal += M->bls[a + 1] - M->bls[a];
     }
     M->off[n] = total;
     M->coff[n] = ctotal;
@@ -447,11 +401,10 @@ static void merge_first_blocks(Merge *M) {
 /* BODY for every nonterminal b < n and family row n + f in a's below-set, ascending (BOTTOM, bit nb, left
  * out). */
 #define FOR_BELOW(M, a, b, BODY)                                                                          \
-    for (int64_t w_ = 0; w_ < (M)->W; w_++)                                                                \
-        for (uint64_t bits_ = (M)->below[(a) * (M)->W + w_]; bits_; bits_ &= bits_ - 1) {                  \
-            int64_t b = w_ * 64 + __builtin_ctzll(bits_);                                                  \
-            if (b < (M)->nb) BODY;                                                                         \
-        }
+    for (int64_t j_ = (M)->bls[a]; j_ < (M)->bls[(a) + 1]; j_++) {                                         \
+        int64_t b = (M)->bll[j_];                                                                          \
+        if (b < (M)->nb) BODY;                                                                             \
+    }
 
 /* The nodes (dense ids) with an edge on a member of each family f, CSR (fstart: nf + 1); -1 without memory. */
 static int merge_family_index(Merge *M) {
@@ -548,17 +501,16 @@ static int merge_indexes(Merge *M) {
 /* signature(a): its contexts (the blocks of its below-set, BOTTOM -1) sorted and unique, its tails renamed
  * through the blocks in row order (gnf_map), and a hash of both; < 0 (an E_ code, raised) on error. */
 static int64_t merge_sign(Merge *M, int64_t a) {
-    int64_t *c = M->ctx + M->coff[a], len = 0, W = M->W, n = M->n;
-    for (int64_t w = 0; w < W; w++)
-        for (uint64_t bits = M->below[a * W + w]; bits; bits &= bits - 1) {
-            int64_t b = w * 64 + __builtin_ctzll(bits), j = len++;
-            int64_t v = b < n ? M->block[b] : b < M->nb ? n + M->frep[b - n] : -1; /* a family: its representative */
-            while (j > 0 && c[j - 1] > v) {
-                c[j] = c[j - 1];
-                j--;
-            }
-            c[j] = v;
+    int64_t *c = M->ctx + M->coff[a], len = 0, n = M->n;
+    for (int64_t k = M->bls[a]; k < M->bls[a + 1]; k++) {
+        int64_t b = M->bll[k], j = len++;
+        int64_t v = b < n ? M->block[b] : b < M->nb ? n + M->frep[b - n] : -1; /* a family: its representative */
+        while (j > 0 && c[j - 1] > v) {
+            c[j] = c[j - 1];
+            j--;
         }
+        c[j] = v;
+    }
     int64_t u = 0;
     for (int64_t j = 0; j < len; j++)
         if (j == 0 || c[j] != c[u - 1]) c[u++] = c[j];
@@ -873,7 +825,7 @@ static PyObject *gnf_merge_run(Merge *M_, PyObject *atoms_obj, PyObject *tails_o
             PyErr_SetString(PyExc_ValueError, "merge_equivalent: a row's atoms and tails differ in number");
             goto done;
         }
-    int rc = gnf_below_bits(S, M.tails, M.lens, n, M.fitems, M.nf, start, &M.below, &M.W, &M.dense, &M.order, &M.R);
+    int rc = gnf_below_sets(S, M.tails, M.lens, n, M.fitems, M.nf, start, &M.bls, &M.bll, &M.dense, &M.order, &M.R);
     if (rc < 0) goto done;
     if (rc == 1) {
         out = Py_NewRef(Py_None);

@@ -19,7 +19,7 @@
  *   useless(nts, roots, m, start) -> [nt]    gnf._remove_useless where it restricts nothing (else None):
  *       GENERATING, then REACHABLE; the nonterminals kept, in order.
  *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
- *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB; gnf_merge.c).
+ *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB; gnf_merge.c, gnf_below.c).
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
  *   merge_equivalent(atoms, tails, start)    gnf._merge_equivalent without families: the whole partition
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order (gnf_merge.c).

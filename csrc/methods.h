@@ -84,6 +84,7 @@ PyObject *filler_stats(PyObject *self, PyObject *capsule);
 
 /* expand.c */
 PyObject *expand_row(PyObject *self, PyObject *args);
+PyObject *below_sparse_limit(PyObject *self, PyObject *arg);
 PyObject *near_rows_new(PyObject *self, PyObject *args);
 PyObject *expand_near(PyObject *self, PyObject *args);
 PyObject *near_rows_stats(PyObject *self, PyObject *capsule);

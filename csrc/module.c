@@ -18,6 +18,7 @@ PyObject *Unsupported;
 
 /* ---- the module's functions ---- */
 static PyMethodDef module_functions[] = {
+    {"below_sparse_limit", below_sparse_limit, METH_O, "entries of the sparse stack adjacency before its bitsets (csrc/gnf_below.c)"},
     {"expand_row", expand_row, METH_VARARGS, "class set bytes -> packed int32 vocabulary row (csrc/expand.c)"},
     {"filler_new", filler_new, METH_VARARGS, "an engine's trie, store and near rows, for fill_state (csrc/fill.c)"},
     {"fill_state", (PyCFunction)(void (*)(void))fill_state, METH_FASTCALL, "a state's packed vocabulary row into a bitmask row (csrc/fill.c)"},

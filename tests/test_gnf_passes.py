@@ -372,3 +372,75 @@ def test_merge_table_with_families_answers_the_python_walk(monkeypatch):
     )
     assert (block, merged, family_of) == want
     assert family_of[: len(gnf.families)] == family_of[len(gnf.families) :]
+
+
+@pytest.fixture
+def bitsets():
+    """The stack adjacency on its bitsets (csrc/gnf_merge.c's gnf_below_bits) instead of its sorted sets
+    (csrc/gnf_below.c), as it runs past ``below_sparse_limit``'s entries."""
+    before = compiled._kernel.below_sparse_limit(0)
+    yield
+    compiled._kernel.below_sparse_limit(before)
+
+
+@pytest.mark.parametrize("name,text,kind", SAMPLE[:12], ids=[name for name, _, _ in SAMPLE[:12]])
+def test_the_stack_adjacency_on_bitsets_is_the_sorted_sets(name, text, kind, monkeypatch, bitsets):
+    """Both forms of the C stack adjacency give the Python fixpoint, and the same merged normal form."""
+    try:
+        gnf = compile_grammar(text, kind=kind).gnf
+    except GrammarError:
+        pytest.skip("not lowered")
+    if gnf.families:
+        pytest.skip("counted families: the Python fixpoint only")
+    on_bits = gnf_module.stack_below(gnf.table, gnf.store, gnf.start)
+    assert _built(text, kind, True, monkeypatch)[:4] == gnf_module_built_sparse(text, kind, monkeypatch)[:4]
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)
+    assert on_bits == gnf_module.stack_below(gnf.table, gnf.store, gnf.start)
+
+
+def gnf_module_built_sparse(text: str, kind: str, monkeypatch) -> tuple:
+    before = compiled._kernel.below_sparse_limit(-1)
+    try:
+        return _built(text, kind, True, monkeypatch)
+    finally:
+        compiled._kernel.below_sparse_limit(before)
+
+
+@pytest.mark.parametrize("name", COUNTED_MASKBENCH[:2])
+def test_counted_merging_on_bitsets_is_the_python_walks(name, monkeypatch, bitsets):
+    """Families' rows (below_families) on the bitsets: the C merge still leaves the Python walk's nodes."""
+    text = _maskbench_schema(name)
+    python, _ = _counted_built(text, "json_schema", False, monkeypatch)
+    native, answered = _counted_built(text, "json_schema", True, monkeypatch)
+    assert answered == [True]
+    assert python == native
+
+
+def test_maskbench_merges_alike_on_sorted_sets_and_bitsets(monkeypatch):
+    """A MaskBench schema of 22,100 normal-form rows (Github_hard o48425), the case the sorted sets are
+    for: the same merged normal form, node for node, as on the bitsets."""
+    text = _maskbench_schema("Github_hard---o48425")
+    sparse = _built(text, "json_schema", True, monkeypatch)
+    before = compiled._kernel.below_sparse_limit(0)
+    try:
+        dense = _built(text, "json_schema", True, monkeypatch)
+    finally:
+        compiled._kernel.below_sparse_limit(before)
+    assert len(sparse[0]) > 10_000 and sparse == dense
+
+
+def test_adopting_a_node_the_store_holds_is_refused():
+    """WordStore.adopt (the compiled merge's nodes into a counted grammar's WordStore) interns new nodes in
+    order and refuses, leaving the store as it was, a node it holds already or one given twice."""
+    from cfgzip_lab.grammar.words import WordStore
+
+    store = WordStore()
+    held = store.word([7, 8])
+    size, created = len(store), store.created
+    new = [(False, ((9, held),)), (True, ((3, held),))]
+    for bad in ([*new, store.nodes[held]], [new[0], new[0]]):
+        with pytest.raises(ValueError, match="already holds"):
+            store.adopt(bad)
+        assert (len(store), store.created) == (size, created)
+    store.adopt(new)
+    assert [store.make(*node) for node in new] == [size, size + 1] and store.created == created + 2

@@ -86,6 +86,9 @@ class ReadyGrammar:
     source: str = "built"
     seconds: dict[str, float] = field(default_factory=dict)
     displacer: Displacer | None = field(default=None, repr=False)  # classing's, where the engine walks in its store
+    #: why every request goes to XGrammar itself, decided while building (a nested root, or a grammar past
+    #: cfgzip's size budgets: :mod:`.xgrammar_only`); None: the engine decides from the grammar
+    xgrammar_only: str | None = None
     _engine: NativeEngine | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -110,6 +113,7 @@ class ReadyGrammar:
                 self.index,
                 displacer=self.displacer,
                 unavailable=self.index_unavailable,
+                xgrammar_only=self.xgrammar_only,
             )
         engine.index_source = "cache" if self.origin == "disk" else "built"
         self.seconds["engine"] = time.perf_counter() - t0
@@ -220,9 +224,10 @@ class GrammarCache:
         Raises
         ------
         CfgzipError
-            For a grammar with errors (:class:`~cfgzip_lab.GrammarError`, with line and column),
-            one past a classing bound, or a build past ``build_seconds``
-            (:class:`~cfgzip_lab.deadline.BuildBudgetError`).
+            For a grammar with errors (:class:`~cfgzip_lab.GrammarError`, with line and column), or a
+            build past ``build_seconds`` (:class:`~cfgzip_lab.deadline.BuildBudgetError`). A grammar past
+            the normal form's or classing's size budget is not refused: XGrammar itself serves it
+            (:mod:`.xgrammar_only`, the reason in ``engine.unavailable``), as it serves a nested root.
         """
         text, kind = resolve_input(grammar, kind)
         vocab = _vocab(vocab)
@@ -297,30 +302,41 @@ class GrammarCache:
         return ready
 
     def _build(self, key: CacheKey, text: str, kind: str, vocab: VocabTable) -> ReadyGrammar:
+        from ..classes.limits import ClassingLimitError
         from ..deadline import Deadline
+        from ..grammar.gnf import NormalFormTooLarge
         from ..native.index import SigmaInIndex, build_index_or_reason
-        from ..pipeline import build_classes, compile_grammar, nested_root_reason
+        from ..pipeline import NestedRootFound, build_classes, compile_grammar
+        from .xgrammar_only import xgrammar_only_grammar
 
         deadline = Deadline(self.build_seconds) if self.build_seconds is not None else None
         t0 = time.perf_counter()
-        compiled = compile_grammar(text, kind=kind, deadline=deadline)
+        try:
+            # a nested root is served by XGrammar itself: decided from the parsed grammar, before any normal form
+            compiled = compile_grammar(text, kind=kind, deadline=deadline, stop_at_nested_root=True)
+        except NestedRootFound as found:
+            return xgrammar_only_grammar(key, found.ebnf, found.grammar_source, vocab, found.reason, t0)
+        except NormalFormTooLarge as error:
+            return xgrammar_only_grammar(key, error.ebnf, error.grammar_source, vocab, _budget_reason(error), t0)
         t1 = time.perf_counter()
-        if deadline is None:
-            result = build_classes(compiled, vocab, workers=self.workers)
-        else:
-            deadline.check("the front end (after the normal form)")
-            try:
-                result = build_classes(compiled, vocab, workers=self.workers, cancel=deadline.passed)
-            except InterruptedError:
-                raise deadline.error("classing") from None
-            deadline.check("classing (done)")
+        try:
+            if deadline is None:
+                result = build_classes(compiled, vocab, workers=self.workers)
+            else:
+                deadline.check("the front end (after the normal form)")
+                try:
+                    result = build_classes(compiled, vocab, workers=self.workers, cancel=deadline.passed)
+                except InterruptedError:
+                    raise deadline.error("classing") from None
+                deadline.check("classing (done)")
+        except ClassingLimitError as error:
+            reason = _budget_reason(error)
+            return xgrammar_only_grammar(key, compiled.text, compiled.grammar_source, vocab, reason, t0)
         t2 = time.perf_counter()
-        unavailable = nested_root_reason(compiled)  # XGrammar's masks leave the language: no index, XGrammar serves
-        index = None
-        if unavailable is None:
-            index, unavailable = build_index_or_reason(
-                compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
-            )
+        # (no nested root here: compile_grammar stopped at one)
+        index, unavailable = build_index_or_reason(
+            compiled.gnf, result.classes, vocab.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
+        )
         t3 = time.perf_counter()
         classes = result.classes
         seconds = {"front_end": t1 - t0, "classes": t2 - t1, "index": t3 - t2}
@@ -335,6 +351,11 @@ class GrammarCache:
         ready = ReadyGrammar(key, kept, classes, vocab, index, unavailable, displacer=displacer)
         ready.seconds.update(seconds, compact=time.perf_counter() - t3 - seconds.get("write", 0.0))
         return ready
+
+
+def _budget_reason(error: Exception) -> str:
+    """``engine.unavailable`` of a grammar past a size budget of cfgzip's, served by XGrammar itself."""
+    return f"past cfgzip's size budget, served by XGrammar itself: {error}"
 
 
 COMPACT_FROM_BYTES = 1 << 20

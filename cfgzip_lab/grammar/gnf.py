@@ -90,7 +90,20 @@ DEFAULT_MAX_GNF_NODES = 1_000_000
 """Word-store nodes the normal form may create (the memory bound of GNF conversion, about
 600 MB at classing's measured ~600 bytes a node with memos). The bundled grammars need at
 most 54,848 (c_like), the 552 grammars of XGrammar's test suite and the 40 third-party
-grammars far less; a grammar past it gets a :class:`GrammarError` naming the step and rule."""
+grammars far less; a grammar past it gets a :class:`NormalFormTooLarge` naming the step and rule."""
+
+
+@dataclass
+class NormalFormTooLarge(GrammarError):
+    """The normal form grew past its node budget (``max_nodes``): a :class:`GrammarError` naming the
+    step and the rule, of its own type so that the serving path (``GrammarCache``) can tell a grammar
+    too large for cfgzip, which XGrammar itself then serves, from a grammar with errors.
+    ``ebnf`` and ``grammar_source``: the EBNF being normalised and where it came from, set by
+    :func:`cfgzip_lab.pipeline.compile_grammar` (what XGrammar then compiles, without a second
+    conversion of the input)."""
+
+    ebnf: str | None = None
+    grammar_source: object | None = None
 
 
 def atom_symbol(k: int) -> int:
@@ -1111,16 +1124,9 @@ def _merge_families_in_c(
 
 def _adopt_nodes(store: WordStore, scratch) -> None:
     """Intern ``scratch``'s nodes past ``store``'s in ``store``, in id order (the same ids: each was new
-    in a store that held ``store``'s nodes), with ``store``'s budget lifted while it does (``scratch``
-    raised past it where it was passed)."""
-    limit, store.limit = store.limit, float("inf")
-    try:
-        for node in range(len(store), len(scratch)):
-            accepts, edges = scratch[node]
-            got = store.make(accepts, edges)
-            assert got == node, "the compiled merge made a node the WordStore already held"
-    finally:
-        store.limit = limit
+    in a store that held ``store``'s nodes), outside ``store``'s budget (``scratch`` raised past it where
+    it was passed): :meth:`WordStore.adopt`, which refuses a node ``store`` held already."""
+    store.adopt([scratch[node] for node in range(len(store), len(scratch))])
 
 
 def _merge_equivalent(
@@ -1355,8 +1361,8 @@ def to_gnf(
 
     Raises
     ------
-    GrammarError
-        When the normal form would need more than ``max_nodes`` word-store nodes: the
+    NormalFormTooLarge
+        A :class:`GrammarError`, when the normal form would need more than ``max_nodes`` word-store nodes: the
         message names the step and the source rule it was working on, at that rule's line.
     BuildBudgetError
         Past ``deadline`` (a :class:`~cfgzip_lab.deadline.Deadline`, checked after each step and
@@ -1377,7 +1383,7 @@ def to_gnf(
         store.limit = float("inf")
 
 
-def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
+def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> NormalFormTooLarge:
     """The error for a normal form past its node budget, pointing at the rule being worked on."""
     rules: _Rules | None = progress["rules"]
     origins = ()
@@ -1399,7 +1405,7 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> GrammarError:
         origin = cfg.origins[cfg.start]
     line, column = (origin.line or 1, origin.column or 1) if origin is not None else (1, 1)
     span = origin.span if origin is not None else None
-    return GrammarError([Diagnostic(line, column, message, span=span)], text=cfg.text or None)
+    return NormalFormTooLarge([Diagnostic(line, column, message, span=span)], text=cfg.text or None)
 
 
 def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, progress: dict, byte_sets=None) -> GNF:

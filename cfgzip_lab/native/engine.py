@@ -57,6 +57,9 @@ class NativeEngine:
     xgrammar_engines: CompiledEngines | None = None
     displacer: Displacer | None = None
     unavailable: str | None = None
+    #: why every request goes to XGrammar itself where the build decided so (a nested root found before the
+    #: normal form, a grammar past a size budget: :mod:`cfgzip_lab.cache.xgrammar_only`); None: decided here
+    xgrammar_only: str | None = None
     fallbacks: int = field(default=0, init=False)
     index_source: str = field(default="given", init=False)  # "built" now, "given", or "cache"
     _text_memo: dict[tuple[int, bytes], bool] = field(default_factory=dict, init=False, repr=False)
@@ -65,7 +68,7 @@ class NativeEngine:
     def __post_init__(self) -> None:
         from ..pipeline import nested_root_reason
 
-        nested = nested_root_reason(self.compiled)
+        nested = self.xgrammar_only if self.xgrammar_only is not None else nested_root_reason(self.compiled)
         self.xgrammar_fallback = nested is not None
         if nested is not None:  # XGrammar's masks leave the language: every request to XGrammar itself
             self.index, self.unavailable = None, nested
@@ -170,7 +173,9 @@ class NativeEngine:
         if self.xgrammar_engines is None:
             from ..engine import compile_engines
 
-            self.xgrammar_engines = compile_engines(self.compiled.text, self.vocab, self.classes)
+            # XGrammar alone serves (xgrammar_fallback): no compressed engine, so no classes to check and digest
+            classes = None if self.xgrammar_fallback else self.classes
+            self.xgrammar_engines = compile_engines(self.compiled.text, self.vocab, classes)
         return self.xgrammar_engines.plain()
 
     def _filler_stats(self) -> dict:
