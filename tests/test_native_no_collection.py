@@ -14,8 +14,9 @@ import gc
 import json
 
 import pytest
+from kernel_tools import llama3_or_skip
 from paths import maskbench_row
-from test_native_kernel import _llama3, needs_kernel
+from test_native_kernel import needs_kernel
 
 FILES = ["Github_medium---o6271.json", "JsonSchemaStore---anywork-ac-1.1.json"]
 """MaskBench files whose steps hosted collections before (one counted, one plain)."""
@@ -61,7 +62,7 @@ def test_warm_steps_start_no_collection_on_maskbench(name):
     if not gc.isenabled():
         pytest.skip("the collector is off in this process")
     row = maskbench_row(name)
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     matcher = cz.matcher_for(json.dumps(row["schema"]), vocab, kind="json_schema", cache=False)
     assert matcher._advancer is not None, "the compiled accept step"
     bitmask = matcher.allocate_bitmask(1)

@@ -13,9 +13,10 @@ import json
 
 import numpy as np
 import pytest
+from kernel_tools import llama3_or_skip
 from paths import maskbench_row
 from test_native_index_rows import COUNTED, TOKENS
-from test_native_kernel import _llama3, _mask_states, _python_mask, needs_kernel
+from test_native_kernel import _mask_states, _python_mask, needs_kernel
 
 from cfgzip_lab.grammar.counted import FAMILY_BASE, family_symbol
 from cfgzip_lab.native import build_native_engine
@@ -61,7 +62,7 @@ def test_compiled_walk_gives_the_python_walks_masks_on_maskbench(name):
     import cfgzip_lab as cz
 
     row = maskbench_row(name)
-    vocab = _llama3()
+    vocab = llama3_or_skip()
     matcher = cz.matcher_for(json.dumps(row["schema"]), vocab, kind="json_schema", cache=False)
     walker = matcher.walker
     assert walker.index.has_family_edges and walker._trie is not None

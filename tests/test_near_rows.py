@@ -106,7 +106,7 @@ def test_filled_masks_equal_xgrammar_and_the_python_path(name):
     import torch
 
     from cfgzip_lab.bench import sample_docs
-    from cfgzip_lab.vocab_sources import load_vocab  # noqa: F401 - _llama3 skips without it
+    from cfgzip_lab.vocab_sources import load_vocab  # noqa: F401 - llama3_or_skip skips without it
 
     vocab = llama3_or_skip()
     path, engines, native = _engines(name, vocab)
