@@ -100,6 +100,14 @@ def _end(pattern: re.Pattern, text: str, pos: int) -> int:
     return match.end()
 
 
+def _utf8(chunk: list[int]) -> bool:
+    try:
+        bytes(chunk).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _live_rules(data: list[int], indptr: list[int], rules: list, root: int) -> set[int]:
     """The rules the root reaches through rule bodies (lookaheads are dropped, as the parse drops them)."""
     live, todo = {root}, [root]
@@ -242,7 +250,10 @@ class _Converter:
             raise Unsupported("a regex printed otherwise")
         end = text.find(")", _end(_LITERAL, text, at + 6)) + 1
         span = (at, end)
-        pattern = bytes(data[s + 3 : s + 2 + data[s + 1]]).decode("utf-8", "surrogatepass")
+        chunk = data[s + 3 : s + 2 + data[s + 1]]
+        if 0 in chunk:  # printed as the pattern's end, as in a byte string
+            raise Unsupported("a regex the printed EBNF does not spell")
+        pattern = bytes(chunk).decode("utf-8", "surrogatepass")
         warnings: list = []
         try:
             automaton = regex_to_expr(pattern, json_string=data[s + 2] != 0, flags=None, warnings=warnings, span=span)
@@ -290,7 +301,12 @@ class _Converter:
         data, text = self.data, self.text
         if t == BYTES:
             end = _end(_LITERAL, text, pos) + wrap
-            out.extend([_BYTE[b] for b in data[s + 2 : s + 2 + n]])
+            chunk = data[s + 2 : s + 2 + n]
+            if n and (min(chunk) == 0 or max(chunk) >= 0x80 and not _utf8(chunk)):
+                # XGrammar prints a NUL as the literal's end ("a" "" "b" for a\0b), and bytes that are no
+                # UTF-8 as code points: the text path reads another language there, and is the referee
+                raise Unsupported("a byte string the printed EBNF does not spell")
+            out.extend([_BYTE[b] for b in chunk])
             at.extend([(outer, end)] * n)
             return end
         if t == REF:
