@@ -1,12 +1,14 @@
 """The byte CFG from XGrammar's grammar object (``grammar/serialized.py``) beside the text path, per schema.
 
     HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --sample 300 --seed 11     # time + check
-    HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --all --suite --no-time     # check all
+    HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --all --suite                 # check all
+    HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --middle-of artifacts/mb200   # median files
 
-For each JSON Schema (a stratified MaskBench sample, ``--all`` of it, ``--suite`` the JSON-Schema-Test-Suite
-too): XGrammar builds the grammar once, then, in turn (alternating which goes first), the text path
-(``parse_ebnf`` of the printed EBNF + ``lower``) and the serialized path (``serialize_json`` + ``json.loads``
-+ :func:`~cfgzip_lab.grammar.serialized.cfg_from_serialized`), each a first build of that schema in this
+For each JSON Schema (a stratified MaskBench sample, ``--all`` of it, the middle half by TTFM of a
+``maskbench.py`` run, ``--suite`` the JSON-Schema-Test-Suite too): XGrammar builds the grammar once,
+then, in turn (alternating which goes first), the text path (``parse_ebnf`` of the printed EBNF +
+``lower``) and the serialized path (``serialize_json`` + ``json.loads`` +
+:func:`~cfgzip_lab.grammar.serialized.cfg_from_serialized`), each a first build of that schema in this
 process (thread time). The two CFGs are compared whole: start, text, rules and their order, origins,
 symbol spans, counted repetitions, token atoms. Prints the medians, the per-file saving and every
 mismatch; never asserts on time. Exit status 1 when a CFG differs.
@@ -44,10 +46,25 @@ def cfg_difference(a, b) -> str | None:
     return None
 
 
+def middle_of_run(run: Path) -> set[str]:
+    """The names of a ``maskbench.py`` run's cfgzip files whose TTFM is in its middle half (the median files)."""
+    ttfm = {}
+    for f in (run / "cfgzip").glob("*.json"):
+        r = json.loads(f.read_text())
+        if r.get("status") == "ok":
+            ttfm[f.stem] = r["ttfm_us"]
+    ranked = sorted(ttfm, key=ttfm.get)
+    return set(ranked[len(ranked) // 4 : len(ranked) * 3 // 4])
+
+
 def schemas(args) -> list[tuple[str, str]]:
     out = []
     rows = maskbench.read_maskbench(args.data)
-    rows = rows if args.all else maskbench.stratified_sample(rows, args.sample, args.seed)
+    if args.middle_of is not None:
+        wanted = middle_of_run(args.middle_of)
+        rows = [row for row in rows if row["name"].removesuffix(".json") in wanted]
+    elif not args.all:
+        rows = maskbench.stratified_sample(rows, args.sample, args.seed)
     out += [(row["name"], json.dumps(row["schema"])) for row in rows]
     if args.suite:
         root = Path(os.environ.get("CFGZIP_SHARED", SUITE.parents[1])) / "corpora" / "json-schema-test-suite"
@@ -60,6 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=300)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--all", action="store_true", help="every MaskBench file")
+    ap.add_argument("--middle-of", type=Path, default=None, help="the middle half by TTFM of a maskbench.py run")
     ap.add_argument("--suite", action="store_true", help="the JSON-Schema-Test-Suite's schemas too")
     ap.add_argument("--data", type=Path, default=maskbench.DATA)
     ap.add_argument("--max-chars", type=int, default=0, help="skip EBNF texts longer than this (0: none)")

@@ -195,6 +195,10 @@ def _compile_grammar(
         else:
             ast.warnings = list(ast.warnings) + (origin.user_diagnostics(notes) if origin else notes)
     if len(productive) < len(cfg.rules):
+        if pending is not None:  # the serialized path's CFG is kept for the next build of this text
+            from .grammar.serialized import copy_of
+
+            cfg = copy_of(cfg)
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:

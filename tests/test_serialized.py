@@ -25,7 +25,7 @@ from cfgzip_lab.grammar.ebnf import parse_ebnf
 from cfgzip_lab.grammar.gnf_arrays import gnf_to_arrays
 from cfgzip_lab.grammar.lower import lower
 from cfgzip_lab.grammar.printed import printed_ebnf
-from cfgzip_lab.grammar.serialized import Unsupported, cfg_from_grammar, cfg_from_serialized
+from cfgzip_lab.grammar.serialized import Unsupported, cfg_from_grammar, cfg_from_serialized, copy_of
 from cfgzip_lab.pipeline import ParsedLaterGrammar, compile_grammar, nested_root_reason
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -49,6 +49,12 @@ SCHEMAS = {
     "nested root": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}}},
     "format": {"type": "string", "format": "date-time"},
     "additional": {"type": "object", "additionalProperties": {"type": "integer"}},
+    # a definition that never ends ("x" requires itself): dead ends, kept exactly and warned about
+    "dead ends": {
+        "$defs": {"a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "required": ["x"]}},
+        "type": "object",
+        "properties": {"y": {"$ref": "#/$defs/a"}},
+    },
 }
 
 
@@ -91,6 +97,33 @@ def test_hand_written_schemas_compile_alike_on_both_paths(name, monkeypatch):
     assert not fast.parsed  # nothing above asked for the syntax tree yet
     _same_compiled(fast, text)
     assert fast.parsed
+
+
+@pytest.mark.parametrize("name", ["object", "dead ends"])
+def test_a_schema_built_again_gets_the_same_grammar_and_the_kept_cfg_stays_as_read(name, monkeypatch):
+    schema = json.dumps(SCHEMAS[name])
+    first, text = _both(schema, monkeypatch)
+    again = compile_grammar(schema, kind="json_schema")
+    _same_compiled(first, text)
+    _same_compiled(again, text)
+    if name == "dead ends":  # the pipeline changed a copy (DEAD productions), not the kept CFG
+        assert cfg_difference(_text_cfg(text.text), text.cfg) is not None  # DEAD productions added
+        assert "not shown" in text.grammar_source.notes[-1]  # the dead-end warning counted among them
+        grammar = xgrammar.Grammar.from_json_schema(schema)
+        kept = cfg_from_grammar(grammar, printed_ebnf(grammar))
+        assert cfg_difference(_text_cfg(text.text), kept) is None
+        assert kept is not again.cfg and cfg_difference(kept, again.cfg) is not None
+
+
+def test_a_copy_of_a_cfg_is_equal_and_its_own():
+    grammar = xgrammar.Grammar.from_json_schema(json.dumps(SCHEMAS["bounds"]))
+    cfg = cfg_from_grammar(grammar, printed_ebnf(grammar))
+    copy = copy_of(cfg)
+    assert cfg_difference(cfg, copy) is None
+    name = next(iter(copy.rules))
+    copy.rules[name].append(())
+    copy.symbol_spans[name].append(())
+    assert cfg_difference(cfg, copy) is not None and cfg_difference(cfg, _text_cfg(cfg.text)) is None
 
 
 def test_reading_the_notes_first_runs_the_parse_once_in_the_text_paths_order(monkeypatch):

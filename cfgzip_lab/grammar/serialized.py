@@ -36,7 +36,7 @@ from .lower import _BYTE, _class_byte_sequences, _Lowerer
 from .provenance import _make_origin
 from .regex import RegexError, regex_to_expr
 
-__all__ = ["Unsupported", "cfg_from_grammar", "cfg_from_serialized"]
+__all__ = ["Unsupported", "cfg_from_grammar", "cfg_from_serialized", "copy_of"]
 
 #: The serialization formats read here (``__VERSION__`` of ``serialize_json``: v16 XGrammar 0.2.8, v18 0.2.9;
 #: the same rule layout and expression types for everything read here).
@@ -70,14 +70,43 @@ def cfg_from_grammar(grammar: Any, text: str, *, counted_threshold: int = COUNTE
     -------
     CFG
         Equal to ``lower(parse_ebnf(text, reachable_only=True))``: rules, origins, symbol spans,
-        counted repetitions, in the same order.
+        counted repetitions, in the same order. Kept, and returned again for the same text: change
+        a :func:`copy_of` it.
 
     Raises
     ------
     Unsupported
         Where the grammar or its text is not what this conversion reads (the text path then runs).
     """
-    return cfg_from_serialized(json.loads(grammar.serialize_json()), text, counted_threshold=counted_threshold)
+    key = (text, counted_threshold)
+    cfg = _KEPT.get(key)
+    if cfg is None:
+        cfg = cfg_from_serialized(json.loads(grammar.serialize_json()), text, counted_threshold=counted_threshold)
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()  # derived data only: dropped whole
+        _KEPT[key] = cfg
+    return cfg
+
+
+def copy_of(cfg: CFG) -> CFG:
+    """A CFG of :func:`cfg_from_grammar` to change (its productions' lists copied): the one returned is
+    kept for the next build of the same text, and must stay as it is."""
+    return CFG(
+        start=cfg.start,
+        rules={name: list(alts) for name, alts in cfg.rules.items()},
+        origins=dict(cfg.origins),
+        symbol_spans={name: list(spans) for name, spans in cfg.symbol_spans.items()},
+        text=cfg.text,
+        counted=dict(cfg.counted),
+        tokens=cfg.tokens,
+    )
+
+
+# The printed text (and threshold) → its CFG, for a grammar built again (a schema compiled twice, a profile's
+# repeats): the text path's parse and lowering keep theirs too. Exact because the CFG read from the arrays is
+# the one the text path reads from the text (tests/test_serialized.py), whatever grammar object printed it.
+_KEPT: dict[tuple[str, int], CFG] = {}
+_KEPT_MAX = 16
 
 
 def cfg_from_serialized(data: dict, text: str, *, counted_threshold: int = COUNTED_THRESHOLD) -> CFG:
