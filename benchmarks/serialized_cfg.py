@@ -3,6 +3,7 @@
     HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --sample 300 --seed 11     # time + check
     HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --all --suite                 # check all
     HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --middle-of artifacts/mb200   # median files
+    HF_HUB_OFFLINE=1 nice .venv/bin/python benchmarks/serialized_cfg.py --ttfm --sample 200 --seed 11   # first masks
 
 For each JSON Schema (a stratified MaskBench sample, ``--all`` of it, the middle half by TTFM of a
 ``maskbench.py`` run, ``--suite`` the JSON-Schema-Test-Suite too): XGrammar builds the grammar once,
@@ -11,7 +12,8 @@ then, in turn (alternating which goes first), the text path (``parse_ebnf`` of t
 :func:`~cfgzip_lab.grammar.serialized.cfg_from_serialized`), each a first build of that schema in this
 process (thread time). The two CFGs are compared whole: start, text, rules and their order, origins,
 symbol spans, counted repetitions, token atoms. Prints the medians, the per-file saving and every
-mismatch; never asserts on time. Exit status 1 when a CFG differs.
+mismatch; never asserts on time. Exit status 1 when a CFG differs. ``--ttfm`` times the whole first
+mask through each path instead (:func:`ttfm_side_by_side`) and compares the masks.
 """
 
 from __future__ import annotations
@@ -72,6 +74,57 @@ def schemas(args) -> list[tuple[str, str]]:
     return out
 
 
+def ttfm_side_by_side(named: list[tuple[str, str]], tokenizer: str) -> int:
+    """``--ttfm``: each schema's time to first mask (``matcher_for`` with the disk cache off, and the first
+    ``fill_next_token_bitmask``; thread time) through the serialized path and through the text path
+    (``pipeline._serialized_cfg`` answering None), in turn in this one process (the vocabulary's scan cache
+    shared, which goes first alternating), and the first masks compared (sha256)."""
+    import hashlib
+
+    import cfgzip_lab as cz
+    from cfgzip_lab import pipeline
+
+    serialized = pipeline._serialized_cfg
+    vocab = cz.load_vocab(tokenizer)
+    clock = time.thread_time
+
+    def first_mask(schema: str) -> tuple[float, str]:
+        t0 = clock()
+        matcher = cz.matcher_for(schema, vocab, kind="json_schema", cache=cz.GrammarCache(cache_dir=False))
+        bitmask = matcher.allocate_bitmask(1)
+        matcher.fill_next_token_bitmask(bitmask)
+        seconds = clock() - t0
+        return seconds, hashlib.sha256(bitmask.numpy().tobytes()).hexdigest()
+
+    for warm in ('{"type": "object", "properties": {"a": {"type": "string"}}}', '{"type": "array"}'):
+        first_mask(warm)
+    print(f"load {os.getloadavg()[0]:.2f}", flush=True)
+    rows, differ = [], []
+    for n, (name, schema) in enumerate(named):
+        got = {}
+        for which in ("text", "serialized") if n % 2 else ("serialized", "text"):
+            pipeline._serialized_cfg = serialized if which == "serialized" else (lambda *args: None)
+            try:
+                got[which] = first_mask(schema)
+            except Exception:  # refused (both paths alike: the same CFG)
+                break
+        pipeline._serialized_cfg = serialized
+        if len(got) < 2 or max(t for t, _ in got.values()) > 2.0:  # refused, or the tail: not this step's
+            continue
+        if got["text"][1] != got["serialized"][1]:
+            differ.append(name)
+        rows.append((1e3 * got["text"][0], 1e3 * got["serialized"][0]))
+    saving = [a - b for a, b in rows]
+    q = statistics.quantiles(saving, n=4)
+    print(
+        f"{len(rows)} schemas, first masks differ on {len(differ)} {differ[:5]}; TTFM (thread time) median "
+        f"text path {statistics.median(a for a, _ in rows):.3f} ms, serialized {statistics.median(b for _, b in rows):.3f} ms; "
+        f"per-file saving median {statistics.median(saving):.3f} ms (quartiles {q[0]:.3f}, {q[2]:.3f}), "
+        f"serialized/text median {statistics.median(b / a for a, b in rows):.3f}; load {os.getloadavg()[0]:.2f}"
+    )
+    return 1 if differ else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sample", type=int, default=300)
@@ -81,7 +134,11 @@ def main(argv=None) -> int:
     ap.add_argument("--suite", action="store_true", help="the JSON-Schema-Test-Suite's schemas too")
     ap.add_argument("--data", type=Path, default=maskbench.DATA)
     ap.add_argument("--max-chars", type=int, default=0, help="skip EBNF texts longer than this (0: none)")
+    ap.add_argument("--ttfm", action="store_true", help="time to first mask through each path instead")
+    ap.add_argument("--tokenizer", default="llama3")
     args = ap.parse_args(argv)
+    if args.ttfm:
+        return ttfm_side_by_side(schemas(args), args.tokenizer)
     import xgrammar
 
     from cfgzip_lab import xgrammar_version

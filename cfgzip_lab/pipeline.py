@@ -1,7 +1,9 @@
 """Grammar text → AST → byte CFG → GNF, and grammar + vocabulary → TokenClasses.
 
 The one place that strings the core stages together, so the CLI, the workbench
-and the benchmarks build exactly the same objects.
+and the benchmarks build exactly the same objects. A JSON Schema's byte CFG is read from the grammar
+object XGrammar built (:mod:`.grammar.serialized`, the same CFG), and its EBNF parsed only when the
+syntax tree is asked for (:class:`ParsedLaterGrammar`); every other input goes through the text.
 """
 
 from __future__ import annotations
