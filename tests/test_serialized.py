@@ -173,6 +173,8 @@ def test_what_the_conversion_does_not_read_takes_the_text_path(monkeypatch):
     other = xgrammar.Grammar.from_json_schema(json.dumps(SCHEMAS["object"]))
     with pytest.raises(Unsupported):
         cfg_from_serialized(json.loads(other.serialize_json()), printed_ebnf(grammar))
+    with pytest.raises(Unsupported, match="one line a rule"):  # a rule the arrays do not hold
+        cfg_from_serialized(json.loads(other.serialize_json()), printed_ebnf(other) + 'extra ::= "x"\n')
     # a NUL: XGrammar prints it as the literal's end ("a" "" "b"), so the printed text reads another language
     nul = xgrammar.Grammar.from_regex("a\\0b")
     assert printed_ebnf(nul) == 'root ::= (("a" "" "b"))\n'

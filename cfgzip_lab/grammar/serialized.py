@@ -70,8 +70,8 @@ def cfg_from_grammar(grammar: Any, text: str, *, counted_threshold: int = COUNTE
     -------
     CFG
         Equal to ``lower(parse_ebnf(text, reachable_only=True))``: rules, origins, symbol spans,
-        counted repetitions, in the same order. Kept, and returned again for the same text: change
-        a :func:`copy_of` it.
+        counted repetitions, in the same order. Kept, and returned again for the same text: to change
+        it, take a :func:`copy_of` it.
 
     Raises
     ------
@@ -178,8 +178,8 @@ class _Converter:
         starts = [0]  # one rule a line, in rule order; the text ends with a newline
         for _ in range(len(rules)):
             starts.append(find("\n", starts[-1]) + 1)
-        if starts[-1] == 0:
-            raise Unsupported("fewer lines than rules")
+        if starts[-1] != len(text) or 0 in starts[1:]:
+            raise Unsupported("not one line a rule")
         self.cfg = cfg = CFG(start=names[root], text=text)
         self.rules, self.origins, self.spans, self.counted = cfg.rules, cfg.origins, cfg.symbol_spans, cfg.counted
         self.counters: dict[str, int] = {}
