@@ -1,7 +1,9 @@
 """Grammar text → AST → byte CFG → GNF, and grammar + vocabulary → TokenClasses.
 
 The one place that strings the core stages together, so the CLI, the workbench
-and the benchmarks build exactly the same objects.
+and the benchmarks build exactly the same objects. A JSON Schema's byte CFG is read from the grammar
+object XGrammar built (:mod:`.grammar.serialized`, the same CFG), and its EBNF parsed only when the
+syntax tree is asked for (:class:`ParsedLaterGrammar`); every other input goes through the text.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, NormalFormTooLarge, to_gnf
 from .grammar.lower import lower
-from .grammar.nested_root import nested_root_in_text, nested_root_reference
-from .grammar.sources import GrammarSource, to_ebnf
+from .grammar.nested_root import mentions_root_again, nested_root_in_text, nested_root_reference
+from .grammar.sources import GrammarSource, NotesAfterParse, to_ebnf_and_grammar
 from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
 from .grammar.words import WordStore
@@ -152,33 +154,38 @@ def _compile_grammar(
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     xgrammar_version.warn_if_unsupported()
-    origin = None
+    origin = grammar = None
     if kind != "ebnf":
-        origin = to_ebnf(text, kind, name=source)
+        origin, grammar = to_ebnf_and_grammar(text, kind, name=source)
         text = origin.ebnf
     xgrammars = origin is not None and origin.written_by_xgrammar
     # another start rule: the rules it does not reach are no part of its language, nor their notes
     sub = root != "root"
-    try:
-        # XGrammar's EBNF of a schema: its unused basic_* helpers skipped, and the warnings about them,
-        # never shown (remap places no diagnostic outside a Regex call), counted but not made
-        ast = parse_ebnf(
-            text, root=root, source=source, reachable_only=xgrammars or sub, warn_unreachable=not (xgrammars or sub)
-        )
-    except GrammarError as error:
-        if origin is None:
-            raise
-        raise origin.remap_error(error) from None
-    if origin is not None:
-        ast.warnings = origin.user_diagnostics(ast.warnings, ast.hidden_warnings)
-    if stop_at_nested_root:
-        found = nested_root_reference(ast)
-        if found is not None:
-            raise NestedRootFound(_nested_reason_text(found, origin), text, origin)
-    t1 = time.perf_counter()
-    if deadline is not None:
-        deadline.check("the front end (after parsing)")
-    cfg = lower(ast, counted_threshold=counted_threshold)
+    cfg = pending = ast = None
+    if grammar is not None and not sub:
+        # XGrammar's grammar object at hand (a JSON Schema's): the byte CFG from its arrays, the EBNF parsed
+        # only when something asks for the syntax tree (PendingParse); the text path where it cannot be read
+        if stop_at_nested_root and mentions_root_again(text):
+            # parsed for the check (the root's name stands in the text twice): the text path is as cheap now
+            grammar = None
+        else:
+            t1 = time.perf_counter()
+            if deadline is not None:
+                deadline.check("the front end (after parsing)")  # as the text path: XGrammar has read the schema
+            cfg = _serialized_cfg(grammar, text, counted_threshold)
+            if cfg is not None:
+                pending = PendingParse(text, source)
+                origin = NotesAfterParse.of(origin, pending)
+    if cfg is None:
+        ast = _parse(text, root, source, origin, reachable_only=xgrammars or sub)
+        if stop_at_nested_root:
+            found = nested_root_reference(ast)
+            if found is not None:
+                raise NestedRootFound(_nested_reason_text(found, origin), text, origin)
+        t1 = time.perf_counter()
+        if deadline is not None:
+            deadline.check("the front end (after parsing)")
+        cfg = lower(ast, counted_threshold=counted_threshold)
     t2 = time.perf_counter()
     if deadline is not None:
         deadline.check("the front end (after lowering)")
@@ -190,6 +197,7 @@ def _compile_grammar(
         # Point at the rules that never end (issue 21), not only at the root that uses them.
         from .grammar.authoring import never_ending
 
+        ast = ast if ast is not None else pending.parse(origin)
         culprits = never_ending(ast)
         culprits = [ast.root] if ast.root in culprits or not culprits else culprits
         diagnostics = []
@@ -212,8 +220,15 @@ def _compile_grammar(
         for d in dead[:5]:
             line, column = position_of(text, d.span[0]) if d.span else (1, 1)
             notes.append(Diagnostic(line, column, d.describe(cfg), "warning", span=d.span))
-        ast.warnings = list(ast.warnings) + (origin.user_diagnostics(notes) if origin else notes)
+        if pending is not None:
+            pending.dead_ends = notes  # added when the syntax tree is made, as below
+        else:
+            ast.warnings = list(ast.warnings) + (origin.user_diagnostics(notes) if origin else notes)
     if len(productive) < len(cfg.rules):
+        if pending is not None:  # the serialized path's CFG is kept for the next build of this text
+            from .grammar.serialized import copy_of
+
+            cfg = copy_of(cfg)
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
     try:
@@ -228,7 +243,66 @@ def _compile_grammar(
         raise (origin.remap_error(error) if origin else error) from None
     t4 = time.perf_counter()
     seconds = {"parse": t1 - t0, "lower": t2 - t1, "gnf": t4 - t3}
+    if pending is not None:
+        return ParsedLaterGrammar(text, cfg, gnf, seconds, origin, pending)
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
+
+
+def _parse(text: str, root: str, source: str, origin: GrammarSource | None, reachable_only: bool) -> GrammarAST:
+    """The text path's parse: XGrammar's EBNF of a schema (``reachable_only``) has its unused basic_*
+    helpers skipped, and the warnings about them, never shown (remap places no diagnostic outside a
+    Regex call), counted but not made; the warnings put in the user's terms."""
+    try:
+        ast = parse_ebnf(
+            text, root=root, source=source, reachable_only=reachable_only, warn_unreachable=not reachable_only
+        )
+    except GrammarError as error:
+        if origin is None:
+            raise
+        raise origin.remap_error(error) from None
+    if origin is not None:
+        ast.warnings = origin.user_diagnostics(ast.warnings, ast.hidden_warnings)
+    return ast
+
+
+def _serialized_cfg(grammar, text: str, counted_threshold: int) -> CFG | None:
+    """The byte CFG from XGrammar's grammar object (:mod:`.grammar.serialized`), or None where it cannot
+    be read there: the text path then runs, and says what is wrong if anything is."""
+    from .grammar.serialized import cfg_from_grammar
+
+    try:
+        return cfg_from_grammar(grammar, text, counted_threshold=counted_threshold)
+    except Exception:  # Unsupported, or anything unforeseen: the text path is the referee
+        return None
+
+
+class PendingParse:
+    """The parse of a grammar's EBNF that the serialized path did not need (:mod:`.grammar.serialized`),
+    made when something first asks for the syntax tree (warnings, diagnostics, the workbench) or the
+    notes: the same parse, warnings and notes as the text path, in its order. Shared by the compiled
+    grammar and its :class:`~.grammar.sources.NotesAfterParse`, holding neither (no reference cycle)."""
+
+    __slots__ = ("text", "source", "dead_ends", "ast", "busy")
+
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+        self.dead_ends: list[Diagnostic] = []  # the dead-end warnings, put in the user's terms after the parse's
+        self.ast: GrammarAST | None = None
+        self.busy = False  # inside parse(): the notes it appends to are read, and must not parse again
+
+    def parse(self, origin: GrammarSource) -> GrammarAST | None:
+        """The syntax tree, the parse's warnings and notes made the first time (None while that runs)."""
+        if self.ast is None and not self.busy:
+            self.busy = True
+            try:
+                ast = _parse(self.text, "root", self.source, origin, reachable_only=True)
+                if self.dead_ends:
+                    ast.warnings = list(ast.warnings) + origin.user_diagnostics(self.dead_ends)
+                self.ast = ast
+            finally:
+                self.busy = False
+        return self.ast
 
 
 def compile_from_rule(compiled: CompiledGrammar, rule: str, **options) -> CompiledGrammar:
@@ -332,6 +406,9 @@ def nested_root_reason(compiled: CompiledGrammar) -> str | None:
     if isinstance(compiled, LoadedGrammar) and compiled._front_end is None:
         # read back from a cache: its rules parsed, not the whole front end its ``ast`` would run
         found = nested_root_in_text(compiled.text)
+    elif isinstance(compiled, ParsedLaterGrammar) and not compiled.parsed:
+        # the same parse as its ``ast``'s, made only where the root's name stands in the text twice
+        found = nested_root_reference(compiled.ast) if mentions_root_again(compiled.text) else None
     else:
         found = nested_root_reference(compiled.ast)
     if found is None:
@@ -390,6 +467,38 @@ class LoadedGrammar(CompiledGrammar):
     def __repr__(self) -> str:
         gnf = "no normal form" if self.gnf is None else f"{self.gnf.num_nonterminals} GNF nonterminals"
         return f"LoadedGrammar({self.grammar_source.kind}, sha256 {self.sha256[:12]}…, {gnf})"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+class ParsedLaterGrammar(CompiledGrammar):
+    """A :class:`CompiledGrammar` whose byte CFG came from XGrammar's grammar object
+    (:mod:`.grammar.serialized`: a JSON Schema's), not from parsing its EBNF. ``ast`` (and with it
+    ``warnings`` and the source's notes) is the parse of ``text``, made on first use
+    (:class:`PendingParse`): the build of a first mask reads none of them."""
+
+    def __init__(
+        self, text: str, cfg: CFG, gnf: GNF, seconds: dict, grammar_source: GrammarSource, pending: PendingParse
+    ) -> None:
+        self.text = text
+        self.cfg = cfg
+        self.gnf = gnf
+        self.seconds = seconds
+        self.grammar_source = grammar_source
+        self._pending = pending
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the syntax tree has been made."""
+        return self._pending.ast is not None
+
+    @property
+    def ast(self) -> GrammarAST:  # type: ignore[override]
+        return self._pending.parse(self.grammar_source)
+
+    def __repr__(self) -> str:
+        return f"ParsedLaterGrammar({self.grammar_source.kind}, sha256 {self.sha256[:12]}…, {self.gnf.num_nonterminals} GNF nonterminals)"
 
     __eq__ = object.__eq__
     __hash__ = object.__hash__

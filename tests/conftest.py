@@ -50,6 +50,7 @@ EXACTNESS_MODULES = frozenset(
         "test_matcher_api",
         "test_printed",
         "test_nested_root",
+        "test_serialized",
     }
 )
 

@@ -405,6 +405,29 @@ def test_classing_many_classes_each_file_once_and_writes_its_digests(tmp_path):
     assert len(json.loads(out.read_text())["files"][names[0]]["digest"]) == 16
 
 
+@pytest.mark.slow
+def test_serialized_cfg_compares_both_front_ends_and_their_first_masks():
+    """benchmarks/serialized_cfg.py: a few MaskBench files through the text path and the serialized path,
+    the CFGs compared (exit 0: none differs) and the times printed; ``--ttfm``: the first masks compared."""
+    script = str(REPO / "benchmarks" / "serialized_cfg.py")
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, script, "--sample", "6", "--seed", "1"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"^compared [1-9][0-9]*, mismatches 0", proc.stdout, re.M)
+    assert re.search(r"per-file saving median -?[0-9.]+ ms", proc.stdout)
+    proc = subprocess.run(
+        [sys.executable, script, "--ttfm", "--sample", "3", "--seed", "1", "--tokenizer", "smollm2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"^[1-9] schemas, first masks differ on 0 ", proc.stdout, re.M)
+
+
 def test_cli_bench_spec_times_both_engines_and_their_masks_agree():
     """cfgzip-lab bench --spec (cfgzip_lab.spec_bench, as the script above): the table has a row per call
     with both engines' quantiles, the record every call for both engines, and no mask row differs."""

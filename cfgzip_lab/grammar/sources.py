@@ -39,6 +39,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
+from typing import Any
 
 from .diagnostics import Diagnostic, GrammarError, position_of
 from .ebnf import check_ebnf, decode_ebnf_string
@@ -46,7 +47,7 @@ from .lark_regex import lark_to_ebnf, looks_like_lark, regex_to_ebnf
 from .printed import printed_ebnf
 from .structural_tag import looks_like_structural_tag, read_structural_tag
 
-__all__ = ["GrammarSource", "to_ebnf", "check_source", "detect_kind", "KINDS"]
+__all__ = ["GrammarSource", "NotesAfterParse", "to_ebnf", "to_ebnf_and_grammar", "check_source", "detect_kind", "KINDS"]
 
 KINDS = ("ebnf", "gbnf", "json_schema", "structural_tag", "lark", "regex")
 _FROM_JSON = ("json_schema", "structural_tag")  # XGrammar builds the EBNF; Regex(...) calls come from schemas
@@ -166,6 +167,31 @@ class GrammarSource:
         return piece.src_start
 
 
+class NotesAfterParse(GrammarSource):
+    """A :class:`GrammarSource` whose EBNF the pipeline did not parse (its byte CFG came from XGrammar's
+    grammar object, :mod:`.serialized`): the parse adds a note (:meth:`user_diagnostics`: the warnings
+    about XGrammar's rules not shown), so reading ``notes`` runs that parse first, once
+    (``pending.parse(self)``, :class:`cfgzip_lab.pipeline.PendingParse`), and the notes are those of the
+    text path, in its order."""
+
+    @classmethod
+    def of(cls, source: GrammarSource, pending: Any) -> NotesAfterParse:
+        later = cls(source.ebnf, source.kind, source.notes, source.text, source.name, source._pieces)
+        later.__dict__["_pending"] = pending
+        return later
+
+    @property  # type: ignore[override]
+    def notes(self) -> list[str]:
+        pending = self.__dict__.pop("_pending", None)
+        if pending is not None:
+            pending.parse(self)
+        return self.__dict__["_notes"]
+
+    @notes.setter
+    def notes(self, value: list[str]) -> None:
+        self.__dict__["_notes"] = value
+
+
 def detect_kind(text: str, name: str | None = None) -> str:
     """``"structural_tag"`` for a JSON object that is one (``"type": "structural_tag"``, or
     legacy ``structures`` with ``triggers``), ``"json_schema"`` for any other JSON object (or a
@@ -216,13 +242,24 @@ def to_ebnf(text: str, kind: str = "auto", *, name: str | None = None) -> Gramma
     ValueError
         For an unknown ``kind``.
     """
+    return to_ebnf_and_grammar(text, kind, name=name)[0]
+
+
+def to_ebnf_and_grammar(text: str, kind: str = "auto", *, name: str | None = None) -> tuple[GrammarSource, Any]:
+    """:func:`to_ebnf`, and the ``xgrammar.Grammar`` its EBNF was printed from where that is at hand (a
+    JSON Schema's), else None: the pipeline reads the byte CFG from that object's arrays instead of
+    parsing the EBNF (:mod:`.serialized`)."""
     if kind == "auto":
         kind = detect_kind(text, name)
     source = name or "<grammar>"
     if kind == "ebnf":
-        return GrammarSource(text, "ebnf", [], text, name)
+        return GrammarSource(text, "ebnf", [], text, name), None
     if kind == "json_schema":
         return _from_json_schema(text, source, name)
+    return _to_ebnf(text, kind, source, name), None
+
+
+def _to_ebnf(text: str, kind: str, source: str, name: str | None) -> GrammarSource:
     if kind == "structural_tag":
         tag = read_structural_tag(text, source)
         return GrammarSource(tag.ebnf, "structural_tag", tag.notes, text, name)
@@ -268,7 +305,7 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _XGRAMMAR_LOG_PREFIX = re.compile(r"^\s*\[[0-9:]+\]\s+\S+:\d+:\s*")
 
 
-def _from_json_schema(text: str, source: str, name: str | None) -> GrammarSource:
+def _from_json_schema(text: str, source: str, name: str | None) -> tuple[GrammarSource, Any]:
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as error:
@@ -296,7 +333,7 @@ def _from_json_schema(text: str, source: str, name: str | None) -> GrammarSource
     ]
     if "Regex(" in ebnf:
         notes.append("the schema's patterns are Regex(...) rules, lowered exactly (json_string: no \", \\ or controls)")
-    return GrammarSource(ebnf, "json_schema", notes, text, name)
+    return GrammarSource(ebnf, "json_schema", notes, text, name), grammar
 
 
 def _bad_pattern_offset(text: str, schema: object) -> int | None:
