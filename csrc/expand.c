@@ -391,9 +391,10 @@ PyObject *near_rows_new(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "near_rows_new: the large classes do not fit the tables");
         goto fail;
     }
+    /* the ring's rows (ring * W int32: 256 KB with Llama-3) are made by the first expand_near: the native
+     * matcher's compiled fill (fill.c) makes its rows from its own, and never uses this ring */
     N->sets = PyMem_Calloc((size_t)(ring * N->n64 + 1), sizeof(uint64_t));
-    N->rows = PyMem_Calloc((size_t)(ring * words + 1), sizeof(int32_t));
-    if (!N->sets || !N->rows) {
+    if (!N->sets) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -436,6 +437,10 @@ static Py_ssize_t near_rows_fill(NearRows *N, PyObject *capsule, const uint64_t 
                                  Py_ssize_t words) {
     if (n64 != N->n64 || words != N->E.words) {
         PyErr_SetString(PyExc_ValueError, "expand_near: the class set or the row has the wrong size");
+        return -2;
+    }
+    if (!N->rows && !(N->rows = PyMem_Malloc((size_t)(N->ring * words + 1) * sizeof(int32_t)))) {
+        PyErr_NoMemory(); /* (rows at or past `valid` are never read: no need to clear them) */
         return -2;
     }
     const uint64_t *cs[NEAR_MAX];

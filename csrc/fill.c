@@ -18,6 +18,8 @@
  * near_rows_make), read where they lie: no ring of copies. 48 rather than 16 (c_like and bython's
  * sample steps, Llama-3): 35-42% fewer classes XORed a row and a third fewer rows from scratch. */
 #define FILL_NEAR 48
+/* The state table's first size (entries; it doubles as states come, up to the bound's) */
+#define FILL_STATES0 256
 
 typedef struct {
     PyObject *trie, *store, *near; /* held: the capsules and the Words object */
@@ -29,8 +31,8 @@ typedef struct {
     uint64_t *hashes;              /* cap: each row's set hash */
     int64_t *skeys;                /* state table: keys (state, -1 free) and row slots */
     int32_t *svals;
-    Py_ssize_t smask, sused;
-    int32_t *htab; /* set table: row slots (-1 free), by hash */
+    Py_ssize_t smask, sused, sfull; /* sfull: its size at the bound (both tables dropped past half of it) */
+    int32_t *htab; /* set table: row slots (-1 free), by hash; at least twice the rows' room (cap) */
     Py_ssize_t hmask;
     uint64_t *scratch; /* n64 */
     int64_t state_hits, set_hits, made, drops;
@@ -87,10 +89,16 @@ PyObject *filler_new(PyObject *self, PyObject *args) {
     F->stop_class = stop_class;
     F->max_rows = max_rows;
     F->cap = max_rows < 64 ? max_rows : 64;
+    /* Both tables start small and grow with the rows and states (the set table with the rows' room, the state
+     * table by doubling): sized and cleared for the bound at once (4,096 rows with Llama-3: 416 KB written
+     * before the first mask), they were 64 of a small schema's ~80 µs to make a filler in a warm worker. The
+     * drops happen where they did: at the bound's sizes (sfull), whatever the tables' sizes now. */
     Py_ssize_t hsize = 1;
-    while (hsize < 2 * max_rows) hsize <<= 1;
+    while (hsize < 2 * F->cap) hsize <<= 1;
     Py_ssize_t ssize = 1;
     while (ssize < 8 * max_rows) ssize <<= 1;
+    F->sfull = ssize;
+    if (ssize > FILL_STATES0) ssize = FILL_STATES0;
     F->hmask = hsize - 1;
     F->smask = ssize - 1;
     F->rows = PyMem_Malloc((size_t)F->cap * words * 4);
@@ -119,6 +127,51 @@ static uint64_t set_hash(const uint64_t *s, Py_ssize_t n64) {
     return h;
 }
 
+/* The set table rebuilt at twice the rows' room `cap` from the rows' hashes; -1 when out of memory. */
+static int grow_set_table(Filler *F, Py_ssize_t cap) {
+    Py_ssize_t hsize = 1;
+    while (hsize < 2 * cap) hsize <<= 1;
+    if (hsize <= F->hmask + 1) return 0;
+    int32_t *htab = PyMem_Malloc((size_t)hsize * 4);
+    if (!htab) return -1;
+    for (Py_ssize_t i = 0; i < hsize; i++) htab[i] = -1;
+    for (Py_ssize_t r = 0; r < F->n; r++) {
+        Py_ssize_t i = (Py_ssize_t)(F->hashes[r] & (uint64_t)(hsize - 1));
+        while (htab[i] >= 0) i = (i + 1) & (hsize - 1);
+        htab[i] = (int32_t)r;
+    }
+    PyMem_Free(F->htab);
+    F->htab = htab;
+    F->hmask = hsize - 1;
+    return 0;
+}
+
+/* The state table at twice its size, its entries placed again; -1 when out of memory. */
+static int grow_state_table(Filler *F) {
+    Py_ssize_t size = 2 * (F->smask + 1), mask = size - 1;
+    int64_t *keys = PyMem_Malloc((size_t)size * 8);
+    int32_t *vals = PyMem_Malloc((size_t)size * 4);
+    if (!keys || !vals) {
+        PyMem_Free(keys);
+        PyMem_Free(vals);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) keys[i] = -1;
+    for (Py_ssize_t j = 0; j <= F->smask; j++) {
+        if (F->skeys[j] < 0) continue;
+        Py_ssize_t i = (Py_ssize_t)(mix64((uint64_t)F->skeys[j]) & (uint64_t)mask);
+        while (keys[i] >= 0) i = (i + 1) & mask;
+        keys[i] = F->skeys[j];
+        vals[i] = F->svals[j];
+    }
+    PyMem_Free(F->skeys);
+    PyMem_Free(F->svals);
+    F->skeys = keys;
+    F->svals = vals;
+    F->smask = mask;
+    return 0;
+}
+
 /* The row slot of class set s (hash h), made now where no row has it; -1 with the exception set. */
 static Py_ssize_t row_of_set(Filler *F, const uint64_t *s, uint64_t h) {
     Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)F->hmask);
@@ -136,12 +189,14 @@ static Py_ssize_t row_of_set(Filler *F, const uint64_t *s, uint64_t h) {
         uint64_t *sets = rows ? PyMem_Realloc(F->sets, (size_t)cap * F->n64 * 8) : NULL;
         if (sets) F->sets = sets;
         uint64_t *hashes = sets ? PyMem_Realloc(F->hashes, (size_t)cap * 8) : NULL;
-        if (!hashes) {
+        if (hashes) F->hashes = hashes;
+        if (!hashes || grow_set_table(F, cap) < 0) {
             PyErr_NoMemory();
             return -1;
         }
-        F->hashes = hashes;
         F->cap = cap;
+        i = (Py_ssize_t)(h & (uint64_t)F->hmask); /* the set is in no row: its free slot in the table now */
+        while (F->htab[i] >= 0) i = (i + 1) & F->hmask;
     }
     Py_ssize_t r = F->n, ncand = 0;
     const uint64_t *cs[FILL_NEAR];
@@ -172,10 +227,17 @@ static Py_ssize_t row_of_state(Filler *F, int64_t state) {
     if (trie_class_set(F->trie, S, state, F->scratch, F->n64) < 0) return -1;
     if (F->stop_class >= 0 && S->acc[state]) F->scratch[F->stop_class >> 6] |= (uint64_t)1 << (F->stop_class & 63);
     uint64_t h = set_hash(F->scratch, F->n64);
-    if (F->n == F->max_rows || 2 * (F->sused + 1) > F->smask + 1) { /* full: both tables start again */
+    if (F->n == F->max_rows || 2 * (F->sused + 1) > F->sfull) { /* full: both tables start again */
         filler_drop(F);
         F->drops++;
         i = (Py_ssize_t)(mix64((uint64_t)state) & (uint64_t)F->smask);
+    } else if (2 * (F->sused + 1) > F->smask + 1) { /* not full, but the state table is at half: twice as large */
+        if (grow_state_table(F) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        i = (Py_ssize_t)(mix64((uint64_t)state) & (uint64_t)F->smask);
+        while (F->skeys[i] >= 0) i = (i + 1) & F->smask;
     }
     Py_ssize_t r = row_of_set(F, F->scratch, h);
     if (r < 0) return -1;

@@ -191,3 +191,31 @@ def test_expand_near_refuses_what_does_not_fit():
     with pytest.raises(ValueError, match="large classes"):  # the bit of class 0 absent
         _kernel.near_rows_new(*args, bytes(8), np.array([1, -1, -1], np.int32), 2, 2)
     assert np.array_equal(near.expand(0b101), gathered_mask(class_of, 3, 0b101))
+
+
+@needs_kernel
+def test_filler_tables_grow_from_small_and_stay_exact():
+    """A filler's state and set tables start small (csrc/fill.c ``FILL_STATES0``, 64 rows' room) and grow
+    as states and rows come; on a decode past both first sizes, replayed twice (the second pass finds the
+    states again after the tables were rebuilt), every mask is the Python path's row."""
+    from cfgzip_lab._binding import kernel as _kernel
+    from cfgzip_lab.bench import sample_docs
+
+    vocab = llama3_or_skip()
+    path, _, native = _engines("c_like", vocab)
+    w, rows = native.walker, native.rows
+    filler = _kernel.filler_new(w._trie, w._native, rows._near._capsule, w.num_classes, rows.vocab_words,
+                                w.stop_class, 4096)  # fmt: skip
+    m = native.matcher()
+    m._filler = filler
+    bitmask = m.allocate_bitmask(1)
+    ids = [t for doc in sample_docs(path)[:3] for t in vocab.encode(doc)[:400]]
+    for _ in range(2):
+        m.reset()
+        for t in ids:
+            m.fill_next_token_bitmask(bitmask)
+            assert np.array_equal(bitmask.numpy()[0], m.vocab_row())
+            if not m.accept_token(t):
+                m.reset()
+    state_hits, set_hits, made, drops = _kernel.filler_stats(filler)
+    assert made > 64 and made + set_hits > 256 and state_hits >= len(ids) and drops == 0
