@@ -434,10 +434,17 @@ def refuse_nested_root_in(text: str) -> None:
     """``GrammarError`` where ``text``'s root rule is nested with input after it
     (:mod:`.grammar.nested_root`): XGrammar's mask then depends on where a token starts, so one
     representative does not speak for its class (``root ::= "" | root [b]``: ``b`` is in XGrammar's
-    mask, ``bb`` of the same class is not), and the compressed engine is refused."""
+    mask, ``bb`` of the same class is not), and the compressed engine is refused. Likewise a regex
+    repetition past 128 (:mod:`.grammar.large_repeat`), where XGrammar's mask holds tokens its matcher
+    refuses: classes made from the language do not follow that mask."""
     from .grammar.diagnostics import GrammarError
+    from .grammar.large_repeat import large_repeat_in_text
     from .grammar.nested_root import COMPRESSED_REFUSAL, nested_root_in_text
 
+    found = large_repeat_in_text(text)
+    if found is not None:
+        message = "the compressed engine refuses this grammar: " + found.message
+        raise GrammarError([dataclasses.replace(found, message=message)], text=text)
     found = nested_root_in_text(text)  # root rule "root", as compile_engines compiles it
     if found is not None:
         message = COMPRESSED_REFUSAL.format(root="root")

@@ -25,6 +25,7 @@ from .grammar.dead_ends import dead_ends, keep_dead_ends, productive_nonterminal
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
 from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, NormalFormTooLarge, to_gnf
+from .grammar.large_repeat import large_repeat_in_text
 from .grammar.lower import lower
 from .grammar.nested_root import mentions_root_again, nested_root_in_text, nested_root_reference
 from .grammar.sources import GrammarSource, NotesAfterParse, to_ebnf_and_grammar
@@ -33,17 +34,22 @@ from .grammar.tree import GrammarAST
 from .grammar.words import WordStore
 
 
-class NestedRootFound(CfgzipError):
-    """:func:`compile_grammar` with ``stop_at_nested_root`` stopped after parsing: the root rule is used
-    inside the grammar with input after it (:mod:`~.grammar.nested_root`), so XGrammar itself serves
-    the grammar and the byte CFG, normal form and classes would be built for nothing.
+class ServedByXGrammar(CfgzipError):
+    """:func:`compile_grammar` with ``stop_where_xgrammar_serves`` stopped early: XGrammar's masks for this
+    grammar are not the ones cfgzip's walks make (a nested root, :class:`NestedRootFound`; a regex
+    repetition past 128, :mod:`~.grammar.large_repeat`), so XGrammar itself serves it and the byte CFG,
+    normal form and classes would be built for nothing.
 
-    ``reason`` is :func:`nested_root_reason`'s text, ``ebnf`` the EBNF XGrammar compiles and
+    ``reason`` says why (:func:`xgrammar_serves_reason`'s text), ``ebnf`` is the EBNF XGrammar compiles and
     ``grammar_source`` the user's input it came from."""
 
     def __init__(self, reason: str, ebnf: str, grammar_source: GrammarSource | None) -> None:
         super().__init__(reason)
         self.reason, self.ebnf, self.grammar_source = reason, ebnf, grammar_source
+
+
+class NestedRootFound(ServedByXGrammar):
+    """The root rule is used inside the grammar with input after it (:mod:`~.grammar.nested_root`)."""
 
 
 @dataclass
@@ -103,7 +109,7 @@ def compile_grammar(
     compiled_store: bool | None = None,
     root: str = "root",
     deadline: Deadline | None = None,
-    stop_at_nested_root: bool = False,
+    stop_where_xgrammar_serves: bool = False,
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
@@ -123,14 +129,15 @@ def compile_grammar(
     the rules it reaches, so the language is that rule's (a test or a sample of one rule,
     :func:`compile_from_rule`). ``deadline`` (:class:`~cfgzip_lab.deadline.Deadline`): the build's
     time budget, checked between the stages and inside the normal form (past it:
-    :class:`~cfgzip_lab.deadline.BuildBudgetError`). ``stop_at_nested_root``: raise :class:`NestedRootFound`
-    right after parsing where the root is nested with input after it (the serving path, which then hands
+    :class:`~cfgzip_lab.deadline.BuildBudgetError`). ``stop_where_xgrammar_serves``: raise :class:`ServedByXGrammar`
+    as soon as the EBNF shows a regex repetition past 128, or right after parsing where the root is nested
+    with input after it (:class:`NestedRootFound`) (the serving path, which then hands
     the grammar to XGrammar itself, :class:`~cfgzip_lab.cache.grammars.GrammarCache`). Past ``max_gnf_nodes``
     the error is a :class:`~.grammar.gnf.NormalFormTooLarge` (a ``GrammarError``).
     """
     try:
         return _compile_grammar(
-            text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root, deadline, stop_at_nested_root
+            text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root, deadline, stop_where_xgrammar_serves
         )
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
@@ -150,7 +157,7 @@ def _compile_grammar(
     compiled_store: bool | None,
     root: str = "root",
     deadline: Deadline | None = None,
-    stop_at_nested_root: bool = False,
+    stop_where_xgrammar_serves: bool = False,
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     xgrammar_version.warn_if_unsupported()
@@ -158,6 +165,10 @@ def _compile_grammar(
     if kind != "ebnf":
         origin, grammar = to_ebnf_and_grammar(text, kind, name=source)
         text = origin.ebnf
+    if stop_where_xgrammar_serves:
+        found = large_repeat_in_text(text)
+        if found is not None:
+            raise ServedByXGrammar(_nested_reason_text(found, origin), text, origin)
     xgrammars = origin is not None and origin.written_by_xgrammar
     # another start rule: the rules it does not reach are no part of its language, nor their notes
     sub = root != "root"
@@ -165,7 +176,7 @@ def _compile_grammar(
     if grammar is not None and not sub:
         # XGrammar's grammar object at hand (a JSON Schema's): the byte CFG from its arrays, the EBNF parsed
         # only when something asks for the syntax tree (PendingParse); the text path where it cannot be read
-        if stop_at_nested_root and mentions_root_again(text):
+        if stop_where_xgrammar_serves and mentions_root_again(text):
             # parsed for the check (the root's name stands in the text twice): the text path is as cheap now
             grammar = None
         else:
@@ -178,7 +189,7 @@ def _compile_grammar(
                 origin = NotesAfterParse.of(origin, pending)
     if cfg is None:
         ast = _parse(text, root, source, origin, reachable_only=xgrammars or sub)
-        if stop_at_nested_root:
+        if stop_where_xgrammar_serves:
             found = nested_root_reference(ast)
             if found is not None:
                 raise NestedRootFound(_nested_reason_text(found, origin), text, origin)
@@ -398,6 +409,16 @@ def build_classes(
     return result
 
 
+def xgrammar_serves_reason(compiled: CompiledGrammar) -> str | None:
+    """Why XGrammar itself must make ``compiled``'s masks (a regex repetition past 128,
+    :mod:`~.grammar.large_repeat`, or :func:`nested_root_reason`), with line and column; None where
+    cfgzip's walks make XGrammar's masks. The native engine then serves through XGrammar itself."""
+    found = large_repeat_in_text(compiled.text)
+    if found is not None:
+        return _nested_reason_text(found, compiled.grammar_source)
+    return nested_root_reason(compiled)
+
+
 def nested_root_reason(compiled: CompiledGrammar) -> str | None:
     """Why the native walk cannot make ``compiled``'s masks, where its root rule is nested with input
     after it (:func:`~.grammar.nested_root.nested_root_reference`: XGrammar's masks leave the
@@ -417,7 +438,7 @@ def nested_root_reason(compiled: CompiledGrammar) -> str | None:
 
 
 def _nested_reason_text(found: Diagnostic, origin: GrammarSource | None) -> str:
-    """:func:`nested_root_reason`'s text of the diagnostic ``found``, in the EBNF of ``origin``."""
+    """:func:`xgrammar_serves_reason`'s text of the diagnostic ``found``, in the EBNF of ``origin``."""
     return f"line {found.line}, column {found.column}: {found.message}" + (
         f" (in the EBNF XGrammar wrote for the {origin.kind})" if origin is not None and origin.kind != "ebnf" else ""
     )

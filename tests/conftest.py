@@ -51,6 +51,7 @@ EXACTNESS_MODULES = frozenset(
         "test_printed",
         "test_nested_root",
         "test_serialized",
+        "test_large_repeat",
     }
 )
 

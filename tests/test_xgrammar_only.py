@@ -75,12 +75,12 @@ def test_a_nested_root_is_decided_before_the_normal_form(llama3, xgrammar_compil
 
 
 def test_explicit_builds_of_a_nested_root_still_build(llama3):
-    """Only the serving path stops early: compile_grammar without ``stop_at_nested_root`` builds the
+    """Only the serving path stops early: compile_grammar without ``stop_where_xgrammar_serves`` builds the
     normal form of a nested root, and with it raises ``NestedRootFound`` carrying the EBNF."""
     text = 'root ::= "(" root ")" | "x"'
     assert compile_grammar(text).gnf.accepts(b"((x))")
     with pytest.raises(cfgzip_lab.pipeline.NestedRootFound) as found:
-        compile_grammar(text, stop_at_nested_root=True)
+        compile_grammar(text, stop_where_xgrammar_serves=True)
     assert found.value.ebnf == text and found.value.reason.startswith("line 1, column 14: the root rule")
 
 

@@ -306,15 +306,15 @@ class GrammarCache:
         from ..deadline import Deadline
         from ..grammar.gnf import NormalFormTooLarge
         from ..native.index import SigmaInIndex, build_index_or_reason
-        from ..pipeline import NestedRootFound, build_classes, compile_grammar
+        from ..pipeline import ServedByXGrammar, build_classes, compile_grammar
         from .xgrammar_only import xgrammar_only_grammar
 
         deadline = Deadline(self.build_seconds) if self.build_seconds is not None else None
         t0 = time.perf_counter()
         try:
-            # a nested root is served by XGrammar itself: decided from the parsed grammar, before any normal form
-            compiled = compile_grammar(text, kind=kind, deadline=deadline, stop_at_nested_root=True)
-        except NestedRootFound as found:
+            # a nested root or a regex repetition past 128 is served by XGrammar itself, decided before any normal form
+            compiled = compile_grammar(text, kind=kind, deadline=deadline, stop_where_xgrammar_serves=True)
+        except ServedByXGrammar as found:
             return xgrammar_only_grammar(key, found.ebnf, found.grammar_source, vocab, found.reason, t0)
         except NormalFormTooLarge as error:
             return xgrammar_only_grammar(key, error.ebnf, error.grammar_source, vocab, _budget_reason(error), t0)

@@ -66,11 +66,11 @@ class NativeEngine:
     use_filler: bool = field(default=True, init=False)  # see `filler`
 
     def __post_init__(self) -> None:
-        from ..pipeline import nested_root_reason
+        from ..pipeline import xgrammar_serves_reason
 
-        nested = self.xgrammar_only if self.xgrammar_only is not None else nested_root_reason(self.compiled)
+        nested = self.xgrammar_only if self.xgrammar_only is not None else xgrammar_serves_reason(self.compiled)
         self.xgrammar_fallback = nested is not None
-        if nested is not None:  # XGrammar's masks leave the language: every request to XGrammar itself
+        if nested is not None:  # XGrammar's masks are not the language's: every request to XGrammar itself
             self.index, self.unavailable = None, nested
         if self.index is not None and self.index.gnf_digest != gnf_digest(self.compiled.gnf):
             raise ValueError("the native index was built for another normal form of the grammar")
