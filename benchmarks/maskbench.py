@@ -224,6 +224,9 @@ class _Cfgzip:
 
     def compile(self, schema: str) -> None:
         self.matcher = self.cz.matcher_for(schema, self.vocab, kind="json_schema", cache=self.cache)
+        engine = getattr(self.matcher, "engine", None)
+        # where XGrammar itself serves the schema (a nested root, a regex repetition past 128, a size budget)
+        self.served_by = engine.unavailable if getattr(engine, "xgrammar_fallback", False) else None
         self.bitmask = self.matcher.allocate_bitmask(1)
         self.words = self.bitmask.numpy()[0]
 
@@ -323,6 +326,9 @@ def run_file(engine, job: dict, digests: bool, tail: int) -> dict:
         )
         return result
     result["ttfm_us"] = (time.perf_counter_ns() - t0) / 1000
+    served_by = getattr(engine, "served_by", None)
+    if served_by:
+        result["served_by_xgrammar"] = served_by[:300]
     tbm = result["tbm_us"]
     for test in job["tests"]:
         engine.reset()
@@ -393,6 +399,7 @@ class EngineSummary:
     disagree_steps: int = 0
     disagree_schemas: int = 0
     compared_steps: int = 0
+    served_by_xgrammar: int = 0
 
     def row(self) -> dict:
         def q(values: list[float], p: float) -> float | None:
@@ -418,6 +425,7 @@ class EngineSummary:
             "mask_disagreements": None if self.engine not in SAME_GRAMMAR_AS_REFEREE else self.disagree_steps,
             "disagreeing_schemas": None if self.engine not in SAME_GRAMMAR_AS_REFEREE else self.disagree_schemas,
             "compared_steps": None if self.engine not in SAME_GRAMMAR_AS_REFEREE else self.compared_steps,
+            "served_by_xgrammar": self.served_by_xgrammar,
         }
 
 
@@ -443,6 +451,7 @@ def summarize(results: dict[str, dict[str, dict]]) -> list[dict]:
             s.ttfm_us.append(r["ttfm_us"])
             s.tbm_us.extend(r["tbm_us"])
             s.wrong_schemas += r.get("wrong", 0) > 0
+            s.served_by_xgrammar += "served_by_xgrammar" in r
             other = referee.get(name)
             if engine in SAME_GRAMMAR_AS_REFEREE and other is not None and other.get("status") == "ok":
                 differ = 0
@@ -472,6 +481,12 @@ def print_table(rows: list[dict], machine: dict) -> None:
             f"| {r['tbm_p50_us']} µs | {r['tbm_p99_us']} µs | {r['tbm_p99_9_us']} µs | {r['tbm_max_us']} µs "
             f"| {r['wrong_verdict_schemas']} | {dis} |"
         )
+    for r in rows:
+        if r.get("served_by_xgrammar"):
+            print(
+                f"{r['engine']}: {r['served_by_xgrammar']} files served by XGrammar itself (a nested root, a regex "
+                "repetition past 128, or a size budget: `served_by_xgrammar` in their JSON)"
+            )
 
 
 def figure(results: dict[str, dict[str, dict]], path: Path) -> Path | None:
