@@ -85,19 +85,68 @@ def test_the_served_masks_are_xgrammars_where_they_differed(llama3, o79409):
     assert refused_in_mask == 1
 
 
+SMALL = 'root ::= "\\"" r{bound} "\\""\nr ::= [a-z ]\n'
+
+
+def test_premise_on_a_small_grammar_and_its_served_masks(llama3):
+    """``r ::= [a-z ]`` repeated ``{1,200}`` between quotes: after ``"`` XGrammar's mask holds `` \\xe0``, which
+    its matcher refuses, and ``{1,128}`` does not; matcher_for serves the large one through XGrammar, mask
+    for mask, and the small one natively."""
+    compiler = xgr.GrammarCompiler(plain_tokenizer_info(llama3), cache_enabled=False)
+    partial = [i for i, b in enumerate(llama3.token_bytes) if bytes(b) == b" \xe0"]
+    assert partial
+    for bound, quirk in (("{1,200}", True), ("{1,128}", False)):
+        text = SMALL.replace("{bound}", bound)
+        theirs = xgr.GrammarMatcher(compiler.compile_grammar(text))
+        assert theirs.accept_string('"')
+        want = xgr.allocate_token_bitmask(1, llama3.vocab_size)
+        theirs.fill_next_token_bitmask(want)
+        in_mask = np.unpackbits(want.numpy()[0].view(np.uint8), bitorder="little")[partial[0]]
+        assert bool(in_mask) is quirk and not theirs.accept_token(partial[0])
+        mine = cz.matcher_for(text, llama3, cache=cz.GrammarCache(cache_dir=False))
+        assert (mine.engine.unavailable is not None) is quirk
+        assert mine.accept_token(llama3.encoder('"')[0])
+        got = mine.allocate_bitmask(1)
+        mine.fill_next_token_bitmask(got)
+        if quirk:
+            assert np.array_equal(got.numpy()[0], want.numpy()[0])
+        else:  # the language's mask: XGrammar's too, where no fast path runs
+            assert np.array_equal(got.numpy()[0], want.numpy()[0])
+
+
 def test_the_compressed_engine_refuses_it_at_the_regex(llama3):
     text = 'root ::= "x" Regex("[a-z\\u00e0-\\u00ff]{1,200}")\n'
     with pytest.raises(GrammarError) as error:
         _ = compile_engines(text, llama3, identity_classes(llama3)).compressed_grammar
-    assert error.value.diagnostics[0].line == 1 and error.value.diagnostics[0].column == 14
+    assert error.value.diagnostics[0].line == 1 and error.value.diagnostics[0].column == text.index("{1,200}") + 1
     assert "compressed engine refuses" in str(error.value)
     compile_grammar(text)  # the explicit build API still builds it
 
 
 @pytest.mark.parametrize(
-    ("regex", "found"),
-    [("a{1,200}", True), ("a{129}", True), ("a{129,}", True), ("a{0,128}", False), ("a{128}", False), ("a+", False)],
+    ("text", "found"),
+    [
+        ('root ::= "x" r{1, 200}\nr ::= (([a-z ]))\n', True),  # as XGrammar prints a schema's pattern
+        ('root ::= "x" [a-z ]{129}\n', True),
+        ('root ::= "x" r{129, -1}\nr ::= [a-z ]\n', True),
+        ('root ::= "x" ([a-z]){0, 300}\n', True),  # a group: may be one class
+        ('root ::= Regex("[a-z]{1,300}")\n', True),
+        ('root ::= "x" r{1, 128}\nr ::= [a-z ]\n', False),
+        ('root ::= "x" r{100, -1}\nr ::= [a-z ]\n', False),
+        ('root ::= "x" r{1, 200}\nr ::= [a-z ] | "xy"\n', False),  # a choice: no fast path
+        ('root ::= "x" r{0, 200}\nr ::= "ab"\n', False),
+        ('root ::= "ab"{0, 200}\n', False),
+        ('root ::= Regex("[a-z]{1,128}")\n', False),
+    ],
 )
-def test_the_scan_finds_bounds_past_128_in_regexes_only(regex, found):
-    assert (large_repeat_in_text(f'root ::= Regex("{regex}")\n') is not None) is found
-    assert large_repeat_in_text(f'root ::= "a"{{1,{200 if found else 3}}}\n') is None  # an EBNF repeat: not a Regex
+def test_the_scan_finds_classes_repeated_past_128(text, found):
+    assert (large_repeat_in_text(text) is not None) is found
+
+
+def test_the_scan_on_maskbench_o79409_points_at_the_pattern(o79409):
+    """The schema's EBNF as XGrammar writes it: the first repetition found is one of its patterns'."""
+    schema, _ = o79409
+    text = str(xgr.Grammar.from_json_schema(schema, any_whitespace=True, strict_mode=True))
+    found = large_repeat_in_text(text)
+    assert found is not None
+    assert "{1, 200}" in found.message or "{1, 500}" in found.message
