@@ -430,7 +430,7 @@ def shadow_prefixes(vocab: VocabTable, classes: TokenClasses) -> list[bytes]:
     return sorted(shadows)
 
 
-def refuse_nested_root_in(text: str) -> None:
+def refuse_nested_root_in(text: str, vocab: VocabTable | None = None) -> None:
     """``GrammarError`` where ``text``'s root rule is nested with input after it
     (:mod:`.grammar.nested_root`): XGrammar's mask then depends on where a token starts, so one
     representative does not speak for its class (``root ::= "" | root [b]``: ``b`` is in XGrammar's
@@ -441,7 +441,7 @@ def refuse_nested_root_in(text: str) -> None:
     from .grammar.large_repeat import large_repeat_in_text
     from .grammar.nested_root import COMPRESSED_REFUSAL, nested_root_in_text
 
-    found = large_repeat_in_text(text)
+    found = large_repeat_in_text(text, vocab)
     if found is not None:
         message = "the compressed engine refuses this grammar: " + found.message
         raise GrammarError([dataclasses.replace(found, message=message)], text=text)
@@ -494,7 +494,7 @@ class CompiledEngines:
         if self.classes is not None:
             served = self.classes.metadata.get("xgrammar_only")
             if served:  # no partition of the grammar's, only the placeholder of one XGrammar alone serves
-                refuse_nested_root_in(self.grammar_text)  # a nested root: its own refusal, at the reference
+                refuse_nested_root_in(self.grammar_text, self.vocab)  # a nested root: its own refusal, at the reference
                 raise CfgzipError(f"no token classes for this grammar, XGrammar itself serves it: {served}")
             self.classes.validate(self.vocab.vocab_size)
             self.classes_digest = self.classes.digest()
@@ -527,7 +527,7 @@ class CompiledEngines:
             raise ValueError("compressed engines need TokenClasses")
         key = (self.grammar_sha256, "compressed", self.vocab.fingerprint, self.classes_digest)
         if key not in _compiled:
-            refuse_nested_root_in(self.grammar_text)  # XGrammar's masks leave the language there
+            refuse_nested_root_in(self.grammar_text, self.vocab)  # XGrammar's masks leave the language there
         # Token(...) macros name vocabulary ids: over the representatives they must name classes.
         text = rewrite_for_representatives(self.grammar_text, self.classes.representatives, self.classes.class_kind)
         return self._compile(key, lambda: compressed_tokenizer_info(self.vocab, self.classes), text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import xgrammar_version
 from ._gc import gc_paused
@@ -32,6 +33,9 @@ from .grammar.sources import GrammarSource, NotesAfterParse, to_ebnf_and_grammar
 from .grammar.token_macros import check_vocabulary, describe_named_tokens
 from .grammar.tree import GrammarAST
 from .grammar.words import WordStore
+
+if TYPE_CHECKING:
+    from .vocab import VocabTable
 
 
 class ServedByXGrammar(CfgzipError):
@@ -110,6 +114,7 @@ def compile_grammar(
     root: str = "root",
     deadline: Deadline | None = None,
     stop_where_xgrammar_serves: bool = False,
+    vocab: VocabTable | None = None,
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
@@ -130,14 +135,24 @@ def compile_grammar(
     :func:`compile_from_rule`). ``deadline`` (:class:`~cfgzip_lab.deadline.Deadline`): the build's
     time budget, checked between the stages and inside the normal form (past it:
     :class:`~cfgzip_lab.deadline.BuildBudgetError`). ``stop_where_xgrammar_serves``: raise :class:`ServedByXGrammar`
-    as soon as the EBNF shows a regex repetition past 128, or right after parsing where the root is nested
+    as soon as the EBNF shows a class repeated past 128 that XGrammar's lookahead misreads (with ``vocab``, only
+    where that vocabulary holds such a token: :mod:`~.grammar.large_repeat`), or right after parsing where the root is nested
     with input after it (:class:`NestedRootFound`) (the serving path, which then hands
     the grammar to XGrammar itself, :class:`~cfgzip_lab.cache.grammars.GrammarCache`). Past ``max_gnf_nodes``
     the error is a :class:`~.grammar.gnf.NormalFormTooLarge` (a ``GrammarError``).
     """
     try:
         return _compile_grammar(
-            text, source, kind, counted_threshold, max_gnf_nodes, compiled_store, root, deadline, stop_where_xgrammar_serves
+            text,
+            source,
+            kind,
+            counted_threshold,
+            max_gnf_nodes,
+            compiled_store,
+            root,
+            deadline,
+            stop_where_xgrammar_serves,
+            vocab,
         )
     except RecursionError:
         # Python's recursion limit (set high in grammar/words.py), not a crash: say what to change.
@@ -158,6 +173,7 @@ def _compile_grammar(
     root: str = "root",
     deadline: Deadline | None = None,
     stop_where_xgrammar_serves: bool = False,
+    vocab: VocabTable | None = None,
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     xgrammar_version.warn_if_unsupported()
@@ -166,7 +182,7 @@ def _compile_grammar(
         origin, grammar = to_ebnf_and_grammar(text, kind, name=source)
         text = origin.ebnf
     if stop_where_xgrammar_serves:
-        found = large_repeat_in_text(text)
+        found = large_repeat_in_text(text, vocab)
         if found is not None:
             raise ServedByXGrammar(_nested_reason_text(found, origin), text, origin)
     xgrammars = origin is not None and origin.written_by_xgrammar
@@ -409,11 +425,11 @@ def build_classes(
     return result
 
 
-def xgrammar_serves_reason(compiled: CompiledGrammar) -> str | None:
+def xgrammar_serves_reason(compiled: CompiledGrammar, vocab: VocabTable | None = None) -> str | None:
     """Why XGrammar itself must make ``compiled``'s masks (a regex repetition past 128,
     :mod:`~.grammar.large_repeat`, or :func:`nested_root_reason`), with line and column; None where
     cfgzip's walks make XGrammar's masks. The native engine then serves through XGrammar itself."""
-    found = large_repeat_in_text(compiled.text)
+    found = large_repeat_in_text(compiled.text, vocab)
     if found is not None:
         return _nested_reason_text(found, compiled.grammar_source)
     return nested_root_reason(compiled)

@@ -312,8 +312,9 @@ class GrammarCache:
         deadline = Deadline(self.build_seconds) if self.build_seconds is not None else None
         t0 = time.perf_counter()
         try:
-            # a nested root or a regex repetition past 128 is served by XGrammar itself, decided before any normal form
-            compiled = compile_grammar(text, kind=kind, deadline=deadline, stop_where_xgrammar_serves=True)
+            # a nested root or a class past 128 XGrammar's lookahead misreads in this vocabulary is served by XGrammar
+            # itself, decided before any normal form
+            compiled = compile_grammar(text, kind=kind, deadline=deadline, stop_where_xgrammar_serves=True, vocab=vocab)
         except ServedByXGrammar as found:
             return xgrammar_only_grammar(key, found.ebnf, found.grammar_source, vocab, found.reason, t0)
         except NormalFormTooLarge as error:

@@ -1,61 +1,132 @@
-"""Where XGrammar's mask holds tokens its own matcher refuses: a character class repeated past 128.
+"""Where XGrammar's mask leaves its own matcher: a character class repeated past 128 in the grammar.
 
-XGrammar unrolls a repetition with bounds up to 128; past that (``r{1,200}``, ``[a-z ]{129}``,
-``r{130,}``, and a ``Regex`` repetition, which becomes a sub-rule) it keeps a counted repeat edge,
-and where the repeated element is a plain character class its token mask takes a fast path
-(``FindCountedRepetitionBodies`` / ``ClassifyRepetitionToken`` in its ``compiled_grammar.cc``) that
-admits tokens its matcher then refuses: with ``root ::= "\\"" r{1,200} "\\""`` and
-``r ::= [a-z ]`` the mask after ``"`` holds `` \\xe0`` and `` \\xf0`` (partial UTF-8 tokens that
-``accept_token`` refuses); with MaskBench Github_hard o79409's ``name`` pattern (a class of ~500
-Unicode ranges with a space in it, ``{1,200}``) it holds 2,420 tokens such as `` {`` and ``.\\n\\n``.
-``{1,128}``, ``+``, ``{100,}`` and a body that is a choice or a sequence give no such token; the same
-in XGrammar 0.2.8 and 0.2.9. Found by the full 10,282-file MaskBench run (4 of 2,752,397 masks
-differed, all in o79409); 553 of MaskBench's schemas hold such a repetition.
+XGrammar unrolls a repetition with bounds up to 128. Past that (``r{1,200}``, ``[a-z ]{129}``,
+``([0-9]*){200,1000}``) its grammar-level expander writes rules whose lookahead assertions hold copies of
+the repeated class (``r_repeat_1 ::= [cls] (= [cls] [cls] ...)``), and a token that ends such a rule mid-token
+is put in the mask, or left out, by that assertion. The assertion reads a class byte by byte in the Earley
+parser, not through the class's automaton the matcher runs, and reads some bytes otherwise
+(:mod:`.lookahead_reading`): with ``root ::= "\\"" r{1,200} "\\""`` and ``r ::= [a-z ]`` the mask after ``"``
+holds `` \\xe0`` and `` \\xf0``, which ``accept_token`` refuses; with MaskBench Github_hard o79409's ``name``
+pattern (a class of ~500 Unicode ranges with a space, ``{1,200}``) about 2,500 tokens such as `` {``; with
+``[^\\u0800-\\u0fff]{200,300}`` it leaves out 103,665 tokens the matcher takes. Same in XGrammar 0.2.8 and
+0.2.9; found by the full 10,282-file MaskBench run (4 of 2,752,397 masks differed, all in o79409).
 
-cfgzip's walks follow the matcher, and the fast path's exact admissions are not mirrored yet, so the
-serving path does not guess: such a grammar is served by XGrammar itself, as a nested root is
-(:mod:`.nested_root`), and the compressed engine refuses it. The check reads the EBNF text and errs
-on the side of falling back: a repetition past 128 of a class (``[...]{...}``), of a group, of a rule
-whose definition line is a single class (or cannot be read as anything else), and any ``Regex`` with
-such a bound; a bound inside a string literal counts too.
+A ``Regex`` repetition is a counted edge of the regex's automaton, with no such lookahead (its masks were
+the matcher's in every probe), and a string literal is no class, so bounds inside string literals are
+passed over. A repetition whose body is one class (``[...]{...}``, ``([...]){...}``, ``([...]*){...}``, or a
+rule whose definition line is one class) counts only where the vocabulary holds a token the two readings
+take differently (:func:`~.lookahead_reading.misread_tokens`: none for a JSON string's ``[^"\\\\\\r\\n]`` with
+Llama-3); a body that cannot be read as one class (a group of several parts, a rule not found) counts, to be
+safe. Where one counts, the grammar is served by XGrammar itself, as a nested root is
+(:mod:`.nested_root`), and the compressed engine refuses it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, position_of
+from .diagnostics import Diagnostic, GrammarError, position_of
+from .lookahead_reading import ClassReading, misread_tokens
 from .regex_fsm import LARGE_REPEAT_THRESHOLD
+from .tree import CharClass
 
-__all__ = ["LARGE_REPEAT_REASON", "large_repeat_in_text"]
+__all__ = ["LARGE_REPEAT_REASON", "LargeRepeat", "large_repeat_in_text", "large_repeats"]
 
 LARGE_REPEAT_REASON = (
-    "a character class repeated with a bound above {threshold} ({bound}): XGrammar keeps it as a counted "
-    "repetition, where its token mask holds tokens its own matcher then refuses; cfgzip's walks follow the "
-    "matcher, so this grammar's masks come from XGrammar itself over the whole vocabulary. Bounds up to "
-    "{threshold} (or an unbounded + / *) let the native engine serve it"
+    "a character class repeated with a bound above {threshold} ({bound}): XGrammar compiles it into rules whose "
+    "lookahead reads the class byte by byte otherwise than its matcher does{detail}, so its token masks leave "
+    "the grammar's language there; cfgzip's walks follow the matcher, so this grammar's masks come from "
+    "XGrammar itself over the whole vocabulary. Bounds up to {threshold} (or an unbounded + / *) let the "
+    "native engine serve it"
 )
 
-_REGEX_LITERAL = re.compile(r'Regex\("((?:[^"\\]|\\.)*)"')
 _BOUND = re.compile(r"\{\s*(\d+)\s*(,\s*(-?\d*)\s*)?\}")
-_NAME_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)$")
-_SINGLE_CLASS = re.compile(r"\(*\s*\[(?:[^\]\\]|\\.)*\]\s*\)*")
+_NAME_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)$")  # searched with an end position: $ is there
+_SINGLE_CLASS = re.compile(r"\(*\s*\[(?:[^\]\\]|\\.)*\]\s*[*+?]?\s*\)*")
+_LEXEMES = re.compile(r'\[(?:[^\]\\]|\\.)*\]|"(?:[^"\\]|\\.)*"|#[^\n]*')
+_CLASS = re.compile(r"\[(?:[^\]\\]|\\.)*\]")
 
 
-def large_repeat_in_text(text: str) -> Diagnostic | None:
-    """The first repetition of an EBNF text that may take XGrammar's counted-class fast path (a bound above
-    :data:`~.regex_fsm.LARGE_REPEAT_THRESHOLD` on a class, a group, a class rule, or inside a ``Regex``), as
-    a diagnostic at it; None where there is none (a ``str.find`` first: most grammars hold no ``{``)."""
-    if text.find("{") < 0:
-        return None
+@dataclass(frozen=True)
+class LargeRepeat:
+    """A repetition past the threshold in an EBNF text: where its bound stands, the bound as written, and the
+    text of the class it repeats (None where that cannot be read as one class: a group, a ``Regex``)."""
+
+    offset: int
+    bound: str
+    class_text: str | None
+
+
+def large_repeats(text: str) -> list[LargeRepeat]:
+    """Every repetition of ``text`` that may make XGrammar read a class through a lookahead (a bound above
+    :data:`~.regex_fsm.LARGE_REPEAT_THRESHOLD` on a class, a group, a class rule, or inside a ``Regex``)."""
+    if text.find("{") < 0:  # most grammars hold no bound
+        return []
+    found = []
+    lexemes = None
     for bound in _BOUND.finditer(text):
-        if _large(bound) and _repeats_a_class(text, bound.start()):
-            return _diagnostic(text, bound.start(), bound.group(0))
-    for literal in _REGEX_LITERAL.finditer(text):
-        for bound in _BOUND.finditer(literal.group(1)):
-            if _large(bound):
-                return _diagnostic(text, literal.start(), bound.group(0))
+        if _large(bound):
+            lexemes = _lexemes(text) if lexemes is None else lexemes
+            if _inside(lexemes.quoted, bound.start()):  # a string literal's, a Regex's (a counted edge: no lookahead)
+                continue
+            repeated = _repeated(text, bound.start(), lexemes)
+            if repeated is not False:
+                found.append(LargeRepeat(bound.start(), bound.group(0), repeated))
+    return found
+
+
+def large_repeat_in_text(text: str, vocab=None) -> Diagnostic | None:
+    """The first repetition of an EBNF text where XGrammar's mask may leave its matcher, as a diagnostic at
+    it; None where there is none. Without ``vocab`` every :func:`large_repeats` counts; with it, a repetition
+    of one class counts only where the vocabulary holds a token XGrammar's lookahead reads otherwise than
+    its matcher (:func:`~.lookahead_reading.misread_tokens`), and the message names some."""
+    for repeat in large_repeats(text):
+        if vocab is None or repeat.class_text is None:
+            return _diagnostic(text, repeat.offset, repeat.bound)
+        reading = _reading(repeat.class_text)
+        if reading is None:
+            return _diagnostic(text, repeat.offset, repeat.bound)
+        misread = misread_tokens(reading, vocab)
+        if misread:
+            shown = ", ".join(repr(bytes(vocab.token_bytes[t]))[1:] for t in misread[:3])
+            detail = f" ({len(misread)} tokens of vocabulary {vocab.name!r} are read otherwise, such as {shown})"
+            return _diagnostic(text, repeat.offset, repeat.bound, detail)
     return None
+
+
+def _reading(class_text: str) -> ClassReading | None:
+    """The class as XGrammar holds it, read by cfgzip's EBNF parser (None where it cannot be read)."""
+    from .ebnf import parse_ebnf
+
+    try:
+        body = parse_ebnf(f"root ::= {class_text}\n").rules["root"].body
+    except GrammarError:
+        return None
+    return ClassReading(tuple(body.ranges), body.negated) if isinstance(body, CharClass) else None
+
+
+@dataclass(frozen=True)
+class _Lexemes:
+    """Where ``text``'s string literals and comments stand, and its classes (end offset → start), read left
+    to right so that a quote in a class is no string and a bracket in a string no class."""
+
+    quoted: list[tuple[int, int]]
+    classes: dict[int, int]
+
+
+def _lexemes(text: str) -> _Lexemes:
+    quoted, classes = [], {}
+    for m in _LEXEMES.finditer(text):
+        if m.group(0)[0] == "[":
+            classes[m.end()] = m.start()
+        else:
+            quoted.append(m.span())
+    return _Lexemes(quoted, classes)
+
+
+def _inside(spans: list[tuple[int, int]], at: int) -> bool:
+    return any(a <= at < b for a, b in spans)
 
 
 def _large(bound: re.Match) -> bool:
@@ -66,25 +137,44 @@ def _large(bound: re.Match) -> bool:
     return top > LARGE_REPEAT_THRESHOLD if top is not None else low > LARGE_REPEAT_THRESHOLD
 
 
-def _repeats_a_class(text: str, at: int) -> bool:
-    """Whether what stands before the ``{`` at ``at`` may be a plain class: a class or a group itself, or
-    a rule whose definition line is one class, or is not found (then it may be one: fall back); a string
-    literal is not."""
-    before = text[max(0, at - 1000) : at].rstrip()  # a window: a long text may hold many bounds
-    if before.endswith(("]", ")")):
-        return True
-    if before.endswith('"'):  # a string literal: a byte string, never a class in XGrammar
+def _repeated(text: str, at: int, lexemes: _Lexemes) -> str | None | bool:
+    """What stands before the ``{`` at ``at``: the text of the class it repeats (a class, a class in
+    parentheses, with a ``*``, ``+`` or ``?``; a rule whose definition is one class), None where it may be a
+    class but cannot be read as one (a group of several parts, a rule not found: counted, to be safe),
+    False where it is no class (a string literal, a rule of another shape)."""
+    end = at
+    while end > 0 and text[end - 1] in " \t\r\n":
+        end -= 1
+    if text[end - 1 : end] in ("]", ")"):
+        closing = 0
+        while end > 0 and text[end - 1] in " \t\r\n)":
+            closing += text[end - 1] == ")"
+            end -= 1
+        if text[end - 1 : end] in ("*", "+", "?"):
+            end -= 1
+        start = lexemes.classes.get(end)
+        if start is None:
+            return None
+        opening, before = 0, start
+        while before > 0 and text[before - 1] in " \t\r\n(" and opening < closing:
+            opening += text[before - 1] == "("
+            before -= 1
+        return text[start:end] if opening == closing else None
+    if text[end - 1 : end] == '"':  # a string literal: a byte string, never a class in XGrammar
         return False
-    name = _NAME_BEFORE.search(before)
+    name = _NAME_BEFORE.search(text, max(0, end - 200), end)
     if name is None:
-        return True
+        return None
     definition = re.search(rf"(?m)^\s*{re.escape(name.group(1))}\s*::=\s*(.*)$", text)
     if definition is None:
-        return True
+        return None
     body = definition.group(1).strip()
-    return not body or _SINGLE_CLASS.fullmatch(body) is not None
+    if not body or _SINGLE_CLASS.fullmatch(body) is None:
+        return False if body else None
+    return _CLASS.search(body).group(0)
 
 
-def _diagnostic(text: str, offset: int, bound: str) -> Diagnostic:
+def _diagnostic(text: str, offset: int, bound: str, detail: str = "") -> Diagnostic:
     line, column = position_of(text, offset)
-    return Diagnostic(line, column, LARGE_REPEAT_REASON.format(threshold=LARGE_REPEAT_THRESHOLD, bound=bound))
+    message = LARGE_REPEAT_REASON.format(threshold=LARGE_REPEAT_THRESHOLD, bound=bound, detail=detail)
+    return Diagnostic(line, column, message)
