@@ -434,9 +434,10 @@ def refuse_nested_root_in(text: str, vocab: VocabTable | None = None) -> None:
     """``GrammarError`` where ``text``'s root rule is nested with input after it
     (:mod:`.grammar.nested_root`): XGrammar's mask then depends on where a token starts, so one
     representative does not speak for its class (``root ::= "" | root [b]``: ``b`` is in XGrammar's
-    mask, ``bb`` of the same class is not), and the compressed engine is refused. Likewise a regex
-    repetition past 128 (:mod:`.grammar.large_repeat`), where XGrammar's mask holds tokens its matcher
-    refuses: classes made from the language do not follow that mask."""
+    mask, ``bb`` of the same class is not), and the compressed engine is refused. Likewise a class
+    repeated past 128 that XGrammar's lookahead reads otherwise than its matcher (:mod:`.grammar.large_repeat`;
+    with ``vocab``, only where that vocabulary holds such a token): classes made from the language do not
+    follow that mask."""
     from .grammar.diagnostics import GrammarError
     from .grammar.large_repeat import large_repeat_in_text
     from .grammar.nested_root import COMPRESSED_REFUSAL, nested_root_in_text

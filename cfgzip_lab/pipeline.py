@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 class ServedByXGrammar(CfgzipError):
     """:func:`compile_grammar` with ``stop_where_xgrammar_serves`` stopped early: XGrammar's masks for this
-    grammar are not the ones cfgzip's walks make (a nested root, :class:`NestedRootFound`; a regex
-    repetition past 128, :mod:`~.grammar.large_repeat`), so XGrammar itself serves it and the byte CFG,
+    grammar are not the ones cfgzip's walks make (a nested root, :class:`NestedRootFound`; a class
+    repeated past 128 that XGrammar's lookahead misreads, :mod:`~.grammar.large_repeat`), so XGrammar itself serves it and the byte CFG,
     normal form and classes would be built for nothing.
 
     ``reason`` says why (:func:`xgrammar_serves_reason`'s text), ``ebnf`` is the EBNF XGrammar compiles and
@@ -426,8 +426,9 @@ def build_classes(
 
 
 def xgrammar_serves_reason(compiled: CompiledGrammar, vocab: VocabTable | None = None) -> str | None:
-    """Why XGrammar itself must make ``compiled``'s masks (a regex repetition past 128,
-    :mod:`~.grammar.large_repeat`, or :func:`nested_root_reason`), with line and column; None where
+    """Why XGrammar itself must make ``compiled``'s masks (a class repeated past 128
+    that XGrammar's lookahead misreads in ``vocab``, :mod:`~.grammar.large_repeat`, or :func:`nested_root_reason`),
+    with line and column; None where
     cfgzip's walks make XGrammar's masks. The native engine then serves through XGrammar itself."""
     found = large_repeat_in_text(compiled.text, vocab)
     if found is not None:
