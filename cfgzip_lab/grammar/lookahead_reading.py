@@ -29,8 +29,8 @@ import numpy as np
 
 __all__ = ["ClassReading", "LOOKAHEAD_COPIES", "lenient_reads", "exact_reads", "misread_tokens"]
 
-#: how many copies of the class XGrammar's longest such assertion holds; a token reaching past them is
-#: taken whole by the assertion (its "rule finished" case), whatever follows
+#: how many copies of the class XGrammar's such assertions hold at least; a token that reads them all is
+#: left to the matcher (the assertion's "rule finished" case makes it uncertain, not accepted)
 LOOKAHEAD_COPIES = 127
 
 _FIRST_BYTE_BITS = {2: 0x1F, 3: 0x0F, 4: 0x07}
@@ -73,13 +73,14 @@ class ClassReading:
         return any((a & 0xFF) <= ch <= (b & 0xFF) for a, b in self.ranges)
 
 
-def lenient_reads(cls: ClassReading, data: bytes) -> bool:
+def lenient_reads(cls: ClassReading, data: bytes) -> bool | None:
     """Whether XGrammar's lookahead takes all of ``data`` as copies of ``cls`` (the last one may stop
-    inside a code point); taken outright once :data:`LOOKAHEAD_COPIES` copies are read."""
+    inside a code point); None where the assertion's :data:`LOOKAHEAD_COPIES` copies are all read inside
+    ``data`` (then XGrammar leaves the token to its matcher: no misreading can show)."""
     left = partial = copies = 0
     for ch in data:
         if copies >= LOOKAHEAD_COPIES:
-            return True
+            return None
         if left:
             if ch & 0xC0 != 0x80:
                 return False
@@ -142,27 +143,43 @@ def _suspect_bytes(cls: ClassReading) -> np.ndarray:
     if cls.negated and any(b >= 0x80 for _, b in cls.ranges):
         suspect[0x80:] = True  # a negated class takes continuation bytes unchecked: any may differ
         return suspect
-    for ch in range(0x80, 0x100):
-        suspect[ch] = ch in _SPECIAL_FIRST or lenient_reads(cls, bytes([ch])) != exact_reads(cls, bytes([ch]))
+    for ch in range(0x80, 0x100):  # a first byte the two readings take differently, alone or as a lead
+        suspect[ch] = ch not in _SPECIAL_FIRST and lenient_reads(cls, bytes([ch])) != exact_reads(cls, bytes([ch]))
     return suspect
 
 
-_FLAT: dict[str, tuple[tuple[bytes, ...], np.ndarray, np.ndarray]] = {}
+_FLAT: dict[str, tuple[tuple[bytes, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
 _FOUND: dict[tuple[ClassReading, str], tuple[int, ...]] = {}
 
 
-def _flat(vocab) -> tuple[tuple[bytes, ...], np.ndarray, np.ndarray]:
-    """The vocabulary's tokens, their bytes end to end, and the token each byte belongs to (once per vocabulary)."""
+def _flat(vocab) -> tuple[tuple[bytes, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """The vocabulary's tokens, their bytes end to end, the token each byte belongs to, and the tokens every
+    class must look at (:func:`_odd_utf8`), once per vocabulary."""
     got = _FLAT.get(vocab.fingerprint)
     if got is None:
-        tokens = tuple(bytes(t) for t in vocab.token_bytes)
+        tokens = tuple(vocab.token_bytes)
         lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
         flat = np.frombuffer(b"".join(tokens), np.uint8)
-        got = tokens, flat, np.repeat(np.arange(len(tokens)), lengths)
+        odd = np.array([i for i, t in enumerate(tokens) if _odd_utf8(t)], np.int64)
+        got = tokens, flat, np.repeat(np.arange(len(tokens)), lengths), odd
         if len(_FLAT) >= 4:
             _FLAT.clear()
         _FLAT[vocab.fingerprint] = got
     return got
+
+
+def _odd_utf8(token: bytes) -> bool:
+    """Whether ``token`` holds bytes that are not strict UTF-8 after its first code point (overlong,
+    surrogate, past U+10FFFF, a stray continuation), or ends inside a code point begun by one of
+    :data:`_SPECIAL_FIRST`: the only places where a first byte read alike by both readings can still lead
+    them apart (elsewhere the lenient reading's ranges are the strict ones)."""
+    try:
+        token.decode("utf-8")
+        return False
+    except UnicodeDecodeError as error:
+        if error.reason != "unexpected end of data":
+            return True
+        return token[error.start] in _SPECIAL_FIRST
 
 
 def misread_tokens(cls: ClassReading, vocab) -> tuple[int, ...]:
@@ -172,8 +189,8 @@ def misread_tokens(cls: ClassReading, vocab) -> tuple[int, ...]:
     key = (cls, vocab.fingerprint)
     found = _FOUND.get(key)
     if found is None:
-        tokens, flat, owner = _flat(vocab)
-        candidates = np.unique(owner[_suspect_bytes(cls)[flat]])
+        tokens, flat, owner, odd = _flat(vocab)
+        candidates = np.union1d(owner[_suspect_bytes(cls)[flat]], odd)
         found = tuple(t for t in candidates.tolist() if _misread(cls, tokens[t]))
         if len(_FOUND) >= 256:
             _FOUND.clear()
@@ -189,7 +206,8 @@ def _misread(cls: ClassReading, token: bytes) -> bool:
             return False
         at += step
         rest = token[at:]
-        if rest and (len(rest) >= LOOKAHEAD_COPIES or lenient_reads(cls, rest) != exact_reads(cls, rest)):
+        lenient = lenient_reads(cls, rest) if rest else None
+        if lenient is not None and lenient != exact_reads(cls, rest):
             return True
     return False
 
