@@ -107,13 +107,20 @@ def lenient_reads(cls: ClassReading, data: bytes) -> bool | None:
     return True
 
 
+def _strict_length(first: int) -> int:
+    """The length of the strict UTF-8 sequence ``first`` begins (0: no valid sequence begins with it)."""
+    if first < 0x80:
+        return 1
+    return 2 if 0xC2 <= first <= 0xDF else 3 if 0xE0 <= first <= 0xEF else 4 if 0xF0 <= first <= 0xF4 else 0
+
+
 def exact_reads(cls: ClassReading, data: bytes) -> bool:
     """Whether ``data`` is code points of ``cls`` in strict UTF-8, the last one possibly cut short where
     some code point of the class completes it (what the class's automaton, and so the matcher, takes)."""
     at = 0
     while at < len(data):
         ch = data[at]
-        n = 1 if ch < 0x80 else 2 if 0xC2 <= ch <= 0xDF else 3 if 0xE0 <= ch <= 0xEF else 4 if 0xF0 <= ch <= 0xF4 else 0
+        n = _strict_length(ch)
         if n == 0:
             return False
         piece = data[at : at + n]
@@ -215,7 +222,7 @@ def _misread(cls: ClassReading, token: bytes) -> bool:
 def _exact_step(cls: ClassReading, token: bytes, at: int) -> int:
     """The length of the whole code point of ``cls`` at ``at`` (0 where there is none)."""
     ch = token[at]
-    n = 1 if ch < 0x80 else 2 if 0xC2 <= ch <= 0xDF else 3 if 0xE0 <= ch <= 0xEF else 4 if 0xF0 <= ch <= 0xF4 else 0
+    n = _strict_length(ch)
     piece = token[at : at + n]
     if n == 0 or len(piece) < n:
         return 0
