@@ -225,7 +225,7 @@ class _Cfgzip:
     def compile(self, schema: str) -> None:
         self.matcher = self.cz.matcher_for(schema, self.vocab, kind="json_schema", cache=self.cache)
         engine = getattr(self.matcher, "engine", None)
-        # where XGrammar itself serves the schema (a nested root, a regex repetition past 128, a size budget)
+        # where XGrammar itself serves the schema (a nested root, a class past 128 its lookahead misreads, a size budget)
         self.served_by = engine.unavailable if getattr(engine, "xgrammar_fallback", False) else None
         self.bitmask = self.matcher.allocate_bitmask(1)
         self.words = self.bitmask.numpy()[0]
@@ -484,8 +484,8 @@ def print_table(rows: list[dict], machine: dict) -> None:
     for r in rows:
         if r.get("served_by_xgrammar"):
             print(
-                f"{r['engine']}: {r['served_by_xgrammar']} files served by XGrammar itself (a nested root, a regex "
-                "repetition past 128, or a size budget: `served_by_xgrammar` in their JSON)"
+                f"{r['engine']}: {r['served_by_xgrammar']} files served by XGrammar itself (a nested root, a class "
+                "past 128 XGrammar's lookahead misreads, or a size budget: `served_by_xgrammar` in their JSON)"
             )
 
 
