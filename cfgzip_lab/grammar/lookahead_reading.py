@@ -23,6 +23,8 @@ JSON string's ``[^"\\\\\\r\\n]`` with Llama-3's vocabulary), XGrammar's masks st
 
 from __future__ import annotations
 
+import bisect
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,23 +56,39 @@ class ClassReading:
 
     def meets(self, lo: int, hi: int) -> bool:
         """Whether the class holds some code point in ``[lo, hi]``."""
+        starts, ends = self._merged
+        at = bisect.bisect_right(ends, lo - 1)  # the first merged range ending at lo or later
         if not self.negated:
-            return any(a <= hi and lo <= b for a, b in self.ranges)
-        at = lo  # the first code point from lo on not covered by a listed range
-        for a, b in sorted(self.ranges):
-            if b < at:
-                continue
-            if a > at:
-                break
-            at = b + 1
-        return at <= hi
+            return at < len(starts) and starts[at] <= hi
+        # negated: some code point of [lo, hi] outside every listed range
+        return at >= len(starts) or starts[at] > lo or ends[at] < hi
 
     def _listed(self, cp: int) -> bool:
-        return any(a <= cp <= b for a, b in self.ranges)
+        starts, ends = self._merged
+        at = bisect.bisect_right(starts, cp) - 1
+        return at >= 0 and cp <= ends[at]
 
     def _ascii_listed_cut(self, ch: int) -> bool:
         """XGrammar's ASCII test: each range's bounds cut to their low byte."""
-        return any((a & 0xFF) <= ch <= (b & 0xFF) for a, b in self.ranges)
+        return bool(self._ascii_cut >> ch & 1)
+
+    @functools.cached_property
+    def _merged(self) -> tuple[list[int], list[int]]:
+        """The listed ranges sorted and merged (touching ones joined): starts and ends."""
+        starts: list[int] = []
+        ends: list[int] = []
+        for a, b in sorted(self.ranges):
+            if starts and a <= ends[-1] + 1:
+                ends[-1] = max(ends[-1], b)
+            else:
+                starts.append(a)
+                ends.append(b)
+        return starts, ends
+
+    @functools.cached_property
+    def _ascii_cut(self) -> int:
+        """Bit ``ch`` set where XGrammar's ASCII test takes byte ``ch`` as listed."""
+        return sum(1 << ch for ch in range(0x80) if any((a & 0xFF) <= ch <= (b & 0xFF) for a, b in self.ranges))
 
 
 def lenient_reads(cls: ClassReading, data: bytes) -> bool | None:
