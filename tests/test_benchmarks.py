@@ -428,6 +428,23 @@ def test_serialized_cfg_compares_both_front_ends_and_their_first_masks():
     assert re.search(r"^[1-9] schemas, first masks differ on 0 ", proc.stdout, re.M)
 
 
+@pytest.mark.slow
+def test_lookahead_scan_counts_the_schemas_xgrammar_must_serve():
+    """benchmarks/lookahead_scan.py: o79409 (its name pattern misread with Llama-3) is found by both scans, and
+    a schema whose only class past 128 is a maxLength string's (read alike) by the text scan alone."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "lookahead_scan.py"), "--name", "o79409", "--name", "o21089"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"^2 schemas", proc.stdout, re.M), proc.stdout
+    assert "(text scan): 2; misread in this vocabulary: 1" in proc.stdout, proc.stdout
+    assert "Github_hard---o79409.json: line " in proc.stdout
+
+
 def test_cli_bench_spec_times_both_engines_and_their_masks_agree():
     """cfgzip-lab bench --spec (cfgzip_lab.spec_bench, as the script above): the table has a row per call
     with both engines' quantiles, the record every call for both engines, and no mask row differs."""
