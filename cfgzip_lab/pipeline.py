@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 class ServedByXGrammar(CfgzipError):
     """:func:`compile_grammar` with ``stop_where_xgrammar_serves`` stopped early: XGrammar's masks for this
     grammar are not the ones cfgzip's walks make (a nested root, :class:`NestedRootFound`; a class
-    repeated past 128 that XGrammar's lookahead misreads, :mod:`~.grammar.large_repeat`), so XGrammar itself serves it and the byte CFG,
-    normal form and classes would be built for nothing.
+    repeated past 128 that XGrammar's lookahead misreads, :mod:`~.grammar.large_repeat`), so XGrammar itself
+    serves it and the byte CFG, normal form and classes would be built for nothing.
 
     ``reason`` says why (:func:`xgrammar_serves_reason`'s text), ``ebnf`` is the EBNF XGrammar compiles and
     ``grammar_source`` the user's input it came from."""
@@ -135,9 +135,9 @@ def compile_grammar(
     :func:`compile_from_rule`). ``deadline`` (:class:`~cfgzip_lab.deadline.Deadline`): the build's
     time budget, checked between the stages and inside the normal form (past it:
     :class:`~cfgzip_lab.deadline.BuildBudgetError`). ``stop_where_xgrammar_serves``: raise :class:`ServedByXGrammar`
-    as soon as the EBNF shows a class repeated past 128 that XGrammar's lookahead misreads (with ``vocab``, only
-    where that vocabulary holds such a token: :mod:`~.grammar.large_repeat`), or right after parsing where the root is nested
-    with input after it (:class:`NestedRootFound`) (the serving path, which then hands
+    as soon as the EBNF shows a class repeated past 128 that XGrammar's lookahead misreads (with ``vocab``,
+    only where that vocabulary holds such a token: :mod:`~.grammar.large_repeat`), or right after parsing
+    where the root is nested with input after it (:class:`NestedRootFound`) (the serving path, which then hands
     the grammar to XGrammar itself, :class:`~cfgzip_lab.cache.grammars.GrammarCache`). Past ``max_gnf_nodes``
     the error is a :class:`~.grammar.gnf.NormalFormTooLarge` (a ``GrammarError``).
     """
@@ -426,10 +426,9 @@ def build_classes(
 
 
 def xgrammar_serves_reason(compiled: CompiledGrammar, vocab: VocabTable | None = None) -> str | None:
-    """Why XGrammar itself must make ``compiled``'s masks (a class repeated past 128
-    that XGrammar's lookahead misreads in ``vocab``, :mod:`~.grammar.large_repeat`, or :func:`nested_root_reason`),
-    with line and column; None where
-    cfgzip's walks make XGrammar's masks. The native engine then serves through XGrammar itself."""
+    """Why XGrammar itself must make ``compiled``'s masks (a class repeated past 128 that XGrammar's
+    lookahead misreads in ``vocab``, :mod:`~.grammar.large_repeat`, or :func:`nested_root_reason`), with line
+    and column; None where cfgzip's walks make XGrammar's masks. The native engine then serves through XGrammar itself."""
     found = large_repeat_in_text(compiled.text, vocab)
     if found is not None:
         return _nested_reason_text(found, compiled.grammar_source)

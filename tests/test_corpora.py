@@ -125,8 +125,7 @@ def _check_served_by_xgrammar(prepared, item) -> None:
     vocab = prepared.vocab
     matcher = cz.matcher_for(item.text(), vocab, kind=item.kind, cache=cz.GrammarCache(cache_dir=False))
     assert matcher.engine.unavailable and MISREAD_REFUSAL in matcher.engine.unavailable, matcher.engine.unavailable
-    ebnf = item.text() if item.kind == "ebnf" else str(xgr.Grammar.from_json_schema(item.text()))
-    theirs = xgr.GrammarMatcher(prepared.compiler.compile_grammar(ebnf))
+    theirs = xgr.GrammarMatcher(prepared.compiler.compile_grammar(matcher.engine.compiled.text))  # what it serves
     instance = item.instance_text()
     tokens = vocab.encoder(instance)[:64] if instance else []
     want, got = xgr.allocate_token_bitmask(1, vocab.vocab_size), matcher.allocate_bitmask(1)

@@ -51,7 +51,8 @@ _CLASS = re.compile(r"\[(?:[^\]\\]|\\.)*\]")
 @dataclass(frozen=True)
 class LargeRepeat:
     """A repetition past the threshold in an EBNF text: where its bound stands, the bound as written, and the
-    text of the class it repeats (None where that cannot be read as one class: a group, a ``Regex``)."""
+    text of the class it repeats (None where that cannot be read as one class: a group of several parts, a rule
+    not found)."""
 
     offset: int
     bound: str
@@ -60,7 +61,8 @@ class LargeRepeat:
 
 def large_repeats(text: str) -> list[LargeRepeat]:
     """Every repetition of ``text`` that may make XGrammar read a class through a lookahead (a bound above
-    :data:`~.regex_fsm.LARGE_REPEAT_THRESHOLD` on a class, a group, a class rule, or inside a ``Regex``)."""
+    :data:`~.regex_fsm.LARGE_REPEAT_THRESHOLD` on a class, a group or a class rule; none inside a string literal,
+    a ``Regex``'s among them)."""
     if text.find("{") < 0:  # most grammars hold no bound
         return []
     found = []

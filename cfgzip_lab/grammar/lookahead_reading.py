@@ -239,13 +239,6 @@ def _misread(cls: ClassReading, token: bytes) -> bool:
 
 def _exact_step(cls: ClassReading, token: bytes, at: int) -> int:
     """The length of the whole code point of ``cls`` at ``at`` (0 where there is none)."""
-    ch = token[at]
-    n = _strict_length(ch)
+    n = _strict_length(token[at])
     piece = token[at : at + n]
-    if n == 0 or len(piece) < n:
-        return 0
-    try:
-        cp = ord(piece.decode("utf-8"))
-    except UnicodeDecodeError:
-        return 0
-    return n if cls.contains(cp) else 0
+    return n if n and len(piece) == n and exact_reads(cls, piece) else 0

@@ -68,7 +68,9 @@ class NativeEngine:
     def __post_init__(self) -> None:
         from ..pipeline import xgrammar_serves_reason
 
-        nested = self.xgrammar_only if self.xgrammar_only is not None else xgrammar_serves_reason(self.compiled, self.vocab)
+        nested = (
+            self.xgrammar_only if self.xgrammar_only is not None else xgrammar_serves_reason(self.compiled, self.vocab)
+        )
         self.xgrammar_fallback = nested is not None
         if nested is not None:  # XGrammar's masks are not the language's: every request to XGrammar itself
             self.index, self.unavailable = None, nested
