@@ -473,19 +473,22 @@ def print_table(rows: list[dict], machine: dict) -> None:
     )
     print(head)
     print("|" + "---|" * 14)
+    def cell(value: float | None, unit: str) -> str:
+        return "–" if value is None else f"{value} {unit}"  # no file compiled, or no instance replayed
+
     for r in rows:
         dis = "-" if r["mask_disagreements"] is None else f"{r['mask_disagreements']} of {r['compared_steps']} steps"
+        ttfm = " | ".join(cell(r[f"ttfm_{k}_ms"], "ms") for k in ("p50", "p90", "p99", "max"))
+        tbm = " | ".join(cell(r[f"tbm_{k}_us"], "µs") for k in ("p50", "p99", "p99_9", "max"))
         print(
             f"| {r['engine']} | {r['files']} | {r['refused']} | {r['timed_out'] + r['over_memory'] + r['crashed']} "
-            f"| {r['ttfm_p50_ms']} ms | {r['ttfm_p90_ms']} ms | {r['ttfm_p99_ms']} ms | {r['ttfm_max_ms']} ms "
-            f"| {r['tbm_p50_us']} µs | {r['tbm_p99_us']} µs | {r['tbm_p99_9_us']} µs | {r['tbm_max_us']} µs "
-            f"| {r['wrong_verdict_schemas']} | {dis} |"
+            f"| {ttfm} | {tbm} | {r['wrong_verdict_schemas']} | {dis} |"
         )
     for r in rows:
         if r.get("served_by_xgrammar"):
             print(
                 f"{r['engine']}: {r['served_by_xgrammar']} files served by XGrammar itself (a nested root, a class "
-                "past 128 XGrammar's lookahead misreads, or a size budget: `served_by_xgrammar` in their JSON)"
+                "past 128 XGrammar's lookahead misreads, an empty language or a size budget: `served_by_xgrammar` in their JSON)"
             )
 
 

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 class ServedByXGrammar(CfgzipError):
     """:func:`compile_grammar` with ``stop_where_xgrammar_serves`` stopped early: XGrammar's masks for this
     grammar are not the ones cfgzip's walks make (a nested root, :class:`NestedRootFound`; a class
-    repeated past 128 that XGrammar's lookahead misreads, :mod:`~.grammar.large_repeat`), so XGrammar itself
+    repeated past 128 that XGrammar's lookahead misreads, :mod:`~.grammar.large_repeat`), or there is nothing
+    for them to walk (a JSON Schema with an empty language, :class:`EmptyLanguage`), so XGrammar itself
     serves it and the byte CFG, normal form and classes would be built for nothing.
 
     ``reason`` says why (:func:`xgrammar_serves_reason`'s text), ``ebnf`` is the EBNF XGrammar compiles and
@@ -54,6 +55,22 @@ class ServedByXGrammar(CfgzipError):
 
 class NestedRootFound(ServedByXGrammar):
     """The root rule is used inside the grammar with input after it (:mod:`~.grammar.nested_root`)."""
+
+
+class EmptyLanguage(ServedByXGrammar):
+    """A JSON Schema whose language is empty (a rule that never ends): XGrammar serves it, and no output
+    completes. :func:`compile_grammar` without ``stop_where_xgrammar_serves`` raises the
+    :class:`~.grammar.diagnostics.GrammarError` naming the rules instead."""
+
+
+def _empty_language_reason(diagnostics: list[Diagnostic]) -> str:
+    """``engine.unavailable`` of an empty-language schema: the first rule that never ends, and what follows."""
+    first = diagnostics[0].message
+    more = f" (and {len(diagnostics) - 1} more such rules)" if len(diagnostics) > 1 else ""
+    return (
+        f"served by XGrammar itself: {first}{more}; XGrammar compiles it and lets decoding in, "
+        "but no output can ever complete"
+    )
 
 
 @dataclass
@@ -238,6 +255,12 @@ def _compile_grammar(
                 "of it needs itself again (or a class that matches nothing), so no string derives from it"
             )
             diagnostics.append(Diagnostic(line, column, why, span=rule.span))
+        if stop_where_xgrammar_serves and kind == "json_schema":
+            # XGrammar compiles such a schema and serves it (0.2.8 and 0.2.9 alike: its converter's rules begin
+            # with a literal, so none recurses without input): refusing it would refuse a request XGrammar
+            # serves (MaskBench Github_medium o74424, every object requiring itself). Its masks are XGrammar's;
+            # no output ever completes, which the reason says. The explicit build APIs still raise.
+            raise EmptyLanguage(_empty_language_reason(diagnostics), text, origin)
         error = GrammarError(diagnostics, text=text, source=source)
         raise (origin.remap_error(error) if origin else error) from None
     dead = dead_ends(cfg, productive)

@@ -150,3 +150,32 @@ def test_maskbench_service_schema_past_the_normal_form_budget_is_served(llama3, 
     assert "the normal form grew past 1,000,000 nodes" in matcher.engine.unavailable
     # (the file has no valid instance: the first masks, where its object opens)
     assert _assert_xgrammars_masks(matcher, xgrammar_compiler, llama3, schema, "{") == 2
+
+
+def test_a_schema_with_an_empty_language_is_served_as_xgrammar_serves_it(llama3, xgrammar_compiler):
+    """MaskBench Github_medium o74424: every object requires itself, so no JSON document matches and the
+    language is empty. XGrammar (0.2.8 and 0.2.9) compiles it and lets decoding in; the serving path serves
+    it through XGrammar itself (refusing it would refuse a request XGrammar serves), saying in
+    ``engine.unavailable`` that no output can complete, while ``compile_grammar`` names the rules as errors."""
+    schema = json.dumps(maskbench_row("Github_medium---o74424")["schema"])
+    with pytest.raises(GrammarError, match="never ends"):
+        compile_grammar(schema, kind="json_schema")
+    with pytest.raises(cfgzip_lab.pipeline.EmptyLanguage) as found:
+        compile_grammar(schema, kind="json_schema", stop_where_xgrammar_serves=True)
+    assert "root ::=" in found.value.ebnf
+    matcher = cz.matcher_for(schema, llama3, kind="json_schema", cache=cz.GrammarCache(cache_dir=False))
+    assert matcher.engine.xgrammar_fallback and matcher.engine.index is None
+    assert matcher.engine.unavailable.startswith("served by XGrammar itself: the language of 'root' is empty")
+    assert "no output can ever complete" in matcher.engine.unavailable
+    # a prefix as deep as a model could go: XGrammar's masks at every step (the stop token never in them)
+    prefix = '{"MyModule.Def": {"nest": {"nest": {"nest": {"nest": '
+    assert _assert_xgrammars_masks(matcher, xgrammar_compiler, llama3, schema, prefix) > 10
+
+
+def test_an_empty_ebnf_language_is_still_an_error_on_the_serving_path():
+    """Only a JSON Schema's empty language is served: an EBNF author's (which may recurse with no input at all,
+    where XGrammar 0.2.8 can crash) stays the error naming the rule, on every path."""
+    text = 'root ::= "(" x ")"\nx ::= "[" x "]" | x x\n'
+    for stop in (False, True):
+        with pytest.raises(GrammarError, match="the language of 'root' is empty because rule 'x' never ends"):
+            compile_grammar(text, stop_where_xgrammar_serves=stop)

@@ -11,7 +11,10 @@ cfgzip's engines cannot or should not serve it, and decides so as early as it ca
   classing's memory cap (:class:`~cfgzip_lab.classes.limits.ClassingLimitError`), which XGrammar may
   still compile (MaskBench JsonSchemaStore service-schema: 134,218 normal-form rows, XGrammar ~20 s).
   Refusing it would refuse a request XGrammar serves; served here, its masks are XGrammar's by
-  construction and ``engine.unavailable`` says which budget it passed.
+  construction and ``engine.unavailable`` says which budget it passed;
+- a JSON Schema whose language is empty (a rule that never ends: MaskBench Github_medium o74424, where every
+  object requires itself). XGrammar compiles and serves it, and no output completes; ``compile_grammar``
+  names the rules as errors, as it does for any grammar.
 
 The explicit build APIs (``compile_grammar``, ``build_classes``) still raise: only the serving path
 falls back. Nothing of such a grammar is written to the cache directory (there are no classes to keep).
