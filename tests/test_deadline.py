@@ -219,3 +219,57 @@ def test_a_grammar_cache_stops_a_large_schema_within_its_budget(aerleon, toy, mo
         cz.matcher_for(aerleon, toy, kind="json_schema", cache=grammars)
     elapsed = time.perf_counter() - t0
     assert elapsed < budget + OVERRUN, (got.value.stage, elapsed, budget)
+
+
+def test_wait_for_gives_a_call_the_time_left():
+    deadline = Deadline(60)
+    assert deadline.wait_for(lambda: 42, "a call") == 42
+    with pytest.raises(ZeroDivisionError):
+        deadline.wait_for(lambda: 1 / 0, "a call")
+    t0 = time.perf_counter()
+    with pytest.raises(BuildBudgetError, match="stopped in a slow call"):
+        Deadline(0.2).wait_for(lambda: time.sleep(5), "a slow call")  # (it sleeps on, in the background)
+    assert time.perf_counter() - t0 < 0.2 + OVERRUN
+
+
+NESTED_ROOT = 'root ::= "(" root ")" | "x"'  # served by XGrammar itself over the whole vocabulary
+
+
+@pytest.mark.parametrize(
+    "grammar__kind__stage__compiled",
+    [
+        (SCHEMA, "json_schema", "the compressed engine (XGrammar's compile)", "compressed_grammar"),
+        (NESTED_ROOT, "ebnf", "XGrammar's compile", "plain_grammar"),
+    ],
+    ids=["no index: the compressed engine", "XGrammar alone"],
+)
+def test_a_grammar_xgrammar_serves_is_compiled_within_the_budget(grammar__kind__stage__compiled, toy, monkeypatch):
+    """Without a σ_in index every request goes to the compressed engine, and a nested root to XGrammar over
+    the whole vocabulary: that XGrammar compile belongs to the build (aerleon's compressed one took 62 s,
+    after a build within its budget)."""
+    from cfgzip_lab import engine
+    from cfgzip_lab.engine import CompiledEngines
+    from cfgzip_lab.native import index
+
+    grammar, kind, stage, compiled = grammar__kind__stage__compiled
+    monkeypatch.setattr(index, "build_index_or_reason", lambda *args, **kwargs: (None, "past its listing bounds"))
+    compile_now = getattr(CompiledEngines, compiled).fget
+    seen = []
+
+    def slow(engines):
+        seen.append(1)
+        time.sleep(3)
+        return compile_now(engines)
+
+    monkeypatch.setattr(CompiledEngines, compiled, property(slow))
+    t0 = time.perf_counter()
+    with pytest.raises(BuildBudgetError) as got:
+        cz.GrammarCache(cache_dir=False, build_seconds=1).matcher(grammar, toy, kind=kind)
+    assert got.value.stage == stage and seen
+    assert time.perf_counter() - t0 < 1 + OVERRUN
+    # within the budget: compiled in the build, and the first request finds it compiled (not compiled again)
+    monkeypatch.setattr(CompiledEngines, compiled, property(compile_now))
+    ready = cz.GrammarCache(cache_dir=False, build_seconds=60).get(grammar, toy, kind=kind)
+    kept = set(engine._compiled)
+    assert ready.engine.matcher().fallback_reason is not None
+    assert set(engine._compiled) == kept
