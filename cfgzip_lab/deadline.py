@@ -5,19 +5,35 @@ The size budgets (the normal form's nodes, classing's DAG cap) bound memory and 
 grows; they do not bound a grammar that stays small but takes long (MaskBench's Github_medium o9914
 took 56 s to build with every stage under its size budget before its counted families were merged).
 :class:`~cfgzip_lab.cache.grammars.GrammarCache` therefore builds under a :class:`Deadline`
-(``build_seconds``): the normal form checks it between its steps and in each round of merging,
-classing through its ``cancel`` callback (polled during the vocabulary walk), the cache between its
-stages; past it the build stops with :class:`BuildBudgetError`, which names the stage and the time
-spent, instead of a request waiting as long as the build takes. Unlike the size budgets this one
-depends on the machine and its load: the same grammar can pass it on an idle machine and not on a
-busy one, which is why it is the cache's (a server's) setting and not the pipeline's default.
+(``build_seconds``): the cache checks it between its stages, and so does every stage that can run for
+seconds on a large input, inside its loops: a regex's automaton every 1,024 states of each pass
+(:data:`~cfgzip_lab.grammar.regex_fsm.STAGE`), the parse and the lowering per rule and every 1,024 edges
+of an automaton, the terminal lifting per rule, the rest of the normal form between its steps and in each
+round of merging, classing through its ``cancel`` callback (polled between keys of the vocabulary walk
+and, at most every 50 ms, from inside a step's unions), and the XGrammar compile that a grammar served
+through XGrammar needs before its first request (no σ_in index: the compressed engine's; a nested root or
+a grammar past a size budget: the whole vocabulary's) is made in the build, given the time left
+(:meth:`Deadline.wait_for`). Past it the build stops with :class:`BuildBudgetError`, which names the stage
+and the time spent, instead of a request waiting as long as the build takes: within ~0.2 s of the budget
+on MaskBench's aerleon schema (2 cores, load 2.5), which overran it by up to 8 s when the deadline was read
+only between stages, and then spent 62 s in XGrammar's compile of its compressed engine. Not covered:
+XGrammar's conversion of a JSON Schema (``Grammar.from_json_schema``, ~0.5-3 s on the largest), the
+normal form's compiled merging, the σ_in index (0.2-3 s on the largest schemas, load 9).
+Unlike the size budgets this one depends on the machine and its load: the same grammar can pass it on
+an idle machine and not on a busy one, which is why it is the cache's (a server's) setting and not the
+pipeline's default.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from .errors import CfgzipError
+
+T = TypeVar("T")
 
 __all__ = ["BuildBudgetError", "Deadline"]
 
@@ -75,3 +91,30 @@ class Deadline:
         """Raise :class:`BuildBudgetError` (naming ``stage``) once the budget is spent."""
         if time.perf_counter() > self.at:
             raise self.error(stage)
+
+    def wait_for(self, call: Callable[[], T], stage: str) -> T:
+        """``call()``, given the time left: past it :class:`BuildBudgetError` naming ``stage``.
+
+        For a call that reads no clock and releases the GIL (XGrammar's compile: aerleon's took 62 s, over
+        931 representatives). It runs in a daemon thread, which cannot be stopped: past the budget it goes
+        on in the background and its result is dropped (what it caches on its own stays cached). Its
+        exceptions are raised here.
+        """
+        self.check(stage)
+        done = threading.Event()
+        box: dict = {}
+
+        def run() -> None:
+            try:
+                box["value"] = call()
+            except BaseException as error:  # raised again in the waiting thread
+                box["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"cfgzip build: {stage}", daemon=True).start()
+        if not done.wait(max(0.0, self.at - time.perf_counter())):
+            raise self.error(stage)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]

@@ -18,7 +18,7 @@ from ._gc import gc_paused
 from .bundled import bundled_grammars
 from .classes.classing import DEFAULT_TOKEN_BUDGET, ClassingResult, compute_classes, grammar_sha256
 from .classes.limits import DEFAULT_MAX_DAG_NODES
-from .deadline import Deadline
+from .deadline import BuildBudgetError, Deadline
 from .errors import CfgzipError
 from .grammar.cfg import CFG
 from .grammar.counted import COUNTED_THRESHOLD
@@ -216,12 +216,12 @@ def _compile_grammar(
             t1 = time.perf_counter()
             if deadline is not None:
                 deadline.check("the front end (after parsing)")  # as the text path: XGrammar has read the schema
-            cfg = _serialized_cfg(grammar, text, counted_threshold)
+            cfg = _serialized_cfg(grammar, text, counted_threshold, deadline)
             if cfg is not None:
                 pending = PendingParse(text, source)
                 origin = NotesAfterParse.of(origin, pending)
     if cfg is None:
-        ast = _parse(text, root, source, origin, reachable_only=xgrammars or sub)
+        ast = _parse(text, root, source, origin, reachable_only=xgrammars or sub, deadline=deadline)
         if stop_where_xgrammar_serves:
             found = nested_root_reference(ast)
             if found is not None:
@@ -229,12 +229,14 @@ def _compile_grammar(
         t1 = time.perf_counter()
         if deadline is not None:
             deadline.check("the front end (after parsing)")
-        cfg = lower(ast, counted_threshold=counted_threshold)
+        cfg = lower(ast, counted_threshold=counted_threshold, deadline=deadline)
     t2 = time.perf_counter()
     if deadline is not None:
         deadline.check("the front end (after lowering)")
     # Both refusals come before the normal form, which a refused grammar need not pay for.
     productive = productive_nonterminals(cfg)
+    if deadline is not None:
+        deadline.check("the front end (after the productive rules)")
     if cfg.start not in productive:
         # Nothing to class, and XGrammar 0.2.8 can crash on such grammars (unbounded
         # recursion with no way out): say so at the root rule instead.
@@ -281,6 +283,8 @@ def _compile_grammar(
             cfg = copy_of(cfg)
         keep_dead_ends(cfg, productive)
     t3 = time.perf_counter()
+    if deadline is not None:
+        deadline.check("the front end (after the dead ends)")
     try:
         gnf = _normal_form(cfg, max_gnf_nodes, compiled_store, deadline)
     except NormalFormTooLarge as error:
@@ -298,13 +302,25 @@ def _compile_grammar(
     return CompiledGrammar(text, ast, cfg, gnf, seconds, origin or GrammarSource(text, "ebnf", [], text, source))
 
 
-def _parse(text: str, root: str, source: str, origin: GrammarSource | None, reachable_only: bool) -> GrammarAST:
+def _parse(
+    text: str,
+    root: str,
+    source: str,
+    origin: GrammarSource | None,
+    reachable_only: bool,
+    deadline: Deadline | None = None,
+) -> GrammarAST:
     """The text path's parse: XGrammar's EBNF of a schema (``reachable_only``) has its unused basic_*
     helpers skipped, and the warnings about them, never shown (remap places no diagnostic outside a
     Regex call), counted but not made; the warnings put in the user's terms."""
     try:
         ast = parse_ebnf(
-            text, root=root, source=source, reachable_only=reachable_only, warn_unreachable=not reachable_only
+            text,
+            root=root,
+            source=source,
+            reachable_only=reachable_only,
+            warn_unreachable=not reachable_only,
+            deadline=deadline,
         )
     except GrammarError as error:
         if origin is None:
@@ -315,13 +331,16 @@ def _parse(text: str, root: str, source: str, origin: GrammarSource | None, reac
     return ast
 
 
-def _serialized_cfg(grammar, text: str, counted_threshold: int) -> CFG | None:
+def _serialized_cfg(grammar, text: str, counted_threshold: int, deadline: Deadline | None = None) -> CFG | None:
     """The byte CFG from XGrammar's grammar object (:mod:`.grammar.serialized`), or None where it cannot
-    be read there: the text path then runs, and says what is wrong if anything is."""
+    be read there: the text path then runs, and says what is wrong if anything is. Past ``deadline``:
+    :class:`~cfgzip_lab.deadline.BuildBudgetError`, never the text path."""
     from .grammar.serialized import cfg_from_grammar
 
     try:
-        return cfg_from_grammar(grammar, text, counted_threshold=counted_threshold)
+        return cfg_from_grammar(grammar, text, counted_threshold=counted_threshold, deadline=deadline)
+    except BuildBudgetError:
+        raise
     except Exception:  # Unsupported, or anything unforeseen: the text path is the referee
         return None
 

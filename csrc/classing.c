@@ -9,6 +9,8 @@
  * budget failure the path stays valid up to the failing step, which _walk re-runs from memo hits). */
 #include "vocab_trie.h"
 
+#include <time.h>
+
 /* The scan cache (walk_scan_ranges, scan_apply): per vocabulary, what a scan of a subtree found, in terms
  * of the bytes below it and the scan's own labels for the sets it met, so that a later grammar's walk
  * reaching the same subtree reuses it where its step memo says the same (see scan_apply). */
@@ -76,6 +78,7 @@ typedef struct {
     int64_t tcap, tcap2;
     int64_t keys, fallback_keys, done_tokens;
     PyObject *progress, *cancel;
+    double cancel_at; /* the clock (walk_clock) when cancel is next asked between the reports */
     int64_t limit_depth, limit_node; /* where the run's cap was passed */
     PyObject *pystep;                /* classify_steps: the Python displacer's step (S is NULL then) */
     /* The skip (walk_skips): per configuration set D met at a node, the bytes known to step D to D
@@ -186,6 +189,32 @@ static int64_t walk_report(Walk *W) {
     }
     return 0;
 }
+
+/* Between the reports (every 2048 keys, as _walk), cancel is also asked from inside the steps (Words.poll,
+ * every POLL_UNIONS unions), at most every CANCEL_SECONDS: one key's steps can take seconds (aerleon's
+ * host-name regex: the reports came 5-9 s apart, its build's deadline passed by as much). */
+#define CANCEL_SECONDS 0.05
+
+static double walk_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int64_t walk_cancelled(Walk *W) {
+    if (W->cancel == Py_None) return 0;
+    double now = walk_clock();
+    if (now < W->cancel_at) return 0;
+    W->cancel_at = now + CANCEL_SECONDS;
+    PyObject *r = PyObject_CallNoArgs(W->cancel);
+    if (!r) return E_PYTHON;
+    int stop = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (stop < 0) return E_PYTHON;
+    return stop ? E_CANCEL : 0;
+}
+
+static int64_t walk_poll(void *W) { return walk_cancelled((Walk *)W); }
 
 static void walk_prefill(Walk *W);
 
@@ -863,6 +892,7 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
     W.fallback = fallback->buf;
     W.progress = progress;
     W.cancel = cancel;
+    W.cancel_at = walk_clock() + CANCEL_SECONDS;
     W.path = malloc((size_t)(T->maxdepth + 1) * sizeof(int32_t));
     W.atoms = malloc((size_t)(T->maxdepth + 1));
     W.assigned = calloc((size_t)(T->ntok / 64 + 1), sizeof(uint64_t));
@@ -883,9 +913,17 @@ static PyObject *run_classify(Words *S, PyObject *pystep, VocabTrie *T, const ui
     if (!lazy) walk_prefill(&W);
     W.path[0] = (int32_t)initial;
     W.valid = 1;
+    if (S && cancel != Py_None) { /* a step's unions ask too (a step can take seconds) */
+        S->poll = walk_poll;
+        S->poll_arg = &W;
+    }
     int64_t r = walk_push(&W, 0, 0);
     if (r == 0) r = walk_visit(&W, 0, 1, 0);
-    if (S) S->limit = NO_LIMIT;
+    if (S) {
+        S->limit = NO_LIMIT;
+        S->poll = NULL;
+        S->poll_arg = NULL;
+    }
     if (r == E_LIMIT) {
         PyObject *key = PyBytes_FromStringAndSize((const char *)W.atoms, (Py_ssize_t)W.limit_depth);
         if (key) result = Py_BuildValue("LL(sNL)LLiO", (long long)W.keys, (long long)W.fallback_keys, "limit", key,

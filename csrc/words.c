@@ -355,6 +355,13 @@ static int nmemo_put(Words *S, const uint64_t *ops, int64_t k, uint64_t h, int64
 
 /* The union of the terms ostk[obase:otop] (each a . b); pops them (otop = obase on every return). */
 int64_t w_union_n(Words *S, int64_t obase, int depth) {
+    if (S->poll && (++S->polls & (POLL_UNIONS - 1)) == 0) {
+        int64_t stop = S->poll(S->poll_arg);
+        if (stop < 0) {
+            S->otop = obase;
+            return stop;
+        }
+    }
     uint64_t *ops = S->ostk + obase;
     int64_t k = S->otop - obase, u = 0, r;
     for (int64_t i = 0; i < k; i++) {

@@ -43,6 +43,7 @@
  * hundred symbols at most on every grammar tried); past this depth the caller falls back to Python. */
 #define MAX_DEPTH 20000
 #define NO_LIMIT INT64_MAX
+#define POLL_UNIONS 1024 /* Words.poll: asked every this many unions (a power of two) */
 
 static inline uint64_t mix64(uint64_t x) {
     x ^= x >> 33;
@@ -116,6 +117,12 @@ typedef struct {
     int64_t *nm_off;
     uint64_t *nm_hash, nm_mask;
     int64_t created, limit;
+    /* While classing walks (classing.c): asked every POLL_UNIONS calls of w_union_n, a negative return
+     * (E_CANCEL) stops the operation as E_BUDGET does. A step of a large grammar's walk can take seconds,
+     * all of it in unions: the walk's own polls, between keys, came 5-9 s apart on aerleon. */
+    int64_t (*poll)(void *);
+    void *poll_arg;
+    int64_t polls;
     PyObject *budget_exc;
     /* the grammar (displacement), once set */
     int has_grammar;

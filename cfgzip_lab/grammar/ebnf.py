@@ -53,7 +53,7 @@ import difflib
 import re
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .diagnostics import Diagnostic, GrammarError, Severity, position_of
 from .ebnf_syntax import (
@@ -88,6 +88,9 @@ from .tree import (
     Span,
     TokenSet,
 )
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 __all__ = [
     "parse_ebnf",
@@ -229,6 +232,7 @@ def parse_ebnf(
     source: str = "<grammar>",
     reachable_only: bool = False,
     warn_unreachable: bool = True,
+    deadline: Deadline | None = None,
 ) -> GrammarAST:
     """Parse an XGrammar EBNF grammar into a :class:`GrammarAST`.
 
@@ -253,6 +257,9 @@ def parse_ebnf(
         result's ``hidden_warnings``, unless the grammar has an error (a ``GrammarError`` holds them
         as always). For XGrammar's EBNF, where no such warning is shown (a JSON Schema's 19 unused
         ``basic_*`` helpers: :meth:`~.sources.GrammarSource.user_diagnostics` counts them in a note).
+    deadline : Deadline or None, keyword-only
+        The build's time budget (:class:`~cfgzip_lab.deadline.Deadline`), checked per rule and while a
+        ``Regex(...)`` is built (:func:`~.regex.regex_to_expr`).
 
     Returns
     -------
@@ -265,13 +272,15 @@ def parse_ebnf(
     GrammarError
         With every diagnostic found (errors and warnings) when there is any error,
         including constructs cfgzip refuses because it cannot reproduce them exactly.
+    BuildBudgetError
+        Past ``deadline``.
 
     Examples
     --------
     >>> parse_ebnf('root ::= "a" [0-9]*').rules["root"].body.items[1].min
     0
     """
-    ast, diagnostics = _analyse(text, root, reachable_only, warn_unreachable)
+    ast, diagnostics = _analyse(text, root, reachable_only, warn_unreachable, deadline)
     if any(d.severity == "error" for d in diagnostics):
         raise GrammarError(diagnostics, text, source)
     ast.warnings = diagnostics
@@ -292,15 +301,15 @@ def check_ebnf(text: str, *, root: str = "root", source: str = "<grammar>") -> l
 
 
 def _analyse(
-    text: str, root: str, reachable_only: bool = False, warn_unreachable: bool = True
+    text: str, root: str, reachable_only: bool = False, warn_unreachable: bool = True, deadline: Deadline | None = None
 ) -> tuple[GrammarAST, list[Diagnostic]]:
     """Parse chunk by chunk, then run the whole-grammar checks."""
-    diagnostics, definitions, broken_names = _parse_chunks(text)
+    diagnostics, definitions, broken_names = _parse_chunks(text, deadline)
     rules, hidden = _whole_grammar(text, root, definitions, broken_names, diagnostics, reachable_only, warn_unreachable)
     return GrammarAST(rules=rules, root=root, text=text, hidden_warnings=hidden), diagnostics
 
 
-def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[str]]:
+def _parse_chunks(text: str, deadline: Deadline | None = None) -> tuple[list[Diagnostic], list[_Definition], set[str]]:
     """Each rule chunk parsed: the diagnostics, the rules defined, and the names defined in
     chunks that did not parse."""
     diagnostics: list[Diagnostic] = []
@@ -312,8 +321,10 @@ def _parse_chunks(text: str) -> tuple[list[Diagnostic], list[_Definition], set[s
         definitions += chunk.definitions
         broken_names.update(chunk.broken_names)
     for start, end in _rule_chunks(text, pieces[-1][1] if pieces else 0):
+        if deadline is not None:
+            deadline.check("the front end (parsing)")
         piece = text[start:end] if end - start <= _CHUNK_CACHED_CHARS else None
-        chunk = _parsed_chunk(text, start, end, piece)
+        chunk = _parsed_chunk(text, start, end, piece, deadline)
         pieces.append((start, end, piece, chunk))
         diagnostics += chunk.diagnostics
         definitions += chunk.definitions
@@ -373,7 +384,9 @@ between the two places (measured: a JSON-Schema-Test-Suite schema's parse 1.6 ms
 _CHUNK_PLACES = 4  # (offset, line) places a chunk text is kept at, each with its own parse
 
 
-def _parsed_chunk(text: str, start: int, end: int, piece: str | None = None) -> _Chunk:
+def _parsed_chunk(
+    text: str, start: int, end: int, piece: str | None = None, deadline: Deadline | None = None
+) -> _Chunk:
     """:func:`parse_chunk` of ``text[start:end]`` (``piece``, where the caller has cut it), or the kept
     parse of the same chunk text."""
     last = end == len(text)  # the end-of-input message names the grammar's end or the next rule
@@ -393,7 +406,7 @@ def _parsed_chunk(text: str, start: int, end: int, piece: str | None = None) -> 
             # lowering reuses its work on a prefix of such rules, .lower._Prefix).
             kept.append((start, here, chunk))
         return chunk
-    builder = _Builder(text)
+    builder = _Builder(text, deadline)
     try:
         parse_chunk(tokens(text, start, end), builder)
     except ParseFailure as error:  # the chunk's own diagnostics and rules go, as lark's did
@@ -709,8 +722,9 @@ class _Builder:
     The parser calls these bottom-up, left to right, so diagnostics keep the text's order.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, deadline: Deadline | None = None) -> None:
         self.text = text
+        self.deadline = deadline  # the build's, for the automaton of a Regex(...)
         self.diagnostics: list[Diagnostic] = []
         self.definitions: list[_Definition] = []
         self._macro_refs: list[RuleRef] = []  # of the rule being built
@@ -990,7 +1004,12 @@ class _Builder:
 
         try:
             expr = regex_to_expr(
-                "".join(map(chr, code_points)), json_string=json_string, flags=flags, warnings=warnings, span=span
+                "".join(map(chr, code_points)),
+                json_string=json_string,
+                flags=flags,
+                warnings=warnings,
+                span=span,
+                deadline=self.deadline,
             )
         except RegexError as error:
             message = error.message if error.refused else f"XGrammar rejects this regex: {error.message}"

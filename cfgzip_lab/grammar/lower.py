@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
@@ -22,6 +23,9 @@ from .diagnostics import position_of
 from .provenance import origin_at
 from .token_macros import named_ids, token_terminal, token_universe
 from .tree import Span
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 MAX_CODE_POINT = 0x10FFFF
 
@@ -122,6 +126,9 @@ class _Lowerer:
     # earlier rules), and whether it lowered an automaton (shared by identity: not kept).
     found: list[tuple[tuple, str | ByteSet | None]] = field(default_factory=list)
     automaton_seen: bool = False
+    # The build's time budget: checked per rule and every _CHECK_EVERY edges and states of an automaton
+    # (a regex's can hold 100,000 edges: ~1 s to lower, 2-3 s under load).
+    deadline: Deadline | None = None
 
     def fresh(
         self,
@@ -217,12 +224,15 @@ class _Lowerer:
         got = self.automata.get(key)
         if got is not None:
             return got[1]
+        deadline = self.deadline
         kind = _AUTOMATON_KINDS.get(e.pattern, "attribute" if e.pattern.endswith("]") else "regex")
         names = [self.fresh(owner, [], kind, e) for _ in range(e.num_states)]
         self.automata[key] = (e, names[e.start])  # keeps e alive, so an id key stays its own
         bytesets: dict[tuple[int, int], ByteSet] = {}
         alts: list[list[Production]] = [[] for _ in range(e.num_states)]
-        for source, label, target in e.edges:
+        for i, (source, label, target) in enumerate(e.edges):
+            if deadline is not None and not i & _CHECK_MASK:
+                deadline.check(STAGE)
             if isinstance(label, tuple):
                 pair = (source, target)
                 bytesets[pair] = bytesets.get(pair, ByteSet(0)) | ByteSet.range(*label)
@@ -232,7 +242,9 @@ class _Lowerer:
             alts[source].append((byteset, names[target]))
         for q in e.finals:
             alts[q].append(())
-        for name, productions in zip(names, alts):
+        for i, (name, productions) in enumerate(zip(names, alts)):
+            if deadline is not None and not i & _CHECK_MASK:
+                deadline.check(STAGE)
             self.cfg.rules[name] = productions
             self.cfg.symbol_spans[name] = [tuple(e.span for _ in rhs) for rhs in productions]
         return names[e.start]
@@ -299,6 +311,10 @@ def _automaton_key(e: tree.Automaton) -> object:
     return key
 
 
+#: The stage a build's :class:`~cfgzip_lab.deadline.Deadline` names when it runs out while lowering.
+STAGE = "the front end (lowering)"
+_CHECK_MASK = 1024 - 1  # an automaton checks the deadline every 1,024 edges and states
+
 # One ByteSet per byte value, shared (a literal's bytes: a third of lowering's ByteSets were these).
 _BYTE = tuple(ByteSet(1 << b) for b in range(256))
 
@@ -311,7 +327,7 @@ def _span(node: tree.Expr | None) -> Span | None:
     return None if node is None else node.span
 
 
-def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD) -> CFG:
+def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD, deadline: Deadline | None = None) -> CFG:
     """Byte-level CFG with the same language as ``ast`` under XGrammar's semantics.
 
     Rule names are kept; helper nonterminals are named ``rule@n``. ``cfg.origins`` maps
@@ -319,9 +335,13 @@ def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD) -
     ``cfg.symbol_spans`` gives each production symbol's span in the grammar text.
     A repetition whose bound exceeds ``counted_threshold`` becomes one counted nonterminal
     (``cfg.counted``, :mod:`.counted`) instead of that many copies of its item.
+    ``deadline`` (:class:`~cfgzip_lab.deadline.Deadline`): the build's time budget, checked per rule and
+    inside a large automaton (past it: :class:`~cfgzip_lab.deadline.BuildBudgetError`, stage :data:`STAGE`).
     """
     cfg = CFG(start=ast.root, text=ast.text)
-    lowerer = _Lowerer(cfg, ast.text, counted_threshold=counted_threshold, named_tokens=named_ids(ast))
+    lowerer = _Lowerer(
+        cfg, ast.text, counted_threshold=counted_threshold, named_tokens=named_ids(ast), deadline=deadline
+    )
     cfg.tokens = token_universe(lowerer.named_tokens)
     rules = list(ast.rules.values())
     key = (counted_threshold, lowerer.named_tokens)
@@ -345,6 +365,8 @@ def lower(ast: tree.GrammarAST, *, counted_threshold: int = COUNTED_THRESHOLD) -
     keep_at = share if done < share < min(len(rules), len(last_rules)) and share >= _PREFIX_MIN else -1
     _LAST[key] = (rules, ast.text)
     for i in range(done, len(rules)):
+        if deadline is not None:
+            deadline.check(STAGE)
         if i == keep_at:
             _keep_prefix(lowerer, rules[:i], ast.rules, key)
         rule = rules[i]

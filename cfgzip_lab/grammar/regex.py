@@ -55,12 +55,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cache
+from typing import TYPE_CHECKING
 
 from . import regex_fsm as fsm
 from .lower import MAX_CODE_POINT
 from .lower import complement as _complement
 from .lower import normalize as _normalize
 from .tree import Expr, Span
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 __all__ = [
     "RegexError",
@@ -172,6 +176,7 @@ def regex_to_expr(
     flags: str | None = None,
     warnings: list[RegexWarning] | None = None,
     span: Span | None = None,
+    deadline: Deadline | None = None,
 ) -> Expr:
     """The AST for ``Regex(pattern, json_string=..., flags=...)`` as the installed XGrammar matches it.
 
@@ -188,6 +193,9 @@ def regex_to_expr(
         If given, :class:`RegexWarning` s are appended to it.
     span : (int, int), keyword-only
         Where the ``Regex(...)`` call is in the grammar text (kept on the AST for provenance).
+    deadline : Deadline or None, keyword-only
+        The build's time budget (:class:`~cfgzip_lab.deadline.Deadline`), checked while the automaton
+        is built: a large unrolled repetition takes seconds.
 
     Returns
     -------
@@ -198,6 +206,8 @@ def regex_to_expr(
     ------
     RegexError
         With the position in ``pattern`` and XGrammar's reason, or cfgzip's for a refusal.
+    BuildBudgetError
+        Past ``deadline``, naming the stage :data:`.regex_fsm.STAGE`.
 
     Examples
     --------
@@ -213,7 +223,7 @@ def regex_to_expr(
     got = _BUILT.get(key)
     if got is None:
         found: list[RegexWarning] = []
-        automaton = _regex_to_expr(pattern, json_string, flags, found, span)
+        automaton = _regex_to_expr(pattern, json_string, flags, found, span, deadline)
         if len(_BUILT) >= _BUILT_KEPT:
             _BUILT.clear()  # derived data only: dropped whole
         _BUILT[key] = got = (automaton, tuple(found))
@@ -249,7 +259,12 @@ def _with_span(x, span: Span | None, done: dict[int, object] | None = None):
 
 
 def _regex_to_expr(
-    pattern: str, json_string: bool, flags: str | None, warnings: list[RegexWarning], span: Span | None
+    pattern: str,
+    json_string: bool,
+    flags: str | None,
+    warnings: list[RegexWarning],
+    span: Span | None,
+    deadline: Deadline | None = None,
 ) -> Expr:
     """:func:`regex_to_expr`, built."""
     case_insensitive = False
@@ -261,16 +276,18 @@ def _regex_to_expr(
     parser = _Parser(pattern, json_string, case_insensitive, dot_all=flags is None or "s" in flags)
     root = parser.parse()
     try:
-        automaton, raws = fsm.build(root, json_string=json_string, span=span, pattern=pattern)
+        automaton, raws = fsm.build(root, json_string=json_string, span=span, pattern=pattern, deadline=deadline)
     except fsm.RegexBuildError as error:
         if error.refused:  # the whole pattern: the automaton's states hold no spans
             raise RegexError(error.message, 0, len(pattern), refused=True) from None
         raise RegexError(error.message, *error.span) from None
-    if json_string and parser.emptied and any(fsm.dead_end(raw) is not None for raw in raws):
+    if json_string and parser.emptied and any(fsm.dead_end(raw, deadline=deadline) is not None for raw in raws):
         # A dead end: XGrammar's matcher accepts the text before the emptied atom and then
         # nothing. Kept exactly (the dead states stay, .dead_ends keeps their paths), with a warning.
         start, end = parser.emptied[0]
-        automaton, _ = fsm.build(root, json_string=json_string, span=span, pattern=pattern, keep_dead=True)
+        automaton, _ = fsm.build(
+            root, json_string=json_string, span=span, pattern=pattern, keep_dead=True, deadline=deadline
+        )
         parser.warnings.append(
             RegexWarning(
                 f"dead end: under json_string=true {pattern[start:end]!r} can match no character (no control "

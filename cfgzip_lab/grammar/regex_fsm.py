@@ -50,8 +50,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .tree import Automaton, Expr, Repeat, Span
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 __all__ = [
     "Leaf",
@@ -78,6 +82,14 @@ LARGE_REPEAT_THRESHOLD = 128
 MAX_UNROLLED_REPEAT_STATES = 100_000
 #: ``GrammarFSMBuilder::JSONStringForbiddenChars``: bytes json_string removes from every edge.
 JSON_STRING_FORBIDDEN_BYTES = frozenset([*range(0x20), 0x22, 0x5C])
+
+#: The stage a build's :class:`~cfgzip_lab.deadline.Deadline` names when it runs out in here. The passes
+#: below check it every :data:`_CHECK_EVERY` states (a clock read: ~0.1 µs, against ~1 µs per state and
+#: edge of the pass itself), so a pattern such as ``(.{1,63}\.){1,127}`` (88,000 states, 3.8 s idle, 10 s
+#: under load) stops within a fraction of a second of the budget instead of when its automaton is done.
+STAGE = "the front end (a regex's automaton)"
+_CHECK_EVERY = 1024  # a power of two: ``i & _CHECK_MASK`` is the test
+_CHECK_MASK = _CHECK_EVERY - 1
 
 
 def subrule_keeps_json_string() -> bool:
@@ -407,6 +419,7 @@ class _Builder:
     pattern: str
     json_string: bool = False  # the pattern's flag; sub-rules take it from 0.2.9
     keep_dead: bool = False  # keep a sub-rule's dead-end states (see :func:`to_automaton`)
+    deadline: Deadline | None = None  # the build's time budget, checked per unrolled copy and in each pass
     keys: dict[int, int] = field(default_factory=dict)  # id(RepeatSubrule) → sub-rule key
     rules: dict[int, Automaton] = field(default_factory=dict)  # sub-rule key → its automaton
     rule_fsms: list[_FSM] = field(default_factory=list)  # every sub-rule's raw rule automaton
@@ -451,10 +464,12 @@ class _Builder:
             key = self.keys[id(node)] = len(self.keys)
             inner = self.build(node.child)
             if self.json_string and subrule_keeps_json_string():
-                inner = _forbid(inner, JSON_STRING_FORBIDDEN_BYTES)
-            raw = repeat_returns_to_source(rule_fsm(inner))
+                inner = _forbid(inner, JSON_STRING_FORBIDDEN_BYTES, self.deadline)
+            raw = repeat_returns_to_source(rule_fsm(inner, self.deadline))
             self.rule_fsms.append(raw)
-            self.rules[key] = to_automaton(raw, self.span, self.pattern, self.rules, keep_dead=self.keep_dead)
+            self.rules[key] = to_automaton(
+                raw, self.span, self.pattern, self.rules, keep_dead=self.keep_dead, deadline=self.deadline
+            )
         return self.keys[id(node)]
 
     def repetition(self, node: Repetition) -> _FSM:
@@ -469,10 +484,13 @@ class _Builder:
             raise RegexBuildError(f"The bounded repetition {bounds} is too large to compile into a FSM", node.span)
         result = child.copy()
         new_ends: set[int] = set()
+        deadline = self.deadline
         if lo <= 1:
             new_ends |= set(result.ends)  # one copy is accepting
         if hi is None:
             for _ in range(2, lo):
+                if deadline is not None:
+                    deadline.check(STAGE)
                 _concat_into(result, child)
             loop_to = result.ends[0]  # the lowest end of copy lo-1 (of copy 1 when lo <= 1)
             _concat_into(result, child)
@@ -480,6 +498,8 @@ class _Builder:
                 result.add_epsilon(end, loop_to)
         else:
             for i in range(2, hi + 1):
+                if deadline is not None:
+                    deadline.check(STAGE)
                 _concat_into(result, child)
                 if i >= lo:
                     new_ends |= set(result.ends)
@@ -493,10 +513,12 @@ class _Builder:
         return result
 
 
-def _forbid(f: _FSM, forbidden: frozenset[int]) -> _FSM:
+def _forbid(f: _FSM, forbidden: frozenset[int], deadline: Deadline | None = None) -> _FSM:
     """``BuildWithForbiddenChars``: byte edges lose the forbidden bytes; nothing is pruned."""
     g = f.copy()
     for state, edges in enumerate(f.edges):
+        if deadline is not None and not state & _CHECK_MASK:
+            deadline.check(STAGE)
         out: list[tuple[int, int, int]] = []
         for lo, hi, target in edges:
             if lo < 0:
@@ -566,7 +588,7 @@ def repeat_returns_to_source(f: _FSM) -> _FSM:
     return g
 
 
-def rule_fsm(regex: _FSM) -> _FSM:
+def rule_fsm(regex: _FSM, deadline: Deadline | None = None) -> _FSM:
     """The automaton XGrammar keeps for a rule whose body is this regex.
 
     XGrammar's parser makes every ``Regex(...)`` a rule of its own (``x ::= "a" Regex("b")``
@@ -575,7 +597,8 @@ def rule_fsm(regex: _FSM) -> _FSM:
     automaton (``AppendFSM``), then :func:`_simplify_epsilon` and :func:`_merge_equivalent`.
     Both are local merge heuristics that do not always keep the language (``(a{0,2}|a)``
     becomes ``a*``: a state is merged with a sibling and, in the same round, the sibling with
-    every other final state that has no successor); they are mirrored step for step.
+    every other final state that has no successor); they are mirrored step for step. ``deadline``: the
+    build's, checked as both go (:data:`STAGE`).
     """
     if regex.start == 0:
         f = regex.copy()
@@ -584,7 +607,7 @@ def rule_fsm(regex: _FSM) -> _FSM:
         offset = f.append(regex)
         f.add_epsilon(0, offset + regex.start)
         f.ends = sorted(offset + e for e in regex.ends)
-    return _merge_equivalent(_simplify_epsilon(f))
+    return _merge_equivalent(_simplify_epsilon(f, deadline), deadline)
 
 
 class _UnionFind:
@@ -622,12 +645,14 @@ class _UnionFind:
         return sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
 
 
-def _rebuild(f: _FSM, mapping: list[int], num_states: int) -> _FSM:
+def _rebuild(f: _FSM, mapping: list[int], num_states: int, deadline: Deadline | None = None) -> _FSM:
     """``RebuildWithMapping``: states renamed, ε self-loops dropped, each row sorted and unique."""
     g = _FSM(num_states, mapping[f.start], [mapping[e] for e in f.ends])
     g.subs = f.subs
     rows: list[set[tuple[int, int, int]]] = [set() for _ in range(num_states)]
     for state, edges in enumerate(f.edges):
+        if deadline is not None and not state & _CHECK_MASK:
+            deadline.check(STAGE)
         for lo, hi, target in edges:
             if lo == EPSILON and mapping[state] == mapping[target]:
                 continue
@@ -648,7 +673,7 @@ def _mapping_of(sets: list[list[int]], num_states: int) -> tuple[list[int], int]
     return mapping, count
 
 
-def _simplify_epsilon(f: _FSM) -> _FSM:
+def _simplify_epsilon(f: _FSM, deadline: Deadline | None = None) -> _FSM:
     """``FSMWithStartEnd::SimplifyEpsilon``: merge along ε-edges by two local rules.
 
     Rule 1: ``a -ε-> b`` is a's only edge, and a is not final or b is: merge a and b.
@@ -663,6 +688,8 @@ def _simplify_epsilon(f: _FSM) -> _FSM:
     in_degree = [0] * n
     epsilon_edges: list[tuple[int, int]] = []
     for state, edges in enumerate(f.edges):
+        if deadline is not None and not state & _CHECK_MASK:
+            deadline.check(STAGE)
         for lo, _, target in edges:
             in_degree[target] += 1
             if lo != EPSILON:
@@ -690,10 +717,10 @@ def _simplify_epsilon(f: _FSM) -> _FSM:
     if not sets:
         return f
     mapping, count = _mapping_of(sets, n)
-    return _rebuild(f, mapping, count)
+    return _rebuild(f, mapping, count, deadline)
 
 
-def _merge_equivalent(f: _FSM) -> _FSM:
+def _merge_equivalent(f: _FSM, deadline: Deadline | None = None) -> _FSM:
     """``FSMWithStartEnd::MergeEquivalentStates``, round after round until nothing merges.
 
     Case 1: two non-start states with one and the same predecessor, reached from it by the
@@ -710,6 +737,8 @@ def _merge_equivalent(f: _FSM) -> _FSM:
     result = f.copy()
     result.edges = [sorted(row) for row in result.edges]
     while True:
+        if deadline is not None:
+            deadline.check(STAGE)
         n = result.num_states()
         ends = set(result.ends)
         start = result.start
@@ -725,6 +754,8 @@ def _merge_equivalent(f: _FSM) -> _FSM:
 
         merged_successor = False
         for i in range(n):
+            if deadline is not None and not i & _CHECK_MASK:
+                deadline.check(STAGE)
             if in_count[i] != 1 or i in uf.parent or i == start:
                 continue
             labels_i = [(lo, hi) for _, lo, hi in incoming[i]]
@@ -741,6 +772,8 @@ def _merge_equivalent(f: _FSM) -> _FSM:
         final_sinks: list[int] = []
         other_sinks: list[int] = []
         for i in range(n):
+            if deadline is not None and not i & _CHECK_MASK:
+                deadline.check(STAGE)
             if out_count[i] == 0:
                 (final_sinks if i in ends else other_sinks).append(i)
                 continue
@@ -766,7 +799,7 @@ def _merge_equivalent(f: _FSM) -> _FSM:
         if not (merged_successor or merged_precursor):
             return result
         mapping, count = _mapping_of(uf.sets(), n)
-        result = _rebuild(result, mapping, count)
+        result = _rebuild(result, mapping, count, deadline)
 
 
 def _distinct(rows: list[list[tuple[int, int, int]]]) -> tuple[list[int], list[int]]:
@@ -799,7 +832,13 @@ def _groups(row: list[tuple[int, int, int]]):
 
 
 def to_automaton(
-    f: _FSM, span: Span | None, pattern: str, rules: dict[int, Automaton], *, keep_dead: bool = False
+    f: _FSM,
+    span: Span | None,
+    pattern: str,
+    rules: dict[int, Automaton],
+    *,
+    keep_dead: bool = False,
+    deadline: Deadline | None = None,
 ) -> Automaton:
     """The ε-free, trimmed :class:`~.tree.Automaton` of ``f`` (the same language).
 
@@ -811,7 +850,8 @@ def to_automaton(
 
     ``keep_dead`` keeps the reachable states that cannot reach a final state (a json_string
     dead end: XGrammar's matcher accepts the text that leads there and then nothing); they
-    lower to non-productive rules, which the pipeline keeps exactly (:mod:`.dead_ends`).
+    lower to non-productive rules, which the pipeline keeps exactly (:mod:`.dead_ends`). ``deadline``: the
+    build's, checked as it goes (:data:`STAGE`).
     """
     n = f.num_states()
     closures = _epsilon_closures(f)
@@ -819,6 +859,8 @@ def to_automaton(
     edges: list[set[tuple[int, int, int]]] = []
     finals = []
     for q in range(n):
+        if deadline is not None and not q & _CHECK_MASK:
+            deadline.check(STAGE)
         out: set[tuple[int, int, int]] = set()
         for p in closures[q]:
             out.update(e for e in f.edges[p] if e[0] != EPSILON)
@@ -878,7 +920,13 @@ def _reachable(roots, successors) -> set[int]:
 
 
 def build(
-    root: Node, *, json_string: bool, span: Span | None = None, pattern: str = "", keep_dead: bool = False
+    root: Node,
+    *,
+    json_string: bool,
+    span: Span | None = None,
+    pattern: str = "",
+    keep_dead: bool = False,
+    deadline: Deadline | None = None,
 ) -> tuple[Automaton, list[_FSM]]:
     """XGrammar's automaton for the parsed pattern ``root``: the AST node, and the rule automata
     XGrammar matches with (:func:`rule_fsm`, forbidden bytes removed under ``json_string``), the
@@ -889,23 +937,27 @@ def build(
     ------
     RegexBuildError
         Where XGrammar's own build fails (an unrolled repetition past its state cap).
+    BuildBudgetError
+        Past ``deadline`` (a :class:`~cfgzip_lab.deadline.Deadline`), checked per unrolled copy and every
+        :data:`_CHECK_EVERY` states of each pass; the stage is :data:`STAGE`.
     """
-    builder = _Builder(span, pattern, json_string, keep_dead)
+    builder = _Builder(span, pattern, json_string, keep_dead, deadline=deadline)
     fsm = builder.build(root)
     if json_string:
-        fsm = _forbid(fsm, JSON_STRING_FORBIDDEN_BYTES)
-    final = repeat_returns_to_source(rule_fsm(fsm))
-    return to_automaton(final, span, pattern, builder.rules, keep_dead=keep_dead), [final, *builder.rule_fsms]
+        fsm = _forbid(fsm, JSON_STRING_FORBIDDEN_BYTES, deadline)
+    final = repeat_returns_to_source(rule_fsm(fsm, deadline))
+    automaton = to_automaton(final, span, pattern, builder.rules, keep_dead=keep_dead, deadline=deadline)
+    return automaton, [final, *builder.rule_fsms]
 
 
-def dead_end(fsm: _FSM, *, budget: int = 20_000) -> tuple[bytes, set[int]] | None:
+def dead_end(fsm: _FSM, *, budget: int = 20_000, deadline: Deadline | None = None) -> tuple[bytes, set[int]] | None:
     """A byte string XGrammar's matcher accepts as a prefix and can never finish, if any.
 
     Breadth-first over the sets of NFA states a prefix reaches (ε-closed): a set that is
     not empty but holds no state that can still reach an end is a dead end. Returns the
     shortest such prefix and its state set (raw NFA states), or None. Sub-expression edges
     and sets past ``budget`` are treated conservatively: any reachable state that cannot
-    reach an end counts as a dead end there.
+    reach an end counts as a dead end there. ``deadline``: the build's, checked as it goes (:data:`STAGE`).
     """
     closures = _epsilon_closures(fsm)
     n = fsm.num_states()
@@ -922,6 +974,8 @@ def dead_end(fsm: _FSM, *, budget: int = 20_000) -> tuple[bytes, set[int]] | Non
         seen = {start: b""}
         queue = deque([start])
         while queue and len(seen) <= budget:
+            if deadline is not None:  # each set costs a walk over its states' edges: cheap next to that
+                deadline.check(STAGE)
             states = queue.popleft()
             prefix = seen[states]
             by_byte: dict[int, set[int]] = {}

@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cfg import CFG
 from .counted import COUNTED_THRESHOLD, Counted
 from .lower import _BYTE, _class_byte_sequences, _Lowerer
 from .provenance import _make_origin
 from .regex import RegexError, regex_to_expr
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 __all__ = ["Unsupported", "cfg_from_grammar", "cfg_from_serialized", "copy_of"]
 
@@ -53,7 +56,9 @@ class Unsupported(Exception):
     """The grammar holds something this conversion does not read: take the text path."""
 
 
-def cfg_from_grammar(grammar: Any, text: str, *, counted_threshold: int = COUNTED_THRESHOLD) -> CFG:
+def cfg_from_grammar(
+    grammar: Any, text: str, *, counted_threshold: int = COUNTED_THRESHOLD, deadline: Deadline | None = None
+) -> CFG:
     """The byte CFG of an ``xgrammar.Grammar`` whose printed EBNF is ``text``.
 
     Parameters
@@ -65,6 +70,8 @@ def cfg_from_grammar(grammar: Any, text: str, *, counted_threshold: int = COUNTE
         point into it.
     counted_threshold : int, keyword-only
         As :func:`~.lower.lower`'s.
+    deadline : Deadline or None, keyword-only
+        The build's time budget, checked where a regex is built and lowered (:func:`~.regex.regex_to_expr`).
 
     Returns
     -------
@@ -81,7 +88,8 @@ def cfg_from_grammar(grammar: Any, text: str, *, counted_threshold: int = COUNTE
     key = (text, counted_threshold)
     cfg = _KEPT.get(key)
     if cfg is None:
-        cfg = cfg_from_serialized(json.loads(grammar.serialize_json()), text, counted_threshold=counted_threshold)
+        data = json.loads(grammar.serialize_json())
+        cfg = cfg_from_serialized(data, text, counted_threshold=counted_threshold, deadline=deadline)
         if len(_KEPT) >= _KEPT_MAX:
             _KEPT.clear()  # derived data only: dropped whole
         _KEPT[key] = cfg
@@ -109,11 +117,13 @@ _KEPT: dict[tuple[str, int], CFG] = {}
 _KEPT_MAX = 16
 
 
-def cfg_from_serialized(data: dict, text: str, *, counted_threshold: int = COUNTED_THRESHOLD) -> CFG:
+def cfg_from_serialized(
+    data: dict, text: str, *, counted_threshold: int = COUNTED_THRESHOLD, deadline: Deadline | None = None
+) -> CFG:
     """:func:`cfg_from_grammar` of a grammar's ``serialize_json()``, already read as JSON."""
     if data.get("__VERSION__") not in FORMATS:
         raise Unsupported(f"serialization format {data.get('__VERSION__')!r}")
-    return _Converter(data, text, counted_threshold).cfg
+    return _Converter(data, text, counted_threshold, deadline).cfg
 
 
 # A printed literal and a printed class, escapes consumed whole (``"\\""``, ``[\\]]``).
@@ -160,13 +170,14 @@ def _live_rules(data: list[int], indptr: list[int], rules: list, root: int) -> s
 class _Converter:
     """One conversion: the arrays, the text, and the lowering's state (helper counters, classes made)."""
 
-    def __init__(self, serialized: dict, text: str, threshold: int) -> None:
+    def __init__(self, serialized: dict, text: str, threshold: int, deadline: Deadline | None = None) -> None:
         self.data = data = serialized["grammar_expr_data"]
         self.indptr = indptr = serialized["grammar_expr_indptr"]
         rules = serialized["rules"]
         self.names = names = [rule[0] for rule in rules]
         self.text = text
         self.threshold = threshold
+        self.deadline = deadline
         root = serialized["root_rule_id"]
         for rule in rules:
             # [name, body, lookahead, exact lookahead, max_tokens, max_chars, capture, lazy, temperature]:
@@ -285,13 +296,15 @@ class _Converter:
         pattern = bytes(chunk).decode("utf-8", "surrogatepass")
         warnings: list = []
         try:
-            automaton = regex_to_expr(pattern, json_string=data[s + 2] != 0, flags=None, warnings=warnings, span=span)
+            automaton = regex_to_expr(
+                pattern, json_string=data[s + 2] != 0, flags=None, warnings=warnings, span=span, deadline=self.deadline
+            )
         except RegexError as error:
             raise Unsupported(f"a regex the parse refuses ({error})") from None
         if warnings:
             raise Unsupported("a regex with warnings (the parse places them in the schema)")
         if self.lowerer is None:
-            self.lowerer = _Lowerer(self.cfg, text, counted_threshold=self.threshold)
+            self.lowerer = _Lowerer(self.cfg, text, counted_threshold=self.threshold, deadline=self.deadline)
         self.lowerer.counters = self.counters
         self.rules[name] = [(self.lowerer.automaton(name, automaton),)]
         self.spans[name] = [(span,)]
