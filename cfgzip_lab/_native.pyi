@@ -123,6 +123,20 @@ class Words:
         self, nts: Sequence[int], roots: Sequence[Node], nullable: bytes, memo: Buffer, at: Any
     ) -> list[Node]:
         """gnf._remove_epsilon's loop: optional, then without the empty word."""
+    def lift_rule(
+        self,
+        alts: Sequence[tuple],
+        spans: Sequence[tuple],
+        ids: dict[str, int],
+        shapes: dict[int, tuple[Node, str]],
+        shape_of: Callable[[Any], tuple[Node, str]],
+        names: list[str],
+        origins: list[tuple],
+        rule_sets: dict[int, Node],
+        name: str,
+        rule: str,
+    ) -> Node:
+        """gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence)."""
     # a normal form as arrays (csrc/gnf_arrays.c; reference cfgzip_lab.grammar.gnf_arrays)
     def subgraph(self, roots: Buffer) -> tuple[bytes, bytes, bytes, bytes, bytes]:
         """The nodes below roots as arrays: (accepts, indptr, symbols, children, root_ids)."""

@@ -587,6 +587,11 @@ def _lift_terminals(
         # (rule name, source rule, span) stands for origin_at(source rule, "terminal", span, text), made when the
         # GNF's origins are first read (_LaterOrigins); one key per span of a rule, as one Origin was.
         rule = cfg_origins[name].rule if name in cfg_origins else name
+        if native is not None:  # the same loop in C (csrc/gnf_passes.c), the same nodes, names and keys
+            rules.rhs[ids[name]] = native.lift_rule(
+                alts, spans, ids, shapes, shape_of, names, rule_origins, rule_sets, name, rule
+            )
+            continue
         singles: dict = {}  # span → ((name, rule, span),) in this rule: one for all a literal's bytes
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
@@ -998,8 +1003,12 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     store = rules.store
     # Original nonterminals from the back (their leading symbols come later in the
     # order and are done already), then the Z's in creation order.
-    originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
-    zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
+    rhs, z_ids = rules.rhs, rules.z_ids
+    if z_ids:
+        originals = [a for a in order if a in rhs and a not in z_ids]
+        zs = [a for a in order if a in rhs and a in z_ids]
+    else:  # (no left recursion removed: most grammars)
+        originals, zs = [a for a in order if a in rhs], []
     native = _passes(store) if not rules.families else None
     if native is not None:  # the same walk in C, the same nodes
         seq, at = originals[::-1] + zs, array("q", [-1])
@@ -1485,7 +1494,9 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     record("leading substitution", rules, "merging")
 
     # Dense renumbering, then the per-atom table.
-    live = sorted(rules.rhs, key=lambda a: (a != start, a))
+    live = sorted(rules.rhs)  # the start first, then the others in order
+    live.remove(start)
+    live.insert(0, start)
     dense = {a: i for i, a in enumerate(live)}
     native = _passes(store) if not rules.families else None
     if native is None:
