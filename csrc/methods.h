@@ -7,6 +7,10 @@
 #include "vocab_trie.h"
 #include "words.h"
 
+/* cfg_passes.c */
+PyObject *cfg_productive(PyObject *self, PyObject *args);
+PyObject *cfg_reachable(PyObject *self, PyObject *args);
+
 /* store.c */
 void words_dealloc(Words *S);
 int words_init(Words *S, PyObject *args, PyObject *kwds);

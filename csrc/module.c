@@ -12,7 +12,7 @@
 
 /* Raise together with cfgzip_lab/_binding.py's ABI_VERSION when a function is added, removed or changes
  * its arguments. */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
 PyObject *Unsupported;
 
@@ -35,6 +35,8 @@ static PyMethodDef module_functions[] = {
     {"assemble", k_assemble, METH_VARARGS, "classing._assemble over arrays (csrc/assemble.c)"},
     {"token_nodes", k_token_nodes, METH_VARARGS, "every token's node from its class (csrc/assemble.c)"},
     {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (csrc/classing.c)"},
+    {"cfg_productive", cfg_productive, METH_VARARGS, "dead_ends.productive_nonterminals (csrc/cfg_passes.c)"},
+    {"cfg_reachable", cfg_reachable, METH_VARARGS, "gnf._reachable_rules (csrc/cfg_passes.c)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._binding import kernel as _kernel
 from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import FAMILY_BASE, INPUT_BASE, Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
@@ -617,7 +618,10 @@ def _lift_terminals(
 
 
 def _reachable_rules(cfg: CFG) -> set[str]:
-    """The byte CFG's nonterminals reachable from its start (through counted items too)."""
+    """The byte CFG's nonterminals reachable from its start (through counted items too); in C
+    (``csrc/cfg_passes.c``) where the other passes run there (:data:`PASSES_IN_C`), this walk its reference."""
+    if PASSES_IN_C and _kernel is not None and cfg.rules.__class__ is dict and cfg.counted.__class__ is dict:
+        return _kernel.cfg_reachable(cfg.rules, cfg.counted, cfg.start)
     live, todo = {cfg.start}, [cfg.start]
     rules, counted = cfg.rules, cfg.counted
     while todo:
