@@ -232,6 +232,12 @@ def classify_steps(
 ) -> tuple[Any, ...]:
     """classify with a Python step, for a displacer the compiled store does not run (csrc/classing.c)."""
 
+def cfg_productive(rules: dict[str, list[tuple]], counted: dict[str, Any], byteset_type: type) -> set[str]:
+    """dead_ends.productive_nonterminals over a CFG's rules and counted repetitions (csrc/cfg_passes.c)."""
+
+def cfg_reachable(rules: dict[str, list[tuple]], counted: dict[str, Any], start: str) -> set[str]:
+    """gnf._reachable_rules: the names reachable from start (csrc/cfg_passes.c)."""
+
 def below_sparse_limit(entries: int) -> int:
     """Set how many entries the stack adjacency's sorted sets may hold before its bitsets take over (a negative
     number: the default, 8,000,000), and return the limit before (csrc/gnf_below.c; tests set 0)."""

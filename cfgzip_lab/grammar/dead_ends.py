@@ -1,3 +1,4 @@
+# C twin: csrc/cfg_passes.c (productive_nonterminals: tests/test_cfg_passes.py)
 """Dead ends: places where decoding could consume bytes and then never finish, kept exactly.
 
 A rule that derives no string (it matches nothing, like ``[]``, or recurses forever) is

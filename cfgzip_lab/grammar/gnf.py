@@ -1,4 +1,5 @@
-# C twin: csrc/gnf_passes.c, csrc/gnf_merge.c (pass for pass: tests/test_gnf_passes.py; docs/design.md)
+# C twin: csrc/gnf_passes.c, csrc/gnf_merge.c (pass for pass: tests/test_gnf_passes.py; docs/design.md),
+# csrc/cfg_passes.c (_reachable_rules: tests/test_cfg_passes.py)
 """Greibach normal form in factored form.
 
 A GNF grammar has only productions ``A → a B1…Bn`` (a a byte set, Bi non-start
