@@ -522,10 +522,16 @@ def _lift_terminals(
     native = _passes(store)
     word = native.word if native is not None else store.word
     union_all = native.union_all if native is not None else store.union_all
+    make = native.make if native is not None else store.make
 
     def shape_of(s: ByteSet) -> tuple[int, str]:
         """The rule set over atoms of byte set ``s`` (made in the store) and its name."""
-        edges = kept_shapes.get(s.bits)  # (the partition's: the same for every grammar with it)
+        bits = s.bits
+        edges = kept_shapes.get(bits)  # (the partition's: the same for every grammar with it)
+        if edges is None and bits and not bits & (bits - 1) and bits <= BYTE_BITS:
+            # One byte (most of a schema's sets: its literals' bytes) is an atom of its own (no set splits an
+            # atom), so its one edge is that atom's: what the walk below gives, without it.
+            edges = kept_shapes[bits] = (((atom_symbol(atom_of[bits.bit_length() - 1]), EPSILON),), format_byteset(s))
         if edges is None:
             if s.bits:
                 # The atoms a set holds, in atom order: an atom is in it iff its smallest bit is (no
@@ -537,11 +543,9 @@ def _lift_terminals(
                     bits ^= low
             else:
                 members = [len(atoms) - 1]
-            edges = kept_shapes[s.bits] = (
-                tuple(sorted((atom_symbol(k), EPSILON) for k in members)),
-                format_byteset(s),
-            )
-        return store.make(False, edges[0]), edges[1]
+            # (members ascend, so their atom symbols -1 - k in descending order are the edges sorted)
+            edges = kept_shapes[s.bits] = (tuple([(-1 - k, EPSILON) for k in reversed(members)]), format_byteset(s))
+        return make(False, edges[0]), edges[1]
 
     def symbol(s, owner: str, span) -> int:
         if s.__class__ is str:
