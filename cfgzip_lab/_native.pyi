@@ -123,6 +123,20 @@ class Words:
         self, nts: Sequence[int], roots: Sequence[Node], nullable: bytes, memo: Buffer, at: Any
     ) -> list[Node]:
         """gnf._remove_epsilon's loop: optional, then without the empty word."""
+    def lift_rule(
+        self,
+        alts: Sequence[tuple],
+        spans: Sequence[tuple],
+        ids: dict[str, int],
+        shapes: dict[int, tuple[Node, str]],
+        shape_of: Callable[[Any], tuple[Node, str]],
+        names: list[str],
+        origins: list[tuple],
+        rule_sets: dict[int, Node],
+        name: str,
+        rule: str,
+    ) -> Node:
+        """gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence)."""
     # a normal form as arrays (csrc/gnf_arrays.c; reference cfgzip_lab.grammar.gnf_arrays)
     def subgraph(self, roots: Buffer) -> tuple[bytes, bytes, bytes, bytes, bytes]:
         """The nodes below roots as arrays: (accepts, indptr, symbols, children, root_ids)."""
@@ -217,6 +231,12 @@ def classify_steps(
     step: Callable[[Node, int, bool], Any],
 ) -> tuple[Any, ...]:
     """classify with a Python step, for a displacer the compiled store does not run (csrc/classing.c)."""
+
+def cfg_productive(rules: dict[str, list[tuple]], counted: dict[str, Any], byteset_type: type) -> set[str]:
+    """dead_ends.productive_nonterminals over a CFG's rules and counted repetitions (csrc/cfg_passes.c)."""
+
+def cfg_reachable(rules: dict[str, list[tuple]], counted: dict[str, Any], start: str) -> set[str]:
+    """gnf._reachable_rules: the names reachable from start (csrc/cfg_passes.c)."""
 
 def below_sparse_limit(entries: int) -> int:
     """Set how many entries the stack adjacency's sorted sets may hold before its bitsets take over (a negative

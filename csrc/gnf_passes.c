@@ -32,6 +32,8 @@
  *   atom_rows(roots, to, memo) -> [dict]     gnf._to_gnf's table: {atom: tail mapped through to} per root.
  *   union_all(nodes) -> node                 WordStore.union_all (the lifting unites each rule's words).
  *   epsilon_free(nts, roots, nullable, memo, at) gnf._remove_epsilon's loop: optional, then without ε.
+ *   lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node
+ *       gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence).
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -1207,4 +1209,113 @@ done:
     free(cstart);
     free(on);
     return out;
+}
+
+/* One terminal occurrence of gnf._lift_terminals (one nonterminal per occurrence): byte set s at span in rule
+ * `name` (source rule `rule`) becomes nonterminal len(names), named shapes[s.bits][1], with rule set
+ * shapes[s.bits][0] (shape_of(s) where missing, stored in shapes) and origins ((name, rule, span),), one tuple
+ * per span of the rule (singles). The new nonterminal in *nt; -1 with the exception set. */
+static int lift_occurrence(PyObject *s, PyObject *span, PyObject **ctx, PyObject *singles, int64_t *nt) {
+    PyObject *shapes = ctx[0], *shape_of = ctx[1], *names = ctx[2], *origins = ctx[3], *rule_sets = ctx[4];
+    PyObject *single = PyDict_GetItemWithError(singles, span); /* borrowed */
+    if (!single) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *key = PyTuple_Pack(3, ctx[5], ctx[6], span);
+        single = key ? PyTuple_Pack(1, key) : NULL;
+        Py_XDECREF(key);
+        if (!single || PyDict_SetItem(singles, span, single) < 0) {
+            Py_XDECREF(single);
+            return -1;
+        }
+        Py_DECREF(single); /* held by singles */
+    }
+    PyObject *bits = PyObject_GetAttrString(s, "bits");
+    if (!bits) return -1;
+    PyObject *shape = PyDict_GetItemWithError(shapes, bits); /* borrowed */
+    if (!shape && !PyErr_Occurred()) {
+        shape = PyObject_CallOneArg(shape_of, s);
+        if (shape && PyDict_SetItem(shapes, bits, shape) < 0) Py_CLEAR(shape);
+        Py_XDECREF(shape); /* held by shapes */
+    }
+    Py_DECREF(bits);
+    if (!shape) return -1;
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2) {
+        PyErr_SetString(PyExc_TypeError, "lift_rule: a shape is a (node, name) tuple");
+        return -1;
+    }
+    *nt = PyList_GET_SIZE(names);
+    PyObject *key = PyLong_FromLongLong(*nt);
+    int bad = !key || PyList_Append(names, PyTuple_GET_ITEM(shape, 1)) < 0 || PyList_Append(origins, single) < 0 ||
+              PyDict_SetItem(rule_sets, key, PyTuple_GET_ITEM(shape, 0)) < 0;
+    Py_XDECREF(key);
+    return bad ? -1 : 0;
+}
+
+/* One production's word: names through ids, byte sets lifted (lift_occurrence), then WordStore.word of them.
+ * at: the production's spans (a sequence as long as rhs) or NULL (None each). The node, or an E_ code / -1. */
+static int64_t lift_word(Words *S, PyObject *rhs, PyObject *at, PyObject *ids, PyObject **ctx, PyObject *singles) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rhs);
+    int64_t *syms = malloc((n ? n : 1) * sizeof(int64_t));
+    if (!syms) return E_NOMEM;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(rhs, k);
+        if (PyUnicode_CheckExact(s)) {
+            PyObject *id = PyDict_GetItemWithError(ids, s);
+            if (!id && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, s);
+            syms[k] = id ? PyLong_AsLongLong(id) : -1;
+            if (syms[k] == -1 && PyErr_Occurred()) goto fail;
+        } else if (lift_occurrence(s, at ? PySequence_Fast_GET_ITEM(at, k) : Py_None, ctx, singles, &syms[k]) < 0) {
+            goto fail;
+        }
+    }
+    int64_t node = W_EPSILON;
+    for (Py_ssize_t k = n - 1; node >= 0 && k >= 0; k--) node = make1(S, syms[k], node);
+    free(syms);
+    return node;
+fail:
+    free(syms);
+    return -1;
+}
+
+/* lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node: gnf._lift_terminals's
+ * loop over one rule's productions with one nonterminal per terminal occurrence (its Python loop is the reference):
+ * each production's word in turn (lift_word; spans[i] read where it is as long as the production), the words then
+ * united left to right from EMPTY (WordStore.union_all): the nodes, names, origins and rule sets in the loop's order. */
+PyObject *words_lift_rule(Words *S, PyObject *args) {
+    PyObject *alts, *spans, *ids, *ctx[7];
+    if (!PyArg_ParseTuple(args, "OOO!O!OO!O!O!OO", &alts, &spans, &PyDict_Type, &ids, &PyDict_Type, &ctx[0], &ctx[1],
+                          &PyList_Type, &ctx[2], &PyList_Type, &ctx[3], &PyDict_Type, &ctx[4], &ctx[5], &ctx[6]))
+        return NULL;
+    PyObject *alts_f = PySequence_Fast(alts, "lift_rule: alternatives"), *spans_f = NULL, *singles = PyDict_New();
+    spans_f = alts_f ? PySequence_Fast(spans, "lift_rule: spans") : NULL;
+    int64_t *words = NULL, u = W_EMPTY;
+    Py_ssize_t n = alts_f ? PySequence_Fast_GET_SIZE(alts_f) : 0, made = 0;
+    if (!spans_f || !singles || !(words = malloc((n ? n : 1) * sizeof(int64_t)))) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (; made < n; made++) {
+        PyObject *rhs = PySequence_Fast(PySequence_Fast_GET_ITEM(alts_f, made), "lift_rule: a production");
+        PyObject *at = NULL;
+        if (rhs && made < PySequence_Fast_GET_SIZE(spans_f)) {
+            at = PySequence_Fast(PySequence_Fast_GET_ITEM(spans_f, made), "lift_rule: a production's spans");
+            if (at && PySequence_Fast_GET_SIZE(at) != PySequence_Fast_GET_SIZE(rhs)) Py_CLEAR(at);
+        }
+        int64_t w = rhs && !PyErr_Occurred() ? lift_word(S, rhs, at, ids, ctx, singles) : -1;
+        Py_XDECREF(rhs);
+        Py_XDECREF(at);
+        if (w < 0) {
+            u = w;
+            break;
+        }
+        words[made] = w;
+    }
+    for (Py_ssize_t i = 0; u >= 0 && i < made; i++) u = w_union(S, u, words[i], 0);
+done:
+    free(words);
+    Py_XDECREF(alts_f);
+    Py_XDECREF(spans_f);
+    Py_XDECREF(singles);
+    if (PyErr_Occurred()) return NULL;
+    return u < 0 ? raise_code(S, u) : PyLong_FromLongLong(u);
 }

@@ -7,6 +7,10 @@
 #include "vocab_trie.h"
 #include "words.h"
 
+/* cfg_passes.c */
+PyObject *cfg_productive(PyObject *self, PyObject *args);
+PyObject *cfg_reachable(PyObject *self, PyObject *args);
+
 /* store.c */
 void words_dealloc(Words *S);
 int words_init(Words *S, PyObject *args, PyObject *kwds);
@@ -48,6 +52,7 @@ PyObject *words_count_sum(Words *S, PyObject *roots_obj);
 PyObject *words_left_work(Words *S, PyObject *args);
 PyObject *words_atom_rows(Words *S, PyObject *args);
 PyObject *words_union_all(Words *S, PyObject *nodes_obj);
+PyObject *words_lift_rule(Words *S, PyObject *args);
 PyObject *words_epsilon_free(Words *S, PyObject *args);
 PyObject *words_left_corner_order(Words *S, PyObject *args);
 

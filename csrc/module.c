@@ -12,7 +12,7 @@
 
 /* Raise together with cfgzip_lab/_binding.py's ABI_VERSION when a function is added, removed or changes
  * its arguments. */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
 PyObject *Unsupported;
 
@@ -35,6 +35,8 @@ static PyMethodDef module_functions[] = {
     {"assemble", k_assemble, METH_VARARGS, "classing._assemble over arrays (csrc/assemble.c)"},
     {"token_nodes", k_token_nodes, METH_VARARGS, "every token's node from its class (csrc/assemble.c)"},
     {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (csrc/classing.c)"},
+    {"cfg_productive", cfg_productive, METH_VARARGS, "dead_ends.productive_nonterminals (csrc/cfg_passes.c)"},
+    {"cfg_reachable", cfg_reachable, METH_VARARGS, "gnf._reachable_rules (csrc/cfg_passes.c)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -64,6 +66,8 @@ static PyMethodDef words_methods[] = {
     {"atom_rows", (PyCFunction)words_atom_rows, METH_VARARGS, "the normal form's table, renumbered (csrc/gnf_passes.c)"},
     {"union_all", (PyCFunction)words_union_all, METH_O, "WordStore.union_all (csrc/gnf_passes.c)"},
     {"epsilon_free", (PyCFunction)words_epsilon_free, METH_VARARGS, "gnf._remove_epsilon's loop (csrc/gnf_passes.c)"},
+    {"lift_rule", (PyCFunction)words_lift_rule, METH_VARARGS,
+     "gnf._lift_terminals's loop over one rule, one nonterminal per terminal occurrence (csrc/gnf_passes.c)"},
     /* the displacer (csrc/displace.c) and the store (csrc/store.c) */
     {"grammar", (PyCFunction)words_grammar, METH_VARARGS, "set the GNF (table, num_atoms, start); the initial node"},
     {"below_sets", (PyCFunction)words_below_sets, METH_O, "the stack adjacency as stack_below returns it"},

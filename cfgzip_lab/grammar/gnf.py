@@ -1,4 +1,5 @@
-# C twin: csrc/gnf_passes.c, csrc/gnf_merge.c (pass for pass: tests/test_gnf_passes.py; docs/design.md)
+# C twin: csrc/gnf_passes.c, csrc/gnf_merge.c (pass for pass: tests/test_gnf_passes.py; docs/design.md),
+# csrc/cfg_passes.c (_reachable_rules: tests/test_cfg_passes.py)
 """Greibach normal form in factored form.
 
 A GNF grammar has only productions ``A → a B1…Bn`` (a a byte set, Bi non-start
@@ -52,6 +53,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._binding import kernel as _kernel
 from .cfg import BYTE_BITS, CFG, ByteSet, byte_classes, format_byteset
 from .counted import FAMILY_BASE, INPUT_BASE, Family, family_symbol, is_family_symbol, split_family_symbol
 from .diagnostics import Diagnostic, GrammarError
@@ -320,6 +322,43 @@ class GNF:
         return nxt
 
 
+class _LaterOrigins:
+    """:attr:`GNF.origins` not made yet: ``make()`` makes them when the attribute is first read.
+
+    Only explanations and diagnostics read a GNF's provenance; the normal form of a served schema hands
+    them to nobody before its first mask, and making them (an :class:`Origin` per lifted terminal
+    occurrence, with its line, column and excerpt, then each merged nonterminal's list without repeats) was
+    ~0.3 ms of a median MaskBench schema's ~3.7 ms compile. The list read is the one made eagerly before:
+    the same origins, in the same order, the same objects for the same occurrence."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], list]) -> None:
+        self.make = make
+
+
+def _get_origins(gnf: GNF) -> list[tuple[Origin, ...]]:
+    got = gnf.__dict__["_origins"]
+    if got.__class__ is _LaterOrigins:
+        got = gnf.__dict__["_origins"] = got.make()
+    return got
+
+
+def _set_origins(gnf: GNF, value) -> None:
+    gnf.__dict__["_origins"] = value
+
+
+# The dataclass field ``origins`` read and written through a property: a ``_LaterOrigins`` given to the
+# constructor (``_to_gnf``) is made on first read; __eq__, repr and dataclasses.replace read it too.
+GNF.origins = property(_get_origins, _set_origins, doc="Per nonterminal, the source constructs it stands for.")
+
+
+def _unread_origins(gnf: GNF):
+    """``gnf.origins`` as stored: a :class:`_LaterOrigins` where nobody has read them yet (for a copy of
+    the GNF that keeps them unmade, :func:`~.gnf_arrays.compact_gnf`)."""
+    return gnf.__dict__["_origins"]
+
+
 def _dag_nodes(store: WordStore, table: list[dict[int, int]]) -> int:
     """:attr:`GNF.dag_nodes` of a table in a store."""
     native = _passes(store)
@@ -354,7 +393,8 @@ class _Rules:
         self.store = store
         self.atoms = atoms
         self.names: list[str] = []
-        self.origins: list[tuple[Origin, ...]] = []  # provenance, parallel to names
+        # provenance, parallel to names; a lifted terminal occurrence has a key for its Origin (_made_origins)
+        self.origins: list[tuple] = []
         self.rhs: dict[int, int] = {}
         self.z_ids: set[int] = set()  # nonterminals made by left-recursion removal
         # Counted repetitions: head nonterminal K → (item nonterminal, min, max, byte-CFG name)
@@ -362,6 +402,7 @@ class _Rules:
         self.counted: dict[int, tuple[int, int, int | None, str]] = {}
         self.families: list[tuple[int, int, int, int | None, str]] = []  # (head, item, min, max, name)
         self.current: int | None = None  # the nonterminal a step is working on (budget errors name it)
+        self.text = ""  # the grammar text the lifted terminals' origins point into (_made_origins)
 
     def add(self, name: str, rhs: int = EMPTY, origins: tuple[Origin, ...] = ()) -> int:
         self.names.append(name)
@@ -458,6 +499,7 @@ def _lift_terminals(
         # so the paths through a dead end survive the normal form and no token ever takes one.
         atoms.append(ByteSet(0))
     rules = _Rules(store, atoms)
+    rules.text = cfg.text
     # Only the rules the start reaches are lifted: the first useless-symbol pass would drop the
     # others anyway, and they are most of a JSON Schema's EBNF (XGrammar prints its basic_* rules
     # whether the schema uses them or not: 127 lifted nonterminals for 6 kept on a typical schema).
@@ -484,6 +526,30 @@ def _lift_terminals(
     native = _passes(store)
     word = native.word if native is not None else store.word
     union_all = native.union_all if native is not None else store.union_all
+    make = native.make if native is not None else store.make
+
+    def shape_of(s: ByteSet) -> tuple[int, str]:
+        """The rule set over atoms of byte set ``s`` (made in the store) and its name."""
+        bits = s.bits
+        edges = kept_shapes.get(bits)  # (the partition's: the same for every grammar with it)
+        if edges is None and bits and not bits & (bits - 1) and bits <= BYTE_BITS:
+            # One byte (most of a schema's sets: its literals' bytes) is an atom of its own (no set splits an
+            # atom), so its one edge is that atom's: what the walk below gives, without it.
+            edges = kept_shapes[bits] = (((atom_symbol(atom_of[bits.bit_length() - 1]), EPSILON),), format_byteset(s))
+        if edges is None:
+            if s.bits:
+                # The atoms a set holds, in atom order: an atom is in it iff its smallest bit is (no
+                # set splits an atom), and atoms are ordered by their smallest bits.
+                members, bits = [], s.bits & representatives
+                while bits:
+                    low = bits & -bits
+                    members.append(atom_at[low])
+                    bits ^= low
+            else:
+                members = [len(atoms) - 1]
+            # (members ascend, so their atom symbols -1 - k in descending order are the edges sorted)
+            edges = kept_shapes[s.bits] = (tuple([(-1 - k, EPSILON) for k in reversed(members)]), format_byteset(s))
+        return make(False, edges[0]), edges[1]
 
     def symbol(s, owner: str, span) -> int:
         if s.__class__ is str:
@@ -497,23 +563,7 @@ def _lift_terminals(
         if nt is None:
             shape = shapes.get(s.bits)  # (rule set, name) per byte set: occurrences repeat them
             if shape is None:
-                edges = kept_shapes.get(s.bits)  # (the partition's: the same for every grammar with it)
-                if edges is None:
-                    if s.bits:
-                        # The atoms a set holds, in atom order: an atom is in it iff its smallest bit is (no
-                        # set splits an atom), and atoms are ordered by their smallest bits.
-                        members, bits = [], s.bits & representatives
-                        while bits:
-                            low = bits & -bits
-                            members.append(atom_at[low])
-                            bits ^= low
-                    else:
-                        members = [len(atoms) - 1]
-                    edges = kept_shapes[s.bits] = (
-                        tuple(sorted((atom_symbol(k), EPSILON) for k in members)),
-                        format_byteset(s),
-                    )
-                shape = shapes[s.bits] = (store.make(False, edges[0]), edges[1])
+                shape = shapes[s.bits] = shape_of(s)
             names.append(shape[1])  # rules.add, inlined: one nonterminal per occurrence
             rule_origins.append((origin,))
             nt = lifted[s.bits] = len(names) - 1
@@ -544,10 +594,17 @@ def _lift_terminals(
                 words.append(word([symbol(s, name, sp) for s, sp in zip(rhs, at)]))
             rules.rhs[ids[name]] = union_all(words)
             continue
-        # symbol(), inlined for one nonterminal per terminal occurrence (the same nonterminals, origins
-        # and order): most of the lifting's time was that call per symbol.
+        # symbol(), inlined for one nonterminal per terminal occurrence (the same nonterminals and order): most
+        # of the lifting's time was that call per symbol. An occurrence's origin is left unmade: the key
+        # (rule name, source rule, span) stands for origin_at(source rule, "terminal", span, text), made when the
+        # GNF's origins are first read (_LaterOrigins); one key per span of a rule, as one Origin was.
         rule = cfg_origins[name].rule if name in cfg_origins else name
-        singles: dict = {}  # span → (its Origin,) in this rule: one tuple for all a literal's bytes
+        if native is not None:  # the same loop in C (csrc/gnf_passes.c), the same nodes, names and keys
+            rules.rhs[ids[name]] = native.lift_rule(
+                alts, spans, ids, shapes, shape_of, names, rule_origins, rule_sets, name, rule
+            )
+            continue
+        singles: dict = {}  # span → ((name, rule, span),) in this rule: one for all a literal's bytes
         for i, rhs in enumerate(alts):
             at = spans[i] if i < len(spans) and len(spans[i]) == len(rhs) else (None,) * len(rhs)
             out = []
@@ -557,15 +614,10 @@ def _lift_terminals(
                     continue
                 single = singles.get(span)
                 if single is None:
-                    origin = origins.get((name, span))
-                    if origin is None:
-                        origin = origins[name, span] = origin_at(rule, "terminal", span, text)
-                    single = singles[span] = (origin,)
+                    single = singles[span] = ((name, rule, span),)
                 shape = shapes.get(s.bits)
                 if shape is None:
-                    symbol(s, name, span)  # makes the shape (and this occurrence's nonterminal)
-                    out.append(len(names) - 1)
-                    continue
+                    shape = shapes[s.bits] = shape_of(s)
                 nt = len(names)
                 out.append(nt)
                 names.append(shape[1])
@@ -577,7 +629,10 @@ def _lift_terminals(
 
 
 def _reachable_rules(cfg: CFG) -> set[str]:
-    """The byte CFG's nonterminals reachable from its start (through counted items too)."""
+    """The byte CFG's nonterminals reachable from its start (through counted items too); in C
+    (``csrc/cfg_passes.c``) where the other passes run there (:data:`PASSES_IN_C`), this walk its reference."""
+    if PASSES_IN_C and _kernel is not None and cfg.rules.__class__ is dict and cfg.counted.__class__ is dict:
+        return _kernel.cfg_reachable(cfg.rules, cfg.counted, cfg.start)
     live, todo = {cfg.start}, [cfg.start]
     rules, counted = cfg.rules, cfg.counted
     while todo:
@@ -945,7 +1000,8 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
         alpha = store.without_empty_word(store.child(rules.rhs[a], a))
         beta = store.without_edge(rules.rhs[a], a)
         if alpha != EMPTY:
-            z = rules.add(f"{rules.names[a]}'", origins=tuple(o.with_kind("left recursion") for o in rules.origins[a]))
+            origins = _made_origins(rules.text)(rules.origins[a])  # (a rule's: made already)
+            z = rules.add(f"{rules.names[a]}'", origins=tuple(o.with_kind("left recursion") for o in origins))
             zword = store.word((z,))
             rules.rhs[a] = store.union(beta, store.concat(beta, zword))
             rules.rhs[z] = store.union(alpha, store.concat(alpha, zword))
@@ -962,8 +1018,12 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
     store = rules.store
     # Original nonterminals from the back (their leading symbols come later in the
     # order and are done already), then the Z's in creation order.
-    originals = [a for a in order if a in rules.rhs and a not in rules.z_ids]
-    zs = [a for a in order if a in rules.rhs and a in rules.z_ids]
+    rhs, z_ids = rules.rhs, rules.z_ids
+    if z_ids:
+        originals = [a for a in order if a in rhs and a not in z_ids]
+        zs = [a for a in order if a in rhs and a in z_ids]
+    else:  # (no left recursion removed: most grammars)
+        originals, zs = [a for a in order if a in rhs], []
     native = _passes(store) if not rules.families else None
     if native is not None:  # the same walk in C, the same nodes
         seq, at = originals[::-1] + zs, array("q", [-1])
@@ -1398,7 +1458,7 @@ def _too_large(cfg: CFG, progress: dict, max_nodes: int) -> NormalFormTooLarge:
         # no rule in hand: the one whose rule set is largest so far
         current = max(rules.rhs, key=lambda a: rules.store.count(rules.rhs[a]))
     if rules is not None and current is not None and current < len(rules.origins):
-        origins = rules.origins[current]
+        origins = _made_origins(cfg.text)(rules.origins[current])
     where = describe_origins(origins) if origins else "the grammar"
     message = (
         f"the normal form grew past {max_nodes:,} nodes (about {max_nodes * 600 / 2**20:,.0f} MB) in step "
@@ -1449,7 +1509,9 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     record("leading substitution", rules, "merging")
 
     # Dense renumbering, then the per-atom table.
-    live = sorted(rules.rhs, key=lambda a: (a != start, a))
+    live = sorted(rules.rhs)  # the start first, then the others in order
+    live.remove(start)
+    live.insert(0, start)
     dense = {a: i for i, a in enumerate(live)}
     native = _passes(store) if not rules.families else None
     if native is None:
@@ -1489,21 +1551,19 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
             block, table, family_of = merged
     else:
         block = list(range(len(table)))
-    # Per block: the first member's name, the members' origins in order (each once), the members' names.
+    # Per block: the first member's name, the members' names (their origins: _block_origins, when read).
     nblocks = len(table)
     names_by_block: list = [None] * nblocks
-    origins_by_block: list = [()] * nblocks
     members_by_block: list = [None] * nblocks
-    all_names, all_origins = rules.names, rules.origins
+    all_names = rules.names
     for a, b in zip(live, block):
         name = all_names[a]
         if names_by_block[b] is None:
             names_by_block[b] = name
-            origins_by_block[b] = all_origins[a]
             members_by_block[b] = [name]
         else:
-            origins_by_block[b] += all_origins[a]
             members_by_block[b].append(name)
+    made = _made_origins(cfg.text)
     # Per merged family: the first member family's name, item, bounds and head, every member's origins.
     families: list[Family | None] = [None] * (max(family_of) + 1 if family_of else 0)
     for (head, item, low, high, name), f in zip(rules.families, family_of):
@@ -1514,10 +1574,10 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
                 min=low,
                 max=high,
                 head=block[dense[head]] if head in dense else -1,
-                origins=tuple(rules.origins[head]),
+                origins=made(rules.origins[head]),
             )
         else:
-            origins = tuple(dict.fromkeys(families[f].origins + tuple(rules.origins[head])))
+            origins = tuple(dict.fromkeys(families[f].origins + made(rules.origins[head])))
             families[f] = replace(families[f], origins=origins)
     gnf = GNF(
         dead_atom=len(rules.atoms) - 1 if rules.atoms and not rules.atoms[-1].bits else -1,
@@ -1529,7 +1589,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
         table=table,
         store=store,
         steps=steps,
-        origins=[o if len(o) < 2 else tuple(dict.fromkeys(o)) for o in origins_by_block],
+        origins=_LaterOrigins(partial(_block_origins, live, block, nblocks, rules.origins, made)),
         merged_from=[tuple(m) for m in members_by_block],
         families=families,
     )
@@ -1537,6 +1597,39 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     sizes = partial(_final_sizes, store, gnf.table, gnf.families, gnf.accepts_empty, gnf.num_nonterminals)
     steps.append(GNFStep.later(merged_name, now - clock, sizes))
     return gnf
+
+
+def _made_origins(text: str) -> Callable[[tuple], tuple[Origin, ...]]:
+    """A function that gives a nonterminal's origins with every lifted terminal's made: the key
+    ``(name, rule, span)`` of :func:`_lift_terminals` becomes ``origin_at(rule, "terminal", span, text)``, one
+    Origin per key (the objects the lifting made eagerly before, shared as they were)."""
+    memo: dict[tuple, Origin] = {}
+
+    def made(origins: tuple) -> tuple[Origin, ...]:
+        for o in origins:
+            if o.__class__ is tuple:
+                break
+        else:
+            return origins  # (made already: a rule's, the start's, a left recursion's)
+        out = []
+        for o in origins:
+            if o.__class__ is tuple:
+                got = memo.get(o)
+                if got is None:
+                    got = memo[o] = origin_at(o[1], "terminal", o[2], text)
+                o = got
+            out.append(o)
+        return tuple(out)
+
+    return made
+
+
+def _block_origins(live: list[int], block: list[int], nblocks: int, origins: list[tuple], made) -> list:
+    """:attr:`GNF.origins`: per block (a merged nonterminal), its members' origins in order, each once."""
+    by_block: list = [()] * nblocks
+    for a, b in zip(live, block):
+        by_block[b] += made(origins[a])
+    return [o if len(o) < 2 else tuple(dict.fromkeys(o)) for o in by_block]
 
 
 def _final_sizes(store, table, families, accepts_empty: bool, nonterminals: int) -> tuple[int, int, int]:

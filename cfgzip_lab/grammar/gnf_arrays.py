@@ -26,7 +26,7 @@ import numpy as np
 
 from .cfg import TOKEN_BASE, ByteSet
 from .counted import Family, is_family_symbol, split_family_symbol
-from .gnf import GNF, GNFStep
+from .gnf import GNF, GNFStep, _unread_origins
 from .provenance import Origin
 from .words import EMPTY, EPSILON, WordStore
 
@@ -343,7 +343,9 @@ def compact_gnf(gnf: GNF, sizes_store=None) -> GNF:
     table = [{a: ids[t] for a, t in row.items()} for row in gnf.table]
     # the steps' sizes counted now, in the store they were counted in (GNFStep.later), not kept alive by them
     steps = [step.resolved(sizes_store) for step in gnf.steps]
-    return dataclasses.replace(gnf, table=table, store=store, steps=steps, _family_rows={})
+    # the origins as they stand: made when first read, if nobody has read them yet (they name no store node)
+    origins = _unread_origins(gnf)
+    return dataclasses.replace(gnf, table=table, store=store, steps=steps, origins=origins, _family_rows={})
 
 
 def _compiled_store_fits(doc: dict) -> bool:
