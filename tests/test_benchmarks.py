@@ -445,6 +445,34 @@ def test_lookahead_scan_counts_the_schemas_xgrammar_must_serve():
     assert "Github_hard---o79409.json: line " in proc.stdout
 
 
+@pytest.mark.slow
+def test_gnf_digest_is_the_same_twice_and_tells_a_changed_grammar(tmp_path):
+    """benchmarks/gnf_digest.py: two runs over the same grammars give the same digests (compare exits 0), and
+    a grammar whose digest changed makes compare name it and exit 1."""
+    runs = []
+    for name in ("a.json", "b.json"):
+        out = tmp_path / name
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "gnf_digest.py"), "--sample", "2", "--seed", "3", "--out", str(out)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, HF_HUB_OFFLINE="1"),
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs.append(out)
+    digests = json.loads(runs[0].read_text())
+    assert len(digests) >= 2 * (2 + 3) and all(len(d) == 64 for d in digests.values())  # 2 schemas + bundled, 2 stores
+    script = [sys.executable, str(REPO / "benchmarks" / "gnf_digest.py"), "--compare", str(runs[0])]
+    same = subprocess.run([*script, str(runs[1])], capture_output=True, text=True, timeout=60)
+    assert same.returncode == 0 and " 0 differ" in same.stdout, same.stdout
+    key = next(iter(digests))
+    changed = tmp_path / "c.json"
+    changed.write_text(json.dumps({**digests, key: "0" * 64}))
+    differ = subprocess.run([*script, str(changed)], capture_output=True, text=True, timeout=60)
+    assert differ.returncode == 1 and f"differs: {key}" in differ.stdout, differ.stdout
+
+
 def test_cli_bench_spec_times_both_engines_and_their_masks_agree():
     """cfgzip-lab bench --spec (cfgzip_lab.spec_bench, as the script above): the table has a row per call
     with both engines' quantiles, the record every call for both engines, and no mask row differs."""
