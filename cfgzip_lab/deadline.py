@@ -10,10 +10,10 @@ seconds on a large input, inside its loops: a regex's automaton every 1,024 stat
 (:data:`~cfgzip_lab.grammar.regex_fsm.STAGE`), the parse and the lowering per rule and every 1,024 edges
 of an automaton, the terminal lifting per rule, the rest of the normal form between its steps and in each
 round of merging, classing through its ``cancel`` callback (polled between keys of the vocabulary walk
-and, at most every 50 ms, from inside a step's unions), and the XGrammar compile that a grammar served
-through XGrammar needs before its first request (no σ_in index: the compressed engine's; a nested root or
-a grammar past a size budget: the whole vocabulary's) is made in the build, given the time left
-(:meth:`Deadline.wait_for`). Past it the build stops with :class:`BuildBudgetError`, which names the stage
+and, at most every 50 ms, from inside a step's unions), and the compressed engine's XGrammar compile that
+a grammar without a σ_in index needs before its first request is made in the build, given the time left
+(:meth:`Deadline.wait_for`). (A grammar XGrammar serves alone, over the whole vocabulary, has its compile
+made in the build too, but not held to this budget: XGrammar would serve it after the same compile.) Past it the build stops with :class:`BuildBudgetError`, which names the stage
 and the time spent, instead of a request waiting as long as the build takes: within ~0.2 s of the budget
 on MaskBench's aerleon schema (2 cores, load 2.5), which overran it by up to 8 s when the deadline was read
 only between stages, and then spent 62 s in XGrammar's compile of its compressed engine. Not covered:

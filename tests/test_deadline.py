@@ -192,9 +192,12 @@ def aerleon() -> str:
 def _budget_past_xgrammar(schema: str) -> float:
     """A budget that runs out half a second into cfgzip's own front end: after XGrammar's conversion of
     ``schema`` (which no deadline can stop) has had the time it takes on this machine now."""
-    t0 = time.perf_counter()
-    to_ebnf_and_grammar(schema, "json_schema")
-    return time.perf_counter() - t0 + 0.5
+    took = []
+    for _ in range(2):  # the slower of two: the load moves it between calls
+        t0 = time.perf_counter()
+        to_ebnf_and_grammar(schema, "json_schema")
+        took.append(time.perf_counter() - t0)
+    return max(took) + 0.5
 
 
 def test_a_large_schema_stops_within_its_budget(aerleon, monkeypatch):
@@ -235,25 +238,15 @@ def test_wait_for_gives_a_call_the_time_left():
 NESTED_ROOT = 'root ::= "(" root ")" | "x"'  # served by XGrammar itself over the whole vocabulary
 
 
-@pytest.mark.parametrize(
-    "grammar__kind__stage__compiled",
-    [
-        (SCHEMA, "json_schema", "the compressed engine (XGrammar's compile)", "compressed_grammar"),
-        (NESTED_ROOT, "ebnf", "XGrammar's compile", "plain_grammar"),
-    ],
-    ids=["no index: the compressed engine", "XGrammar alone"],
-)
-def test_a_grammar_xgrammar_serves_is_compiled_within_the_budget(grammar__kind__stage__compiled, toy, monkeypatch):
-    """Without a σ_in index every request goes to the compressed engine, and a nested root to XGrammar over
-    the whole vocabulary: that XGrammar compile belongs to the build (aerleon's compressed one took 62 s,
-    after a build within its budget)."""
+def test_without_an_index_the_compressed_engines_compile_is_within_the_budget(toy, monkeypatch):
+    """Without a σ_in index every request goes to the compressed engine: its XGrammar compile belongs to the
+    build and to its budget (aerleon's took 62 s, after a build within its budget)."""
     from cfgzip_lab import engine
     from cfgzip_lab.engine import CompiledEngines
     from cfgzip_lab.native import index
 
-    grammar, kind, stage, compiled = grammar__kind__stage__compiled
     monkeypatch.setattr(index, "build_index_or_reason", lambda *args, **kwargs: (None, "past its listing bounds"))
-    compile_now = getattr(CompiledEngines, compiled).fget
+    compile_now = CompiledEngines.compressed_grammar.fget
     seen = []
 
     def slow(engines):
@@ -261,15 +254,39 @@ def test_a_grammar_xgrammar_serves_is_compiled_within_the_budget(grammar__kind__
         time.sleep(3)
         return compile_now(engines)
 
-    monkeypatch.setattr(CompiledEngines, compiled, property(slow))
+    monkeypatch.setattr(CompiledEngines, "compressed_grammar", property(slow))
     t0 = time.perf_counter()
     with pytest.raises(BuildBudgetError) as got:
-        cz.GrammarCache(cache_dir=False, build_seconds=1).matcher(grammar, toy, kind=kind)
-    assert got.value.stage == stage and seen
+        cz.GrammarCache(cache_dir=False, build_seconds=1).matcher(SCHEMA, toy, kind="json_schema")
+    assert got.value.stage == "the compressed engine (XGrammar's compile)" and seen
     assert time.perf_counter() - t0 < 1 + OVERRUN
     # within the budget: compiled in the build, and the first request finds it compiled (not compiled again)
-    monkeypatch.setattr(CompiledEngines, compiled, property(compile_now))
-    ready = cz.GrammarCache(cache_dir=False, build_seconds=60).get(grammar, toy, kind=kind)
+    monkeypatch.setattr(CompiledEngines, "compressed_grammar", property(compile_now))
+    ready = cz.GrammarCache(cache_dir=False, build_seconds=60).get(SCHEMA, toy, kind="json_schema")
     kept = set(engine._compiled)
     assert ready.engine.matcher().fallback_reason is not None
     assert set(engine._compiled) == kept
+
+
+def test_a_grammar_xgrammar_serves_alone_is_compiled_in_the_build_past_the_budget(toy, monkeypatch):
+    """A nested root is served by XGrammar over the whole vocabulary: its compile is made in the build (the
+    first request finds it compiled), and not refused for XGrammar's own time, which XGrammar would spend
+    serving it too (MaskBench o79409's took over 30 s on a loaded CI machine)."""
+    from cfgzip_lab import engine
+    from cfgzip_lab.engine import CompiledEngines
+
+    compile_now = CompiledEngines.plain_grammar.fget
+    seen = []
+
+    def slow(engines):
+        seen.append(1)
+        time.sleep(2)
+        return compile_now(engines)
+
+    monkeypatch.setattr(CompiledEngines, "plain_grammar", property(slow))
+    t0 = time.perf_counter()
+    ready = cz.GrammarCache(cache_dir=False, build_seconds=1).get(NESTED_ROOT, toy, kind="ebnf")
+    assert time.perf_counter() - t0 >= 2 and seen == [1]  # in the build, past its 1 s budget, not refused
+    kept = set(engine._compiled)
+    assert ready.engine.matcher().fallback_reason is not None
+    assert set(engine._compiled) == kept  # the first request compiled nothing again (the same compiled grammars)
