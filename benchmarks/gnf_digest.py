@@ -86,7 +86,9 @@ def compare(before: Path, after: Path) -> int:
     a, b = json.loads(before.read_text()), json.loads(after.read_text())
     differ = [k for k in a if k in b and a[k] != b[k]]
     only = set(a) ^ set(b)
-    print(f"{len(a)} / {len(b)} digests: {len(a) - len(differ) - len(set(a) - set(b))} equal, {len(differ)} differ, {len(only)} in one file only")
+    print(
+        f"{len(a)} / {len(b)} digests: {len(a) - len(differ) - len(set(a) - set(b))} equal, {len(differ)} differ, {len(only)} in one file only"
+    )
     for key in differ[:20]:
         print(f"  differs: {key}")
     return 1 if differ or only else 0

@@ -453,7 +453,16 @@ def test_gnf_digest_is_the_same_twice_and_tells_a_changed_grammar(tmp_path):
     for name in ("a.json", "b.json"):
         out = tmp_path / name
         proc = subprocess.run(
-            [sys.executable, str(REPO / "benchmarks" / "gnf_digest.py"), "--sample", "2", "--seed", "3", "--out", str(out)],
+            [
+                sys.executable,
+                str(REPO / "benchmarks" / "gnf_digest.py"),
+                "--sample",
+                "2",
+                "--seed",
+                "3",
+                "--out",
+                str(out),
+            ],
             capture_output=True,
             text=True,
             env=dict(os.environ, HF_HUB_OFFLINE="1"),

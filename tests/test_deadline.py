@@ -238,6 +238,23 @@ def test_wait_for_gives_a_call_the_time_left():
 NESTED_ROOT = 'root ::= "(" root ")" | "x"'  # served by XGrammar itself over the whole vocabulary
 
 
+def _slowed(monkeypatch, name: str, seconds: float) -> tuple[list, object]:
+    """``CompiledEngines.<name>`` (an XGrammar compile) made ``seconds`` slower; the calls it sees, and the
+    property's own getter to put back."""
+    from cfgzip_lab.engine import CompiledEngines
+
+    compile_now = getattr(CompiledEngines, name).fget
+    seen: list = []
+
+    def slow(engines):
+        seen.append(1)
+        time.sleep(seconds)
+        return compile_now(engines)
+
+    monkeypatch.setattr(CompiledEngines, name, property(slow))
+    return seen, compile_now
+
+
 def test_without_an_index_the_compressed_engines_compile_is_within_the_budget(toy, monkeypatch):
     """Without a σ_in index every request goes to the compressed engine: its XGrammar compile belongs to the
     build and to its budget (aerleon's took 62 s, after a build within its budget)."""
@@ -246,15 +263,7 @@ def test_without_an_index_the_compressed_engines_compile_is_within_the_budget(to
     from cfgzip_lab.native import index
 
     monkeypatch.setattr(index, "build_index_or_reason", lambda *args, **kwargs: (None, "past its listing bounds"))
-    compile_now = CompiledEngines.compressed_grammar.fget
-    seen = []
-
-    def slow(engines):
-        seen.append(1)
-        time.sleep(3)
-        return compile_now(engines)
-
-    monkeypatch.setattr(CompiledEngines, "compressed_grammar", property(slow))
+    seen, compile_now = _slowed(monkeypatch, "compressed_grammar", 3)
     t0 = time.perf_counter()
     with pytest.raises(BuildBudgetError) as got:
         cz.GrammarCache(cache_dir=False, build_seconds=1).matcher(SCHEMA, toy, kind="json_schema")
@@ -273,17 +282,8 @@ def test_a_grammar_xgrammar_serves_alone_is_compiled_in_the_build_past_the_budge
     first request finds it compiled), and not refused for XGrammar's own time, which XGrammar would spend
     serving it too (MaskBench o79409's took over 30 s on a loaded CI machine)."""
     from cfgzip_lab import engine
-    from cfgzip_lab.engine import CompiledEngines
 
-    compile_now = CompiledEngines.plain_grammar.fget
-    seen = []
-
-    def slow(engines):
-        seen.append(1)
-        time.sleep(2)
-        return compile_now(engines)
-
-    monkeypatch.setattr(CompiledEngines, "plain_grammar", property(slow))
+    seen, _ = _slowed(monkeypatch, "plain_grammar", 2)
     t0 = time.perf_counter()
     ready = cz.GrammarCache(cache_dir=False, build_seconds=1).get(NESTED_ROOT, toy, kind="ebnf")
     assert time.perf_counter() - t0 >= 2 and seen == [1]  # in the build, past its 1 s budget, not refused

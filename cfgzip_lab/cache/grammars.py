@@ -386,7 +386,7 @@ def _compiled_by_xgrammar(ready: ReadyGrammar, deadline) -> ReadyGrammar:
     if deadline is not None:
         from ..engine import compile_engines
 
-        compile_engines(ready.compiled.text, ready.vocab).plain_grammar
+        _ = compile_engines(ready.compiled.text, ready.vocab).plain_grammar  # compiled now, kept by engine
     return ready
 
 

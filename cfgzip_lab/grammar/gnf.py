@@ -580,7 +580,7 @@ def _lift_terminals(
         k, item = ids[name], ids[counted.item]
         rules.counted[k] = (item, counted.min, counted.max, name)
         rules.rhs[k] = store.union(store.word((item,)), EPSILON) if counted.min == 0 else store.word((item,))
-    text, counted_rules = cfg.text, cfg.counted
+    counted_rules = cfg.counted
     for name, alts in cfg.rules.items():
         if deadline is not None:  # ~0.1 µs a rule, against ~15 µs to lift one (a large regex: 40,000 rules)
             deadline.check("the normal form (terminal lifting)")
