@@ -154,7 +154,8 @@ def compile_grammar(
     :class:`~cfgzip_lab.deadline.BuildBudgetError`). ``stop_where_xgrammar_serves``: raise :class:`ServedByXGrammar`
     as soon as the EBNF shows a class repeated past 128 that XGrammar's lookahead misreads (with ``vocab``,
     only where that vocabulary holds such a token: :mod:`~.grammar.large_repeat`), or right after parsing
-    where the root is nested with input after it (:class:`NestedRootFound`) (the serving path, which then hands
+    where the root is nested with input after it (:class:`NestedRootFound`), or where a JSON Schema's language
+    is empty (:class:`EmptyLanguage`) (the serving path, which then hands
     the grammar to XGrammar itself, :class:`~cfgzip_lab.cache.grammars.GrammarCache`). Past ``max_gnf_nodes``
     the error is a :class:`~.grammar.gnf.NormalFormTooLarge` (a ``GrammarError``).
     """

@@ -16,6 +16,7 @@ from functools import lru_cache
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from ..deadline import CHECK_MASK
 from . import tree
 from .cfg import CFG, ByteSet, Production, Symbol
 from .counted import COUNTED_THRESHOLD, Counted
@@ -126,7 +127,7 @@ class _Lowerer:
     # earlier rules), and whether it lowered an automaton (shared by identity: not kept).
     found: list[tuple[tuple, str | ByteSet | None]] = field(default_factory=list)
     automaton_seen: bool = False
-    # The build's time budget: checked per rule and every _CHECK_EVERY edges and states of an automaton
+    # The build's time budget: checked per rule and every CHECK_EVERY edges and states of an automaton
     # (a regex's can hold 100,000 edges: ~1 s to lower, 2-3 s under load).
     deadline: Deadline | None = None
 
@@ -231,7 +232,7 @@ class _Lowerer:
         bytesets: dict[tuple[int, int], ByteSet] = {}
         alts: list[list[Production]] = [[] for _ in range(e.num_states)]
         for i, (source, label, target) in enumerate(e.edges):
-            if deadline is not None and not i & _CHECK_MASK:
+            if deadline is not None and not i & CHECK_MASK:
                 deadline.check(STAGE)
             if isinstance(label, tuple):
                 pair = (source, target)
@@ -243,7 +244,7 @@ class _Lowerer:
         for q in e.finals:
             alts[q].append(())
         for i, (name, productions) in enumerate(zip(names, alts)):
-            if deadline is not None and not i & _CHECK_MASK:
+            if deadline is not None and not i & CHECK_MASK:
                 deadline.check(STAGE)
             self.cfg.rules[name] = productions
             self.cfg.symbol_spans[name] = [tuple(e.span for _ in rhs) for rhs in productions]
@@ -313,7 +314,6 @@ def _automaton_key(e: tree.Automaton) -> object:
 
 #: The stage a build's :class:`~cfgzip_lab.deadline.Deadline` names when it runs out while lowering.
 STAGE = "the front end (lowering)"
-_CHECK_MASK = 1024 - 1  # an automaton checks the deadline every 1,024 edges and states
 
 # One ByteSet per byte value, shared (a literal's bytes: a third of lowering's ByteSets were these).
 _BYTE = tuple(ByteSet(1 << b) for b in range(256))

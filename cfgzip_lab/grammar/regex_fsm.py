@@ -52,6 +52,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..deadline import CHECK_MASK
 from .tree import Automaton, Expr, Repeat, Span
 
 if TYPE_CHECKING:
@@ -84,12 +85,9 @@ MAX_UNROLLED_REPEAT_STATES = 100_000
 JSON_STRING_FORBIDDEN_BYTES = frozenset([*range(0x20), 0x22, 0x5C])
 
 #: The stage a build's :class:`~cfgzip_lab.deadline.Deadline` names when it runs out in here. The passes
-#: below check it every :data:`_CHECK_EVERY` states (a clock read: ~0.1 µs, against ~1 µs per state and
-#: edge of the pass itself), so a pattern such as ``(.{1,63}\.){1,127}`` (88,000 states, 3.8 s idle, 10 s
+#: below check it every :data:`~cfgzip_lab.deadline.CHECK_EVERY` states, so a pattern such as ``(.{1,63}\.){1,127}`` (88,000 states, 3.8 s idle, 10 s
 #: under load) stops within a fraction of a second of the budget instead of when its automaton is done.
 STAGE = "the front end (a regex's automaton)"
-_CHECK_EVERY = 1024  # a power of two: ``i & _CHECK_MASK`` is the test
-_CHECK_MASK = _CHECK_EVERY - 1
 
 
 def subrule_keeps_json_string() -> bool:
@@ -517,7 +515,7 @@ def _forbid(f: _FSM, forbidden: frozenset[int], deadline: Deadline | None = None
     """``BuildWithForbiddenChars``: byte edges lose the forbidden bytes; nothing is pruned."""
     g = f.copy()
     for state, edges in enumerate(f.edges):
-        if deadline is not None and not state & _CHECK_MASK:
+        if deadline is not None and not state & CHECK_MASK:
             deadline.check(STAGE)
         out: list[tuple[int, int, int]] = []
         for lo, hi, target in edges:
@@ -651,7 +649,7 @@ def _rebuild(f: _FSM, mapping: list[int], num_states: int, deadline: Deadline | 
     g.subs = f.subs
     rows: list[set[tuple[int, int, int]]] = [set() for _ in range(num_states)]
     for state, edges in enumerate(f.edges):
-        if deadline is not None and not state & _CHECK_MASK:
+        if deadline is not None and not state & CHECK_MASK:
             deadline.check(STAGE)
         for lo, hi, target in edges:
             if lo == EPSILON and mapping[state] == mapping[target]:
@@ -688,7 +686,7 @@ def _simplify_epsilon(f: _FSM, deadline: Deadline | None = None) -> _FSM:
     in_degree = [0] * n
     epsilon_edges: list[tuple[int, int]] = []
     for state, edges in enumerate(f.edges):
-        if deadline is not None and not state & _CHECK_MASK:
+        if deadline is not None and not state & CHECK_MASK:
             deadline.check(STAGE)
         for lo, _, target in edges:
             in_degree[target] += 1
@@ -754,7 +752,7 @@ def _merge_equivalent(f: _FSM, deadline: Deadline | None = None) -> _FSM:
 
         merged_successor = False
         for i in range(n):
-            if deadline is not None and not i & _CHECK_MASK:
+            if deadline is not None and not i & CHECK_MASK:
                 deadline.check(STAGE)
             if in_count[i] != 1 or i in uf.parent or i == start:
                 continue
@@ -772,7 +770,7 @@ def _merge_equivalent(f: _FSM, deadline: Deadline | None = None) -> _FSM:
         final_sinks: list[int] = []
         other_sinks: list[int] = []
         for i in range(n):
-            if deadline is not None and not i & _CHECK_MASK:
+            if deadline is not None and not i & CHECK_MASK:
                 deadline.check(STAGE)
             if out_count[i] == 0:
                 (final_sinks if i in ends else other_sinks).append(i)
@@ -859,7 +857,7 @@ def to_automaton(
     edges: list[set[tuple[int, int, int]]] = []
     finals = []
     for q in range(n):
-        if deadline is not None and not q & _CHECK_MASK:
+        if deadline is not None and not q & CHECK_MASK:
             deadline.check(STAGE)
         out: set[tuple[int, int, int]] = set()
         for p in closures[q]:
@@ -939,7 +937,7 @@ def build(
         Where XGrammar's own build fails (an unrolled repetition past its state cap).
     BuildBudgetError
         Past ``deadline`` (a :class:`~cfgzip_lab.deadline.Deadline`), checked per unrolled copy and every
-        :data:`_CHECK_EVERY` states of each pass; the stage is :data:`STAGE`.
+        :data:`~cfgzip_lab.deadline.CHECK_EVERY` states of each pass; the stage is :data:`STAGE`.
     """
     builder = _Builder(span, pattern, json_string, keep_dead, deadline=deadline)
     fsm = builder.build(root)
