@@ -213,20 +213,128 @@ fail:
  * row a (bit nb = nt + families: BOTTOM) when some reachable stack may hold b right under a. The fixpoint
  *     below[S] has BOTTOM;  for A -> a B1..Bk: below[Bi] has B(i+1) (i < k), below[Bk] includes below[A]
  * over the tails' DAG: direct pairs from every reachable node's edge followed by an edge, "lasts" (the
- * symbols ending some word of a node) by one postorder pass, then the inclusions until nothing changes. */
+ * symbols ending some word of a node) by one postorder pass, the inclusions "below[Bk] includes below[A]"
+ * as edges A -> Bk, then those inclusions closed (close_below). */
 /* The row of `below` a GNF tail symbol stands for: a plain nonterminal its own, a member F_c of family f
  * row nt + f (stack_below's key); -1 for any other symbol. */
+
+/* A list of int32 values that grows (the sparse rows below: lasts and the inclusion edges). */
+typedef struct {
+    int32_t *v;
+    int64_t n, cap;
+} I32s;
+
+static inline int i32s_push(I32s *l, int32_t x) {
+    if (l->n == l->cap && grow((void **)&l->v, &l->cap, l->n + 1, sizeof(int32_t)) < 0) return -1;
+    l->v[l->n++] = x;
+    return 0;
+}
+
+/* The inclusions closed: below[b] includes below[a] for every edge a -> b (edge_val[edge_ptr[a] ..
+ * edge_ptr[a + 1]]), up to the least fixpoint, which is what rounds of "for every edge a -> b:
+ * below[b] |= below[a], until nothing changes" reach (they took up to 34 rounds over ~15k rows of 231
+ * words on MaskBench's largest schemas, most of their displacer's set-up). Here in one pass: the
+ * strongly connected parts of the edges (Tarjan's, iteratively), then each part in topological order,
+ * its members' rows made their union and that union added to the rows its edges lead out to. A part's
+ * predecessors all come before it, so each row is final when it is read. -1 without memory. */
+static int close_below(uint64_t *below, const int32_t *edge_ptr, const int32_t *edge_val, int64_t nb,
+                       int64_t words) {
+    size_t n1 = (size_t)(nb ? nb : 1);
+    int32_t *index = malloc(n1 * sizeof(int32_t)), *low = malloc(n1 * sizeof(int32_t));
+    int32_t *stk = malloc(n1 * sizeof(int32_t)), *call = malloc(n1 * sizeof(int32_t)); /* Tarjan's; the path */
+    int32_t *at = malloc(n1 * sizeof(int32_t)); /* per path entry: its next edge */
+    int32_t *part = malloc(n1 * sizeof(int32_t)), *members = malloc(n1 * sizeof(int32_t));
+    int32_t *part_ptr = malloc((n1 + 1) * sizeof(int32_t));
+    uint64_t *acc = malloc((size_t)(words ? words : 1) * sizeof(uint64_t));
+    int ret = -1;
+    if (!index || !low || !stk || !call || !at || !part || !members || !part_ptr || !acc) goto done;
+    memset(index, 0xFF, n1 * sizeof(int32_t));
+    int32_t next = 0, sp = 0, nparts = 0, nmem = 0;
+    for (int32_t s = 0; s < nb; s++) {
+        if (index[s] >= 0) continue;
+        int32_t csp = 0;
+        index[s] = low[s] = next++;
+        stk[sp++] = s;
+        part[s] = -1; /* on Tarjan's stack: no part yet */
+        call[csp] = s;
+        at[csp++] = edge_ptr[s];
+        while (csp) {
+            int32_t v = call[csp - 1];
+            if (at[csp - 1] < edge_ptr[v + 1]) {
+                int32_t w = edge_val[at[csp - 1]++];
+                if (index[w] < 0) {
+                    index[w] = low[w] = next++;
+                    stk[sp++] = w;
+                    part[w] = -1;
+                    call[csp] = w;
+                    at[csp++] = edge_ptr[w];
+                } else if (part[w] < 0 && index[w] < low[v]) {
+                    low[v] = index[w];
+                }
+                continue;
+            }
+            csp--;
+            if (csp && low[v] < low[call[csp - 1]]) low[call[csp - 1]] = low[v];
+            if (low[v] == index[v]) { /* v roots a part: its members are on the stack, v the deepest */
+                part_ptr[nparts] = nmem;
+                int32_t x;
+                do {
+                    x = stk[--sp];
+                    part[x] = nparts;
+                    members[nmem++] = x;
+                } while (x != v);
+                nparts++;
+            }
+        }
+    }
+    part_ptr[nparts] = nmem;
+    /* Tarjan's parts come out after every part they lead to: from the last one, topological order */
+    for (int32_t c = nparts - 1; c >= 0; c--) {
+        const int32_t *m = members + part_ptr[c];
+        int32_t k = part_ptr[c + 1] - part_ptr[c];
+        memcpy(acc, below + (int64_t)m[0] * words, (size_t)words * sizeof(uint64_t));
+        for (int32_t i = 1; i < k; i++) {
+            const uint64_t *row = below + (int64_t)m[i] * words;
+            for (int64_t x = 0; x < words; x++) acc[x] |= row[x];
+        }
+        for (int32_t i = 0; i < k; i++) {
+            if (k > 1) memcpy(below + (int64_t)m[i] * words, acc, (size_t)words * sizeof(uint64_t));
+            for (int32_t e = edge_ptr[m[i]]; e < edge_ptr[m[i] + 1]; e++) {
+                int32_t b = edge_val[e];
+                if (part[b] == c) continue;
+                uint64_t *to = below + (int64_t)b * words;
+                for (int64_t x = 0; x < words; x++) to[x] |= acc[x];
+            }
+        }
+    }
+    ret = 0;
+done:
+    free(index);
+    free(low);
+    free(stk);
+    free(call);
+    free(at);
+    free(part);
+    free(members);
+    free(part_ptr);
+    free(acc);
+    return ret;
+}
+
 static int compute_below(Words *S, int64_t start) {
     int64_t nt = S->nt, nb = S->nb, words = (nb + 1 + 63) / 64; /* bit nb: BOTTOM */
     S->below_words = words;
     S->below = calloc((size_t)(nb ? nb : 1) * words, sizeof(uint64_t));
-    int32_t *slot = malloc((size_t)S->n * sizeof(int32_t)); /* node -> row of `lasts`, -1 unseen */
+    int32_t *slot = malloc((size_t)S->n * sizeof(int32_t)); /* node -> its row of `lasts`, -1 unseen */
     int64_t *stack = NULL, sp = 0, scap = 0;
-    int32_t *order = NULL;
-    uint64_t *lasts = NULL, *ends = calloc((size_t)(nb ? nb : 1) * words, sizeof(uint64_t));
+    int32_t *order = NULL, *seen = malloc((size_t)(nb ? nb : 1) * sizeof(int32_t));
+    /* Sparse rows: a node has a symbol or two last (Github_hard o48425: 14,293 over 13,463 nodes, where
+     * rows of bits were 25 MB to allocate and read), and so has a nonterminal's inclusion edges. */
+    int32_t *lasts_ptr = NULL, *edge_ptr = malloc((size_t)(nb + 1) * sizeof(int32_t));
+    I32s lasts = {0}, edges = {0};
     int64_t nreach = 0;
     int ret = -1;
-    if (!S->below || !slot || !ends) goto done;
+    if (!S->below || !slot || !seen || !edge_ptr) goto done;
     memset(slot, 0xFF, (size_t)S->n * sizeof(int32_t));
     order = malloc((size_t)S->n * sizeof(int32_t));
     if (!order) goto done;
@@ -257,74 +365,80 @@ static int compute_below(Words *S, int64_t start) {
             }
         }
     }
-    lasts = calloc((size_t)(nreach ? nreach : 1) * words, sizeof(uint64_t));
-    if (!lasts) goto done;
+    /* lasts[r]: the symbols ending some word of node order[r], each once (`seen` holds the row that has it) */
+    lasts_ptr = malloc((size_t)(nreach + 1) * sizeof(int32_t));
+    if (!lasts_ptr) goto done;
+    memset(seen, 0xFF, (size_t)(nb ? nb : 1) * sizeof(int32_t));
     for (int64_t r = 0; r < nreach; r++) {
         int64_t node = order[r];
-        uint64_t *row = lasts + r * words;
+        lasts_ptr[r] = (int32_t)lasts.n;
         for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
             int64_t sym = below_key(S, S->esym[i]), c = S->ekid[i];
             if (sym < 0) continue;
-            if (S->acc[c]) row[sym >> 6] |= (uint64_t)1 << (sym & 63);
-            if (c > W_EPSILON) {
-                const uint64_t *sub = lasts + (int64_t)slot[c] * words;
-                for (int64_t w = 0; w < words; w++) row[w] |= sub[w];
+            if (S->acc[c] && seen[sym] != r) {
+                seen[sym] = (int32_t)r;
+                if (i32s_push(&lasts, (int32_t)sym) < 0) goto done;
             }
+            if (c > W_EPSILON)
+                for (int32_t k = lasts_ptr[slot[c]]; k < lasts_ptr[slot[c] + 1]; k++) {
+                    int32_t x = lasts.v[k];
+                    if (seen[x] == r) continue;
+                    seen[x] = (int32_t)r;
+                    if (i32s_push(&lasts, x) < 0) goto done;
+                }
             for (int64_t j = S->estart[c]; j < S->estart[c + 1]; j++) {
                 int64_t s2 = below_key(S, S->esym[j]);
                 if (s2 >= 0) S->below[sym * words + (s2 >> 6)] |= (uint64_t)1 << (s2 & 63);
             }
         }
     }
-    for (int64_t a = 0; a < nt; a++)
+    lasts_ptr[nreach] = (int32_t)lasts.n;
+    /* the inclusion edges A -> B (below[B] includes below[A]): B ends a word of one of A's tails */
+    memset(seen, 0xFF, (size_t)(nb ? nb : 1) * sizeof(int32_t));
+    for (int64_t a = 0; a < nt; a++) {
+        edge_ptr[a] = (int32_t)edges.n;
         for (int64_t k = 0; k < S->natoms; k++) {
             int64_t t = S->table[a * S->natoms + k];
             if (t <= W_EPSILON) continue;
-            const uint64_t *sub = lasts + (int64_t)slot[t] * words;
-            for (int64_t w = 0; w < words; w++) ends[a * words + w] |= sub[w];
-        }
-    /* family f, one row nt + f for all its members: F -> a T_X(a) F and F -> a T_X(a) (stack_below) */
-    for (int64_t f = 0; f < S->nfam; f++) {
-        int64_t me = nt + f, item = S->fam_item[f];
-        uint64_t *em = ends + me * words;
-        em[me >> 6] |= (uint64_t)1 << (me & 63);
-        for (int64_t k = 0; k < S->natoms; k++) {
-            int64_t t = S->table[item * S->natoms + k];
-            if (t <= W_EPSILON) continue;
-            const uint64_t *sub = lasts + (int64_t)slot[t] * words;
-            for (int64_t w = 0; w < words; w++) {
-                em[w] |= sub[w];
-                for (uint64_t bits = sub[w]; bits; bits &= bits - 1) {
-                    int64_t b = w * 64 + __builtin_ctzll(bits);
-                    S->below[b * words + (me >> 6)] |= (uint64_t)1 << (me & 63);
-                }
+            for (int32_t i = lasts_ptr[slot[t]]; i < lasts_ptr[slot[t] + 1]; i++) {
+                int32_t b = lasts.v[i];
+                if (seen[b] == a) continue;
+                seen[b] = (int32_t)a;
+                if (i32s_push(&edges, b) < 0) goto done;
             }
         }
     }
-    if (start >= 0 && start < nt) S->below[start * words + (nb >> 6)] |= (uint64_t)1 << (nb & 63);
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int64_t a = 0; a < nb; a++) {
-            const uint64_t *from = S->below + a * words, *ea = ends + a * words;
-            for (int64_t w = 0; w < words; w++)
-                for (uint64_t bits = ea[w]; bits; bits &= bits - 1) {
-                    int64_t b = w * 64 + __builtin_ctzll(bits);
-                    uint64_t *to = S->below + b * words;
-                    for (int64_t x = 0; x < words; x++)
-                        if (from[x] & ~to[x]) {
-                            to[x] |= from[x];
-                            changed = 1;
-                        }
-                }
+    /* family f, one row nt + f for all its members: F -> a T_X(a) F and F -> a T_X(a) (stack_below) */
+    for (int64_t f = 0; f < S->nfam; f++) {
+        int64_t me = nt + f, item = S->fam_item[f];
+        edge_ptr[me] = (int32_t)edges.n;
+        seen[me] = (int32_t)me;
+        if (i32s_push(&edges, (int32_t)me) < 0) goto done;
+        for (int64_t k = 0; k < S->natoms; k++) {
+            int64_t t = S->table[item * S->natoms + k];
+            if (t <= W_EPSILON) continue;
+            for (int32_t i = lasts_ptr[slot[t]]; i < lasts_ptr[slot[t] + 1]; i++) {
+                int32_t b = lasts.v[i];
+                S->below[(int64_t)b * words + (me >> 6)] |= (uint64_t)1 << (me & 63);
+                if (seen[b] == me) continue;
+                seen[b] = (int32_t)me;
+                if (i32s_push(&edges, b) < 0) goto done;
+            }
         }
     }
+    edge_ptr[nb] = (int32_t)edges.n;
+    if (start >= 0 && start < nt) S->below[start * words + (nb >> 6)] |= (uint64_t)1 << (nb & 63);
+    if (close_below(S->below, edge_ptr, edges.v, nb, words) < 0) goto done;
     ret = 0;
 done:
     free(slot);
     free(stack);
     free(order);
-    free(lasts);
-    free(ends);
+    free(seen);
+    free(lasts_ptr);
+    free(edge_ptr);
+    free(lasts.v);
+    free(edges.v);
     return ret;
 }
 

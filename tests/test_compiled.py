@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from paths import BUNDLED, CORPORA, REPO, grammar_id, third_party_grammars
+from paths import BUNDLED, CORPORA, REPO, grammar_id, maskbench_row, third_party_grammars
 from toy_vocab import NESTING_TOKENS
 
 from cfgzip_lab.classes import compiled_displacement
@@ -466,6 +466,31 @@ def test_the_stack_adjacency_is_the_python_one():
     for text in (ARITH, JSON_SMALL, NESTED, *(p.read_text(encoding="utf-8") for p in BUNDLED)):
         gnf = compile_grammar(text).gnf
         assert compiled_displacement.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Github_hard---o48425.json",  # 14,773 nonterminals: the inclusions took 34 rounds before close_below
+        "Kubernetes---kb_739_Normalized.json",
+        "Github_ultra---o65975.json",  # counted families: their rows n + f in the inclusions
+    ],
+)
+def test_the_stack_adjacency_of_large_schemas_is_the_python_one(name, monkeypatch):
+    """The displacer's adjacency (csrc/displace.c compute_below: sparse lasts, the inclusions closed over
+    their strongly connected parts in one pass) on MaskBench schemas whose inclusions form long chains and
+    cycles, against merging's (csrc/gnf_below.c, a worklist) and the Python fixpoint."""
+    import json
+
+    from cfgzip_lab.classes.adjacency import stack_adjacency
+    from cfgzip_lab.grammar import gnf as gnf_module
+
+    gnf = compile_grammar(json.dumps(maskbench_row(name)["schema"]), kind="json_schema").gnf
+    assert compiled.supports(gnf)
+    below = compiled_displacement.CompiledDisplacer(gnf).below
+    assert below == stack_adjacency(gnf)
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)
+    assert below == stack_adjacency(gnf)
 
 
 # -- counted families (issue 17's F_c, IN, REL symbols) in the compiled store -----------------------
