@@ -216,6 +216,111 @@ fail:
  * symbols ending some word of a node) by one postorder pass, then the inclusions until nothing changes. */
 /* The row of `below` a GNF tail symbol stands for: a plain nonterminal its own, a member F_c of family f
  * row nt + f (stack_below's key); -1 for any other symbol. */
+/* below[b] |= below[a] for every b in ends[a] (rows of `words` words, nb of them), to the least fixpoint:
+ * below[b] ends as the union of the rows of every a from which b is reached along a -> ends[a] (b itself
+ * included). So the rows of one strongly connected component end equal, and each component's union flows to
+ * the components it reaches: Tarjan's components (emitted sinks first) taken sources first, one pass. The
+ * rounds over every row until none grew, which this replaces, gave the same fixpoint (it is unique) and took
+ * ~80% of words_grammar on a counted MaskBench schema (Snowplow sp_333: 3,876 rows). 0, or -1 without memory. */
+static int below_closure(uint64_t *below, const uint64_t *ends, int64_t nb, int64_t words) {
+    int ret = -1;
+    int64_t *ptr = calloc((size_t)nb + 1, sizeof(int64_t)), *succ = NULL, *index = NULL, *low = NULL;
+    int64_t *tstack = NULL, *call = NULL, *order = NULL, *cstart = NULL;
+    uint8_t *on = NULL;
+    if (!ptr) return -1;
+    for (int64_t a = 0; a < nb; a++) { /* the successors, as CSR (bit nb, BOTTOM, is never in ends) */
+        int64_t deg = 0;
+        for (int64_t w = 0; w < words; w++) deg += __builtin_popcountll(ends[a * words + w]);
+        ptr[a + 1] = ptr[a] + deg;
+    }
+    succ = malloc((size_t)(ptr[nb] ? ptr[nb] : 1) * sizeof(int64_t));
+    index = malloc((size_t)(nb ? nb : 1) * sizeof(int64_t));
+    low = malloc((size_t)(nb ? nb : 1) * sizeof(int64_t));
+    tstack = malloc((size_t)(nb ? nb : 1) * sizeof(int64_t));
+    call = malloc((size_t)(nb ? nb : 1) * 2 * sizeof(int64_t));
+    order = malloc((size_t)(nb ? nb : 1) * sizeof(int64_t));
+    cstart = malloc((size_t)(nb + 1) * sizeof(int64_t));
+    on = calloc((size_t)nb + 1, 1);
+    if (!succ || !index || !low || !tstack || !call || !order || !cstart || !on) goto done;
+    for (int64_t a = 0, k = 0; a < nb; a++)
+        for (int64_t w = 0; w < words; w++)
+            for (uint64_t bits = ends[a * words + w]; bits; bits &= bits - 1)
+                succ[k++] = w * 64 + __builtin_ctzll(bits);
+    for (int64_t a = 0; a < nb; a++) index[a] = -1;
+    int64_t counter = 0, tsp = 0, ncomp = 0, nout = 0;
+    for (int64_t root = 0; root < nb; root++) { /* Tarjan, iterative: call[] holds (node, next edge) */
+        if (index[root] >= 0) continue;
+        int64_t csp = 0;
+        call[csp++] = root;
+        call[csp++] = ptr[root];
+        index[root] = low[root] = counter++;
+        tstack[tsp++] = root;
+        on[root] = 1;
+        while (csp) {
+            int64_t v = call[csp - 2], i = call[csp - 1];
+            if (i < ptr[v + 1]) {
+                call[csp - 1] = i + 1;
+                int64_t w = succ[i];
+                if (w < 0 || w >= nb) continue;
+                if (index[w] < 0) {
+                    index[w] = low[w] = counter++;
+                    tstack[tsp++] = w;
+                    on[w] = 1;
+                    call[csp++] = w;
+                    call[csp++] = ptr[w];
+                } else if (on[w] && index[w] < low[v]) {
+                    low[v] = index[w];
+                }
+                continue;
+            }
+            csp -= 2;
+            if (csp && low[v] < low[call[csp - 2]]) low[call[csp - 2]] = low[v];
+            if (low[v] == index[v]) { /* a component: its members, then its start */
+                cstart[ncomp++] = nout;
+                int64_t w;
+                do {
+                    w = tstack[--tsp];
+                    on[w] = 0;
+                    order[nout++] = w;
+                    index[w] = nb + ncomp - 1; /* (done: its component, past any index) */
+                } while (w != v);
+            }
+        }
+    }
+    cstart[ncomp] = nout;
+    for (int64_t c = ncomp - 1; c >= 0; c--) { /* sources first: every component flowing in is done */
+        int64_t first = order[cstart[c]];
+        uint64_t *u = below + first * words;
+        for (int64_t k = cstart[c] + 1; k < cstart[c + 1]; k++) {
+            const uint64_t *r = below + order[k] * words;
+            for (int64_t w = 0; w < words; w++) u[w] |= r[w];
+        }
+        for (int64_t k = cstart[c] + 1; k < cstart[c + 1]; k++)
+            memcpy(below + order[k] * words, u, (size_t)words * sizeof(uint64_t));
+        for (int64_t k = cstart[c]; k < cstart[c + 1]; k++) {
+            int64_t a = order[k];
+            for (int64_t i = ptr[a]; i < ptr[a + 1]; i++) {
+                int64_t b = succ[i];
+                if (b < 0 || b >= nb || index[b] == index[a]) continue; /* (its own component: equal already) */
+                uint64_t *to = below + b * words;
+                for (int64_t w = 0; w < words; w++) to[w] |= u[w];
+            }
+        }
+    }
+    ret = 0;
+done:
+    free(ptr);
+    free(succ);
+    free(index);
+    free(low);
+    free(tstack);
+    free(call);
+    free(order);
+    free(cstart);
+    free(on);
+    return ret;
+}
+
 static int compute_below(Words *S, int64_t start) {
     int64_t nt = S->nt, nb = S->nb, words = (nb + 1 + 63) / 64; /* bit nb: BOTTOM */
     S->below_words = words;
@@ -302,22 +407,7 @@ static int compute_below(Words *S, int64_t start) {
         }
     }
     if (start >= 0 && start < nt) S->below[start * words + (nb >> 6)] |= (uint64_t)1 << (nb & 63);
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int64_t a = 0; a < nb; a++) {
-            const uint64_t *from = S->below + a * words, *ea = ends + a * words;
-            for (int64_t w = 0; w < words; w++)
-                for (uint64_t bits = ea[w]; bits; bits &= bits - 1) {
-                    int64_t b = w * 64 + __builtin_ctzll(bits);
-                    uint64_t *to = S->below + b * words;
-                    for (int64_t x = 0; x < words; x++)
-                        if (from[x] & ~to[x]) {
-                            to[x] |= from[x];
-                            changed = 1;
-                        }
-                }
-        }
-    }
+    if (below_closure(S->below, ends, nb, words) < 0) goto done;
     ret = 0;
 done:
     free(slot);
