@@ -13,7 +13,7 @@ rules in order, productions, byte sets, origins, symbol spans, counted repetitio
 GNF (names, start, accepts_empty, atoms, atom_of, the table's rows in order with their tails as store ids,
 every store node in id order, origins, which are read so that lazily made ones are made, merged_from,
 families, dead_atom, and each step's name and sizes). Grammars: a random MaskBench sample (``--sample``,
-``--seed``) and every bundled EBNF grammar. A grammar refused is recorded by its error's type and text, so
+``--seed``) or the MaskBench schemas named (``--names``), and every bundled EBNF grammar. A grammar refused is recorded by its error's type and text, so
 a refusal that changes is a difference too.
 """
 
@@ -69,12 +69,20 @@ def digest(compiled) -> str:
     return hashlib.sha256(repr([cfg_key(compiled.cfg), gnf_key(compiled.gnf)]).encode()).hexdigest()
 
 
-def grammars(sample: int, seed: int, data: Path) -> list[tuple[str, str, str]]:
-    """``(name, text, kind)``: ``sample`` MaskBench schemas drawn with ``seed``, then the bundled EBNF grammars."""
+def grammars(sample: int, seed: int, data: Path, names: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+    """``(name, text, kind)``: ``sample`` MaskBench schemas drawn with ``seed`` (or those ``names``d), then the
+    bundled EBNF grammars."""
     import cfgzip_lab
 
     rows = list(maskbench.read_maskbench(data))
-    picked = random.Random(seed).sample(rows, min(sample, len(rows)))
+    if names:
+        wanted = set(names)
+        picked = [r for r in rows if r["name"].removesuffix(".json") in wanted]
+        missing = wanted - {r["name"].removesuffix(".json") for r in picked}
+        if missing:
+            raise SystemExit(f"not in MaskBench: {', '.join(sorted(missing))}")
+    else:
+        picked = random.Random(seed).sample(rows, min(sample, len(rows)))
     out = [(r["name"].removesuffix(".json"), json.dumps(r["schema"]), "json_schema") for r in picked]
     for path in sorted((Path(cfgzip_lab.__file__).parent / "grammars").glob("*.ebnf")):
         out.append((path.stem, path.read_text(), "ebnf"))
@@ -101,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=300, help="MaskBench schemas (default 300)")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--data", type=Path, default=maskbench.DATA)
+    ap.add_argument("--names", nargs="+", default=(), help="these MaskBench schemas instead of a sample")
     args = ap.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
@@ -111,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"cfgzip_lab from {Path(cfgzip_lab.__file__).parent}", file=sys.stderr)
     out: dict[str, str] = {}
-    for name, text, kind in grammars(args.sample, args.seed, args.data):
+    for name, text, kind in grammars(args.sample, args.seed, args.data, args.names):
         for store in (None, False):
             key = f"{name}|{'default' if store is None else 'python'}"
             try:

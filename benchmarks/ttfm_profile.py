@@ -15,8 +15,8 @@ stage printed:
   ``grammar/serialized.py``, and the text is parsed only when something asks for the syntax tree);
 - ``lower``: the byte CFG (the lowering, or reading XGrammar's grammar object) and the productive /
   dead-end checks;
-- ``gnf``: the Greibach normal form, with its store (``compiled`` or ``python``: a counted repetition
-  keeps the Python word store);
+- ``gnf``: the Greibach normal form, with its store (``compiled`` or ``python``: token atoms keep the
+  Python word store, and so do counted repetitions whose packed symbols do not fit the compiled one);
 - ``classing``: displacement classes over the whole vocabulary (``build_classes``);
 - ``index``: the σ_in trie (``build_index_or_reason``) and its arrays form;
 - ``engine``: the kept grammar, the native engine and a matcher;

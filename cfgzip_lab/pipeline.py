@@ -9,7 +9,7 @@ syntax tree is asked for (:class:`ParsedLaterGrammar`); every other input goes t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,8 +135,9 @@ def compile_grammar(
 ) -> CompiledGrammar:
     """Parse, lower and normalise ``text``; raises ``GrammarError`` with diagnostics.
 
-    ``compiled_store`` (default: where the kernel is built and the grammar has no counted
-    repetitions) builds the normal form in the compiled word store, which classing, the index and
+    ``compiled_store`` (default: where the kernel is built and the grammar has no token atoms; counted
+    repetitions too, :data:`~cfgzip_lab.grammar.compiled_words.COUNTED_IN_COMPILED_STORE`) builds the
+    normal form in the compiled word store, which classing, the index and
     the native walk then continue (:func:`cfgzip_lab.grammar.compiled_words.new_word_store`; the same nodes
     as a WordStore). ``False`` keeps the Python WordStore, the reference.
 
@@ -411,16 +412,21 @@ def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None, deadline: Dead
     sets = cfg.byte_sets()
     if compiled is False:
         return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets, deadline=deadline)
-    from .grammar.compiled_words import Unsupported, new_word_store
+    from .grammar.compiled_words import Unsupported, as_word_store, new_word_store, symbol_widths
 
     tokens = any(s.bits >> 256 for s in sets)  # token-level macros' pseudo-bytes (issue 19)
     store = new_word_store(counted=bool(getattr(cfg, "counted", None)), tokens=tokens)
     if isinstance(store, WordStore):
         return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets, deadline=deadline)
     try:
-        return to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets, deadline=deadline)
+        gnf = to_gnf(cfg, max_nodes=max_nodes, store=store, byte_sets=sets, deadline=deadline)
     except Unsupported:
         return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets, deadline=deadline)
+    if gnf.families and symbol_widths(gnf) is None:
+        # counted symbols past the compiled store's packing: classing takes the Python step, in a WordStore
+        # holding the same nodes (a compiled store cannot take that step, classes/compiled_displacement.py)
+        gnf = replace(gnf, store=as_word_store(store), _family_rows={})
+    return gnf
 
 
 @gc_paused()  # a build never pays a full collection (cfgzip_lab._gc)

@@ -13,11 +13,11 @@
  *   optional(roots, nullable, memo) -> [node] gnf._remove_epsilon's opt: every word with any subset
  *       of its nullable occurrences (nullable: bytes, 1 per nonterminal) deleted.
  *   closure(nts, roots, m, generating) -> [nt] gnf._closure: the least fixpoint.
- *   reach(roots, start) -> [nt]              gnf._remove_useless's REACHABLE (roots[a]: a's rule set
- *       or -1).
+ *   reach(roots, start[, items]) -> [nt]     gnf._remove_useless's REACHABLE (roots[a]: a's rule set
+ *       or -1; items[f]: family f's item, which a member F_c names).
  *   symbols(roots) -> {symbol}               gnf._symbols_named.
- *   useless(nts, roots, m, start) -> [nt]    gnf._remove_useless where it restricts nothing (else None):
- *       GENERATING, then REACHABLE; the nonterminals kept, in order.
+ *   useless(nts, roots, m, start[, items])   gnf._remove_useless where it restricts nothing (else None):
+ *       GENERATING (a family member counts), then REACHABLE (as reach); the nonterminals kept, in order.
  *   word(symbols) -> node                    WordStore.word (the lifting makes one per alternative).
  *   below_sets_of(rows, start, bottom)       gnf.stack_below without families (None past 128 MB; gnf_merge.c, gnf_below.c).
  *   left_corner_order(nts, roots, m)         gnf._left_corner_order (Tarjan, the Python walk's order).
@@ -25,8 +25,8 @@
  *       refinement (its stack adjacency too), the renamed tails made in the Python walk's order (gnf_merge.c).
  *   merge_table(table, start[, items, bounds]) merge_equivalent on the table's dicts, the merged rows as dicts;
  *       with counted-repetition families merged too, as gnf._merge_equivalent does (gnf_merge.c).
- *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading without families.
- *   remove_units(nts, roots, m, at)          gnf._remove_units without families.
+ *   substitute_leading(seq, roots, at)       gnf._substitute_all_leading (a family member never leads a word).
+ *   remove_units(nts, roots, m, at)          gnf._remove_units (likewise: a member is never a unit).
  *   reachable_count(roots), count_sum(roots) the normal form's sizes (len(reachable), sum of counts).
  *   left_work(order, roots, m) -> bytes      the nonterminals gnf._remove_left_recursion changes.
  *   atom_rows(roots, to, memo) -> [dict]     gnf._to_gnf's table: {atom: tail mapped through to} per root.
@@ -40,11 +40,44 @@
 
 #include "gnf_passes.h"
 
-static int cmp_edge_sym(const void *x, const void *y) {
-    int64_t a = ((const int64_t *)x)[0], b = ((const int64_t *)y)[0];
-    if (a != b) return a < b ? -1 : 1;
-    int64_t i = ((const int64_t *)x)[2], j = ((const int64_t *)y)[2];  /* stable: edge order */
-    return i < j ? -1 : i > j;
+/* The triples (symbol, child, position) t[0:cnt] sorted by symbol, then position (cmp_edge_sym's order as
+ * qsort gave it: the keys are distinct, so the order is the same), with insertion-sorted runs and bottom-up
+ * merges; scratch: room for cnt more triples. qsort through a comparator was ~25% of a counted schema's
+ * merging (Snowplow sp_333: its renamed tails meet in one block by the hundred). */
+static inline int edge_before(const int64_t *x, const int64_t *y) {
+    return x[0] < y[0] || (x[0] == y[0] && x[2] < y[2]);
+}
+
+static void sort_edge_triples(int64_t *t, int64_t *scratch, int64_t cnt) {
+    const int64_t run = 16;
+    for (int64_t lo = 0; lo < cnt; lo += run) {
+        int64_t hi = lo + run < cnt ? lo + run : cnt;
+        for (int64_t i = lo + 1; i < hi; i++) {
+            int64_t v[3] = {t[3 * i], t[3 * i + 1], t[3 * i + 2]}, j = i;
+            while (j > lo && edge_before(v, t + 3 * (j - 1))) {
+                memcpy(t + 3 * j, t + 3 * (j - 1), 3 * sizeof(int64_t));
+                j--;
+            }
+            memcpy(t + 3 * j, v, 3 * sizeof(int64_t));
+        }
+    }
+    int64_t *src = t, *dst = scratch;
+    for (int64_t width = run; width < cnt; width *= 2) {
+        for (int64_t lo = 0; lo < cnt; lo += 2 * width) {
+            int64_t mid = lo + width < cnt ? lo + width : cnt, hi = lo + 2 * width < cnt ? lo + 2 * width : cnt;
+            int64_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) {
+                const int64_t *from = edge_before(src + 3 * j, src + 3 * i) ? src + 3 * j++ : src + 3 * i++;
+                memcpy(dst + 3 * o++, from, 3 * sizeof(int64_t));
+            }
+            if (i < mid) memcpy(dst + 3 * o, src + 3 * i, (size_t)(mid - i) * 3 * sizeof(int64_t)), o += mid - i;
+            if (j < hi) memcpy(dst + 3 * o, src + 3 * j, (size_t)(hi - j) * 3 * sizeof(int64_t));
+        }
+        int64_t *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != t) memcpy(t, src, (size_t)cnt * 3 * sizeof(int64_t));
 }
 
 int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth) {
@@ -83,7 +116,7 @@ int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth) {
          * children in EDGE order across groups, as the Python walk does (unions create nodes, so their
          * order is the ids'), and push the groups in symbol order. */
         int64_t cnt = S->stop - base;
-        int64_t *tmp = malloc((size_t)cnt * 5 * sizeof(int64_t));
+        int64_t *tmp = malloc((size_t)cnt * 6 * sizeof(int64_t)); /* triples, then group_of and acc */
         if (!tmp) {
             S->stop = base;
             return E_NOMEM;
@@ -94,7 +127,7 @@ int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth) {
             tmp[3 * k + 1] = S->skid[base + k];
             tmp[3 * k + 2] = k;
         }
-        qsort(tmp, (size_t)cnt, 3 * sizeof(int64_t), cmp_edge_sym);
+        sort_edge_triples(tmp, tmp + 3 * cnt, cnt); /* (scratch: where group_of and acc go after) */
         int64_t groups = 0;
         for (int64_t k = 0; k < cnt; k++) {
             if (k == 0 || tmp[3 * k] != tmp[3 * (k - 1)]) acc[groups++] = W_EMPTY;
@@ -343,10 +376,11 @@ done:
 }
 
 /* REACHABLE from `start` (words_reach, words_useless): nonterminal a's rule set is node rule[a] (< 0:
- * none); reached[a] set for every nonterminal in [0, m) a word of a reached rule set names. seen (a
+ * none); reached[a] set for every nonterminal in [0, m) a word of a reached rule set names, a family
+ * member F_c of family f < nf naming its item fitem[f] (gnf._remove_useless). seen (a
  * bit per store node), frontier (m + 1 slots) and the growing stack are the caller's; -1: no memory. */
-static int reach_from(Words *S, const int64_t *rule, int64_t m, int64_t start, uint8_t *reached, uint64_t *seen,
-                      int64_t *frontier, int64_t **stack, int64_t *cap) {
+static int reach_from(Words *S, const int64_t *rule, int64_t m, int64_t start, const int64_t *fitem, int64_t nf,
+                      uint8_t *reached, uint64_t *seen, int64_t *frontier, int64_t **stack, int64_t *cap) {
     int64_t ftop = 0, top = 0;
     reached[start] = 1;
     frontier[ftop++] = start;
@@ -363,6 +397,8 @@ static int reach_from(Words *S, const int64_t *rule, int64_t m, int64_t start, u
             if (grow((void **)stack, cap, top + cnt, sizeof(int64_t)) < 0) return -1;
             for (int64_t i = e0; i < e0 + cnt; i++) {
                 int64_t sym = S->esym[i];
+                if (nf && sym >= FAMILY_BASE && sym < WIDE_IN && ((sym - FAMILY_BASE) >> 32) < nf)
+                    sym = fitem[(sym - FAMILY_BASE) >> 32]; /* a member's rows are its item's: the item stays */
                 if (sym >= 0 && sym < m && !reached[sym]) {
                     reached[sym] = 1;
                     frontier[ftop++] = sym;
@@ -375,13 +411,17 @@ static int reach_from(Words *S, const int64_t *rule, int64_t m, int64_t start, u
 }
 
 PyObject *words_reach(Words *S, PyObject *args) {
-    PyObject *roots_obj;
+    PyObject *roots_obj, *items_obj = NULL;
     long long start;
-    if (!PyArg_ParseTuple(args, "OL", &roots_obj, &start)) return NULL;
-    Py_ssize_t m;
-    int64_t *roots = gnf_node_list(S, roots_obj, &m, 1);
+    if (!PyArg_ParseTuple(args, "OL|O", &roots_obj, &start, &items_obj)) return NULL;
+    Py_ssize_t m, nf = 0;
+    int64_t *roots = gnf_node_list(S, roots_obj, &m, 1), *fitem = NULL;
     if (!roots) return NULL;
     PyObject *out = NULL;
+    if (items_obj && !(fitem = gnf_node_list(S, items_obj, &nf, 2))) {
+        free(roots);
+        return NULL;
+    }
     uint8_t *reached = calloc((size_t)m + 1, 1);
     uint64_t *seen = calloc((size_t)(S->n / 64 + 1), sizeof(uint64_t));
     int64_t *frontier = malloc((size_t)(m + 1) * sizeof(int64_t));
@@ -394,7 +434,7 @@ PyObject *words_reach(Words *S, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "reach: the start has no rule set");
         goto done;
     }
-    if (reach_from(S, roots, m, start, reached, seen, frontier, &stack, &cap) < 0) goto nomem;
+    if (reach_from(S, roots, m, start, fitem, nf, reached, seen, frontier, &stack, &cap) < 0) goto nomem;
     out = PyList_New(0);
     for (int64_t a = 0; out && a < m; a++) {
         if (!reached[a]) continue;
@@ -407,6 +447,7 @@ nomem:
     PyErr_NoMemory();
 done:
     free(roots);
+    free(fitem);
     free(reached);
     free(seen);
     free(frontier);
@@ -414,16 +455,17 @@ done:
     return out;
 }
 
-/* useless(nts, roots, m, start) -> [nt] or None: gnf._remove_useless without families, where it needs no
- * restricting: GENERATING (the closure), then REACHABLE from the start through the generating rule sets;
- * the nonterminals kept, in the order of nts. None where the Python walk has more to do: some rule set
- * names a nonterminal that is not generating (restricting makes nodes), or the start is not generating. */
+/* useless(nts, roots, m, start[, items]) -> [nt] or None: gnf._remove_useless (items[f]: family f's item, as
+ * reach_from reads them), where it needs no restricting: GENERATING (the closure; a family member counts),
+ * then REACHABLE from the start through the generating rule sets; the nonterminals kept, in the order of nts.
+ * None where the Python walk has more to do: some rule set names a nonterminal that is not generating
+ * (restricting makes nodes), or the start is not generating. */
 PyObject *words_useless(Words *S, PyObject *args) {
-    PyObject *nts_obj, *roots_obj;
+    PyObject *nts_obj, *roots_obj, *items_obj = NULL;
     long long m, start;
-    if (!PyArg_ParseTuple(args, "OOLL", &nts_obj, &roots_obj, &m, &start)) return NULL;
-    Py_ssize_t n, n2;
-    int64_t *nts = NULL, *roots = NULL, *rule = NULL, *stack = NULL, *frontier = NULL, cap = 0, top = 0;
+    if (!PyArg_ParseTuple(args, "OOLL|O", &nts_obj, &roots_obj, &m, &start, &items_obj)) return NULL;
+    Py_ssize_t n, n2, nf = 0;
+    int64_t *nts = NULL, *roots = NULL, *rule = NULL, *stack = NULL, *frontier = NULL, *fitem = NULL, cap = 0, top = 0;
     uint8_t *found = NULL, *reached = NULL;
     uint32_t *state = NULL;
     uint64_t *seen = NULL;
@@ -432,6 +474,7 @@ PyObject *words_useless(Words *S, PyObject *args) {
     if (!nts) return NULL;
     roots = gnf_node_list(S, roots_obj, &n2, 0);
     if (!roots) goto done;
+    if (items_obj && !(fitem = gnf_node_list(S, items_obj, &nf, 2))) goto done;
     if (n != n2 || m < 0) {
         PyErr_SetString(PyExc_ValueError, "useless: nonterminals and roots differ in number");
         goto done;
@@ -505,7 +548,7 @@ PyObject *words_useless(Words *S, PyObject *args) {
         Py_INCREF(out);
         goto done;
     }
-    if (reach_from(S, rule, m, start, reached, seen, frontier, &stack, &cap) < 0) goto nomem;
+    if (reach_from(S, rule, m, start, fitem, nf, reached, seen, frontier, &stack, &cap) < 0) goto nomem;
     out = PyList_New(0);
     for (Py_ssize_t i = 0; out && i < n; i++) {
         int64_t a = nts[i];
@@ -521,6 +564,7 @@ nomem:
 done:
     free(nts);
     free(roots);
+    free(fitem);
     free(found);
     free(reached);
     free(rule);
@@ -598,7 +642,7 @@ static int gnf_progress(Py_buffer *buf, int64_t **at) {
     return 0;
 }
 
-/* substitute_leading(seq, roots, at) -> [node]: gnf._substitute_all_leading without families. For each a of
+/* substitute_leading(seq, roots, at) -> [node]: gnf._substitute_all_leading. For each a of
  * seq in turn (roots[a]: a's rule set, updated as it goes; -1: none): the atom-led edges kept as one node,
  * then concat(R_B, tail) for each leading nonterminal B in edge order, united left to right from ∅
  * (WordStore.union_all). at[0]: the nonterminal being worked on (the last one, once done). Returns the new rule sets in seq's order. */
@@ -691,7 +735,7 @@ done:
     return out;
 }
 
-/* remove_units(nts, roots, m, at) -> [node]: gnf._remove_units without families (nts in the rule map's
+/* remove_units(nts, roots, m, at) -> [node]: gnf._remove_units (nts in the rule map's
  * order, roots[i] nts[i]'s rule set). First each rule set's proper part in that order: unchanged without a
  * nonterminal edge into a set holding ε, else the node without the edges into {ε} and with ε taken out of
  * the other nonterminal edges' children (in edge order); then, in that order, each rule set with units

@@ -12,7 +12,7 @@
 
 /* Raise together with cfgzip_lab/_binding.py's ABI_VERSION when a function is added, removed or changes
  * its arguments. */
-#define ABI_VERSION 3
+#define ABI_VERSION 4
 
 PyObject *Unsupported;
 

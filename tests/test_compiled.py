@@ -460,12 +460,34 @@ def test_dead_subtrees_are_filled_in_token_order_and_counted(toy):
         classify(np.empty(toy.vocab_size, dtype=np.int64), flagged)
 
 
-def test_the_stack_adjacency_is_the_python_one():
+def test_the_stack_adjacency_is_the_python_one(monkeypatch):
     from cfgzip_lab.classes.adjacency import stack_adjacency
+    from cfgzip_lab.grammar import gnf as gnf_module
 
     for text in (ARITH, JSON_SMALL, NESTED, *(p.read_text(encoding="utf-8") for p in BUNDLED)):
         gnf = compile_grammar(text).gnf
-        assert compiled_displacement.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
+        below = compiled_displacement.CompiledDisplacer(gnf).below
+        assert below == stack_adjacency(gnf)
+        monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)  # the Python fixpoint, not gnf_merge.c's
+        assert below == stack_adjacency(gnf)
+        monkeypatch.setattr(gnf_module, "PASSES_IN_C", True)
+
+
+@pytest.mark.parametrize(
+    "name", ["Snowplow---sp_333_Normalized", "Github_medium---o9906", "Github_ultra---o65975", "Github_medium---o9914"]
+)
+def test_the_stack_adjacency_of_counted_maskbench_schemas_is_the_python_fixpoint(name):
+    """Words.grammar's adjacency (its closure over Tarjan's components, csrc/displace.c) on counted schemas of
+    thousands of rows with their families' rows: gnf.stack_below's Python fixpoint, set for set."""
+    import json
+
+    from paths import maskbench_row
+
+    from cfgzip_lab.classes.adjacency import stack_adjacency
+
+    gnf = compile_grammar(json.dumps(maskbench_row(name)["schema"]), kind="json_schema").gnf
+    assert gnf.families and compiled.supports(gnf)
+    assert compiled_displacement.CompiledDisplacer(gnf).below == stack_adjacency(gnf)
 
 
 @pytest.mark.parametrize(

@@ -192,12 +192,15 @@ def test_the_native_state_holds_one_member_per_position(toy):
     assert not m.accept_token(ids[b"a"])
 
 
-def test_a_served_counted_grammar_counts_its_steps_sizes_in_classings_store(toy):
-    """A counted normal form is built in a Python WordStore and classed in a compiled store seeded with
-    its nodes; the grammar a cache keeps counts its steps' sizes there (in C): the same sizes."""
+def test_a_served_counted_grammar_counts_its_steps_sizes_in_classings_store(toy, monkeypatch):
+    """A counted normal form built in a Python WordStore (``COUNTED_IN_COMPILED_STORE`` off, or symbols past
+    the compiled store's packing) is classed in a compiled store seeded with its nodes; the grammar a cache
+    keeps counts its steps' sizes there (in C): the same sizes."""
     from cfgzip_lab.cache.grammars import _kept_grammar
+    from cfgzip_lab.grammar import compiled_words
     from cfgzip_lab.grammar.compiled_words import CompiledWordStore
 
+    monkeypatch.setattr(compiled_words, "COUNTED_IN_COMPILED_STORE", False)
     text = BOUNDED[-1]
     reference = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in compile_grammar(text).gnf.steps]
     compiled = compile_grammar(text)

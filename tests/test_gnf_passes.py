@@ -296,10 +296,12 @@ def _maskbench_schema(name: str) -> str:
     return json.dumps(maskbench_row(name)["schema"])
 
 
-def _counted_built(text: str, kind: str, in_c: bool, monkeypatch, **options) -> tuple:
-    """A counted grammar's normal form (built in a WordStore) with merging's C path on or off: its
-    nonterminals, table, families and every store node (the spy says whether the C merge answered)."""
+def _counted_built(text: str, kind: str, in_c: bool, monkeypatch, in_compiled: bool = False, **options) -> tuple:
+    """A counted grammar's normal form, built in a WordStore (``in_compiled`` False: merging's C path on a
+    compiled copy, or off) or in the compiled store (every pass in C, or the Python walks over that store):
+    its nonterminals, table, families and every store node (the spy says whether the C merge answered)."""
     monkeypatch.setattr(gnf_module, "PASSES_IN_C", in_c)
+    monkeypatch.setattr(compiled, "COUNTED_IN_COMPILED_STORE", in_compiled)
     answered = []
     real = gnf_module._merge_families_in_c
 
@@ -314,7 +316,7 @@ def _counted_built(text: str, kind: str, in_c: bool, monkeypatch, **options) -> 
     except GrammarError as error:
         return ("error", str(error)), answered
     store = gnf.store
-    assert gnf.families and type(store).__name__ == "WordStore"
+    assert gnf.families and type(store).__name__ == ("CompiledWordStore" if in_compiled else "WordStore")
     sizes = [(s.name, s.nonterminals, s.dag_nodes, s.productions) for s in gnf.steps]
     built = (gnf.names, gnf.table, gnf.start, gnf.families, gnf.merged_from, sizes, store.created)
     return (*built, [store.nodes[i] for i in range(len(store))]), answered
@@ -342,16 +344,95 @@ def test_counted_grammars_merge_in_c_node_for_node(text, monkeypatch):
     assert python == native
 
 
+# -- counted-repetition grammars built in the compiled store: every pass in C ------------------------------
+
+
+def _passes_seen(monkeypatch) -> list[bool]:
+    """Whether each pass asking ``gnf._passes`` got the compiled store's (spied from now on)."""
+    calls: list[bool] = []
+    real = gnf_module._passes
+
+    def spy(store):
+        native = real(store)
+        calls.append(native is not None)
+        return native
+
+    monkeypatch.setattr(gnf_module, "_passes", spy)
+    return calls
+
+
+@pytest.mark.parametrize("name", COUNTED_MASKBENCH + ["Snowplow---sp_333_Normalized", "Snowplow---sp_418_Normalized"])
+def test_counted_maskbench_in_the_compiled_store_is_the_word_stores_node_for_node(name, monkeypatch):
+    """A counted schema's normal form built in the compiled store, its passes in C (useless symbols with a
+    member naming its item, ε-rules, unit rules, left recursion, leading substitution, the table, merging):
+    the Python reference's (a WordStore, the Python walks) node for node; and the Python walks over the
+    compiled store give it too."""
+    text = _maskbench_schema(name)
+    python, _ = _counted_built(text, "json_schema", False, monkeypatch)
+    calls = _passes_seen(monkeypatch)
+    native, answered = _counted_built(text, "json_schema", True, monkeypatch, in_compiled=True)
+    assert answered == [True] and calls and all(calls), "a pass did not run in C"
+    assert python[:-1] == native[:-1]
+    assert python[-1] == native[-1], "same normal form, but the store's nodes differ"
+    walks, _ = _counted_built(text, "json_schema", False, monkeypatch, in_compiled=True)
+    assert walks == python
+
+
+@pytest.mark.parametrize("text", COUNTED_EBNF)
+def test_counted_grammars_in_the_compiled_store_are_the_word_stores_node_for_node(text, monkeypatch):
+    python, _ = _counted_built(text, "ebnf", False, monkeypatch, counted_threshold=0)
+    native, answered = _counted_built(text, "ebnf", True, monkeypatch, in_compiled=True, counted_threshold=0)
+    assert answered == [True]
+    assert python == native
+
+
+def test_reach_and_useless_follow_a_member_to_its_item():
+    """Words.reach / Words.useless with the families' items: a member F_c names its family's item (the
+    item's rule set is kept although no word names the item itself); without them it is not reached."""
+    from cfgzip_lab.grammar.counted import family_symbol
+
+    store = compiled.new_word_store()
+    native = store.native
+    # 0 → 'a' F(0, 1);  1 (the item) → 'b';  2 → 'c' (unreachable)
+    roots = [store.word((-1, family_symbol(0, 1))), store.word((-2,)), store.word((-3,))]
+    assert native.reach(roots, 0, [1]) == [0, 1]
+    assert native.reach(roots, 0) == [0]
+    assert native.useless([0, 1, 2], roots, 3, 0, [1]) == [0, 1]
+    assert native.useless([0, 1, 2], roots, 3, 0) == [0]
+
+
+def test_counted_symbols_past_the_packing_move_the_normal_form_to_a_word_store(monkeypatch):
+    """A counted grammar whose packed symbols do not fit (a bound past 2^20 beside others) is built in the
+    compiled store, then handed to classing in a WordStore holding the same nodes (its Python step)."""
+    text = 'root ::= [a-c]{0,2147483647} "x" [a-c]{0,5000} "y"\n'
+    monkeypatch.setattr(compiled, "COUNTED_IN_COMPILED_STORE", True)
+    moved = compile_grammar(text).gnf
+    assert compiled.symbol_widths(moved) is None and type(moved.store).__name__ == "WordStore"
+    monkeypatch.setattr(compiled, "COUNTED_IN_COMPILED_STORE", False)
+    monkeypatch.setattr(gnf_module, "PASSES_IN_C", False)
+    reference = compile_grammar(text).gnf
+    assert [moved.store.nodes[i] for i in range(len(moved.store))] == [
+        reference.store.nodes[i] for i in range(len(reference.store))
+    ]
+    assert (moved.table, moved.families, moved.store.created) == (
+        reference.table,
+        reference.families,
+        reference.store.created,
+    )
+
+
+@pytest.mark.parametrize("in_compiled", [False, True], ids=["word-store", "compiled-store"])
 @pytest.mark.parametrize("base", [0, 5, 60, 600, 100_000])
-def test_counted_merging_past_its_budget_in_c_is_the_python_walks(base, monkeypatch):
-    """A counted merge stopped by its node budget: the WordStore keeps the nodes the C merge made until
+def test_counted_merging_past_its_budget_in_c_is_the_python_walks(base, in_compiled, monkeypatch):
+    """A counted merge stopped by its node budget: the store keeps the nodes the C merge made until
     then (as the Python walk's store does), and the GNF is left unmerged alike (o62897's merge makes
-    33,384 nodes: within 100,000 it runs to its end)."""
+    33,384 nodes: within 100,000 it runs to its end); in a WordStore (the C merge on a compiled copy) and in
+    the compiled store."""
     monkeypatch.setattr(gnf_module, "MERGE_BUDGET_BASE", base)
     monkeypatch.setattr(gnf_module, "MERGE_BUDGET_PER_NODE", 0)
     text = _maskbench_schema("Github_ultra---o62897")
     python, _ = _counted_built(text, "json_schema", False, monkeypatch)
-    native, _ = _counted_built(text, "json_schema", True, monkeypatch)
+    native, _ = _counted_built(text, "json_schema", True, monkeypatch, in_compiled=in_compiled)
     assert python == native
     assert ("merging (skipped: past its budget)" in [s[0] for s in native[5]]) == (base < 100_000)
 

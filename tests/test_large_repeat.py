@@ -257,3 +257,44 @@ def test_the_scan_on_maskbench_o79409_points_at_the_pattern(llama3, o79409):
     assert found is not None
     assert "{1, 200}" in found.message
     assert "' {'" in found.message or "tokens of vocabulary 'llama3'" in found.message
+
+
+def _scan_texts() -> list[str]:
+    """EBNF texts the scan's indexes are checked on: XGrammar's test grammars, the bundled ones, counted
+    MaskBench schemas as XGrammar writes them (hundreds of bounds and literals), and small edge cases
+    (blank lines before a definition, a body on the next line, names with dots and dashes, a prefix name)."""
+    from paths import BUNDLED, CORPORA
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted((CORPORA / "xgrammar-tests").glob("*.ebnf"))]
+    texts += [p.read_text(encoding="utf-8") for p in BUNDLED]
+    for name in ("Github_medium---o9906", "Snowplow---sp_333_Normalized", "Github_ultra---o65975"):
+        schema = json.dumps(maskbench_row(name)["schema"])
+        texts.append(str(xgr.Grammar.from_json_schema(schema, any_whitespace=True, strict_mode=True)))
+    texts += [
+        'root ::= r{0, 300} "x"\n\n\n  r ::= [a-z]\nr ::= [0-9]\n',
+        'root ::= a.b{1, 200} a{1, 200} a-c{0, 300}\na ::=\n  [x]\na.b ::= [y]\na-c ::= "q" | [z]\nab ::= [w]\n',
+        'root ::= "a{1,300}" x{0, 129}\n# x ::= [c]\nx ::= "s" [d]\n',
+    ]
+    return texts
+
+
+def test_the_scans_indexes_answer_as_its_searches():
+    """large_repeat's indexes against the searches they replace, on every text: the rule definitions read
+    once per text (``_definitions``) against one search per name (``_definition_of``), for every name the
+    text holds; and the bisection over the literals (``_inside``) against a scan of every span, at every
+    bound. So ``large_repeats`` finds what it found before, at the same places with the same classes."""
+    import re
+
+    from cfgzip_lab.grammar.large_repeat import _BOUND, _definition_of, _definitions, _inside, _lexemes
+
+    for text in _scan_texts():
+        index = _definitions(text)
+        for name in set(re.findall(r"[A-Za-z_][A-Za-z0-9_.\-]*", text)):
+            want, got = _definition_of(text, name), index.get(name)
+            assert (want is None) == (got is None), name
+            if want is not None:
+                assert want.group(1) == got.group(2), name
+        lexemes = _lexemes(text)
+        for bound in _BOUND.finditer(text):
+            at = bound.start()
+            assert _inside(lexemes.quoted, lexemes.quoted_starts, at) == any(a <= at < b for a, b in lexemes.quoted)

@@ -418,8 +418,8 @@ def _kept_grammar(compiled: CompiledGrammar, displacer: Displacer) -> tuple[Comp
         return LoadedGrammar(compiled.text, gnf, compiled.grammar_source, compiled.seconds), displacer
     from ..grammar.gnf_arrays import compact_gnf
 
-    # a normal form built in a Python WordStore (counted repetitions) whose classing ran in a compiled store
-    # seeded with its nodes: the steps' sizes are counted there, in C
+    # a normal form built in a Python WordStore (counted repetitions with compiled_words.COUNTED_IN_COMPILED_STORE
+    # off) whose classing ran in a compiled store seeded with its nodes: the steps' sizes are counted there, in C
     seeded = displacer.store if native is None and isinstance(displacer, CompiledDisplacer) else None
     return LoadedGrammar(compiled.text, compact_gnf(gnf, seeded), compiled.grammar_source, compiled.seconds), None
 

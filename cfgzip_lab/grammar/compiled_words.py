@@ -44,6 +44,8 @@ __all__ = [
     "symbol_widths",
     "set_grammar",
     "new_word_store",
+    "as_word_store",
+    "COUNTED_IN_COMPILED_STORE",
     "CompiledWordStore",
     "Unsupported",
 ]
@@ -199,13 +201,33 @@ class CompiledWordStore:
     without_edge = WordStore.without_edge
 
 
+COUNTED_IN_COMPILED_STORE = True
+"""Whether a grammar with counted repetitions has its normal form built in the compiled store (its passes in
+C, ``gnf.PASSES_IN_C``) like any other; False: in a WordStore (the Python walks), as before. The same nodes
+under the same ids either way (``tests/test_counted.py`` compares both); the GNF's store holds only concrete
+members ``F_c`` (below 2^61), and classing sets the packed σ_in / σ_out widths (:func:`set_grammar`)."""
+
+
 def new_word_store(counted: bool = False, tokens: bool = False) -> WordStore | CompiledWordStore:
     """A fresh, empty word store for a normal form: compiled where the kernel is built (the same nodes
     under the same ids as a WordStore; the GNF's set algebra runs in C, and classing, the index and the
-    walk continue in the same store), a WordStore where it is not or for a grammar with counted
-    repetitions (``counted``: their displacement symbols pass 64 bits; the Python reference runs them)
-    or with token atoms (``tokens``: classing runs in Python, :func:`supports`).
+    walk continue in the same store), a WordStore where it is not or for a grammar with token atoms
+    (``tokens``: classing runs in Python, :func:`supports`), or with counted repetitions (``counted``)
+    where :data:`COUNTED_IN_COMPILED_STORE` is off. A counted grammar whose packed symbols turn out not to
+    fit (:func:`symbol_widths`) is moved to a WordStore after its normal form (:func:`as_word_store`).
     Measured (c_like, CPU time): to_gnf 0.35 s in a WordStore, 0.18 s in a compiled store."""
-    if counted or tokens or not available():
+    if (counted and not COUNTED_IN_COMPILED_STORE) or tokens or not available():
         return WordStore()
     return CompiledWordStore.seeded(WordStore())
+
+
+def as_word_store(store: CompiledWordStore) -> WordStore:
+    """A WordStore holding ``store``'s nodes under the same ids (its ``created`` too), for a normal form
+    whose counted-repetition symbols do not fit the compiled store (:func:`symbol_widths`: the Python
+    step runs it). Its memos start empty: a set operation met again makes the nodes it made before, which
+    the store holds, so later nodes get the ids they get in a normal form built in a WordStore."""
+    out = WordStore()
+    nodes = store.nodes
+    out.adopt([nodes[i] for i in range(2, len(store))])
+    out.created = store.created
+    return out

@@ -664,7 +664,7 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
     (A worklist over reverse edges, linear in theory, measured 5x slower on c_like: building its
     indexes costs more than the two or three rounds.)"""
     native = _passes(rules.store)
-    if native is not None and not rules.families:
+    if native is not None:  # (a family member counts as generating there too: a symbol past 2^48)
         return set(native.closure(list(rules.rhs), list(rules.rhs.values()), len(rules.names), generating))
     nodes = rules.store.nodes
     found: set[int] = set()
@@ -700,11 +700,13 @@ def _closure(rules: _Rules, generating: bool) -> set[int]:
 
 def _remove_useless(rules: _Rules, start: int) -> None:
     store = rules.store
-    native = _passes(store) if not rules.families else None
+    native = _passes(store)
+    # a family member names its item (REACHABLE below): the C walks read family f's as items[f]
+    items = [item for _, item, _, _, _ in rules.families]
     if native is not None:
         # One C call where nothing needs restricting (most passes): GENERATING, then REACHABLE, the
         # nonterminals kept in order; None where the walk below has more to do.
-        kept = native.useless(list(rules.rhs), list(rules.rhs.values()), len(rules.names), start)
+        kept = native.useless(list(rules.rhs), list(rules.rhs.values()), len(rules.names), start, items)
         if kept is not None:
             if len(kept) < len(rules.rhs):
                 rhs = rules.rhs
@@ -755,7 +757,7 @@ def _remove_useless(rules: _Rules, start: int) -> None:
         roots = [-1] * len(rules.names)
         for a, r in rules.rhs.items():
             roots[a] = r
-        reachable = set(native.reach(roots, start))
+        reachable = set(native.reach(roots, start, items))
         rules.rhs = {a: r for a, r in rules.rhs.items() if a in reachable}
         return
     seen: set[int] = set()
@@ -799,7 +801,7 @@ def _remove_epsilon(rules: _Rules, start: int) -> tuple[bool, set[int]]:
     nullable = _closure(rules, False)
 
     removed = {}
-    native = _passes(store) if not rules.families and not rules.counted else None
+    native = _passes(store)  # (before _install_families: no family member in a rule set yet)
     if native is not None:
         marks = bytearray(len(rules.names))
         for a in nullable:
@@ -870,7 +872,7 @@ def _install_families(rules: _Rules, nullable: set[int]) -> None:
 
 def _remove_units(rules: _Rules) -> None:
     store = rules.store
-    native = _passes(store) if not rules.families else None
+    native = _passes(store)  # (a family member never leads a rule set's word: never a unit)
     if native is not None:  # the same walk in C, the same nodes
         nts, at = list(rules.rhs), array("q", [-1])
         try:
@@ -913,7 +915,7 @@ def _remove_units(rules: _Rules) -> None:
 def _left_corner_order(rules: _Rules) -> list[int]:
     """Nonterminals so that a rule's leading nonterminals come later, except inside SCCs (Tarjan)."""
     store = rules.store
-    native = _passes(store) if not rules.families else None
+    native = _passes(store)
     if native is not None:
         nts = sorted(rules.rhs)
         return native.left_corner_order(nts, [rules.rhs[a] for a in nts], len(rules.names))
@@ -978,7 +980,7 @@ def _remove_left_recursion(rules: _Rules) -> list[int]:
     order = _left_corner_order(rules)
     pos = {a: i for i, a in enumerate(order)}
     zs: list[int] = []
-    native = _passes(store) if not rules.families else None
+    native = _passes(store)
     work = None
     if native is not None:
         # The nonterminals with a leading edge on themselves or on an earlier one, found in C: the loop
@@ -1024,7 +1026,7 @@ def _substitute_all_leading(rules: _Rules, order: list[int]) -> None:
         zs = [a for a in order if a in rhs and a in z_ids]
     else:  # (no left recursion removed: most grammars)
         originals, zs = [a for a in order if a in rhs], []
-    native = _passes(store) if not rules.families else None
+    native = _passes(store)
     if native is not None:  # the same walk in C, the same nodes
         seq, at = originals[::-1] + zs, array("q", [-1])
         roots = [-1] * len(rules.names)
@@ -1160,9 +1162,10 @@ def _merge_families_in_c(
 ) -> tuple[list[int], list[dict[int, int]], list[int]] | None:
     """:func:`_merge_equivalent` with counted-repetition families, in C (``Words.merge_table``), or None.
 
-    A counted grammar's normal form is built in a Python :class:`WordStore` (its other passes are the
-    Python walks), and its merging was most of that normal form (Github_medium o9802: ~0.9 s of
-    1.4). Here a compiled store seeded with the WordStore's nodes (the same ids) runs the same rounds
+    In a compiled store (where the pipeline builds a counted grammar's normal form,
+    :data:`~cfgzip_lab.grammar.compiled_words.COUNTED_IN_COMPILED_STORE`) it runs there. A normal form built
+    in a Python :class:`WordStore` (that switch off) had its merging as most of its time (Github_medium
+    o9802: ~0.9 s of 1.4): there a compiled store seeded with the WordStore's nodes (the same ids) runs the same rounds
     and makes the same nodes in the same order, and the nodes it made are then interned in the
     WordStore in that order, so the WordStore ends as the Python walk leaves it, node for node (also
     where the merge stops at its node budget: the nodes made until then are kept, then the error
@@ -1513,7 +1516,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
     live.remove(start)
     live.insert(0, start)
     dense = {a: i for i, a in enumerate(live)}
-    native = _passes(store) if not rules.families else None
+    native = _passes(store)
     if native is None:
         memo: dict[int, int] = {}
 
@@ -1533,7 +1536,7 @@ def _to_gnf(cfg: CFG, store: WordStore, lift_per_occurrence: bool, merge: bool, 
             table = [{atom_index(s): renumber(c) for s, c in store.edges(rules.rhs[a])} for a in live]
         finally:
             renumber = None  # see CYCLES
-    else:  # the same walk in C: the rows' tails in row order, one call
+    else:  # the same walk in C: the rows' tails in row order, one call (members, past len(to), kept)
         to = array("q", range(len(rules.names)))
         for a, i in dense.items():
             to[a] = i
