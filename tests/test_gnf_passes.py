@@ -115,15 +115,7 @@ def test_the_left_corner_order_in_c_is_tarjans_python_walk(name, text, kind, mon
 def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     """Not only equal results: the C passes are what runs (a Python walk left in the way would pass
     the comparison above by itself)."""
-    calls = []
-    real = gnf_module._passes
-
-    def spy(store):
-        native = real(store)
-        calls.append(native is not None)
-        return native
-
-    monkeypatch.setattr(gnf_module, "_passes", spy)
+    calls = _passes_seen(monkeypatch)
     compile_grammar('root ::= "a" x? "b"\nx ::= [0-9]+ | "" \n')
     assert calls and all(calls)
     calls.clear()
