@@ -473,6 +473,7 @@ def print_table(rows: list[dict], machine: dict) -> None:
     )
     print(head)
     print("|" + "---|" * 14)
+
     def cell(value: float | None, unit: str) -> str:
         return "–" if value is None else f"{value} {unit}"  # no file compiled, or no instance replayed
 

@@ -79,7 +79,9 @@ EDGE_CASES = {
     "counted over a live item": _cfg({"root": [("k",)], "k": [], "i": [(A,)]}, {"k": Counted("i", 2, 40)}),
     "unreachable rules": _cfg({"root": [(A,)], "lost": [("root", "lost2")], "lost2": [(A,)]}),
     "chain written top-down": _cfg({f"r{i}": [(A, f"r{i + 1}")] for i in range(800)} | {"r800": [(A,)]}, start="r0"),
-    "chain with a dead end at the bottom": _cfg({f"r{i}": [(A, f"r{i + 1}")] for i in range(50)} | {"r50": [("r50",)]}, start="r0"),
+    "chain with a dead end at the bottom": _cfg(
+        {f"r{i}": [(A, f"r{i + 1}")] for i in range(50)} | {"r50": [("r50",)]}, start="r0"
+    ),
 }
 
 
