@@ -39,46 +39,17 @@
  */
 
 #include "gnf_passes.h"
+#include "run_merge_sort.h"
 
-/* The triples (symbol, child, position) t[0:cnt] sorted by symbol, then position (cmp_edge_sym's order as
- * qsort gave it: the keys are distinct, so the order is the same), with insertion-sorted runs and bottom-up
- * merges; scratch: room for cnt more triples. qsort through a comparator was ~25% of a counted schema's
- * merging (Snowplow sp_333: its renamed tails meet in one block by the hundred). */
-static inline int edge_before(const int64_t *x, const int64_t *y) {
-    return x[0] < y[0] || (x[0] == y[0] && x[2] < y[2]);
-}
+/* A renamed edge as gnf_map groups them: (symbol, child, position), sorted by symbol, then position (the
+ * keys are distinct, so this is the order qsort through a comparator gave, which was ~25% of a counted
+ * schema's merging: Snowplow sp_333's renamed tails meet in one block by the hundred). */
+typedef struct {
+    int64_t sym, kid, pos;
+} EdgeTriple;
 
-static void sort_edge_triples(int64_t *t, int64_t *scratch, int64_t cnt) {
-    const int64_t run = 16;
-    for (int64_t lo = 0; lo < cnt; lo += run) {
-        int64_t hi = lo + run < cnt ? lo + run : cnt;
-        for (int64_t i = lo + 1; i < hi; i++) {
-            int64_t v[3] = {t[3 * i], t[3 * i + 1], t[3 * i + 2]}, j = i;
-            while (j > lo && edge_before(v, t + 3 * (j - 1))) {
-                memcpy(t + 3 * j, t + 3 * (j - 1), 3 * sizeof(int64_t));
-                j--;
-            }
-            memcpy(t + 3 * j, v, 3 * sizeof(int64_t));
-        }
-    }
-    int64_t *src = t, *dst = scratch;
-    for (int64_t width = run; width < cnt; width *= 2) {
-        for (int64_t lo = 0; lo < cnt; lo += 2 * width) {
-            int64_t mid = lo + width < cnt ? lo + width : cnt, hi = lo + 2 * width < cnt ? lo + 2 * width : cnt;
-            int64_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) {
-                const int64_t *from = edge_before(src + 3 * j, src + 3 * i) ? src + 3 * j++ : src + 3 * i++;
-                memcpy(dst + 3 * o++, from, 3 * sizeof(int64_t));
-            }
-            if (i < mid) memcpy(dst + 3 * o, src + 3 * i, (size_t)(mid - i) * 3 * sizeof(int64_t)), o += mid - i;
-            if (j < hi) memcpy(dst + 3 * o, src + 3 * j, (size_t)(hi - j) * 3 * sizeof(int64_t));
-        }
-        int64_t *x = src;
-        src = dst;
-        dst = x;
-    }
-    if (src != t) memcpy(t, src, (size_t)cnt * 3 * sizeof(int64_t));
-}
+#define EDGE_BEFORE(x, y) ((x)->sym < (y)->sym || ((x)->sym == (y)->sym && (x)->pos < (y)->pos))
+RUN_MERGE_SORT(sort_edge_triples, EdgeTriple, EDGE_BEFORE)
 
 int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth) {
     if (node < P->mlen && P->memo[node] >= 0) return P->memo[node];
@@ -127,7 +98,8 @@ int64_t gnf_map(Words *S, GnfPass *P, int64_t node, int depth) {
             tmp[3 * k + 1] = S->skid[base + k];
             tmp[3 * k + 2] = k;
         }
-        sort_edge_triples(tmp, tmp + 3 * cnt, cnt); /* (scratch: where group_of and acc go after) */
+        /* (scratch: where group_of and acc go after) */
+        sort_edge_triples((EdgeTriple *)tmp, (EdgeTriple *)(tmp + 3 * cnt), cnt);
         int64_t groups = 0;
         for (int64_t k = 0; k < cnt; k++) {
             if (k == 0 || tmp[3 * k] != tmp[3 * (k - 1)]) acc[groups++] = W_EMPTY;

@@ -2,6 +2,7 @@
  * set algebra over nodes (union, concatenation, the union of many concatenations at once). What the
  * compiled store is, and why its node ids are the Python store's, is said in words.h. */
 #include "words.h"
+#include "run_merge_sort.h"
 
 int grow(void **buf, int64_t *cap, int64_t need, size_t elem) {
     if (need <= *cap) return 0;
@@ -245,86 +246,22 @@ static int cmp_u64_asc(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+#define U64_LESS(x, y) (*(x) < *(y))
+RUN_MERGE_SORT(sort_u64_runs, uint64_t, U64_LESS)
+
 static void sort_u64(uint64_t *a, int64_t n) {
-    if (n <= 24) {
-        for (int64_t i = 1; i < n; i++) {
-            uint64_t v = a[i];
-            int64_t j = i;
-            while (j > 0 && a[j - 1] > v) {
-                a[j] = a[j - 1];
-                j--;
-            }
-            a[j] = v;
-        }
-        return;
-    }
-    /* insertion-sorted runs of 16, then bottom-up merges with inline comparisons (qsort's calls through
-     * cmp_u64_asc were ~15% of a counted schema's classing: unions of hundreds of terms); the same order */
     uint64_t local[256], *tmp = n <= 256 ? local : malloc((size_t)n * sizeof(uint64_t)); /* (most are short) */
     if (!tmp) {
         qsort(a, (size_t)n, sizeof(uint64_t), cmp_u64_asc);
         return;
     }
-    const int64_t run = 16;
-    for (int64_t lo = 0; lo < n; lo += run) {
-        int64_t hi = lo + run < n ? lo + run : n;
-        for (int64_t i = lo + 1; i < hi; i++) {
-            uint64_t v = a[i];
-            int64_t j = i;
-            while (j > lo && a[j - 1] > v) {
-                a[j] = a[j - 1];
-                j--;
-            }
-            a[j] = v;
-        }
-    }
-    uint64_t *src = a, *dst = tmp;
-    for (int64_t width = run; width < n; width *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * width) {
-            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
-            int64_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) dst[o++] = src[j] < src[i] ? src[j++] : src[i++];
-            while (i < mid) dst[o++] = src[i++];
-            while (j < hi) dst[o++] = src[j++];
-        }
-        uint64_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != a) memcpy(a, src, (size_t)n * sizeof(uint64_t));
+    sort_u64_runs(a, tmp, n);
     if (tmp != local) free(tmp);
 }
 
-/* the gathered edges g[0:n] in symbol order, tmp: room for n more */
-static void sort_gathered(struct gedge *g, struct gedge *tmp, int64_t n) {
-    int64_t run = n <= 32 ? n : 16; /* insertion sort of runs, then bottom-up merges */
-    for (int64_t lo = 0; lo < n; lo += run) {
-        int64_t hi = lo + run < n ? lo + run : n;
-        for (int64_t i = lo + 1; i < hi; i++) {
-            struct gedge v = g[i];
-            int64_t j = i;
-            while (j > lo && g[j - 1].sym > v.sym) {
-                g[j] = g[j - 1];
-                j--;
-            }
-            g[j] = v;
-        }
-    }
-    struct gedge *src = g, *dst = tmp;
-    for (int64_t width = run; width < n; width *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * width) {
-            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
-            int64_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) dst[o++] = src[j].sym < src[i].sym ? src[j++] : src[i++];
-            while (i < mid) dst[o++] = src[i++];
-            while (j < hi) dst[o++] = src[j++];
-        }
-        struct gedge *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != g) memcpy(g, src, (size_t)n * sizeof(struct gedge));
-}
+/* the gathered edges g[0:n] in symbol order (stable), tmp: room for n more */
+#define GEDGE_LESS(x, y) ((x)->sym < (y)->sym)
+RUN_MERGE_SORT(sort_gathered, struct gedge, GEDGE_LESS)
 
 static uint64_t hash_ops(const uint64_t *ops, int64_t k) {
     uint64_t h = 0x51AFD7ED558CCD11ULL ^ (uint64_t)k;
