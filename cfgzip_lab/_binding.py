@@ -28,7 +28,7 @@ __all__ = ["ABI_VERSION", "EXTENSION", "kernel", "load"]
 EXTENSION = "cfgzip_lab._native"
 """The extension's import name (the one line to change when it moves)."""
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 """The extension's ``ABI_VERSION`` these Python modules are written against: raise both together
 when a compiled function is added, removed or changes its arguments."""
 

@@ -238,6 +238,12 @@ def cfg_productive(rules: dict[str, list[tuple]], counted: dict[str, Any], bytes
 def cfg_reachable(rules: dict[str, list[tuple]], counted: dict[str, Any], start: str) -> set[str]:
     """gnf._reachable_rules: the names reachable from start (csrc/cfg_passes.c)."""
 
+def serialized_rules(
+    conv: Any, rules: list[list], order: list[int], starts: list[int], byte_table: tuple, unsupported: type
+) -> None:
+    """serialized._Converter.rule for each rule of order: the productions and spans into conv's CFG, helpers made
+    through conv's methods (csrc/serialized.c)."""
+
 def below_sparse_limit(entries: int) -> int:
     """Set how many entries the stack adjacency's sorted sets may hold before its bitsets take over (a negative
     number: the default, 8,000,000), and return the limit before (csrc/gnf_below.c; tests set 0)."""

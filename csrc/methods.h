@@ -11,6 +11,9 @@
 PyObject *cfg_productive(PyObject *self, PyObject *args);
 PyObject *cfg_reachable(PyObject *self, PyObject *args);
 
+/* serialized.c */
+PyObject *serialized_rules(PyObject *self, PyObject *args);
+
 /* store.c */
 void words_dealloc(Words *S);
 int words_init(Words *S, PyObject *args, PyObject *kwds);

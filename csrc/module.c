@@ -12,7 +12,7 @@
 
 /* Raise together with cfgzip_lab/_binding.py's ABI_VERSION when a function is added, removed or changes
  * its arguments. */
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 
 PyObject *Unsupported;
 
@@ -37,6 +37,7 @@ static PyMethodDef module_functions[] = {
     {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (csrc/classing.c)"},
     {"cfg_productive", cfg_productive, METH_VARARGS, "dead_ends.productive_nonterminals (csrc/cfg_passes.c)"},
     {"cfg_reachable", cfg_reachable, METH_VARARGS, "gnf._reachable_rules (csrc/cfg_passes.c)"},
+    {"serialized_rules", serialized_rules, METH_VARARGS, "serialized._Converter.rule over every rule (csrc/serialized.c)"},
     {NULL, NULL, 0, NULL},
 };
 

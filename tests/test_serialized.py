@@ -20,6 +20,7 @@ import xgrammar
 from paths import CORPORA, MASKBENCH
 
 from cfgzip_lab import pipeline
+from cfgzip_lab.grammar import serialized
 from cfgzip_lab.grammar.diagnostics import GrammarError
 from cfgzip_lab.grammar.ebnf import parse_ebnf
 from cfgzip_lab.grammar.gnf_arrays import gnf_to_arrays
@@ -246,3 +247,64 @@ def test_maskbench_schemas_compile_alike_on_both_paths(monkeypatch):
             continue
         if isinstance(fast, ParsedLaterGrammar):
             _same_compiled(fast, text)
+
+
+def _both_walks(data: dict, text: str):
+    """The CFG (or the refusal) of the walk in C and of the Python walk, its reference."""
+    out = []
+    for in_c in (True, False):
+        serialized.IN_C = in_c
+        try:
+            out.append(cfg_from_serialized(data, text))
+        except Unsupported:
+            out.append("Unsupported")
+        finally:
+            serialized.IN_C = True
+    return out
+
+
+@pytest.mark.skipif(serialized.kernel is None, reason="the compiled kernel is not built")
+def test_the_walk_in_c_makes_the_python_walks_cfg():
+    """csrc/serialized.c against _Converter.rule and its methods: the same rules, names and order, origins and
+    spans (cfg_difference reads them all), and the same refusals, on MaskBench and the JSON-Schema-Test-Suite."""
+    named = _maskbench_sample(150, seed=61) + [(p.stem, p.read_text()) for p in sorted(SUITE.glob("00*.json"))]
+    named += [(n, json.dumps(s)) for n, s in SCHEMAS.items()]
+    named.append(("a regex with a warning", json.dumps({"type": "string", "pattern": "(^a+)|(^b+)"})))
+    compared = refused = 0
+    for name, schema in named:
+        try:
+            grammar = xgrammar.Grammar.from_json_schema(schema)
+        except Exception:
+            continue
+        in_c, in_python = _both_walks(json.loads(grammar.serialize_json()), printed_ebnf(grammar))
+        if in_python == "Unsupported":
+            assert in_c == "Unsupported", name
+            refused += 1
+            continue
+        assert in_c != "Unsupported", name
+        assert cfg_difference(in_python, in_c) is None, name
+        compared += 1
+    assert compared >= 100 and refused >= 1
+
+
+@pytest.mark.skipif(serialized.kernel is None, reason="the compiled kernel is not built")
+def test_the_walk_in_c_refuses_arrays_out_of_range_rather_than_read_past_them():
+    grammar = xgrammar.Grammar.from_json_schema(json.dumps(SCHEMAS["object"]))
+    data, text = json.loads(grammar.serialize_json()), printed_ebnf(grammar)
+    cut = {**data, "grammar_expr_data": data["grammar_expr_data"][: len(data["grammar_expr_data"]) // 2]}
+    far = {**data, "grammar_expr_indptr": [i + 10**6 for i in data["grammar_expr_indptr"]]}
+    # every rule a sequence of one that holds itself
+    loop = {
+        **data,
+        "grammar_expr_data": [5, 1, 0],
+        "grammar_expr_indptr": [0],
+        "rules": [[r[0], 0, *r[2:]] for r in data["rules"]],
+    }
+    starts = set(data["grammar_expr_indptr"])  # every expression a tag dispatch, which the walk does not read
+    other_type = {
+        **data,
+        "grammar_expr_data": [7 if i in starts else v for i, v in enumerate(data["grammar_expr_data"])],
+    }
+    for broken in (cut, far, loop, other_type):
+        with pytest.raises(Unsupported):
+            cfg_from_serialized(broken, text)
