@@ -244,6 +244,10 @@ def serialized_rules(
     """serialized._Converter.rule for each rule of order: the productions and spans into conv's CFG, helpers made
     through conv's methods (csrc/serialized.c)."""
 
+def json_ints(text: str, pos: int) -> tuple[list[int], int]:
+    """json.loads of the JSON array of integers at text[pos], and where it ends; ValueError for anything else
+    (csrc/serialized.c)."""
+
 def below_sparse_limit(entries: int) -> int:
     """Set how many entries the stack adjacency's sorted sets may hold before its bitsets take over (a negative
     number: the default, 8,000,000), and return the limit before (csrc/gnf_below.c; tests set 0)."""

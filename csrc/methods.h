@@ -13,6 +13,7 @@ PyObject *cfg_reachable(PyObject *self, PyObject *args);
 
 /* serialized.c */
 PyObject *serialized_rules(PyObject *self, PyObject *args);
+PyObject *json_ints(PyObject *self, PyObject *args);
 
 /* store.c */
 void words_dealloc(Words *S);

@@ -38,6 +38,7 @@ static PyMethodDef module_functions[] = {
     {"cfg_productive", cfg_productive, METH_VARARGS, "dead_ends.productive_nonterminals (csrc/cfg_passes.c)"},
     {"cfg_reachable", cfg_reachable, METH_VARARGS, "gnf._reachable_rules (csrc/cfg_passes.c)"},
     {"serialized_rules", serialized_rules, METH_VARARGS, "serialized._Converter.rule over every rule (csrc/serialized.c)"},
+    {"json_ints", json_ints, METH_VARARGS, "json.loads of a JSON array of integers, and where it ends (csrc/serialized.c)"},
     {NULL, NULL, 0, NULL},
 };
 

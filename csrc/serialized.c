@@ -3,8 +3,13 @@
  * the symbols' spans, in C. The Python methods are the reference (tests/test_serialized.py compares the two walks
  * on MaskBench and the JSON-Schema-Test-Suite, and each with the text path, parse_ebnf + lower):
  *
- *   serialized_rules(conv, rules, order, starts, byte_table, unsupported) -> None
- *       _Converter.rule(r, rules[r], starts[r], starts[r + 1] - 1) for each r of order
+ *   serialized_rules(conv, rules, root, starts, byte_table, make_origin, unsupported) -> None
+ *       _live_rules, the rules' names and origins (_Converter.__init__), then _Converter.rule(r, rules[r],
+ *       starts[r], starts[r + 1] - 1) for each live rule r
+ *   json_ints(text, pos) -> (list of int, end)
+ *       json.loads of the JSON array of integers at text[pos] (serialize_json's two expression arrays, most of
+ *       its text), and where it ends; ValueError for anything else (serialized._read_serialized then reads the
+ *       whole text with json.loads)
  *
  * conv is the _Converter: the walk reads its data and indptr (lists of int), names, text and classes, and fills
  * its rules and spans (the CFG's) in the order the Python walk does. What makes a helper nonterminal (a name
@@ -614,4 +619,82 @@ PyObject *serialized_rules(PyObject *self, PyObject *args) {
     Py_XDECREF(order);
     if (bad) return NULL;
     Py_RETURN_NONE;
+}
+
+/* ---- serialize_json's integer arrays ---- */
+
+/* The integer at text[*at] (JSON: an optional minus, then 0 or digits not starting with 0), *at moved past it;
+ * 0, or -1 where there is none or it is past int64 (no exception set). */
+static int json_int(int kind, const void *chars, Py_ssize_t len, Py_ssize_t *at, long long *value) {
+    Py_ssize_t i = *at;
+    int negative = i < len && PyUnicode_READ(kind, chars, i) == '-';
+    i += negative;
+    Py_ssize_t first = i;
+    unsigned long long v = 0;
+    for (; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, chars, i);
+        if (c < '0' || c > '9') break;
+        if (v > (ULLONG_MAX - 9) / 10 || i - first > 18) return -1;
+        v = v * 10 + (c - '0');
+    }
+    if (i == first || (i - first > 1 && PyUnicode_READ(kind, chars, first) == '0')) return -1;
+    if (i < len) { /* a fraction or an exponent: not an integer of these arrays */
+        Py_UCS4 c = PyUnicode_READ(kind, chars, i);
+        if (c == '.' || c == 'e' || c == 'E') return -1;
+    }
+    *value = negative ? -(long long)v : (long long)v;
+    *at = i;
+    return 0;
+}
+
+static Py_ssize_t skip_space(int kind, const void *chars, Py_ssize_t len, Py_ssize_t i) {
+    while (i < len) {
+        Py_UCS4 c = PyUnicode_READ(kind, chars, i);
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        i++;
+    }
+    return i;
+}
+
+/* The integers of the JSON array at text[pos] into out; where the array ends, or -1 (not such an array). */
+static Py_ssize_t json_int_items(PyObject *text, Py_ssize_t pos, PyObject *out) {
+    int kind = PyUnicode_KIND(text);
+    const void *chars = PyUnicode_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text), i = skip_space(kind, chars, len, pos + 1);
+    if (i < len && PyUnicode_READ(kind, chars, i) == ']') return i + 1;
+    for (;;) {
+        long long value;
+        if (json_int(kind, chars, len, &i, &value) < 0) return -1;
+        PyObject *v = PyLong_FromLongLong(value);
+        if (!v || PyList_Append(out, v) < 0) {
+            Py_XDECREF(v);
+            return -2;
+        }
+        Py_DECREF(v);
+        i = skip_space(kind, chars, len, i);
+        Py_UCS4 c = i < len ? PyUnicode_READ(kind, chars, i) : 0;
+        if (c == ']') return i + 1;
+        if (c != ',') return -1;
+        i = skip_space(kind, chars, len, i + 1);
+    }
+}
+
+PyObject *json_ints(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *text;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "O!n", &PyUnicode_Type, &text, &pos)) return NULL;
+    if (pos < 0 || pos >= PyUnicode_GET_LENGTH(text) || PyUnicode_READ_CHAR(text, pos) != '[') {
+        PyErr_SetString(PyExc_ValueError, "json_ints: no array at pos");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    Py_ssize_t end = out ? json_int_items(text, pos, out) : -2;
+    if (end == -1) PyErr_SetString(PyExc_ValueError, "json_ints: not an array of integers");
+    if (end < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    PyObject *got = Py_BuildValue("(Nn)", out, end);
+    return got;
 }

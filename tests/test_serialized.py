@@ -308,3 +308,29 @@ def test_the_walk_in_c_refuses_arrays_out_of_range_rather_than_read_past_them():
     for broken in (cut, far, loop, other_type):
         with pytest.raises(Unsupported):
             cfg_from_serialized(broken, text)
+
+
+@pytest.mark.skipif(serialized.kernel is None, reason="the compiled kernel is not built")
+def test_the_serialized_text_reads_as_json_loads_reads_it():
+    """_read_serialized (the expression arrays read in C) against json.loads: on schemas, and on texts where the
+    arrays are not what it reads (it then reads the whole text with json.loads)."""
+    for _name, schema in _maskbench_sample(60, seed=62) + [(n, json.dumps(s)) for n, s in SCHEMAS.items()]:
+        try:
+            text = xgrammar.Grammar.from_json_schema(schema).serialize_json()
+        except Exception:
+            continue
+        data = serialized._read_serialized(text)
+        assert data == json.loads(text) and list(data) == list(json.loads(text))
+    odd = [
+        '{"rules":[],"grammar_expr_data":[1, -2 ,3],"grammar_expr_indptr":[ ],"x":1}',
+        '{"rules":[],"grammar_expr_data":[1.5],"grammar_expr_indptr":[0]}',  # not integers
+        '{"rules":[],"grammar_expr_data":[1e3],"grammar_expr_indptr":[0]}',
+        '{"rules":[],"grammar_expr_data":[123456789012345678901234],"grammar_expr_indptr":[0]}',
+        '{"rules":["\\"grammar_expr_data\\":[1]"],"grammar_expr_data":[2],"grammar_expr_indptr":[0]}',
+        '{"rules":[{"grammar_expr_data":[1]}],"grammar_expr_data":[2],"grammar_expr_indptr":[0]}',  # nested first
+        '{"rules":[],"grammar_expr_indptr":[0]}',  # no data array
+    ]
+    for text in odd:
+        assert serialized._read_serialized(text) == json.loads(text), text
+    with pytest.raises(ValueError):
+        serialized._read_serialized('{"rules":[],"grammar_expr_data":[01],"grammar_expr_indptr":[0]}')
