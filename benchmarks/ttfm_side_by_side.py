@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STAGES = ("gnf", "classing", "index", "engine", "sum", "wall")
+STAGES = ("convert", "lower", "gnf", "classing", "index", "engine", "sum", "wall")
 
 
 def worker() -> None:
@@ -97,6 +97,7 @@ def main(argv=None) -> int:
     print("| file | " + " | ".join(f"{s} ms before → after" for s in STAGES) + " | sum after/before |")
     print("|---|" + "---:|" * (len(STAGES) + 1))
     ratios = []
+    medians: dict[tuple[str, str], list[float]] = defaultdict(list)
     for name in args.names:
         before, after = rows[name]["before"], rows[name]["after"]
         if any("error" in r for r in before + after):
@@ -108,8 +109,14 @@ def main(argv=None) -> int:
             for s in STAGES
         }
         ratios.append(med["a", "sum"] / med["b", "sum"])
+        for key, value in med.items():
+            medians[key].append(value)
         cells = " | ".join(f"{med['b', s]:.1f} → {med['a', s]:.1f}" for s in STAGES)
         print(f"| {name} | {cells} | {ratios[-1]:.2f} |")
+    if ratios:
+        print(f"per stage, the median over {len(ratios)} files of each file's median (ms, before → after):")
+        for s in STAGES:
+            print(f"  {s:10s} {statistics.median(medians['b', s]):7.3f} → {statistics.median(medians['a', s]):7.3f}")
     if len(ratios) > 1:
         q = statistics.quantiles(ratios, n=4)
         print(

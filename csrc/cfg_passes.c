@@ -4,8 +4,12 @@
  *
  *   cfg_productive(rules, counted, byteset_type) -> set   dead_ends.productive_nonterminals
  *   cfg_reachable(rules, counted, start) -> set            gnf._reachable_rules
+ *   cfg_byte_bits(rules, byteset_type) -> dict             cfg.CFG.byte_sets (bits -> the first such byte set)
+ *   cfg_every_symbol_productive(rules, counted, productive, byteset_type) -> bool
+ *                                                          dead_ends._every_symbol_productive
  *
- * Both are least fixpoints, so the sets are the Python ones whatever the order of the walk. They were a JSON
+ * The first two are least fixpoints, so the sets are the Python ones whatever the order of the walk; the last two
+ * scan every symbol once. They were a JSON
  * Schema's per-symbol Python loops on the way to its first mask (~0.1 ms each on a median MaskBench schema).
  */
 #include "methods.h"
@@ -265,4 +269,91 @@ fail:
     Py_XDECREF(live);
     Py_XDECREF(todo);
     return NULL;
+}
+
+/* ---- scans of every symbol ---- */
+
+/* Calls each(symbol, arg) on every symbol of every production of rules (a dict of name -> productions) until it
+ * returns nonzero: that value (1 stop, -1 error), or 0 when every symbol was seen. */
+static int each_symbol(PyObject *rules, int (*each)(PyObject *, void *), void *arg) {
+    Py_ssize_t pos = 0;
+    PyObject *name, *alts;
+    while (PyDict_Next(rules, &pos, &name, &alts)) {
+        PyObject *prods = productions_of(alts);
+        if (!prods) return -1;
+        int got = 0;
+        for (Py_ssize_t i = 0; !got && i < PySequence_Fast_GET_SIZE(prods); i++) {
+            PyObject *rhs = PySequence_Fast(PySequence_Fast_GET_ITEM(prods, i), "a production");
+            if (!rhs) got = -1;
+            for (Py_ssize_t k = 0; !got && rhs && k < PySequence_Fast_GET_SIZE(rhs); k++)
+                got = each(PySequence_Fast_GET_ITEM(rhs, k), arg);
+            Py_XDECREF(rhs);
+        }
+        Py_DECREF(prods);
+        if (got) return got;
+    }
+    return 0;
+}
+
+typedef struct {
+    PyObject *byteset_type, *found, *bits_name, *productive;
+} Scan;
+
+/* cfg_byte_bits' step: a byte set's bits to its first object. */
+static int keep_bits(PyObject *s, void *arg) {
+    Scan *S = arg;
+    int is = PyObject_IsInstance(s, S->byteset_type);
+    if (is <= 0) return is;
+    PyObject *bits = PyObject_GetAttr(s, S->bits_name);
+    int bad = !bits || PyDict_SetDefault(S->found, bits, s) == NULL;
+    Py_XDECREF(bits);
+    return bad ? -1 : 0;
+}
+
+/* CFG.byte_sets' walk: {bits: the first byte set with those bits} over every production's symbols. */
+PyObject *cfg_byte_bits(PyObject *self, PyObject *args) {
+    (void)self;
+    Scan S = {0};
+    PyObject *rules;
+    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &rules, &S.byteset_type)) return NULL;
+    S.found = PyDict_New();
+    S.bits_name = PyUnicode_InternFromString("bits");
+    if (!S.found || !S.bits_name || each_symbol(rules, keep_bits, &S) < 0) Py_CLEAR(S.found);
+    Py_XDECREF(S.bits_name);
+    return S.found;
+}
+
+/* cfg_every_symbol_productive's step: 1 (stop) at an empty byte set or a name not productive. */
+static int not_productive(PyObject *s, void *arg) {
+    Scan *S = arg;
+    if ((PyObject *)Py_TYPE(s) == S->byteset_type) {
+        PyObject *bits = PyObject_GetAttr(s, S->bits_name);
+        int truth = bits ? PyObject_IsTrue(bits) : -1;
+        Py_XDECREF(bits);
+        return truth < 0 ? -1 : !truth;
+    }
+    int in = PySet_Contains(S->productive, s);
+    return in < 0 ? -1 : !in;
+}
+
+/* dead_ends._every_symbol_productive: whether every symbol of every production is a non-empty byte set or a
+ * productive name, and every counted repetition's item productive (True / False). */
+PyObject *cfg_every_symbol_productive(PyObject *self, PyObject *args) {
+    (void)self;
+    Scan S = {0};
+    PyObject *rules, *counted, *name, *c;
+    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyDict_Type, &rules, &PyDict_Type, &counted, &PySet_Type, &S.productive,
+                          &S.byteset_type))
+        return NULL;
+    S.bits_name = PyUnicode_InternFromString("bits");
+    int got = S.bits_name ? each_symbol(rules, not_productive, &S) : -1;
+    Py_XDECREF(S.bits_name);
+    for (Py_ssize_t pos = 0; !got && PyDict_Next(counted, &pos, &name, &c);) {
+        PyObject *item = PyObject_GetAttrString(c, "item");
+        int in = item ? PySet_Contains(S.productive, item) : -1;
+        Py_XDECREF(item);
+        got = in < 0 ? -1 : !in;
+    }
+    if (got < 0) return NULL;
+    return PyBool_FromLong(!got);
 }

@@ -10,6 +10,8 @@
 /* cfg_passes.c */
 PyObject *cfg_productive(PyObject *self, PyObject *args);
 PyObject *cfg_reachable(PyObject *self, PyObject *args);
+PyObject *cfg_byte_bits(PyObject *self, PyObject *args);
+PyObject *cfg_every_symbol_productive(PyObject *self, PyObject *args);
 
 /* serialized.c */
 PyObject *serialized_rules(PyObject *self, PyObject *args);

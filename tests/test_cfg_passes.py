@@ -1,7 +1,8 @@
 """The byte CFG's fixpoints in C (``csrc/cfg_passes.c``) against their Python references.
 
 ``dead_ends.productive_nonterminals`` (switched by ``dead_ends.IN_C``) and ``gnf._reachable_rules`` (by
-``gnf.PASSES_IN_C``) must give the same sets: on the bundled grammars, XGrammar's test grammars, a MaskBench
+``gnf.PASSES_IN_C``) must give the same sets, and so must the scans of every symbol (``CFG.byte_sets``, by
+``cfg.BYTE_SETS_IN_C``; ``dead_ends._every_symbol_productive``, and so the dead ends, by ``dead_ends.IN_C``): on the bundled grammars, XGrammar's test grammars, a MaskBench
 sample and the JSON-Schema-Test-Suite, and on small grammars made for the edge cases (an empty class, a name
 with no rule, counted repetitions with min 0 and 1, a chain written top-down).
 """
@@ -16,6 +17,7 @@ import pytest
 from paths import BUNDLED, CORPORA, MASKBENCH
 
 from cfgzip_lab._binding import kernel
+from cfgzip_lab.grammar import cfg as cfg_module
 from cfgzip_lab.grammar import dead_ends
 from cfgzip_lab.grammar import gnf as gnf_module
 from cfgzip_lab.grammar.cfg import CFG, ByteSet
@@ -33,7 +35,12 @@ def _both(cfg: CFG, monkeypatch) -> tuple:
     for in_c in (True, False):
         monkeypatch.setattr(dead_ends, "IN_C", in_c)
         monkeypatch.setattr(gnf_module, "PASSES_IN_C", in_c)
-        got.append((dead_ends.productive_nonterminals(cfg), gnf_module._reachable_rules(cfg)))
+        monkeypatch.setattr(cfg_module, "BYTE_SETS_IN_C", in_c)
+        productive = dead_ends.productive_nonterminals(cfg)
+        sets = cfg.byte_sets()
+        assert all(s.__class__ is ByteSet for s in sets)
+        every = dead_ends._every_symbol_productive(cfg, productive)
+        got.append((productive, gnf_module._reachable_rules(cfg), sets, every, dead_ends.dead_ends(cfg, productive)))
     return tuple(got)
 
 
@@ -79,6 +86,8 @@ EDGE_CASES = {
     "counted over a live item": _cfg({"root": [("k",)], "k": [], "i": [(A,)]}, {"k": Counted("i", 2, 40)}),
     "unreachable rules": _cfg({"root": [(A,)], "lost": [("root", "lost2")], "lost2": [(A,)]}),
     "chain written top-down": _cfg({f"r{i}": [(A, f"r{i + 1}")] for i in range(800)} | {"r800": [(A,)]}, start="r0"),
+    "counted over a dead item, unreachable": _cfg({"root": [(A,)], "k": [], "d": [("d",)]}, {"k": Counted("d", 1, 4)}),
+    "token atoms": CFG(start="root", rules={"root": [(A, ByteSet(1 << 300))]}, tokens=ByteSet(1 << 300 | 1 << 301)),
     "chain with a dead end at the bottom": _cfg(
         {f"r{i}": [(A, f"r{i + 1}")] for i in range(50)} | {"r50": [("r50",)]}, start="r0"
     ),

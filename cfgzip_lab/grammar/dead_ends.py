@@ -212,7 +212,11 @@ def dead_ends(cfg: CFG, productive: set[str] | None = None) -> list[DeadEnd]:
 
 
 def _every_symbol_productive(cfg: CFG, productive: set[str]) -> bool:
-    """Whether every symbol of every production (and every counted repetition's item) is productive."""
+    """Whether every symbol of every production (and every counted repetition's item) is productive (in C as
+    :func:`productive_nonterminals`, this loop its reference)."""
+    if IN_C and kernel is not None and cfg.rules.__class__ is dict and cfg.counted.__class__ is dict:
+        if productive.__class__ is set:
+            return kernel.cfg_every_symbol_productive(cfg.rules, cfg.counted, productive, ByteSet)
     for alts in cfg.rules.values():
         for rhs in alts:
             for s in rhs:
