@@ -239,10 +239,11 @@ def cfg_reachable(rules: dict[str, list[tuple]], counted: dict[str, Any], start:
     """gnf._reachable_rules: the names reachable from start (csrc/cfg_passes.c)."""
 
 def serialized_rules(
-    conv: Any, rules: list[list], order: list[int], starts: list[int], byte_table: tuple, unsupported: type
+    conv: Any, rules: list[list], root: int, starts: list[int], byte_table: tuple, origin_type: type, unsupported: type
 ) -> None:
-    """serialized._Converter.rule for each rule of order: the productions and spans into conv's CFG, helpers made
-    through conv's methods (csrc/serialized.c)."""
+    """serialized._Converter's walk: the rules root reaches, their names and origins (each an origin_type, as
+    provenance._make_origin makes it), productions and spans into conv's CFG; class, repetition and regex helpers
+    made through conv's methods (csrc/serialized.c)."""
 
 def json_ints(text: str, pos: int) -> tuple[list[int], int]:
     """json.loads of the JSON array of integers at text[pos], and where it ends; ValueError for anything else

@@ -3,7 +3,7 @@
  * the symbols' spans, in C. The Python methods are the reference (tests/test_serialized.py compares the two walks
  * on MaskBench and the JSON-Schema-Test-Suite, and each with the text path, parse_ebnf + lower):
  *
- *   serialized_rules(conv, rules, root, starts, byte_table, make_origin, unsupported) -> None
+ *   serialized_rules(conv, rules, root, starts, byte_table, origin_type, unsupported) -> None
  *       _live_rules, the rules' names and origins (_Converter.__init__), then _Converter.rule(r, rules[r],
  *       starts[r], starts[r + 1] - 1) for each live rule r
  *   json_ints(text, pos) -> (list of int, end)
@@ -21,6 +21,7 @@
  * A median MaskBench schema's walk was ~0.4 ms of Python.
  */
 #include "methods.h"
+#include "structmember.h"
 
 /* GrammarExprType in XGrammar's cpp/grammar_impl.h (serialized.py's constants). */
 enum { X_BYTES = 0, X_CLASS = 1, X_STAR = 2, X_EMPTY = 3, X_REF = 4, X_SEQ = 5, X_CHOICES = 6, X_REPEAT = 8,
@@ -32,7 +33,8 @@ typedef struct {
     int32_t *data, *indptr;
     Py_ssize_t ndata, nexpr;
     PyObject *conv, *names, *text, *classes, *rules, *spans, *bytes, *unsupported; /* borrowed */
-    PyObject *origins, *counters, *excerpts, *make_origin;                        /* borrowed */
+    PyObject *origins, *counters, *excerpts, *origin_type;                        /* borrowed */
+    Py_ssize_t origin_slot[6]; /* where an Origin holds rule, kind, span, line, column, excerpt */
     Py_ssize_t line, line_start; /* the rule's line (1-based) and where it starts, for origins */
     int kind;
     const void *chars;
@@ -150,15 +152,38 @@ static PyObject *short_excerpt(Walk *w, Py_ssize_t start, Py_ssize_t end) {
     return shown;
 }
 
-/* _Converter.origin: the Origin (provenance._make_origin) of `kind` at text[start:end] on the current line, in
- * rule; a new reference, or NULL. */
+/* Where provenance.Origin (a frozen dataclass with slots) holds each field, from its member descriptors; 0, or -1
+ * with the exception set (another layout). */
+static int origin_slots(Walk *w) {
+    static const char *fields[6] = {"rule", "kind", "span", "line", "column", "excerpt"};
+    if (!PyType_Check(w->origin_type)) {
+        PyErr_SetString(PyExc_TypeError, "serialized_rules: origin_type is not a type");
+        return -1;
+    }
+    for (int k = 0; k < 6; k++) {
+        PyObject *d = PyObject_GetAttrString(w->origin_type, fields[k]);
+        int ok = d && Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok) w->origin_slot[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_XDECREF(d);
+        if (!ok) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "serialized_rules: an Origin without its slots");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* _Converter.origin: the Origin of `kind` at span (start, end) on the current line, in rule, made as
+ * provenance._make_origin makes it (the type's allocation, then its six slots set); a new reference, or NULL. */
 static PyObject *origin_of(Walk *w, PyObject *rule, const char *kind, PyObject *span) {
     Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0)), end = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
-    PyObject *shown = short_excerpt(w, start, end);
-    if (!shown) return NULL;
-    PyObject *origin = PyObject_CallFunction(w->make_origin, "OsOnnO", rule, kind, span, w->line,
-                                             start - w->line_start + 1, shown);
-    Py_DECREF(shown);
+    PyObject *fields[6] = {rule, PyUnicode_InternFromString(kind), span, PyLong_FromSsize_t(w->line),
+                           PyLong_FromSsize_t(start - w->line_start + 1), short_excerpt(w, start, end)};
+    PyTypeObject *type = (PyTypeObject *)w->origin_type;
+    PyObject *origin = fields[1] && fields[3] && fields[4] && fields[5] ? type->tp_alloc(type, 0) : NULL;
+    for (int k = 0; origin && k < 6; k++) *(PyObject **)((char *)origin + w->origin_slot[k]) = Py_NewRef(fields[k]);
+    for (int k = 1; k < 6; k++)
+        if (k != 2) Py_XDECREF(fields[k]);
     return origin;
 }
 
@@ -609,9 +634,9 @@ PyObject *serialized_rules(PyObject *self, PyObject *args) {
     Py_ssize_t root;
     Walk w = {0};
     if (!PyArg_ParseTuple(args, "OO!nO!OOO", &w.conv, &PyList_Type, &rules, &root, &PyList_Type, &starts, &w.bytes,
-                          &w.make_origin, &w.unsupported))
+                          &w.origin_type, &w.unsupported))
         return NULL;
-    int bad = walk_open(&w, held) < 0 || !(order = live_order(&w, rules, root, PyList_GET_SIZE(starts))) ||
+    int bad = origin_slots(&w) < 0 || walk_open(&w, held) < 0 || !(order = live_order(&w, rules, root, PyList_GET_SIZE(starts))) ||
               name_rules(&w, order, starts) < 0 || walk_order(&w, rules, order, starts) < 0;
     free(w.data);
     free(w.indptr);

@@ -34,7 +34,7 @@ from .._binding import kernel
 from .cfg import CFG
 from .counted import COUNTED_THRESHOLD, Counted
 from .lower import _BYTE, _class_byte_sequences, _Lowerer
-from .provenance import _make_origin
+from .provenance import Origin, _make_origin
 from .regex import RegexError, regex_to_expr
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ class _Converter:
         self.lowerer: _Lowerer | None = None
         self.line = self.line_start = 0
         if IN_C and kernel is not None:  # the live rules, their names and origins and the walk below, in C
-            kernel.serialized_rules(self, rules, root, starts, _BYTE, _make_origin, Unsupported)
+            kernel.serialized_rules(self, rules, root, starts, _BYTE, Origin, Unsupported)
             return
         live = _live_rules(data, indptr, rules, root)
         order = [r for r in range(len(rules)) if r in live]
