@@ -230,3 +230,38 @@ def test_the_advised_rewrite_of_a_recursive_schema_is_served(llama3):
     matcher = cz.matcher_for(schema, llama3, kind="json_schema", cache=cz.GrammarCache(cache_dir=False))
     assert matcher.engine.index is not None and matcher.engine.unavailable is None
     assert all(matcher.accept_token(t) for t in llama3.encoder('{"children": [{"children": []},'))
+
+
+def test_the_name_count_counts_as_its_scan_does():
+    """nested_root._name_count (a regex per name) against _name_count_scan, its reference: on schema grammars
+    (their root's name, a basic rule's, a part's) and on neighbours each side (Unicode letters and digits, _ . -,
+    the text's ends, overlapping candidates)."""
+    import gzip
+    import random
+
+    from paths import MASKBENCH
+
+    from cfgzip_lab.grammar.nested_root import _name_count, _name_count_scan
+    from cfgzip_lab.grammar.sources import to_ebnf
+
+    texts = [
+        "root",
+        "root root",
+        "xroot root_ root. .root -root root-",
+        "éroot rootñ ٣root root² (root) root{1, 2}",
+        "aaa aa aa",
+        "root\nroot ::= (root)\n",
+        "",
+    ]
+    if MASKBENCH.exists():
+        with gzip.open(MASKBENCH, "rt", encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        for row in random.Random(9).sample(rows, 40):
+            try:
+                texts.append(to_ebnf(json.dumps(row["schema"]), "json_schema").ebnf)
+            except GrammarError:
+                continue
+    for text in texts:
+        for name in ("root", "aa", "root_prop_0", "basic_string", "a.b", "x-y", "r", "é"):
+            for limit in (0, 1, 2, 5):
+                assert _name_count(text, name, limit) == _name_count_scan(text, name, limit), (text[:80], name)
