@@ -33,7 +33,7 @@ typedef struct {
     int32_t *data, *indptr;
     Py_ssize_t ndata, nexpr;
     PyObject *conv, *names, *text, *classes, *rules, *spans, *bytes, *unsupported; /* borrowed */
-    PyObject *origins, *counters, *excerpts, *origin_type;                        /* borrowed */
+    PyObject *origins, *counters, *origin_type;                                   /* borrowed */
     Py_ssize_t origin_slot[6]; /* where an Origin holds rule, kind, span, line, column, excerpt */
     Py_ssize_t line, line_start; /* the rule's line (1-based) and where it starts, for origins */
     int kind;
@@ -46,6 +46,15 @@ static Py_ssize_t walk_symbols(Walk *w, PyObject *owner, Py_ssize_t s, Py_ssize_
                                Py_ssize_t wrap, PyObject *out, PyObject *at);
 static Py_ssize_t walk_alternatives(Walk *w, PyObject *owner, Py_ssize_t i, Py_ssize_t pos, PyObject *prods,
                                     PyObject *spans);
+
+/* The span (start, end), a new tuple (without Py_BuildValue, which parses its format per call). */
+static PyObject *span_of(Py_ssize_t start, Py_ssize_t end) {
+    PyObject *a = PyLong_FromSsize_t(start), *b = a ? PyLong_FromSsize_t(end) : NULL;
+    PyObject *span = b ? PyTuple_Pack(2, a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return span;
+}
 
 /* -1 with `unsupported` raised: what the Python walk refuses (or would fail on). */
 static Py_ssize_t refuse(Walk *w, const char *why) {
@@ -117,39 +126,31 @@ static Py_ssize_t printed_end(Walk *w, Py_ssize_t pos, Py_UCS4 open, Py_UCS4 clo
 
 #define EXCERPT_WIDTH 40 /* provenance.origin_at's */
 
-/* The excerpt an origin shows of text[start:end]: whitespace runs collapsed where there is any (or a character
- * that does not print), shortened past EXCERPT_WIDTH with an ellipsis; kept per excerpt in conv.excerpts. */
+/* The excerpt an origin shows of text[start:end], as _Converter.origin makes it: whitespace runs collapsed to one
+ * space and the ends trimmed (" ".join(excerpt.split()), which is the excerpt itself where every character prints
+ * and none is a space: the only whitespace that prints is the space), then past EXCERPT_WIDTH characters its first
+ * EXCERPT_WIDTH - 1 and an ellipsis. Only the collapsed text's first EXCERPT_WIDTH + 1 characters are made. */
 static PyObject *short_excerpt(Walk *w, Py_ssize_t start, Py_ssize_t end) {
-    PyObject *excerpt = PyUnicode_Substring(w->text, start, end);
-    if (!excerpt) return NULL;
-    PyObject *got = PyDict_GetItemWithError(w->excerpts, excerpt);
-    if (got || PyErr_Occurred()) {
-        Py_DECREF(excerpt);
-        return got ? Py_NewRef(got) : NULL;
+    Py_UCS4 out[EXCERPT_WIDTH + 1];
+    int n = 0, pending = 0;
+    for (Py_ssize_t i = start; i < end && n <= EXCERPT_WIDTH; i++) {
+        Py_UCS4 c = PyUnicode_READ(w->kind, w->chars, i);
+        if (Py_UNICODE_ISSPACE(c)) {
+            pending = n > 0;
+            continue;
+        }
+        if (pending) { /* (a space only before a character: the collapsed text goes on past it) */
+            out[n++] = ' ';
+            pending = 0;
+            if (n > EXCERPT_WIDTH) break;
+        }
+        out[n++] = c;
     }
-    int plain = 1;
-    for (Py_ssize_t i = 0; plain && i < end - start; i++) {
-        Py_UCS4 c = PyUnicode_READ(w->kind, w->chars, start + i);
-        plain = c != ' ' && Py_UNICODE_ISPRINTABLE(c);
+    if (n > EXCERPT_WIDTH) {
+        n = EXCERPT_WIDTH - 1;
+        out[n++] = 0x2026; /* … */
     }
-    PyObject *shown = Py_NewRef(excerpt), *parts = NULL, *space = NULL;
-    if (!plain) {
-        parts = PyUnicode_Split(excerpt, NULL, -1);
-        space = parts ? PyUnicode_FromString(" ") : NULL;
-        Py_SETREF(shown, space ? PyUnicode_Join(space, parts) : NULL);
-    }
-    if (shown && PyUnicode_GET_LENGTH(shown) > EXCERPT_WIDTH) {
-        PyObject *head = PyUnicode_Substring(shown, 0, EXCERPT_WIDTH - 1);
-        PyObject *dots = head ? PyUnicode_FromString("\xe2\x80\xa6") : NULL;
-        Py_SETREF(shown, dots ? PyUnicode_Concat(head, dots) : NULL);
-        Py_XDECREF(head);
-        Py_XDECREF(dots);
-    }
-    Py_XDECREF(parts);
-    Py_XDECREF(space);
-    if (shown && PyDict_SetItem(w->excerpts, excerpt, shown) < 0) Py_CLEAR(shown);
-    Py_DECREF(excerpt);
-    return shown;
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, n);
 }
 
 /* Where provenance.Origin (a frozen dataclass with slots) holds each field, from its member descriptors; 0, or -1
@@ -198,7 +199,11 @@ static PyObject *fresh_name(Walk *w, PyObject *owner) {
         return NULL;
     }
     Py_DECREF(count);
-    return PyUnicode_FromFormat("%U@%zd", owner, n);
+    char tail[32];
+    snprintf(tail, sizeof tail, "@%zd", n);
+    PyObject *suffix = PyUnicode_FromString(tail), *name = suffix ? PyUnicode_Concat(owner, suffix) : NULL;
+    Py_XDECREF(suffix);
+    return name;
 }
 
 /* A helper nonterminal (_Converter.fresh): its productions, origin and spans into the CFG, in that order. */
@@ -231,7 +236,7 @@ static PyObject *star(Walk *w, PyObject *owner, PyObject *item, PyObject *item_s
 
 /* Append `symbol` and its span (start, end) to out and at (a new span tuple each). 0, or -1. */
 static int append_spanned(PyObject *out, PyObject *at, PyObject *symbol, Py_ssize_t start, Py_ssize_t end) {
-    PyObject *span = Py_BuildValue("(nn)", start, end);
+    PyObject *span = span_of(start, end);
     if (!span) return -1;
     int bad = PyList_Append(out, symbol) < 0 || PyList_Append(at, span) < 0;
     Py_DECREF(span);
@@ -271,7 +276,7 @@ static Py_ssize_t walk_bytes(Walk *w, Py_ssize_t s, int32_t n, Py_ssize_t outer,
     int ok = n ? spelled(w, chunk, n) : 1;
     if (ok < 0) return -1;
     if (!ok) return refuse(w, "a byte string the printed EBNF does not spell");
-    PyObject *span = Py_BuildValue("(nn)", outer, end);
+    PyObject *span = span_of(outer, end);
     if (!span) return -1;
     for (int32_t k = 0; k < n; k++) {
         if (PyList_Append(out, PyTuple_GET_ITEM(w->bytes, chunk[k])) < 0 || PyList_Append(at, span) < 0) {
@@ -309,10 +314,10 @@ static Py_ssize_t walk_class(Walk *w, PyObject *owner, Py_ssize_t s, int32_t n, 
     Py_ssize_t class_end = printed_end(w, pos, '[', ']');
     if (class_end < 0) return -1;
     Py_ssize_t end = class_end + is_star + wrap;
-    PyObject *symbol = NULL, *span = Py_BuildValue("(nn)", outer, end);
+    PyObject *symbol = NULL, *span = span_of(outer, end);
     if (span && !is_star) symbol = class_symbol(w, owner, s, n, span);
     if (span && is_star) {
-        PyObject *inner = Py_BuildValue("(nn)", pos, class_end);
+        PyObject *inner = span_of(pos, class_end);
         PyObject *item = inner ? class_symbol(w, owner, s, n, inner) : NULL;
         symbol = item ? star(w, owner, item, inner, span) : NULL;
         Py_XDECREF(inner);
@@ -343,7 +348,7 @@ static Py_ssize_t walk_choice(Walk *w, PyObject *owner, Py_ssize_t s, int32_t n,
     Py_ssize_t end = prods && spans ? walk_options(w, owner, s, n, pos, prods, spans) : -1;
     if (end >= 0) {
         end += wrap;
-        PyObject *span = Py_BuildValue("(nn)", outer, end);
+        PyObject *span = span_of(outer, end);
         name = span ? fresh(w, owner, prods, "alternation", span, spans) : NULL;
         if (!name || PyList_Append(out, name) < 0 || PyList_Append(at, span) < 0) end = -1;
         Py_XDECREF(span);
@@ -501,12 +506,12 @@ static int walk_rule(Walk *w, Py_ssize_t r, PyObject *rule, Py_ssize_t start, Py
     return 0;
 }
 
-#define NHELD 10
+#define NHELD 9
 
 /* conv's attributes the walk reads (new references into *held, borrowed into w); 0, or -1. */
 static int walk_open(Walk *w, PyObject *held[NHELD]) {
     static const char *attrs[NHELD] = {"data", "indptr", "names", "text", "classes", "rules", "spans", "origins",
-                                       "counters", "excerpts"};
+                                       "counters"};
     for (int k = 0; k < NHELD; k++)
         if (!(held[k] = PyObject_GetAttrString(w->conv, attrs[k]))) return -1;
     w->names = held[2];
@@ -516,9 +521,8 @@ static int walk_open(Walk *w, PyObject *held[NHELD]) {
     w->spans = held[6];
     w->origins = held[7];
     w->counters = held[8];
-    w->excerpts = held[9];
     int dicts = PyDict_Check(w->classes) && PyDict_Check(w->rules) && PyDict_Check(w->spans) &&
-                PyDict_Check(w->origins) && PyDict_Check(w->counters) && PyDict_Check(w->excerpts);
+                PyDict_Check(w->origins) && PyDict_Check(w->counters);
     if (!dicts || !PyList_Check(w->names) || !PyUnicode_Check(w->text) || !PyTuple_Check(w->bytes) ||
         PyTuple_GET_SIZE(w->bytes) != 256) {
         PyErr_SetString(PyExc_TypeError, "serialized_rules: a converter of other types");
@@ -584,7 +588,7 @@ static int name_rules(Walk *w, PyObject *order, PyObject *starts) {
         Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(order, k));
         PyObject *name = PyList_GET_ITEM(w->names, r), *origin = NULL, *alts = PyList_New(0);
         Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
-        PyObject *span = Py_BuildValue("(nn)", start, PyLong_AsSsize_t(PyList_GET_ITEM(starts, r + 1)) - 1);
+        PyObject *span = span_of(start, PyLong_AsSsize_t(PyList_GET_ITEM(starts, r + 1)) - 1);
         w->line = r + 1;
         w->line_start = start;
         int bad = !alts || !span || PyDict_SetItem(w->rules, name, alts) < 0 ||

@@ -270,6 +270,11 @@ def test_the_walk_in_c_makes_the_python_walks_cfg():
     named = _maskbench_sample(150, seed=61) + [(p.stem, p.read_text()) for p in sorted(SUITE.glob("00*.json"))]
     named += [(n, json.dumps(s)) for n, s in SCHEMAS.items()]
     named.append(("a regex with a warning", json.dumps({"type": "string", "pattern": "(^a+)|(^b+)"})))
+    # origins' excerpts about their width (40): rule lines of 33 to 50 characters, some with a space near its end
+    for k in range(14, 32):
+        named.append((f"const {k}", json.dumps({"const": "a" * k})))
+        named.append((f"enum {k}", json.dumps({"enum": ["a" * (k - 10), "b b"], "maxLength": 3})))
+        named.append((f"array {k}", json.dumps({"type": "array", "items": {"const": "a" * (k - 20) + " x"}})))
     compared = refused = 0
     for name, schema in named:
         try:
