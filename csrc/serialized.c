@@ -11,11 +11,12 @@
  *       its text), and where it ends; ValueError for anything else (serialized._read_serialized then reads the
  *       whole text with json.loads)
  *
- * conv is the _Converter: the walk reads its data and indptr (lists of int), names, text and classes, and fills
- * its rules and spans (the CFG's) in the order the Python walk does. What makes a helper nonterminal (a name
- * ``owner@n`` and its origin) stays in Python, called back on conv in the walk's order, so the names and their
- * order are the Python walk's: char_class (a class not made yet), star, fresh (a choice inside a sequence),
- * repeat and regex; conv.line and conv.line_start are set per rule for their origins. byte_table is lower._BYTE
+ * conv is the _Converter: the walk reads its data and indptr (lists of int), names, text, classes and counters, and
+ * fills its rules, origins and spans (the CFG's) in the order the Python walk does: the helpers of classes, class
+ * stars and choices made here as char_class, star and fresh make them (names owner@n counted in conv.counters, a
+ * class's byte sequences by conv.class_sequences, each Origin as provenance._make_origin makes it), repetitions
+ * and regex bodies by conv.repeat and conv.regex, called back in the walk's order (conv.line and conv.line_start
+ * set per rule for the origins they make). byte_table is lower._BYTE
  * (the byte sets of the 256 bytes). Anything the Python walk refuses raises `unsupported` (serialized.Unsupported),
  * and so does what it would fail on otherwise (an index out of the arrays): the pipeline takes the text path.
  * A median MaskBench schema's walk was ~0.4 ms of Python.
@@ -33,7 +34,7 @@ typedef struct {
     int32_t *data, *indptr;
     Py_ssize_t ndata, nexpr;
     PyObject *conv, *names, *text, *classes, *rules, *spans, *bytes, *unsupported; /* borrowed */
-    PyObject *origins, *counters, *origin_type;                                   /* borrowed */
+    PyObject *origins, *counters, *class_sequences, *origin_type;                 /* borrowed */
     Py_ssize_t origin_slot[6]; /* where an Origin holds rule, kind, span, line, column, excerpt */
     Py_ssize_t line, line_start; /* the rule's line (1-based) and where it starts, for origins */
     int kind;
@@ -288,9 +289,51 @@ static Py_ssize_t walk_bytes(Walk *w, Py_ssize_t s, int32_t n, Py_ssize_t outer,
     return end;
 }
 
-/* The symbol of the class at data s (n data), as _Converter.char_class: from conv.classes where made, else made
- * there (a new reference, or NULL). */
+/* The symbol of a class not made yet, as _Converter.char_class makes it from its data raw = (negated, lo, hi, ...):
+ * its byte sequences (lower._class_byte_sequences, conv.class_sequences) as one byte set, or a helper nonterminal
+ * ("character class") of them, or of none. A new reference, or NULL. */
+static PyObject *new_class(Walk *w, PyObject *owner, PyObject *raw, PyObject *span) {
+    Py_ssize_t npairs = (PyTuple_GET_SIZE(raw) - 1) / 2; /* (zip of the odd and the even items past the first) */
+    PyObject *ranges = PyTuple_New(npairs), *seqs = NULL, *got = NULL, *alts = NULL, *spans = NULL;
+    for (Py_ssize_t k = 0; ranges && k < npairs; k++) {
+        PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(raw, 1 + 2 * k), PyTuple_GET_ITEM(raw, 2 + 2 * k));
+        if (!pair) Py_CLEAR(ranges);
+        else PyTuple_SET_ITEM(ranges, k, pair);
+    }
+    int negated = PyObject_IsTrue(PyTuple_GET_ITEM(raw, 0));
+    if (ranges && negated >= 0)
+        seqs = PyObject_CallFunctionObjArgs(w->class_sequences, ranges, negated ? Py_True : Py_False, NULL);
+    if (seqs && !PyTuple_Check(seqs)) {
+        Py_CLEAR(seqs);
+        PyErr_SetString(PyExc_TypeError, "class sequences: a tuple");
+    }
+    Py_ssize_t nseq = seqs ? PyTuple_GET_SIZE(seqs) : 0;
+    if (seqs && nseq == 1 && PyTuple_Check(PyTuple_GET_ITEM(seqs, 0)) && PyTuple_GET_SIZE(PyTuple_GET_ITEM(seqs, 0)) == 1)
+        got = Py_NewRef(PyTuple_GET_ITEM(PyTuple_GET_ITEM(seqs, 0), 0));
+    else if (seqs && (alts = PySequence_List(seqs)) && (spans = PyList_New(nseq))) {
+        for (Py_ssize_t k = 0; spans && k < nseq; k++) {
+            Py_ssize_t len = PyObject_Length(PyTuple_GET_ITEM(seqs, k));
+            PyObject *one = len >= 0 ? PyTuple_New(len) : NULL;
+            for (Py_ssize_t j = 0; one && j < len; j++) PyTuple_SET_ITEM(one, j, Py_NewRef(span));
+            if (!one) Py_CLEAR(spans);
+            else PyList_SET_ITEM(spans, k, one);
+        }
+        if (spans) got = fresh(w, owner, alts, "character class", span, spans);
+    }
+    Py_XDECREF(ranges);
+    Py_XDECREF(seqs);
+    Py_XDECREF(alts);
+    Py_XDECREF(spans);
+    return got;
+}
+
+/* The symbol of the class at data s (n data), as _Converter.char_class: from conv.classes where made (keyed by its
+ * data), else made now and kept there (a new reference, or NULL). */
 static PyObject *class_symbol(Walk *w, PyObject *owner, Py_ssize_t s, int32_t n, PyObject *span) {
+    if (n < 1) {
+        refuse(w, "a class without its data");
+        return NULL;
+    }
     PyObject *raw = PyTuple_New(n);
     if (!raw) return NULL;
     for (int32_t k = 0; k < n; k++) {
@@ -302,10 +345,14 @@ static PyObject *class_symbol(Walk *w, PyObject *owner, Py_ssize_t s, int32_t n,
         PyTuple_SET_ITEM(raw, k, v);
     }
     PyObject *got = PyDict_GetItemWithError(w->classes, raw);
+    if (got || PyErr_Occurred()) {
+        Py_DECREF(raw);
+        return got ? Py_NewRef(got) : NULL;
+    }
+    got = new_class(w, owner, raw, span);
+    if (got && PyDict_SetItem(w->classes, raw, got) < 0) Py_CLEAR(got);
     Py_DECREF(raw);
-    if (got) return Py_NewRef(got);
-    if (PyErr_Occurred()) return NULL;
-    return PyObject_CallMethod(w->conv, "char_class", "OniO", owner, s, n, span);
+    return got;
 }
 
 /* A class ([...]), or a class star ([...]*: a star helper of the class). */
@@ -506,12 +553,12 @@ static int walk_rule(Walk *w, Py_ssize_t r, PyObject *rule, Py_ssize_t start, Py
     return 0;
 }
 
-#define NHELD 9
+#define NHELD 10
 
 /* conv's attributes the walk reads (new references into *held, borrowed into w); 0, or -1. */
 static int walk_open(Walk *w, PyObject *held[NHELD]) {
     static const char *attrs[NHELD] = {"data", "indptr", "names", "text", "classes", "rules", "spans", "origins",
-                                       "counters"};
+                                       "counters", "class_sequences"};
     for (int k = 0; k < NHELD; k++)
         if (!(held[k] = PyObject_GetAttrString(w->conv, attrs[k]))) return -1;
     w->names = held[2];
@@ -521,6 +568,7 @@ static int walk_open(Walk *w, PyObject *held[NHELD]) {
     w->spans = held[6];
     w->origins = held[7];
     w->counters = held[8];
+    w->class_sequences = held[9];
     int dicts = PyDict_Check(w->classes) && PyDict_Check(w->rules) && PyDict_Check(w->spans) &&
                 PyDict_Check(w->origins) && PyDict_Check(w->counters);
     if (!dicts || !PyList_Check(w->names) || !PyUnicode_Check(w->text) || !PyTuple_Check(w->bytes) ||

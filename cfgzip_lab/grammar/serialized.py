@@ -208,6 +208,8 @@ def _live_rules(data: list[int], indptr: list[int], rules: list, root: int) -> s
 class _Converter:
     """One conversion: the arrays, the text, and the lowering's state (helper counters, classes made)."""
 
+    class_sequences = staticmethod(_class_byte_sequences)  # (what the walk in C calls for a class not made yet)
+
     def __init__(self, serialized: dict, text: str, threshold: int, deadline: Deadline | None = None) -> None:
         self.data = data = serialized["grammar_expr_data"]
         self.indptr = indptr = serialized["grammar_expr_indptr"]
