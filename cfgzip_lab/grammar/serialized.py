@@ -54,9 +54,11 @@ _WIDTH = 40  # provenance.origin_at's excerpt width
 
 IN_C = True
 """Whether the walk over the rules runs in C (``csrc/serialized.c``, ``serialized_rules``) where the kernel is
-built: the same CFG, names and order (``tests/test_serialized.py`` compares the two walks); the Python methods
-of :class:`_Converter` (``rule``, ``alternatives``, ``symbols``) are its reference. ~0.4 ms of Python on a median
-MaskBench schema; the helpers' names and origins stay in Python, called back in the walk's order."""
+built, and ``serialize_json``'s expression arrays are read there (:func:`_read_serialized`): the same CFG, names,
+origins and order (``tests/test_serialized.py`` compares the two walks); the Python methods of :class:`_Converter`
+(``rule``, ``alternatives``, ``symbols``, ``origin``, ``char_class``, ``star``, ``fresh``) and ``json.loads`` are
+its reference. The walk was ~0.4 ms of Python on a median MaskBench schema, ~0.16 in C; repetitions and regex
+bodies (:meth:`_Converter.repeat`, :meth:`_Converter.regex`) are still made in Python, called back in order."""
 
 
 class Unsupported(Exception):
