@@ -119,8 +119,8 @@ static int dense_groups(const VocabTrie *T, const Range *rs, int64_t nr, int32_t
             }
             continue;
         }
-        int32_t least = INT32_MAX;
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) least = trank[k] < least ? trank[k] : least;
+        int32_t least = INT32_MAX, lo = rs[i].lo, hi = rs[i].hi;
+        for (int32_t k = lo; k < hi; k++) least = trank[k] < least ? trank[k] : least;
         int32_t g = group_of_node[node];
         if (g < 0) {
             g = group_of_node[node] = (int32_t)(*ng)++;
@@ -138,15 +138,16 @@ static int dense_groups(const VocabTrie *T, const Range *rs, int64_t nr, int32_t
  * range), the ids scattered from the trie's order. */
 static void dense_scatter(const VocabTrie *T, const Range *rs, int64_t nr, const int32_t *range_group,
                           const int32_t *cls, int32_t *out) {
-    const int32_t *ttok = T->ttok;
-    memset(out, 0, (size_t)T->ntok * sizeof(int32_t));
+    const int32_t *restrict ttok = T->ttok;
+    int32_t *restrict map = out;
+    memset(map, 0, (size_t)T->ntok * sizeof(int32_t));
     for (int64_t i = 0; i < nr; i++) {
-        int32_t g = range_group[i];
+        int32_t g = range_group[i], lo = rs[i].lo, hi = rs[i].hi;
         if (rs[i].node < 0) { /* fallback tokens: consecutive groups */
-            for (int32_t k = rs[i].lo; k < rs[i].hi; k++) out[ttok[k]] = cls[g++];
+            for (int32_t k = lo; k < hi; k++) map[ttok[k]] = cls[g++];
         } else {
             int32_t c = cls[g];
-            for (int32_t k = rs[i].lo; k < rs[i].hi; k++) out[ttok[k]] = c;
+            for (int32_t k = lo; k < hi; k++) map[ttok[k]] = c;
         }
     }
 }
