@@ -54,13 +54,12 @@ static void sort_by_id(uint64_t *keys, uint64_t *tmp, int64_t n, int64_t ntok) {
     if (src != keys) memcpy(keys, src, (size_t)n * sizeof(uint64_t));
 }
 
-/* The short and dense ways' groups, from the walk's ranges: one per displacement node and one per fallback
- * token, each group's representative (the shortest member, ties to the lowest id, as the pass in id order
- * finds it) and node; each range token's group written to by_token[token] (the map), or with by_token NULL
- * to in_order (range order). group_of_node: -1 for every node on entry. -1 when out of memory. */
+/* The short way's groups, from the walk's ranges: one per displacement node and one per fallback token, each
+ * group's representative (the shortest member, ties to the lowest id, as the pass in id order finds it) and
+ * node; each range token's group written to in_order (range order). group_of_node: -1 for every node on
+ * entry. -1 when out of memory. */
 static int group_ranges(const VocabTrie *T, const Range *rs, int64_t nr, int32_t *group_of_node, int32_t **rep,
-                        int64_t *repcap, int64_t **group_node, int64_t *groupcap, int64_t *ng, int32_t *by_token,
-                        int32_t *in_order) {
+                        int64_t *repcap, int64_t **group_node, int64_t *groupcap, int64_t *ng, int32_t *in_order) {
     const int32_t *ttok = T->ttok, *len = T->len;
     int64_t at = 0;
     for (int64_t i = 0; i < nr; i++) {
@@ -78,10 +77,7 @@ static int group_ranges(const VocabTrie *T, const Range *rs, int64_t nr, int32_t
             } else if (len[t] < len[(*rep)[g]] || (len[t] == len[(*rep)[g]] && t < (*rep)[g])) {
                 (*rep)[g] = t;
             }
-            if (by_token)
-                by_token[t] = g;
-            else
-                in_order[at++] = g;
+            in_order[at++] = g;
         }
     }
     return 0;
@@ -102,26 +98,97 @@ static void number_range_groups(int64_t ng, const int32_t *rep, const int64_t *g
     }
 }
 
+/* The dense way's groups, from the ranges alone: one per displacement node and one per fallback token, each
+ * group's least rank (T->trank: its representative, the shortest member, ties to the lowest id, is
+ * by_length[rank]) read from a range's contiguous run of ranks in trie order (no token's length looked up by
+ * id), and each range's group (a fallback range's first). group_of_node: -1 for every node on entry. -1 when
+ * out of memory. */
+static int dense_groups(const VocabTrie *T, const Range *rs, int64_t nr, int32_t *group_of_node, int32_t **rank,
+                        int64_t *rankcap, int64_t **group_node, int64_t *groupcap, int64_t *ng, int32_t *range_group) {
+    const int32_t *trank = T->trank;
+    for (int64_t i = 0; i < nr; i++) {
+        int64_t node = rs[i].node, n = rs[i].hi - rs[i].lo;
+        int64_t need = *ng + (node < 0 ? n : 1);
+        if (need > *rankcap && grow((void **)rank, rankcap, need, sizeof(int32_t)) < 0) return -1;
+        if (need > *groupcap && grow((void **)group_node, groupcap, need, sizeof(int64_t)) < 0) return -1;
+        if (node < 0) { /* fallback tokens: a group each */
+            range_group[i] = (int32_t)*ng;
+            for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
+                (*rank)[*ng] = trank[k];
+                (*group_node)[(*ng)++] = -1;
+            }
+            continue;
+        }
+        int32_t least = INT32_MAX, lo = rs[i].lo, hi = rs[i].hi;
+        for (int32_t k = lo; k < hi; k++) least = trank[k] < least ? trank[k] : least;
+        int32_t g = group_of_node[node];
+        if (g < 0) {
+            g = group_of_node[node] = (int32_t)(*ng)++;
+            (*rank)[g] = least;
+            (*group_node)[g] = node;
+        } else if (least < (*rank)[g]) {
+            (*rank)[g] = least;
+        }
+        range_group[i] = g;
+    }
+    return 0;
+}
+
+/* Each range's tokens given their class in the map (zeroed first: BLOCKED, class 0, where a token is in no
+ * range), the ids scattered from the trie's order. */
+static void dense_scatter(const VocabTrie *T, const Range *rs, int64_t nr, const int32_t *range_group,
+                          const int32_t *cls, int32_t *out) {
+    const int32_t *restrict ttok = T->ttok;
+    int32_t *restrict map = out;
+    memset(map, 0, (size_t)T->ntok * sizeof(int32_t));
+    for (int64_t i = 0; i < nr; i++) {
+        int32_t g = range_group[i], lo = rs[i].lo, hi = rs[i].hi;
+        if (rs[i].node < 0) { /* fallback tokens: consecutive groups */
+            for (int32_t k = lo; k < hi; k++) map[ttok[k]] = cls[g++];
+        } else {
+            int32_t c = cls[g];
+            for (int32_t k = lo; k < hi; k++) map[ttok[k]] = c;
+        }
+    }
+}
+
 /* assemble's dense way from the ranges: most tokens live (a JSON Schema's ~125k of Llama-3's 128k), so the map
- * is written whole, each range token's group scattered into it (no list of ids sorted, no node_of read: a lazy
- * walk did not write it), then numbered in one pass over it. The same classes, representatives and rep_nodes
- * as the long way (assemble_long), BLOCKED or not. */
+ * is written whole: the groups and their representatives from the ranges in trie order (dense_groups), the
+ * classes numbered, then each range's class scattered into the map once (dense_scatter; no node_of read: a lazy
+ * walk did not write it). The same classes, representatives and rep_nodes as the long way (assemble_long),
+ * BLOCKED or not. */
 static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, const Range *rs, int64_t nr, int64_t top,
                                 int64_t dead) {
     PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL;
-    int64_t blocked = T->nfixed_blocked + dead, ng = 0, repcap = 0, groupcap = 0;
-    int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL;
+    int64_t blocked = T->nfixed_blocked + dead, ng = 0, rankcap = 0, groupcap = 0;
+    int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL, *rank = NULL;
+    int32_t *range_group = malloc((size_t)(nr ? nr : 1) * sizeof(int32_t));
     int64_t *group_node = NULL;
     uint64_t *order = NULL;
-    if (!group_of_node) goto nomem;
+    if (!group_of_node || !range_group) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
-    memset(out, 0xFF, (size_t)T->ntok * sizeof(int32_t)); /* -1: in no range */
-    if (group_ranges(T, rs, nr, group_of_node, &rep, &repcap, &group_node, &groupcap, &ng, out, NULL) < 0) goto nomem;
-    /* the dead representative: the shortest trie token in no range (the first of equals) */
+    if (dense_groups(T, rs, nr, group_of_node, &rank, &rankcap, &group_node, &groupcap, &ng, range_group) < 0)
+        goto nomem;
+    int64_t first = (blocked > 0) + (T->nstops > 0), k_total = first + ng;
+    rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
+    order = malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t));
+    reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
+    kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
+    nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
+    if (!rep || !cls || !order || !reps_b || !kinds_b || !nodes_b) goto nomem;
+    for (int64_t g = 0; g < ng; g++) rep[g] = T->by_length[rank[g]];
+    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
+    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
+    int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b);
+    number_range_groups(ng, rep, group_node, first, order, cls, reps, kout, rep_nodes);
+    dense_scatter(T, rs, nr, range_group, cls, out);
+    /* the dead representative: the shortest trie token in no range (class 0 there: every range's class is
+     * past BLOCKED, which exists where a token is dead), not a fallback, the first of equals */
     int64_t dead_rep = -1;
     for (int64_t i = 0; dead && i < T->eligible; i++) {
         int32_t t = T->by_length[i];
-        if (out[t] < 0 && !fb[t]) {
+        if (out[t] == 0 && !fb[t]) {
             dead_rep = t;
             break;
         }
@@ -130,16 +197,7 @@ static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, c
         PyErr_SetString(PyExc_RuntimeError, "assemble: the dead tokens the ranges leave are all fallbacks");
         goto done;
     }
-    int64_t first = (blocked > 0) + (T->nstops > 0), k_total = first + ng;
-    cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
-    order = malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t));
-    reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
-    kinds_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k_total);
-    nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
-    if (!cls || !order || !reps_b || !kinds_b || !nodes_b) goto nomem;
-    int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
-    uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
-    int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b), k = 0;
+    int64_t k = 0;
     if (blocked) {
         reps[k] = (int32_t)(dead_rep >= 0 ? dead_rep : T->fixed_blocked_min);
         rep_nodes[k] = dead_rep >= 0 ? W_EMPTY : -1;
@@ -151,8 +209,6 @@ static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, c
         rep_nodes[k] = -1;
         kout[k++] = 1; /* ClassKind.STOP */
     }
-    number_range_groups(ng, rep, group_node, first, order, cls, reps, kout, rep_nodes);
-    for (int64_t t = 0; t < T->ntok; t++) out[t] = out[t] >= 0 ? cls[out[t]] : 0; /* outside the ranges: BLOCKED */
     for (int64_t i = 0; i < T->nstops; i++) out[T->stop_ids[i]] = stop_class;
     result = Py_BuildValue("NNLLNOO", reps_b, kinds_b, (long long)dead, (long long)blocked, nodes_b, Py_None, Py_None);
     reps_b = kinds_b = nodes_b = NULL;
@@ -164,7 +220,9 @@ done:
     Py_XDECREF(kinds_b);
     Py_XDECREF(nodes_b);
     free(group_of_node);
+    free(range_group);
     free(group_node);
+    free(rank);
     free(rep);
     free(cls);
     free(order);
@@ -208,7 +266,7 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
     const int32_t *ttok = T->ttok;
     int64_t ng = 0, repcap = 0, at = 0;
-    if (group_ranges(T, rs, nr, group_of_node, &rep, &repcap, &group_node, &groupcap, &ng, NULL, tg) < 0) goto nomem;
+    if (group_ranges(T, rs, nr, group_of_node, &rep, &repcap, &group_node, &groupcap, &ng, tg) < 0) goto nomem;
     /* The dead representative: the shortest trie token in no range (neither live nor a fallback), the
      * first of equals; read from the ranges, not node_of, which a lazy walk did not write. */
     int64_t dead_rep = -1;

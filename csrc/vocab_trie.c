@@ -19,6 +19,7 @@ void vtrie_dealloc(VocabTrie *T) {
     free(T->pbyte);
     free(T->eligible_of);
     free(T->by_length);
+    free(T->trank);
     free(T->stop_ids);
     scan_cache_free(T->scans);
     Py_TYPE(T)->tp_free((PyObject *)T);
@@ -78,8 +79,16 @@ static int vtrie_numbering_init(VocabTrie *T) {
     for (int64_t t = 0; t < v; t++)
         if (T->eligible_of[t]) T->by_length[start[T->len[t]]++] = (int32_t)t;
     free(start);
+    T->trank = malloc((size_t)(T->eligible ? T->eligible : 1) * sizeof(int32_t));
+    int32_t *rank_of = malloc((size_t)(v ? v : 1) * sizeof(int32_t));
     T->stop_ids = malloc((size_t)(T->nstops ? T->nstops : 1) * sizeof(int32_t));
-    if (!T->stop_ids) return -1;
+    if (!T->trank || !rank_of || !T->stop_ids) {
+        free(rank_of);
+        return -1;
+    }
+    for (int64_t i = 0; i < T->eligible; i++) rank_of[T->by_length[i]] = (int32_t)i;
+    for (int64_t k = 0; k < T->eligible; k++) T->trank[k] = rank_of[T->ttok[k]];
+    free(rank_of);
     for (int64_t t = 0, k = 0; t < v; t++)
         if (!T->eligible_of[t] && T->kinds[t] == T->stop) T->stop_ids[k++] = (int32_t)t;
     return 0;

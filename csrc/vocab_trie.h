@@ -25,6 +25,8 @@ typedef struct {
      * of the BLOCKED ones (special or empty), the shortest STOP token (the first of equals). */
     uint8_t *eligible_of;
     int32_t *by_length;
+    int32_t *trank; /* per trie position k: ttok[k]'s place in by_length, so a range's representative (the
+                     * shortest, then the lowest id) is by_length[the least rank of a contiguous run] */
     int32_t *stop_ids;
     int64_t nstops, nfixed_blocked, fixed_blocked_min, stop_rep;
     int64_t nnormal; /* NORMAL tokens, empty ones too (the classes' metadata counts them) */

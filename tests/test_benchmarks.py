@@ -405,6 +405,25 @@ def test_classing_many_classes_each_file_once_and_writes_its_digests(tmp_path):
     assert len(json.loads(out.read_text())["files"][names[0]]["digest"]) == 16
 
 
+def test_ttfm_floor_times_xgrammars_calls_beside_both_engines(tmp_path):
+    """benchmarks/ttfm_floor.py: XGrammar's own calls a build needs, their sum, and each engine's whole build,
+    a row each with the files it counted (llguidance's only where it is installed)."""
+    names = tmp_path / "names.txt"
+    names.write_text("Github_easy---o58442\nBFCL_java_17\n")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "ttfm_floor.py"), "--tokenizer", "smollm2"]
+        + ["--names-file", str(names)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 schemas" in proc.stdout
+    for call in ("json.loads", "from_json_schema", "str(grammar)", "serialize_json", "XGrammar floor", "cfgzip"):
+        assert re.search(rf"^\| {re.escape(call)} \| 2 \| [0-9.]+ \| [0-9.]+ \|$", proc.stdout, re.M), call
+
+
 @pytest.mark.slow
 def test_serialized_cfg_compares_both_front_ends_and_their_first_masks():
     """benchmarks/serialized_cfg.py: a few MaskBench files through the text path and the serialized path,
