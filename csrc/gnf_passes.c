@@ -34,11 +34,14 @@
  *   epsilon_free(nts, roots, nullable, memo, at) gnf._remove_epsilon's loop: optional, then without ε.
  *   lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node
  *       gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence).
+ *   lift_all(rules, counted, live, symbol_spans, cfg_origins, ids, shapes, shape_of, kept, names, origins,
+ *       rule_sets, deadline)                 the same loop over every rule, in one call.
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
 
 #include "gnf_passes.h"
+#include "methods.h" /* words_make */
 #include "run_merge_sort.h"
 
 /* A renamed edge as gnf_map groups them: (symbol, child, position), sorted by symbol, then position (the
@@ -1227,12 +1230,35 @@ done:
     return out;
 }
 
+/* The lifted rule set of byte set s (bits: s.bits), shapes[bits] = (node, name): shape_of(s) where it is missing,
+ * or, where the partition keeps s's (edges, name) (kept, ctx[7], gnf._Partition.shapes), made here as shape_of
+ * makes it (the store's make(False, edges)) without the call. Borrowed from shapes; NULL with the exception set. */
+static PyObject *lift_shape(Words *S, PyObject *s, PyObject *bits, PyObject **ctx) {
+    PyObject *shapes = ctx[0], *shape = PyDict_GetItemWithError(shapes, bits); /* borrowed */
+    if (shape || PyErr_Occurred()) return shape;
+    PyObject *kept = ctx[7] ? PyDict_GetItemWithError(ctx[7], bits) : NULL; /* borrowed */
+    if (kept && PyTuple_Check(kept) && PyTuple_GET_SIZE(kept) == 2) {
+        PyObject *args = PyTuple_Pack(2, Py_False, PyTuple_GET_ITEM(kept, 0));
+        PyObject *node = args ? words_make(S, args) : NULL;
+        shape = node ? PyTuple_Pack(2, node, PyTuple_GET_ITEM(kept, 1)) : NULL;
+        Py_XDECREF(args);
+        Py_XDECREF(node);
+    } else if (!PyErr_Occurred()) {
+        shape = PyObject_CallOneArg(ctx[1], s);
+    }
+    if (shape && PyDict_SetItem(shapes, bits, shape) < 0) Py_CLEAR(shape);
+    Py_XDECREF(shape); /* held by shapes */
+    return shape;
+}
+
 /* One terminal occurrence of gnf._lift_terminals (one nonterminal per occurrence): byte set s at span in rule
  * `name` (source rule `rule`) becomes nonterminal len(names), named shapes[s.bits][1], with rule set
- * shapes[s.bits][0] (shape_of(s) where missing, stored in shapes) and origins ((name, rule, span),), one tuple
- * per span of the rule (singles). The new nonterminal in *nt; -1 with the exception set. */
-static int lift_occurrence(PyObject *s, PyObject *span, PyObject **ctx, PyObject *singles, int64_t *nt) {
-    PyObject *shapes = ctx[0], *shape_of = ctx[1], *names = ctx[2], *origins = ctx[3], *rule_sets = ctx[4];
+ * shapes[s.bits][0] (lift_shape) and origins ((name, rule, span),), one tuple per span of the rule (singles).
+ * The new nonterminal in *nt; -1 with the exception set. */
+static int lift_occurrence(Words *S, PyObject *s, PyObject *span, PyObject **ctx, PyObject *singles, int64_t *nt) {
+    PyObject *names = ctx[2], *origins = ctx[3], *rule_sets = ctx[4];
+    static PyObject *bits_name = NULL;
+    if (!bits_name && !(bits_name = PyUnicode_InternFromString("bits"))) return -1;
     PyObject *single = PyDict_GetItemWithError(singles, span); /* borrowed */
     if (!single) {
         if (PyErr_Occurred()) return -1;
@@ -1245,14 +1271,9 @@ static int lift_occurrence(PyObject *s, PyObject *span, PyObject **ctx, PyObject
         }
         Py_DECREF(single); /* held by singles */
     }
-    PyObject *bits = PyObject_GetAttrString(s, "bits");
+    PyObject *bits = PyObject_GetAttr(s, bits_name);
     if (!bits) return -1;
-    PyObject *shape = PyDict_GetItemWithError(shapes, bits); /* borrowed */
-    if (!shape && !PyErr_Occurred()) {
-        shape = PyObject_CallOneArg(shape_of, s);
-        if (shape && PyDict_SetItem(shapes, bits, shape) < 0) Py_CLEAR(shape);
-        Py_XDECREF(shape); /* held by shapes */
-    }
+    PyObject *shape = lift_shape(S, s, bits, ctx);
     Py_DECREF(bits);
     if (!shape) return -1;
     if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2) {
@@ -1280,7 +1301,7 @@ static int64_t lift_word(Words *S, PyObject *rhs, PyObject *at, PyObject *ids, P
             if (!id && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, s);
             syms[k] = id ? PyLong_AsLongLong(id) : -1;
             if (syms[k] == -1 && PyErr_Occurred()) goto fail;
-        } else if (lift_occurrence(s, at ? PySequence_Fast_GET_ITEM(at, k) : Py_None, ctx, singles, &syms[k]) < 0) {
+        } else if (lift_occurrence(S, s, at ? PySequence_Fast_GET_ITEM(at, k) : Py_None, ctx, singles, &syms[k]) < 0) {
             goto fail;
         }
     }
@@ -1293,21 +1314,18 @@ fail:
     return -1;
 }
 
-/* lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node: gnf._lift_terminals's
- * loop over one rule's productions with one nonterminal per terminal occurrence (its Python loop is the reference):
- * each production's word in turn (lift_word; spans[i] read where it is as long as the production), the words then
- * united left to right from EMPTY (WordStore.union_all): the nodes, names, origins and rule sets in the loop's order. */
-PyObject *words_lift_rule(Words *S, PyObject *args) {
-    PyObject *alts, *spans, *ids, *ctx[7];
-    if (!PyArg_ParseTuple(args, "OOO!O!OO!O!O!OO", &alts, &spans, &PyDict_Type, &ids, &PyDict_Type, &ctx[0], &ctx[1],
-                          &PyList_Type, &ctx[2], &PyList_Type, &ctx[3], &PyDict_Type, &ctx[4], &ctx[5], &ctx[6]))
-        return NULL;
+/* One rule's productions with one nonterminal per terminal occurrence: each production's word in turn
+ * (lift_word; spans[i] read where it is as long as the production), the words then united left to right
+ * from EMPTY (WordStore.union_all): the nodes, names, origins and rule sets in gnf._lift_terminals's order.
+ * The node, or < 0 (an E_ code, or -1 with the exception set). */
+static int64_t lift_alts(Words *S, PyObject *alts, PyObject *spans, PyObject *ids, PyObject **ctx) {
     PyObject *alts_f = PySequence_Fast(alts, "lift_rule: alternatives"), *spans_f = NULL, *singles = PyDict_New();
     spans_f = alts_f ? PySequence_Fast(spans, "lift_rule: spans") : NULL;
     int64_t *words = NULL, u = W_EMPTY;
     Py_ssize_t n = alts_f ? PySequence_Fast_GET_SIZE(alts_f) : 0, made = 0;
     if (!spans_f || !singles || !(words = malloc((n ? n : 1) * sizeof(int64_t)))) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
+        u = -1;
         goto done;
     }
     for (; made < n; made++) {
@@ -1332,6 +1350,77 @@ done:
     Py_XDECREF(alts_f);
     Py_XDECREF(spans_f);
     Py_XDECREF(singles);
-    if (PyErr_Occurred()) return NULL;
+    return PyErr_Occurred() ? -1 : u;
+}
+
+/* lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node: gnf._lift_terminals's
+ * loop over one rule's productions with one nonterminal per terminal occurrence (its Python loop is the reference). */
+PyObject *words_lift_rule(Words *S, PyObject *args) {
+    PyObject *alts, *spans, *ids, *ctx[8] = {NULL};
+    if (!PyArg_ParseTuple(args, "OOO!O!OO!O!O!OO", &alts, &spans, &PyDict_Type, &ids, &PyDict_Type, &ctx[0], &ctx[1],
+                          &PyList_Type, &ctx[2], &PyList_Type, &ctx[3], &PyDict_Type, &ctx[4], &ctx[5], &ctx[6]))
+        return NULL;
+    int64_t u = lift_alts(S, alts, spans, ids, ctx);
+    if (u == -1 && PyErr_Occurred()) return NULL;
     return u < 0 ? raise_code(S, u) : PyLong_FromLongLong(u);
+}
+
+/* Rule `name` of lift_all: skipped where counted or not live; else its rule set (lift_alts, its spans and source
+ * rule read as gnf._lift_terminals reads them) stored as rule_sets[ids[name]]. 0, or -1 with the exception set. */
+static int lift_one_rule(Words *S, PyObject *name, PyObject *alts, PyObject **cfg, PyObject *ids, PyObject **ctx) {
+    int skip = PyDict_Contains(cfg[0], name);
+    if (skip == 0) {
+        int live = PySet_Contains(cfg[1], name);
+        skip = live < 0 ? -1 : !live;
+    }
+    if (skip) return skip < 0 ? -1 : 0;
+    PyObject *spans = PyDict_GetItemWithError(cfg[2], name), *origin = NULL, *id; /* borrowed */
+    if (!spans && PyErr_Occurred()) return -1;
+    if (!(origin = PyDict_GetItemWithError(cfg[3], name)) && PyErr_Occurred()) return -1;
+    PyObject *rule = origin ? PyObject_GetAttrString(origin, "rule") : Py_NewRef(name);
+    if (!rule) return -1;
+    ctx[5] = name;
+    ctx[6] = rule;
+    int64_t u = lift_alts(S, alts, spans ? spans : cfg[4], ids, ctx);
+    Py_DECREF(rule);
+    if (u < 0) {
+        if (!PyErr_Occurred()) raise_code(S, u);
+        return -1;
+    }
+    if (!(id = PyDict_GetItemWithError(ids, name))) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, name);
+        return -1;
+    }
+    PyObject *node = PyLong_FromLongLong(u);
+    int bad = !node || PyDict_SetItem(ctx[4], id, node) < 0;
+    Py_XDECREF(node);
+    return bad ? -1 : 0;
+}
+
+/* lift_all(rules, counted, live, symbol_spans, cfg_origins, ids, shapes, shape_of, kept, names, origins, rule_sets,
+ * deadline) -> None: gnf._lift_terminals's loop over the byte CFG's rules (one nonterminal per terminal occurrence)
+ * in one call: deadline.check per rule (deadline None: none), each live rule that is not counted lifted
+ * (lift_one_rule), in the rules' order; kept: the partition's shapes (lift_shape). */
+PyObject *words_lift_all(Words *S, PyObject *args) {
+    PyObject *rules, *ids, *deadline, *cfg[5], *ctx[8] = {NULL};
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!O!O", &PyDict_Type, &rules, &PyDict_Type, &cfg[0], &PySet_Type,
+                          &cfg[1], &PyDict_Type, &cfg[2], &PyDict_Type, &cfg[3], &PyDict_Type, &ids, &PyDict_Type,
+                          &ctx[0], &ctx[1], &PyDict_Type, &ctx[7], &PyList_Type, &ctx[2], &PyList_Type, &ctx[3],
+                          &PyDict_Type, &ctx[4], &deadline))
+        return NULL;
+    PyObject *stage = PyUnicode_FromString("the normal form (terminal lifting)"), *name, *alts;
+    cfg[4] = PyTuple_New(0); /* the spans of a rule symbol_spans lacks */
+    Py_ssize_t pos = 0;
+    int bad = !stage || !cfg[4];
+    while (!bad && PyDict_Next(rules, &pos, &name, &alts)) {
+        if (deadline != Py_None) {
+            PyObject *r = PyObject_CallMethod(deadline, "check", "O", stage);
+            bad = !r;
+            Py_XDECREF(r);
+        }
+        bad = bad || lift_one_rule(S, name, alts, cfg, ids, ctx) < 0;
+    }
+    Py_XDECREF(stage);
+    Py_XDECREF(cfg[4]);
+    return bad ? NULL : Py_NewRef(Py_None);
 }

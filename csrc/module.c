@@ -68,6 +68,8 @@ static PyMethodDef words_methods[] = {
     {"epsilon_free", (PyCFunction)words_epsilon_free, METH_VARARGS, "gnf._remove_epsilon's loop (csrc/gnf_passes.c)"},
     {"lift_rule", (PyCFunction)words_lift_rule, METH_VARARGS,
      "gnf._lift_terminals's loop over one rule, one nonterminal per terminal occurrence (csrc/gnf_passes.c)"},
+    {"lift_all", (PyCFunction)words_lift_all, METH_VARARGS,
+     "gnf._lift_terminals's loop over every rule, one nonterminal per terminal occurrence (csrc/gnf_passes.c)"},
     /* the displacer (csrc/displace.c) and the store (csrc/store.c) */
     {"grammar", (PyCFunction)words_grammar, METH_VARARGS, "set the GNF (table, num_atoms, start); the initial node"},
     {"below_sets", (PyCFunction)words_below_sets, METH_O, "the stack adjacency as stack_below returns it"},

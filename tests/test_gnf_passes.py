@@ -123,6 +123,37 @@ def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     assert calls and not any(calls)
 
 
+@pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
+def test_the_lifting_in_one_c_call_is_the_loop_per_rule(name, text, kind, monkeypatch):
+    """gnf._lift_terminals's one C call (``lift_all``) lifts as its loop per rule (``lift_rule``) and as the
+    Python loop: the same names, origins, rule sets in order and store nodes, with the partition's shapes
+    not yet kept (made by shape_of) and kept (made in C)."""
+    try:
+        cfg = compile_grammar(text, kind=kind).cfg
+    except GrammarError:
+        pytest.skip("not lowered")
+    real, one_calls = gnf_module._plain_dicts, []
+
+    def one_call(c, live) -> bool:
+        one_calls.append(real(c, live))
+        return one_calls[-1]
+
+    def lifted(how: str) -> tuple:
+        monkeypatch.setattr(gnf_module, "PASSES_IN_C", how != "python")
+        monkeypatch.setattr(gnf_module, "_plain_dicts", one_call if how == "one call" else lambda c, live: False)
+        tokens = any(s.bits >> 256 for s in cfg.byte_sets())
+        store = compiled.new_word_store(counted=bool(cfg.counted), tokens=tokens)
+        rules, start, atom_of = gnf_module._lift_terminals(cfg, store, True)
+        nodes = [store.nodes[i] for i in range(len(store))]
+        return rules.names, rules.origins, list(rules.rhs.items()), start, atom_of, nodes, type(store)
+
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})  # the partition's shapes not kept yet: shape_of makes them
+    first = lifted("one call")
+    assert first == lifted("per rule") == lifted("python") == lifted("one call")
+    if first[-1] is compiled.CompiledWordStore:
+        assert one_calls == [True, True], "the one C call ran"
+
+
 def test_useless_symbols_in_one_c_call_is_the_python_walk(monkeypatch):
     """gnf._remove_useless's one C call (``useless``: GENERATING, then REACHABLE, where nothing needs
     restricting) keeps the rule sets the Python walk keeps, in the same order, at every pass of the
