@@ -25,7 +25,7 @@ from .grammar.counted import COUNTED_THRESHOLD
 from .grammar.dead_ends import dead_ends, keep_dead_ends, productive_nonterminals
 from .grammar.diagnostics import Diagnostic, GrammarError, position_of
 from .grammar.ebnf import parse_ebnf
-from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, NormalFormTooLarge, to_gnf
+from .grammar.gnf import DEFAULT_MAX_GNF_NODES, GNF, NormalFormTooLarge, byte_sets_of, to_gnf
 from .grammar.large_repeat import large_repeat_in_text
 from .grammar.lower import lower
 from .grammar.nested_root import mentions_root_again, nested_root_in_text, nested_root_reference
@@ -409,7 +409,7 @@ def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None, deadline: Dead
     """``to_gnf`` in the store :func:`compile_grammar` chose; where the compiled store cannot go on
     (``Unsupported``: a set operation nesting past its recursion depth), the normal form is built
     again in a WordStore, the reference (same nodes, same ids)."""
-    sets = cfg.byte_sets()
+    sets = byte_sets_of(cfg)  # (cfg.byte_sets(), read in C)
     if compiled is False:
         return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets, deadline=deadline)
     from .grammar.compiled_words import Unsupported, as_word_store, new_word_store, symbol_widths

@@ -36,6 +36,8 @@
  *       gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence).
  *   lift_all(rules, counted, live, symbol_spans, cfg_origins, ids, shapes, shape_of, kept, names, origins,
  *       rule_sets, deadline)                 the same loop over every rule, in one call.
+ *   gnf_byte_set_bits(rules, ByteSet) -> {bits} (a module function) CFG.byte_sets' bits, gnf.byte_sets_of.
+ *   gnf_byte_atoms(bits) -> (atoms' bits, atom_of) or None (a module function) cfg.byte_classes, gnf._partition.
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
@@ -271,6 +273,9 @@ PyObject *words_optional(Words *S, PyObject *args) {
 }
 
 /* has-a-word search of gnf._closure: state 1 holds (kept across rounds), 2 + round fails this round */
+/* GNF_CLOSURE_ORDER: the closures' rounds visit the nonterminals last first. The fixpoint is the same in any
+ * order; a rule names mostly rules after it (the byte CFG's are listed from the start down, the lifted terminals
+ * come last), so last first finds most of them in the first round where first first took a round per level. */
 static int gnf_has_word(Words *S, int64_t node, uint32_t *state, uint32_t round, const uint8_t *found, int64_t m,
                         int generating, int depth) {
     if (state[node] == 1) return 1;
@@ -321,7 +326,7 @@ PyObject *words_closure(Words *S, PyObject *args) {
     state[W_EPSILON] = 1;
     for (uint32_t round = 2;; round++) {
         int changed = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = n; i-- > 0;) { /* (last first: see GNF_CLOSURE_ORDER) */
             if (found[nts[i]]) continue;
             int r = gnf_has_word(S, roots[i], state, round, found, m, generating, 0);
             if (r < 0) {
@@ -470,7 +475,7 @@ PyObject *words_useless(Words *S, PyObject *args) {
     state[W_EPSILON] = 1;
     for (uint32_t round = 2;; round++) {
         int changed = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = n; i-- > 0;) { /* (last first: see GNF_CLOSURE_ORDER) */
             if (found[nts[i]]) continue;
             int r = gnf_has_word(S, roots[i], state, round, found, m, 1, 0);
             if (r < 0) {
@@ -1423,4 +1428,127 @@ PyObject *words_lift_all(Words *S, PyObject *args) {
     Py_XDECREF(stage);
     Py_XDECREF(cfg[4]);
     return bad ? NULL : Py_NewRef(Py_None);
+}
+
+/* gnf_byte_set_bits(rules, byte_set_type) -> {bits}: the bits of every byte set (a symbol of type byte_set_type) in
+ * the byte CFG's productions (rules: {name: [production]}), each once: CFG.byte_sets without the ByteSets made
+ * per symbol (gnf.byte_sets_of makes one per distinct bits). */
+PyObject *gnf_byte_set_bits(PyObject *self, PyObject *args) {
+    PyObject *rules, *type, *name, *alts, *out;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &rules, &PyType_Type, &type)) return NULL;
+    static PyObject *bits_name = NULL;
+    if (!bits_name && !(bits_name = PyUnicode_InternFromString("bits"))) return NULL;
+    if (!(out = PySet_New(NULL))) return NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(rules, &pos, &name, &alts)) {
+        PyObject *alts_f = PySequence_Fast(alts, "byte_set_bits: alternatives");
+        for (Py_ssize_t i = 0; alts_f && i < PySequence_Fast_GET_SIZE(alts_f); i++) {
+            PyObject *rhs = PySequence_Fast(PySequence_Fast_GET_ITEM(alts_f, i), "byte_set_bits: a production");
+            for (Py_ssize_t k = 0; rhs && k < PySequence_Fast_GET_SIZE(rhs); k++) {
+                PyObject *sym = PySequence_Fast_GET_ITEM(rhs, k);
+                if (!PyObject_TypeCheck(sym, (PyTypeObject *)type)) continue;
+                PyObject *bits = PyObject_GetAttr(sym, bits_name);
+                if (!bits || PySet_Add(out, bits) < 0) Py_CLEAR(rhs);
+                Py_XDECREF(bits);
+            }
+            if (!rhs) Py_CLEAR(alts_f);
+            Py_XDECREF(rhs);
+        }
+        if (!alts_f) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(alts_f);
+    }
+    return out;
+}
+
+/* A byte set's bits (a Python int under 2**256) as four 64-bit words, low first; 1 where it has bits past
+ * 255 (a token atom's), -1 with the exception set. */
+static int byte_words(PyObject *bits, uint64_t *w) {
+    PyObject *x = Py_NewRef(bits), *shift = PyLong_FromLong(64);
+    int rc = shift ? 0 : -1;
+    for (int k = 0; rc == 0 && k < 5; k++) {
+        uint64_t v = PyLong_AsUnsignedLongLongMask(x);
+        PyObject *rest = v == (uint64_t)-1 && PyErr_Occurred() ? NULL : PyNumber_Rshift(x, shift);
+        if (!rest) rc = -1;
+        else if (k < 4) w[k] = v;
+        else rc = v != 0 || PyObject_IsTrue(rest); /* (bits >> 256: a token atom's) */
+        Py_XSETREF(x, rest);
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(shift);
+    return rc;
+}
+
+/* Four 64-bit words, low first, as a Python int; NULL with the exception set. */
+static PyObject *words_int(const uint64_t *w) {
+    PyObject *x = PyLong_FromUnsignedLongLong(w[3]), *shift = PyLong_FromLong(64);
+    for (int k = 2; x && shift && k >= 0; k--) {
+        PyObject *low = PyLong_FromUnsignedLongLong(w[k]), *up = low ? PyNumber_Lshift(x, shift) : NULL;
+        Py_XSETREF(x, up ? PyNumber_Or(up, low) : NULL);
+        Py_XDECREF(low);
+        Py_XDECREF(up);
+    }
+    Py_XDECREF(shift);
+    return x;
+}
+
+/* gnf_byte_atoms(bits) -> (atoms' bits, atom_of) or None: cfg.byte_classes of byte sets given by their bits, in
+ * C: every set splits every block it cuts, from the block of all 256 bytes (the partition is the same in any
+ * order); the atoms numbered by their smallest byte, atom_of (bytes) each byte's. None where a set has bits
+ * past 255 (token atoms: the Python partition). */
+PyObject *gnf_byte_atoms(PyObject *self, PyObject *bits_obj) {
+    PyObject *seq = PySequence_Fast(bits_obj, "byte_atoms: the sets' bits"), *out = NULL, *atoms = NULL;
+    if (!seq) return NULL;
+    uint64_t blocks[256][4], w[4], first[256][4];
+    int nb = 1, rc = 0;
+    unsigned char block_of[256], atom_of[256];
+    blocks[0][0] = blocks[0][1] = blocks[0][2] = blocks[0][3] = ~(uint64_t)0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        if ((rc = byte_words(PySequence_Fast_GET_ITEM(seq, i), w)) != 0) break;
+        for (int k = 0, n0 = nb; k < n0; k++) {
+            uint64_t in[4], any_in = 0, any_out = 0;
+            for (int j = 0; j < 4; j++) {
+                in[j] = blocks[k][j] & w[j];
+                any_in |= in[j];
+                any_out |= blocks[k][j] ^ in[j];
+            }
+            if (!any_in || !any_out) continue;
+            for (int j = 0; j < 4; j++) {
+                blocks[nb][j] = blocks[k][j] ^ in[j];
+                blocks[k][j] = in[j];
+            }
+            nb++;
+        }
+    }
+    if (rc != 0) { /* -1: the exception set; 1: a token atom */
+        Py_DECREF(seq);
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    Py_DECREF(seq);
+    for (int k = 0; k < nb; k++)
+        for (int j = 0; j < 4; j++)
+            for (uint64_t m = blocks[k][j]; m; m &= m - 1) block_of[64 * j + __builtin_ctzll(m)] = (unsigned char)k;
+    int number[256], na = 0;
+    for (int k = 0; k < nb; k++) number[k] = -1;
+    for (int b = 0; b < 256; b++) { /* atoms by smallest byte */
+        int k = block_of[b];
+        if (number[k] < 0) {
+            number[k] = na;
+            memcpy(first[na++], blocks[k], sizeof(w));
+        }
+        atom_of[b] = (unsigned char)number[k];
+    }
+    atoms = PyList_New(na);
+    for (int a = 0; atoms && a < na; a++) {
+        PyObject *x = words_int(first[a]);
+        if (!x) Py_CLEAR(atoms);
+        else PyList_SET_ITEM(atoms, a, x);
+    }
+    PyObject *of = atoms ? PyBytes_FromStringAndSize((const char *)atom_of, 256) : NULL;
+    if (of) out = PyTuple_Pack(2, atoms, of);
+    Py_XDECREF(of);
+    Py_XDECREF(atoms);
+    return out;
 }

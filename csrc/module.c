@@ -37,6 +37,8 @@ static PyMethodDef module_functions[] = {
     {"classify_steps", k_classify_steps, METH_VARARGS, "classify with a Python step (csrc/classing.c)"},
     {"cfg_productive", cfg_productive, METH_VARARGS, "dead_ends.productive_nonterminals (csrc/cfg_passes.c)"},
     {"cfg_reachable", cfg_reachable, METH_VARARGS, "gnf._reachable_rules (csrc/cfg_passes.c)"},
+    {"byte_set_bits", gnf_byte_set_bits, METH_VARARGS, "CFG.byte_sets' bits, gnf.byte_sets_of (csrc/gnf_passes.c)"},
+    {"byte_atoms", gnf_byte_atoms, METH_O, "cfg.byte_classes of byte sets' bits, gnf._partition (csrc/gnf_passes.c)"},
     {NULL, NULL, 0, NULL},
 };
 

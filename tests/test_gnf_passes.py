@@ -154,6 +154,41 @@ def test_the_lifting_in_one_c_call_is_the_loop_per_rule(name, text, kind, monkey
         assert one_calls == [True, True], "the one C call ran"
 
 
+@pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
+def test_the_byte_sets_and_their_partition_in_c_are_the_python_ones(name, text, kind, monkeypatch):
+    """gnf.byte_sets_of (``byte_set_bits``) is CFG.byte_sets, and the partition's atoms and each byte's atom in
+    C (``byte_atoms``, gnf._partition) are cfg.byte_classes's and the Python walk's (None with token atoms)."""
+    try:
+        cfg = compile_grammar(text, kind=kind).cfg
+    except GrammarError:
+        pytest.skip("not lowered")
+    sets = cfg.byte_sets()
+    assert gnf_module.byte_sets_of(cfg) == sets
+    got = compiled._kernel.byte_atoms(frozenset(s.bits for s in sets))
+    if any(s.bits >> 256 for s in sets):
+        assert got is None
+        return
+    atoms, atom_of = gnf_module._atoms_and_bytes(sets)
+    assert (got[0], list(got[1])) == ([a.bits for a in atoms], atom_of)
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})
+    kept = gnf_module._partition(sets)
+    assert (list(kept.atoms), list(kept.atom_of)) == (atoms, atom_of)
+
+
+def test_the_partition_in_c_is_byte_classes_on_random_sets():
+    """``byte_atoms`` against cfg.byte_classes on random byte sets: wide, narrow, single bytes, empty."""
+    from cfgzip_lab.grammar.cfg import ByteSet
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        masks = [(1 << 256) - 1, (1 << rng.randrange(1, 256)) - 1, 1 << rng.randrange(256), 0]
+        sets = {ByteSet(rng.getrandbits(256) & rng.choice(masks)) for _ in range(rng.randrange(0, 40))}
+        atoms, atom_of = gnf_module._atoms_and_bytes(sets)
+        got = compiled._kernel.byte_atoms(frozenset(s.bits for s in sets))
+        assert (got[0], list(got[1])) == ([a.bits for a in atoms], atom_of)
+    assert compiled._kernel.byte_atoms([1, 1 << 256]) is None  # a token atom's bits: the Python partition
+
+
 def test_useless_symbols_in_one_c_call_is_the_python_walk(monkeypatch):
     """gnf._remove_useless's one C call (``useless``: GENERATING, then REACHABLE, where nothing needs
     restricting) keeps the rule sets the Python walk keeps, in the same order, at every pass of the
