@@ -1043,14 +1043,19 @@ def _substitute_leading(store: WordStore, node: int, rhs: dict[int, int], which)
 def _remove_left_recursion(rules: _Rules) -> list[int]:
     store = rules.store
     order = _left_corner_order(rules)
-    pos = {a: i for i, a in enumerate(order)}
     zs: list[int] = []
     native = _passes(store)
     work = None
     if native is not None:
         # The nonterminals with a leading edge on themselves or on an earlier one, found in C: the loop
         # below leaves the others as they are (no node made, their rule sets unchanged until their turn).
-        work = native.left_work(order, [rules.rhs[a] for a in order], len(rules.names))
+        rhs = rules.rhs
+        work = native.left_work(order, [rhs[a] for a in order], len(rules.names))
+        if not any(work):  # (most JSON Schemas: no left recursion, nothing earlier leads)
+            if order:
+                rules.current = order[-1]  # (where the walk leaves it)
+            return order
+    pos = {a: i for i, a in enumerate(order)}
     for i, a in enumerate(order):
         if work is not None and not work[i]:
             continue
