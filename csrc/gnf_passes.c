@@ -1235,13 +1235,46 @@ done:
     return out;
 }
 
+static int byte_words(PyObject *bits, uint64_t *w);
+
+/* The partition's shape of a byte set of bytes only (bits, 0 < bits < 2**256) as shape_of makes it: the edges
+ * (atom symbol -1 - k, EPSILON) of the atoms it holds (an atom is in it iff its smallest byte is: byte b with
+ * bit b of the partition's representatives, ctx[8], its atom atom_of[b], ctx[9]), by symbol, and its name
+ * (format_byteset(s), ctx[10]). A new reference to (edges, name); Py_None where it is no such set (shape_of's:
+ * the dead atom's empty set, token atoms); NULL with the exception set. */
+static PyObject *lift_new_shape(PyObject *s, PyObject *bits, PyObject **ctx) {
+    uint64_t w[4], rep[4];
+    int rc = byte_words(bits, w);
+    if (rc == 0) rc = byte_words(ctx[8], rep);
+    if (rc != 0 || !(w[0] | w[1] | w[2] | w[3])) return rc < 0 ? NULL : Py_NewRef(Py_None);
+    const unsigned char *atom_of = (const unsigned char *)PyBytes_AS_STRING(ctx[9]);
+    int members[256], n = 0;
+    for (int j = 0; j < 4; j++)
+        for (uint64_t m = w[j] & rep[j]; m; m &= m - 1) members[n++] = atom_of[64 * j + __builtin_ctzll(m)];
+    PyObject *edges = PyTuple_New(n), *name = NULL, *out = NULL;
+    for (int i = 0; edges && i < n; i++) { /* (members ascend: their symbols, last first, ascend) */
+        PyObject *e = Py_BuildValue("(Li)", (long long)(-1 - members[n - 1 - i]), W_EPSILON);
+        if (!e) Py_CLEAR(edges);
+        else PyTuple_SET_ITEM(edges, i, e);
+    }
+    if (edges && (name = PyObject_CallOneArg(ctx[10], s))) out = PyTuple_Pack(2, edges, name);
+    Py_XDECREF(edges);
+    Py_XDECREF(name);
+    return out;
+}
+
 /* The lifted rule set of byte set s (bits: s.bits), shapes[bits] = (node, name): shape_of(s) where it is missing,
  * or, where the partition keeps s's (edges, name) (kept, ctx[7], gnf._Partition.shapes), made here as shape_of
  * makes it (the store's make(False, edges)) without the call. Borrowed from shapes; NULL with the exception set. */
 static PyObject *lift_shape(Words *S, PyObject *s, PyObject *bits, PyObject **ctx) {
     PyObject *shapes = ctx[0], *shape = PyDict_GetItemWithError(shapes, bits); /* borrowed */
     if (shape || PyErr_Occurred()) return shape;
-    PyObject *kept = ctx[7] ? PyDict_GetItemWithError(ctx[7], bits) : NULL; /* borrowed */
+    PyObject *kept = ctx[7] ? Py_XNewRef(PyDict_GetItemWithError(ctx[7], bits)) : NULL;
+    if (!kept && !PyErr_Occurred() && ctx[7] && ctx[8]) { /* made here as shape_of makes it, then kept */
+        kept = lift_new_shape(s, bits, ctx);
+        if (kept == Py_None) Py_CLEAR(kept); /* (shape_of's) */
+        else if (kept && PyDict_SetItem(ctx[7], bits, kept) < 0) Py_CLEAR(kept);
+    }
     if (kept && PyTuple_Check(kept) && PyTuple_GET_SIZE(kept) == 2) {
         PyObject *args = PyTuple_Pack(2, Py_False, PyTuple_GET_ITEM(kept, 0));
         PyObject *node = args ? words_make(S, args) : NULL;
@@ -1251,6 +1284,7 @@ static PyObject *lift_shape(Words *S, PyObject *s, PyObject *bits, PyObject **ct
     } else if (!PyErr_Occurred()) {
         shape = PyObject_CallOneArg(ctx[1], s);
     }
+    Py_XDECREF(kept);
     if (shape && PyDict_SetItem(shapes, bits, shape) < 0) Py_CLEAR(shape);
     Py_XDECREF(shape); /* held by shapes */
     return shape;
@@ -1361,7 +1395,7 @@ done:
 /* lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node: gnf._lift_terminals's
  * loop over one rule's productions with one nonterminal per terminal occurrence (its Python loop is the reference). */
 PyObject *words_lift_rule(Words *S, PyObject *args) {
-    PyObject *alts, *spans, *ids, *ctx[8] = {NULL};
+    PyObject *alts, *spans, *ids, *ctx[11] = {NULL};
     if (!PyArg_ParseTuple(args, "OOO!O!OO!O!O!OO", &alts, &spans, &PyDict_Type, &ids, &PyDict_Type, &ctx[0], &ctx[1],
                           &PyList_Type, &ctx[2], &PyList_Type, &ctx[3], &PyDict_Type, &ctx[4], &ctx[5], &ctx[6]))
         return NULL;
@@ -1403,16 +1437,22 @@ static int lift_one_rule(Words *S, PyObject *name, PyObject *alts, PyObject **cf
 }
 
 /* lift_all(rules, counted, live, symbol_spans, cfg_origins, ids, shapes, shape_of, kept, names, origins, rule_sets,
- * deadline) -> None: gnf._lift_terminals's loop over the byte CFG's rules (one nonterminal per terminal occurrence)
- * in one call: deadline.check per rule (deadline None: none), each live rule that is not counted lifted
- * (lift_one_rule), in the rules' order; kept: the partition's shapes (lift_shape). */
+ * deadline[, representatives, atom_of, format_byteset]) -> None: gnf._lift_terminals's loop over the byte CFG's rules
+ * (one nonterminal per terminal occurrence) in one call: deadline.check per rule (deadline None: none), each live
+ * rule that is not counted lifted (lift_one_rule), in the rules' order; kept: the partition's shapes (lift_shape),
+ * a missing one made here (lift_new_shape) where the partition's representatives and atom_of are given. */
 PyObject *words_lift_all(Words *S, PyObject *args) {
-    PyObject *rules, *ids, *deadline, *cfg[5], *ctx[8] = {NULL};
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!O!O", &PyDict_Type, &rules, &PyDict_Type, &cfg[0], &PySet_Type,
-                          &cfg[1], &PyDict_Type, &cfg[2], &PyDict_Type, &cfg[3], &PyDict_Type, &ids, &PyDict_Type,
-                          &ctx[0], &ctx[1], &PyDict_Type, &ctx[7], &PyList_Type, &ctx[2], &PyList_Type, &ctx[3],
-                          &PyDict_Type, &ctx[4], &deadline))
+    PyObject *rules, *ids, *deadline, *cfg[5], *ctx[11] = {NULL};
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!O!O|O!O!O", &PyDict_Type, &rules, &PyDict_Type, &cfg[0],
+                          &PySet_Type, &cfg[1], &PyDict_Type, &cfg[2], &PyDict_Type, &cfg[3], &PyDict_Type, &ids,
+                          &PyDict_Type, &ctx[0], &ctx[1], &PyDict_Type, &ctx[7], &PyList_Type, &ctx[2], &PyList_Type,
+                          &ctx[3], &PyDict_Type, &ctx[4], &deadline, &PyLong_Type, &ctx[8], &PyBytes_Type, &ctx[9],
+                          &ctx[10]))
         return NULL;
+    if (ctx[8] && (!ctx[10] || PyBytes_GET_SIZE(ctx[9]) != 256)) {
+        PyErr_SetString(PyExc_ValueError, "lift_all: representatives, atom_of (256 bytes) and format_byteset");
+        return NULL;
+    }
     PyObject *stage = PyUnicode_FromString("the normal form (terminal lifting)"), *name, *alts;
     cfg[4] = PyTuple_New(0); /* the spans of a rule symbol_spans lacks */
     Py_ssize_t pos = 0;

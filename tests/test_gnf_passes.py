@@ -127,7 +127,7 @@ def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
 def test_the_lifting_in_one_c_call_is_the_loop_per_rule(name, text, kind, monkeypatch):
     """gnf._lift_terminals's one C call (``lift_all``) lifts as its loop per rule (``lift_rule``) and as the
     Python loop: the same names, origins, rule sets in order and store nodes, with the partition's shapes
-    not yet kept (made by shape_of) and kept (made in C)."""
+    not yet kept (made in C, kept as shape_of keeps them) and kept."""
     try:
         cfg = compile_grammar(text, kind=kind).cfg
     except GrammarError:
@@ -147,8 +147,13 @@ def test_the_lifting_in_one_c_call_is_the_loop_per_rule(name, text, kind, monkey
         nodes = [store.nodes[i] for i in range(len(store))]
         return rules.names, rules.origins, list(rules.rhs.items()), start, atom_of, nodes, type(store)
 
-    monkeypatch.setattr(gnf_module, "_ATOMS", {})  # the partition's shapes not kept yet: shape_of makes them
-    first = lifted("one call")
+    def kept() -> dict:
+        return dict(gnf_module._partition(cfg.byte_sets()).shapes)
+
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})  # the partition's shapes not kept yet: made in C (or shape_of)
+    first, shapes = lifted("one call"), kept()
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})
+    assert lifted("python") == first and kept() == shapes  # the shapes C kept are shape_of's
     assert first == lifted("per rule") == lifted("python") == lifted("one call")
     if first[-1] is compiled.CompiledWordStore:
         assert one_calls == [True, True], "the one C call ran"

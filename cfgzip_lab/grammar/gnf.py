@@ -611,7 +611,8 @@ def _lift_terminals(
     if per_occurrence and native is not None and _plain_dicts(cfg, live):
         # The loop below (one nonterminal per terminal occurrence) in one C call (csrc/gnf_passes.c,
         # lift_all): the same nodes, names, origins and rule sets in the same order; a shape the partition
-        # keeps is made there as shape_of makes it (86 rules and 46 new shapes a median JSON Schema).
+        # keeps is made there as shape_of makes it, and a new one made and kept there too (~86 rules and ~40
+        # new shapes a median JSON Schema; shape_of stays for the dead atom and token atoms).
         native.lift_all(
             cfg.rules,
             counted_rules,
@@ -626,6 +627,9 @@ def _lift_terminals(
             rule_origins,
             rule_sets,
             deadline,
+            representatives,
+            bytes(atom_of),  # (byte atoms' indices: under 256)
+            format_byteset,
         )
         return rules, start, atom_of
     for name, alts in cfg.rules.items():
