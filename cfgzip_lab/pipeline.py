@@ -409,7 +409,7 @@ def _normal_form(cfg: CFG, max_nodes: int, compiled: bool | None, deadline: Dead
     """``to_gnf`` in the store :func:`compile_grammar` chose; where the compiled store cannot go on
     (``Unsupported``: a set operation nesting past its recursion depth), the normal form is built
     again in a WordStore, the reference (same nodes, same ids)."""
-    sets = cfg.byte_sets()
+    sets = cfg.byte_sets()  # (read in C: csrc/cfg_passes.c)
     if compiled is False:
         return to_gnf(cfg, max_nodes=max_nodes, store=WordStore(), byte_sets=sets, deadline=deadline)
     from .grammar.compiled_words import Unsupported, as_word_store, new_word_store, symbol_widths

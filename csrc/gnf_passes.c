@@ -34,11 +34,15 @@
  *   epsilon_free(nts, roots, nullable, memo, at) gnf._remove_epsilon's loop: optional, then without ε.
  *   lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node
  *       gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence).
+ *   lift_all(rules, counted, live, symbol_spans, cfg_origins, ids, shapes, shape_of, kept, names, origins,
+ *       rule_sets, deadline)                 the same loop over every rule, in one call.
+ *   gnf_byte_atoms(bits) -> (atoms' bits, atom_of) or None (a module function) cfg.byte_classes, gnf._partition.
  * memo: a writable int32 buffer, -1 where unknown, indexed by the nodes walked (a node past its end
  * is walked without one); the caller keeps it between calls of one pass.
  */
 
 #include "gnf_passes.h"
+#include "methods.h" /* words_make */
 #include "run_merge_sort.h"
 
 /* A renamed edge as gnf_map groups them: (symbol, child, position), sorted by symbol, then position (the
@@ -268,6 +272,9 @@ PyObject *words_optional(Words *S, PyObject *args) {
 }
 
 /* has-a-word search of gnf._closure: state 1 holds (kept across rounds), 2 + round fails this round */
+/* GNF_CLOSURE_ORDER: the closures' rounds visit the nonterminals last first. The fixpoint is the same in any
+ * order; a rule names mostly rules after it (the byte CFG's are listed from the start down, the lifted terminals
+ * come last), so last first finds most of them in the first round where first first took a round per level. */
 static int gnf_has_word(Words *S, int64_t node, uint32_t *state, uint32_t round, const uint8_t *found, int64_t m,
                         int generating, int depth) {
     if (state[node] == 1) return 1;
@@ -318,7 +325,7 @@ PyObject *words_closure(Words *S, PyObject *args) {
     state[W_EPSILON] = 1;
     for (uint32_t round = 2;; round++) {
         int changed = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = n; i-- > 0;) { /* (last first: see GNF_CLOSURE_ORDER) */
             if (found[nts[i]]) continue;
             int r = gnf_has_word(S, roots[i], state, round, found, m, generating, 0);
             if (r < 0) {
@@ -467,7 +474,7 @@ PyObject *words_useless(Words *S, PyObject *args) {
     state[W_EPSILON] = 1;
     for (uint32_t round = 2;; round++) {
         int changed = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = n; i-- > 0;) { /* (last first: see GNF_CLOSURE_ORDER) */
             if (found[nts[i]]) continue;
             int r = gnf_has_word(S, roots[i], state, round, found, m, 1, 0);
             if (r < 0) {
@@ -1227,12 +1234,69 @@ done:
     return out;
 }
 
+static int byte_words(PyObject *bits, uint64_t *w);
+
+/* The partition's shape of a byte set of bytes only (bits, 0 < bits < 2**256) as shape_of makes it: the edges
+ * (atom symbol -1 - k, EPSILON) of the atoms it holds (an atom is in it iff its smallest byte is: byte b with
+ * bit b of the partition's representatives, ctx[8], its atom atom_of[b], ctx[9]), by symbol, and its name
+ * (format_byteset(s), ctx[10]). A new reference to (edges, name); Py_None where it is no such set (shape_of's:
+ * the dead atom's empty set, token atoms); NULL with the exception set. */
+static PyObject *lift_new_shape(PyObject *s, PyObject *bits, PyObject **ctx) {
+    uint64_t w[4], rep[4];
+    int rc = byte_words(bits, w);
+    if (rc == 0) rc = byte_words(ctx[8], rep);
+    if (rc != 0 || !(w[0] | w[1] | w[2] | w[3])) return rc < 0 ? NULL : Py_NewRef(Py_None);
+    const unsigned char *atom_of = (const unsigned char *)PyBytes_AS_STRING(ctx[9]);
+    int members[256], n = 0;
+    for (int j = 0; j < 4; j++)
+        for (uint64_t m = w[j] & rep[j]; m; m &= m - 1) members[n++] = atom_of[64 * j + __builtin_ctzll(m)];
+    PyObject *edges = PyTuple_New(n), *name = NULL, *out = NULL;
+    for (int i = 0; edges && i < n; i++) { /* (members ascend: their symbols, last first, ascend) */
+        PyObject *e = Py_BuildValue("(Li)", (long long)(-1 - members[n - 1 - i]), W_EPSILON);
+        if (!e) Py_CLEAR(edges);
+        else PyTuple_SET_ITEM(edges, i, e);
+    }
+    if (edges && (name = PyObject_CallOneArg(ctx[10], s))) out = PyTuple_Pack(2, edges, name);
+    Py_XDECREF(edges);
+    Py_XDECREF(name);
+    return out;
+}
+
+/* The lifted rule set of byte set s (bits: s.bits), shapes[bits] = (node, name): shape_of(s) where it is missing,
+ * or, where the partition keeps s's (edges, name) (kept, ctx[7], gnf._Partition.shapes), made here as shape_of
+ * makes it (the store's make(False, edges)) without the call. Borrowed from shapes; NULL with the exception set. */
+static PyObject *lift_shape(Words *S, PyObject *s, PyObject *bits, PyObject **ctx) {
+    PyObject *shapes = ctx[0], *shape = PyDict_GetItemWithError(shapes, bits); /* borrowed */
+    if (shape || PyErr_Occurred()) return shape;
+    PyObject *kept = ctx[7] ? Py_XNewRef(PyDict_GetItemWithError(ctx[7], bits)) : NULL;
+    if (!kept && !PyErr_Occurred() && ctx[7] && ctx[8]) { /* made here as shape_of makes it, then kept */
+        kept = lift_new_shape(s, bits, ctx);
+        if (kept == Py_None) Py_CLEAR(kept); /* (shape_of's) */
+        else if (kept && PyDict_SetItem(ctx[7], bits, kept) < 0) Py_CLEAR(kept);
+    }
+    if (kept && PyTuple_Check(kept) && PyTuple_GET_SIZE(kept) == 2) {
+        PyObject *args = PyTuple_Pack(2, Py_False, PyTuple_GET_ITEM(kept, 0));
+        PyObject *node = args ? words_make(S, args) : NULL;
+        shape = node ? PyTuple_Pack(2, node, PyTuple_GET_ITEM(kept, 1)) : NULL;
+        Py_XDECREF(args);
+        Py_XDECREF(node);
+    } else if (!PyErr_Occurred()) {
+        shape = PyObject_CallOneArg(ctx[1], s);
+    }
+    Py_XDECREF(kept);
+    if (shape && PyDict_SetItem(shapes, bits, shape) < 0) Py_CLEAR(shape);
+    Py_XDECREF(shape); /* held by shapes */
+    return shape;
+}
+
 /* One terminal occurrence of gnf._lift_terminals (one nonterminal per occurrence): byte set s at span in rule
  * `name` (source rule `rule`) becomes nonterminal len(names), named shapes[s.bits][1], with rule set
- * shapes[s.bits][0] (shape_of(s) where missing, stored in shapes) and origins ((name, rule, span),), one tuple
- * per span of the rule (singles). The new nonterminal in *nt; -1 with the exception set. */
-static int lift_occurrence(PyObject *s, PyObject *span, PyObject **ctx, PyObject *singles, int64_t *nt) {
-    PyObject *shapes = ctx[0], *shape_of = ctx[1], *names = ctx[2], *origins = ctx[3], *rule_sets = ctx[4];
+ * shapes[s.bits][0] (lift_shape) and origins ((name, rule, span),), one tuple per span of the rule (singles).
+ * The new nonterminal in *nt; -1 with the exception set. */
+static int lift_occurrence(Words *S, PyObject *s, PyObject *span, PyObject **ctx, PyObject *singles, int64_t *nt) {
+    PyObject *names = ctx[2], *origins = ctx[3], *rule_sets = ctx[4];
+    static PyObject *bits_name = NULL;
+    if (!bits_name && !(bits_name = PyUnicode_InternFromString("bits"))) return -1;
     PyObject *single = PyDict_GetItemWithError(singles, span); /* borrowed */
     if (!single) {
         if (PyErr_Occurred()) return -1;
@@ -1245,14 +1309,9 @@ static int lift_occurrence(PyObject *s, PyObject *span, PyObject **ctx, PyObject
         }
         Py_DECREF(single); /* held by singles */
     }
-    PyObject *bits = PyObject_GetAttrString(s, "bits");
+    PyObject *bits = PyObject_GetAttr(s, bits_name);
     if (!bits) return -1;
-    PyObject *shape = PyDict_GetItemWithError(shapes, bits); /* borrowed */
-    if (!shape && !PyErr_Occurred()) {
-        shape = PyObject_CallOneArg(shape_of, s);
-        if (shape && PyDict_SetItem(shapes, bits, shape) < 0) Py_CLEAR(shape);
-        Py_XDECREF(shape); /* held by shapes */
-    }
+    PyObject *shape = lift_shape(S, s, bits, ctx);
     Py_DECREF(bits);
     if (!shape) return -1;
     if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2) {
@@ -1280,7 +1339,7 @@ static int64_t lift_word(Words *S, PyObject *rhs, PyObject *at, PyObject *ids, P
             if (!id && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, s);
             syms[k] = id ? PyLong_AsLongLong(id) : -1;
             if (syms[k] == -1 && PyErr_Occurred()) goto fail;
-        } else if (lift_occurrence(s, at ? PySequence_Fast_GET_ITEM(at, k) : Py_None, ctx, singles, &syms[k]) < 0) {
+        } else if (lift_occurrence(S, s, at ? PySequence_Fast_GET_ITEM(at, k) : Py_None, ctx, singles, &syms[k]) < 0) {
             goto fail;
         }
     }
@@ -1293,21 +1352,18 @@ fail:
     return -1;
 }
 
-/* lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node: gnf._lift_terminals's
- * loop over one rule's productions with one nonterminal per terminal occurrence (its Python loop is the reference):
- * each production's word in turn (lift_word; spans[i] read where it is as long as the production), the words then
- * united left to right from EMPTY (WordStore.union_all): the nodes, names, origins and rule sets in the loop's order. */
-PyObject *words_lift_rule(Words *S, PyObject *args) {
-    PyObject *alts, *spans, *ids, *ctx[7];
-    if (!PyArg_ParseTuple(args, "OOO!O!OO!O!O!OO", &alts, &spans, &PyDict_Type, &ids, &PyDict_Type, &ctx[0], &ctx[1],
-                          &PyList_Type, &ctx[2], &PyList_Type, &ctx[3], &PyDict_Type, &ctx[4], &ctx[5], &ctx[6]))
-        return NULL;
+/* One rule's productions with one nonterminal per terminal occurrence: each production's word in turn
+ * (lift_word; spans[i] read where it is as long as the production), the words then united left to right
+ * from EMPTY (WordStore.union_all): the nodes, names, origins and rule sets in gnf._lift_terminals's order.
+ * The node, or < 0 (an E_ code, or -1 with the exception set). */
+static int64_t lift_alts(Words *S, PyObject *alts, PyObject *spans, PyObject *ids, PyObject **ctx) {
     PyObject *alts_f = PySequence_Fast(alts, "lift_rule: alternatives"), *spans_f = NULL, *singles = PyDict_New();
     spans_f = alts_f ? PySequence_Fast(spans, "lift_rule: spans") : NULL;
     int64_t *words = NULL, u = W_EMPTY;
     Py_ssize_t n = alts_f ? PySequence_Fast_GET_SIZE(alts_f) : 0, made = 0;
     if (!spans_f || !singles || !(words = malloc((n ? n : 1) * sizeof(int64_t)))) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
+        u = -1;
         goto done;
     }
     for (; made < n; made++) {
@@ -1332,6 +1388,173 @@ done:
     Py_XDECREF(alts_f);
     Py_XDECREF(spans_f);
     Py_XDECREF(singles);
-    if (PyErr_Occurred()) return NULL;
+    return PyErr_Occurred() ? -1 : u;
+}
+
+/* lift_rule(alts, spans, ids, shapes, shape_of, names, origins, rule_sets, name, rule) -> node: gnf._lift_terminals's
+ * loop over one rule's productions with one nonterminal per terminal occurrence (its Python loop is the reference). */
+PyObject *words_lift_rule(Words *S, PyObject *args) {
+    PyObject *alts, *spans, *ids, *ctx[11] = {NULL};
+    if (!PyArg_ParseTuple(args, "OOO!O!OO!O!O!OO", &alts, &spans, &PyDict_Type, &ids, &PyDict_Type, &ctx[0], &ctx[1],
+                          &PyList_Type, &ctx[2], &PyList_Type, &ctx[3], &PyDict_Type, &ctx[4], &ctx[5], &ctx[6]))
+        return NULL;
+    int64_t u = lift_alts(S, alts, spans, ids, ctx);
+    if (u == -1 && PyErr_Occurred()) return NULL;
     return u < 0 ? raise_code(S, u) : PyLong_FromLongLong(u);
+}
+
+/* Rule `name` of lift_all: skipped where counted or not live; else its rule set (lift_alts, its spans and source
+ * rule read as gnf._lift_terminals reads them) stored as rule_sets[ids[name]]. 0, or -1 with the exception set. */
+static int lift_one_rule(Words *S, PyObject *name, PyObject *alts, PyObject **cfg, PyObject *ids, PyObject **ctx) {
+    int skip = PyDict_Contains(cfg[0], name);
+    if (skip == 0) {
+        int live = PySet_Contains(cfg[1], name);
+        skip = live < 0 ? -1 : !live;
+    }
+    if (skip) return skip < 0 ? -1 : 0;
+    PyObject *spans = PyDict_GetItemWithError(cfg[2], name), *origin = NULL, *id; /* borrowed */
+    if (!spans && PyErr_Occurred()) return -1;
+    if (!(origin = PyDict_GetItemWithError(cfg[3], name)) && PyErr_Occurred()) return -1;
+    PyObject *rule = origin ? PyObject_GetAttrString(origin, "rule") : Py_NewRef(name);
+    if (!rule) return -1;
+    ctx[5] = name;
+    ctx[6] = rule;
+    int64_t u = lift_alts(S, alts, spans ? spans : cfg[4], ids, ctx);
+    Py_DECREF(rule);
+    if (u < 0) {
+        if (!PyErr_Occurred()) raise_code(S, u);
+        return -1;
+    }
+    if (!(id = PyDict_GetItemWithError(ids, name))) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, name);
+        return -1;
+    }
+    PyObject *node = PyLong_FromLongLong(u);
+    int bad = !node || PyDict_SetItem(ctx[4], id, node) < 0;
+    Py_XDECREF(node);
+    return bad ? -1 : 0;
+}
+
+/* lift_all(rules, counted, live, symbol_spans, cfg_origins, ids, shapes, shape_of, kept, names, origins, rule_sets,
+ * deadline[, representatives, atom_of, format_byteset]) -> None: gnf._lift_terminals's loop over the byte CFG's rules
+ * (one nonterminal per terminal occurrence) in one call: deadline.check per rule (deadline None: none), each live
+ * rule that is not counted lifted (lift_one_rule), in the rules' order; kept: the partition's shapes (lift_shape),
+ * a missing one made here (lift_new_shape) where the partition's representatives and atom_of are given. */
+PyObject *words_lift_all(Words *S, PyObject *args) {
+    PyObject *rules, *ids, *deadline, *cfg[5], *ctx[11] = {NULL};
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!O!O|O!O!O", &PyDict_Type, &rules, &PyDict_Type, &cfg[0],
+                          &PySet_Type, &cfg[1], &PyDict_Type, &cfg[2], &PyDict_Type, &cfg[3], &PyDict_Type, &ids,
+                          &PyDict_Type, &ctx[0], &ctx[1], &PyDict_Type, &ctx[7], &PyList_Type, &ctx[2], &PyList_Type,
+                          &ctx[3], &PyDict_Type, &ctx[4], &deadline, &PyLong_Type, &ctx[8], &PyBytes_Type, &ctx[9],
+                          &ctx[10]))
+        return NULL;
+    if (ctx[8] && (!ctx[10] || PyBytes_GET_SIZE(ctx[9]) != 256)) {
+        PyErr_SetString(PyExc_ValueError, "lift_all: representatives, atom_of (256 bytes) and format_byteset");
+        return NULL;
+    }
+    PyObject *stage = PyUnicode_FromString("the normal form (terminal lifting)"), *name, *alts;
+    cfg[4] = PyTuple_New(0); /* the spans of a rule symbol_spans lacks */
+    Py_ssize_t pos = 0;
+    int bad = !stage || !cfg[4];
+    while (!bad && PyDict_Next(rules, &pos, &name, &alts)) {
+        if (deadline != Py_None) {
+            PyObject *r = PyObject_CallMethod(deadline, "check", "O", stage);
+            bad = !r;
+            Py_XDECREF(r);
+        }
+        bad = bad || lift_one_rule(S, name, alts, cfg, ids, ctx) < 0;
+    }
+    Py_XDECREF(stage);
+    Py_XDECREF(cfg[4]);
+    return bad ? NULL : Py_NewRef(Py_None);
+}
+
+/* A byte set's bits (a Python int under 2**256) as four 64-bit words, low first; 1 where it has bits past
+ * 255 (a token atom's), -1 with the exception set. */
+static int byte_words(PyObject *bits, uint64_t *w) {
+    PyObject *x = Py_NewRef(bits), *shift = PyLong_FromLong(64);
+    int rc = shift ? 0 : -1;
+    for (int k = 0; rc == 0 && k < 5; k++) {
+        uint64_t v = PyLong_AsUnsignedLongLongMask(x);
+        PyObject *rest = v == (uint64_t)-1 && PyErr_Occurred() ? NULL : PyNumber_Rshift(x, shift);
+        if (!rest) rc = -1;
+        else if (k < 4) w[k] = v;
+        else rc = v != 0 || PyObject_IsTrue(rest); /* (bits >> 256: a token atom's) */
+        Py_XSETREF(x, rest);
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(shift);
+    return rc;
+}
+
+/* Four 64-bit words, low first, as a Python int; NULL with the exception set. */
+static PyObject *words_int(const uint64_t *w) {
+    PyObject *x = PyLong_FromUnsignedLongLong(w[3]), *shift = PyLong_FromLong(64);
+    for (int k = 2; x && shift && k >= 0; k--) {
+        PyObject *low = PyLong_FromUnsignedLongLong(w[k]), *up = low ? PyNumber_Lshift(x, shift) : NULL;
+        Py_XSETREF(x, up ? PyNumber_Or(up, low) : NULL);
+        Py_XDECREF(low);
+        Py_XDECREF(up);
+    }
+    Py_XDECREF(shift);
+    return x;
+}
+
+/* gnf_byte_atoms(bits) -> (atoms' bits, atom_of) or None: cfg.byte_classes of byte sets given by their bits, in
+ * C: every set splits every block it cuts, from the block of all 256 bytes (the partition is the same in any
+ * order); the atoms numbered by their smallest byte, atom_of (bytes) each byte's. None where a set has bits
+ * past 255 (token atoms: the Python partition). */
+PyObject *gnf_byte_atoms(PyObject *self, PyObject *bits_obj) {
+    PyObject *seq = PySequence_Fast(bits_obj, "byte_atoms: the sets' bits"), *out = NULL, *atoms = NULL;
+    if (!seq) return NULL;
+    uint64_t blocks[256][4], w[4], first[256][4];
+    int nb = 1, rc = 0;
+    unsigned char block_of[256], atom_of[256];
+    blocks[0][0] = blocks[0][1] = blocks[0][2] = blocks[0][3] = ~(uint64_t)0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        if ((rc = byte_words(PySequence_Fast_GET_ITEM(seq, i), w)) != 0) break;
+        for (int k = 0, n0 = nb; k < n0; k++) {
+            uint64_t in[4], any_in = 0, any_out = 0;
+            for (int j = 0; j < 4; j++) {
+                in[j] = blocks[k][j] & w[j];
+                any_in |= in[j];
+                any_out |= blocks[k][j] ^ in[j];
+            }
+            if (!any_in || !any_out) continue;
+            for (int j = 0; j < 4; j++) {
+                blocks[nb][j] = blocks[k][j] ^ in[j];
+                blocks[k][j] = in[j];
+            }
+            nb++;
+        }
+    }
+    if (rc != 0) { /* -1: the exception set; 1: a token atom */
+        Py_DECREF(seq);
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    Py_DECREF(seq);
+    for (int k = 0; k < nb; k++)
+        for (int j = 0; j < 4; j++)
+            for (uint64_t m = blocks[k][j]; m; m &= m - 1) block_of[64 * j + __builtin_ctzll(m)] = (unsigned char)k;
+    int number[256], na = 0;
+    for (int k = 0; k < nb; k++) number[k] = -1;
+    for (int b = 0; b < 256; b++) { /* atoms by smallest byte */
+        int k = block_of[b];
+        if (number[k] < 0) {
+            number[k] = na;
+            memcpy(first[na++], blocks[k], sizeof(w));
+        }
+        atom_of[b] = (unsigned char)number[k];
+    }
+    atoms = PyList_New(na);
+    for (int a = 0; atoms && a < na; a++) {
+        PyObject *x = words_int(first[a]);
+        if (!x) Py_CLEAR(atoms);
+        else PyList_SET_ITEM(atoms, a, x);
+    }
+    PyObject *of = atoms ? PyBytes_FromStringAndSize((const char *)atom_of, 256) : NULL;
+    if (of) out = PyTuple_Pack(2, atoms, of);
+    Py_XDECREF(of);
+    Py_XDECREF(atoms);
+    return out;
 }

@@ -59,6 +59,8 @@ PyObject *words_left_work(Words *S, PyObject *args);
 PyObject *words_atom_rows(Words *S, PyObject *args);
 PyObject *words_union_all(Words *S, PyObject *nodes_obj);
 PyObject *words_lift_rule(Words *S, PyObject *args);
+PyObject *words_lift_all(Words *S, PyObject *args);
+PyObject *gnf_byte_atoms(PyObject *self, PyObject *bits_obj);
 PyObject *words_epsilon_free(Words *S, PyObject *args);
 PyObject *words_left_corner_order(Words *S, PyObject *args);
 

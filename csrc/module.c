@@ -42,6 +42,7 @@ static PyMethodDef module_functions[] = {
      "dead_ends._every_symbol_productive (csrc/cfg_passes.c)"},
     {"serialized_rules", serialized_rules, METH_VARARGS, "serialized._Converter.rule over every rule (csrc/serialized.c)"},
     {"json_ints", json_ints, METH_VARARGS, "json.loads of a JSON array of integers, and where it ends (csrc/serialized.c)"},
+    {"byte_atoms", gnf_byte_atoms, METH_O, "cfg.byte_classes of byte sets' bits, gnf._partition (csrc/gnf_passes.c)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -73,6 +74,8 @@ static PyMethodDef words_methods[] = {
     {"epsilon_free", (PyCFunction)words_epsilon_free, METH_VARARGS, "gnf._remove_epsilon's loop (csrc/gnf_passes.c)"},
     {"lift_rule", (PyCFunction)words_lift_rule, METH_VARARGS,
      "gnf._lift_terminals's loop over one rule, one nonterminal per terminal occurrence (csrc/gnf_passes.c)"},
+    {"lift_all", (PyCFunction)words_lift_all, METH_VARARGS,
+     "gnf._lift_terminals's loop over every rule, one nonterminal per terminal occurrence (csrc/gnf_passes.c)"},
     /* the displacer (csrc/displace.c) and the store (csrc/store.c) */
     {"grammar", (PyCFunction)words_grammar, METH_VARARGS, "set the GNF (table, num_atoms, start); the initial node"},
     {"below_sets", (PyCFunction)words_below_sets, METH_O, "the stack adjacency as stack_below returns it"},

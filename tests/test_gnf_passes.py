@@ -123,6 +123,77 @@ def test_the_passes_run_in_c_where_the_store_is_compiled(monkeypatch):
     assert calls and not any(calls)
 
 
+@pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
+def test_the_lifting_in_one_c_call_is_the_loop_per_rule(name, text, kind, monkeypatch):
+    """gnf._lift_terminals's one C call (``lift_all``) lifts as its loop per rule (``lift_rule``) and as the
+    Python loop: the same names, origins, rule sets in order and store nodes, with the partition's shapes
+    not yet kept (made in C, kept as shape_of keeps them) and kept."""
+    try:
+        cfg = compile_grammar(text, kind=kind).cfg
+    except GrammarError:
+        pytest.skip("not lowered")
+    real, one_calls = gnf_module._plain_dicts, []
+
+    def one_call(c, live) -> bool:
+        one_calls.append(real(c, live))
+        return one_calls[-1]
+
+    def lifted(how: str) -> tuple:
+        monkeypatch.setattr(gnf_module, "PASSES_IN_C", how != "python")
+        monkeypatch.setattr(gnf_module, "_plain_dicts", one_call if how == "one call" else lambda c, live: False)
+        tokens = any(s.bits >> 256 for s in cfg.byte_sets())
+        store = compiled.new_word_store(counted=bool(cfg.counted), tokens=tokens)
+        rules, start, atom_of = gnf_module._lift_terminals(cfg, store, True)
+        nodes = [store.nodes[i] for i in range(len(store))]
+        return rules.names, rules.origins, list(rules.rhs.items()), start, atom_of, nodes, type(store)
+
+    def kept() -> dict:
+        return dict(gnf_module._partition(cfg.byte_sets()).shapes)
+
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})  # the partition's shapes not kept yet: made in C (or shape_of)
+    first, shapes = lifted("one call"), kept()
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})
+    assert lifted("python") == first and kept() == shapes  # the shapes C kept are shape_of's
+    assert first == lifted("per rule") == lifted("python") == lifted("one call")
+    if first[-1] is compiled.CompiledWordStore:
+        assert one_calls == [True, True], "the one C call ran"
+
+
+@pytest.mark.parametrize("name,text,kind", SAMPLE, ids=[name for name, _, _ in SAMPLE])
+def test_the_byte_sets_and_their_partition_in_c_are_the_python_ones(name, text, kind, monkeypatch):
+    """The partition's atoms and each byte's atom in C (``byte_atoms``, gnf._partition) are cfg.byte_classes's
+    and the Python walk's (None with token atoms); CFG.byte_sets in C against its Python loop is
+    test_cfg_passes's."""
+    try:
+        cfg = compile_grammar(text, kind=kind).cfg
+    except GrammarError:
+        pytest.skip("not lowered")
+    sets = cfg.byte_sets()
+    got = compiled._kernel.byte_atoms(frozenset(s.bits for s in sets))
+    if any(s.bits >> 256 for s in sets):
+        assert got is None
+        return
+    atoms, atom_of = gnf_module._atoms_and_bytes(sets)
+    assert (got[0], list(got[1])) == ([a.bits for a in atoms], atom_of)
+    monkeypatch.setattr(gnf_module, "_ATOMS", {})
+    kept = gnf_module._partition(sets)
+    assert (list(kept.atoms), list(kept.atom_of)) == (atoms, atom_of)
+
+
+def test_the_partition_in_c_is_byte_classes_on_random_sets():
+    """``byte_atoms`` against cfg.byte_classes on random byte sets: wide, narrow, single bytes, empty."""
+    from cfgzip_lab.grammar.cfg import ByteSet
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        masks = [(1 << 256) - 1, (1 << rng.randrange(1, 256)) - 1, 1 << rng.randrange(256), 0]
+        sets = {ByteSet(rng.getrandbits(256) & rng.choice(masks)) for _ in range(rng.randrange(0, 40))}
+        atoms, atom_of = gnf_module._atoms_and_bytes(sets)
+        got = compiled._kernel.byte_atoms(frozenset(s.bits for s in sets))
+        assert (got[0], list(got[1])) == ([a.bits for a in atoms], atom_of)
+    assert compiled._kernel.byte_atoms([1, 1 << 256]) is None  # a token atom's bits: the Python partition
+
+
 def test_useless_symbols_in_one_c_call_is_the_python_walk(monkeypatch):
     """gnf._remove_useless's one C call (``useless``: GENERATING, then REACHABLE, where nothing needs
     restricting) keeps the rule sets the Python walk keeps, in the same order, at every pass of the

@@ -51,6 +51,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._binding import kernel as _kernel
@@ -465,21 +466,47 @@ def _partition(byte_sets: set[ByteSet]) -> _Partition:
     key = frozenset(s.bits for s in byte_sets)
     kept = _ATOMS.get(key)
     if kept is None:
-        atoms = byte_classes(byte_sets)
-        # Bytes in the largest atom are set at once; only the others' bytes are walked (0042: 256 -> 56).
-        widest = max(range(len(atoms)), key=lambda k: (atoms[k].bits & BYTE_BITS).bit_count(), default=0)
-        atom_of = [widest] * 256
-        for k, a in enumerate(atoms):
-            bits = a.bits & BYTE_BITS if k != widest else 0  # token atoms (.token_macros) have no byte
-            while bits:
-                low = bits & -bits
-                atom_of[low.bit_length() - 1] = k
-                bits ^= low
+        # byte_classes and each byte's atom in C where the passes run there (byte sets only, no token atom):
+        # most never-seen schemas have a partition of their own (167 of the 200 median MaskBench files)
+        got = _kernel.byte_atoms(key) if PASSES_IN_C and hasattr(_kernel, "byte_atoms") else None
+        if got is not None:
+            atoms, atom_of = [_byte_set(b) for b in got[0]], list(got[1])
+        else:
+            atoms, atom_of = _atoms_and_bytes(byte_sets)
         atom_at = {a.bits & -a.bits: k for k, a in enumerate(atoms) if a.bits}
         if len(_ATOMS) >= _ATOMS_KEPT:
             _ATOMS.clear()  # derived data only: dropped whole
         kept = _ATOMS[key] = _Partition(tuple(atoms), tuple(atom_of), atom_at, sum(atom_at), {})
     return kept
+
+
+def _atoms_and_bytes(byte_sets: set[ByteSet]) -> tuple[list[ByteSet], list[int]]:
+    """:func:`~.cfg.byte_classes` of the sets and each byte's atom (the reference of ``byte_atoms``)."""
+    atoms = byte_classes(byte_sets)
+    # Bytes in the largest atom are set at once; only the others' bytes are walked (0042: 256 -> 56).
+    widest = max(range(len(atoms)), key=lambda k: (atoms[k].bits & BYTE_BITS).bit_count(), default=0)
+    atom_of = [widest] * 256
+    for k, a in enumerate(atoms):
+        bits = a.bits & BYTE_BITS if k != widest else 0  # token atoms (.token_macros) have no byte
+        while bits:
+            low = bits & -bits
+            atom_of[low.bit_length() - 1] = k
+            bits ^= low
+    return atoms, atom_of
+
+
+def _byte_set(bits: int) -> ByteSet:
+    """The ByteSet of ``bits``, kept (a frozen dataclass is slow to make; the same sets recur from grammar to
+    grammar)."""
+    got = _BYTE_SETS.get(bits)
+    if got is None:
+        if len(_BYTE_SETS) >= _ATOMS_KEPT * 4:
+            _BYTE_SETS.clear()  # (immutable values, dropped whole)
+        got = _BYTE_SETS[bits] = ByteSet(bits)
+    return got
+
+
+_BYTE_SETS: dict[int, ByteSet] = {}
 
 
 def _lift_terminals(
@@ -581,6 +608,30 @@ def _lift_terminals(
         rules.counted[k] = (item, counted.min, counted.max, name)
         rules.rhs[k] = store.union(store.word((item,)), EPSILON) if counted.min == 0 else store.word((item,))
     counted_rules = cfg.counted
+    if per_occurrence and native is not None and _plain_dicts(cfg, live):
+        # The loop below (one nonterminal per terminal occurrence) in one C call (csrc/gnf_passes.c,
+        # lift_all): the same nodes, names, origins and rule sets in the same order; a shape the partition
+        # keeps is made there as shape_of makes it, and a new one made and kept there too (~86 rules and ~40
+        # new shapes a median JSON Schema; shape_of stays for the dead atom and token atoms).
+        native.lift_all(
+            cfg.rules,
+            counted_rules,
+            live,
+            cfg.symbol_spans,
+            cfg_origins,
+            ids,
+            shapes,
+            shape_of,
+            kept_shapes,
+            names,
+            rule_origins,
+            rule_sets,
+            deadline,
+            representatives,
+            bytes(atom_of),  # (byte atoms' indices: under 256)
+            format_byteset,
+        )
+        return rules, start, atom_of
     for name, alts in cfg.rules.items():
         if deadline is not None:  # ~0.1 µs a rule, against ~15 µs to lift one (a large regex: 40,000 rules)
             deadline.check("the normal form (terminal lifting)")
@@ -626,6 +677,12 @@ def _lift_terminals(
             words.append(word(out))
         rules.rhs[ids[name]] = union_all(words)
     return rules, start, atom_of
+
+
+def _plain_dicts(cfg: CFG, live) -> bool:
+    """Whether the byte CFG's maps are plain dicts (and ``live`` a set), as the lifting's C loop reads them."""
+    maps = (cfg.rules, cfg.counted, cfg.symbol_spans, cfg.origins)
+    return live.__class__ is set and all(m.__class__ is dict for m in maps)
 
 
 def _reachable_rules(cfg: CFG) -> set[str]:
@@ -978,14 +1035,19 @@ def _substitute_leading(store: WordStore, node: int, rhs: dict[int, int], which)
 def _remove_left_recursion(rules: _Rules) -> list[int]:
     store = rules.store
     order = _left_corner_order(rules)
-    pos = {a: i for i, a in enumerate(order)}
     zs: list[int] = []
     native = _passes(store)
     work = None
     if native is not None:
         # The nonterminals with a leading edge on themselves or on an earlier one, found in C: the loop
         # below leaves the others as they are (no node made, their rule sets unchanged until their turn).
-        work = native.left_work(order, [rules.rhs[a] for a in order], len(rules.names))
+        rhs = rules.rhs
+        work = native.left_work(order, [rhs[a] for a in order], len(rules.names))
+        if not any(work):  # (most JSON Schemas: no left recursion, nothing earlier leads)
+            if order:
+                rules.current = order[-1]  # (where the walk leaves it)
+            return order
+    pos = {a: i for i, a in enumerate(order)}
     for i, a in enumerate(order):
         if work is not None and not work[i]:
             continue
@@ -1139,7 +1201,7 @@ def _merge_within_budget(
     outer = store.limit
     native = _passes(store)
     if native is not None:
-        nodes = native.reachable_count([t for row in table for t in row.values()])
+        nodes = native.reachable_count(list(chain.from_iterable(map(dict.values, table))))
     else:
         nodes = len(store.reachable(t for row in table for t in row.values()))
     store.limit = min(outer, store.created + MERGE_BUDGET_BASE + MERGE_BUDGET_PER_NODE * nodes)
