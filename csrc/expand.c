@@ -511,7 +511,7 @@ PyObject *expand_near(PyObject *self, PyObject *args) {
  *               other id class 0; vocab_size then says how many ids there are); class_of is never read
  *   vocab_size  the number of ids, where class_of is None
  * -> (groups, tables, indptr, pair_words, pair_bits, small_all): bytes of int32, the arrays expand_row reads,
- * built in one pass over class_of (three where no class holds most of the vocabulary, see below): the union tables of the `most` largest classes with at least
+ * built in one pass over class_of (see below): the union tables of the `most` largest classes with at least
  * `min_tokens` tokens (largest first, ties by id; the last group repeats its last class), and the
  * (word, bits) pairs of every other class, by class and then word. The reference is
  * cfgzip_lab.kernels.union_tables (largest_classes, union_tables, pair_lists), equal array for array;
@@ -546,11 +546,18 @@ typedef struct {
     const int32_t *given;         /* the caller's ids outside class 0 (see below) */
     const int32_t *given_classes; /* and their classes, where it gives no class_of */
     Py_ssize_t ngiven;
-    int from_given, listed;
+    int from_given;
     int64_t *sizes;
-    int32_t *slot, *last, *fill, *rest, guess, top;
+    int32_t *slot, *last, *fill, guess;
     uint32_t *guess_bits;
-    Py_ssize_t rest_cap, nrest;
+    /* the tokens outside the guess class, ascending: their ids and classes (the caller's arrays where it gave
+     * both, else rest_ids / rest_classes, filled by the first pass); small_at: which of them are small */
+    int32_t *rest_ids, *rest_classes, *small_at;
+    const int32_t *rid, *rcls;
+    Py_ssize_t nrest, nsmall;
+    int32_t **row_of; /* fill_rows: each class's single row, or `scratch` (a small or deferred class) */
+    uint8_t *small;   /* fill_rows: 1 for a class listed as pairs */
+    int32_t *scratch;
     SizedClass *cand;
     Py_ssize_t nlarge, ngroups;
     PyObject *groups, *tables, *indptr, *pw, *pb, *all, *built;
@@ -570,7 +577,12 @@ static void tables_free(Tables *T) {
     PyMem_Free(T->last);
     PyMem_Free(T->cand);
     PyMem_Free(T->fill);
-    PyMem_Free(T->rest);
+    PyMem_Free(T->rest_ids);
+    PyMem_Free(T->rest_classes);
+    PyMem_Free(T->small_at);
+    PyMem_Free(T->row_of);
+    PyMem_Free(T->small);
+    PyMem_Free(T->scratch);
     PyMem_Free(T->guess_bits);
     if (T->defer_b.obj) PyBuffer_Release(&T->defer_b);
     if (T->listed_b.obj) PyBuffer_Release(&T->listed_b);
@@ -616,9 +628,16 @@ static int tables_options(Tables *T, PyObject *defer_obj, PyObject *listed_obj, 
     T->cand = PyMem_Malloc((size_t)k1 * sizeof(SizedClass));
     T->fill = PyMem_Malloc((size_t)k1 * sizeof(int32_t));
     T->guess_bits = PyMem_Calloc((size_t)(T->words ? T->words : 1), sizeof(uint32_t));
-    T->rest_cap = T->v / 8 + 64;
-    T->rest = PyMem_Malloc((size_t)T->rest_cap * sizeof(int32_t));
-    if (!T->sizes || !T->slot || !T->last || !T->cand || !T->fill || !T->guess_bits || !T->rest) {
+    /* every id at most once (only the pages written are touched) */
+    size_t cap = (size_t)(T->v > T->ngiven ? T->v : T->ngiven) + 1;
+    T->rest_ids = PyMem_Malloc(cap * sizeof(int32_t));
+    T->rest_classes = PyMem_Malloc(cap * sizeof(int32_t));
+    T->small_at = PyMem_Malloc(cap * sizeof(int32_t));
+    T->row_of = PyMem_Malloc((size_t)k1 * sizeof(int32_t *));
+    T->small = PyMem_Malloc((size_t)k1);
+    T->scratch = PyMem_Malloc((size_t)(T->words ? T->words : 1) * sizeof(int32_t));
+    if (!T->sizes || !T->slot || !T->last || !T->cand || !T->fill || !T->guess_bits || !T->rest_ids ||
+        !T->rest_classes || !T->small_at || !T->row_of || !T->small || !T->scratch) {
         PyErr_NoMemory();
         return -1;
     }
@@ -644,10 +663,15 @@ static int count_listed(Tables *T) {
             return -1;
         }
         T->sizes[c]++;
-        if (i < T->rest_cap) T->rest[i] = t;
+        if (!T->given_classes) { /* else the caller's arrays are read as they are */
+            T->rest_ids[i] = t;
+            T->rest_classes[i] = c;
+        }
         T->guess_bits[t >> 5] &= ~((uint32_t)1 << (t & 31));
     }
     T->nrest = T->ngiven;
+    T->rid = T->given_classes ? T->given : T->rest_ids; /* the caller's arrays where it gave both */
+    T->rcls = T->given_classes ? T->given_classes : T->rest_classes;
     T->sizes[0] += T->v - T->nrest;
     T->from_given = 1;
     return 0;
@@ -672,38 +696,75 @@ static int32_t guess_class(const Tables *T) {
     return guess;
 }
 
-/* One pass over class_of: the guess's tokens as each word's bits, every other token's id in `rest`, each
- * checked and counted. */
-static int count_by_scan(Tables *T) {
-    const int32_t *co = T->co;
-    int32_t bad = T->k == 0 && T->v > 0;
-    for (Py_ssize_t base = 0; base < T->v && !bad; base += 32) {
-        Py_ssize_t n = word_ids(T->v, base);
-        uint32_t m = equal_bits(co + base, n, T->guess);
-        T->guess_bits[base >> 5] = m;
-        uint32_t others = ~m & word_lanes(n);
-        while (others) {
-            int j = __builtin_ctz(others);
-            others &= others - 1;
-            int32_t c = co[base + j];
-            if ((uint32_t)c >= (uint32_t)T->k) {
-                bad = 1;
-                break;
-            }
-            T->sizes[c]++;
-            if (T->nrest < T->rest_cap) T->rest[T->nrest] = (int32_t)(base + j);
-            T->nrest++;
-        }
+/* The bits of the 32 ids at p equal to x, eight a compare (AVX2), where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static inline uint32_t equal_bits_avx2(const int32_t *p, Py_ssize_t n, int32_t x) {
+    if (n < 32) return equal_bits(p, n, x);
+    __m256i want = _mm256_set1_epi32(x);
+    uint32_t m = 0;
+    for (int q = 0; q < 4; q++) {
+        __m256i got = _mm256_loadu_si256((const __m256i *)(p + 8 * q));
+        m |= (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(got, want))) << (8 * q);
     }
-    if (bad) {
+    return m;
+}
+#endif
+
+/* count_by_scan's loop over class_of, written once and compiled twice below (EQUAL: equal_bits, or its
+ * AVX2 twin): the counts and the list in locals (stores to sizes may alias T's fields); -1: an id outside
+ * [0, k). */
+#define SCAN_BODY(EQUAL)                                                                                       \
+    const int32_t *co = T->co, guess = T->guess;                                                               \
+    const Py_ssize_t v = T->v, k = T->k;                                                                       \
+    int64_t *sizes = T->sizes;                                                                                 \
+    int32_t *ids = T->rest_ids, *classes = T->rest_classes;                                                    \
+    uint32_t *guess_bits = T->guess_bits;                                                                      \
+    Py_ssize_t nrest = 0;                                                                                      \
+    for (Py_ssize_t base = 0; base < v; base += 32) {                                                          \
+        Py_ssize_t n = word_ids(v, base);                                                                      \
+        uint32_t m = EQUAL(co + base, n, guess);                                                               \
+        guess_bits[base >> 5] = m;                                                                             \
+        for (uint32_t others = ~m & word_lanes(n); others; others &= others - 1) {                            \
+            int j = __builtin_ctz(others);                                                                     \
+            int32_t c = co[base + j];                                                                          \
+            if ((uint32_t)c >= (uint32_t)k) return -1;                                                         \
+            sizes[c]++;                                                                                        \
+            ids[nrest] = (int32_t)(base + j);                                                                  \
+            classes[nrest++] = c;                                                                              \
+        }                                                                                                      \
+    }                                                                                                          \
+    return nrest
+
+static Py_ssize_t scan_plain(Tables *T) { SCAN_BODY(equal_bits); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static Py_ssize_t scan_avx2(Tables *T) { SCAN_BODY(equal_bits_avx2); }
+#endif
+#undef SCAN_BODY
+
+/* One pass over class_of: the guess's tokens as each word's bits, every other token's id and class in
+ * rest_ids / rest_classes, each checked and counted. */
+static int count_by_scan(Tables *T) {
+    Py_ssize_t nrest = -1;
+    if (T->k || !T->v) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        nrest = __builtin_cpu_supports("avx2") ? scan_avx2(T) : scan_plain(T);
+#else
+        nrest = scan_plain(T);
+#endif
+    }
+    if (nrest < 0) {
         PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
         return -1;
     }
+    T->nrest = nrest;
     if (T->k) T->sizes[T->guess] += T->v - T->nrest; /* every other id was counted in its class */
+    T->rid = T->rest_ids;
+    T->rcls = T->rest_classes;
     return 0;
 }
 
-/* The large classes: among those with min_tokens or more, the `most` largest; and the largest of all. */
+/* The large classes: among those with min_tokens or more, the `most` largest. */
 static void choose_large(Tables *T) {
     Py_ssize_t ncand = 0;
     for (Py_ssize_t c = 0; c < T->k; c++) {
@@ -716,9 +777,6 @@ static void choose_large(Tables *T) {
     qsort(T->cand, (size_t)ncand, sizeof(SizedClass), cmp_sized);
     T->nlarge = ncand < T->most ? ncand : T->most;
     T->ngroups = (T->nlarge + 3) / 4;
-    T->top = 0;
-    for (Py_ssize_t c = 1; c < T->k; c++)
-        if (T->sizes[c] > T->sizes[T->top]) T->top = (int32_t)c;
 }
 
 /* The arrays returned, rows 0 and 1 << b zeroed, the other codes all written later (lazy: by expand_row when
@@ -750,74 +808,55 @@ static int make_outputs(Tables *T) {
     return 0;
 }
 
-/* The loops below read T's fields under their own names (T_LOCALS): the macros are written over them. */
-#define T_LOCALS                                                                                               \
-    const Py_ssize_t k = T->k, v = T->v, words = T->words, nrest = T->nrest;                                   \
-    const int listed = T->listed, from_given = T->from_given;                                                  \
-    const int32_t *co = T->co, *given = T->given, *given_classes = T->given_classes, *rest = T->rest;          \
-    const uint32_t *guess_bits = T->guess_bits;                                                                \
-    const int32_t guess = T->guess, top = T->top, *slot = T->slot;                                             \
-    const uint8_t *defer = T->defer;                                                                           \
-    int32_t *last = T->last;                                                                                   \
-    (void)from_given;                                                                                          \
-    (void)given;                                                                                               \
-    (void)given_classes;                                                                                       \
-    (void)rest;                                                                                                \
-    (void)defer
-/* rest's ids and classes: the caller's where it gave them, else rest and class_of */
-#define REST_ID(i) (given_classes && from_given ? given[i] : rest[i])
-#define REST_CLASS(i) (given_classes && from_given ? given_classes[i] : co[rest[i]])
-/* Word by word: the tokens of the largest class (often most of the vocabulary) found by one branch-free
- * comparison of the word's 32 ids, the others one by one. */
-#define FOR_WORDS(TOKEN, TOP)                                                          \
-    for (Py_ssize_t base = 0; base < v; base += 32) {                                  \
-        int32_t w = (int32_t)(base >> 5);                                              \
-        Py_ssize_t n = word_ids(v, base);                                              \
-        uint32_t m = equal_bits(co + base, n, top);                                    \
-        if (m) TOP(top, m, w);                                                         \
-        uint32_t rest = ~m & word_lanes(n);                                            \
-        while (rest) {                                                                 \
-            int j = __builtin_ctz(rest);                                               \
-            rest &= rest - 1;                                                          \
-            TOKEN(co[base + j], (uint32_t)1 << j, w);                                  \
-        }                                                                              \
+/* A token (or a word of the guess class's tokens, `bits`) of class c in word w, as fill_rows counts it: a large
+ * class's bits into its single row (unless deferred), a small class's into small_all and its pair count. */
+static inline void flush_row(Tables *T, int32_t c, uint32_t bits, int32_t w) {
+    int32_t s = T->slot[c];
+    if (s >= 0) {
+        if (!T->defer || !T->defer[c])
+            T->tab[((size_t)(s >> 2) * 16 + ((size_t)1 << (s & 3))) * T->words + w] |= (int32_t)bits;
+    } else {
+        T->allw[w] |= (int32_t)bits;
+        if (T->last[c] != w) {
+            T->last[c] = w;
+            T->ip[c + 1]++;
+        }
     }
-/* Each token once, word by word, as FLUSH(class, bits, word): from guess_bits and rest where the first
- * pass listed them, else by scanning class_of again (FOR_WORDS). */
-#define FOR_TOKENS(FLUSH)                                                                                      \
-    if (k && listed) {                                                                                         \
-        for (Py_ssize_t w = 0; w < words && w * 32 < v; w++)                                                   \
-            if (guess_bits[w]) FLUSH(guess, guess_bits[w], (int32_t)w);                                        \
-        for (Py_ssize_t i = 0; i < nrest; i++) FLUSH(REST_CLASS(i), (uint32_t)1 << (REST_ID(i) & 31), REST_ID(i) >> 5); \
-    } else if (k) {                                                                                            \
-        FOR_WORDS(FLUSH, FLUSH)                                                                                \
-    }
+}
 
-/* One pass: the large classes' single rows (table row 1 << member), the others' pair counts; then the
- * repeated last class's row and (eager) the unions of every group. */
+/* One pass over the tokens the first pass listed: the large classes' single rows (table row 1 << member),
+ * the others' pair counts and which tokens are theirs (small_at); then the repeated last class's row and
+ * (eager) the unions of every group. The rest's tokens branch-free (a class's row pointer and small flag
+ * read per token: a branch on large / small per token cost more than the writes, ~8 ns a token). */
 static void fill_rows(Tables *T) {
-    T_LOCALS;
-    int32_t *tab = T->tab, *allw = T->allw, *ip = T->ip;
-    Py_ssize_t nlarge = T->nlarge, ngroups = T->ngroups;
-    for (Py_ssize_t c = 0; c < k; c++) last[c] = -1;
-#define FLUSH_ROWS(c, bits, w)                                                         \
-    do {                                                                               \
-        int32_t s_ = slot[c];                                                          \
-        if (s_ >= 0) {                                                                 \
-            if (!defer || !defer[c])                                                   \
-                tab[((size_t)(s_ >> 2) * 16 + ((size_t)1 << (s_ & 3))) * words + (w)] |= (int32_t)(bits); \
-        } else {                                                                       \
-            allw[w] |= (int32_t)(bits);                                                \
-            if (last[c] != (w)) {                                                      \
-                last[c] = (w);                                                         \
-                ip[(c) + 1]++;                                                         \
-            }                                                                          \
-        }                                                                              \
-    } while (0)
-    FOR_TOKENS(FLUSH_ROWS)
-#undef FLUSH_ROWS
+    const Py_ssize_t k = T->k, words = T->words, nlarge = T->nlarge, ngroups = T->ngroups;
+    int32_t *tab = T->tab, *allw = T->allw, *ip = T->ip, *last = T->last, *small_at = T->small_at;
+    int32_t **row_of = T->row_of;
+    const uint8_t *small = T->small;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        int32_t s = T->slot[c];
+        last[c] = -1;
+        T->small[c] = s < 0;
+        row_of[c] = s >= 0 && !(T->defer && T->defer[c])
+                        ? tab + ((size_t)(s >> 2) * 16 + ((size_t)1 << (s & 3))) * words : T->scratch;
+    }
+    for (Py_ssize_t w = 0; k && w < words && w * 32 < T->v; w++)
+        if (T->guess_bits[w]) flush_row(T, T->guess, T->guess_bits[w], (int32_t)w);
+    const int32_t *rid = T->rid, *rcls = T->rcls;
+    Py_ssize_t nsmall = 0;
+    for (Py_ssize_t i = 0; i < T->nrest; i++) {
+        int32_t c = rcls[i], w = rid[i] >> 5, is_small = small[c];
+        uint32_t bit = (uint32_t)1 << (rid[i] & 31);
+        row_of[c][w] |= (int32_t)bit;
+        allw[w] |= (int32_t)(bit & (0u - (uint32_t)is_small));
+        ip[c + 1] += is_small & (last[c] != w);
+        last[c] = w;
+        small_at[nsmall] = (int32_t)i;
+        nsmall += is_small;
+    }
+    T->nsmall = nsmall;
     /* the repeated last class: its row again (a deferred one's each made from class_of when needed) */
-    for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(defer && defer[T->cand[nlarge - 1].id]); i++)
+    for (Py_ssize_t i = nlarge; i < ngroups * 4 && !(T->defer && T->defer[T->cand[nlarge - 1].id]); i++)
         memcpy(tab + ((size_t)(i >> 2) * 16 + ((size_t)1 << (i & 3))) * words,
                tab + ((size_t)((nlarge - 1) >> 2) * 16 + ((size_t)1 << ((nlarge - 1) & 3))) * words, (size_t)words * 4);
     for (Py_ssize_t gi = 0; gi < ngroups && !T->lazy; gi++)
@@ -831,41 +870,40 @@ static void fill_rows(Tables *T) {
     for (Py_ssize_t c = 0; c < k; c++) ip[c + 1] += ip[c];
 }
 
-/* The second pass: the (word, bits) pairs of every small class, by class and then word. */
+/* A small class's token (or word of bits) in word w into its pairs, in word order. */
+static inline void flush_pair(Tables *T, int32_t c, uint32_t bits, int32_t w) {
+    if (T->last[c] != w) {
+        T->last[c] = w;
+        T->pwords[T->fill[c]] = w;
+        T->pbits[T->fill[c]++] = (int32_t)bits;
+    } else {
+        T->pbits[T->fill[c] - 1] |= (int32_t)bits;
+    }
+}
+
+/* The second pass, over the small classes' tokens alone (small_at; the guess class's words where it is
+ * small): their (word, bits) pairs, by class and then word. */
 static int fill_pairs(Tables *T) {
-    T_LOCALS;
-    int32_t *fill = T->fill;
-    Py_ssize_t npairs = T->ip[k];
+    Py_ssize_t npairs = T->ip[T->k];
     char *pwd = NULL, *pbd = NULL;
     T->pw = new_bytes(npairs * 4, &pwd);
     T->pb = new_bytes(npairs * 4, &pbd);
     if (!T->pw || !T->pb) return -1;
-    int32_t *pwords = (int32_t *)pwd, *pbits = (int32_t *)pbd;
-    for (Py_ssize_t c = 0; c < k; c++) {
-        last[c] = -1;
-        fill[c] = T->ip[c];
+    T->pwords = (int32_t *)pwd;
+    T->pbits = (int32_t *)pbd;
+    for (Py_ssize_t c = 0; c < T->k; c++) {
+        T->last[c] = -1;
+        T->fill[c] = T->ip[c];
     }
-#define FLUSH_PAIRS(c, bits, w)                                                        \
-    do {                                                                               \
-        if (slot[c] < 0) {                                                             \
-            if (last[c] != (w)) {                                                      \
-                last[c] = (w);                                                         \
-                pwords[fill[c]] = (w);                                                 \
-                pbits[fill[c]++] = (int32_t)(bits);                                    \
-            } else {                                                                   \
-                pbits[fill[c] - 1] |= (int32_t)(bits);                                 \
-            }                                                                          \
-        }                                                                              \
-    } while (0)
-    FOR_TOKENS(FLUSH_PAIRS)
-#undef FLUSH_PAIRS
+    if (T->k && T->slot[T->guess] < 0)
+        for (Py_ssize_t w = 0; w < T->words && w * 32 < T->v; w++)
+            if (T->guess_bits[w]) flush_pair(T, T->guess, T->guess_bits[w], (int32_t)w);
+    for (Py_ssize_t j = 0; j < T->nsmall; j++) {
+        Py_ssize_t i = T->small_at[j];
+        flush_pair(T, T->rcls[i], (uint32_t)1 << (T->rid[i] & 31), T->rid[i] >> 5);
+    }
     return 0;
 }
-#undef FOR_WORDS
-#undef FOR_TOKENS
-#undef REST_ID
-#undef REST_CLASS
-#undef T_LOCALS
 
 PyObject *expansion_tables(PyObject *self, PyObject *args) {
     (void)self;
@@ -886,17 +924,15 @@ PyObject *expansion_tables(PyObject *self, PyObject *args) {
     if (tables_options(&T, defer_obj, listed_obj, lc_obj) < 0) goto done;
     /* One pass over class_of: the tokens of the likeliest largest class `guess` (the commonest of 64 evenly
      * spaced ids: most of a small grammar's vocabulary is one class) as each word's bits in guess_bits, found
-     * by one branch-free comparison of its 32 ids, and the other tokens' ids in `rest` (sorted, as the scan
-     * meets them), each checked and counted. The passes below then read those, not class_of again. Where the
-     * guess leaves more than `rest` holds (a vocabulary with no dominant class), `rest` is dropped and they
-     * scan class_of as before (FOR_WORDS). */
-    if (T.given && T.k > 0 && (T.ngiven <= T.rest_cap || T.given_classes)) {
+     * by one branch-free comparison of its 32 ids, and the other tokens' ids and classes in rest_ids /
+     * rest_classes (ascending, as the scan meets them), each checked and counted. The passes below then read
+     * those, not class_of again: fill_rows each listed token once, fill_pairs the small classes' alone. */
+    if (T.given && T.k > 0) {
         if (count_listed(&T) < 0) goto done;
     } else {
         T.guess = guess_class(&T);
     }
     if (!T.from_given && count_by_scan(&T) < 0) goto done;
-    T.listed = T.nrest <= T.rest_cap || (T.from_given && T.given_classes); /* the passes read guess_bits and rest */
     choose_large(&T);
     if (make_outputs(&T) < 0) goto done;
     fill_rows(&T);

@@ -7,15 +7,47 @@
  * its sigma_in. Output: the arrays SigmaInIndex.to_arrays gives. */
 #include "words.h"
 
+/* node id -> int32, -1 where none: the memos below are keyed by store nodes, dense (a store of a few
+ * thousand nodes: an array read where a hash table probed, and no rehash as it fills); grown where a node
+ * is made while the index is built (a counted family's IN rest). */
+typedef struct {
+    int32_t *v;
+    int64_t n;
+} NodeMap;
+
+static inline int32_t nodemap_get(const NodeMap *m, int64_t node) { return node < m->n ? m->v[node] : -1; }
+
+static int nodemap_put(NodeMap *m, int64_t node, int32_t val) {
+    if (node >= m->n) {
+        int64_t n = m->n * 2 > node + 1 ? m->n * 2 : node + 1024;
+        int32_t *v = realloc(m->v, (size_t)n * sizeof(int32_t));
+        if (!v) return -1;
+        memset(v + m->n, 0xFF, (size_t)(n - m->n) * sizeof(int32_t));
+        m->v = v;
+        m->n = n;
+    }
+    m->v[node] = val;
+    return 0;
+}
+
+/* Sized for the store's nodes now; -1 without memory. */
+static int nodemap_init(NodeMap *m, int64_t n) {
+    m->n = n > 0 ? n : 1;
+    m->v = malloc((size_t)m->n * sizeof(int32_t));
+    if (!m->v) return -1;
+    memset(m->v, 0xFF, (size_t)m->n * sizeof(int32_t));
+    return 0;
+}
+
 typedef struct {
     Words *S;
-    Memo rmemo;          /* node -> set id of its rests */
+    NodeMap rmemo;       /* node -> set id of its rests */
     int64_t *set_off;    /* set id -> offset in pool */
     int32_t *set_len;
     int64_t nsets, setcap, setcap2;
     int32_t *pool;       /* rests (their compact ids), per set */
     int64_t npool, poolcap;
-    Memo rid;            /* rest node -> compact id (in order of first sight), so that the arrays over */
+    NodeMap rid;         /* rest node -> compact id (in order of first sight), so that the arrays over */
     int32_t *rest_node;  /* rests are as long as there are rests, not store nodes (c_like: 8k of 289k) */
     int64_t nrest, restcap;
     int64_t *stamps;     /* compact id -> the last set that took it (dedup without sorting) */
@@ -24,7 +56,7 @@ typedef struct {
     int64_t sstampcap;
     int32_t *subs;       /* the parts' set ids of the nodes being made, a stack (read again, not looked up) */
     int64_t nsubs, subcap;
-    Memo cmemo;          /* node -> index in counts */
+    NodeMap cmemo;       /* node -> index in counts */
     unsigned __int128 *counts;
     int64_t ncounts, countcap;
 } Idx;
@@ -32,7 +64,7 @@ typedef struct {
 
 /* The compact id of a rest node (given one on first sight); < 0: no memory. */
 static int64_t rest_id(Idx *X, int64_t node) {
-    int32_t got = memo_get(&X->rid, (uint64_t)node);
+    int32_t got = nodemap_get(&X->rid, node);
     if (got >= 0) return got;
     if (grow((void **)&X->rest_node, &X->restcap, X->nrest + 1, sizeof(int32_t)) < 0) return E_NOMEM;
     if (X->nrest >= X->nstamps) {
@@ -44,7 +76,7 @@ static int64_t rest_id(Idx *X, int64_t node) {
         X->nstamps = cap;
     }
     X->rest_node[X->nrest] = (int32_t)node;
-    if (memo_put(&X->rid, (uint64_t)node, (int32_t)X->nrest) < 0) return E_NOMEM;
+    if (nodemap_put(&X->rid, node, (int32_t)X->nrest) < 0) return E_NOMEM;
     return X->nrest++;
 }
 
@@ -69,7 +101,7 @@ static int64_t new_set(Idx *X, int64_t off, int64_t len) {
  * order (edge by edge, as the Python build makes it). */
 static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
     Words *S = X->S;
-    int32_t got = memo_get(&X->rmemo, (uint64_t)node);
+    int32_t got = nodemap_get(&X->rmemo, node);
     if (got >= 0) return got;
     if (depth > MAX_DEPTH) return E_DEPTH;
     int64_t sep = S->sep;
@@ -144,7 +176,7 @@ static int64_t rev_inputs(Idx *X, int64_t node, int depth) {
         if (id < 0) return id;
     }
     X->nsubs = base;
-    if (memo_put(&X->rmemo, (uint64_t)node, (int32_t)id) < 0) return E_NOMEM;
+    if (nodemap_put(&X->rmemo, node, (int32_t)id) < 0) return E_NOMEM;
     return id;
 }
 
@@ -156,7 +188,7 @@ static int count_words(Idx *X, int64_t node, unsigned __int128 *out, int depth) 
         *out = node == W_EPSILON;
         return 0;
     }
-    int32_t got = memo_get(&X->cmemo, (uint64_t)node);
+    int32_t got = nodemap_get(&X->cmemo, node);
     if (got >= 0) {
         *out = X->counts[got];
         return 0;
@@ -172,7 +204,7 @@ static int count_words(Idx *X, int64_t node, unsigned __int128 *out, int depth) 
     }
     if (grow((void **)&X->counts, &X->countcap, X->ncounts + 1, sizeof(unsigned __int128)) < 0) return E_NOMEM;
     X->counts[X->ncounts] = total;
-    if (memo_put(&X->cmemo, (uint64_t)node, (int32_t)X->ncounts) < 0) return E_NOMEM;
+    if (nodemap_put(&X->cmemo, node, (int32_t)X->ncounts) < 0) return E_NOMEM;
     X->ncounts++;
     *out = total;
     return 0;
@@ -251,7 +283,8 @@ typedef struct {
     /* the trie: node t's parent, symbol, depth; tn nodes; ext: (trie node, symbol) -> trie node */
     int32_t *tpar, *tsym, *tdep;
     int64_t tn;
-    Memo ext, tix;         /* tix: a node below the listed rests -> its index in toff / tlen */
+    Memo ext;              /* (trie node, symbol) -> trie node */
+    NodeMap tix;           /* a node below the listed rests -> its index in toff / tlen */
     int64_t *toff;         /* a node's trie nodes: tpool[toff[i]:+tlen[i]] */
     int32_t *tlen, *tpool;
     int64_t *wstack;
@@ -276,10 +309,10 @@ static void build_free(Build *B) {
                       B->fam_edges};
     for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) free(arrays[a]);
     memo_free(&B->ext);
-    memo_free(&B->tix);
+    free(B->tix.v);
     Idx *X = &B->X;
-    memo_free(&X->rmemo);
-    memo_free(&X->cmemo);
+    free(X->rmemo.v);
+    free(X->cmemo.v);
     free(X->set_off);
     free(X->set_len);
     free(X->pool);
@@ -287,14 +320,16 @@ static void build_free(Build *B) {
     free(X->sstamps);
     free(X->subs);
     free(X->rest_node);
-    memo_free(&X->rid);
+    free(X->rid.v);
     free(X->counts);
 }
 
 /* Each class's set of SEP-rest nodes (rev_inputs, memoised over the whole vocabulary). */
 static int64_t class_rest_sets(Build *B) {
     B->cset = malloc((size_t)(B->K ? B->K : 1) * sizeof(int64_t));
-    if (!B->cset) return E_NOMEM;
+    if (!B->cset || nodemap_init(&B->X.rmemo, B->S->n) < 0 || nodemap_init(&B->X.rid, B->S->n) < 0 ||
+        nodemap_init(&B->X.cmemo, B->S->n) < 0 || nodemap_init(&B->tix, B->S->n) < 0)
+        return E_NOMEM;
     for (int64_t k = 0; k < B->K; k++) {
         B->cset[k] = -1;
         if (B->cnode[k] < 1) continue;
@@ -414,7 +449,7 @@ static int64_t node_trie_nodes(Build *B, int64_t node, int64_t *tcap, int64_t *n
     for (int64_t i = S->estart[node]; i < S->estart[node + 1]; i++) {
         int64_t sym = S->esym[i], kid = S->ekid[i];
         uint32_t m = (uint32_t)(sym >= WIDE_IN ? S->nt + rank_i64(B->ins, B->nins, sym) : sym - S->nt - 1);
-        int32_t kix = memo_get(&B->tix, (uint64_t)kid);
+        int32_t kix = nodemap_get(&B->tix, kid);
         if (*ntp + B->tlen[kix] - off > INT32_MAX || grow((void **)&B->tpool, tpcap, *ntp + B->tlen[kix], sizeof(int32_t)) < 0)
             return E_NOMEM;
         for (int32_t j = 0; j < B->tlen[kix]; j++) {
@@ -425,7 +460,7 @@ static int64_t node_trie_nodes(Build *B, int64_t node, int64_t *tcap, int64_t *n
     }
     if (*ntix >= INT32_MAX || grow((void **)&B->toff, toffcap, *ntix + 1, sizeof(int64_t)) < 0 ||
         grow((void **)&B->tlen, tlencap, *ntix + 1, sizeof(int32_t)) < 0 ||
-        memo_put(&B->tix, (uint64_t)node, (int32_t)*ntix) < 0)
+        nodemap_put(&B->tix, node, (int32_t)*ntix) < 0)
         return E_NOMEM;
     B->toff[*ntix] = off;
     B->tlen[(*ntix)++] = (int32_t)(*ntp - off);
@@ -451,7 +486,7 @@ static int64_t sigma_trie(Build *B) {
     B->tdep[0] = 0;
     for (int64_t row = 0; row < B->nrows; row++) {
         int64_t sp = 0, *ws; /* entries (node, next edge) */
-        if (memo_get(&B->tix, (uint64_t)B->rest_of_row[row]) >= 0) continue;
+        if (nodemap_get(&B->tix, B->rest_of_row[row]) >= 0) continue;
         if (grow((void **)&B->wstack, &wcap, 2, sizeof(int64_t)) < 0) return E_NOMEM;
         ws = B->wstack;
         ws[sp++] = B->rest_of_row[row];
@@ -461,7 +496,7 @@ static int64_t sigma_trie(Build *B) {
             if (e < S->estart[node + 1]) {
                 ws[sp - 1] = e + 1;
                 int64_t kid = S->ekid[e];
-                if (memo_get(&B->tix, (uint64_t)kid) < 0) {
+                if (nodemap_get(&B->tix, kid) < 0) {
                     if (grow((void **)&B->wstack, &wcap, sp + 2, sizeof(int64_t)) < 0) return E_NOMEM;
                     ws = B->wstack;
                     ws[sp++] = kid;
@@ -522,7 +557,7 @@ static int64_t sigma_rows(Build *B) {
     B->sig_ptr = calloc((size_t)tn + 1, sizeof(int32_t));
     if (!B->sig_ptr) return E_NOMEM;
     for (int64_t r = 0; r < B->nrows; r++) {
-        int32_t rix = memo_get(&B->tix, (uint64_t)B->rest_of_row[r]);
+        int32_t rix = nodemap_get(&B->tix, B->rest_of_row[r]);
         const int32_t *set = B->tpool + B->toff[rix];
         for (int32_t j = 0; j < B->tlen[rix]; j++) B->sig_ptr[set[j] + 1]++;
         ninc += B->tlen[rix];
@@ -542,7 +577,7 @@ static int64_t sigma_rows(Build *B) {
     }
     memcpy(fill, B->sig_ptr, (size_t)tn * sizeof(int32_t));
     for (int64_t r = 0; r < B->nrows; r++) {
-        int32_t rix = memo_get(&B->tix, (uint64_t)B->rest_of_row[r]);
+        int32_t rix = nodemap_get(&B->tix, B->rest_of_row[r]);
         const int32_t *set = B->tpool + B->toff[rix];
         for (int32_t j = 0; j < B->tlen[rix]; j++) B->sig_row[fill[set[j]]++] = (int32_t)r;
     }

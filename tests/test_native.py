@@ -195,6 +195,37 @@ def test_index_round_trips_through_arrays_and_rebuilds_without_classing(toy):
     assert index.stats["distinct_sigma_in"] > 0 and index.stats["longest_sigma_in"] >= 1
 
 
+def test_a_built_index_hashes_its_gnf_digest_when_first_read_and_fits_its_gnf_unhashed(toy):
+    """A freshly built index keeps the digest's inputs (DigestInputs) and hashes them when the digest is first
+    read: the digest gnf_digest gives; fits_gnf says yes to its GNF and to a compacted copy (the engine's kept
+    grammar), no to another grammar's, hashed or not, as comparing the digests does."""
+    from cfgzip_lab.grammar.gnf_arrays import compact_gnf
+    from cfgzip_lab.native import NativeEngine
+    from cfgzip_lab.native.index import gnf_digest
+
+    compiled, other = compile_grammar(JSON_SMALL), compile_grammar(ARITH)
+    result = build_classes(compiled, toy)
+    for python_build in (False, True):
+        index = (
+            build_index(
+                compiled.gnf, result.classes, toy.token_bytes, rep_nodes=result.rep_nodes, displacer=result.displacer
+            )
+            if not python_build
+            else build_index(compiled.gnf, result.classes, toy.token_bytes)
+        )
+        assert index._digest_inputs is not None  # not hashed by the build
+        assert index.fits_gnf(compiled.gnf) and index.fits_gnf(compact_gnf(compiled.gnf))
+        assert not index.fits_gnf(other.gnf)
+        assert index._digest_inputs is not None  # nor by the checks
+        assert (
+            index.gnf_digest == gnf_digest(compiled.gnf) and index.metadata()["native_gnf_digest"] == index.gnf_digest
+        )
+        assert index._digest_inputs is None
+        assert index.fits_gnf(compiled.gnf) and not index.fits_gnf(other.gnf)  # hashed: the digests compared
+    with pytest.raises(ValueError, match="another normal form"):
+        NativeEngine(other, toy, result.classes, build_index(compiled.gnf, result.classes, toy.token_bytes))
+
+
 # -- the state bound and the fallback -----------------------------------------------------------
 def test_past_the_state_budget_the_request_moves_to_the_compressed_engine(toy):
     engines, native = _build(JSON_SMALL, toy, WalkLimits(token_budget=50_000, request_budget=40))

@@ -102,7 +102,10 @@ def test_kernel_expansion_tables_equal_the_numpy_ones(most, min_tokens):
     hidden = np.full(4096, 1)
     hidden[::64] = 2
     hidden[5::64] = 0
-    shapes += [dominant, hidden]
+    # No class holding most ids, at Llama-3's size: every id is listed by the first pass and read from that list
+    # (fill_rows once each, branch-free; fill_pairs the small classes' alone)
+    spread = rng.choice(60, size=128_256, p=np.r_[np.full(10, 0.08), np.full(50, 0.2 / 50)]).astype(np.int64)
+    shapes += [dominant, hidden, spread]
     for class_of in shapes:
         k = int(class_of.max()) + 2
         words = -(-class_of.size // 32)

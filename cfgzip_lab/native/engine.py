@@ -20,7 +20,7 @@ from ..classes.compiled_displacement import make_displacer
 from ..classes.displacement import Displacer
 from ..expand import Expander
 from ..grammar.words import EMPTY
-from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index, gnf_digest
+from .index import MAX_SIGMA_IN_WORDS, IndexTooLarge, SigmaInIndex, build_index
 from .jump_forward import ForcedTokenIndex
 from .matcher import DisplacementBatchMatcher, DisplacementMatcher
 from .rows import RowCache, kernel_available
@@ -74,7 +74,7 @@ class NativeEngine:
         self.xgrammar_fallback = nested is not None
         if nested is not None:  # XGrammar's masks are not the language's: every request to XGrammar itself
             self.index, self.unavailable = None, nested
-        if self.index is not None and self.index.gnf_digest != gnf_digest(self.compiled.gnf):
+        if self.index is not None and not self.index.fits_gnf(self.compiled.gnf):
             raise ValueError("the native index was built for another normal form of the grammar")
         if self.index is not None and self.index.num_classes != self.classes.num_classes:
             raise ValueError(
