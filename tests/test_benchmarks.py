@@ -17,6 +17,19 @@ from cfgzip_lab.bench import NEVER, break_even, one_off_seconds, pays_text, time
 REPO = Path(__file__).resolve().parents[1]
 
 
+def run_benchmark(script: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``benchmarks/<script> args`` offline, its output captured; it must exit 0 (its stderr's tail shown if not)."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 def test_timed_positions_spread_over_every_document():
     paths = [[0] * 50, [0] * 10, [0] * 40]  # 100 tokens
     timed = timed_positions(paths, 10)
@@ -327,16 +340,12 @@ def test_maskbench_script_times_cfgzip_beside_xgrammar_and_compares_masks(tmp_pa
     compared with XGrammar's, the figure written; ``--baseline`` (here this checkout again) adds the
     ``cfgzip@base`` row, its worker importing cfgzip_lab from there."""
     out = tmp_path / "mb"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "maskbench.py"), "--engines", "cfgzip,xgrammar"]
-        + ["--tokenizer", "smollm2", "--sample", "2", "--seed", "1", "--file-seconds", "120", "--out", str(out)]
-        + ["--baseline", str(REPO)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    proc = run_benchmark(
+        "maskbench.py",
+        *("--engines", "cfgzip,xgrammar", "--tokenizer", "smollm2", "--sample", "2", "--seed", "1"),
+        *("--file-seconds", "120", "--out", str(out), "--baseline", str(REPO)),
         timeout=900,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| cfgzip | 2 |" in proc.stdout and "| xgrammar | 2 |" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     rows = {row["engine"]: row for row in summary["rows"]}
@@ -410,15 +419,7 @@ def test_ttfm_floor_times_xgrammars_calls_beside_both_engines(tmp_path):
     a row each with the files it counted (llguidance's only where it is installed)."""
     names = tmp_path / "names.txt"
     names.write_text("Github_easy---o58442\nBFCL_java_17\n")
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "ttfm_floor.py"), "--tokenizer", "smollm2"]
-        + ["--names-file", str(names)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_benchmark("ttfm_floor.py", "--tokenizer", "smollm2", "--names-file", str(names))
     assert "2 schemas" in proc.stdout
     for call in ("json.loads", "from_json_schema", "str(grammar)", "serialize_json", "XGrammar floor", "cfgzip"):
         assert re.search(rf"^\| {re.escape(call)} \| 2 \| [0-9.]+ \| [0-9.]+ \|$", proc.stdout, re.M), call
