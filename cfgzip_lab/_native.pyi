@@ -137,6 +137,23 @@ class Words:
         rule: str,
     ) -> Node:
         """gnf._lift_terminals's loop over one rule (one nonterminal per terminal occurrence)."""
+    def lift_all(
+        self,
+        rules: dict[str, list[tuple]],
+        counted: dict[str, Any],
+        live: set[str],
+        symbol_spans: dict,
+        cfg_origins: dict,
+        ids: dict[str, int],
+        shapes: dict[int, tuple[Node, str]],
+        shape_of: Callable[[Any], tuple[Node, str]],
+        kept: Any,
+        names: list[str],
+        origins: list[tuple],
+        rule_sets: dict[int, Node],
+        deadline: Any,
+    ) -> None:
+        """lift_rule's loop over every live, uncounted rule in one call (csrc/gnf_passes.c)."""
     # a normal form as arrays (csrc/gnf_arrays.c; reference cfgzip_lab.grammar.gnf_arrays)
     def subgraph(self, roots: Buffer) -> tuple[bytes, bytes, bytes, bytes, bytes]:
         """The nodes below roots as arrays: (accepts, indptr, symbols, children, root_ids)."""
@@ -234,6 +251,19 @@ def classify_steps(
 
 def cfg_productive(rules: dict[str, list[tuple]], counted: dict[str, Any], byteset_type: type) -> set[str]:
     """dead_ends.productive_nonterminals over a CFG's rules and counted repetitions (csrc/cfg_passes.c)."""
+
+def cfg_byte_bits(rules: dict[str, list[tuple]], byteset_type: type) -> dict[int, Any]:
+    """CFG.byte_sets: each distinct bits of the productions' byte sets -> the first byte set with them
+    (csrc/cfg_passes.c)."""
+
+def cfg_every_symbol_productive(
+    rules: dict[str, list[tuple]], counted: dict[str, Any], productive: set[str], byteset_type: type
+) -> bool:
+    """dead_ends._every_symbol_productive (csrc/cfg_passes.c)."""
+
+def byte_atoms(bits: frozenset[int]) -> tuple[list[int], bytes] | None:
+    """cfg.byte_classes of byte sets given by their bits, and each byte's atom (gnf._partition); None where a set
+    has bits past 255, a token atom's (csrc/gnf_passes.c)."""
 
 def cfg_reachable(rules: dict[str, list[tuple]], counted: dict[str, Any], start: str) -> set[str]:
     """gnf._reachable_rules: the names reachable from start (csrc/cfg_passes.c)."""
