@@ -54,35 +54,6 @@ static void sort_by_id(uint64_t *keys, uint64_t *tmp, int64_t n, int64_t ntok) {
     if (src != keys) memcpy(keys, src, (size_t)n * sizeof(uint64_t));
 }
 
-/* The short way's groups, from the walk's ranges: one per displacement node and one per fallback token, each
- * group's representative (the shortest member, ties to the lowest id, as the pass in id order finds it) and
- * node; each range token's group written to in_order (range order). group_of_node: -1 for every node on
- * entry. -1 when out of memory. */
-static int group_ranges(const VocabTrie *T, const Range *rs, int64_t nr, int32_t *group_of_node, int32_t **rep,
-                        int64_t *repcap, int64_t **group_node, int64_t *groupcap, int64_t *ng, int32_t *in_order) {
-    const int32_t *ttok = T->ttok, *len = T->len;
-    int64_t at = 0;
-    for (int64_t i = 0; i < nr; i++) {
-        int64_t node = rs[i].node;
-        int32_t g = node >= 0 ? group_of_node[node] : -1;
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) {
-            int32_t t = ttok[k];
-            if (g < 0 || node < 0) { /* a node's first token, or a fallback token: a group of its own */
-                if (*ng >= *repcap && grow((void **)rep, repcap, *ng + 1, sizeof(int32_t)) < 0) return -1;
-                if (*ng >= *groupcap && grow((void **)group_node, groupcap, *ng + 1, sizeof(int64_t)) < 0) return -1;
-                g = (int32_t)(*ng)++;
-                (*rep)[g] = t;
-                (*group_node)[g] = node;
-                if (node >= 0) group_of_node[node] = g;
-            } else if (len[t] < len[(*rep)[g]] || (len[t] == len[(*rep)[g]] && t < (*rep)[g])) {
-                (*rep)[g] = t;
-            }
-            in_order[at++] = g;
-        }
-    }
-    return 0;
-}
-
 /* The NORMAL classes numbered from `first` in the order of their representatives: group g's class cls[g],
  * and each class's representative, kind and node. order: scratch for ng keys. */
 static void number_range_groups(int64_t ng, const int32_t *rep, const int64_t *group_node, int64_t first,
@@ -98,12 +69,12 @@ static void number_range_groups(int64_t ng, const int32_t *rep, const int64_t *g
     }
 }
 
-/* The dense way's groups, from the ranges alone: one per displacement node and one per fallback token, each
+/* The groups, from the walk's ranges alone (both ways that read them): one per displacement node and one per fallback token, each
  * group's least rank (T->trank: its representative, the shortest member, ties to the lowest id, is
  * by_length[rank]) read from a range's contiguous run of ranks in trie order (no token's length looked up by
  * id), and each range's group (a fallback range's first). group_of_node: -1 for every node on entry. -1 when
  * out of memory. */
-static int dense_groups(const VocabTrie *T, const Range *rs, int64_t nr, int32_t *group_of_node, int32_t **rank,
+static int range_groups(const VocabTrie *T, const Range *rs, int64_t nr, int32_t *group_of_node, int32_t **rank,
                         int64_t *rankcap, int64_t **group_node, int64_t *groupcap, int64_t *ng, int32_t *range_group) {
     const int32_t *trank = T->trank;
     for (int64_t i = 0; i < nr; i++) {
@@ -153,7 +124,7 @@ static void dense_scatter(const VocabTrie *T, const Range *rs, int64_t nr, const
 }
 
 /* assemble's dense way from the ranges: most tokens live (a JSON Schema's ~125k of Llama-3's 128k), so the map
- * is written whole: the groups and their representatives from the ranges in trie order (dense_groups), the
+ * is written whole: the groups and their representatives from the ranges in trie order (range_groups), the
  * classes numbered, then each range's class scattered into the map once (dense_scatter; no node_of read: a lazy
  * walk did not write it). The same classes, representatives and rep_nodes as the long way (assemble_long),
  * BLOCKED or not. */
@@ -167,7 +138,7 @@ static PyObject *assemble_dense(VocabTrie *T, const uint8_t *fb, int32_t *out, c
     uint64_t *order = NULL;
     if (!group_of_node || !range_group) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
-    if (dense_groups(T, rs, nr, group_of_node, &rank, &rankcap, &group_node, &groupcap, &ng, range_group) < 0)
+    if (range_groups(T, rs, nr, group_of_node, &rank, &rankcap, &group_node, &groupcap, &ng, range_group) < 0)
         goto nomem;
     int64_t first = (blocked > 0) + (T->nstops > 0), k_total = first + ng;
     rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
@@ -258,15 +229,16 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     PyObject *result = NULL, *reps_b = NULL, *kinds_b = NULL, *nodes_b = NULL, *ids_b = NULL, *classes_b = NULL;
     int64_t n_in = live + fallbacks, nl = n_in + T->nstops;
     int32_t *group_of_node = malloc((size_t)(top + 1) * sizeof(int32_t)), *rep = NULL, *cls = NULL, *by_rep = NULL;
-    int32_t *tg = malloc((size_t)(n_in ? n_in : 1) * sizeof(int32_t)); /* each range token's group, in range order */
+    int32_t *range_group = malloc((size_t)(nr ? nr : 1) * sizeof(int32_t)), *rank = NULL;
     uint64_t *pairs = malloc((size_t)(nl ? nl : 1) * sizeof(uint64_t));
     int64_t *group_node = NULL, groupcap = 0;
     uint64_t *in_range = NULL;
-    if (!group_of_node || !tg || !pairs) goto nomem;
+    if (!group_of_node || !range_group || !pairs) goto nomem;
     memset(group_of_node, 0xFF, (size_t)(top + 1) * sizeof(int32_t));
     const int32_t *ttok = T->ttok;
-    int64_t ng = 0, repcap = 0, at = 0;
-    if (group_ranges(T, rs, nr, group_of_node, &rep, &repcap, &group_node, &groupcap, &ng, tg) < 0) goto nomem;
+    int64_t ng = 0, rankcap = 0;
+    if (range_groups(T, rs, nr, group_of_node, &rank, &rankcap, &group_node, &groupcap, &ng, range_group) < 0)
+        goto nomem;
     /* The dead representative: the shortest trie token in no range (neither live nor a fallback), the
      * first of equals; read from the ranges, not node_of, which a lazy walk did not write. */
     int64_t dead_rep = -1;
@@ -288,6 +260,7 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
         goto done;
     }
     int64_t first = 1 + (T->nstops > 0), k_total = first + ng;
+    rep = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
     cls = malloc((size_t)(ng ? ng : 1) * sizeof(int32_t));
     by_rep = malloc((size_t)(ng ? ng : 1) * sizeof(int64_t));
     reps_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 4));
@@ -295,7 +268,8 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     nodes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(k_total * 8));
     ids_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nl * 4));
     classes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nl * 4));
-    if (!cls || !by_rep || !reps_b || !kinds_b || !nodes_b || !ids_b || !classes_b) goto nomem;
+    if (!rep || !cls || !by_rep || !reps_b || !kinds_b || !nodes_b || !ids_b || !classes_b) goto nomem;
+    for (int64_t g = 0; g < ng; g++) rep[g] = T->by_length[rank[g]];
     int32_t *reps = (int32_t *)PyBytes_AS_STRING(reps_b);
     uint8_t *kout = (uint8_t *)PyBytes_AS_STRING(kinds_b);
     int64_t *rep_nodes = (int64_t *)PyBytes_AS_STRING(nodes_b);
@@ -311,10 +285,12 @@ static PyObject *assemble_ranges(VocabTrie *T, const uint8_t *fb, int32_t *out, 
     number_range_groups(ng, rep, group_node, first, order, cls, reps, kout, rep_nodes);
     /* the ids outside class 0 (BLOCKED) with their classes, ascending by id: the whole map with class 0
      * for every other id (written into `out` too where the caller gave one) */
-    at = 0;
     int64_t np_ = 0;
-    for (int64_t i = 0; i < nr; i++)
-        for (int32_t k = rs[i].lo; k < rs[i].hi; k++) pairs[np_++] = ((uint64_t)(uint32_t)ttok[k] << 32) | (uint32_t)cls[tg[at++]];
+    for (int64_t i = 0; i < nr; i++) {
+        int32_t g = range_group[i], fallback = rs[i].node < 0; /* fallback tokens: consecutive groups */
+        for (int32_t k = rs[i].lo; k < rs[i].hi; k++, g += fallback)
+            pairs[np_++] = ((uint64_t)(uint32_t)ttok[k] << 32) | (uint32_t)cls[g];
+    }
     for (int64_t i = 0; i < T->nstops; i++) pairs[np_++] = ((uint64_t)(uint32_t)T->stop_ids[i] << 32) | 1u;
     uint64_t *sort_tmp = malloc((size_t)(nl ? nl : 1) * sizeof(uint64_t));
     if (!sort_tmp) goto nomem;
@@ -343,7 +319,8 @@ done:
     free(group_node);
     free(in_range);
     free(group_of_node);
-    free(tg);
+    free(range_group);
+    free(rank);
     free(pairs);
     free(rep);
     free(cls);
