@@ -696,63 +696,35 @@ static int32_t guess_class(const Tables *T) {
     return guess;
 }
 
-/* The bits of the 32 ids at p equal to x, eight a compare (AVX2), where the CPU has it. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-__attribute__((target("avx2"))) static inline uint32_t equal_bits_avx2(const int32_t *p, Py_ssize_t n, int32_t x) {
-    if (n < 32) return equal_bits(p, n, x);
-    __m256i want = _mm256_set1_epi32(x);
-    uint32_t m = 0;
-    for (int q = 0; q < 4; q++) {
-        __m256i got = _mm256_loadu_si256((const __m256i *)(p + 8 * q));
-        m |= (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(got, want))) << (8 * q);
+/* count_by_scan's loop over class_of: the counts and the list in locals (stores to sizes may alias T's fields);
+ * -1: an id outside [0, k). */
+static Py_ssize_t scan_class_map(Tables *T) {
+    const int32_t *co = T->co, guess = T->guess;
+    const Py_ssize_t v = T->v, k = T->k;
+    int64_t *sizes = T->sizes;
+    int32_t *ids = T->rest_ids, *classes = T->rest_classes;
+    uint32_t *guess_bits = T->guess_bits;
+    Py_ssize_t nrest = 0;
+    for (Py_ssize_t base = 0; base < v; base += 32) {
+        Py_ssize_t n = word_ids(v, base);
+        uint32_t m = equal_bits(co + base, n, guess);
+        guess_bits[base >> 5] = m;
+        for (uint32_t others = ~m & word_lanes(n); others; others &= others - 1) {
+            int j = __builtin_ctz(others);
+            int32_t c = co[base + j];
+            if ((uint32_t)c >= (uint32_t)k) return -1;
+            sizes[c]++;
+            ids[nrest] = (int32_t)(base + j);
+            classes[nrest++] = c;
+        }
     }
-    return m;
+    return nrest;
 }
-#endif
-
-/* count_by_scan's loop over class_of, written once and compiled twice below (EQUAL: equal_bits, or its
- * AVX2 twin): the counts and the list in locals (stores to sizes may alias T's fields); -1: an id outside
- * [0, k). */
-#define SCAN_BODY(EQUAL)                                                                                       \
-    const int32_t *co = T->co, guess = T->guess;                                                               \
-    const Py_ssize_t v = T->v, k = T->k;                                                                       \
-    int64_t *sizes = T->sizes;                                                                                 \
-    int32_t *ids = T->rest_ids, *classes = T->rest_classes;                                                    \
-    uint32_t *guess_bits = T->guess_bits;                                                                      \
-    Py_ssize_t nrest = 0;                                                                                      \
-    for (Py_ssize_t base = 0; base < v; base += 32) {                                                          \
-        Py_ssize_t n = word_ids(v, base);                                                                      \
-        uint32_t m = EQUAL(co + base, n, guess);                                                               \
-        guess_bits[base >> 5] = m;                                                                             \
-        for (uint32_t others = ~m & word_lanes(n); others; others &= others - 1) {                            \
-            int j = __builtin_ctz(others);                                                                     \
-            int32_t c = co[base + j];                                                                          \
-            if ((uint32_t)c >= (uint32_t)k) return -1;                                                         \
-            sizes[c]++;                                                                                        \
-            ids[nrest] = (int32_t)(base + j);                                                                  \
-            classes[nrest++] = c;                                                                              \
-        }                                                                                                      \
-    }                                                                                                          \
-    return nrest
-
-static Py_ssize_t scan_plain(Tables *T) { SCAN_BODY(equal_bits); }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static Py_ssize_t scan_avx2(Tables *T) { SCAN_BODY(equal_bits_avx2); }
-#endif
-#undef SCAN_BODY
 
 /* One pass over class_of: the guess's tokens as each word's bits, every other token's id and class in
  * rest_ids / rest_classes, each checked and counted. */
 static int count_by_scan(Tables *T) {
-    Py_ssize_t nrest = -1;
-    if (T->k || !T->v) {
-#if defined(__x86_64__) && defined(__GNUC__)
-        nrest = __builtin_cpu_supports("avx2") ? scan_avx2(T) : scan_plain(T);
-#else
-        nrest = scan_plain(T);
-#endif
-    }
+    Py_ssize_t nrest = T->k || !T->v ? scan_class_map(T) : -1;
     if (nrest < 0) {
         PyErr_SetString(PyExc_ValueError, "expansion_tables: class_of has ids outside [0, num_classes)");
         return -1;
